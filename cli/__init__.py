@@ -1,0 +1,1 @@
+"""The click command layer of embedtune (installed as ``embedtune.cli``)."""

@@ -1,0 +1,86 @@
+"""`embedtune` command group.
+
+Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
+`convert` never pay for importing TensorFlow (2-3 s, 0.5 GB).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from embedtune import __version__
+
+# command name -> "module:attribute", relative to this package
+COMMANDS = {
+    "inspect": "formats_cmds:inspect_cmd",
+    "convert": "formats_cmds:convert_cmd",
+    "train": "train_cmd:train_cmd",
+    "init": "train_cmd:init_cmd",
+    "diff": "compare_cmds:diff_cmd",
+    "eval": "compare_cmds:eval_cmd",
+    "neighbors": "compare_cmds:neighbors_cmd",
+}
+
+SHORT_HELP = {
+    "inspect": "Show format, size, norms and problems of a vectors file.",
+    "convert": "Convert a vectors file to another format.",
+    "train": "Fine-tune vectors on a corpus, updating only the rows you choose.",
+    "init": "Give new corpus words a starting vector from their contexts.",
+    "diff": "Compare two vectors files row by row.",
+    "eval": "Score vectors on word-similarity and analogy benchmarks.",
+    "neighbors": "Show nearest neighbours of words.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name in COMMANDS if self._available(name)]
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(f"{__package__}.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__package__}.{module_name}":
+                return None
+            raise
+        return getattr(module, attr, None)
+
+    def _available(self, name):
+        module_name = COMMANDS[name].split(":")[0]
+        return importlib.util.find_spec(f"{__package__}.{module_name}") is not None
+
+    def format_commands(self, ctx, formatter):
+        # Short help from a table, so listing the commands imports none of them.
+        rows = [(name, SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="embedtune")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars or messages on standard error.")
+@click.pass_context
+def cli(ctx, quiet):
+    """Fine-tune pretrained word vectors while updating only the vocabulary you choose.
+
+    \b
+    Example:
+      embedtune train --config configs/quickstart.toml
+      embedtune inspect data/sample/glove.6B.50d.20k.txt
+    """
+    ctx.obj = {"quiet": quiet}
+
+
+def main():
+    cli(prog_name="embedtune")
+
+
+if __name__ == "__main__":
+    main()

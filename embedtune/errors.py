@@ -1,0 +1,26 @@
+"""The library's one exception type: every bad input becomes an EmbedtuneError.
+
+The command layer turns it into a one-line ``Error: ...`` and a non-zero exit code;
+nothing else in the library catches broadly.
+"""
+
+from __future__ import annotations
+
+
+class EmbedtuneError(Exception):
+    """Bad input or an impossible request, with the file and line where known.
+
+    ``str(err)`` reads ``FILE line N: message`` (or ``FILE: message``, or just the message).
+    """
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path or ""
+        if self.line is not None:
+            where = f"{where} line {self.line}" if where else f"line {self.line}"
+        return f"{where}: {self.message}" if where else self.message
