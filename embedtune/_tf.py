@@ -1,0 +1,47 @@
+"""Import TensorFlow quietly.
+
+TF 2.21 prints CUDA-probe lines on a machine without a GPU, some before its logging is
+set up, so TF_CPP_MIN_LOG_LEVEL cannot silence them; they would land in the user's
+terminal or log on every run. They are written straight to file descriptor 2, so that
+descriptor points at a temporary file while TensorFlow loads and finds its devices; if
+the import fails, what it wrote is shown after all.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+def _import():
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        import tensorflow
+
+        return tensorflow
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            import tensorflow
+
+            tensorflow.config.list_physical_devices()  # the CUDA probe happens here
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    return tensorflow
+
+
+tf = _import()

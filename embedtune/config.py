@@ -1,0 +1,196 @@
+"""The training config: one TOML file (stdlib tomllib) into frozen dataclasses.
+
+Every default lives here, once. A config file holds only what differs from these
+defaults; an unknown key or a value of the wrong type is an error naming the key
+and the file. Command-line options override the file (see ``merge``).
+Paths in a config are relative to the directory embedtune is run from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from embedtune.errors import EmbedtuneError
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """Which rows may move. Freeze rules win over train rules; see embedtune.plan."""
+
+    freeze_list: str | None = None      # file, one word per line: these rows frozen
+    train_list: str | None = None       # file, one word per line: these rows trainable, the rest frozen
+    freeze_top: int = 0                 # freeze the first N rows of the vectors file (most frequent)
+    freeze_pattern: str | None = None   # regex (re.search): matching pretrained words frozen
+    train_pattern: str | None = None    # regex: matching words trainable, the rest frozen
+    freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
+    min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
+    max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
+    lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
+    strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    objective: str = "sgns"             # skip-gram with negative sampling
+    epochs: int = 5
+    window: int = 5                     # maximum distance; each center draws its window from 1..window
+    negative: int = 5                   # negative samples per (center, context) pair
+    sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
+    lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad, 0.001 for adam
+    min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
+    batch_size: int = 4096              # (center, context) pairs per step
+    optimizer: str = "sgd"              # sgd | adagrad | adam, all lazy (only the batch's rows)
+    clip_norm: float = 1.0              # cap on each merged row gradient's L2 norm (0 = no cap)
+    context_init: str = "zeros"         # zeros | word: start of the internal context table
+    seed: int = 1
+    dim: int | None = None              # None: the dimension of the vectors file
+
+
+@dataclass(frozen=True)
+class Config:
+    vectors: str | None = None          # pretrained vectors file
+    corpus: str | None = None           # text corpus, one sentence or paragraph per line; "-" = stdin
+    output: str | None = None           # output vectors file; "-" = stdout
+    format: str | None = None           # input vectors format (None: detect)
+    to: str | None = None               # output format (None: same as the input)
+    json: bool = False                  # JSON summary on stdout (or stderr... see cli)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+OPTIMIZERS = ("sgd", "adagrad", "adam")
+DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
+OBJECTIVES = ("sgns",)
+LOWERCASE = ("auto", "yes", "no")
+CONTEXT_INITS = ("zeros", "word")
+
+
+def _type_name(tp) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _allowed_types(annotation: str):
+    # Annotations are strings (from __future__ import annotations): "int", "float | None", ...
+    names = [part.strip() for part in annotation.split("|")]
+    table = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None)}
+    return [table[name] for name in names if name in table]
+
+
+def _check_value(key: str, value, annotation: str, source: str):
+    types = _allowed_types(annotation)
+    if isinstance(value, bool) and bool not in types:
+        raise EmbedtuneError(f"key '{key}' must be {_type_name(types[0])}, got {value!r}", path=source)
+    if float in types and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, tuple(t for t in types if t is not type(None))):
+        raise EmbedtuneError(f"key '{key}' must be {_type_name(types[0])}, got {value!r}", path=source)
+    return value
+
+
+def _build(cls, table: dict, source: str, prefix: str = ""):
+    known = {f.name: f for f in fields(cls)}
+    values = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise EmbedtuneError(f"unknown key '{prefix}{key}' (known: {', '.join(sorted(known))})", path=source)
+        f = known[name]
+        if f.name in ("vocab", "train"):
+            if not isinstance(value, dict):
+                raise EmbedtuneError(f"'{key}' must be a table ([{key}])", path=source)
+            sub = VocabConfig if f.name == "vocab" else TrainConfig
+            values[name] = _build(sub, value, source, prefix=f"{key}.")
+        else:
+            values[name] = _check_value(prefix + key, value, f.type, source)
+    return cls(**values)
+
+
+def validate(config: Config, source: str = "options") -> Config:
+    """Check values that have a type but not every value makes sense."""
+    t, v = config.train, config.vocab
+
+    def bad(key, text):
+        raise EmbedtuneError(f"'{key}' {text}", path=source)
+
+    if t.optimizer not in OPTIMIZERS:
+        bad("train.optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
+    if t.objective not in OBJECTIVES:
+        bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
+    if t.context_init not in CONTEXT_INITS:
+        bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
+    if v.lowercase not in LOWERCASE:
+        bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
+    if t.epochs < 1:
+        bad("train.epochs", f"must be at least 1, got {t.epochs}")
+    if t.window < 1:
+        bad("train.window", f"must be at least 1, got {t.window}")
+    if t.negative < 1:
+        bad("train.negative", f"must be at least 1, got {t.negative}")
+    if t.batch_size < 1:
+        bad("train.batch_size", f"must be at least 1, got {t.batch_size}")
+    if t.lr is not None and not t.lr > 0:
+        bad("train.lr", f"must be positive, got {t.lr}")
+    if not 0 <= t.min_lr_fraction <= 1:
+        bad("train.min_lr_fraction", f"must be between 0 and 1, got {t.min_lr_fraction}")
+    if t.sample < 0:
+        bad("train.sample", f"must be 0 or positive, got {t.sample}")
+    if t.clip_norm < 0:
+        bad("train.clip_norm", f"must be 0 (no cap) or positive, got {t.clip_norm}")
+    if t.dim is not None and t.dim < 1:
+        bad("train.dim", f"must be positive, got {t.dim}")
+    if v.min_count < 1:
+        bad("vocab.min_count", f"must be at least 1, got {v.min_count}")
+    if v.freeze_top < 0:
+        bad("vocab.freeze_top", f"must be 0 or positive, got {v.freeze_top}")
+    if v.max_new < 0:
+        bad("vocab.max_new", f"must be 0 or positive, got {v.max_new}")
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and check a TOML config file."""
+    source = str(path)
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except FileNotFoundError:
+        raise EmbedtuneError("no such config file", path=source) from None
+    except tomllib.TOMLDecodeError as err:
+        raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
+    except UnicodeDecodeError as err:
+        raise EmbedtuneError(f"not valid UTF-8 TOML: {err.reason}", path=source) from None
+    return validate(_build(Config, table, source), source)
+
+
+def merge(config: Config, overrides: dict) -> Config:
+    """Apply command-line values (None = not given) over a config.
+
+    overrides : flat dict of names from Config, VocabConfig or TrainConfig.
+    """
+    top, vocab, train = {}, {}, {}
+    vocab_names = {f.name for f in fields(VocabConfig)}
+    train_names = {f.name for f in fields(TrainConfig)}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name in vocab_names:
+            vocab[name] = value
+        elif name in train_names:
+            train[name] = value
+        else:
+            top[name] = value
+    return validate(
+        dataclasses.replace(
+            config,
+            **top,
+            vocab=dataclasses.replace(config.vocab, **vocab),
+            train=dataclasses.replace(config.train, **train),
+        )
+    )
+
+
+def learning_rate(train: TrainConfig) -> float:
+    return train.lr if train.lr is not None else DEFAULT_LR[train.optimizer]

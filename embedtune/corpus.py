@@ -1,0 +1,160 @@
+"""Reading a corpus: lines of whitespace tokens, counted once, streamed as id chunks.
+
+A corpus is one sentence or paragraph per line; context windows never cross a line.
+It is read in passes (one to count, one per epoch) and never held in memory whole:
+standard input is spooled once to a temporary file so it can be read again.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedtune.errors import EmbedtuneError
+
+CHUNK_TOKENS = 1 << 20  # tokens per chunk handed to the pair generator
+
+
+def _open_binary(path: str):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+class Corpus:
+    """A re-readable corpus.
+
+    source : a path (``.gz``/``.bz2`` by extension), ``"-"`` for standard input, or a
+        re-iterable of token lists / strings (a list, or an object whose ``__iter__``
+        starts over, like gensim's corpora).
+    lowercase : lower-case every token
+    """
+
+    def __init__(self, source, lowercase: bool = False):
+        self.lowercase = lowercase
+        self._spool = None
+        if isinstance(source, (str, os.PathLike)):
+            self.path = str(source)
+            self.sentences = None
+            if self.path == "-":
+                self._spool = tempfile.NamedTemporaryFile(prefix="embedtune-corpus-", suffix=".txt", delete=False)
+                shutil.copyfileobj(sys.stdin.buffer, self._spool, 1 << 20)
+                self._spool.close()
+                self._read_path = self._spool.name
+            else:
+                if not os.path.exists(self.path):
+                    raise EmbedtuneError("no such corpus file", self.path)
+                if os.path.isdir(self.path):
+                    raise EmbedtuneError("is a folder, expected a corpus file", self.path)
+                self._read_path = self.path
+        else:
+            self.path = "<corpus>"
+            self.sentences = source
+
+    def close(self) -> None:
+        if self._spool is not None:
+            os.unlink(self._spool.name)
+            self._spool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def lines(self) -> Iterator[list[str]]:
+        """Token lists, one per line (empty lines skipped)."""
+        if self.sentences is not None:
+            for sentence in self.sentences:
+                tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+                if self.lowercase:
+                    tokens = [t.lower() for t in tokens]
+                if tokens:
+                    yield tokens
+            return
+        lower = self.lowercase
+        try:
+            with _open_binary(self._read_path) as raw:
+                for number, line in enumerate(raw, 1):
+                    try:
+                        text = line.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise EmbedtuneError(
+                            f"not valid UTF-8 text (byte {err.start} of the line: {err.reason}); "
+                            "is this a corpus file?", self.path, number) from None
+                    if "\x00" in text:
+                        raise EmbedtuneError("contains NUL bytes; is this a text corpus?", self.path, number)
+                    if lower:
+                        text = text.lower()
+                    tokens = text.split()
+                    if tokens:
+                        yield tokens
+        except (OSError, EOFError) as err:
+            if isinstance(err, EmbedtuneError):
+                raise
+            raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+
+    def count(self) -> tuple[Counter, int, int]:
+        """(token counts, total tokens, lines with tokens) in one pass."""
+        counts: Counter = Counter()
+        n_lines = 0
+        for tokens in self.lines():
+            counts.update(tokens)
+            n_lines += 1
+        return counts, sum(counts.values()), n_lines
+
+
+@dataclass
+class IdChunk:
+    """A run of corpus tokens as row ids.
+
+    ids : int32 array of shape = [n]; words outside the training vocabulary are dropped
+    line : int32 array of shape = [n]; tokens with equal values come from the same line
+    raw_tokens : tokens read for this chunk, dropped ones included (for progress and lr decay)
+    """
+
+    ids: np.ndarray
+    line: np.ndarray
+    raw_tokens: int
+
+
+def id_chunks(corpus: Corpus, index: dict[str, int], chunk_tokens: int = CHUNK_TOKENS) -> Iterator[IdChunk]:
+    """Stream the corpus as chunks of ids, each chunk ending at a line boundary."""
+    ids: list[int] = []
+    line_lengths: list[int] = []
+    raw = 0
+    get = index.get
+    for tokens in corpus.lines():
+        row = [i for i in map(get, tokens) if i is not None]
+        raw += len(tokens)
+        if row:
+            ids.extend(row)
+            line_lengths.append(len(row))
+        if len(ids) >= chunk_tokens:
+            yield _chunk(ids, line_lengths, raw)
+            ids, line_lengths, raw = [], [], 0
+    if ids or raw:
+        yield _chunk(ids, line_lengths, raw)
+
+
+def _chunk(ids, line_lengths, raw) -> IdChunk:
+    line = np.repeat(np.arange(len(line_lengths), dtype=np.int32), line_lengths)
+    return IdChunk(np.asarray(ids, dtype=np.int32), line, raw)
+

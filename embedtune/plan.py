@@ -1,0 +1,159 @@
+"""Freeze rules -> a plan of which rows are frozen, trainable and new.
+
+The rules, in order (the first that applies decides):
+
+1. A new word (not in the vectors, seen at least ``min_count`` times in the corpus)
+   is trainable. A freeze rule that names or matches a new word is an error: its
+   vector would be random.
+2. A pretrained word matched by a freeze rule (``freeze_list``, ``freeze_top``,
+   ``freeze_pattern``, ``freeze_pretrained``) is frozen. Freeze rules win.
+3. A pretrained word matched by a train rule (``train_list``, ``train_pattern``) is
+   trainable.
+4. Any other pretrained word is frozen if a train rule was given (a train rule
+   means "only these move"), and trainable otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtune.config import VocabConfig
+from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
+
+MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
+
+
+@dataclass
+class MissingWords:
+    """Words of a list file that are not in the vocabulary."""
+
+    path: str
+    count: int
+    first: list[str]
+
+
+@dataclass
+class Plan:
+    """Which rows are frozen, trainable and new.
+
+    words : list of str, length n_pretrained + n_new; pretrained words first, in file order
+    frozen : bool array of shape = [n_words]; True where the row must stay bit-identical
+    n_pretrained : rows that come from the vectors file
+    missing : list words absent from the vocabulary, per list file
+    """
+
+    words: list[str]
+    frozen: np.ndarray
+    n_pretrained: int
+    missing: list[MissingWords] = field(default_factory=list)
+
+    @property
+    def n_new(self) -> int:
+        return len(self.words) - self.n_pretrained
+
+    @property
+    def n_frozen(self) -> int:
+        return int(self.frozen.sum())
+
+    @property
+    def n_trainable_pretrained(self) -> int:
+        return int((~self.frozen[: self.n_pretrained]).sum())
+
+    def summary(self) -> dict:
+        return {
+            "frozen": self.n_frozen,
+            "trainable": self.n_trainable_pretrained,
+            "new": self.n_new,
+            "missing_list_words": {m.path: {"count": m.count, "first": m.first} for m in self.missing},
+        }
+
+
+def read_word_list(path: str) -> list[tuple[int, str]]:
+    """(line number, word) for each non-empty line of a word-list file (UTF-8; '#' lines are comments)."""
+    entries = []
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    word = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as err:
+                    raise EmbedtuneError(f"not valid UTF-8 ({err.reason} at byte {err.start})", path, number) from None
+                if word and not word.startswith("#"):
+                    entries.append((number, word))
+    except FileNotFoundError:
+        raise EmbedtuneError("no such word-list file", path) from None
+    except IsADirectoryError:
+        raise EmbedtuneError("is a folder, expected a word-list file", path) from None
+    return entries
+
+
+def _compile(pattern: str, key: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise EmbedtuneError(f"'{key}' is not a valid regular expression: {err}") from None
+
+
+def _list_rows(path, index, new_index, strict, frozen_rule):
+    """Rows of list words; words absent from the vocabulary are collected as missing."""
+    rows, missing = [], []
+    for number, word in read_word_list(path):
+        if word in index:
+            rows.append(index[word])
+        elif word in new_index:
+            if frozen_rule:
+                raise EmbedtuneError(
+                    f"'{word}' is not in the vectors but is a new word from the corpus; "
+                    "a new word cannot be frozen (its vector would be random)", path, number)
+            rows.append(new_index[word])
+        else:
+            if strict:
+                raise EmbedtuneError(f"'{word}' is not in the vocabulary", path, number)
+            missing.append(word)
+    return rows, MissingWords(path, len(missing), missing[:MISSING_SHOWN])
+
+
+def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Plan:
+    """Apply the freeze rules to the pretrained words and the new corpus words."""
+    n_pre = len(vectors)
+    words = list(vectors.words) + list(new_words)
+    new_index = {w: n_pre + i for i, w in enumerate(new_words)}
+    missing = []
+
+    freeze = np.zeros(len(words), dtype=bool)
+    train = np.zeros(len(words), dtype=bool)
+    has_train_rule = bool(vocab.train_list or vocab.train_pattern)
+
+    if vocab.freeze_pretrained:
+        freeze[:n_pre] = True
+    if vocab.freeze_top:
+        freeze[: min(vocab.freeze_top, n_pre)] = True
+    if vocab.freeze_list:
+        rows, miss = _list_rows(vocab.freeze_list, vectors.index, new_index, vocab.strict_lists, True)
+        freeze[rows] = True
+        missing.append(miss)
+    if vocab.freeze_pattern:
+        pattern = _compile(vocab.freeze_pattern, "freeze_pattern")
+        hits = [w for w in new_words if pattern.search(w)]
+        if hits:
+            raise EmbedtuneError(
+                f"freeze_pattern {vocab.freeze_pattern!r} matches {len(hits)} new corpus words "
+                f"(e.g. {', '.join(repr(h) for h in hits[:3])}); a new word cannot be frozen")
+        freeze[:n_pre] |= np.fromiter((bool(pattern.search(w)) for w in vectors.words), bool, n_pre)
+    if vocab.train_list:
+        rows, miss = _list_rows(vocab.train_list, vectors.index, new_index, vocab.strict_lists, False)
+        train[rows] = True
+        missing.append(miss)
+    if vocab.train_pattern:
+        pattern = _compile(vocab.train_pattern, "train_pattern")
+        train[:n_pre] |= np.fromiter((bool(pattern.search(w)) for w in vectors.words), bool, n_pre)
+
+    frozen = freeze.copy()
+    if has_train_rule:
+        frozen[:n_pre] |= ~train[:n_pre]
+    frozen[n_pre:] = False  # rule 1: new words always train
+    return Plan(words=words, frozen=frozen, n_pretrained=n_pre, missing=[m for m in missing if m.count])

@@ -1,0 +1,114 @@
+"""Sparse, lazy, capped updates of a table of rows.
+
+The gradient of a table arrives as a ``tf.IndexedSlices`` touching only the rows a
+batch gathered. ``apply`` merges repeated ids (so each row gets one update, the same
+whatever the order: ``scatter_sub`` with duplicate ids is not deterministic), caps each
+merged row's L2 norm, and updates only those rows, together with only those rows of
+the optimizer state. Nothing here reads or writes a whole table, so a step costs the
+same at 10k rows as at 1M.
+
+Why not Keras optimizers: Keras 3 Adam, Adagrad, RMSprop and momentum SGD update their
+state densely (a step at V=1M cost 430-1800 ms against 3-10 ms at V=10k) and move rows
+that got no gradient; their results also differ when a row repeats in a batch unless
+repeats are merged first.
+"""
+
+from __future__ import annotations
+
+from embedtune._tf import tf
+
+
+def merge_rows(grad: tf.IndexedSlices, keep=None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Sum repeated ids. Returns (unique row ids [u], merged values [u, dim]).
+
+    keep : optional bool [n] mask of slices to keep (the rest are dropped first).
+    """
+    indices, values = grad.indices, grad.values
+    if keep is not None:
+        indices = tf.boolean_mask(indices, keep)
+        values = tf.boolean_mask(values, keep)
+    rows, segment = tf.unique(indices)
+    merged = tf.math.unsorted_segment_sum(values, segment, num_segments=tf.size(rows))
+    return rows, merged
+
+
+def cap_rows(values: tf.Tensor, clip_norm: float) -> tf.Tensor:
+    """Scale each row down to L2 norm <= clip_norm (rows already within are untouched)."""
+    if not clip_norm:
+        return values
+    return tf.clip_by_norm(values, clip_norm, axes=[1])
+
+
+class LazyOptimizer:
+    """Base of the sparse optimizers: state only for the rows a batch touches."""
+
+    name = ""
+
+    def __init__(self, table: tf.Variable):
+        self.table = table
+
+    def variables(self) -> dict[str, tf.Variable]:
+        """State to checkpoint, by name."""
+        return {}
+
+    def apply(self, rows: tf.Tensor, grads: tf.Tensor, lr: tf.Tensor) -> None:
+        raise NotImplementedError
+
+
+class SGD(LazyOptimizer):
+    name = "sgd"
+
+    def apply(self, rows, grads, lr):
+        self.table.scatter_sub(tf.IndexedSlices(lr * grads, rows))
+
+
+class Adagrad(LazyOptimizer):
+    name = "adagrad"
+
+    def __init__(self, table, initial_accumulator=0.1, epsilon=1e-7):
+        super().__init__(table)
+        self.epsilon = epsilon
+        self.accumulator = tf.Variable(
+            tf.fill(tf.shape(table), tf.constant(initial_accumulator, table.dtype)), trainable=False,
+            name=f"{table.name.split(':')[0]}_adagrad")
+
+    def variables(self):
+        return {"accumulator": self.accumulator}
+
+    def apply(self, rows, grads, lr):
+        acc = tf.gather(self.accumulator, rows) + tf.square(grads)
+        self.accumulator.scatter_update(tf.IndexedSlices(acc, rows))
+        self.table.scatter_sub(tf.IndexedSlices(lr * grads / (tf.sqrt(acc) + self.epsilon), rows))
+
+
+class Adam(LazyOptimizer):
+    """Lazy Adam: moments and update only for the batch's rows; bias correction by global step."""
+
+    name = "adam"
+
+    def __init__(self, table, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+        super().__init__(table)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        base = table.name.split(":")[0]
+        self.m = tf.Variable(tf.zeros_like(table), trainable=False, name=f"{base}_adam_m")
+        self.v = tf.Variable(tf.zeros_like(table), trainable=False, name=f"{base}_adam_v")
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name=f"{base}_adam_t")
+
+    def variables(self):
+        return {"m": self.m, "v": self.v, "iterations": self.iterations}
+
+    def apply(self, rows, grads, lr):
+        t = tf.cast(self.iterations.assign_add(1), grads.dtype)
+        m = self.beta_1 * tf.gather(self.m, rows) + (1 - self.beta_1) * grads
+        v = self.beta_2 * tf.gather(self.v, rows) + (1 - self.beta_2) * tf.square(grads)
+        self.m.scatter_update(tf.IndexedSlices(m, rows))
+        self.v.scatter_update(tf.IndexedSlices(v, rows))
+        step = lr * tf.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
+        self.table.scatter_sub(tf.IndexedSlices(step * m / (tf.sqrt(v) + self.epsilon), rows))
+
+
+OPTIMIZERS = {cls.name: cls for cls in (SGD, Adagrad, Adam)}
+
+
+def make_optimizer(name: str, table: tf.Variable) -> LazyOptimizer:
+    return OPTIMIZERS[name](table)
