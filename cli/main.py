@@ -17,7 +17,7 @@ COMMANDS = {
     "inspect": "formats_cmds:inspect_cmd",
     "convert": "formats_cmds:convert_cmd",
     "train": "train_cmd:train_cmd",
-    "init": "train_cmd:init_cmd",
+    "init": "init_cmd:init_cmd",
     "diff": "compare_cmds:diff_cmd",
     "eval": "compare_cmds:eval_cmd",
     "neighbors": "compare_cmds:neighbors_cmd",
