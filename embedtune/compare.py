@@ -270,26 +270,16 @@ def check_frozen(old: Vectors, new: Vectors, words) -> FrozenCheck:
     )
 
 
-def read_word_list(path) -> list[str]:
-    """Words from a file with one word per line; blank lines are skipped.
+def config_frozen_words(vectors: Vectors, vocab) -> list[str]:
+    """The words of ``vectors`` that a training config's freeze rules (``vocab``: a
+    :class:`embedtune.config.VocabConfig`) keep frozen, in file order.
 
-    Lines are stripped of surrounding whitespace, since no vectors format allows it in a word.
+    Only pretrained words can be frozen, so the plan is made without corpus words.
     """
-    words = []
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            try:
-                word = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as err:
-                raise EmbedtuneError(f"not UTF-8 text ({err.reason} at byte {err.start})", path, line_no) from None
-            if not word:
-                continue
-            if len(word.split()) != 1:
-                raise EmbedtuneError(
-                    f"expected one word per line, got {len(word.split())}: {word!r}", path, line_no
-                )
-            words.append(word)
-    return words
+    from embedtune.plan import make_plan
+
+    plan = make_plan(vectors, [], vocab)
+    return [vectors.words[i] for i in np.flatnonzero(plan.frozen[: plan.n_pretrained])]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from embedtune import compare
 from embedtune.compare import (
     check_frozen,
+    config_frozen_words,
     diff_vectors,
     evaluate,
     evaluate_analogies,
     evaluate_similarity,
     nearest_neighbors,
-    read_word_list,
     to_keyed_vectors,
 )
 from embedtune.errors import EmbedtuneError
@@ -142,15 +142,15 @@ def test_check_frozen_reports_changed_removed_and_unknown_words():
     assert check_frozen(a, b, ["w0", "w1", "nope"]).ok
 
 
-def test_read_word_list_skips_blank_lines_and_names_a_bad_line(tmp_path):
-    good = tmp_path / "frozen.txt"
-    good.write_text("the\n\n  of \r\n#\n")
-    assert read_word_list(good) == ["the", "of", "#"]
-    bad = tmp_path / "bad.txt"
-    bad.write_text("the\nnew york\n")
-    with pytest.raises(EmbedtuneError) as err:
-        read_word_list(bad)
-    assert str(err.value) == f"{bad} line 2: expected one word per line, got 2: 'new york'"
+def test_config_frozen_words_follow_the_freeze_rules(tmp_path):
+    from embedtune.config import VocabConfig
+
+    v = make_vectors(6)
+    assert config_frozen_words(v, VocabConfig(freeze_top=2)) == ["w0", "w1"]
+    assert config_frozen_words(v, VocabConfig()) == []
+    train = tmp_path / "train.txt"
+    train.write_text("w1\nw4\nunknown\n")
+    assert config_frozen_words(v, VocabConfig(train_list=str(train))) == ["w0", "w2", "w3", "w5"]
 
 
 # ---------------------------------------------------------------------------------------------
