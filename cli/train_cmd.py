@@ -1,0 +1,148 @@
+"""`embedtune train`: options and messages; the work is embedtune.train."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from embedtune.cli.common import message, reports_errors, show_progress
+from embedtune.config import Config, OPTIMIZERS, load_config, merge
+from embedtune.errors import EmbedtuneError
+
+RULES_HELP = """\b
+Which rows move (freeze rules win over train rules):
+  1. new corpus words (not in VECTORS, seen >= --min-count times) always
+     train; a freeze rule naming a new word is an error;
+  2. a word matched by --freeze-list/--freeze-top/--freeze-pattern/
+     --freeze-pretrained is frozen;
+  3. a word matched by --train-list/--train-pattern trains;
+  4. any other word is frozen if a train rule was given, else it trains.
+Options on the command line override the [vocab] and [train] tables of --config."""
+
+
+def _write_json(summary: dict, target: str) -> None:
+    text = json.dumps(summary, indent=2) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from embedtune.formats.io import atomic_output
+
+        with atomic_output(target, binary=False) as f:
+            f.write(text)
+
+
+@click.command("train", epilog=RULES_HELP)
+@click.argument("vectors", required=False)
+@click.argument("corpus", required=False)
+@click.option("-o", "--output", help="Output vectors file ('-' = standard output).")
+@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML config (see configs/default.toml); options override it.")
+@click.option("--freeze-list", type=click.Path(), help="File of words to freeze, one per line.")
+@click.option("--train-list", type=click.Path(), help="File of words to train; the rest are frozen.")
+@click.option("--freeze-top", type=int, help="Freeze the first N rows of VECTORS (the most frequent words).")
+@click.option("--freeze-pattern", help="Freeze pretrained words matching this regex.")
+@click.option("--train-pattern", help="Train words matching this regex; the rest are frozen.")
+@click.option("--freeze-pretrained", is_flag=True, default=None, help="Freeze every pretrained row: only new words train.")
+@click.option("--min-count", type=int, help="Add corpus words seen this often as new rows. [default: 5]")
+@click.option("--max-new", type=int, help="Add at most this many new words, most frequent first (0 = all).")
+@click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
+              help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
+@click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
+@click.option("--epochs", type=int, help="Passes over the corpus. [default: 5]")
+@click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
+@click.option("--window", type=int, help="Maximum context distance. [default: 5]")
+@click.option("--negative", type=int, help="Negative samples per pair. [default: 5]")
+@click.option("--sample", type=float, help="Subsampling threshold for frequent words (0 = off). [default: 1e-3]")
+@click.option("--lr", type=float, help="Starting learning rate, decayed linearly. [default: 0.025 sgd, 0.05 adagrad, 0.001 adam]")
+@click.option("--batch-size", type=int, help="(center, context) pairs per step. [default: 4096]")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Lazy optimizer (only the batch's rows). [default: sgd]")
+@click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 1.0]")
+@click.option("--seed", type=int, help="Random seed. [default: 1]")
+@click.option("--format", "format_", help="Format of VECTORS (default: detected).")
+@click.option("--to", help="Output format (default: that of VECTORS).")
+@click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
+              help="Print the summary as JSON on standard output, or write it to FILE.")
+@click.pass_context
+@reports_errors
+def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, **options):
+    """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
+
+    CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
+    or paragraph per line, whitespace tokens. Frozen rows are written back
+    bit-identical; the summary reports the largest change seen on one (0).
+
+    \b
+    Examples:
+      embedtune train --config configs/quickstart.toml
+      embedtune train glove.txt corpus.txt --freeze-top 20000 -o tuned.txt
+      zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
+    """
+    config = load_config(config_path) if config_path else Config()
+    config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options})
+    for key in ("vectors", "corpus", "output"):
+        if getattr(config, key) is None:
+            raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
+    if config.vectors == "-" and config.corpus == "-":
+        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    if json_out == "-" and config.output == "-":
+        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
+    if config.output != "-" and config.output in (config.vectors, config.corpus):
+        raise EmbedtuneError("output would overwrite an input; choose another -o", config.output)
+
+    from embedtune import formats
+    from embedtune.corpus import Corpus
+    from embedtune.train import is_lowercase_vocabulary, train
+
+    in_format = config.format or formats.detect_format(config.vectors)
+    out_format = config.to or in_format
+    formats.check_format_name(out_format)
+    message(f"Loading {config.vectors} ...")
+    vectors = formats.load_vectors(config.vectors, format=in_format)
+    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
+    if lowercase is None:
+        lowercase = is_lowercase_vocabulary(vectors)
+
+    bar = None
+
+    def on_plan(plan):
+        message(f"Plan: {plan.n_frozen:,} frozen, {plan.n_trainable_pretrained:,} trainable, "
+                f"{plan.n_new:,} new rows")
+        for missing in plan.missing:
+            message(f"Note: {missing.count:,} words of {missing.path} are not in the vocabulary "
+                    f"(first: {', '.join(missing.first)})")
+
+    def on_progress(p):
+        nonlocal bar
+        if not show_progress():
+            return
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=p.words_total, unit="word", unit_scale=True, file=sys.stderr, desc="train",
+                       dynamic_ncols=True)
+        bar.update(p.words_done - bar.n)
+        bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
+
+    with Corpus(config.corpus, lowercase=lowercase) as corpus:
+        try:
+            result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan)
+        finally:
+            if bar is not None:
+                bar.close()
+    formats.save_vectors(result.vectors, config.output, out_format)
+
+    s = result.stats
+    s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
+             lowercase=lowercase, optimizer=config.train.optimizer)
+    message(
+        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) over {s['epochs']} epochs of "
+        f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s; "
+        f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
+        f"largest change on a frozen row: {s['max_frozen_change']}")
+    if config.output != "-":
+        message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+    if json_out:
+        _write_json(s, json_out)
