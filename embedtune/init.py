@@ -1,0 +1,242 @@
+"""Starting vectors for new words, from the pretrained vectors of the words around them.
+
+One streaming pass over the corpus sums, for each target word, the pretrained vectors of
+the words within ``window`` of each of its occurrences (windows never cross a line; only
+pretrained words count as context). Memory is the sums, [n_targets, dim], whatever the
+corpus length. From the sums:
+
+``context-mean``  the mean context vector x_w of each new word.
+``alacarte``      Khodak et al. 2018, "A La Carte Embedding": a linear map A, fitted by
+                  (ridge) least squares so that A x_w ~ v_w over pretrained words frequent in
+                  the corpus, gives each new word A x_w. Averaging contexts leaves mostly
+                  the directions shared by all words (frequent words, the mean vector); A
+                  learns to undo that.
+``random``        word2vec's start, uniform in +-0.5/dim (no corpus pass).
+
+A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in
+their window gets the random start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse
+
+from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
+from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
+
+METHODS = ("alacarte", "context-mean", "random")
+DEFAULT_METHOD = "alacarte"
+DEFAULT_WINDOW = 5          # words on each side
+DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start
+DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
+DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
+DEFAULT_RIDGE = 0.0         # L2 penalty on A, relative to the mean squared norm of x
+
+
+@dataclass
+class ContextSums:
+    """Summed context vectors of target words.
+
+    sums : float64 array of shape = [n_targets, dim]; sum of the pretrained vectors of
+        every context word of every occurrence
+    tokens : int64 array of shape = [n_targets]; context words summed
+    contexts : int64 array of shape = [n_targets]; occurrences with at least one
+        pretrained word in their window
+    """
+
+    sums: np.ndarray
+    tokens: np.ndarray
+    contexts: np.ndarray
+
+    def means(self) -> np.ndarray:
+        """[n_targets, dim] float64 mean context vector (zero where there was no context)."""
+        return self.sums / np.maximum(self.tokens, 1)[:, None]
+
+
+@dataclass
+class InitResult:
+    """Starting vectors of new words.
+
+    matrix : float32 array of shape = [n_new, dim], row i for ``new_words[i]``
+    contexts : int64 array of shape = [n_new]; occurrences with a pretrained word nearby
+        (the evidence behind each start; zeros for ``random``)
+    n_from_context : rows started from their contexts
+    n_too_few : rows that had fewer than ``min_contexts`` contexts and start random
+    stats : method, window, fit words, seconds, ...
+    """
+
+    matrix: np.ndarray
+    contexts: np.ndarray
+    n_from_context: int
+    n_too_few: int
+    stats: dict = field(default_factory=dict)
+
+
+def random_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """word2vec's start for a word with no vector: [n, dim] float32 uniform in +-0.5/dim."""
+    return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
+
+
+def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
+    """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
+    return not any(w != w.lower() for w in vectors.words[:sample])
+
+
+def pick_new_words(counts: Counter, vectors: Vectors, min_count: int, max_new: int = 0) -> list[str]:
+    """Corpus words not in ``vectors`` seen at least ``min_count`` times, most frequent first."""
+    new = [(c, w) for w, c in counts.items() if c >= min_count and w not in vectors.index]
+    new.sort(key=lambda cw: (-cw[0], cw[1]))
+    if max_new:
+        new = new[:max_new]
+    return [w for _, w in new]
+
+
+def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: int = DEFAULT_WINDOW,
+                 progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS) -> ContextSums:
+    """Sum the pretrained vectors around every occurrence of each target, in one pass.
+
+    targets : words (pretrained or not) to sum contexts for; row i of the result is targets[i]
+    progress : called with the raw tokens of each chunk read
+    chunk_tokens : tokens handled per vectorised step (memory: about 200 bytes each)
+    """
+    if window < 1:
+        raise EmbedtuneError(f"the window must be at least 1 word, got {window}")
+    n_pre, dim = len(vectors), vectors.dim
+    # Ids: pretrained words keep their row; targets without a vector follow them.
+    index = dict(vectors.index)
+    extra = [w for w in dict.fromkeys(targets) if w not in index]
+    index.update((w, n_pre + i) for i, w in enumerate(extra))
+    target_of = np.full(n_pre + len(extra), -1, np.int32)
+    target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
+
+    n_targets = len(targets)
+    sums = np.zeros((n_targets, dim), np.float64)
+    tokens = np.zeros(n_targets, np.int64)
+    contexts = np.zeros(n_targets, np.int64)
+    for chunk in id_chunks(corpus, index, chunk_tokens):
+        ids, line = chunk.ids, chunk.line
+        rows, cols, has_context = _context_pairs(ids, line, target_of, n_pre, window)
+        if len(rows):
+            # Counts as a sparse [targets, pretrained] matrix times the vectors: 25x faster
+            # than np.add.at, and the [pairs, dim] gather is never built. float32 products
+            # per chunk (relative error ~1e-6) are summed in float64 across chunks.
+            counts = scipy.sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
+                                             shape=(n_targets, n_pre))
+            sums += counts @ vectors.matrix
+            tokens += np.bincount(rows, minlength=n_targets)
+        occurrence = target_of[ids[has_context]]
+        contexts += np.bincount(occurrence, minlength=n_targets)
+        if progress is not None:
+            progress(chunk.raw_tokens)
+    return ContextSums(sums, tokens, contexts)
+
+
+def _context_pairs(ids, line, target_of, n_pre, window):
+    """(target rows, pretrained context ids, occurrence mask) for one chunk.
+
+    The mask is True at target positions with at least one pretrained word in the window.
+    """
+    target = target_of[ids]
+    is_pretrained = ids < n_pre
+    has_context = np.zeros(len(ids), bool)
+    rows, cols = [], []
+    for offset in range(1, min(window, len(ids) - 1) + 1):
+        same_line = line[offset:] == line[:-offset]
+        # the target at i sees the word at i + offset, and the target at i + offset sees i
+        ahead = same_line & (target[:-offset] >= 0) & is_pretrained[offset:]
+        behind = same_line & (target[offset:] >= 0) & is_pretrained[:-offset]
+        rows += [target[:-offset][ahead], target[offset:][behind]]
+        cols += [ids[offset:][ahead], ids[:-offset][behind]]
+        has_context[:-offset] |= ahead
+        has_context[offset:] |= behind
+    if not rows:
+        return np.empty(0, np.int32), np.empty(0, np.int32), has_context
+    return np.concatenate(rows), np.concatenate(cols), has_context
+
+
+def fit_alacarte(x: np.ndarray, v: np.ndarray, ridge: float = DEFAULT_RIDGE) -> np.ndarray:
+    """The map A minimising sum_w |A x_w - v_w|^2 + ridge * n * mean|x|^2 * |A|_F^2.
+
+    x : [n, dim] context means of the fitting words; v : [n, dim] their vectors.
+    Returns A as a [dim, dim] float64 array; a new word starts at ``A @ x``.
+    """
+    x = np.asarray(x, np.float64)
+    v = np.asarray(v, np.float64)
+    gram = x.T @ x
+    if ridge:
+        # Relative to the data's scale, so one ridge value means the same for any vectors.
+        gram += ridge * np.trace(gram) / x.shape[1] * np.eye(x.shape[1])
+    # lstsq rather than solve: a near-singular gram (few fitting words) still gives an answer.
+    a_t = np.linalg.lstsq(gram, x.T @ v, rcond=None)[0]
+    return a_t.T
+
+
+def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,
+                  max_words: int = DEFAULT_FIT_MAX_WORDS, exclude: Iterable[str] = ()) -> list[str]:
+    """Pretrained words seen at least ``min_count`` times, most frequent first, at most ``max_words``."""
+    skip = set(exclude)
+    words = [(c, w) for w, c in counts.items() if c >= min_count and w in vectors.index and w not in skip]
+    words.sort(key=lambda cw: (-cw[0], cw[1]))
+    return [w for _, w in words[:max_words]]
+
+
+def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], method: str = DEFAULT_METHOD,
+                    window: int = DEFAULT_WINDOW, min_contexts: int = DEFAULT_MIN_CONTEXTS,
+                    counts: Counter | None = None, fit_min_count: int = DEFAULT_FIT_MIN_COUNT,
+                    fit_max_words: int = DEFAULT_FIT_MAX_WORDS, ridge: float = DEFAULT_RIDGE, seed: int = 1,
+                    progress: Callable[[int], None] | None = None) -> InitResult:
+    """Starting vectors for ``new_words`` (words not in ``vectors``) by ``method``.
+
+    counts : corpus word counts (from ``corpus.count()``), used by ``alacarte`` to choose the
+        words that fit its map; counted here when not given.
+    Returns an InitResult whose matrix is [len(new_words), vectors.dim] float32.
+    """
+    if method not in METHODS:
+        raise EmbedtuneError(f"unknown init method {method!r} (expected one of {', '.join(METHODS)})")
+    if min_contexts < 1:
+        raise EmbedtuneError(f"min_contexts must be at least 1, got {min_contexts}")
+    known = [w for w in new_words if w in vectors.index]
+    if known:
+        raise EmbedtuneError(f"{len(known)} of the new words already have a vector (e.g. {known[0]!r})")
+    began = time.perf_counter()
+    n_new, dim = len(new_words), vectors.dim
+    rng = np.random.default_rng(seed)
+    matrix = random_vectors(n_new, dim, rng)
+    stats = {"method": method, "window": window, "min_contexts": min_contexts}
+    if method == "random" or n_new == 0:
+        stats["seconds"] = round(time.perf_counter() - began, 3)
+        return InitResult(matrix, np.zeros(n_new, np.int64), 0, 0, stats)
+
+    fit = []
+    if method == "alacarte":
+        if counts is None:
+            counts = corpus.count()[0]
+        fit = fitting_words(vectors, counts, fit_min_count, fit_max_words)
+        if len(fit) < dim:
+            raise EmbedtuneError(
+                f"alacarte needs at least {dim} pretrained words seen {fit_min_count}+ times in the corpus "
+                f"to fit its {dim}x{dim} map, found {len(fit)}; use a larger corpus or --init context-mean")
+    found = context_sums(vectors, corpus, list(new_words) + fit, window, progress)
+    means = found.means()
+    start = means[:n_new]
+    if method == "alacarte":
+        fit_rows = np.array([vectors.index[w] for w in fit])
+        fit_means, fit_vectors = means[n_new:], vectors.matrix[fit_rows]
+        # A word whose every neighbour lacks a vector has no context mean to fit on.
+        usable = found.contexts[n_new:] > 0
+        a = fit_alacarte(fit_means[usable], fit_vectors[usable], ridge)
+        start = start @ a.T
+        stats.update(fit_words=int(usable.sum()), fit_min_count=fit_min_count, ridge=ridge)
+    contexts = found.contexts[:n_new]
+    enough = contexts >= min_contexts
+    matrix[enough] = start[enough]
+    n_from_context = int(enough.sum())
+    stats["seconds"] = round(time.perf_counter() - began, 3)
+    return InitResult(matrix, contexts, n_from_context, n_new - n_from_context, stats)

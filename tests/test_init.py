@@ -1,0 +1,204 @@
+"""New-word starting vectors from contexts (embedtune.init) and the `embedtune init` command."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from embedtune.corpus import Corpus
+from embedtune.errors import EmbedtuneError
+from embedtune.init import context_sums, fit_alacarte, initial_vectors, pick_new_words
+from embedtune.vectors import Vectors
+
+CONTEXT_METHODS = ["context-mean", "alacarte"]
+
+
+def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    return matrix @ vector / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(vector))
+
+
+def synthetic(n_words=300, dim=16, lines_per_word=40, seed=0, temperature=0.25):
+    """Random vectors and a corpus in which a word's neighbours are words with similar vectors.
+
+    Each line is a center word amid 4 distinct other words drawn with probability
+    ~ exp(cos(center, word) / temperature), so contexts carry the information a start needs.
+    """
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((n_words, dim)).astype(np.float32)
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    words = [f"w{i}" for i in range(n_words)]
+    lines = []
+    for center in range(n_words):
+        logits = unit @ unit[center] / temperature
+        logits[center] = -np.inf
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        for _ in range(lines_per_word):
+            a, b, c, d = rng.choice(n_words, 4, replace=False, p=p)
+            lines.append([words[a], words[b], words[center], words[c], words[d]])
+    return Vectors(words, matrix), lines
+
+
+@pytest.fixture(scope="module")
+def world():
+    return synthetic()
+
+
+def used_like(lines, known, new):
+    """The corpus plus a copy of every line with ``known``, ``new`` in its place."""
+    return lines + [[new if t == known else t for t in line] for line in lines if known in line]
+
+
+@pytest.mark.parametrize("method", CONTEXT_METHODS)
+def test_a_new_word_used_like_a_known_word_starts_nearest_to_it(world, method):
+    vectors, lines = world
+    for known in ["w0", "w17", "w123", "w250"]:
+        corpus = Corpus(used_like(lines, known, "fresh"))
+        result = initial_vectors(vectors, corpus, ["fresh"], method, window=2, fit_min_count=5)
+        sims = cosines(vectors.matrix, result.matrix[0])
+        assert vectors.words[int(np.argmax(sims))] == known, (method, known, np.sort(sims)[-3:])
+        assert result.n_from_context == 1 and result.n_too_few == 0
+
+
+def test_context_mean_of_a_stand_in_equals_that_of_the_word_it_stands_for(world):
+    vectors, lines = world
+    known = "w42"   # appears at most once per line, so the copy's contexts are exactly its own
+    corpus = Corpus(used_like(lines, known, "fresh"))
+    found = context_sums(vectors, corpus, [known, "fresh"], window=2)
+    np.testing.assert_allclose(found.sums[1], found.sums[0], rtol=1e-6)
+    assert found.tokens[0] == found.tokens[1] and found.contexts[0] == found.contexts[1]
+
+
+def brute_force_sums(vectors, lines, targets, window):
+    dim = vectors.dim
+    sums = {t: np.zeros(dim) for t in targets}
+    tokens, contexts = Counter(), Counter()
+    for line in lines:
+        for i, word in enumerate(line):
+            if word not in sums:
+                continue
+            around = line[max(0, i - window):i] + line[i + 1:i + 1 + window]
+            known = [w for w in around if w in vectors.index]
+            for w in known:
+                sums[word] += vectors[w]
+            tokens[word] += len(known)
+            contexts[word] += bool(known)
+    return sums, tokens, contexts
+
+
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_context_sums_match_a_brute_force_count_and_never_cross_a_line(window):
+    rng = np.random.default_rng(3)
+    vectors = Vectors([f"p{i}" for i in range(12)], rng.standard_normal((12, 5)))
+    vocab = vectors.words + ["n0", "n1", "n2"]
+    lines = [list(rng.choice(vocab, rng.integers(1, 9))) for _ in range(60)]
+    targets = ["n0", "n1", "p3", "n2", "p7"]
+    found = context_sums(vectors, Corpus(lines), targets, window)
+    sums, tokens, contexts = brute_force_sums(vectors, lines, targets, window)
+    for row, word in enumerate(targets):
+        np.testing.assert_allclose(found.sums[row], sums[word], rtol=1e-5, atol=1e-5)
+        assert found.tokens[row] == tokens[word], word
+        assert found.contexts[row] == contexts[word], word
+
+
+def test_context_sums_do_not_depend_on_chunk_size():
+    rng = np.random.default_rng(4)
+    vectors = Vectors([f"p{i}" for i in range(10)], rng.standard_normal((10, 3)))
+    lines = [list(rng.choice(vectors.words + ["n"], rng.integers(1, 7))) for _ in range(80)]
+    whole = context_sums(vectors, Corpus(lines), ["n", "p1"], 3)
+    chunked = context_sums(vectors, Corpus(lines), ["n", "p1"], 3, chunk_tokens=5)
+    np.testing.assert_allclose(chunked.sums, whole.sums, rtol=1e-6)
+    np.testing.assert_array_equal(chunked.tokens, whole.tokens)
+    np.testing.assert_array_equal(chunked.contexts, whole.contexts)
+
+
+@pytest.mark.parametrize("method", CONTEXT_METHODS + ["random"])
+def test_init_leaves_every_pretrained_row_bit_identical(world, method):
+    vectors, lines = world
+    before = vectors.matrix.copy()
+    words_before = list(vectors.words)
+    initial_vectors(vectors, Corpus(used_like(lines, "w3", "fresh")), ["fresh"], method, fit_min_count=5)
+    assert vectors.words == words_before
+    assert vectors.matrix.tobytes() == before.tobytes()
+
+
+class Sentences:
+    """A re-iterable corpus that builds its lines on the fly, like gensim's corpora."""
+
+    def __init__(self, lines):
+        self.lines = lines
+        self.passes = 0
+
+    def __iter__(self):
+        self.passes += 1
+        return (" ".join(line) for line in self.lines)
+
+
+@pytest.mark.parametrize("method", CONTEXT_METHODS)
+def test_a_generator_fed_corpus_gives_the_same_start_as_a_file(world, tmp_path, method):
+    vectors, lines = world
+    lines = used_like(lines, "w9", "fresh")
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(" ".join(line) + "\n" for line in lines), encoding="utf-8")
+    sentences = Sentences(lines)
+    streamed = initial_vectors(vectors, Corpus(sentences), ["fresh"], method, fit_min_count=5)
+    from_file = initial_vectors(vectors, Corpus(str(path)), ["fresh"], method, fit_min_count=5)
+    assert sentences.passes == (2 if method == "alacarte" else 1)   # alacarte counts first
+    np.testing.assert_array_equal(streamed.matrix, from_file.matrix)
+
+
+def test_words_with_too_few_contexts_start_random(world):
+    vectors, lines = world
+    lines = used_like(lines, "w5", "often") + [["w1", "rare", "w2"], ["rare", "w4"], ["alone", "other"]]
+    result = initial_vectors(vectors, Corpus(lines), ["often", "rare", "alone"], "context-mean", min_contexts=3)
+    occurrences = sum(line.count("w5") for line in lines)
+    np.testing.assert_array_equal(result.contexts, [occurrences, 2, 0])
+    assert (result.n_from_context, result.n_too_few) == (1, 2)
+    random_rows = result.matrix[1:]
+    assert np.all(np.abs(random_rows) <= 0.5 / vectors.dim)
+    assert np.abs(result.matrix[0]).max() > 0.5 / vectors.dim
+
+
+def test_random_is_word2vecs_uniform_start(world):
+    vectors, lines = world
+    new = [f"n{i}" for i in range(50)]
+    result = initial_vectors(vectors, Corpus(lines), new, "random", seed=7)
+    assert result.matrix.shape == (50, vectors.dim) and result.matrix.dtype == np.float32
+    assert np.abs(result.matrix).max() <= 0.5 / vectors.dim
+    assert result.matrix.std() > 0.1 / vectors.dim
+    assert (result.n_from_context, result.n_too_few) == (0, 0)
+    again = initial_vectors(vectors, Corpus(lines), new, "random", seed=7)
+    np.testing.assert_array_equal(result.matrix, again.matrix)
+
+
+def test_fit_alacarte_recovers_a_linear_map():
+    rng = np.random.default_rng(5)
+    true = rng.standard_normal((6, 6))
+    x = rng.standard_normal((200, 6))
+    a = fit_alacarte(x, x @ true.T)
+    np.testing.assert_allclose(a, true, atol=1e-8)
+    shrunk = fit_alacarte(x, x @ true.T, ridge=1.0)
+    assert np.linalg.norm(shrunk) < np.linalg.norm(a)
+
+
+def test_pick_new_words_most_frequent_first():
+    vectors = Vectors(["a", "b"], np.zeros((2, 2)))
+    counts = Counter({"a": 50, "x": 3, "y": 9, "z": 9, "b": 1, "q": 2})
+    assert pick_new_words(counts, vectors, 3) == ["y", "z", "x"]
+    assert pick_new_words(counts, vectors, 3, max_new=2) == ["y", "z"]
+
+
+def test_bad_requests_are_errors(world):
+    vectors, lines = world
+    corpus = Corpus(lines)
+    with pytest.raises(EmbedtuneError, match="unknown init method 'mean'"):
+        initial_vectors(vectors, corpus, ["x"], "mean")
+    with pytest.raises(EmbedtuneError, match="already have a vector"):
+        initial_vectors(vectors, corpus, ["w1"], "context-mean")
+    with pytest.raises(EmbedtuneError, match="window must be at least 1"):
+        initial_vectors(vectors, corpus, ["x"], "context-mean", window=0)
+    tiny = Corpus([["w1", "w2", "x"]] * 3)
+    with pytest.raises(EmbedtuneError, match="alacarte needs at least 16 pretrained words .* found 2"):
+        initial_vectors(vectors, tiny, ["x"], "alacarte", fit_min_count=3)
