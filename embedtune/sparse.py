@@ -18,15 +18,17 @@ from __future__ import annotations
 from embedtune._tf import tf
 
 
-def merge_rows(grad: tf.IndexedSlices, keep=None) -> tuple[tf.Tensor, tf.Tensor]:
-    """Sum repeated ids. Returns (unique row ids [u], merged values [u, dim]).
+def merge_rows(grad: tf.IndexedSlices, sink: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Sum the slices of each row. Returns (unique row ids [u], merged values [u, dim]).
 
-    keep : optional bool [n] mask of slices to keep (the rest are dropped first).
+    grad : slices with indices [n] and values [n, dim]
+    sink : slices pointing at this row id (or beyond) are dropped first: the trainer
+        routes frozen rows and padding there.
     """
     indices, values = grad.indices, grad.values
-    if keep is not None:
-        indices = tf.boolean_mask(indices, keep)
-        values = tf.boolean_mask(values, keep)
+    if sink is not None:
+        keep = indices < sink
+        indices, values = tf.boolean_mask(indices, keep), tf.boolean_mask(values, keep)
     rows, segment = tf.unique(indices)
     merged = tf.math.unsorted_segment_sum(values, segment, num_segments=tf.size(rows))
     return rows, merged

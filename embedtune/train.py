@@ -33,6 +33,7 @@ from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import Vectors
 
 OBJECTIVES = {"sgns": SkipGram}
+JIT = os.environ.get('EMBEDTUNE_JIT', '1') == '1'
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 
 
@@ -111,6 +112,7 @@ class Trainer:
         self.trainable = tf.Variable(start, name="trainable_words")
         frozen = matrix[frozen_rows[frozen_rows < n_pre]] if len(frozen_rows) else np.zeros((1, dim), np.float32)
         self.frozen = tf.constant(frozen)
+        self.n_frozen = len(frozen)
 
         n_local = len(self.rows)
         if t.context_init == "word":
@@ -118,37 +120,59 @@ class Trainer:
         else:
             context = np.zeros((n_local + 1, dim), np.float32)
         self.context = tf.Variable(context, name="context")
+        self.dim = dim
+        self.context_rows = n_local   # the context table's sink row
+        # Static shapes: reading a variable's shape in the step would copy the table.
+        self.trainable_shape = tf.constant([self.n_trainable + 1, dim], tf.int64)
+        self.context_shape = tf.constant([n_local + 1, dim], tf.int64)
 
         self.objective = OBJECTIVES[t.objective](local_counts, t)
         self.word_opt = make_optimizer(t.optimizer, self.trainable)
         self.context_opt = make_optimizer(t.optimizer, self.context)
         self.clip_norm = float(t.clip_norm)
-        self.step = tf.function(self._step, reduce_retracing=True)
+        self.gradients = tf.function(self._gradients, jit_compile=JIT)
+        self.step = tf.function(self._step)
 
     def _gather_words(self, ids):
         """Rows for local ids: trainable ones from the variable, frozen ones from the constant."""
         t = self.n_trainable
         is_trainable = ids < t
+        ids = tf.minimum(ids, t + self.n_frozen - 1)   # padding reads any frozen row; its weight is 0
         from_var = tf.gather(self.trainable, tf.where(is_trainable, ids, t))
         from_const = tf.gather(self.frozen, tf.where(is_trainable, 0, ids - t))
         return tf.where(is_trainable[:, None], from_var, from_const)
 
-    def _step(self, batch, lr):
+    def _gradients(self, batch):
+        """Loss and per-slice gradients: the dense part of the step (XLA-compiled).
+
+        Returns loss, word slices (ids [B], grads [B, dim]), context slices (ids [m], grads [m, dim]).
+        Frozen words and padding get the sink id of their table.
+        """
         obj = self.objective
-        weight = batch["weight"]
-        word_ids = tf.where(weight > 0, obj.word_ids(batch), self.n_trainable)   # padding -> sink
+        real = batch["weight"] > 0
+        word_ids = tf.where(real, obj.word_ids(batch), self.n_trainable + self.n_frozen)
         context_ids = obj.context_ids(batch, self.tf_rng)
-        sink = self.context.shape[0] - 1
-        context_ids = tf.where(weight[:, None] > 0, context_ids, sink)
+        context_ids = tf.where(real[:, None], context_ids, self.context_rows)
+        # Gather outside the tape and differentiate with respect to the gathered rows: the
+        # gradient of a gather from a variable carries dense_shape = tf.shape(variable), a
+        # read that copies the whole table once it has had a sparse update.
+        words = self._gather_words(word_ids)
+        contexts = tf.gather(self.context, context_ids)
         with tf.GradientTape() as tape:
-            words = self._gather_words(word_ids)
-            contexts = tf.gather(self.context, context_ids)
+            tape.watch([words, contexts])
             loss = obj.loss(words, contexts, batch)
-        word_grad, context_grad = tape.gradient(loss, [self.trainable, self.context])
-        # Drop the slices of frozen rows and padding (they point at the sink row).
-        rows, grads = merge_rows(word_grad, keep=word_grad.indices < self.n_trainable)
+        word_grads, context_grads = tape.gradient(loss, [words, contexts])
+        word_ids = tf.minimum(word_ids, self.n_trainable)   # frozen -> the sink row
+        return (loss, word_ids, word_grads,
+                tf.reshape(context_ids, [-1]), tf.reshape(context_grads, [-1, self.dim]))
+
+    def _step(self, batch, lr):
+        loss, word_ids, word_grads, context_ids, context_grads = self.gradients(batch)
+        word_grad = tf.IndexedSlices(word_grads, word_ids, self.trainable_shape)
+        context_grad = tf.IndexedSlices(context_grads, context_ids, self.context_shape)
+        rows, grads = merge_rows(word_grad, sink=self.n_trainable)   # drops frozen rows and padding
         self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
-        rows, grads = merge_rows(context_grad, keep=context_grad.indices < sink)
+        rows, grads = merge_rows(context_grad, sink=self.context_rows)
         self.context_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
 
