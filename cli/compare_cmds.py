@@ -1,0 +1,390 @@
+"""`embedtune diff`, `eval` and `neighbors`: look at vectors before shipping them.
+
+The work is done by embedtune.compare; this layer loads files, prints tables (or JSON with
+--json) and picks exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from embedtune.cli.common import message, reports_errors
+from embedtune.errors import EmbedtuneError
+
+INPUT = click.Path(exists=True, dir_okay=False)
+
+
+def _load(path, limit=None):
+    from embedtune.formats import load_vectors
+
+    message(f"reading {path}")
+    return load_vectors(path, limit=limit)
+
+
+def _echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, allow_nan=False))
+
+
+def _table(rows, align) -> list[str]:
+    """Rows of cells as aligned lines; ``align`` holds '<' or '>' per column."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(align))]
+    lines = []
+    for row in rows:
+        cells = [f"{str(c):{a}{w}}" for c, a, w in zip(row, align, widths)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _num(x, digits=4) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _signed(x, digits=4) -> str:
+    return "-" if x is None else f"{x:+.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+
+
+def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
+    lines = _table(
+        [
+            ("old", old_path, f"{d.old_words} words"),
+            ("new", new_path, f"{d.new_words} words"),
+        ],
+        "<<>",
+    )
+    lines[0] += f", {d.dim} dimensions"
+    changed_note = ""
+    if d.changed:
+        changed_note = (
+            f"L2 change max {_num(d.l2_max)} mean {_num(d.l2_mean)}; "
+            f"cosine to old min {_num(d.cosine_min)} mean {_num(d.cosine_mean)}"
+        )
+
+    def examples(words, total):
+        more = f", ... ({total - len(words)} more)" if total > len(words) else ""
+        return ", ".join(words) + more
+
+    lines += [""] + _table(
+        [
+            ("identical", d.identical, ""),
+            ("changed", d.changed, changed_note),
+            ("added", d.added, examples(d.added_words, d.added)),
+            ("removed", d.removed, examples(d.removed_words, d.removed)),
+        ],
+        "<><",
+    )
+    if d.most_moved:
+        lines += ["", "most moved:"]
+        rows = [("  word", "L2 change", "cosine to old")]
+        rows += [(f"  {m.word}", _num(m.l2), _num(m.cosine)) for m in d.most_moved]
+        lines += _table(rows, "<>>")
+    if frozen is not None:
+        lines += [
+            "",
+            f"frozen words: {frozen.checked} checked, {len(frozen.changed)} changed, "
+            f"{len(frozen.removed)} removed",
+        ]
+        lines += [f"  changed  {w}" for w in frozen.changed]
+        lines += [f"  removed  {w}" for w in frozen.removed]
+        if frozen.unknown:
+            lines.append(
+                f"  ({len(frozen.unknown)} listed words are not in {old_path}: "
+                f"{', '.join(frozen.unknown[:10])}{', ...' if len(frozen.unknown) > 10 else ''})"
+            )
+    return lines
+
+
+@click.command("diff")
+@click.argument("old", type=INPUT, required=False)
+@click.argument("new", type=INPUT, required=False)
+@click.option(
+    "--check-frozen",
+    "frozen_file",
+    type=INPUT,
+    metavar="FILE",
+    help="Words (one per line, '#' lines skipped) that must be bit-identical in NEW; exit 1 if any is not.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=INPUT,
+    metavar="FILE",
+    help="Check the words a training config's [vocab] rules freeze; OLD and NEW default to its "
+    "'vectors' and 'output'.",
+)
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="How many most-moved words to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on standard output.")
+@reports_errors
+def diff_cmd(old, new, frozen_file, config_file, top, as_json):
+    """Compare two vectors files row by row, matching rows by word.
+
+    Counts rows that are bit-identical, changed (with the largest and mean L2 change and the
+    smallest and mean cosine to the old vector), added and removed, and lists the most-moved
+    words. With --check-frozen or --config, exits 1 and lists every frozen word whose vector
+    changed or disappeared; exits 0 when all stayed put.
+
+    \b
+    Example:
+      embedtune diff glove.6B.50d.txt tuned.txt --check-frozen frozen.txt
+      embedtune diff --config configs/quickstart.toml
+      embedtune diff glove.6B.50d.txt tuned.txt --json | jq .changed
+    """
+    from embedtune.compare import check_frozen, config_frozen_words, diff_vectors
+
+    if frozen_file and config_file:
+        raise click.UsageError("give --check-frozen or --config, not both")
+    config = None
+    if config_file:
+        from embedtune.config import load_config
+
+        config = load_config(config_file)
+        old = old or config.vectors
+        if new is None and config.output not in (None, "-"):
+            new = config.output
+    if old is None or new is None:
+        raise click.UsageError(
+            "OLD and NEW are required (or --config with 'vectors' and 'output' set)"
+        )
+    frozen_words = None
+    if frozen_file:
+        from embedtune.plan import read_word_list
+
+        frozen_words = [word for _, word in read_word_list(frozen_file)]
+    old_vectors = _load(old)
+    new_vectors = _load(new)
+    if old_vectors.dim != new_vectors.dim:
+        raise EmbedtuneError(
+            f"{new_vectors.dim}-dimensional vectors, but {old} has {old_vectors.dim}; "
+            "rows of different sizes cannot be compared",
+            path=new,
+        )
+    if config is not None:
+        frozen_words = config_frozen_words(old_vectors, config.vocab)
+    d = diff_vectors(old_vectors, new_vectors, top=top)
+    frozen = check_frozen(old_vectors, new_vectors, frozen_words) if frozen_words is not None else None
+
+    if as_json:
+        data = {"old": old, "new": new, **d.to_dict()}
+        if frozen is not None:
+            data["frozen"] = frozen.to_dict()
+        _echo_json(data)
+    else:
+        click.echo("\n".join(_diff_lines(old, new, d, frozen)))
+    if frozen is not None and not frozen.ok:
+        bad = len(frozen.changed) + len(frozen.removed)
+        # Not silenced by -q: this is the reason for the exit code.
+        click.echo(f"Error: {bad} of {frozen.checked} frozen words changed or removed in {new}", err=True)
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# eval
+
+
+def _eval_lines(e) -> list[str]:
+    lines = []
+    if e.similarity:
+        rows = [("word similarity", "Pearson", "Spearman", "pairs used", "OOV")]
+        rows += [
+            (s.name, _num(s.pearson), _num(s.spearman), f"{s.pairs_used}/{s.pairs}", _pct(s.oov_ratio))
+            for s in e.similarity
+        ]
+        lines += _table(rows, "<>>>>")
+    for a in e.analogies:
+        if lines:
+            lines.append("")
+        rows = [(f"analogies (first {a.restrict_vocab} words)", "accuracy", "correct/answered", "OOV")]
+        rows.append((a.name, _pct(a.accuracy), f"{a.correct}/{a.answered}", _pct(a.oov_ratio)))
+        rows += [
+            (f"  {s.name}", _pct(s.accuracy), f"{s.correct}/{s.answered}", _pct(1 - s.answered / s.questions) if s.questions else "-")
+            for s in a.sections
+        ]
+        lines += _table(rows, "<>>>")
+    return lines
+
+
+def _eval_change(before, after) -> list[dict]:
+    rows = []
+    for (bench, metric, b), (_, _, a) in zip(before.headline(), after.headline(), strict=True):
+        change = None if a is None or b is None else a - b
+        rows.append({"benchmark": bench, "metric": metric, "before": b, "after": a, "change": change})
+    return rows
+
+
+def _change_lines(rows, before_path, after_path) -> list[str]:
+    def fmt(metric, x, signed=False):
+        if metric.endswith("oov_ratio") or metric == "accuracy":
+            if x is None:
+                return "-"
+            return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
+        return _signed(x) if signed else _num(x)
+
+    table = [("benchmark", "metric", "before", "after", "change")]
+    for r in rows:
+        m = r["metric"]
+        table.append(
+            (r["benchmark"], m, fmt(m, r["before"]), fmt(m, r["after"]), fmt(m, r["change"], signed=True))
+        )
+    return [f"before: {before_path}", f"after:  {after_path}", ""] + _table(table, "<<>>>")
+
+
+@click.command("eval")
+@click.argument("vectors", type=INPUT)
+@click.argument("vectors2", type=INPUT, required=False)
+@click.option(
+    "--similarity",
+    "similarity_files",
+    multiple=True,
+    type=INPUT,
+    metavar="FILE",
+    help="Word-pair file (word1 TAB word2 TAB score; '#' lines skipped). Repeatable.",
+)
+@click.option(
+    "--analogy",
+    "analogy_files",
+    multiple=True,
+    type=INPUT,
+    metavar="FILE",
+    help="Analogy file (': section' lines, then 'a b c d' lines). Repeatable.",
+)
+@click.option(
+    "--restrict-vocab",
+    default=300_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Analogies use only the first N words, as word2vec's compute-accuracy does.",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N words of each file.")
+@click.option("--case-sensitive", is_flag=True, help="Match benchmark words exactly (default: ignore case).")
+@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON on standard output.")
+@reports_errors
+def eval_cmd(vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, as_json):
+    """Score vectors on word-similarity and analogy benchmarks (with gensim).
+
+    Word-pair files give Pearson and Spearman correlations with the share of pairs that have
+    an unknown word; analogy files give 3CosAdd accuracy per section and overall. Without
+    --similarity or --analogy, runs WordSim-353, SimLex-999 and the Google analogies that ship
+    with gensim; with either, runs only the files given. With two files, prints a before/after
+    table with the differences.
+
+    \b
+    Example:
+      embedtune eval glove.6B.50d.txt
+      embedtune eval glove.6B.50d.txt tuned.txt --similarity my_pairs.tsv
+    """
+    from embedtune.compare import evaluate
+
+    similarity = list(similarity_files) or None
+    analogies = list(analogy_files) or None
+    if similarity is not None or analogies is not None:
+        similarity, analogies = similarity or [], analogies or []
+
+    def score(path):
+        v = _load(path, limit)
+        message(f"scoring {path}")
+        return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive)
+
+    before = score(vectors)
+    if vectors2 is None:
+        if as_json:
+            _echo_json({"file": vectors, **before.to_dict()})
+        else:
+            click.echo("\n".join(_eval_lines(before)))
+        return
+    after = score(vectors2)
+    change = _eval_change(before, after)
+    if as_json:
+        _echo_json(
+            {
+                "before": {"file": vectors, **before.to_dict()},
+                "after": {"file": vectors2, **after.to_dict()},
+                "change": change,
+            }
+        )
+    else:
+        click.echo("\n".join(_change_lines(change, vectors, vectors2)))
+
+
+# ---------------------------------------------------------------------------------------------
+# neighbors
+
+
+def _report_unknown(path, vectors, unknown) -> None:
+    for word in unknown:
+        hint = f' (did you mean "{word.lower()}"?)' if word.lower() != word and word.lower() in vectors else ""
+        click.echo(f'{path}: no vector for "{word}"{hint}', err=True)
+
+
+def _neighbor_lines(words, sides, k) -> list[str]:
+    """One block per word: rank, then (neighbour, cosine) per file side by side."""
+    lines = []
+    for word in words:
+        found = [side.get(word) for _, side in sides]
+        if all(f is None for f in found):
+            continue
+        rows = [("", *sum(([path, "cosine"] for path, _ in sides), []))]
+        for rank in range(k):
+            row = [str(rank + 1)]
+            for f in found:
+                if f is None:
+                    row += ["(not in file)" if rank == 0 else "", ""]
+                elif rank < len(f):
+                    row += [f[rank][0], _num(f[rank][1])]
+                else:
+                    row += ["", ""]
+            rows.append(tuple(row))
+        if lines:
+            lines.append("")
+        lines.append(word)
+        lines += ["  " + line for line in _table(rows, ">" + "<>" * len(sides))]
+    return lines
+
+
+@click.command("neighbors")
+@click.argument("vectors", type=INPUT)
+@click.argument("words", nargs=-1, required=True)
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Neighbours per word.")
+@click.option("--against", type=INPUT, metavar="OTHER", help="Show the same words' neighbours in OTHER side by side.")
+@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N words of each file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the neighbours as JSON on standard output.")
+@reports_errors
+def neighbors_cmd(vectors, words, k, against, limit, as_json):
+    """Show the nearest neighbours of WORDS by cosine over the whole vocabulary.
+
+    Words missing from a file are reported on standard error; the others are still shown.
+    Exits 1 only when no word is found at all.
+
+    \b
+    Example:
+      embedtune neighbors glove.6B.50d.txt france frog -k 5
+      embedtune neighbors glove.6B.50d.txt france --against tuned.txt
+    """
+    from embedtune.compare import nearest_neighbors
+
+    words = list(dict.fromkeys(words))
+    paths = [vectors] + ([against] if against else [])
+    results = []
+    for path in paths:
+        v = _load(path, limit)
+        result = nearest_neighbors(v, words, k=k)
+        _report_unknown(path, v, result.unknown)
+        results.append(result)
+    if all(not r.results for r in results):
+        raise EmbedtuneError(f"none of the {len(words)} words has a vector", path=" and ".join(paths))
+
+    if as_json:
+        data = [{"file": path, **r.to_dict()} for path, r in zip(paths, results)]
+        _echo_json(data[0] if not against else {**data[0], "against": data[1]})
+        return
+    sides = [(path, {r.word: r.neighbors for r in res.results}) for path, res in zip(paths, results)]
+    click.echo("\n".join(_neighbor_lines(words, sides, k)))
