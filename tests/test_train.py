@@ -1,0 +1,209 @@
+"""embedtune.train on GloVe 6B 50d rows and the Lee news corpus: frozen rows, caps, loss, new words.
+
+Each training here is one epoch over a few lines with small batches, so each takes a second or two.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from embedtune.corpus import Corpus
+from embedtune.errors import EmbedtuneError
+from embedtune.train import is_lowercase_vocabulary, train
+from embedtune.vectors import Vectors
+
+from train_fixtures import bits, glove, glove_vector, make_config, sample_lines
+
+OPTIMIZERS = ["sgd", "adagrad", "adam"]
+# Words of every batch: with subsampling off they are ~12% of the sample's tokens, so a batch of 512
+# pairs without one of them as center, context or negative has a probability below 1e-25.
+EVERY_BATCH = ("the", "to", "of", "and", "a", "in")
+
+
+def corpus_words(lines) -> list[str]:
+    return sorted({w for line in lines for w in line.split()})
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# frozen rows
+
+
+LINES = sample_lines(20)
+IN_VOCAB = [w for w in corpus_words(LINES) if w in glove(20000).index and w not in EVERY_BATCH]
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(frozen_words=st.sets(st.sampled_from(IN_VOCAB), max_size=200), freeze_top=st.integers(0, 3000))
+def test_frozen_rows_stay_bit_identical_even_when_in_every_batch(optimizer, frozen_words, freeze_top):
+    vectors = glove(20000)
+    vectors.matrix[vectors.index["the"], 0] = -0.0   # equal to 0.0 as a number, not as bits
+    before = vectors.matrix.copy()
+    lr = {"sgd": 0.5, "adagrad": 0.5, "adam": 0.05}[optimizer]   # large steps: a leak would show
+    with tempfile.TemporaryDirectory() as folder:
+        freeze_list = Path(folder) / "frozen.txt"
+        freeze_list.write_text("\n".join(sorted(frozen_words) + list(EVERY_BATCH)) + "\n", encoding="utf-8")
+        config = make_config({"freeze_list": str(freeze_list), "freeze_top": freeze_top},
+                             epochs=1, batch_size=512, sample=0.0, optimizer=optimizer, lr=lr,
+                             context_init="word")
+        result = train(vectors, Corpus(LINES), config)
+
+    frozen = {vectors.index[w] for w in frozen_words | set(EVERY_BATCH)} | set(range(freeze_top))
+    frozen = np.array(sorted(frozen))
+    assert np.flatnonzero(result.plan.frozen).tolist() == frozen.tolist()
+    out = result.vectors.matrix[: len(vectors)]
+    np.testing.assert_array_equal(bits(out[frozen]), bits(before[frozen]))
+    assert result.stats["max_frozen_change"] == 0.0
+    # Trainable rows the corpus never uses are not touched either (lazy updates) ...
+    used = {vectors.index[w] for w in corpus_words(LINES) if w in vectors.index}
+    unused = np.array([r for r in range(len(vectors)) if r not in used])
+    np.testing.assert_array_equal(bits(out[unused]), bits(before[unused]))
+    # ... while the trainable rows it uses did move, or this test would prove nothing.
+    moved = np.array(sorted(used - set(frozen.tolist())))
+    assert (out[moved] != before[moved]).any(axis=1).mean() > 0.9
+
+
+def test_training_with_everything_in_the_corpus_frozen_is_an_error():
+    config = make_config({"freeze_pretrained": True, "min_count": 1000}, epochs=1)
+    with pytest.raises(EmbedtuneError, match="nothing to train: every word of the corpus is frozen"):
+        train(glove(20000), Corpus(LINES), config)
+
+
+def test_a_freeze_rule_matching_a_new_word_stops_training_before_it_starts():
+    with pytest.raises(EmbedtuneError, match="a new word cannot be frozen"):
+        train(glove(20000), Corpus(["zzword " * 6]), make_config({"freeze_pattern": "^zz"}, epochs=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# the cap
+
+
+def one_step(clip_norm, lr=1000.0):
+    """Train one step on three lines; returns (start, trained) rows of the corpus words."""
+    lines = sample_lines(3)
+    vectors = glove(20000)
+    config = make_config({"min_count": 10**6}, epochs=1, batch_size=100_000, sample=0.0, lr=lr,
+                         clip_norm=clip_norm, context_init="word")   # word contexts: words get a gradient
+    result = train(vectors, Corpus(lines), config)
+    assert result.stats["steps"] == 1 and result.stats["new"] == 0
+    rows = [vectors.index[w] for w in corpus_words(lines) if w in vectors.index]
+    return vectors.matrix[rows].astype(np.float64), result.vectors.matrix[rows].astype(np.float64)
+
+
+def test_one_step_with_a_huge_learning_rate_moves_no_row_further_than_lr_times_the_cap():
+    lr, cap = 1000.0, 1.0
+    start, trained = one_step(cap, lr)
+    movement = np.linalg.norm(trained - start, axis=1)
+    assert movement.max() <= lr * cap * (1 + 1e-5)
+    # The cap bound: most rows (a row repeated in the batch included) got a gradient beyond it.
+    assert (movement > 0.99 * lr * cap).mean() > 0.5
+
+
+def test_without_the_cap_the_same_step_moves_rows_further():
+    lr = 1000.0
+    start, trained = one_step(0.0, lr)
+    assert np.linalg.norm(trained - start, axis=1).max() > 3 * lr
+
+
+# ---------------------------------------------------------------------------------------------
+# learning
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_loss_falls_over_an_epoch_of_the_sample(optimizer):
+    result = train(glove(20000), Corpus(sample_lines()),
+                   make_config({"freeze_top": 5000}, epochs=1, batch_size=2048, optimizer=optimizer))
+    s = result.stats
+    assert len(s["loss_history"]) >= 3 and all(np.isfinite(s["loss_history"]))
+    assert s["loss_first"] == s["loss_history"][0] and s["loss_last"] == s["loss_history"][-1]
+    assert s["loss_first"] > s["loss_last"]
+
+
+HIDDEN = ("police", "government", "security", "taliban", "israeli", "palestinian", "president", "minister")
+
+
+def test_a_new_word_ends_near_its_true_vector():
+    # Take eight frequent words of the sample out of GloVe; they come back as new words trained
+    # against frozen GloVe rows. A random start ranks its true vector ~10,000th of 20,000 by cosine.
+    vectors = glove(20000, drop=HIDDEN)
+    config = make_config({"freeze_pretrained": True}, epochs=1, optimizer="adagrad", lr=0.2)
+    result = train(vectors, Corpus(sample_lines()), config)
+    assert result.stats["trainable"] == 0 and set(HIDDEN) <= set(result.plan.words[len(vectors):])
+
+    everything = unit(glove(20000).matrix)
+    ranks = []
+    for word in HIDDEN:
+        cosine = everything @ unit(result.vectors[word])
+        ranks.append(int((cosine > cosine[glove(20000).index[word]]).sum()))
+    assert np.median(ranks) < 50 and max(ranks) < 1000, ranks
+
+
+# ---------------------------------------------------------------------------------------------
+# new words, the result, reproducibility
+
+
+def test_new_words_are_unknown_corpus_words_seen_min_count_times_most_frequent_first():
+    lines = ["zzrare police"] * 4 + ["zzmid fire"] * 5 + ["zzoften zzoften sydney"] * 3 + ["the police"] * 5
+    vectors = glove(1000)
+    result = train(vectors, Corpus(lines), make_config({"min_count": 5}, epochs=1, batch_size=64))
+    assert result.plan.words[len(vectors):] == ["zzoften", "zzmid"]
+    assert result.vectors.words[: len(vectors)] == vectors.words
+    assert result.stats["new"] == 2 and len(result.vectors) == len(vectors) + 2
+
+    capped = train(vectors, Corpus(lines), make_config({"min_count": 5, "max_new": 1}, epochs=1, batch_size=64))
+    assert capped.plan.words[len(vectors):] == ["zzoften"]
+
+
+def test_the_summary_counts_rows_and_words():
+    vectors = glove(20000)
+    result = train(vectors, Corpus(LINES), make_config({"freeze_top": 1000}, epochs=2, batch_size=512))
+    s = result.stats
+    assert (s["frozen"], s["trainable"]) == (1000, 19000)
+    assert s["frozen"] + s["trainable"] + s["new"] == len(result.vectors)
+    assert s["corpus_words"] == sum(len(line.split()) for line in LINES) and s["corpus_lines"] == len(LINES)
+    assert s["epochs"] == 2 and s["steps"] > 0 and s["pairs"] > 0 and s["words_per_second"] > 0
+    assert s["max_frozen_change"] == 0.0
+
+
+def test_progress_reaches_the_total_and_the_plan_comes_first():
+    events = []
+    train(glove(20000), Corpus(LINES), make_config(epochs=2, batch_size=256),
+          progress=lambda p: events.append(("progress", p)), on_plan=lambda plan: events.append(("plan", plan)))
+    assert events[0][0] == "plan" and [kind for kind, _ in events[1:]] == ["progress"] * (len(events) - 1)
+    done = [p.words_done for _, p in events[1:]]
+    assert done == sorted(done) and done[-1] == events[-1][1].words_total == 2 * sum(len(x.split()) for x in LINES)
+    assert {p.epoch for _, p in events[1:]} == {1, 2}
+
+
+def test_the_same_seed_gives_the_same_bits_and_another_seed_does_not():
+    vectors = glove(20000)
+    runs = [train(vectors, Corpus(LINES), make_config({"freeze_top": 100}, epochs=1, batch_size=512, seed=seed))
+            for seed in (7, 7, 8)]
+    np.testing.assert_array_equal(bits(runs[0].vectors.matrix), bits(runs[1].vectors.matrix))
+    assert not np.array_equal(runs[0].vectors.matrix, runs[2].vectors.matrix)
+
+
+def test_a_dimension_other_than_the_files_is_an_error():
+    with pytest.raises(EmbedtuneError, match="the vectors have 50 dimensions, but --dim says 300"):
+        train(glove(1000), Corpus(LINES), make_config(dim=300))
+
+
+def test_an_empty_corpus_is_an_error():
+    with pytest.raises(EmbedtuneError, match="the corpus has no words"):
+        train(glove(1000), Corpus(["", "   "]), make_config(epochs=1))
+
+
+def test_a_vocabulary_without_capitals_means_a_lower_cased_corpus():
+    assert is_lowercase_vocabulary(glove(1000))
+    assert not is_lowercase_vocabulary(Vectors(["the", "Sydney"], np.zeros((2, 3), np.float32)))
