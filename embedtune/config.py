@@ -44,9 +44,12 @@ class TrainConfig:
     batch_size: int = 4096              # (center, context) pairs per step
     optimizer: str = "sgd"              # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 1.0              # cap on each merged row gradient's L2 norm (0 = no cap)
-    context_init: str = "zeros"         # zeros | word: start of the internal context table
+    context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
+    deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
+    checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
+    checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ def validate(config: Config, source: str = "options") -> Config:
         bad("train.sample", f"must be 0 or positive, got {t.sample}")
     if t.clip_norm < 0:
         bad("train.clip_norm", f"must be 0 (no cap) or positive, got {t.clip_norm}")
+    if t.checkpoint_every < 0:
+        bad("train.checkpoint_every", f"must be 0 or positive, got {t.checkpoint_every}")
     if t.dim is not None and t.dim < 1:
         bad("train.dim", f"must be positive, got {t.dim}")
     if v.min_count < 1:

@@ -14,6 +14,7 @@ slices of frozen words and padding go before they are dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -24,10 +25,12 @@ import numpy as np
 
 from embedtune._tf import tf
 
+from embedtune import checkpoint
 from embedtune.config import Config, learning_rate
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.sgns import SkipGram
+from embedtune.checkpoint import Position
 from embedtune.plan import Plan, make_plan
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import Vectors
@@ -81,7 +84,8 @@ def new_word_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
 class Trainer:
     """Holds the split tables and the step for one training run."""
 
-    def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config):
+    def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
+                 new_start: np.ndarray | None = None):
         t = config.train
         self.config = config
         self.plan = plan
@@ -106,7 +110,9 @@ class Trainer:
         start = np.empty((self.n_trainable + 1, dim), np.float32)   # + sink row
         pre = trainable_rows < n_pre
         start[:self.n_trainable][pre] = matrix[trainable_rows[pre]]
-        start[:self.n_trainable][~pre] = new_word_vectors(int((~pre).sum()), dim, self.rng)
+        if new_start is None:
+            new_start = new_word_vectors(plan.n_new, dim, self.rng)
+        start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
         self.start = start[:-1].copy()
         self.trainable = tf.Variable(start, name="trainable_words")
@@ -176,81 +182,166 @@ class Trainer:
         self.context_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
 
+    def tf_checkpoint(self) -> tf.train.Checkpoint:
+        """Everything that changes during training, for checkpoints."""
+        state = {"trainable": self.trainable, "context": self.context, "rng": self.tf_rng}
+        for side, opt in (("word", self.word_opt), ("context", self.context_opt)):
+            for name, var in opt.variables().items():
+                state[f"{side}_{name}"] = var
+        return tf.train.Checkpoint(**state)
+
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
         return self.trainable.numpy()[: self.n_trainable]
 
 
+class TrainingInterrupted(Exception):
+    """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder)."""
+
+    def __init__(self, checkpoint: str | None, position: Position):
+        self.checkpoint = checkpoint
+        self.position = position
+        super().__init__(f"stopped at step {position.steps}")
+
+
+CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
+
+
+def settings_for_resume(config: Config) -> dict:
+    """The settings a resumed run must share with the checkpoint (not where or how often to save)."""
+    settings = dataclasses.asdict(config.train)
+    for key in ("checkpoint_dir", "checkpoint_every"):
+        settings.pop(key, None)
+    settings["vocab"] = dataclasses.asdict(config.vocab)
+    return settings
+
+
 def train(vectors: Vectors, corpus: Corpus, config: Config,
           progress: Callable[[Progress], None] | None = None,
-          on_plan: Callable[[Plan], None] | None = None) -> TrainResult:
+          on_plan: Callable[[Plan], None] | None = None,
+          new_start: Callable[[list[str]], np.ndarray] | None = None,
+          resume: bool = False,
+          stop: Callable[[], bool] | None = None) -> TrainResult:
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
 
+    new_start : given the new words, returns their starting vectors [n_new, dim]
+        (default: word2vec's small random start)
+    resume : continue from the newest checkpoint in ``config.train.checkpoint_dir``
+    stop : polled after every step; when it returns True a checkpoint is written (if a
+        folder is set) and TrainingInterrupted is raised
     Returns the vectors with new words appended after the pretrained ones.
     """
     t = config.train
     if t.dim is not None and t.dim != vectors.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
                              config.vectors)
+    if resume and not t.checkpoint_dir:
+        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    if t.deterministic:
+        tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
     counts, total_words, n_lines, new_words = scan_corpus(corpus, vectors, config)
     plan = make_plan(vectors, new_words, config.vocab)
     if on_plan is not None:
         on_plan(plan)
-    trainer = Trainer(vectors.matrix, plan, counts, config)
+    start = new_start(new_words) if (new_start is not None and new_words) else None
+    trainer = Trainer(vectors.matrix, plan, counts, config, new_start=start)
+    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config))
+    pos = checkpoint.Position()
+    if resume:
+        found = checkpoint.latest(t.checkpoint_dir)
+        if found is None:
+            raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
+        pos = checkpoint.load(found, trainer.tf_checkpoint(), fp)
+
     lr0 = learning_rate(t)
     words_total = total_words * t.epochs
-    words_done = 0
-    loss_history = []          # mean loss per pair, one entry per LOSS_EVERY steps
-    pending_loss, pending_pairs, steps, pairs_total = [], 0, 0, 0
+    pending_loss, pending_pairs = [], 0
+    last_saved = time.monotonic()
     train_began = time.perf_counter()
+    words_at_start = pos.words_done
 
-    for epoch in range(1, t.epochs + 1):
-        for chunk in id_chunks(corpus, trainer.local_index):
+    def save_checkpoint():
+        nonlocal last_saved
+        last_saved = time.monotonic()
+        return checkpoint.save(t.checkpoint_dir, trainer.tf_checkpoint(), pos, fp)
+
+    def flush():
+        nonlocal pending_loss, pending_pairs
+        if pending_loss:
+            mean = float(tf.add_n(pending_loss)) / max(pending_pairs, 1)
+            pos.loss_history.append(mean)
+            if progress is not None:
+                progress(Progress(pos.epoch, pos.words_done, words_total, mean, pending_pairs))
+        pending_loss, pending_pairs = [], 0
+
+    while pos.epoch <= t.epochs:
+        epoch_start_words = (pos.epoch - 1) * total_words
+        chunk_start_words = epoch_start_words
+        for chunk_number, chunk in enumerate(id_chunks(corpus, trainer.local_index)):
+            if chunk_number < pos.chunk:   # resuming: already trained
+                chunk_start_words += chunk.raw_tokens
+                continue
+            # The pairs of a chunk depend only on the random state at its start, which a
+            # checkpoint keeps, so a resumed run makes the same batches.
+            if pos.chunk_rng is not None and pos.batch:
+                trainer.rng.bit_generator.state = pos.chunk_rng
+            else:
+                pos.chunk_rng = trainer.rng.bit_generator.state
             centers, contexts = trainer.objective.pairs(chunk, trainer.rng)
-            chunk_pairs, chunk_pairs_done = max(len(centers), 1), 0
-            chunk_start = words_done
-            for batch in trainer.objective.batches(centers, contexts):
+            chunk_pairs = max(len(centers), 1)
+            pairs_done = 0
+            for batch_number, batch in enumerate(trainer.objective.batches(centers, contexts)):
+                pairs_done += batch["pairs"]
+                if batch_number < pos.batch:
+                    continue
                 # Linear decay by corpus position, as word2vec does.
-                lr = lr0 * max(1.0 - words_done / words_total, t.min_lr_fraction)
+                lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
                 pending_loss.append(trainer.step(_tensors(batch), tf.constant(lr, tf.float32)))
                 pending_pairs += batch["pairs"]
-                chunk_pairs_done += batch["pairs"]
-                words_done = chunk_start + chunk.raw_tokens * chunk_pairs_done // chunk_pairs
-                steps += 1
-                if steps % LOSS_EVERY == 0:
-                    _flush(pending_loss, pending_pairs, loss_history, progress, epoch, words_done, words_total)
-                    pairs_total += pending_pairs
-                    pending_loss, pending_pairs = [], 0
-            words_done = chunk_start + chunk.raw_tokens
-    pairs_total += pending_pairs
-    _flush(pending_loss, pending_pairs, loss_history, progress, t.epochs, words_done, words_total)
+                pos.pairs += batch["pairs"]
+                pos.steps += 1
+                pos.batch = batch_number + 1
+                pos.words_done = chunk_start_words + chunk.raw_tokens * pairs_done // chunk_pairs
+                if pos.steps % LOSS_EVERY == 0:
+                    flush()
+                if t.checkpoint_dir and (
+                        (t.checkpoint_every and pos.steps % t.checkpoint_every == 0)
+                        or (not t.checkpoint_every and time.monotonic() - last_saved > CHECKPOINT_SECONDS)):
+                    flush()
+                    save_checkpoint()
+                if stop is not None and stop():
+                    flush()
+                    raise TrainingInterrupted(save_checkpoint() if t.checkpoint_dir else None, pos)
+            chunk_start_words += chunk.raw_tokens
+            pos.words_done = chunk_start_words
+            pos.chunk, pos.batch, pos.chunk_rng = chunk_number + 1, 0, None
+        pos.epoch, pos.chunk, pos.batch = pos.epoch + 1, 0, 0
+    flush()
     train_seconds = time.perf_counter() - train_began
 
     matrix = np.empty((len(plan.words), vectors.dim), np.float32)
     matrix[: plan.n_pretrained] = vectors.matrix
-    # Rows that never occurred keep their start: pretrained values, or word2vec's random start.
-    n_new = plan.n_new
-    if n_new:
-        matrix[plan.n_pretrained:] = new_word_vectors(n_new, vectors.dim, np.random.default_rng(t.seed + 1))
     trained_rows = trainer.rows[: trainer.n_trainable]
     matrix[trained_rows] = trainer.trained_matrix()
     out = Vectors(plan.words, matrix)
 
+    history = pos.loss_history
     stats = {
         **plan.summary(),
         "epochs": t.epochs,
         "corpus_words": total_words,
         "corpus_lines": n_lines,
         "trained_rows": int(trainer.n_trainable),
-        "steps": steps,
-        "pairs": pairs_total,
-        "words_per_second": round(words_done / train_seconds) if train_seconds > 0 else None,
+        "steps": pos.steps,
+        "pairs": pos.pairs,
+        "words_per_second": round((pos.words_done - words_at_start) / train_seconds) if train_seconds > 0 else None,
         "train_seconds": round(train_seconds, 3),
         "total_seconds": round(time.perf_counter() - began, 3),
-        "loss_first": loss_history[0] if loss_history else None,
-        "loss_last": loss_history[-1] if loss_history else None,
-        "loss_history": loss_history,
+        "loss_first": history[0] if history else None,
+        "loss_last": history[-1] if history else None,
+        "loss_history": history,
+        "resumed": resume,
         "max_frozen_change": max_frozen_change(vectors.matrix, matrix, plan.frozen),
     }
     return TrainResult(out, plan, stats)
@@ -258,16 +349,6 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
 
 def _tensors(batch):
     return {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
-
-
-def _flush(pending_loss, pending_pairs, history, progress, epoch, words_done, words_total):
-    if not pending_loss:
-        return
-    total = float(tf.add_n(pending_loss))
-    mean = total / max(pending_pairs, 1)
-    history.append(mean)
-    if progress is not None:
-        progress(Progress(epoch, words_done, words_total, mean, pending_pairs))
 
 
 def max_frozen_change(before: np.ndarray, after: np.ndarray, frozen: np.ndarray) -> float:
