@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import click
@@ -20,6 +21,32 @@ Which rows move (freeze rules win over train rules):
   3. a word matched by --train-list/--train-pattern trains;
   4. any other word is frozen if a train rule was given, else it trains.
 Options on the command line override the [vocab] and [train] tables of --config."""
+
+
+class StopRequests:
+    """Ctrl-C or SIGTERM asks the loop to stop after the current step (a second Ctrl-C stops at once)."""
+
+    def __init__(self):
+        self.requested = False
+        self.saved = {}
+
+    def _handler(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        click.echo("\nStopping after this step (Ctrl-C again to stop at once) ...", err=True)
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.saved[sig] = signal.signal(sig, self._handler)
+            except ValueError:   # not the main thread (e.g. inside a test runner thread)
+                pass
+        return lambda: self.requested
+
+    def __exit__(self, *exc):
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
 
 
 def _write_json(summary: dict, target: str) -> None:
@@ -61,13 +88,18 @@ def _write_json(summary: dict, target: str) -> None:
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Lazy optimizer (only the batch's rows). [default: sgd]")
 @click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 1.0]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
+@click.option("--deterministic", is_flag=True, default=None,
+              help="Op determinism and a seeded data order: two runs give byte-identical files (slower; see README).")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
+@click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).")
 @click.option("--to", help="Output format (default: that of VECTORS).")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @click.pass_context
 @reports_errors
-def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, **options):
+def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
@@ -126,9 +158,23 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, **op
         bar.update(p.words_done - bar.n)
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
-    with Corpus(config.corpus, lowercase=lowercase) as corpus:
+    from embedtune.train import TrainingInterrupted
+
+    with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
         try:
-            result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan)
+            result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
+                           resume=resume, stop=stop)
+        except TrainingInterrupted as interrupted:
+            if bar is not None:
+                bar.close()
+            where = f"step {interrupted.position.steps}, epoch {interrupted.position.epoch}"
+            if interrupted.checkpoint:
+                click.echo(f"Interrupted at {where}; checkpoint written to {interrupted.checkpoint}.\n"
+                           f"Resume with the same command and --resume.", err=True)
+            else:
+                click.echo(f"Interrupted at {where}; no --checkpoint-dir was given, so nothing was saved.",
+                           err=True)
+            ctx.exit(130)
         finally:
             if bar is not None:
                 bar.close()
