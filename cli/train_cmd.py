@@ -87,6 +87,8 @@ def _write_json(summary: dict, target: str) -> None:
 @click.option("--batch-size", type=int, help="(center, context) pairs per step. [default: 4096]")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Lazy optimizer (only the batch's rows). [default: sgd]")
 @click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 1.0]")
+@click.option("--anchor", type=float,
+              help="Pull each trainable row toward its starting vector with this L2 weight (0 = off). [default: 0]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files (slower; see README).")

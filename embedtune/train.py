@@ -114,8 +114,10 @@ class Trainer:
             new_start = new_word_vectors(plan.n_new, dim, self.rng)
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
-        self.start = start[:-1].copy()
         self.trainable = tf.Variable(start, name="trainable_words")
+        self.anchor = float(t.anchor)
+        # The anchor pulls each trainable row toward where it started; only then is the start kept.
+        self.start = tf.constant(start) if self.anchor else None
         frozen = matrix[frozen_rows[frozen_rows < n_pre]] if len(frozen_rows) else np.zeros((1, dim), np.float32)
         self.frozen = tf.constant(frozen)
         self.n_frozen = len(frozen)
@@ -178,6 +180,15 @@ class Trainer:
         context_grad = tf.IndexedSlices(context_grads, context_ids, self.context_shape)
         rows, grads = merge_rows(word_grad, sink=self.n_trainable)   # drops frozen rows and padding
         self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
+        if self.anchor:
+            # The anchor term anchor/2 * |w - start|^2 of each row in the batch, taken as a
+            # proximal step (its exact minimiser next to the update just made), which is stable
+            # for any weight: a huge anchor keeps rows at their start. Once per row, not per
+            # occurrence, so against a word's growing evidence its weight shrinks.
+            pull = lr * self.anchor
+            moved = tf.gather(self.trainable, rows)
+            self.trainable.scatter_update(tf.IndexedSlices(
+                (moved + pull * tf.gather(self.start, rows)) / (1 + pull), rows))
         rows, grads = merge_rows(context_grad, sink=self.context_rows)
         self.context_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
