@@ -17,11 +17,19 @@ from embedtune.errors import EmbedtuneError
 INPUT = click.Path(exists=True, dir_okay=False)
 
 
-def _load(path, limit=None):
+def _load(path, format=None, limit=None):
     from embedtune.formats import load_vectors
 
     message(f"reading {path}")
-    return load_vectors(path, limit=limit)
+    return load_vectors(path, format=format, limit=limit)
+
+
+FORMAT = click.option(
+    "--format",
+    "format_",
+    metavar="NAME",
+    help="Format of the vectors files (default: detected from each file).",
+)
 
 
 def _echo_json(data) -> None:
@@ -122,10 +130,11 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
     help="Check the words a training config's [vocab] rules freeze; OLD and NEW default to its "
     "'vectors' and 'output'.",
 )
-@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="How many most-moved words to list.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), metavar="N", help="How many most-moved words to list.")
+@FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on standard output.")
 @reports_errors
-def diff_cmd(old, new, frozen_file, config_file, top, as_json):
+def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
     """Compare two vectors files row by row, matching rows by word.
 
     Counts rows that are bit-identical, changed (with the largest and mean L2 change and the
@@ -160,8 +169,10 @@ def diff_cmd(old, new, frozen_file, config_file, top, as_json):
         from embedtune.plan import read_word_list
 
         frozen_words = [word for _, word in read_word_list(frozen_file)]
-    old_vectors = _load(old)
-    new_vectors = _load(new)
+    if config is not None and format_ is None:
+        format_ = config.format
+    old_vectors = _load(old, format_)
+    new_vectors = _load(new, format_)
     if old_vectors.dim != new_vectors.dim:
         raise EmbedtuneError(
             f"{new_vectors.dim}-dimensional vectors, but {old} has {old_vectors.dim}; "
@@ -262,13 +273,17 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
     default=300_000,
     show_default=True,
     type=click.IntRange(min=1),
+    metavar="N",
     help="Analogies use only the first N words, as word2vec's compute-accuracy does.",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N words of each file.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of each file.")
 @click.option("--case-sensitive", is_flag=True, help="Match benchmark words exactly (default: ignore case).")
+@FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON on standard output.")
 @reports_errors
-def eval_cmd(vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, as_json):
+def eval_cmd(
+    vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json
+):
     """Score vectors on word-similarity and analogy benchmarks (with gensim).
 
     Word-pair files give Pearson and Spearman correlations with the share of pairs that have
@@ -290,7 +305,7 @@ def eval_cmd(vectors, vectors2, similarity_files, analogy_files, restrict_vocab,
         similarity, analogies = similarity or [], analogies or []
 
     def score(path):
-        v = _load(path, limit)
+        v = _load(path, format_, limit)
         message(f"scoring {path}")
         return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive)
 
@@ -353,12 +368,13 @@ def _neighbor_lines(words, sides, k) -> list[str]:
 @click.command("neighbors")
 @click.argument("vectors", type=INPUT)
 @click.argument("words", nargs=-1, required=True)
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Neighbours per word.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), metavar="N", help="Neighbours per word.")
 @click.option("--against", type=INPUT, metavar="OTHER", help="Show the same words' neighbours in OTHER side by side.")
-@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N words of each file.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of each file.")
+@FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the neighbours as JSON on standard output.")
 @reports_errors
-def neighbors_cmd(vectors, words, k, against, limit, as_json):
+def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
     """Show the nearest neighbours of WORDS by cosine over the whole vocabulary.
 
     Words missing from a file are reported on standard error; the others are still shown.
@@ -375,7 +391,7 @@ def neighbors_cmd(vectors, words, k, against, limit, as_json):
     paths = [vectors] + ([against] if against else [])
     results = []
     for path in paths:
-        v = _load(path, limit)
+        v = _load(path, format_, limit)
         result = nearest_neighbors(v, words, k=k)
         _report_unknown(path, v, result.unknown)
         results.append(result)
