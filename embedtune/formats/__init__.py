@@ -1,1 +1,267 @@
-"""Vector file formats: a table of readers and writers (filled in by the formats work)."""
+"""Vector file formats: one reader and one writer per format, chosen from the table FORMATS.
+
+    name             layout
+    word2vec         text: header `COUNT DIM`, then `word v1 ... vDIM` per line
+    word2vec-binary  header `COUNT DIM`, then per word: `word `, DIM float32 (little-endian), newline
+    glove            text without a header: `word v1 ... vDIM` per line
+    fasttext         fastText `.vec`: the same layout as word2vec text
+
+Every reader returns (words, float32 matrix [n, dim], where the rows start); every writer takes a
+`Vectors`. Files ending in `.gz` / `.bz2` are compressed, `-` is standard input / output.
+Text values are written in the shortest `%g` form that reads back to the same float32
+(see floattext.py), so save then load is bit-identical in every format, and an unchanged row is
+written as the very text it was read from.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from embedtune.errors import EmbedtuneError
+from embedtune.formats.binary import read_binary, write_binary
+from embedtune.formats.io import Source, display_name, open_source, open_target
+from embedtune.formats.text import NUMBER, TextReader, parse_header, write_text
+from embedtune.vectors import Vectors
+
+__all__ = [
+    "FORMATS", "FORMAT_NAMES", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
+    "summarize_vectors",
+]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    description: str
+    read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line)
+    write: Callable  # (vectors, out, name, progress) -> None
+    rows_are_lines: bool  # text rows are named by line number, binary ones by record number
+
+
+def _text_format(name, description, header):
+    def read(source, limit, replace_bad_utf8, progress):
+        reader = TextReader(source, header=header, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
+        return reader.read()
+
+    def write(vectors, out, name, progress):
+        write_text(vectors, out, header=header, name=name, progress=progress)
+
+    return Format(name, description, read, write, rows_are_lines=True)
+
+
+def _binary_read(source, limit, replace_bad_utf8, progress):
+    return read_binary(source, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
+
+
+def _binary_write(vectors, out, name, progress):
+    write_binary(vectors, out, name=name, progress=progress)
+
+
+FORMATS = {
+    "word2vec": _text_format(
+        "word2vec", "text: header 'COUNT DIM', then 'word v1 ... vDIM' per line", header=True),
+    "word2vec-binary": Format(
+        "word2vec-binary", "binary: header 'COUNT DIM', then per word: word, space, DIM float32, newline",
+        _binary_read, _binary_write, rows_are_lines=False),
+    "glove": _text_format("glove", "text without a header: 'word v1 ... vDIM' per line", header=False),
+    "fasttext": _text_format("fasttext", "fastText .vec: the same layout as word2vec text", header=True),
+}
+FORMAT_NAMES = tuple(FORMATS)
+
+
+def get_format(name: str) -> Format:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise EmbedtuneError(f"unknown format '{name}' (expected one of {', '.join(FORMAT_NAMES)})") from None
+
+
+def check_format_name(name: str) -> str:
+    """`name` if it is a format name, else an EmbedtuneError listing the names."""
+    return get_format(name).name
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+def detect_format(path) -> str:
+    """The format name of the file at `path` ('-' = standard input, which is then consumed)."""
+    with open_source(path) as source:
+        return _detect(source)
+
+
+def _detect(source: Source) -> str:
+    """Header of two integers -> word2vec text, unless what follows is binary; else GloVe.
+
+    Looks only at the first bytes (peeked, not consumed), so it works on standard input too.
+    """
+    head = source.peek(1 << 16)
+    if not head.strip():
+        raise EmbedtuneError("empty file (expected vectors)", source.name, 1)
+    newline = head.find(b"\n")
+    sizes = parse_header(head[:newline] if newline >= 0 else head)
+    if sizes is None:
+        return "glove"
+    dim = sizes[1]
+    rest = head[newline + 1:] if newline >= 0 else b""
+    if not rest.strip():
+        return "word2vec"
+    line_end = rest.find(b"\n")
+    parts = (rest[:line_end] if line_end >= 0 else rest).rsplit(None, dim)
+    if len(parts) == dim + 1 and all(NUMBER.fullmatch(p) for p in parts[1:]):
+        return "word2vec"
+    # Raw float32 bytes are full of control bytes and invalid UTF-8; a damaged text file is not.
+    sample = rest[:4096]
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
+    except UnicodeDecodeError:
+        return "word2vec-binary"
+    if any(b < 32 and b not in (9, 10, 13) for b in sample):
+        return "word2vec-binary"
+    return "word2vec"
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+@dataclass
+class Table:
+    """All rows of a file as read, before duplicate and NaN checks.
+
+    words : list of str [n]; matrix : float32 [n, dim]; format : format name;
+    first_row : line number of the first row (text) or 1 (binary records are counted from 1).
+    """
+
+    name: str
+    format: str
+    words: list
+    matrix: np.ndarray
+    first_row: int
+    rows_are_lines: bool
+
+    def error(self, row: int, message: str) -> EmbedtuneError:
+        """An error about row `row` (0-based), named by its line (text) or record (binary)."""
+        if self.rows_are_lines:
+            return EmbedtuneError(message, self.name, self.first_row + row)
+        return EmbedtuneError(f"record {row + 1}: {message}", self.name)
+
+    def where(self, row: int) -> dict:
+        return {"line": self.first_row + row} if self.rows_are_lines else {"record": row + 1}
+
+
+def read_table(path, format=None, limit=None, *, replace_bad_utf8=False, progress=None) -> Table:
+    """Read every row of a vectors file (format detected unless given); no duplicate/NaN checks."""
+    if format is not None:
+        fmt = get_format(format)
+    if limit is not None and limit < 0:
+        raise EmbedtuneError(f"limit must be 0 or more (got {limit})")
+    with open_source(path) as source:
+        if format is None:
+            fmt = FORMATS[_detect(source)]
+        words, matrix, first_row = fmt.read(source, limit, replace_bad_utf8, progress)
+    return Table(source.name, fmt.name, words, matrix, first_row, fmt.rows_are_lines)
+
+
+def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, allow_nan=False,
+                 replace_bad_utf8=False, progress=None) -> Vectors:
+    """Load a vectors file.
+
+    path : file name, '-' for standard input; .gz / .bz2 are decompressed.
+    format : one of FORMAT_NAMES, or None to detect it.
+    limit : read only the first `limit` rows.
+    keep_first_duplicate : a repeated word keeps its first row (default: an error naming both lines).
+    allow_nan : keep rows with NaN or infinity (default: an error naming the line).
+    replace_bad_utf8 : replace bytes that are not UTF-8 in words (default: an error naming the line).
+    progress : called as progress(bytes_read, total_bytes_or_None) after each block.
+    Returns Vectors (words in file order, float32 matrix [n, dim]).
+    """
+    table = read_table(path, format, limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
+    if not allow_nan:
+        bad = _nonfinite_rows(table.matrix)
+        if bad.size:
+            row = int(bad[0])
+            col = int(np.flatnonzero(~np.isfinite(table.matrix[row]))[0])
+            value = table.matrix[row, col]
+            raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
+                                   f"--allow-nan keeps such rows)")
+    duplicates = find_duplicates(table.words)
+    words, matrix = table.words, table.matrix
+    if duplicates:
+        if not keep_first_duplicate:
+            row, first = duplicates[0]
+            where = f"line {table.first_row + first}" if table.rows_are_lines else f"record {first + 1}"
+            raise table.error(row, f"duplicate word '{words[row]}' (first on {where}; "
+                                   f"--keep-first-duplicate keeps the first)")
+        keep = np.ones(len(words), bool)
+        keep[[row for row, _ in duplicates]] = False
+        words = [w for w, k in zip(words, keep) if k]
+        matrix = matrix[keep]
+    return Vectors(words, matrix)
+
+
+def _nonfinite_rows(matrix: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(~np.isfinite(matrix).all(axis=1)) if matrix.size else np.empty(0, np.intp)
+
+
+def find_duplicates(words) -> list:
+    """[(row, first_row)] for every row whose word appeared earlier (0-based rows)."""
+    if len(set(words)) == len(words):
+        return []
+    first = {}
+    duplicates = []
+    for row, word in enumerate(words):
+        seen = first.setdefault(word, row)
+        if seen != row:
+            duplicates.append((row, seen))
+    return duplicates
+
+
+# -- saving ------------------------------------------------------------------------------------
+
+def save_vectors(vectors, path, format, *, progress=None) -> None:
+    """Write `vectors` (words + float32 matrix [n, dim]) to `path` in `format`.
+
+    path : file name ('.gz' / '.bz2' compress), '-' for standard output. A regular file is written
+    to a temporary file in the same folder and renamed into place, so a failure leaves nothing.
+    progress : called as progress(rows_written, total_rows) after each block.
+    """
+    fmt = get_format(format)
+    name = "<stdout>" if str(path) == "-" else str(path)
+    with open_target(path) as out:
+        fmt.write(vectors, out, name, progress)
+
+
+# -- inspection --------------------------------------------------------------------------------
+
+def summarize_vectors(path, format=None, *, replace_bad_utf8=False, progress=None, max_listed=20) -> dict:
+    """What `embedtune inspect` shows: format, count, dimension, norms, NaN/inf rows, duplicates.
+
+    Returns a JSON-ready dict; the lists name at most `max_listed` rows each.
+    """
+    table = read_table(path, format, replace_bad_utf8=replace_bad_utf8, progress=progress)
+    matrix = table.matrix
+    bad = _nonfinite_rows(matrix)
+    finite = np.ones(len(matrix), bool)
+    finite[bad] = False
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix[finite], matrix[finite], dtype=np.float64))
+    duplicates = find_duplicates(table.words)
+    first_where = (lambda r: {"first_line": table.first_row + r}) if table.rows_are_lines \
+        else (lambda r: {"first_record": r + 1})
+    return {
+        "file": display_name(path),
+        "format": table.format,
+        "count": len(table.words),
+        "dim": int(matrix.shape[1]),
+        "norm": {
+            "min": float(norms.min()) if norms.size else None,
+            "median": float(np.median(norms)) if norms.size else None,
+            "max": float(norms.max()) if norms.size else None,
+        },
+        "nonfinite_rows": int(bad.size),
+        "nonfinite": [{"word": table.words[r], **table.where(int(r))} for r in bad[:max_listed]],
+        "duplicate_words": len(duplicates),
+        "duplicates": [{"word": table.words[r], **table.where(r), **first_where(f)}
+                       for r, f in duplicates[:max_listed]],
+    }

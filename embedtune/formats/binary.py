@@ -1,0 +1,132 @@
+"""word2vec binary: a text header `COUNT DIM\\n`, then per word the word's bytes, one space, and DIM
+little-endian float32 values. The word2vec C tool writes a newline after each vector, gensim does
+not; both are read. Writing follows the C tool (with the newline).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from embedtune.errors import EmbedtuneError
+from embedtune.formats.text import parse_header
+
+BLOCK_BYTES = 16 << 20
+MAX_WORD_BYTES = 1 << 16  # a longer "word" means the file is not what the header says
+
+
+def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
+    """-> (words [n], float32 matrix [n, dim], 2): records are counted from 1 after the header line.
+
+    The matrix is allocated once from the header and filled block by block, so loading needs
+    little more memory than the matrix itself.
+    """
+    name = source.name
+    data = b""
+    while b"\n" not in data[:1024]:
+        more = source.read(1024)
+        if not more:
+            break
+        data += more
+    if not data:
+        raise EmbedtuneError("empty file (expected a header 'COUNT DIM')", name, 1)
+    newline = data.find(b"\n")
+    sizes = parse_header(data[:newline]) if newline >= 0 else None
+    if sizes is None:
+        first = data[:newline if newline >= 0 else 40][:40].decode("utf-8", "replace")
+        raise EmbedtuneError(f"expected a header 'COUNT DIM' (two whole numbers), got '{first}'", name, 1)
+    count, dim = sizes
+    if dim < 1:
+        raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
+    wanted = count if limit is None else min(count, limit)
+    row_bytes = 4 * dim
+    matrix = np.empty((wanted, dim), dtype="<f4")
+    flat = memoryview(matrix).cast("B")
+    words = []
+    decode = _decoder(name, replace_bad_utf8)
+    buf = data[newline + 1:]
+    pos = 0
+    ended = False
+    row = 0
+    while row < wanted:
+        space = buf.find(b" ", pos)
+        end = space + 1 + row_bytes
+        if space < 0 or end > len(buf):
+            if ended:
+                _raise_truncated(name, row, count, buf, pos, space, row_bytes)
+            if space < 0 and len(buf) - pos > MAX_WORD_BYTES:
+                raise EmbedtuneError(
+                    f"record {row + 1}: no space after the word within {MAX_WORD_BYTES} bytes "
+                    f"(is the header's dimension {dim} right?)", name)
+            more = source.read(BLOCK_BYTES)
+            ended = not more
+            buf = buf[pos:] + more
+            pos = 0
+            if progress is not None:
+                progress(source.consumed(), source.size)
+            continue
+        start = pos
+        # gensim writes no newline after a vector, the C tool does: skip it before the next word
+        while start < space and buf[start] == 10:
+            start += 1
+        if start == space:
+            raise EmbedtuneError(f"record {row + 1}: empty word", name)
+        words.append(decode(buf[start:space], row))
+        flat[row * row_bytes:(row + 1) * row_bytes] = buf[space + 1:end]
+        pos = end
+        row += 1
+    if limit is None or limit >= count:
+        rest = buf[pos:]
+        while not rest.strip() and not ended:
+            more = source.read(BLOCK_BYTES)
+            ended = not more
+            rest = rest.strip() + more
+        if rest.strip():
+            raise EmbedtuneError(
+                f"more data after {count} records (expected {count} as the header says)", name)
+    if progress is not None:
+        progress(source.consumed(), source.size)
+    return words, matrix.astype(np.float32, copy=False), 2
+
+
+def _raise_truncated(name, row, count, buf, pos, space, row_bytes):
+    if not buf[pos:].strip():
+        raise EmbedtuneError(f"file ends early (expected {count} records as the header says, got {row})", name)
+    got = max(0, len(buf) - space - 1) if space >= 0 else 0
+    raise EmbedtuneError(
+        f"record {row + 1}: file ends inside the record (expected {row_bytes} bytes of vector, got {got}; "
+        f"header says {count} records)", name)
+
+
+def _decoder(name, replace_bad_utf8):
+    def decode(word: bytes, row: int) -> str:
+        try:
+            return word.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if replace_bad_utf8:
+                return word.decode("utf-8", errors="replace")
+            raise EmbedtuneError(
+                f"record {row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
+                f"{err.start + 1}; --replace-bad-utf8 replaces such bytes)", name) from None
+    return decode
+
+
+def write_binary(vectors, out, *, name: str, progress=None) -> None:
+    words = vectors.words
+    matrix = np.ascontiguousarray(vectors.matrix, dtype="<f4")
+    n, dim = matrix.shape
+    encoded = []
+    for row, word in enumerate(words):
+        data = word.encode("utf-8")
+        if not data or b" " in data or b"\n" in data or data.strip() != data:
+            raise EmbedtuneError(
+                f"cannot write word {word!r} (row {row + 1}) in word2vec binary: words in this format "
+                f"cannot be empty or contain spaces or line breaks", name)
+        encoded.append(data)
+    out.write(b"%d %d\n" % (n, dim))
+    step = max(1, (8 << 20) // max(1, 4 * dim))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        rows = matrix[start:stop]
+        out.write(b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded[start:stop], rows)]))
+        if progress is not None:
+            progress(stop, n)

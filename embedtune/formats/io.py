@@ -1,0 +1,277 @@
+"""Opening vector files: plain, .gz, .bz2 or standard input for reading; an atomic write for output.
+
+Reading: compression is recognised by its magic bytes (so `-` works with compressed data too, and a
+.gz name on a plain file does no harm), and the first bytes of the decompressed data are buffered so
+the format can be detected without seeking (standard input cannot seek).
+
+Writing: the data goes to a temporary file in the target folder, renamed over the target only when
+everything was written; on any failure the temporary file is removed, so no partial output is left.
+`-` writes standard output; a target that exists but is not a regular file (/dev/null, /dev/full,
+a pipe) is written directly, since renaming over it would replace the device.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import os
+import sys
+import zlib
+
+from embedtune.errors import EmbedtuneError
+
+STDIO = "-"
+_GZIP_MAGIC = b"\x1f\x8b"
+_BZIP2_MAGIC = b"BZh"
+
+
+def display_name(path) -> str:
+    return "<stdin>" if str(path) == STDIO else str(path)
+
+
+def _os_error(path, action: str, err: OSError) -> EmbedtuneError:
+    reason = err.strerror or str(err)
+    return EmbedtuneError(f"cannot {action}: {reason}", path=display_name(path))
+
+
+_parked_stdin = None  # a standard-input Source that was only peeked at (by detect_format)
+
+
+def open_source(path) -> "Source":
+    """A Source for `path`; for '-' the one detect_format peeked at, so nothing read is lost."""
+    global _parked_stdin
+    if str(path) == STDIO and _parked_stdin is not None:
+        source, _parked_stdin = _parked_stdin, None
+        return source
+    return Source(path)
+
+
+class Source:
+    """A binary input whose first bytes can be looked at before reading.
+
+    name : str for messages; size : bytes on disk (None for standard input);
+    consumed() : bytes taken from the underlying file so far (for progress on compressed input).
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.name = display_name(path)
+        self._file = None
+        self._owned = None
+        self.size = None
+        if self.path == STDIO:
+            raw = sys.stdin.buffer
+        else:
+            try:
+                raw = open(self.path, "rb")
+            except FileNotFoundError:
+                raise EmbedtuneError("no such file", path=self.path) from None
+            except IsADirectoryError:
+                raise EmbedtuneError("is a folder, expected a vectors file", path=self.path) from None
+            except OSError as err:
+                raise _os_error(self.path, "open for reading", err) from None
+            self._owned = raw
+            try:
+                self.size = os.fstat(raw.fileno()).st_size
+            except OSError:
+                self.size = None
+        self._raw = raw
+        self._raw_read = 0
+        magic = self._read_raw(3)
+        self.compression = None
+        if magic.startswith(_GZIP_MAGIC):
+            self.compression = "gzip"
+        elif magic == _BZIP2_MAGIC:
+            self.compression = "bzip2"
+        self._magic = magic
+        if self.compression is None:
+            self._stream = None
+        else:
+            inner = _Prefixed(magic, self)
+            self._stream = gzip.GzipFile(fileobj=inner, mode="rb") if self.compression == "gzip" else bz2.BZ2File(inner)
+        self._head = b""
+        self._head_pos = 0
+        self._reading = False
+
+    def _read_raw(self, n: int) -> bytes:
+        try:
+            data = self._raw.read(n)
+        except OSError as err:
+            raise _os_error(self.path, "read", err) from None
+        self._raw_read += len(data)
+        return data
+
+    def consumed(self) -> int:
+        return self._raw_read
+
+    def _read_stream(self, n: int) -> bytes:
+        if self._stream is None:
+            if self._magic:
+                data, self._magic = self._magic, b""
+                if n > len(data):
+                    data += self._read_raw(n - len(data))
+                return data
+            return self._read_raw(n)
+        try:
+            return self._stream.read(n)
+        except (OSError, EOFError, zlib.error) as err:
+            raise EmbedtuneError(f"damaged {self.compression} data ({err})", path=self.name) from None
+
+    def peek(self, n: int) -> bytes:
+        """Up to n first bytes (fewer only at end of data), without consuming them."""
+        while len(self._head) < n:
+            more = self._read_stream(n - len(self._head))
+            if not more:
+                break
+            self._head += more
+        return self._head[:n]
+
+    def read(self, n: int) -> bytes:
+        """Up to n bytes; b'' only at end of data."""
+        self._reading = True
+        if self._head_pos < len(self._head):
+            data = self._head[self._head_pos:self._head_pos + n]
+            self._head_pos += len(data)
+            if self._head_pos >= len(self._head):
+                self._head, self._head_pos = b"", 0
+            return data
+        return self._read_stream(n)
+
+    def close(self) -> None:
+        global _parked_stdin
+        if self.path == STDIO and not self._reading:
+            _parked_stdin = self  # only peeked at: the next reader of '-' continues from here
+            return
+        if self._stream is not None:
+            self._stream.close()
+        if self._owned is not None:
+            self._owned.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Prefixed:
+    """The raw file for the decompressor, with the magic bytes already read put back in front."""
+
+    def __init__(self, prefix: bytes, source: Source):
+        self._prefix = prefix
+        self._source = source
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            data, self._prefix = self._prefix, b""
+            return data + self._source._read_raw(-1)
+        if self._prefix:
+            data, self._prefix = self._prefix[:n], self._prefix[n:]
+            return data
+        return self._source._read_raw(n)
+
+    def readable(self):
+        return True
+
+
+def compression_for(path) -> str | None:
+    name = str(path).lower()
+    if name.endswith(".gz"):
+        return "gzip"
+    if name.endswith(".bz2"):
+        return "bzip2"
+    return None
+
+
+class _Sink:
+    """File-like wrapper that turns write errors into EmbedtuneError naming the target."""
+
+    def __init__(self, fileobj, name):
+        self._f = fileobj
+        self._name = name
+
+    def write(self, data) -> None:
+        try:
+            self._f.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _os_error(self._name, "write", err) from None
+
+
+@contextlib.contextmanager
+def open_target(path):
+    """Open `path` for writing binary data: `with open_target(path) as out: out.write(b'...')`.
+
+    Compressed by extension (.gz, .bz2). Atomic for regular files (temporary file + rename).
+    """
+    path = str(path)
+    compression = compression_for(path)
+    tmp = None
+    if path == STDIO:
+        name, raw, close_raw = "<stdout>", sys.stdout.buffer, False
+    elif os.path.exists(path) and not os.path.isfile(path):
+        if os.path.isdir(path):
+            raise EmbedtuneError("is a folder, expected a file name to write", path=path)
+        name, close_raw = path, True
+        try:
+            raw = open(path, "wb")
+        except OSError as err:
+            raise _os_error(path, "open for writing", err) from None
+    else:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise EmbedtuneError(f"folder {os.path.dirname(path) or folder} does not exist", path=path)
+        name, close_raw = path, True
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies as usual
+        except OSError as err:
+            raise _os_error(path, "create a file in its folder", err) from None
+        raw = os.fdopen(fd, "wb", buffering=1 << 20)
+    done = False
+    try:
+        if compression == "gzip":
+            # mtime=0 and the target's own name keep the output the same from run to run
+            inner = gzip.GzipFile(filename=os.path.basename(path), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+        elif compression == "bzip2":
+            inner = bz2.BZ2File(raw, "wb")
+        else:
+            inner = raw
+        yield _Sink(inner, name)
+        if inner is not raw:
+            inner.close()
+        raw.flush()
+        if close_raw:
+            raw.close()
+        if tmp is not None:
+            os.replace(tmp, path)
+        done = True
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise _os_error(name, "write", err) from None
+    finally:
+        if not done:
+            if close_raw:
+                with contextlib.suppress(OSError):
+                    raw.close()
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+class _TextSink:
+    def __init__(self, sink):
+        self._sink = sink
+
+    def write(self, text: str) -> None:
+        self._sink.write(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_output(path, binary: bool = True):
+    """Like open_target, for any output (a JSON report, say): `binary=False` takes str (UTF-8)."""
+    with open_target(path) as sink:
+        yield sink if binary else _TextSink(sink)

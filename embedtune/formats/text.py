@@ -1,0 +1,314 @@
+"""Text vector files: word2vec / fastText text (header `COUNT DIM`) and GloVe (no header).
+
+One line per word: the word, then DIM numbers, separated by single spaces. The last DIM fields are
+the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
+
+Reading goes a block of lines at a time. The fast path hands a block to numpy's C text reader
+(`np.loadtxt`, about twice as fast as `np.fromstring`, and it checks that every row has the same
+number of fields). A block it cannot take (a word with spaces, doubled spaces, tabs, a bad value or
+bad UTF-8) is split in halves until the odd lines are isolated, and those go through a per-line
+reader that handles every case and names the exact line of any error.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+
+import numpy as np
+
+from embedtune.errors import EmbedtuneError
+from embedtune.formats.floattext import format_slots
+
+BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
+SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
+_HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
+NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
+
+
+class _NotFast(Exception):
+    """The block needs the per-line reader."""
+
+
+def parse_header(line: bytes):
+    """b'400000 50' -> (400000, 50); anything else -> None."""
+    match = _HEADER.fullmatch(line)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _shorten(data: bytes, limit: int = 40) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class TextReader:
+    """Reads one text vectors file; `header` says whether the first line is `COUNT DIM`."""
+
+    def __init__(self, source, *, header: bool, limit=None, replace_bad_utf8=False, progress=None):
+        self.source = source
+        self.name = source.name
+        self.header = header
+        self.limit = limit
+        self.replace_bad_utf8 = replace_bad_utf8
+        self.progress = progress
+
+    # -- the file ------------------------------------------------------------------------------
+
+    def read(self):
+        """-> (words [n], float32 matrix [n, dim], line number of the first row)."""
+        data = self._first_line_and_more()
+        newline = data.find(b"\n")
+        first = data if newline < 0 else data[:newline]
+        if self.header:
+            sizes = parse_header(first)
+            if sizes is None:
+                raise EmbedtuneError(
+                    f"expected a header 'COUNT DIM' (two whole numbers), got '{_shorten(first)}'", self.name, 1)
+            count, self.dim = sizes
+            if self.dim < 1:
+                raise EmbedtuneError(f"header says dimension {self.dim} (expected at least 1)", self.name, 1)
+            self.dim_note = "as in the header"
+            data = data[newline + 1:] if newline >= 0 else b""
+            line = 2
+            wanted = count if self.limit is None else min(count, self.limit)
+        else:
+            count = None
+            # the trailing numbers of line 1 are its vector (its word may contain spaces)
+            fields = first.split()
+            numbers = 0
+            for field in reversed(fields):
+                if not NUMBER.fullmatch(field):
+                    break
+                numbers += 1
+            self.dim = min(numbers, len(fields) - 1)
+            if self.dim < 1:
+                raise EmbedtuneError(
+                    f"expected a word followed by numbers, got '{_shorten(first)}'", self.name, 1)
+            self.dim_note = "as on line 1"
+            line = 1
+            wanted = self.limit
+        first_row_line = line
+
+        # with a header (and no smaller --limit) the row count must match the header exactly
+        exact_count = count is not None and (self.limit is None or self.limit >= count)
+        matrix = np.empty((wanted, self.dim), np.float32) if count is not None else None
+        blocks = []
+        words = []
+        rows = 0
+        blank_line = None  # a blank line is fine only if nothing but blank lines follows it
+        for block in self._blocks(data):
+            body = block.rstrip(b" \t\r\n")
+            if body and blank_line is not None:
+                raise EmbedtuneError(f"empty line (expected a word and {self.dim} values)", self.name, blank_line)
+            n_body = body.count(b"\n") + 1 if body else 0
+            if blank_line is None and block.count(b"\n") > n_body:
+                blank_line = line + n_body
+            if body:
+                body += b"\n"
+                if wanted is not None and rows + n_body > wanted:
+                    take = wanted - rows
+                    cut = _nth_newline(body, take)
+                    if exact_count and body[cut + 1:].strip():
+                        raise EmbedtuneError(
+                            f"more rows than the header says (expected {count}, got at least {count + 1})",
+                            self.name, line + take)
+                    body, n_body = body[:cut + 1], take
+                if n_body:
+                    block_words, block_matrix = self._parse_lines(body, line)
+                    words.extend(block_words)
+                    if matrix is not None:
+                        matrix[rows:rows + n_body] = block_matrix
+                    else:
+                        blocks.append(block_matrix)
+                    rows += n_body
+            line += block.count(b"\n")
+            if wanted is not None and rows >= wanted and not exact_count:
+                break  # stopped by the limit: the rest of the file is not read
+        if count is not None and rows < wanted:
+            raise EmbedtuneError(
+                f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
+        if matrix is None:
+            matrix = np.concatenate(blocks) if blocks else np.empty((0, self.dim), np.float32)
+        return words, matrix, first_row_line
+
+    def _first_line_and_more(self) -> bytes:
+        data = b""
+        while b"\n" not in data:
+            more = self.source.read(BLOCK_BYTES)
+            if not more:
+                break
+            data += more
+        if not data.strip():
+            what = "a header 'COUNT DIM'" if self.header else "lines of a word and its values"
+            raise EmbedtuneError(f"empty file (expected {what})", self.name, 1)
+        return data
+
+    def _blocks(self, data: bytes):
+        """Blocks of whole lines (the last one given a newline if it lacks one)."""
+        ended = False
+        while not ended:
+            more = self.source.read(BLOCK_BYTES)
+            ended = not more
+            data += more
+            if ended:
+                block, data = data, b""
+                if block and not block.endswith(b"\n"):
+                    block += b"\n"
+            else:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    continue
+                block, data = data[:cut + 1], data[cut + 1:]
+            if self.progress is not None:
+                self.progress(self.source.consumed(), self.source.size)
+            if block:
+                yield block
+
+    # -- a block of lines ----------------------------------------------------------------------
+
+    def _parse_lines(self, body: bytes, line: int):
+        """body: whole lines, each ending in a newline -> (words, float32 [lines, dim])."""
+        try:
+            return _parse_fast(body, self.dim)
+        except (ValueError, _NotFast):
+            pass
+        n = body.count(b"\n")
+        if n <= SLOW_LINES:
+            return self._parse_slow(body, line)
+        cut = body.find(b"\n", len(body) // 2)
+        if cut == len(body) - 1:
+            cut = body.rfind(b"\n", 0, len(body) // 2)
+        left, right = body[:cut + 1], body[cut + 1:]
+        left_words, left_matrix = self._parse_lines(left, line)
+        right_words, right_matrix = self._parse_lines(right, line + left.count(b"\n"))
+        return left_words + right_words, np.concatenate([left_matrix, right_matrix])
+
+    def _parse_slow(self, body: bytes, line: int):
+        dim = self.dim
+        lines = body.split(b"\n")
+        lines.pop()  # after the final newline
+        words = []
+        rows = np.empty((len(lines), dim), np.float64)
+        for i, text in enumerate(lines):
+            number = line + i
+            parts = text.rsplit(None, dim)
+            if not parts:
+                raise EmbedtuneError(f"empty line (expected a word and {dim} values)", self.name, number)
+            if len(parts) <= dim:
+                got = len(parts) - 1
+                raise EmbedtuneError(
+                    f"wrong number of values (expected {dim} {self.dim_note}, got {got})", self.name, number)
+            word = parts[0]
+            if len(word.split()) > 1:
+                extra = 0
+                for token in reversed(word.split()):
+                    if not NUMBER.fullmatch(token):
+                        break
+                    extra += 1
+                if extra:
+                    raise EmbedtuneError(
+                        f"wrong number of values (expected {dim} {self.dim_note}, got {dim + extra})",
+                        self.name, number)
+            for k, token in enumerate(parts[1:]):
+                if not NUMBER.fullmatch(token):
+                    raise EmbedtuneError(
+                        f"value {k + 1} is not a number (expected a number, got '{_shorten(token)}')",
+                        self.name, number)
+                rows[i, k] = float(token)
+            words.append(self._decode(word, number))
+        # double first, then float32: the same rounding as numpy's reader and every other tool
+        return words, rows.astype(np.float32)
+
+    def _decode(self, word: bytes, number: int) -> str:
+        try:
+            return word.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if self.replace_bad_utf8:
+                return word.decode("utf-8", errors="replace")
+            raise EmbedtuneError(
+                f"word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column {err.start + 1}; "
+                f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
+
+
+def _parse_fast(body: bytes, dim: int):
+    if b" \n" in body:  # the word2vec C tool ends every line with a space
+        body = body.replace(b" \n", b"\n")
+    if b" \r\n" in body:
+        body = body.replace(b" \r\n", b"\r\n")
+    words = []
+    add = words.append
+
+    def word_column(text):
+        add(text)
+        return 0.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = np.loadtxt(io.BytesIO(body), dtype=np.float32, delimiter=" ", comments=None, quotechar=None,
+                           encoding="utf-8", converters={0: word_column}, ndmin=2)
+    n = body.count(b"\n")
+    # loadtxt skips blank lines and splits at a lone '\r': the row count catches both
+    if table.shape != (n, dim + 1) or len(words) != n:
+        raise _NotFast
+    return words, table[:, 1:]
+
+
+def _nth_newline(body: bytes, k: int) -> int:
+    """Index of the k-th newline (k >= 1), or -1 for k == 0."""
+    if k == 0:
+        return -1
+    return int(np.flatnonzero(np.frombuffer(body, np.uint8) == 10)[k - 1])
+
+
+def check_text_words(words, name):
+    """Words that would not read back as themselves are refused before anything is written."""
+    for row, word in enumerate(words):
+        if not word or word != word.strip() or "\n" in word or "\r" in word:
+            raise EmbedtuneError(
+                f"cannot write word {word!r} (row {row + 1}): a word cannot be empty, start or end "
+                f"with whitespace, or contain a line break", name)
+        parts = word.split()
+        if len(parts) > 1 and NUMBER.fullmatch(parts[-1].encode("utf-8", "replace")):
+            raise EmbedtuneError(
+                f"cannot write word {word!r} (row {row + 1}): a word with spaces cannot end in a number, "
+                f"it would read back as an extra value", name)
+
+
+def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
+    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked."""
+    words = vectors.words
+    matrix = vectors.matrix
+    n, dim = matrix.shape
+    check_text_words(words, name)
+    if header:
+        out.write(b"%d %d\n" % (n, dim))
+    rows_per_block = max(1, (1 << 16) // max(dim, 1))
+    for start in range(0, n, rows_per_block):
+        stop = min(n, start + rows_per_block)
+        out.write(_render_lines(words[start:stop], matrix[start:stop]))
+        if progress is not None:
+            progress(stop, n)
+
+
+def _render_lines(words, rows) -> bytes:
+    """Lines for words [k] and float32 rows [k, dim]."""
+    k, dim = rows.shape
+    encoded = [w.encode("utf-8") for w in words]
+    values = np.ascontiguousarray(rows, dtype=np.float32).ravel()
+    lo = np.empty(values.size, np.uint64)
+    hi = np.empty(values.size, np.uint64)
+    if values.size:
+        format_slots(values, lo, hi)
+    joined = b"".join(encoded)
+    if b"\0" in joined:  # the padding is squeezed out as NULs, so such words go line by line
+        slots = np.stack([lo, hi], axis=1).reshape(k, dim * 2)
+        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots))
+    # one row of uint64 per line: the word (NUL padded), 2 per value, then the newline
+    width = (max(map(len, encoded)) + 7) // 8
+    lines = np.zeros((k, width + 2 * dim + 1), np.uint64)
+    lines[:, :width] = np.array(encoded, dtype=f"S{8 * width}").view(np.uint64).reshape(k, width)
+    lines[:, width:width + 2 * dim:2] = lo.reshape(k, dim)
+    lines[:, width + 1:width + 2 * dim:2] = hi.reshape(k, dim)
+    lines[:, -1] = ord("\n")
+    return lines.tobytes().translate(None, b"\0")

