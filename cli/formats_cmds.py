@@ -1,0 +1,160 @@
+"""`embedtune inspect` and `embedtune convert`: look at a vectors file, or write it in another format.
+
+The work is done by embedtune.formats; this layer parses options, shows progress bars on standard
+error and prints the report (or JSON with --json) on standard output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from embedtune.cli.common import message, reports_errors, show_progress
+from embedtune.errors import EmbedtuneError
+
+FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"
+LISTED = 5  # problem rows named in the human-readable report
+
+
+class ProgressBar:
+    """A `progress(done, total)` callable for the library: a tqdm bar on standard error that appears
+    only once the work has taken a second, and never with -q or when standard error is not a terminal."""
+
+    def __init__(self, description: str, unit: str):
+        self.description = description
+        self.unit = unit
+        self.enabled = show_progress()
+        self.bar = None
+
+    def __call__(self, done: int, total) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, unit_scale=True,
+                            unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr, delay=1.0,
+                            leave=False, dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _reading(path) -> ProgressBar:
+    return ProgressBar(f"reading {os.path.basename(str(path)) or path}", "B")
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect
+
+
+@click.command("inspect")
+@click.argument("file")
+@click.option("--format", "format_", metavar="NAME", help=f"Read FILE as this format ({FORMAT_HELP}); default: detected.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on standard output.")
+@click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 instead of stopping.")
+@reports_errors
+def inspect_cmd(file, format_, as_json, replace_bad_utf8):
+    """Show the format, size, norms and problems (NaN/inf rows, duplicate words) of FILE.
+
+    FILE may be .gz or .bz2 compressed, or - for standard input.
+
+    \b
+    Example:
+      embedtune inspect data/sample/glove.6B.50d.20k.txt
+      embedtune inspect --json vectors.bin.gz
+    """
+    from embedtune.formats import summarize_vectors
+
+    with _reading(file) as bar:
+        summary = summarize_vectors(file, format_, replace_bad_utf8=replace_bad_utf8, progress=bar)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+        return
+    for line in _report_lines(summary):
+        click.echo(line)
+
+
+def _where(entry: dict, first: bool = False) -> str:
+    key = ("first_line" if first else "line") if ("line" in entry) else ("first_record" if first else "record")
+    return f"{key.split('_')[-1]} {entry[key]}"
+
+
+def _report_lines(s: dict) -> list[str]:
+    norm = s["norm"]
+    norms = "-" if norm["min"] is None else \
+        f"min {norm['min']:.4g}  median {norm['median']:.4g}  max {norm['max']:.4g}"
+    nonfinite = "none"
+    if s["nonfinite_rows"]:
+        named = ", ".join(f"{_where(e)} {e['word']!r}" for e in s["nonfinite"][:LISTED])
+        more = s["nonfinite_rows"] - min(LISTED, len(s["nonfinite"]))
+        nonfinite = f"{s['nonfinite_rows']} rows: {named}" + (f", and {more} more" if more > 0 else "")
+    duplicates = "none"
+    if s["duplicate_words"]:
+        named = ", ".join(f"{e['word']!r} on {_where(e)} (first on {_where(e, first=True)})"
+                          for e in s["duplicates"][:LISTED])
+        more = s["duplicate_words"] - min(LISTED, len(s["duplicates"]))
+        duplicates = f"{s['duplicate_words']} rows: {named}" + (f", and {more} more" if more > 0 else "")
+    rows = [
+        ("file", s["file"]),
+        ("format", s["format"]),
+        ("words", f"{s['count']}"),
+        ("dimension", f"{s['dim']}"),
+        ("norm", norms),
+        ("nan/inf", nonfinite),
+        ("duplicates", duplicates),
+    ]
+    return [f"{name:<11} {value}" for name, value in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# convert
+
+
+@click.command("convert")
+@click.argument("input_path", metavar="IN")
+@click.argument("output_path", metavar="OUT")
+@click.option("--to", "to_format", metavar="NAME", help=f"Write OUT in this format ({FORMAT_HELP}); default: IN's format.")
+@click.option("--format", "format_", metavar="NAME", help="Read IN as this format; default: detected.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
+@click.option("--keep-first-duplicate", is_flag=True, help="Keep the first row of a repeated word (default: error).")
+@click.option("--allow-nan", is_flag=True, help="Keep rows with NaN or infinity (default: error).")
+@click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 (default: error).")
+@reports_errors
+def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_duplicate, allow_nan,
+                replace_bad_utf8):
+    """Convert the vectors file IN to OUT, exactly: every float32 value comes back bit for bit.
+
+    IN and OUT may end in .gz or .bz2 (compressed), or be - for standard input / output.
+    OUT is written to a temporary file and renamed into place, so a failure leaves no partial file.
+
+    \b
+    Example:
+      embedtune convert data/sample/glove.6B.50d.20k.txt sample.w2v.txt --to word2vec
+      embedtune convert GoogleNews-vectors-negative300.bin news.vec.gz --to fasttext --limit 100000
+    """
+    from embedtune import formats
+
+    if input_path != "-" and output_path != "-" and os.path.exists(output_path) and os.path.exists(input_path) \
+            and os.path.samefile(input_path, output_path):
+        raise EmbedtuneError("OUT is the input file; write to another name (the input is never overwritten)",
+                             path=output_path)
+    in_format = formats.check_format_name(format_) if format_ else formats.detect_format(input_path)
+    out_format = formats.check_format_name(to_format or in_format)
+    with _reading(input_path) as bar:
+        vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
+                                       allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar)
+    with ProgressBar(f"writing {os.path.basename(output_path) or output_path}", "rows") as bar:
+        formats.save_vectors(vectors, output_path, out_format, progress=bar)
+    if output_path == "-":
+        sys.stdout.flush()
+    message(f"wrote {len(vectors)} vectors of dimension {vectors.dim} to "
+            f"{'standard output' if output_path == '-' else output_path} as {out_format}")
