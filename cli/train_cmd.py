@@ -55,10 +55,10 @@ def _write_json(summary: dict, target: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        from embedtune.formats.io import atomic_output
+        from embedtune.formats.io import open_target
 
-        with atomic_output(target, binary=False) as f:
-            f.write(text)
+        with open_target(target) as f:   # temporary file, renamed into place
+            f.write(text.encode("utf-8"))
 
 
 @click.command("train", epilog=RULES_HELP)
