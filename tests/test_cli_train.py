@@ -1,0 +1,309 @@
+"""`embedtune train` end to end: click's CliRunner and real subprocesses on GloVe rows and the Lee corpus."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from embedtune.cli.main import cli
+
+from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS, bits, glove, read_text_vectors, write_glove_text
+
+N_WORDS = 5000
+FAST = ["--epochs", "1", "--batch-size", "512"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A GloVe text file of the first 5,000 GloVe words, 30 lines of the sample corpus (mixed case)."""
+    folder = tmp_path_factory.mktemp("train_cli")
+    vectors = folder / "glove.5k.txt"
+    write_glove_text(glove(N_WORDS), vectors)
+    corpus = folder / "news.txt"
+    corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:30]) + "\n", encoding="utf-8")
+    return {"vectors": vectors, "corpus": corpus, "input": read_text_vectors(vectors)}
+
+
+def run(args, input=None):
+    """Invoke the command in-process; an unexpected exception fails the test instead of becoming exit 1."""
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+def run_process(args, input=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], input=input,
+                          capture_output=True, cwd=cwd, timeout=300)
+
+
+def read_stdout_vectors(data: bytes, tmp_path):
+    path = tmp_path / "stdout.txt"
+    path.write_bytes(data)
+    return read_text_vectors(path)
+
+
+def assert_frozen_rows_kept(out, original, n_frozen):
+    """The first n_frozen rows: same words, same float32 bits as the input file."""
+    assert out.words[: len(original)] == original.words
+    np.testing.assert_array_equal(bits(out.matrix[:n_frozen]), bits(original.matrix[:n_frozen]))
+    assert not np.array_equal(out.matrix[n_frozen: len(original)], original.matrix[n_frozen:])
+
+
+def assert_one_error_line(stderr: str, *parts: str):
+    lines = stderr.strip().splitlines()
+    assert "Traceback" not in stderr
+    assert [line for line in lines if line.startswith("Error:")] == [lines[-1]], stderr
+    for part in parts:
+        assert part in lines[-1], lines[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# standard input and output
+
+
+def test_corpus_from_stdin_and_vectors_to_stdout(files, tmp_path):
+    result = run(["train", files["vectors"], "-", "-o", "-", "--freeze-top", 1000, *FAST],
+                 input=files["corpus"].read_bytes())
+    assert result.exit_code == 0, result.stderr
+    out = read_stdout_vectors(result.stdout_bytes, tmp_path)
+    assert_frozen_rows_kept(out, files["input"], 1000)
+    new = len(out) - N_WORDS
+    assert new > 0
+    assert f"Plan: 1,000 frozen, 4,000 trainable, {new:,} new rows" in result.stderr
+    assert "largest change on a frozen row: 0.0" in result.stderr
+
+
+def test_a_real_pipeline_with_the_summary_written_to_a_file(files, tmp_path):
+    summary = tmp_path / "summary.json"
+    result = run_process(["train", files["vectors"], "-", "-o", "-", "--freeze-top", 2000, *FAST,
+                          "--json", summary], input=files["corpus"].read_bytes())
+    assert result.returncode == 0, result.stderr.decode()
+    out = read_stdout_vectors(result.stdout, tmp_path)
+    assert_frozen_rows_kept(out, files["input"], 2000)
+    s = json.loads(summary.read_text())
+    assert (s["frozen"], s["trainable"], s["new"]) == (2000, 3000, len(out) - N_WORDS)
+    assert s["max_frozen_change"] == 0.0 and s["corpus"] == "-" and s["output"] == "-"
+    assert s["loss_first"] > 0 and s["epochs"] == 1
+
+
+def test_json_summary_on_stdout_when_the_vectors_go_to_a_file(files, tmp_path):
+    output = tmp_path / "tuned.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-pretrained", *FAST, "--json"])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)
+    assert (s["frozen"], s["trainable"]) == (N_WORDS, 0) and s["new"] > 0
+    assert s["max_frozen_change"] == 0.0 and s["optimizer"] == "sgd" and s["lowercase"] is True
+    out = read_text_vectors(output)
+    assert len(out) == N_WORDS + s["new"]
+    np.testing.assert_array_equal(bits(out.matrix[:N_WORDS]), bits(files["input"].matrix))
+    assert f"Wrote {len(out):,} vectors to {output}" in result.stderr
+
+
+def test_json_to_stdout_with_vectors_on_stdout_is_an_error(files, tmp_path):
+    result = run(["train", files["vectors"], files["corpus"], "-o", "-", *FAST, "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert_one_error_line(result.stderr, "give --json FILE")
+
+
+@pytest.mark.parametrize("compress", [gzip.open, bz2.open], ids=["gz", "bz2"])
+def test_a_compressed_corpus_reads_like_the_plain_one(files, tmp_path, compress):
+    packed = tmp_path / ("news.txt.gz" if compress is gzip.open else "news.txt.bz2")
+    with compress(packed, "wb") as f:
+        f.write(files["corpus"].read_bytes())
+    runs = []
+    for corpus in (files["corpus"], packed):
+        output = tmp_path / f"out{len(runs)}.txt"
+        result = run(["train", files["vectors"], corpus, "-o", output, "--freeze-top", 1000, *FAST, "--json"])
+        assert result.exit_code == 0, result.stderr
+        runs.append((json.loads(result.stdout), read_text_vectors(output).words))
+    (plain, plain_words), (unpacked, unpacked_words) = runs
+    assert unpacked_words == plain_words
+    for key in ("corpus_words", "corpus_lines", "frozen", "trainable", "new", "steps", "pairs"):
+        assert unpacked[key] == plain[key], key
+
+
+# ---------------------------------------------------------------------------------------------
+# lists, case, config
+
+
+def test_list_words_missing_from_the_vocabulary_are_noted(files, tmp_path):
+    words = tmp_path / "train-words.txt"
+    words.write_text("police\nzzabsent1\nfire\nzzabsent2\n", encoding="utf-8")
+    output = tmp_path / "out.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--train-list", words, *FAST, "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert f"Note: 2 words of {words} are not in the vocabulary (first: zzabsent1, zzabsent2)" in result.stderr
+    s = json.loads(result.stdout)
+    assert s["missing_list_words"] == {str(words): {"count": 2, "first": ["zzabsent1", "zzabsent2"]}}
+    assert s["trainable"] == 2 and s["frozen"] == N_WORDS - 2
+
+
+def test_strict_lists_make_a_missing_word_an_error_and_write_nothing(files, tmp_path):
+    words = tmp_path / "freeze-words.txt"
+    words.write_text("police\nzzabsent1\n", encoding="utf-8")
+    output = tmp_path / "out.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-list", words,
+                  "--strict-lists", *FAST])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert_one_error_line(result.stderr, f"Error: {words} line 2: 'zzabsent1' is not in the vocabulary")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["freeze-words.txt"]
+
+
+def test_the_corpus_follows_the_case_of_the_vectors_unless_told(files, tmp_path):
+    auto = run(["train", files["vectors"], files["corpus"], "-o", "-", "--freeze-pretrained", *FAST])
+    kept = run(["train", files["vectors"], files["corpus"], "-o", "-", "--freeze-pretrained", *FAST,
+                "--lowercase", "no"])
+    auto_words = read_stdout_vectors(auto.stdout_bytes, tmp_path).words[N_WORDS:]
+    kept_words = read_stdout_vectors(kept.stdout_bytes, tmp_path).words[N_WORDS:]
+    assert all(w == w.lower() for w in auto_words)
+    assert "The" in kept_words and "The" not in auto_words
+
+
+def test_options_override_the_config_file(files, tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text(
+        f'vectors = "{files["vectors"]}"\ncorpus = "{files["corpus"]}"\noutput = "{tmp_path / "from-config.txt"}"\n'
+        '[vocab]\nfreeze_top = 3000\n[train]\nepochs = 3\noptimizer = "adagrad"\nbatch_size = 512\n',
+        encoding="utf-8")
+    output = tmp_path / "from-options.txt"
+    result = run(["train", "--config", config, "-o", output, "--freeze-top", 500, "--epochs", 1, "--json"])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)
+    assert (s["frozen"], s["epochs"], s["optimizer"]) == (500, 1, "adagrad")
+    assert output.exists() and not (tmp_path / "from-config.txt").exists()
+
+
+def test_a_config_error_names_the_key_and_the_file(files, tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("[train]\nepoch = 3\n", encoding="utf-8")
+    result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", "--config", config])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, f"Error: {config}: unknown key 'train.epoch'")
+    assert not (tmp_path / "out.txt").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: one line, non-zero exit, nothing written, input untouched
+
+
+@pytest.mark.parametrize("options, parts", [
+    (["--window", "0"], ["window", "must be at least 1, got 0"]),
+    (["--epochs", "0"], ["epochs", "must be at least 1, got 0"]),
+    (["--lr", "-0.5"], ["lr", "must be positive, got -0.5"]),
+    (["--clip-norm", "-1"], ["clip_norm", "got -1"]),
+    (["--freeze-pattern", "(unclosed"], ["freeze_pattern", "not a valid regular expression"]),
+    (["--dim", "300"], ["50 dimensions", "300"]),
+])
+def test_bad_values_are_one_line_errors_and_leave_the_output_alone(files, tmp_path, options, parts):
+    output = tmp_path / "out.txt"
+    output.write_text("previous result\n")
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, *FAST, *options])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert_one_error_line(result.stderr, *parts)
+    assert output.read_text() == "previous result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_a_freeze_rule_on_a_new_word_stops_before_anything_is_written(files, tmp_path):
+    output = tmp_path / "out.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-pattern", "[.,]$", *FAST])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "a new word cannot be frozen")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_corpus_is_a_one_line_error(files, tmp_path):
+    result = run(["train", files["vectors"], tmp_path / "nope.txt", "-o", tmp_path / "out.txt", *FAST])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, f"Error: {tmp_path / 'nope.txt'}: no such corpus file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_vectors_file_is_a_one_line_error_naming_it(files, tmp_path):
+    result = run(["train", tmp_path / "nope.txt", files["corpus"], "-o", tmp_path / "out.txt", *FAST])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, str(tmp_path / "nope.txt"))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, parts", [
+    (["--optimizer", "rmsprop"], ["Invalid value for '--optimizer'", "rmsprop"]),
+    (["--window", "five"], ["Invalid value for '--window'", "five"]),
+])
+def test_option_syntax_errors_are_usage_errors(files, tmp_path, args, parts):
+    result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", *args])
+    assert result.exit_code == 2
+    assert_one_error_line(result.stderr, *parts)
+
+
+@pytest.mark.parametrize("drop, missing", [("-o", "OUTPUT"), ("corpus", "CORPUS")])
+def test_a_missing_argument_is_a_usage_error(files, tmp_path, drop, missing):
+    args = {"vectors": [files["vectors"]], "corpus": [files["corpus"]], "-o": ["-o", tmp_path / "out.txt"]}
+    result = run(["train", *[a for key, part in args.items() if key != drop for a in part]])
+    assert result.exit_code == 2
+    assert_one_error_line(result.stderr, f"missing {missing}")
+
+
+def test_an_output_over_an_input_is_refused(files):
+    before = files["corpus"].read_bytes()
+    result = run(["train", files["vectors"], files["corpus"], "-o", files["corpus"]])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "output would overwrite an input")
+    assert files["corpus"].read_bytes() == before
+
+
+def test_vectors_and_corpus_cannot_both_be_stdin():
+    result = run(["train", "-", "-", "-o", "out.txt"], input=b"")
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "cannot both be standard input")
+
+
+# ---------------------------------------------------------------------------------------------
+# help, and what it imports
+
+
+def test_train_help_gives_the_rules_and_an_example():
+    result = run(["train", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "freeze rules win over train rules" in text
+    assert "embedtune train --config configs/quickstart.toml" in text
+    for option in ("--freeze-list", "--train-list", "--freeze-top", "--freeze-pattern", "--train-pattern",
+                   "--freeze-pretrained", "--strict-lists", "--optimizer", "--clip-norm", "--json"):
+        assert option in text
+
+
+@pytest.mark.parametrize("args", [["--help"], ["train", "--help"]])
+def test_help_does_not_import_tensorflow(args):
+    code = ("import sys\nfrom embedtune.cli.main import cli\n"
+            f"try:\n    cli({args!r}, prog_name='embedtune')\nexcept SystemExit as exit:\n    assert exit.code == 0\n"
+            "print('tensorflow' in sys.modules, file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "False"
+
+
+# ---------------------------------------------------------------------------------------------
+# the README's first command
+
+
+def test_the_quickstart_config_runs_from_the_repository_root(tmp_path):
+    assert SAMPLE_VECTORS.is_file(), f"{SAMPLE_VECTORS} is missing"
+    output, summary = tmp_path / "quickstart-out.txt", tmp_path / "summary.json"
+    default_output = REPO / "quickstart-out.txt"
+    default_before = default_output.stat().st_mtime_ns if default_output.exists() else None
+    # One epoch instead of the config's five keeps the suite fast; the rest is the README's command.
+    result = run_process(["train", "--config", "configs/quickstart.toml", "--epochs", 1, "-o", output,
+                          "--json", summary], cwd=REPO)
+    assert result.returncode == 0, result.stderr.decode()
+    assert (default_output.stat().st_mtime_ns if default_output.exists() else None) == default_before
+    s = json.loads(summary.read_text())
+    assert (s["frozen"], s["trainable"]) == (5000, 15000) and s["new"] > 0 and s["max_frozen_change"] == 0.0
+    original, out = read_text_vectors(SAMPLE_VECTORS), read_text_vectors(output)
+    assert len(out) == 20000 + s["new"]
+    assert_frozen_rows_kept(out, original, 5000)
