@@ -2,15 +2,16 @@
 
 One streaming pass over the corpus sums, for each target word, the pretrained vectors of
 the words within ``window`` of each of its occurrences (windows never cross a line; only
-pretrained words count as context). Memory is the sums, [n_targets, dim], whatever the
-corpus length. From the sums:
+pretrained words count as context). Each context word is weighted a / (a + p), p its corpus
+frequency (Arora et al. 2017's smooth inverse frequency, a = ``sif``), so that "the" and
+"of" do not drown the words that say something. Memory is the sums, [n_targets, dim],
+whatever the corpus length. From the sums:
 
-``context-mean``  the mean context vector x_w of each new word.
+``context-mean``  the weighted mean context vector x_w of each new word.
 ``alacarte``      Khodak et al. 2018, "A La Carte Embedding": a linear map A, fitted by
-                  (ridge) least squares so that A x_w ~ v_w over pretrained words frequent in
-                  the corpus, gives each new word A x_w. Averaging contexts leaves mostly
-                  the directions shared by all words (frequent words, the mean vector); A
-                  learns to undo that.
+                  least squares so that A x_w ~ v_w over pretrained words frequent in the
+                  corpus, gives each new word A x_w. Averaging contexts leaves mostly the
+                  directions shared by all words; A learns to undo that.
 ``random``        word2vec's start, uniform in +-0.5/dim (no corpus pass).
 
 A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in
@@ -34,30 +35,31 @@ from embedtune.vectors import Vectors
 METHODS = ("alacarte", "context-mean", "random")
 DEFAULT_METHOD = "alacarte"
 DEFAULT_WINDOW = 5          # words on each side
-DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start
+DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
+DEFAULT_SIF = 1e-5          # context word weight a / (a + frequency); 0 = every word weighs 1
 DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
 DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
-DEFAULT_RIDGE = 0.0         # L2 penalty on A, relative to the mean squared norm of x
 
 
 @dataclass
 class ContextSums:
     """Summed context vectors of target words.
 
-    sums : float64 array of shape = [n_targets, dim]; sum of the pretrained vectors of
-        every context word of every occurrence
-    tokens : int64 array of shape = [n_targets]; context words summed
+    sums : float64 array of shape = [n_targets, dim]; weighted sum of the pretrained vectors
+        of every context word of every occurrence
+    mass : float64 array of shape = [n_targets]; the summed weights (context words summed,
+        when every weight is 1)
     contexts : int64 array of shape = [n_targets]; occurrences with at least one
         pretrained word in their window
     """
 
     sums: np.ndarray
-    tokens: np.ndarray
+    mass: np.ndarray
     contexts: np.ndarray
 
     def means(self) -> np.ndarray:
-        """[n_targets, dim] float64 mean context vector (zero where there was no context)."""
-        return self.sums / np.maximum(self.tokens, 1)[:, None]
+        """[n_targets, dim] float64 weighted mean context vector (zero where there was no context)."""
+        return self.sums / np.where(self.mass > 0, self.mass, 1)[:, None]
 
 
 @dataclass
@@ -98,13 +100,25 @@ def pick_new_words(counts: Counter, vectors: Vectors, min_count: int, max_new: i
     return [w for _, w in new]
 
 
+def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np.ndarray | None:
+    """[n_pretrained] float32 context weight a / (a + count / total) of each pretrained word (None if a = 0)."""
+    if not a:
+        return None
+    total = max(sum(counts.values()), 1)
+    frequency = np.fromiter((counts.get(w, 0) for w in vectors.words), np.float64, len(vectors)) / total
+    return (a / (a + frequency)).astype(np.float32)
+
+
 def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: int = DEFAULT_WINDOW,
-                 progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS) -> ContextSums:
+                 weights: np.ndarray | None = None, progress: Callable[[int], None] | None = None,
+                 chunk_tokens: int = CHUNK_TOKENS) -> ContextSums:
     """Sum the pretrained vectors around every occurrence of each target, in one pass.
 
     targets : words (pretrained or not) to sum contexts for; row i of the result is targets[i]
+    weights : [n_pretrained] weight of each pretrained word as context (None: all 1)
     progress : called with the raw tokens of each chunk read
-    chunk_tokens : tokens handled per vectorised step (memory: about 200 bytes each)
+    chunk_tokens : tokens handled per vectorised step (peak memory about 200 bytes a token
+        at window 5)
     """
     if window < 1:
         raise EmbedtuneError(f"the window must be at least 1 word, got {window}")
@@ -118,7 +132,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
 
     n_targets = len(targets)
     sums = np.zeros((n_targets, dim), np.float64)
-    tokens = np.zeros(n_targets, np.int64)
+    mass = np.zeros(n_targets, np.float64)
     contexts = np.zeros(n_targets, np.int64)
     for chunk in id_chunks(corpus, index, chunk_tokens):
         ids, line = chunk.ids, chunk.line
@@ -127,15 +141,15 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
             # Counts as a sparse [targets, pretrained] matrix times the vectors: 25x faster
             # than np.add.at, and the [pairs, dim] gather is never built. float32 products
             # per chunk (relative error ~1e-6) are summed in float64 across chunks.
-            counts = scipy.sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
-                                             shape=(n_targets, n_pre))
+            pair_weights = np.ones(len(rows), np.float32) if weights is None else weights[cols]
+            counts = scipy.sparse.csr_matrix((pair_weights, (rows, cols)), shape=(n_targets, n_pre))
             sums += counts @ vectors.matrix
-            tokens += np.bincount(rows, minlength=n_targets)
+            mass += np.bincount(rows, weights=pair_weights, minlength=n_targets)
         occurrence = target_of[ids[has_context]]
         contexts += np.bincount(occurrence, minlength=n_targets)
         if progress is not None:
             progress(chunk.raw_tokens)
-    return ContextSums(sums, tokens, contexts)
+    return ContextSums(sums, mass, contexts)
 
 
 def _context_pairs(ids, line, target_of, n_pre, window):
@@ -161,21 +175,14 @@ def _context_pairs(ids, line, target_of, n_pre, window):
     return np.concatenate(rows), np.concatenate(cols), has_context
 
 
-def fit_alacarte(x: np.ndarray, v: np.ndarray, ridge: float = DEFAULT_RIDGE) -> np.ndarray:
-    """The map A minimising sum_w |A x_w - v_w|^2 + ridge * n * mean|x|^2 * |A|_F^2.
+def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The map A minimising sum_w |A x_w - v_w|^2 (no ridge: on GloVe any ridge made it worse).
 
     x : [n, dim] context means of the fitting words; v : [n, dim] their vectors.
     Returns A as a [dim, dim] float64 array; a new word starts at ``A @ x``.
     """
-    x = np.asarray(x, np.float64)
-    v = np.asarray(v, np.float64)
-    gram = x.T @ x
-    if ridge:
-        # Relative to the data's scale, so one ridge value means the same for any vectors.
-        gram += ridge * np.trace(gram) / x.shape[1] * np.eye(x.shape[1])
-    # lstsq rather than solve: a near-singular gram (few fitting words) still gives an answer.
-    a_t = np.linalg.lstsq(gram, x.T @ v, rcond=None)[0]
-    return a_t.T
+    solution = np.linalg.lstsq(np.asarray(x, np.float64), np.asarray(v, np.float64), rcond=None)[0]
+    return solution.T
 
 
 def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,
@@ -189,13 +196,13 @@ def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FI
 
 def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], method: str = DEFAULT_METHOD,
                     window: int = DEFAULT_WINDOW, min_contexts: int = DEFAULT_MIN_CONTEXTS,
-                    counts: Counter | None = None, fit_min_count: int = DEFAULT_FIT_MIN_COUNT,
-                    fit_max_words: int = DEFAULT_FIT_MAX_WORDS, ridge: float = DEFAULT_RIDGE, seed: int = 1,
-                    progress: Callable[[int], None] | None = None) -> InitResult:
+                    counts: Counter | None = None, sif: float = DEFAULT_SIF,
+                    fit_min_count: int = DEFAULT_FIT_MIN_COUNT, fit_max_words: int = DEFAULT_FIT_MAX_WORDS,
+                    seed: int = 1, progress: Callable[[int], None] | None = None) -> InitResult:
     """Starting vectors for ``new_words`` (words not in ``vectors``) by ``method``.
 
-    counts : corpus word counts (from ``corpus.count()``), used by ``alacarte`` to choose the
-        words that fit its map; counted here when not given.
+    counts : corpus word counts (from ``corpus.count()``), for the context weights and the
+        words that fit alacarte's map; counted here (one more pass) when not given.
     Returns an InitResult whose matrix is [len(new_words), vectors.dim] float32.
     """
     if method not in METHODS:
@@ -209,21 +216,21 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
     n_new, dim = len(new_words), vectors.dim
     rng = np.random.default_rng(seed)
     matrix = random_vectors(n_new, dim, rng)
-    stats = {"method": method, "window": window, "min_contexts": min_contexts}
+    stats = {"method": method, "window": window, "min_contexts": min_contexts, "sif": sif}
     if method == "random" or n_new == 0:
         stats["seconds"] = round(time.perf_counter() - began, 3)
         return InitResult(matrix, np.zeros(n_new, np.int64), 0, 0, stats)
 
+    if counts is None:
+        counts = corpus.count()[0]
     fit = []
     if method == "alacarte":
-        if counts is None:
-            counts = corpus.count()[0]
         fit = fitting_words(vectors, counts, fit_min_count, fit_max_words)
         if len(fit) < dim:
             raise EmbedtuneError(
                 f"alacarte needs at least {dim} pretrained words seen {fit_min_count}+ times in the corpus "
                 f"to fit its {dim}x{dim} map, found {len(fit)}; use a larger corpus or --init context-mean")
-    found = context_sums(vectors, corpus, list(new_words) + fit, window, progress)
+    found = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif), progress)
     means = found.means()
     start = means[:n_new]
     if method == "alacarte":
@@ -231,9 +238,9 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
         fit_means, fit_vectors = means[n_new:], vectors.matrix[fit_rows]
         # A word whose every neighbour lacks a vector has no context mean to fit on.
         usable = found.contexts[n_new:] > 0
-        a = fit_alacarte(fit_means[usable], fit_vectors[usable], ridge)
+        a = fit_alacarte(fit_means[usable], fit_vectors[usable])
         start = start @ a.T
-        stats.update(fit_words=int(usable.sum()), fit_min_count=fit_min_count, ridge=ridge)
+        stats.update(fit_words=int(usable.sum()), fit_min_count=fit_min_count)
     contexts = found.contexts[:n_new]
     enough = contexts >= min_contexts
     matrix[enough] = start[enough]

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import context_sums, fit_alacarte, initial_vectors, pick_new_words
+from embedtune.formats import load_vectors, save_vectors
+from embedtune.init import context_sums, fit_alacarte, initial_vectors, pick_new_words, sif_weights
 from embedtune.vectors import Vectors
 
 CONTEXT_METHODS = ["context-mean", "alacarte"]
@@ -68,13 +75,13 @@ def test_context_mean_of_a_stand_in_equals_that_of_the_word_it_stands_for(world)
     corpus = Corpus(used_like(lines, known, "fresh"))
     found = context_sums(vectors, corpus, [known, "fresh"], window=2)
     np.testing.assert_allclose(found.sums[1], found.sums[0], rtol=1e-6)
-    assert found.tokens[0] == found.tokens[1] and found.contexts[0] == found.contexts[1]
+    assert found.mass[0] == found.mass[1] and found.contexts[0] == found.contexts[1]
 
 
-def brute_force_sums(vectors, lines, targets, window):
+def brute_force_sums(vectors, lines, targets, window, weight):
     dim = vectors.dim
     sums = {t: np.zeros(dim) for t in targets}
-    tokens, contexts = Counter(), Counter()
+    mass, contexts = Counter(), Counter()
     for line in lines:
         for i, word in enumerate(line):
             if word not in sums:
@@ -82,24 +89,27 @@ def brute_force_sums(vectors, lines, targets, window):
             around = line[max(0, i - window):i] + line[i + 1:i + 1 + window]
             known = [w for w in around if w in vectors.index]
             for w in known:
-                sums[word] += vectors[w]
-            tokens[word] += len(known)
+                sums[word] += weight[w] * vectors[w]
+                mass[word] += weight[w]
             contexts[word] += bool(known)
-    return sums, tokens, contexts
+    return sums, mass, contexts
 
 
 @pytest.mark.parametrize("window", [1, 2, 4])
-def test_context_sums_match_a_brute_force_count_and_never_cross_a_line(window):
+@pytest.mark.parametrize("weighted", [False, True])
+def test_context_sums_match_a_brute_force_count_and_never_cross_a_line(window, weighted):
     rng = np.random.default_rng(3)
     vectors = Vectors([f"p{i}" for i in range(12)], rng.standard_normal((12, 5)))
     vocab = vectors.words + ["n0", "n1", "n2"]
     lines = [list(rng.choice(vocab, rng.integers(1, 9))) for _ in range(60)]
     targets = ["n0", "n1", "p3", "n2", "p7"]
-    found = context_sums(vectors, Corpus(lines), targets, window)
-    sums, tokens, contexts = brute_force_sums(vectors, lines, targets, window)
+    weights = rng.uniform(0.1, 1, 12).astype(np.float32) if weighted else None
+    found = context_sums(vectors, Corpus(lines), targets, window, weights)
+    weight = {w: (1.0 if weights is None else float(weights[i])) for i, w in enumerate(vectors.words)}
+    sums, mass, contexts = brute_force_sums(vectors, lines, targets, window, weight)
     for row, word in enumerate(targets):
         np.testing.assert_allclose(found.sums[row], sums[word], rtol=1e-5, atol=1e-5)
-        assert found.tokens[row] == tokens[word], word
+        assert found.mass[row] == pytest.approx(mass[word], rel=1e-6), word
         assert found.contexts[row] == contexts[word], word
 
 
@@ -110,7 +120,7 @@ def test_context_sums_do_not_depend_on_chunk_size():
     whole = context_sums(vectors, Corpus(lines), ["n", "p1"], 3)
     chunked = context_sums(vectors, Corpus(lines), ["n", "p1"], 3, chunk_tokens=5)
     np.testing.assert_allclose(chunked.sums, whole.sums, rtol=1e-6)
-    np.testing.assert_array_equal(chunked.tokens, whole.tokens)
+    np.testing.assert_array_equal(chunked.mass, whole.mass)
     np.testing.assert_array_equal(chunked.contexts, whole.contexts)
 
 
@@ -145,7 +155,7 @@ def test_a_generator_fed_corpus_gives_the_same_start_as_a_file(world, tmp_path, 
     sentences = Sentences(lines)
     streamed = initial_vectors(vectors, Corpus(sentences), ["fresh"], method, fit_min_count=5)
     from_file = initial_vectors(vectors, Corpus(str(path)), ["fresh"], method, fit_min_count=5)
-    assert sentences.passes == (2 if method == "alacarte" else 1)   # alacarte counts first
+    assert sentences.passes == 2   # counts (for the context weights), then contexts
     np.testing.assert_array_equal(streamed.matrix, from_file.matrix)
 
 
@@ -177,10 +187,14 @@ def test_fit_alacarte_recovers_a_linear_map():
     rng = np.random.default_rng(5)
     true = rng.standard_normal((6, 6))
     x = rng.standard_normal((200, 6))
-    a = fit_alacarte(x, x @ true.T)
-    np.testing.assert_allclose(a, true, atol=1e-8)
-    shrunk = fit_alacarte(x, x @ true.T, ridge=1.0)
-    assert np.linalg.norm(shrunk) < np.linalg.norm(a)
+    np.testing.assert_allclose(fit_alacarte(x, x @ true.T), true, atol=1e-8)
+
+
+def test_sif_weights_make_frequent_context_words_weigh_less():
+    vectors = Vectors(["the", "cat", "absent"], np.zeros((3, 2)))
+    counts = Counter({"the": 900, "cat": 90, "zebra": 10})
+    np.testing.assert_allclose(sif_weights(vectors, counts, 0.01), [0.01 / 0.91, 0.01 / 0.1, 1.0], rtol=1e-6)
+    assert sif_weights(vectors, counts, 0) is None
 
 
 def test_pick_new_words_most_frequent_first():
@@ -202,3 +216,108 @@ def test_bad_requests_are_errors(world):
     tiny = Corpus([["w1", "w2", "x"]] * 3)
     with pytest.raises(EmbedtuneError, match="alacarte needs at least 16 pretrained words .* found 2"):
         initial_vectors(vectors, tiny, ["x"], "alacarte", fit_min_count=3)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE_VECTORS = os.path.join(REPO, "data", "sample", "glove.6B.50d.20k.txt")
+SAMPLE_CORPUS = os.path.join(REPO, "data", "sample", "lee_background.cor")
+
+
+def run(args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_cli_adds_the_corpus_new_words_after_bit_identical_glove_rows(tmp_path):
+    out = tmp_path / "out.txt"
+    result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    original = load_vectors(SAMPLE_VECTORS)
+    counts = Counter(w for line in open(SAMPLE_CORPUS, encoding="utf-8") for w in line.lower().split())
+    expected_new = pick_new_words(counts, original, 5)
+    assert len(expected_new) > 100
+    assert (summary["new"], summary["from_context"], summary["too_few_contexts"]) == (len(expected_new),
+                                                                                      len(expected_new), 0)
+    assert summary["method"] == "alacarte" and summary["lowercase"] is True
+    assert "Added" in result.stderr and "Wrote" in result.stderr
+    # Unchanged rows are written as the very text they were read from.
+    with open(SAMPLE_VECTORS, "rb") as f:
+        original_bytes = f.read()
+    assert out.read_bytes().startswith(original_bytes)
+    written = load_vectors(out)
+    assert written.words == original.words + expected_new
+    assert written.matrix[: len(original)].tobytes() == original.matrix.tobytes()
+    assert np.isfinite(written.matrix).all()
+
+
+@pytest.mark.parametrize("method", CONTEXT_METHODS)
+def test_cli_a_new_word_used_like_a_known_word_lands_next_to_it(world, tmp_path, method):
+    vectors, lines = world
+    vectors_path, corpus_path, out = tmp_path / "v.txt", tmp_path / "c.txt", tmp_path / "out.bin"
+    save_vectors(vectors, vectors_path, "word2vec")
+    corpus_path.write_text("".join(" ".join(line) + "\n" for line in used_like(lines, "w77", "fresh")))
+    result = run(["init", vectors_path, corpus_path, "-o", out, "--to", "word2vec-binary", "--init", method,
+                  "--window", "2", "--fit-min-count", "5"])
+    assert result.exit_code == 0, result.output
+    written = load_vectors(out, format="word2vec-binary")
+    assert written.words == vectors.words + ["fresh"]
+    assert written.matrix[:-1].tobytes() == vectors.matrix.tobytes()
+    assert vectors.words[int(np.argmax(cosines(vectors.matrix, written["fresh"])))] == "w77"
+
+
+def test_cli_random_and_too_few_contexts_are_reported(tmp_path):
+    vectors = Vectors(["a", "b", "c"], np.eye(3))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a new b\n" * 3 + "lonely lonely lonely\n")
+    out = tmp_path / "out.txt"
+    result = run(["init", _saved(vectors, tmp_path), corpus, "-o", out,
+                  "--init", "context-mean", "--min-count", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["new"], summary["from_context"], summary["too_few_contexts"]) == (2, 1, 1)
+    written = load_vectors(out)
+    assert written.words == ["a", "b", "c", "lonely", "new"]
+    np.testing.assert_allclose(written["new"], [0.5, 0.5, 0], rtol=1e-6)
+    assert np.abs(written["lonely"]).max() <= 0.5 / 3
+
+
+def _saved(vectors, folder):
+    path = folder / "v.txt"
+    save_vectors(vectors, path, "glove")
+    return path
+
+
+def test_cli_errors_are_one_line_and_leave_no_output(tmp_path):
+    out = tmp_path / "out.txt"
+    result = run(["init", SAMPLE_VECTORS, tmp_path / "missing.txt", "-o", out])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'missing.txt'}: no such corpus file"
+    assert not out.exists() and result.stdout == ""
+    result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", SAMPLE_CORPUS])
+    assert result.exit_code == 1 and "output would overwrite an input" in result.stderr
+    result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", "-", "--json"])
+    assert result.exit_code == 1 and "standard output already carries the vectors" in result.stderr
+    result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--window", "0"])
+    assert result.exit_code == 2 and "--window" in result.stderr and "must be at least 1, got 0" in result.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    result = run(["init", SAMPLE_VECTORS, empty, "-o", out])
+    assert result.exit_code == 1 and "the corpus has no words" in result.stderr
+    assert not out.exists()
+    assert "Traceback" not in result.output
+
+
+def test_init_does_not_import_tensorflow(tmp_path):
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from embedtune.cli.main import cli\n"
+        f"r = CliRunner().invoke(cli, ['init', {SAMPLE_VECTORS!r}, {SAMPLE_CORPUS!r}, '-o', {str(tmp_path / 'o.txt')!r},"
+        " '--init', 'random'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print('tensorflow' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

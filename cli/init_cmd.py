@@ -1,0 +1,139 @@
+"""`embedtune init`: options and messages; the work is embedtune.init.
+
+Imports no TensorFlow: giving new words a start takes seconds and needs only numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from embedtune.cli.common import message, reports_errors, show_progress
+from embedtune.errors import EmbedtuneError
+from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
+                            DEFAULT_WINDOW, METHODS)
+
+
+def _write_json(summary: dict, target: str) -> None:
+    text = json.dumps(summary, indent=2) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from embedtune.formats.io import open_target
+
+    with open_target(target) as f:   # temporary file, renamed into place
+        f.write(text.encode("utf-8"))
+
+
+@click.command("init")
+@click.argument("vectors")
+@click.argument("corpus")
+@click.option("-o", "--output", required=True, help="Output vectors file ('-' = standard output).")
+@click.option("--init", "method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True,
+              help="alacarte: a linear map fitted on pretrained words turns a word's mean context into its "
+                   "vector; context-mean: the mean context itself; random: word2vec's uniform start.")
+@click.option("--min-count", type=int, default=5, show_default=True,
+              help="A corpus word missing from VECTORS becomes a new word when seen this often.")
+@click.option("--max-new", type=int, default=0, show_default=True,
+              help="Add at most this many new words, most frequent first (0 = all).")
+@click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
+              help="Context words on each side of an occurrence (never across a line).")
+@click.option("--min-contexts", type=int, default=DEFAULT_MIN_CONTEXTS, show_default=True,
+              help="A new word with fewer contexts (occurrences with a pretrained word nearby) starts random.")
+@click.option("--sif", type=float, default=DEFAULT_SIF, show_default=True,
+              help="Context word weight a/(a + frequency): frequent words count less (0 = all weigh 1).")
+@click.option("--fit-min-count", type=int, default=DEFAULT_FIT_MIN_COUNT, show_default=True,
+              help="alacarte fits its map on pretrained words seen this often in the corpus.")
+@click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
+              help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
+@click.option("--format", "format_", help="Format of VECTORS (default: detected).")
+@click.option("--to", help="Output format (default: that of VECTORS).")
+@click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
+              help="Print the summary as JSON on standard output, or write it to FILE.")
+@reports_errors
+def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
+             lowercase, seed, format_, to, json_out):
+    """Add CORPUS's new words to VECTORS, each starting from its contexts.
+
+    A new word is a CORPUS word missing from VECTORS seen at least --min-count
+    times. Its vector comes from the pretrained vectors of the words around
+    its occurrences; training (`embedtune train`) can go on from there. The
+    pretrained rows are written back bit-identical, the new words after them.
+
+    \b
+    Examples:
+      embedtune init glove.txt corpus.txt -o glove+new.txt
+      embedtune init vecs.bin corpus.txt.gz --init context-mean --json -o out.bin
+    """
+    for name, value, least in (("--min-count", min_count, 1), ("--window", window, 1),
+                               ("--min-contexts", min_contexts, 1), ("--fit-min-count", fit_min_count, 1),
+                               ("--max-new", max_new, 0)):
+        if value < least:
+            raise click.BadParameter(f"must be at least {least}, got {value}", param_hint=name)
+    if sif < 0:
+        raise click.BadParameter(f"must be 0 or positive, got {sif}", param_hint="--sif")
+    if vectors == "-" and corpus == "-":
+        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    if json_out == "-" and output == "-":
+        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
+    if output != "-" and output in (vectors, corpus):
+        raise EmbedtuneError("output would overwrite an input; choose another -o", output)
+
+    import numpy as np
+
+    from embedtune import formats
+    from embedtune.corpus import Corpus
+    from embedtune.init import initial_vectors, is_lowercase_vocabulary, pick_new_words
+    from embedtune.vectors import Vectors
+
+    in_format = format_ or formats.detect_format(vectors)
+    out_format = formats.check_format_name(to or in_format)
+    message(f"Loading {vectors} ...")
+    pretrained = formats.load_vectors(vectors, format=in_format)
+    lower = {"yes": True, "no": False}.get(lowercase)
+    if lower is None:
+        lower = is_lowercase_vocabulary(pretrained)
+
+    with Corpus(corpus, lowercase=lower) as text:
+        message(f"Counting {corpus} ...")
+        counts, total_words, n_lines = text.count()
+        if total_words == 0:
+            raise EmbedtuneError("the corpus has no words", text.path)
+        new_words = pick_new_words(counts, pretrained, min_count, max_new)
+        bar = None
+        if show_progress() and method != "random" and new_words:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total_words, unit="word", unit_scale=True, file=sys.stderr, desc="contexts",
+                       dynamic_ncols=True)
+        try:
+            result = initial_vectors(pretrained, text, new_words, method, window=window, min_contexts=min_contexts,
+                                     counts=counts, sif=sif, fit_min_count=fit_min_count, seed=seed,
+                                     progress=bar.update if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    out = Vectors(pretrained.words + new_words, np.vstack([pretrained.matrix, result.matrix]))
+    formats.save_vectors(out, output, out_format)
+
+    summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
+               "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
+               "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
+               "too_few_contexts": result.n_too_few, **result.stats}
+    fitted = f", map fitted on {result.stats['fit_words']:,} words" if "fit_words" in result.stats else ""
+    if method == "random":
+        started = f"all {len(new_words):,} start random (--init random)"
+    else:
+        started = (f"{result.n_from_context:,} start from their contexts ({method}, window {window}{fitted}), "
+                   f"{result.n_too_few:,} had fewer than {min_contexts} contexts and start random")
+    message(f"Added {len(new_words):,} new words seen {min_count}+ times in {total_words:,} corpus words: "
+            f"{started}; {result.stats['seconds']:.1f} s")
+    if output != "-":
+        message(f"Wrote {len(out):,} vectors to {output}")
+    if json_out:
+        _write_json(summary, json_out)
