@@ -110,21 +110,18 @@ def test_json_to_stdout_with_vectors_on_stdout_is_an_error(files, tmp_path):
     assert_one_error_line(result.stderr, "give --json FILE")
 
 
-@pytest.mark.parametrize("compress", [gzip.open, bz2.open], ids=["gz", "bz2"])
-def test_a_compressed_corpus_reads_like_the_plain_one(files, tmp_path, compress):
-    packed = tmp_path / ("news.txt.gz" if compress is gzip.open else "news.txt.bz2")
+@pytest.mark.parametrize("compress, suffix", [(gzip.open, ".gz"), (bz2.open, ".bz2")], ids=["gz", "bz2"])
+def test_a_compressed_corpus_is_read_like_the_plain_one(files, tmp_path, compress, suffix):
+    packed = tmp_path / ("news.txt" + suffix)
     with compress(packed, "wb") as f:
         f.write(files["corpus"].read_bytes())
-    runs = []
-    for corpus in (files["corpus"], packed):
-        output = tmp_path / f"out{len(runs)}.txt"
-        result = run(["train", files["vectors"], corpus, "-o", output, "--freeze-top", 1000, *FAST, "--json"])
-        assert result.exit_code == 0, result.stderr
-        runs.append((json.loads(result.stdout), read_text_vectors(output).words))
-    (plain, plain_words), (unpacked, unpacked_words) = runs
-    assert unpacked_words == plain_words
-    for key in ("corpus_words", "corpus_lines", "frozen", "trainable", "new", "steps", "pairs"):
-        assert unpacked[key] == plain[key], key
+    result = run(["train", files["vectors"], packed, "-o", tmp_path / "out.txt", "--freeze-top", 1000, *FAST,
+                  "--json"])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)
+    lines = files["corpus"].read_text(encoding="utf-8").splitlines()
+    assert s["corpus_lines"] == len(lines) and s["corpus_words"] == sum(len(line.split()) for line in lines)
+    assert s["new"] == len(read_text_vectors(tmp_path / "out.txt")) - N_WORDS > 0
 
 
 # ---------------------------------------------------------------------------------------------
