@@ -1,0 +1,325 @@
+"""`embedtune diff`, `eval` and `neighbors` run as commands on small real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from embedtune.cli.main import cli
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
+
+TINY = """\
+the 0.1 0.2 0.3
+of -0.5 0.25 1
+and 1 0 0
+to 0 1 0
+in 0.5 0.5 0.5
+"""
+
+
+def run(*args):
+    # -q: progress messages off, so standard error holds only what a test looks for.
+    result = CliRunner().invoke(cli, ["-q"] + [str(a) for a in args])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def doctor(text, word, new_values):
+    """``text`` (GloVe lines) with ``word``'s vector replaced."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.split(" ", 1)[0] == word:
+            line = word + " " + " ".join(new_values) + "\n"
+        lines.append(line)
+    out = "".join(lines)
+    assert out != text
+    return out
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return write(tmp_path / "old.txt", TINY)
+
+
+@pytest.fixture(scope="module")
+def sample_text():
+    return SAMPLE.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+
+
+def test_diff_finds_the_changed_row_and_nothing_else(tiny, tmp_path):
+    new = write(tmp_path / "new.txt", doctor(TINY, "and", ["1", "0", "0.25"]))
+    result = run("diff", tiny, new, "--json")
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    assert (d["identical"], d["changed"], d["added"], d["removed"]) == (4, 1, 0, 0)
+    assert [m["word"] for m in d["most_moved"]] == ["and"]
+    assert d["l2_max"] == pytest.approx(0.25)
+    assert d["cosine_min"] == pytest.approx(1 / (1 + 0.25**2) ** 0.5)
+
+
+def test_diff_table_names_counts_and_moved_words(tiny, tmp_path):
+    new = write(tmp_path / "new.txt", doctor(TINY, "and", ["1", "0", "0.25"]) + "zebra 1 1 1\n")
+    result = run("diff", tiny, new)
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["old", str(tiny), "5", "words,", "3", "dimensions"]
+    assert lines[1].split() == ["new", str(new), "6", "words"]
+    assert lines[3].split() == ["identical", "4"]
+    assert lines[4].split()[:2] == ["changed", "1"]
+    assert lines[5].split() == ["added", "1", "zebra"]
+    assert lines[6].split() == ["removed", "0"]
+    assert lines[8:] == ["most moved:", "  word  L2 change  cosine to old", "  and      0.2500         0.9701"]
+
+
+def test_diff_of_the_sample_with_one_doctored_row(sample_text, tmp_path):
+    # One value of one real row moved by its last printed digit.
+    line = sample_text.splitlines()[1234]
+    word, *values = line.split(" ")
+    values[7] = values[7][:-1] + str((int(values[7][-1]) + 1) % 10)
+    new = write(tmp_path / "tuned.txt", doctor(sample_text, word, values))
+    d = json.loads(run("diff", SAMPLE, new, "--json").stdout)
+    assert (d["identical"], d["changed"], d["added"], d["removed"]) == (19999, 1, 0, 0)
+    assert [m["word"] for m in d["most_moved"]] == [word]
+
+
+def test_check_frozen_fails_on_a_doctored_file_and_passes_on_an_untouched_one(tiny, tmp_path):
+    frozen = write(tmp_path / "frozen.txt", "# keep these\nthe\nand\n")
+    doctored = write(tmp_path / "doctored.txt", doctor(TINY, "and", ["1", "0", "-0"]))
+    moved_other = write(tmp_path / "other.txt", doctor(TINY, "of", ["9", "9", "9"]))
+
+    result = run("diff", tiny, doctored, "--check-frozen", frozen)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-2:] == ["frozen words: 2 checked, 1 changed, 0 removed", "  changed  and"]
+    assert result.stderr == f"Error: 1 of 2 frozen words changed or removed in {doctored}\n"
+
+    result = run("diff", tiny, moved_other, "--check-frozen", frozen)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "frozen words: 2 checked, 0 changed, 0 removed"
+    assert result.stderr == ""
+
+
+def test_check_frozen_counts_a_removed_word_and_reports_json(tiny, tmp_path):
+    frozen = write(tmp_path / "frozen.txt", "the\nto\nnot-there\n")
+    without_to = write(tmp_path / "new.txt", "".join(l for l in TINY.splitlines(True) if not l.startswith("to ")))
+    result = run("diff", tiny, without_to, "--check-frozen", frozen, "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["frozen"] == {
+        "checked": 2, "changed": [], "removed": ["to"], "unknown": ["not-there"], "ok": False,
+    }
+
+
+def test_diff_with_config_checks_the_configs_frozen_words(tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "new.txt", doctor(TINY, "in", ["0", "0", "0"]))
+    config = write(
+        tmp_path / "run.toml",
+        'vectors = "old.txt"\noutput = "new.txt"\n[vocab]\nfreeze_top = 4\n',
+    )
+    result = run("diff", "--config", config)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "frozen words: 4 checked, 0 changed, 0 removed"
+    write(tmp_path / "run.toml", 'vectors = "old.txt"\noutput = "new.txt"\n[vocab]\nfreeze_pretrained = true\n')
+    result = run("diff", "--config", config)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-2:] == ["frozen words: 5 checked, 1 changed, 0 removed", "  changed  in"]
+
+
+def test_diff_errors(tiny, tmp_path):
+    wide = write(tmp_path / "wide.txt", "the 1 2 3 4\n")
+    result = run("diff", tiny, wide)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"Error: {wide}: 4-dimensional vectors, but {tiny} has 3; rows of different sizes cannot be compared\n"
+    )
+    result = run("diff", tiny, tmp_path / "missing.txt")
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+    frozen = write(tmp_path / "f.txt", "the\n")
+    result = run("diff", tiny, tiny, "--check-frozen", frozen, "--config", frozen)
+    assert result.exit_code == 2 and "not both" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# eval
+
+
+# gensim's analogy loop makes 12k small matrix-vector products; on a busy 2-core machine OpenBLAS
+# threads waking for each one made it 8x slower (83 s against 10 s measured), so these two runs
+# use one BLAS thread. The scores do not depend on it.
+ONE_BLAS_THREAD = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+GENSIM_SCORES = """
+import json, sys
+from gensim.models import KeyedVectors
+from gensim.test.utils import datapath
+kv = KeyedVectors.load_word2vec_format(sys.argv[1], no_header=True)
+pairs = {}
+for name in ("wordsim353.tsv", "simlex999.txt"):
+    pearson, spearman, oov = kv.evaluate_word_pairs(datapath(name))
+    pairs[name.split(".")[0]] = [pearson.statistic, spearman.statistic, oov]
+accuracy, sections = kv.evaluate_word_analogies(datapath("questions-words.txt"))
+print(json.dumps({"pairs": pairs, "accuracy": accuracy,
+                  "sections": [[s["section"], len(s["correct"]), len(s["incorrect"])] for s in sections[:-1]]}))
+"""
+
+
+def test_eval_on_the_sample_gives_gensims_scores():
+    """`embedtune eval` with its default benchmarks against gensim loading and scoring the file itself."""
+    want = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", GENSIM_SCORES, str(SAMPLE)],
+            capture_output=True, text=True, check=True, env=ONE_BLAS_THREAD,
+        ).stdout
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "embedtune.cli.main", "-q", "eval", str(SAMPLE), "--json"],
+        capture_output=True, text=True, env=ONE_BLAS_THREAD,
+    )
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert got["file"] == str(SAMPLE)
+    assert {s["name"]: [s["pearson"], s["spearman"], 100 * s["oov_ratio"]] for s in got["similarity"]} == {
+        name: [pearson, spearman, pytest.approx(oov)] for name, (pearson, spearman, oov) in want["pairs"].items()
+    }
+    [a] = got["analogies"]
+    assert a["accuracy"] == want["accuracy"]
+    assert [[s["name"], s["correct"], s["answered"] - s["correct"]] for s in a["sections"]] == want["sections"]
+
+
+def test_eval_table_with_one_file(tmp_path):
+    pairs = write(tmp_path / "pairs.tsv", "# mine\nking\tqueen\t8\nman\tspain\t0.5\nfrance\tspain\t7\nfoo-bar\tking\t1\n")
+    result = run("eval", SAMPLE, "--similarity", pairs)
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()
+    assert header.split() == ["word", "similarity", "Pearson", "Spearman", "pairs", "used", "OOV"]
+    assert row.split()[0] == "pairs" and row.split()[3:] == ["3/4", "25.0%"]
+
+
+def test_eval_before_after_shows_the_differences(tmp_path, sample_text):
+    # Swap two words' vectors: the similarity scores change, the file is otherwise the sample.
+    lines = sample_text.splitlines(keepends=True)
+    i, j = next(k for k, l in enumerate(lines) if l.startswith("king ")), 3
+    vi, vj = lines[i].split(" ", 1)[1], lines[j].split(" ", 1)[1]
+    lines[i] = "king " + vj
+    lines[j] = lines[j].split(" ", 1)[0] + " " + vi
+    after = write(tmp_path / "after.txt", "".join(lines))
+    pairs = write(tmp_path / "pairs.tsv", "king\tqueen\t8\nking\tspain\t0.5\nfrance\tspain\t7\nman\twoman\t8\n")
+    result = run("eval", SAMPLE, after, "--similarity", pairs, "--json")
+    assert result.exit_code == 0, result.output
+    e = json.loads(result.stdout)
+    change = {(r["benchmark"], r["metric"]): r for r in e["change"]}
+    before_p, after_p = e["before"]["similarity"][0]["pearson"], e["after"]["similarity"][0]["pearson"]
+    assert before_p != after_p
+    assert change["pairs", "pearson"]["change"] == pytest.approx(after_p - before_p)
+    assert change["pairs", "oov_ratio"]["change"] == 0
+
+    table = run("eval", SAMPLE, after, "--similarity", pairs).stdout.splitlines()
+    assert table[:2] == [f"before: {SAMPLE}", f"after:  {after}"]
+    assert table[3].split() == ["benchmark", "metric", "before", "after", "change"]
+    assert table[4].split() == ["pairs", "pearson", f"{before_p:.4f}", f"{after_p:.4f}", f"{after_p - before_p:+.4f}"]
+
+
+def test_eval_analogy_restricted_like_compute_accuracy(tmp_path):
+    analogies = write(
+        tmp_path / "a.txt",
+        ": capitals\nathens greece paris france\nparis france berlin germany\n: rare\nathens greece zurich switzerland\n",
+    )
+    result = run("eval", SAMPLE, "--analogy", analogies, "--restrict-vocab", "3000", "--json")
+    assert result.exit_code == 0, result.output
+    [a] = json.loads(result.stdout)["analogies"]
+    # athens (row 3265) is outside the first 3000 words: only "paris france berlin germany" is asked.
+    assert (a["restrict_vocab"], a["questions"], a["answered"], a["correct"]) == (3000, 3, 1, 1)
+    assert [(s["name"], s["answered"]) for s in a["sections"]] == [("capitals", 1), ("rare", 0)]
+
+
+def test_eval_bad_benchmark_file_is_one_line_error(tiny, tmp_path):
+    bad = write(tmp_path / "bad.txt", "\nathens greece paris france\n")
+    result = run("eval", tiny, "--analogy", bad)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"Error: {bad} line 2: analogy question before any ': section' header line\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# neighbors
+
+
+def test_neighbors_of_france_in_the_sample():
+    result = run("neighbors", SAMPLE, "france", "-k", "5")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "france"
+    assert [line.split()[1] for line in lines[2:]] == ["french", "belgium", "paris", "spain", "netherlands"]
+    assert lines[2].split() == ["1", "french", "0.8868"]
+
+
+def test_neighbors_unknown_words_are_reported_and_the_others_shown():
+    result = run("neighbors", SAMPLE, "Paris", "frog", "qwzx", "-k", "3", "--json")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        f'{SAMPLE}: no vector for "Paris" (did you mean "paris"?)',
+        f'{SAMPLE}: no vector for "qwzx"',
+    ]
+    data = json.loads(result.stdout)
+    assert data["unknown"] == ["Paris", "qwzx"]
+    assert [r["word"] for r in data["results"]] == ["frog"]
+    assert [n["word"] for n in data["results"][0]["neighbors"]] == ["snake", "monkey", "spider"]
+
+
+def test_neighbors_with_no_known_word_fails(tiny):
+    result = run("neighbors", tiny, "qwzx")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.splitlines()[-1] == f"Error: {tiny}: none of the 1 words has a vector"
+
+
+def test_neighbors_against_another_file_side_by_side(tiny, tmp_path):
+    other = write(tmp_path / "other.txt", doctor(TINY, "the", ["1", "0.1", "0"]))
+    result = run("neighbors", tiny, "the", "--against", other, "-k", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "the"
+    assert lines[1].split() == [str(tiny), "cosine", str(other), "cosine"]
+    # old "the" (0.1 0.2 0.3) is closest to "in"; moved towards (1 0 0) it is closest to "and".
+    assert lines[2].split()[:2] == ["1", "in"] and lines[2].split()[3] == "and"
+    data = json.loads(run("neighbors", tiny, "the", "--against", other, "-k", "2", "--json").stdout)
+    assert data["against"]["file"] == str(other)
+    assert data["against"]["results"][0]["neighbors"][0]["word"] == "and"
+
+
+# ---------------------------------------------------------------------------------------------
+# the commands as a user runs them
+
+
+@pytest.mark.parametrize("command", ["diff", "eval", "neighbors"])
+def test_help_carries_an_example(command):
+    result = run(command, "--help")
+    assert result.exit_code == 0 and "Example:" in result.stdout and "embedtune " + command in result.stdout
+
+
+def test_commands_do_not_import_tensorflow(tiny, tmp_path):
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from embedtune.cli.main import cli\n"
+        f"r = CliRunner().invoke(cli, ['diff', {str(tiny)!r}, {str(tiny)!r}])\n"
+        f"r2 = CliRunner().invoke(cli, ['neighbors', {str(tiny)!r}, 'the'])\n"
+        "assert r.exit_code == 0 and r2.exit_code == 0, (r.output, r2.output)\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
