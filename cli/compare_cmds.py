@@ -14,7 +14,7 @@ import click
 from embedtune.cli.common import message, reports_errors
 from embedtune.errors import EmbedtuneError
 
-INPUT = click.Path(exists=True, dir_okay=False)
+INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
 
 
 def _load(path, format=None, limit=None):
