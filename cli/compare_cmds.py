@@ -237,7 +237,7 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
         if metric.endswith("oov_ratio") or metric == "accuracy":
             if x is None:
                 return "-"
-            return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
+            return f"{100 * x:+.1f} pts" if signed else f"{100 * x:.1f}%"
         return _signed(x) if signed else _num(x)
 
     table = [("benchmark", "metric", "before", "after", "change")]

@@ -393,6 +393,7 @@ class Evaluation:
             rows.append((s.name, "oov_ratio", s.oov_ratio))
         for a in self.analogies:
             rows += [(a.name, "accuracy", a.accuracy), (a.name, "oov_ratio", a.oov_ratio)]
+            rows += [(f"{a.name}: {s.name}", "accuracy", s.accuracy) for s in a.sections]
         return rows
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from embedtune import compare
 from embedtune.compare import (
+    Evaluation,
     check_frozen,
     config_frozen_words,
     diff_vectors,
@@ -199,6 +200,10 @@ def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim
         (s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])) for s in sections[:-1]
     ]
     assert 0 < ours.answered < ours.questions  # the restriction did skip questions
+    headline = Evaluation([], [ours]).headline()
+    assert headline[:2] == [("questions-words", "accuracy", score), ("questions-words", "oov_ratio", ours.oov_ratio)]
+    assert headline[2] == ("questions-words: capital-common-countries", "accuracy", ours.sections[0].accuracy)
+    assert len(headline) == 2 + len(ours.sections)
 
 
 def test_evaluate_runs_only_the_files_asked_for(glove):
