@@ -44,7 +44,8 @@ def _write_json(summary: dict, target: str) -> None:
 @click.option("--min-contexts", type=int, default=DEFAULT_MIN_CONTEXTS, show_default=True,
               help="A new word with fewer contexts (occurrences with a pretrained word nearby) starts random.")
 @click.option("--sif", type=float, default=DEFAULT_SIF, show_default=True,
-              help="Context word weight a/(a + frequency): frequent words count less (0 = all weigh 1).")
+              help="A context word seen n times in CORPUS weighs A/(A + n), so frequent words count less "
+                   "(0 = all weigh 1).", metavar="A")
 @click.option("--fit-min-count", type=int, default=DEFAULT_FIT_MIN_COUNT, show_default=True,
               help="alacarte fits its map on pretrained words seen this often in the corpus.")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,

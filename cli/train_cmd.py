@@ -114,8 +114,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
       embedtune train glove.txt corpus.txt --freeze-top 20000 -o tuned.txt
       zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
     """
-    config = load_config(config_path) if config_path else Config()
-    config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options})
+    config = load_config(config_path, check_values=False) if config_path else Config()
+    config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options},
+                   source=config_path)
     for key in ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
@@ -186,7 +187,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
              lowercase=lowercase, optimizer=config.train.optimizer)
     message(
-        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) over {s['epochs']} epochs of "
+        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
         f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s; "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")

@@ -43,7 +43,7 @@ class TrainConfig:
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
     batch_size: int = 4096              # (center, context) pairs per step
     optimizer: str = "sgd"              # sgd | adagrad | adam, all lazy (only the batch's rows)
-    clip_norm: float = 1.0              # cap on each merged row gradient's L2 norm (0 = no cap)
+    clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float = 0.0                 # L2 pull of each trainable row toward its start (0 = off)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
@@ -60,7 +60,6 @@ class Config:
     output: str | None = None           # output vectors file; "-" = stdout
     format: str | None = None           # input vectors format (None: detect)
     to: str | None = None               # output format (None: same as the input)
-    json: bool = False                  # JSON summary on stdout (or stderr... see cli)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -112,11 +111,18 @@ def _build(cls, table: dict, source: str, prefix: str = ""):
     return cls(**values)
 
 
-def validate(config: Config, source: str = "options") -> Config:
-    """Check values that have a type but not every value makes sense."""
+def validate(config: Config, source: str | None = None, options: frozenset = frozenset()) -> Config:
+    """Check values that have a type but not every value makes sense.
+
+    source : the config file the values came from; options : names given on the command line,
+    which an error names as options (``--window``) rather than as keys of the file.
+    """
     t, v = config.train, config.vocab
 
     def bad(key, text):
+        name = key.split(".")[-1]
+        if name in options or source is None:
+            raise EmbedtuneError(f"--{name.replace('_', '-')} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
 
     if t.optimizer not in OPTIMIZERS:
@@ -158,8 +164,9 @@ def validate(config: Config, source: str = "options") -> Config:
     return config
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and check a TOML config file."""
+def load_config(path: str | Path, check_values: bool = True) -> Config:
+    """Read a TOML config file: keys and types always, values unless ``check_values`` is False
+    (when command-line options will be merged over it first; see ``merge``)."""
     source = str(path)
     try:
         with open(path, "rb") as f:
@@ -170,13 +177,15 @@ def load_config(path: str | Path) -> Config:
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:
         raise EmbedtuneError(f"not valid UTF-8 TOML: {err.reason}", path=source) from None
-    return validate(_build(Config, table, source), source)
+    config = _build(Config, table, source)
+    return validate(config, source) if check_values else config
 
 
-def merge(config: Config, overrides: dict) -> Config:
-    """Apply command-line values (None = not given) over a config.
+def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
+    """Apply command-line values (None = not given) over a config, then check the values.
 
     overrides : flat dict of names from Config, VocabConfig or TrainConfig.
+    source : the config file ``config`` was read from, for messages.
     """
     top, vocab, train = {}, {}, {}
     vocab_names = {f.name for f in fields(VocabConfig)}
@@ -196,7 +205,9 @@ def merge(config: Config, overrides: dict) -> Config:
             **top,
             vocab=dataclasses.replace(config.vocab, **vocab),
             train=dataclasses.replace(config.train, **train),
-        )
+        ),
+        source,
+        frozenset(top) | frozenset(vocab) | frozenset(train),
     )
 
 

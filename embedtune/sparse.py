@@ -35,10 +35,11 @@ def merge_rows(grad: tf.IndexedSlices, sink: int | None = None) -> tuple[tf.Tens
 
 
 def cap_rows(values: tf.Tensor, clip_norm: float) -> tf.Tensor:
-    """Scale each row down to L2 norm <= clip_norm (rows already within are untouched)."""
+    """Scale each row down to L2 norm <= clip_norm; rows already within are left bit-identical."""
     if not clip_norm:
         return values
-    return tf.clip_by_norm(values, clip_norm, axes=[1])
+    norms = tf.norm(values, axis=1, keepdims=True)
+    return tf.where(norms > clip_norm, values * (clip_norm / norms), values)
 
 
 class LazyOptimizer:

@@ -327,8 +327,8 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
             chunk_start_words += chunk.raw_tokens
             pos.words_done = chunk_start_words
             pos.chunk, pos.batch, pos.chunk_rng = chunk_number + 1, 0, None
+        flush()
         pos.epoch, pos.chunk, pos.batch = pos.epoch + 1, 0, 0
-    flush()
     train_seconds = time.perf_counter() - train_began
 
     matrix = np.empty((len(plan.words), vectors.dim), np.float32)

@@ -116,7 +116,7 @@ def test_an_unknown_key_is_an_error_naming_the_key_and_the_file(tmp_path, text, 
     ("[train]\noptimizer = 1\n", "train.optimizer", "a string"),
     ("[vocab]\nfreeze_pretrained = 1\n", "vocab.freeze_pretrained", "true or false"),
     ("[vocab]\nfreeze_top = true\n", "vocab.freeze_top", "an integer"),
-    ("json = \"yes\"\n", "json", "true or false"),
+    ("[train]\ndeterministic = \"yes\"\n", "train.deterministic", "true or false"),
     ("vectors = 3\n", "vectors", "a string"),
 ])
 def test_a_value_of_the_wrong_type_is_an_error_naming_the_key_and_the_file(tmp_path, text, key, expected):
@@ -169,11 +169,19 @@ def test_options_override_the_file_and_unset_options_leave_it(tmp_path):
     assert config.train == TrainConfig(epochs=1, optimizer="adagrad")
 
 
-def test_an_option_out_of_range_is_an_error_naming_the_key():
-    with pytest.raises(EmbedtuneError, match=r"'train.window' must be at least 1, got 0"):
+def test_an_option_out_of_range_is_an_error_naming_the_option():
+    with pytest.raises(EmbedtuneError, match=r"^--window must be at least 1, got 0$"):
         merge(Config(), {"window": 0})
-    with pytest.raises(EmbedtuneError, match=r"'train.lr' must be positive, got -1"):
+    with pytest.raises(EmbedtuneError, match=r"^--lr must be positive, got -1"):
         merge(Config(), {"lr": -1.0})
+
+
+def test_a_bad_value_in_the_file_names_the_key_and_the_file_and_an_option_can_override_it(tmp_path):
+    path = write(tmp_path, "[train]\nwindow = 0\n")
+    with pytest.raises(EmbedtuneError, match=r"'train.window' must be at least 1, got 0") as err:
+        merge(load_config(path, check_values=False), {}, source=str(path))
+    assert str(err.value).startswith(f"{path}: ")
+    assert merge(load_config(path, check_values=False), {"window": 3}, source=str(path)).train.window == 3
 
 
 def test_the_learning_rate_follows_the_optimizer_unless_given():

@@ -202,7 +202,14 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
 
 
 def _nonfinite_rows(matrix: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(~np.isfinite(matrix).all(axis=1)) if matrix.size else np.empty(0, np.intp)
+    """Rows holding NaN or infinity; checked a few MB at a time (no matrix-sized temporary)."""
+    bad = []
+    step = max(1, (1 << 22) // max(1, matrix.shape[1]))
+    for start in range(0, len(matrix), step):
+        finite = np.isfinite(matrix[start:start + step]).all(axis=1)
+        if not finite.all():
+            bad.append(np.flatnonzero(~finite) + start)
+    return np.concatenate(bad) if bad else np.empty(0, np.intp)
 
 
 def find_duplicates(words) -> list:

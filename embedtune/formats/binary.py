@@ -17,23 +17,19 @@ MAX_WORD_BYTES = 1 << 16  # a longer "word" means the file is not what the heade
 def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     """-> (words [n], float32 matrix [n, dim], 2): records are counted from 1 after the header line.
 
-    The matrix is allocated once from the header and filled block by block, so loading needs
-    little more memory than the matrix itself.
+    The matrix is allocated once from the header and filled record by record from one reused
+    read buffer, so loading needs little more memory than the matrix itself.
     """
     name = source.name
-    data = b""
-    while b"\n" not in data[:1024]:
-        more = source.read(1024)
-        if not more:
-            break
-        data += more
-    if not data:
+    head = source.peek(1024)
+    newline = head.find(b"\n")
+    if not head:
         raise EmbedtuneError("empty file (expected a header 'COUNT DIM')", name, 1)
-    newline = data.find(b"\n")
-    sizes = parse_header(data[:newline]) if newline >= 0 else None
+    sizes = parse_header(head[:newline]) if newline >= 0 else None
     if sizes is None:
-        first = data[:newline if newline >= 0 else 40][:40].decode("utf-8", "replace")
+        first = head[:newline if newline >= 0 else 40][:40].decode("utf-8", "replace")
         raise EmbedtuneError(f"expected a header 'COUNT DIM' (two whole numbers), got '{first}'", name, 1)
+    source.read(newline + 1)
     count, dim = sizes
     if dim < 1:
         raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
@@ -43,24 +39,28 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     flat = memoryview(matrix).cast("B")
     words = []
     decode = _decoder(name, replace_bad_utf8)
-    buf = data[newline + 1:]
-    pos = 0
+
+    buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
+    view = memoryview(buf)
+    pos = end = 0  # buf[pos:end] holds data not yet used
     ended = False
     row = 0
     while row < wanted:
-        space = buf.find(b" ", pos)
-        end = space + 1 + row_bytes
-        if space < 0 or end > len(buf):
+        space = buf.find(b" ", pos, end)
+        stop = space + 1 + row_bytes
+        if space < 0 or stop > end:
             if ended:
-                _raise_truncated(name, row, count, buf, pos, space, row_bytes)
-            if space < 0 and len(buf) - pos > MAX_WORD_BYTES:
+                _raise_truncated(name, row, count, buf[pos:end], space - pos if space >= 0 else -1, row_bytes)
+            if space < 0 and end - pos > MAX_WORD_BYTES:
                 raise EmbedtuneError(
                     f"record {row + 1}: no space after the word within {MAX_WORD_BYTES} bytes "
                     f"(is the header's dimension {dim} right?)", name)
-            more = source.read(BLOCK_BYTES)
-            ended = not more
-            buf = buf[pos:] + more
-            pos = 0
+            left = bytes(view[pos:end])  # less than one record: move it to the front
+            view[:len(left)] = left
+            pos, end = 0, len(left)
+            got = source.readinto(view[end:])
+            ended = got == 0
+            end += got
             if progress is not None:
                 progress(source.consumed(), source.size)
             continue
@@ -71,16 +71,16 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         if start == space:
             raise EmbedtuneError(f"record {row + 1}: empty word", name)
         words.append(decode(buf[start:space], row))
-        flat[row * row_bytes:(row + 1) * row_bytes] = buf[space + 1:end]
-        pos = end
+        flat[row * row_bytes:(row + 1) * row_bytes] = view[space + 1:stop]
+        pos = stop
         row += 1
     if limit is None or limit >= count:
-        rest = buf[pos:]
-        while not rest.strip() and not ended:
-            more = source.read(BLOCK_BYTES)
-            ended = not more
-            rest = rest.strip() + more
-        if rest.strip():
+        rest = bytes(view[pos:end]).strip()
+        while not rest and not ended:
+            got = source.readinto(view)
+            ended = got == 0
+            rest = bytes(view[:got]).strip()
+        if rest:
             raise EmbedtuneError(
                 f"more data after {count} records (expected {count} as the header says)", name)
     if progress is not None:
@@ -88,10 +88,11 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     return words, matrix.astype(np.float32, copy=False), 2
 
 
-def _raise_truncated(name, row, count, buf, pos, space, row_bytes):
-    if not buf[pos:].strip():
+def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
+    """The data ended inside record `row` + 1; `left` is what there is of it."""
+    if not left.strip():
         raise EmbedtuneError(f"file ends early (expected {count} records as the header says, got {row})", name)
-    got = max(0, len(buf) - space - 1) if space >= 0 else 0
+    got = max(0, len(left) - space - 1) if space >= 0 else 0
     raise EmbedtuneError(
         f"record {row + 1}: file ends inside the record (expected {row_bytes} bytes of vector, got {got}; "
         f"header says {count} records)", name)

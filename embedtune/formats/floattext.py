@@ -131,21 +131,10 @@ def _round_to(j, m9, residual, e10, a32):
     return q, e, back == a32, shift < 0
 
 
-def format_slots(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
-    """Render float32 values [N] as ' ' + shortest %g text, right-aligned in 16-byte slots.
-
-    lo, hi : uint64 arrays [N] receiving bytes 0-7 and 8-15 of each slot (NUL padded on the left).
-    """
-    x = values
-    a32 = np.abs(x)
-    fast = (a32 >= 1e-4) & (a32 < 1e7)  # False for nan
-    if not fast.all():
-        a32 = np.where(fast, a32, np.float32(1))
-    a = a32.astype(np.float64)
-    m9, residual, e10 = _nine_digits(a, a32)
+def _shortest_search(a, a32, m9, residual, e10):
+    """Fewest digits that read back, for any values: a lower bound, then one more digit at a time.
+    -> (j, q, e): 9 - j digits q (float64 integers), decimal exponent e."""
     j = _fewest_digits_guess(a, a32, m9, e10)
-
-    # The guess is a lower bound on the digits; add digits where it does not read back.
     q, e, good, big = _round_to(j, m9, residual, e10, a32)
     todo = np.flatnonzero(~(good | big))
     while todo.size:
@@ -155,6 +144,42 @@ def format_slots(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         q[todo[done]] = qt[done]
         e[todo[done]] = et[done]
         todo = todo[~done]
+    return j, q, e
+
+
+def _shortest(a, a32, m9, residual, e10, digits_hint: int):
+    """Like _shortest_search, but first tries `digits_hint` digits for every value: where that reads
+    back and one digit fewer does not, it is the answer (reading back is monotone in the digits,
+    except at exact powers of two, whose rounding interval is lopsided). Values in one file mostly
+    need the same number of digits (5 in GloVe), so this settles most of them in two checks."""
+    if not 1 < digits_hint <= 9:
+        return _shortest_search(a, a32, m9, residual, e10)
+    j = np.full(a.shape, 9.0 - digits_hint)
+    q, e, good, big = _round_to(j, m9, residual, e10, a32)
+    _, _, shorter, shorter_big = _round_to(j + 1, m9, residual, e10, a32)
+    settled = good & ~big & ~shorter & ~shorter_big
+    settled &= (a32.view(np.uint32) & np.uint32(0x7FFFFF)) != 0
+    rest = np.flatnonzero(~settled)
+    if rest.size:
+        j[rest], q[rest], e[rest] = _shortest_search(a[rest], a32[rest], m9[rest], residual[rest], e10[rest])
+    return j, q, e
+
+
+def format_slots(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, digits_hint: int = 0) -> int:
+    """Render float32 values [N] as ' ' + shortest %g text, right-aligned in 16-byte slots.
+
+    lo, hi : uint64 arrays [N] receiving bytes 0-7 and 8-15 of each slot (NUL padded on the left).
+    digits_hint : the digit count to try first (pass back what the previous call returned).
+    Returns the most common digit count among these values.
+    """
+    x = values
+    a32 = np.abs(x)
+    fast = (a32 >= 1e-4) & (a32 < 1e7)  # False for nan
+    if not fast.all():
+        a32 = np.where(fast, a32, np.float32(1))
+    a = a32.astype(np.float64)
+    m9, residual, e10 = _nine_digits(a, a32)
+    j, q, e = _shortest(a, a32, m9, residual, e10, digits_hint)
 
     digits = 9 - j
     positional = fast & (e >= -4) & (e < digits)  # where %g would not switch to scientific
@@ -187,6 +212,7 @@ def format_slots(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         slots = np.array(texts, dtype=f"S{SLOT_BYTES}").view(np.uint64).reshape(-1, 2)
         lo[slow] = slots[:, 0]
         hi[slow] = slots[:, 1]
+    return int(np.bincount(digits.astype(np.intp), minlength=10).argmax()) if digits.size else 0
 
 
 def format_values(values: np.ndarray) -> bytes:
@@ -195,7 +221,8 @@ def format_values(values: np.ndarray) -> bytes:
     lo = np.empty(x.size, np.uint64)
     hi = np.empty(x.size, np.uint64)
     step = 1 << 16
+    hint = 0
     for start in range(0, x.size, step):
         stop = start + step
-        format_slots(x[start:stop], lo[start:stop], hi[start:stop])
+        hint = format_slots(x[start:stop], lo[start:stop], hi[start:stop], hint)
     return np.stack([lo, hi], axis=1).tobytes().translate(None, b"\0")

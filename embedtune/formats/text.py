@@ -98,31 +98,36 @@ class TextReader:
         rows = 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
         for block in self._blocks(data):
-            body = block.rstrip(b" \t\r\n")
-            if body and blank_line is not None:
-                raise EmbedtuneError(f"empty line (expected a word and {self.dim} values)", self.name, blank_line)
-            n_body = body.count(b"\n") + 1 if body else 0
-            if blank_line is None and block.count(b"\n") > n_body:
-                blank_line = line + n_body
-            if body:
-                body += b"\n"
-                if wanted is not None and rows + n_body > wanted:
-                    take = wanted - rows
-                    cut = _nth_newline(body, take)
-                    if exact_count and body[cut + 1:].strip():
-                        raise EmbedtuneError(
-                            f"more rows than the header says (expected {count}, got at least {count + 1})",
-                            self.name, line + take)
-                    body, n_body = body[:cut + 1], take
-                if n_body:
-                    block_words, block_matrix = self._parse_lines(body, line)
-                    words.extend(block_words)
-                    if matrix is not None:
-                        matrix[rows:rows + n_body] = block_matrix
-                    else:
-                        blocks.append(block_matrix)
-                    rows += n_body
-            line += block.count(b"\n")
+            n_block = block.count(b"\n")
+            body, n_body = block, n_block
+            last = block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
+            if blank_line is not None or not last.strip():
+                # rare: blank lines at the end of this block, or after the end of an earlier one
+                body = block.rstrip(b" \t\r\n")
+                if body and blank_line is not None:
+                    raise EmbedtuneError(f"empty line (expected a word and {self.dim} values)", self.name,
+                                         blank_line)
+                n_body = body.count(b"\n") + 1 if body else 0
+                if blank_line is None and n_block > n_body:
+                    blank_line = line + n_body
+                body = body + b"\n" if body else b""
+            if wanted is not None and rows + n_body > wanted:
+                take = wanted - rows
+                cut = _nth_newline(body, take)
+                if exact_count and body[cut + 1:].strip():
+                    raise EmbedtuneError(
+                        f"more rows than the header says (expected {count}, got at least {count + 1})",
+                        self.name, line + take)
+                body, n_body = body[:cut + 1], take
+            if n_body:
+                block_words, block_matrix = self._parse_lines(body, line, n_body)
+                words.extend(block_words)
+                if matrix is not None:
+                    matrix[rows:rows + n_body] = block_matrix
+                else:
+                    blocks.append(block_matrix)
+                rows += n_body
+            line += n_block
             if wanted is not None and rows >= wanted and not exact_count:
                 break  # stopped by the limit: the rest of the file is not read
         if count is not None and rows < wanted:
@@ -145,43 +150,41 @@ class TextReader:
         return data
 
     def _blocks(self, data: bytes):
-        """Blocks of whole lines (the last one given a newline if it lacks one)."""
-        ended = False
-        while not ended:
+        """Blocks of whole lines, each ending in a newline (one is added at the end if missing)."""
+        rest = data
+        while True:
             more = self.source.read(BLOCK_BYTES)
-            ended = not more
-            data += more
-            if ended:
-                block, data = data, b""
-                if block and not block.endswith(b"\n"):
-                    block += b"\n"
-            else:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    continue
-                block, data = data[:cut + 1], data[cut + 1:]
+            if not more:
+                if rest:
+                    yield rest if rest.endswith(b"\n") else rest + b"\n"
+                return
+            cut = more.rfind(b"\n")
+            if cut < 0:
+                rest += more
+                continue
+            block = b"".join((rest, memoryview(more)[:cut + 1])) if rest else more[:cut + 1]
+            rest = more[cut + 1:]
             if self.progress is not None:
                 self.progress(self.source.consumed(), self.source.size)
-            if block:
-                yield block
+            yield block
 
     # -- a block of lines ----------------------------------------------------------------------
 
-    def _parse_lines(self, body: bytes, line: int):
-        """body: whole lines, each ending in a newline -> (words, float32 [lines, dim])."""
+    def _parse_lines(self, body: bytes, line: int, n: int):
+        """body: n whole lines, each ending in a newline -> (words, float32 [n, dim])."""
         try:
-            return _parse_fast(body, self.dim)
+            return _parse_fast(body, self.dim, n)
         except (ValueError, _NotFast):
             pass
-        n = body.count(b"\n")
         if n <= SLOW_LINES:
             return self._parse_slow(body, line)
         cut = body.find(b"\n", len(body) // 2)
         if cut == len(body) - 1:
             cut = body.rfind(b"\n", 0, len(body) // 2)
         left, right = body[:cut + 1], body[cut + 1:]
-        left_words, left_matrix = self._parse_lines(left, line)
-        right_words, right_matrix = self._parse_lines(right, line + left.count(b"\n"))
+        n_left = left.count(b"\n")
+        left_words, left_matrix = self._parse_lines(left, line, n_left)
+        right_words, right_matrix = self._parse_lines(right, line + n_left, n - n_left)
         return left_words + right_words, np.concatenate([left_matrix, right_matrix])
 
     def _parse_slow(self, body: bytes, line: int):
@@ -231,11 +234,10 @@ class TextReader:
                 f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
 
 
-def _parse_fast(body: bytes, dim: int):
-    if b" \n" in body:  # the word2vec C tool ends every line with a space
-        body = body.replace(b" \n", b"\n")
-    if b" \r\n" in body:
-        body = body.replace(b" \r\n", b"\r\n")
+def _parse_fast(body: bytes, dim: int, n: int):
+    first = body[:body.find(b"\n") + 1]
+    if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
+        body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
     words = []
     add = words.append
 
@@ -247,7 +249,6 @@ def _parse_fast(body: bytes, dim: int):
         warnings.simplefilter("ignore")
         table = np.loadtxt(io.BytesIO(body), dtype=np.float32, delimiter=" ", comments=None, quotechar=None,
                            encoding="utf-8", converters={0: word_column}, ndmin=2)
-    n = body.count(b"\n")
     # loadtxt skips blank lines and splits at a lone '\r': the row count catches both
     if table.shape != (n, dim + 1) or len(words) != n:
         raise _NotFast
@@ -284,26 +285,27 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
     if header:
         out.write(b"%d %d\n" % (n, dim))
     rows_per_block = max(1, (1 << 16) // max(dim, 1))
+    digits = 0  # most values of a file need the same number of digits: tell the next block
     for start in range(0, n, rows_per_block):
         stop = min(n, start + rows_per_block)
-        out.write(_render_lines(words[start:stop], matrix[start:stop]))
+        text, digits = _render_lines(words[start:stop], matrix[start:stop], digits)
+        out.write(text)
         if progress is not None:
             progress(stop, n)
 
 
-def _render_lines(words, rows) -> bytes:
-    """Lines for words [k] and float32 rows [k, dim]."""
+def _render_lines(words, rows, digits_hint=0):
+    """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count)."""
     k, dim = rows.shape
     encoded = [w.encode("utf-8") for w in words]
     values = np.ascontiguousarray(rows, dtype=np.float32).ravel()
     lo = np.empty(values.size, np.uint64)
     hi = np.empty(values.size, np.uint64)
-    if values.size:
-        format_slots(values, lo, hi)
+    digits = format_slots(values, lo, hi, digits_hint) if values.size else digits_hint
     joined = b"".join(encoded)
     if b"\0" in joined:  # the padding is squeezed out as NULs, so such words go line by line
         slots = np.stack([lo, hi], axis=1).reshape(k, dim * 2)
-        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots))
+        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots)), digits
     # one row of uint64 per line: the word (NUL padded), 2 per value, then the newline
     width = (max(map(len, encoded)) + 7) // 8
     lines = np.zeros((k, width + 2 * dim + 1), np.uint64)
@@ -311,4 +313,4 @@ def _render_lines(words, rows) -> bytes:
     lines[:, width:width + 2 * dim:2] = lo.reshape(k, dim)
     lines[:, width + 1:width + 2 * dim:2] = hi.reshape(k, dim)
     lines[:, -1] = ord("\n")
-    return lines.tobytes().translate(None, b"\0")
+    return lines.tobytes().translate(None, b"\0"), digits
