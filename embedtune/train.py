@@ -118,13 +118,15 @@ class Trainer:
         self.anchor = float(t.anchor)
         # The anchor pulls each trainable row toward where it started; only then is the start kept.
         self.start = tf.constant(start) if self.anchor else None
-        frozen = matrix[frozen_rows[frozen_rows < n_pre]] if len(frozen_rows) else np.zeros((1, dim), np.float32)
-        self.frozen = tf.constant(frozen)
-        self.n_frozen = len(frozen)
+        # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
+        # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
+        self.matrix = matrix
+        self.frozen_rows = frozen_rows if len(frozen_rows) else np.zeros(1, np.int64)
+        self.n_frozen = len(frozen_rows)
 
         n_local = len(self.rows)
         if t.context_init == "word":
-            context = np.concatenate([start[:-1], frozen[: len(frozen_rows)], np.zeros((1, dim), np.float32)])
+            context = np.concatenate([start[:-1], matrix[frozen_rows], np.zeros((1, dim), np.float32)])
         else:
             context = np.zeros((n_local + 1, dim), np.float32)
         self.context = tf.Variable(context, name="context")
@@ -141,14 +143,19 @@ class Trainer:
         self.gradients = tf.function(self._gradients, jit_compile=JIT)
         self.step = tf.function(self._step)
 
-    def _gather_words(self, ids):
-        """Rows for local ids: trainable ones from the variable, frozen ones from the constant."""
-        t = self.n_trainable
-        is_trainable = ids < t
-        ids = tf.minimum(ids, t + self.n_frozen - 1)   # padding reads any frozen row; its weight is 0
-        from_var = tf.gather(self.trainable, tf.where(is_trainable, ids, t))
-        from_const = tf.gather(self.frozen, tf.where(is_trainable, 0, ids - t))
-        return tf.where(is_trainable[:, None], from_var, from_const)
+    def prepare(self, batch: dict) -> dict:
+        """Tensors for the step, with the frozen rows the batch reads gathered from the matrix."""
+        ids = batch[self.objective.word_key]
+        frozen = np.clip(ids - self.n_trainable, 0, len(self.frozen_rows) - 1)
+        tensors = {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
+        tensors["frozen_words"] = tf.constant(self.matrix[self.frozen_rows[frozen]])
+        return tensors
+
+    def _gather_words(self, ids, frozen_words):
+        """Rows for local ids: trainable ones from the variable, frozen ones as gathered by prepare."""
+        is_trainable = ids < self.n_trainable
+        from_var = tf.gather(self.trainable, tf.where(is_trainable, ids, self.n_trainable))
+        return tf.where(is_trainable[:, None], from_var, frozen_words)
 
     def _gradients(self, batch):
         """Loss and per-slice gradients: the dense part of the step (XLA-compiled).
@@ -164,7 +171,7 @@ class Trainer:
         # Gather outside the tape and differentiate with respect to the gathered rows: the
         # gradient of a gather from a variable carries dense_shape = tf.shape(variable), a
         # read that copies the whole table once it has had a sparse update.
-        words = self._gather_words(word_ids)
+        words = self._gather_words(word_ids, batch["frozen_words"])
         contexts = tf.gather(self.context, context_ids)
         with tf.GradientTape() as tape:
             tape.watch([words, contexts])
@@ -308,7 +315,7 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
                     continue
                 # Linear decay by corpus position, as word2vec does.
                 lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
-                pending_loss.append(trainer.step(_tensors(batch), tf.constant(lr, tf.float32)))
+                pending_loss.append(trainer.step(trainer.prepare(batch), tf.constant(lr, tf.float32)))
                 pending_pairs += batch["pairs"]
                 pos.pairs += batch["pairs"]
                 pos.steps += 1
@@ -356,10 +363,6 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         "max_frozen_change": max_frozen_change(vectors.matrix, matrix, plan.frozen),
     }
     return TrainResult(out, plan, stats)
-
-
-def _tensors(batch):
-    return {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
 
 
 def max_frozen_change(before: np.ndarray, after: np.ndarray, frozen: np.ndarray) -> float:

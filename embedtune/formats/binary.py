@@ -37,16 +37,18 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     row_bytes = 4 * dim
     matrix = np.empty((wanted, dim), dtype="<f4")
     flat = memoryview(matrix).cast("B")
-    words = []
-    decode = _decoder(name, replace_bad_utf8)
+    raw_words = []
 
     buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
     view = memoryview(buf)
+    find = buf.find
+    add_word = raw_words.append
     pos = end = 0  # buf[pos:end] holds data not yet used
     ended = False
     row = 0
+    offset = 0  # of the row in the matrix's bytes
     while row < wanted:
-        space = buf.find(b" ", pos, end)
+        space = find(b" ", pos, end)
         stop = space + 1 + row_bytes
         if space < 0 or stop > end:
             if ended:
@@ -64,14 +66,12 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
             if progress is not None:
                 progress(source.consumed(), source.size)
             continue
-        start = pos
         # gensim writes no newline after a vector, the C tool does: skip it before the next word
-        while start < space and buf[start] == 10:
-            start += 1
-        if start == space:
-            raise EmbedtuneError(f"record {row + 1}: empty word", name)
-        words.append(decode(buf[start:space], row))
-        flat[row * row_bytes:(row + 1) * row_bytes] = view[space + 1:stop]
+        while buf[pos] == 10 and pos < space:
+            pos += 1
+        add_word(buf[pos:space])
+        flat[offset:offset + row_bytes] = view[space + 1:stop]
+        offset += row_bytes
         pos = stop
         row += 1
     if limit is None or limit >= count:
@@ -85,7 +85,30 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
                 f"more data after {count} records (expected {count} as the header says)", name)
     if progress is not None:
         progress(source.consumed(), source.size)
-    return words, matrix.astype(np.float32, copy=False), 2
+    return _decode_words(raw_words, name, replace_bad_utf8), matrix.astype(np.float32, copy=False), 2
+
+
+def _decode_words(raw_words, name, replace_bad_utf8):
+    """All words in one decode call when they are fine; one by one to name the bad one."""
+    try:
+        words = b"\n".join(raw_words).decode("utf-8").split("\n")
+        if len(words) == len(raw_words) and all(raw_words):
+            return words
+    except UnicodeDecodeError:
+        pass
+    words = []
+    for row, word in enumerate(raw_words):
+        if not word:
+            raise EmbedtuneError(f"record {row + 1}: empty word", name)
+        try:
+            words.append(word.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            if not replace_bad_utf8:
+                raise EmbedtuneError(
+                    f"record {row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
+                    f"{err.start + 1}; --replace-bad-utf8 replaces such bytes)", name) from None
+            words.append(word.decode("utf-8", errors="replace"))
+    return words
 
 
 def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
@@ -96,19 +119,6 @@ def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
     raise EmbedtuneError(
         f"record {row + 1}: file ends inside the record (expected {row_bytes} bytes of vector, got {got}; "
         f"header says {count} records)", name)
-
-
-def _decoder(name, replace_bad_utf8):
-    def decode(word: bytes, row: int) -> str:
-        try:
-            return word.decode("utf-8")
-        except UnicodeDecodeError as err:
-            if replace_bad_utf8:
-                return word.decode("utf-8", errors="replace")
-            raise EmbedtuneError(
-                f"record {row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
-                f"{err.start + 1}; --replace-bad-utf8 replaces such bytes)", name) from None
-    return decode
 
 
 def write_binary(vectors, out, *, name: str, progress=None) -> None:

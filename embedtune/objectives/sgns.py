@@ -50,6 +50,8 @@ class SkipGram:
     counts : int array of shape = [n_words], corpus counts of the training vocabulary
     """
 
+    word_key = "center"   # the batch entry holding the word-table ids
+
     def __init__(self, counts: np.ndarray, train: TrainConfig):
         self.window = train.window
         self.negative = train.negative
@@ -62,7 +64,7 @@ class SkipGram:
     def pairs(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(centers, contexts) int32 arrays for one chunk, shuffled."""
         ids, line = chunk.ids, chunk.line
-        if len(ids) and self.keep is not None:
+        if len(ids):
             kept = rng.random(len(ids)) < self.keep[ids]
             ids, line = ids[kept], line[kept]
         reach = rng.integers(1, self.window + 1, size=len(ids), dtype=np.int32)
@@ -96,7 +98,7 @@ class SkipGram:
     # --- device side: inside the step ------------------------------------------------------------
     def word_ids(self, batch) -> tf.Tensor:
         """Rows of the word table the batch reads: [B]."""
-        return batch["center"]
+        return batch[self.word_key]
 
     def context_ids(self, batch, rng: tf.random.Generator) -> tf.Tensor:
         """Rows of the context table: [B, 1 + negative], the true context first."""
