@@ -225,7 +225,7 @@ def test_bad_requests_are_errors(world):
     with pytest.raises(EmbedtuneError, match="window must be at least 1"):
         initial_vectors(vectors, corpus, ["x"], "context-mean", window=0)
     tiny = Corpus([["w1", "w2", "x"]] * 3)
-    with pytest.raises(EmbedtuneError, match="alacarte needs at least 16 pretrained words .* found 2"):
+    with pytest.raises(EmbedtuneError, match="alacarte needs at least 16 pretrained words .* found 2; use a larger corpus"):
         initial_vectors(vectors, tiny, ["x"], "alacarte", fit_min_count=3)
 
 
