@@ -32,6 +32,36 @@ def _open_binary(path: str):
     return open(path, "rb")
 
 
+MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace
+
+
+def _pieces(raw, path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) for each line; a line over MAX_PIECE_BYTES comes in pieces cut at
+    whitespace, so memory stays bounded whatever the corpus (windows do not cross a cut)."""
+    number, carry = 1, b""
+    while True:
+        chunk = raw.readline(MAX_PIECE_BYTES)
+        if not chunk:
+            if carry:
+                yield number, carry
+            return
+        data = carry + chunk if carry else chunk
+        if data.endswith(b"\n") or len(chunk) < MAX_PIECE_BYTES:
+            yield number, data
+            carry = b""
+            number += 1
+            continue
+        cut = max(data.rfind(b" "), data.rfind(b"\t"))
+        if cut <= 0:
+            if len(data) > 4 * MAX_PIECE_BYTES:
+                raise EmbedtuneError(
+                    f"a token longer than {4 * MAX_PIECE_BYTES:,} bytes; is this a text corpus?", path, number)
+            carry = data
+            continue
+        yield number, data[:cut]
+        carry = data[cut + 1:]
+
+
 class Corpus:
     """A re-readable corpus.
 
@@ -92,9 +122,9 @@ class Corpus:
         lower = self.lowercase
         try:
             with _open_binary(self._read_path) as raw:
-                for number, line in enumerate(raw, 1):
+                for number, piece in _pieces(raw, self.path):
                     try:
-                        text = line.decode("utf-8")
+                        text = piece.decode("utf-8")
                     except UnicodeDecodeError as err:
                         raise EmbedtuneError(
                             f"not valid UTF-8 text (byte {err.start} of the line: {err.reason}); "
@@ -106,7 +136,7 @@ class Corpus:
                     tokens = text.split()
                     if tokens:
                         yield tokens
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, ValueError) as err:
             if isinstance(err, EmbedtuneError):
                 raise
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
