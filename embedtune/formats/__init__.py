@@ -186,19 +186,18 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
             value = table.matrix[row, col]
             raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
                                    f"--allow-nan keeps such rows)")
+    vectors = Vectors(table.words, table.matrix)
+    if len(vectors.index) == len(vectors.words):
+        return vectors  # no duplicates (the index, built anyway, tells without another pass)
     duplicates = find_duplicates(table.words)
-    words, matrix = table.words, table.matrix
-    if duplicates:
-        if not keep_first_duplicate:
-            row, first = duplicates[0]
-            where = f"line {table.first_row + first}" if table.rows_are_lines else f"record {first + 1}"
-            raise table.error(row, f"duplicate word '{words[row]}' (first on {where}; "
-                                   f"--keep-first-duplicate keeps the first)")
-        keep = np.ones(len(words), bool)
-        keep[[row for row, _ in duplicates]] = False
-        words = [w for w, k in zip(words, keep) if k]
-        matrix = matrix[keep]
-    return Vectors(words, matrix)
+    if not keep_first_duplicate:
+        row, first = duplicates[0]
+        where = f"line {table.first_row + first}" if table.rows_are_lines else f"record {first + 1}"
+        raise table.error(row, f"duplicate word '{table.words[row]}' (first on {where}; "
+                               f"--keep-first-duplicate keeps the first)")
+    keep = np.ones(len(table.words), bool)
+    keep[[row for row, _ in duplicates]] = False
+    return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
 
 
 def _nonfinite_rows(matrix: np.ndarray) -> np.ndarray:

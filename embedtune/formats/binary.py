@@ -5,9 +5,12 @@ not; both are read. Writing follows the C tool (with the newline).
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
+from embedtune.formats.io import new_matrix
 from embedtune.formats.text import parse_header
 
 BLOCK_BYTES = 16 << 20
@@ -35,7 +38,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
     wanted = count if limit is None else min(count, limit)
     row_bytes = 4 * dim
-    matrix = np.empty((wanted, dim), dtype="<f4")
+    matrix = new_matrix(wanted, dim)
     flat = memoryview(matrix).cast("B")
     raw_words = []
 
@@ -85,7 +88,9 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
                 f"more data after {count} records (expected {count} as the header says)", name)
     if progress is not None:
         progress(source.consumed(), source.size)
-    return _decode_words(raw_words, name, replace_bad_utf8), matrix.astype(np.float32, copy=False), 2
+    if sys.byteorder != "little":  # the format is little-endian
+        matrix.byteswap(inplace=True)
+    return _decode_words(raw_words, name, replace_bad_utf8), matrix, 2
 
 
 def _decode_words(raw_words, name, replace_bad_utf8):

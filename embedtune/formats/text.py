@@ -20,6 +20,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.floattext import format_slots
+from embedtune.formats.io import new_matrix
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
@@ -92,7 +93,7 @@ class TextReader:
 
         # with a header (and no smaller --limit) the row count must match the header exactly
         exact_count = count is not None and (self.limit is None or self.limit >= count)
-        matrix = np.empty((wanted, self.dim), np.float32) if count is not None else None
+        matrix = new_matrix(wanted, self.dim) if count is not None else None
         blocks = []
         words = []
         rows = 0
@@ -134,7 +135,9 @@ class TextReader:
             raise EmbedtuneError(
                 f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
         if matrix is None:
-            matrix = np.concatenate(blocks) if blocks else np.empty((0, self.dim), np.float32)
+            matrix = new_matrix(rows, self.dim)
+            if blocks:
+                np.concatenate(blocks, out=matrix)
         return words, matrix, first_row_line
 
     def _first_line_and_more(self) -> bytes:
