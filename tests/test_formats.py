@@ -402,3 +402,21 @@ def test_save_errors(tmp_path):
     with pytest.raises(EmbedtuneError, match=r"cannot write word ' a' \(row 1\)"):
         save_vectors(Vectors([" a"], np.ones((1, 1), np.float32)), tmp_path / "v", "glove")
     assert os.listdir(tmp_path) == []
+
+
+def test_unusual_characters_in_words_round_trip(tmp_path):
+    words = ["a\u00a0b", "\u3000x", "tab\there", "nul\0byte", "a\x0bb", "ok"]
+    vectors = Vectors(words, np.arange(12, dtype=np.float32).reshape(6, 2))
+    for fmt in TEXT_FORMATS:
+        save_vectors(vectors, tmp_path / "v", fmt)
+        same(load_vectors(tmp_path / "v", format=fmt), vectors)
+    binary = Vectors(words[:2] + words[3:], vectors.matrix[[0, 1, 3, 4, 5]])
+    save_vectors(binary, tmp_path / "v.bin", "word2vec-binary")
+    same(load_vectors(tmp_path / "v.bin"), binary)
+
+
+def test_stale_standard_input_is_not_reused(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", _FakeStdio(b"old 1 2\n"))
+    assert detect_format("-") == "glove"  # peeked, never read
+    monkeypatch.setattr(sys, "stdin", _FakeStdio(b"new 3 4\n"))
+    assert load_vectors("-").words == ["new"]

@@ -67,7 +67,8 @@ def open_source(path) -> "Source":
     global _parked_stdin
     if str(path) == STDIO and _parked_stdin is not None:
         source, _parked_stdin = _parked_stdin, None
-        return source
+        if source._raw is sys.stdin.buffer:  # not a standard input replaced since (tests do that)
+            return source
     return Source(path)
 
 

@@ -28,6 +28,9 @@ _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
 
 
+ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
+
+
 class _NotFast(Exception):
     """The block needs the per-line reader."""
 
@@ -206,9 +209,9 @@ class TextReader:
                 raise EmbedtuneError(
                     f"wrong number of values (expected {dim} {self.dim_note}, got {got})", self.name, number)
             word = parts[0]
-            if len(word.split()) > 1:
+            if b" " in word.strip():  # a word with spaces must not end in what looks like a value
                 extra = 0
-                for token in reversed(word.split()):
+                for token in reversed(word.split(b" ")):
                     if not NUMBER.fullmatch(token):
                         break
                     extra += 1
@@ -268,11 +271,11 @@ def _nth_newline(body: bytes, k: int) -> int:
 def check_text_words(words, name):
     """Words that would not read back as themselves are refused before anything is written."""
     for row, word in enumerate(words):
-        if not word or word != word.strip() or "\n" in word or "\r" in word:
+        if not word or word != word.strip(ASCII_SPACE) or "\n" in word or "\r" in word:
             raise EmbedtuneError(
                 f"cannot write word {word!r} (row {row + 1}): a word cannot be empty, start or end "
                 f"with whitespace, or contain a line break", name)
-        parts = word.split()
+        parts = word.split(" ")
         if len(parts) > 1 and NUMBER.fullmatch(parts[-1].encode("utf-8", "replace")):
             raise EmbedtuneError(
                 f"cannot write word {word!r} (row {row + 1}): a word with spaces cannot end in a number, "
