@@ -189,3 +189,27 @@ def test_bad_requests(tmp_path):
         assert_one_line_error(run(*args), message)
     assert (tmp_path / "in.txt").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+
+
+def test_progress_bar_goes_to_standard_error_after_a_second(monkeypatch, capsys):
+    import time
+
+    from embedtune.cli import formats_cmds
+
+    monkeypatch.setattr(formats_cmds, "show_progress", lambda: True)
+    with formats_cmds.ProgressBar("reading big.txt", "B") as bar:
+        bar(10, 100)
+        time.sleep(1.1)  # tqdm(delay=1): nothing shows for work that ends within a second
+        bar(100, 100)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "reading big.txt" in captured.err and "100/100" in captured.err
+    monkeypatch.setattr(formats_cmds, "show_progress", lambda: False)
+    with formats_cmds.ProgressBar("reading big.txt", "B") as bar:
+        bar(100, 100)
+    assert capsys.readouterr().err == ""
+
+
+def test_group_help_lists_the_commands():
+    result = run("--help")
+    assert "inspect" in result.stdout and "convert" in result.stdout
