@@ -367,6 +367,16 @@ def test_bad_binary_input(tmp_path, case, data, message):
     assert str(err.value).startswith(f"{path}: {message}"), str(err.value)
 
 
+def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
+    for name, data in [("t.txt", b"4000000000 3\na 1 2 3\n"),
+                       ("b.bin", b"4000000000 2\na " + np.float32([1, 2]).tobytes())]:
+        path = write(tmp_path / name, data)
+        with pytest.raises(EmbedtuneError) as err:
+            load_vectors(path)
+        assert str(err.value).startswith(f"{path} line 1: header says 4000000000 rows of ")
+        assert f"too many for the file's size (expected at least" in str(err.value)
+
+
 def test_missing_input_and_unknown_format(tmp_path):
     with pytest.raises(EmbedtuneError, match=r"nope\.txt: no such file"):
         load_vectors(tmp_path / "nope.txt")

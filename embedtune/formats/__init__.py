@@ -88,7 +88,8 @@ def check_format_name(name: str) -> str:
 # -- detection ---------------------------------------------------------------------------------
 
 def detect_format(path) -> str:
-    """The format name of the file at `path` ('-' = standard input, which is then consumed)."""
+    """The format name of the file at `path`. Standard input ('-') is only peeked at: a following
+    load_vectors('-') still reads it from the start."""
     with open_source(path) as source:
         return _detect(source)
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.io import new_matrix
+from embedtune.formats.io import check_header_fits, new_matrix
 from embedtune.formats.text import parse_header
 
 BLOCK_BYTES = 16 << 20
@@ -38,6 +38,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
     wanted = count if limit is None else min(count, limit)
     row_bytes = 4 * dim
+    check_header_fits(source, wanted, dim, row_bytes + 2)  # a word of at least one byte and a space
     matrix = new_matrix(wanted, dim)
     flat = memoryview(matrix).cast("B")
     raw_words = []

@@ -28,6 +28,16 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"
 
 
+def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
+    """A damaged header (say '4000000000 300') must be an error, not an attempt at a huge matrix.
+    (A small excess is left to the reader, which then says how many rows the file really has.)"""
+    if (source.size is not None and source.compression is None and count * min_row_bytes > source.size
+            and count * dim * 4 > 256 << 20):
+        raise EmbedtuneError(
+            f"header says {count} rows of {dim} values, too many for the file's size "
+            f"(expected at least {count * min_row_bytes} bytes, got {source.size})", source.name, 1)
+
+
 def new_matrix(rows: int, dim: int) -> np.ndarray:
     """An uninitialised float32 matrix [rows, dim] for a reader to fill, on ordinary pages.
 
@@ -42,10 +52,14 @@ def new_matrix(rows: int, dim: int) -> np.ndarray:
         try:
             from numpy.core.multiarray import _set_madvise_hugepage
         except ImportError:
-            return np.empty((rows, dim), np.float32)
+            def _set_madvise_hugepage(enabled):
+                return enabled
     previous = _set_madvise_hugepage(False)
     try:
         return np.empty((rows, dim), np.float32)
+    except MemoryError:
+        raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values "
+                             f"({rows * dim * 4 / 1e9:.1f} GB)") from None
     finally:
         _set_madvise_hugepage(previous)
 

@@ -20,14 +20,14 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.floattext import format_slots
-from embedtune.formats.io import new_matrix
+from embedtune.formats.io import check_header_fits, new_matrix
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
-NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
-
-
+# what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
+NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
+                    re.IGNORECASE)
 ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
 
 
@@ -96,6 +96,8 @@ class TextReader:
 
         # with a header (and no smaller --limit) the row count must match the header exactly
         exact_count = count is not None and (self.limit is None or self.limit >= count)
+        if count is not None:
+            check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
         matrix = new_matrix(wanted, self.dim) if count is not None else None
         blocks = []
         words = []
