@@ -75,6 +75,8 @@ def _write_json(summary: dict, target: str) -> None:
 @click.option("--freeze-pretrained", is_flag=True, default=None, help="Freeze every pretrained row: only new words train.")
 @click.option("--min-count", type=int, help="Add corpus words seen this often as new rows. [default: 5]")
 @click.option("--max-new", type=int, help="Add at most this many new words, most frequent first (0 = all).")
+@click.option("--init", type=click.Choice(["alacarte", "context-mean", "random"]),
+              help="Start of new words: from their contexts (a la carte map or plain mean) or random. [default: alacarte]")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
@@ -129,7 +131,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     from embedtune import formats
     from embedtune.corpus import Corpus
-    from embedtune.train import is_lowercase_vocabulary, train
+    from embedtune.init import is_lowercase_vocabulary
+    from embedtune.train import train
 
     in_format = config.format or formats.detect_format(config.vectors)
     out_format = config.to or in_format
@@ -191,6 +194,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s; "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")
+    if s["new"]:
+        message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
+                f"{s['new_too_few_contexts']:,} had too few contexts and started random")
     if config.output != "-":
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:

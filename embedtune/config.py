@@ -28,6 +28,7 @@ class VocabConfig:
     freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
     min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
     max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
+    init: str = "alacarte"              # start of new words: alacarte | context-mean | random (see README)
     lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
     strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
 
@@ -68,6 +69,7 @@ OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 OBJECTIVES = ("sgns",)
 LOWERCASE = ("auto", "yes", "no")
+INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
 
 
@@ -131,6 +133,8 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
     if t.context_init not in CONTEXT_INITS:
         bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
+    if v.init not in INITS:
+        bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:
         bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
     if t.epochs < 1:

@@ -95,7 +95,7 @@ def _compile(pattern: str, key: str) -> re.Pattern:
     try:
         return re.compile(pattern)
     except re.error as err:
-        raise EmbedtuneError(f"'{key}' is not a valid regular expression: {err}") from None
+        raise EmbedtuneError(f"--{key.replace('_', '-')} / {key} {pattern!r} is not a valid regular expression: {err}") from None
 
 
 def _list_rows(path, index, new_index, strict, frozen_rule):

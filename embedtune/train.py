@@ -29,6 +29,7 @@ from embedtune import checkpoint
 from embedtune.config import Config, learning_rate
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.init import fitting_words, initial_vectors, pick_new_words, random_vectors
 from embedtune.objectives.sgns import SkipGram
 from embedtune.checkpoint import Position
 from embedtune.plan import Plan, make_plan
@@ -58,27 +59,9 @@ class TrainResult:
     stats: dict = field(default_factory=dict)
 
 
-def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
-    """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
-    return not any(w != w.lower() for w in vectors.words[:sample])
-
-
-def scan_corpus(corpus: Corpus, vectors: Vectors, config: Config):
-    """Count the corpus; pick new words (not in the vectors, >= min_count, most frequent first)."""
-    counts, total, n_lines = corpus.count()
-    if total == 0:
-        raise EmbedtuneError("the corpus has no words", corpus.path)
-    vocab = config.vocab
-    new = [(c, w) for w, c in counts.items() if c >= vocab.min_count and w not in vectors.index]
-    new.sort(key=lambda cw: (-cw[0], cw[1]))
-    if vocab.max_new:
-        new = new[: vocab.max_new]
-    return counts, total, n_lines, [w for _, w in new]
-
-
 def new_word_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     """word2vec's start for a word with no vector: uniform in +-0.5/dim."""
-    return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
+    return random_vectors(n, dim, rng)
 
 
 class Trainer:
@@ -237,13 +220,10 @@ def settings_for_resume(config: Config) -> dict:
 def train(vectors: Vectors, corpus: Corpus, config: Config,
           progress: Callable[[Progress], None] | None = None,
           on_plan: Callable[[Plan], None] | None = None,
-          new_start: Callable[[list[str]], np.ndarray] | None = None,
           resume: bool = False,
           stop: Callable[[], bool] | None = None) -> TrainResult:
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
 
-    new_start : given the new words, returns their starting vectors [n_new, dim]
-        (default: word2vec's small random start)
     resume : continue from the newest checkpoint in ``config.train.checkpoint_dir``
     stop : polled after every step; when it returns True a checkpoint is written (if a
         folder is set) and TrainingInterrupted is raised
@@ -258,12 +238,22 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
-    counts, total_words, n_lines, new_words = scan_corpus(corpus, vectors, config)
+    counts, total_words, n_lines = corpus.count()
+    if total_words == 0:
+        raise EmbedtuneError("the corpus has no words", corpus.path)
+    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
     plan = make_plan(vectors, new_words, config.vocab)
     if on_plan is not None:
         on_plan(plan)
-    start = new_start(new_words) if (new_start is not None and new_words) else None
-    trainer = Trainer(vectors.matrix, plan, counts, config, new_start=start)
+    # New words start from their contexts (one streaming pass), unless --init random. A corpus
+    # too small to fit the a la carte map (fewer frequent pretrained words than dimensions)
+    # falls back to the plain context mean, and the summary says so.
+    method = config.vocab.init
+    if method == "alacarte" and len(fitting_words(vectors, counts)) < vectors.dim:
+        method = "context-mean"
+    init = initial_vectors(vectors, corpus, new_words, method=method, window=t.window,
+                           counts=counts, seed=t.seed) if new_words else None
+    trainer = Trainer(vectors.matrix, plan, counts, config, new_start=None if init is None else init.matrix)
     fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config))
     pos = checkpoint.Position()
     if resume:
@@ -360,6 +350,9 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         "loss_last": history[-1] if history else None,
         "loss_history": history,
         "resumed": resume,
+        "init": method,
+        "new_from_context": init.n_from_context if init else 0,
+        "new_too_few_contexts": init.n_too_few if init else 0,
         "max_frozen_change": max_frozen_change(vectors.matrix, matrix, plan.frozen),
     }
     return TrainResult(out, plan, stats)

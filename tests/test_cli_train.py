@@ -189,11 +189,11 @@ def test_a_config_error_names_the_key_and_the_file(files, tmp_path):
 
 
 @pytest.mark.parametrize("options, parts", [
-    (["--window", "0"], ["window", "must be at least 1, got 0"]),
-    (["--epochs", "0"], ["epochs", "must be at least 1, got 0"]),
-    (["--lr", "-0.5"], ["lr", "must be positive, got -0.5"]),
-    (["--clip-norm", "-1"], ["clip_norm", "got -1"]),
-    (["--freeze-pattern", "(unclosed"], ["freeze_pattern", "not a valid regular expression"]),
+    (["--window", "0"], ["--window", "must be at least 1, got 0"]),
+    (["--epochs", "0"], ["--epochs", "must be at least 1, got 0"]),
+    (["--lr", "-0.5"], ["--lr", "must be positive, got -0.5"]),
+    (["--clip-norm", "-1"], ["--clip-norm", "got -1"]),
+    (["--freeze-pattern", "(unclosed"], ["--freeze-pattern", "not a valid regular expression"]),
     (["--dim", "300"], ["50 dimensions", "300"]),
 ])
 def test_bad_values_are_one_line_errors_and_leave_the_output_alone(files, tmp_path, options, parts):

@@ -144,7 +144,7 @@ def test_without_a_train_rule_unfrozen_words_train():
 
 
 def test_an_invalid_pattern_is_an_error_naming_the_key():
-    with pytest.raises(EmbedtuneError, match=r"'train_pattern' is not a valid regular expression"):
+    with pytest.raises(EmbedtuneError, match=r"--train-pattern / train_pattern '\(fire' is not a valid regular expression"):
         plan_for(train_pattern="(fire")
 
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.train import is_lowercase_vocabulary, train
+from embedtune.init import is_lowercase_vocabulary
+from embedtune.train import train
 from embedtune.vectors import Vectors
 
 from train_fixtures import bits, glove, glove_vector, make_config, sample_lines
