@@ -1,0 +1,188 @@
+"""Checkpoints and resume through the real command: Ctrl-C, SIGTERM and kill -9, then --resume.
+
+Every run here is one deterministic epoch over the sample corpus with the first 2,000 GloVe
+rows in batches of 512 pairs (about 400 steps), a checkpoint every 5 steps. One run is
+interrupted three times over (Ctrl-C, then SIGTERM, then kill -9, each in a fresh process that
+resumes the last) and finished with a last --resume; its output must be the bytes of an
+uninterrupted run. Processes are real (subprocess), signals are real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_cli_train import assert_one_error_line
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
+
+N_WORDS = 2000
+SETTINGS = ["--epochs", "1", "--batch-size", "512", "--deterministic", "--seed", "3"]
+EVERY = 5
+CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)")   # a complete checkpoint; ckpt-N.partial is one being written
+WAIT_SECONDS = 300
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("resume-vectors") / "glove.2k.txt"
+    path.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:N_WORDS]))
+    return path
+
+
+def start(vectors, output, *options) -> subprocess.Popen:
+    """`embedtune train` on the sample corpus with the shared settings, in a process of its own."""
+    args = ["train", vectors, SAMPLE_CORPUS, "-o", output, *SETTINGS, *options]
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process) -> tuple[int, str]:
+    """(exit code, standard error) once the process ends."""
+    _, stderr = process.communicate(timeout=WAIT_SECONDS)
+    return process.returncode, stderr
+
+
+def checkpoint_steps(folder: Path) -> list[int]:
+    """Steps of the complete checkpoints in ``folder``, oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for m in map(CHECKPOINT_NAME.fullmatch, os.listdir(folder)) if m)
+
+
+def wait_for_checkpoint(process, folder: Path, after: int = -1) -> int:
+    """Wait until ``process`` has written a checkpoint newer than step ``after``; returns its step."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        steps = checkpoint_steps(folder)
+        if steps and steps[-1] > after:
+            return steps[-1]
+        if process.poll() is not None:
+            raise AssertionError(f"the run ended (exit {process.returncode}) before a checkpoint after step "
+                                 f"{after}:\n{process.communicate()[1]}")
+        time.sleep(0.02)
+    process.kill()
+    raise AssertionError(f"no checkpoint after step {after} within {WAIT_SECONDS} s")
+
+
+def interrupt(vectors, output, checkpoints, how, *options) -> dict:
+    """Start a run, let it write a checkpoint of its own, stop it by ``how`` (a signal); what it left."""
+    process = start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY, *options)
+    before = checkpoint_steps(checkpoints)
+    seen = wait_for_checkpoint(process, checkpoints, after=before[-1] if before else -1)
+    process.send_signal(how)
+    code, stderr = finish(process)
+    return {"code": code, "stderr": stderr, "seen": seen, "steps": checkpoint_steps(checkpoints),
+            "folder": sorted(os.listdir(checkpoints)), "output_folder": sorted(os.listdir(output.parent))}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(vectors, tmp_path_factory) -> dict:
+    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary, one writing neither."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    checkpoints = folder / "checkpoints"
+    with_checkpoints = start(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
+                             "--checkpoint-every", EVERY, "--json", folder / "a.json")
+    plain = start(vectors, folder / "b.txt")
+    (code_a, stderr_a), (code_b, stderr_b) = finish(with_checkpoints), finish(plain)
+    assert code_a == 0, stderr_a
+    assert code_b == 0, stderr_b
+    return {"a": (folder / "a.txt").read_bytes(), "b": (folder / "b.txt").read_bytes(),
+            "summary": json.loads((folder / "a.json").read_text()), "checkpoints": checkpoints}
+
+
+@pytest.fixture(scope="module")
+def interrupted(vectors, tmp_path_factory) -> dict:
+    """One run stopped by Ctrl-C, resumed and stopped by SIGTERM, resumed and killed, resumed to the end."""
+    folder = tmp_path_factory.mktemp("interrupted")
+    output, checkpoints = folder / "out" / "tuned.txt", folder / "checkpoints"
+    output.parent.mkdir()
+    stages = {"ctrl-c": interrupt(vectors, output, checkpoints, signal.SIGINT)}
+    stages["sigterm"] = interrupt(vectors, output, checkpoints, signal.SIGTERM, "--resume")
+    stages["kill-9"] = interrupt(vectors, output, checkpoints, signal.SIGKILL, "--resume")
+    last = checkpoint_steps(checkpoints)[-1]
+    with open(checkpoints / f"ckpt-{last}" / "state.json") as f:
+        stages["kill-9"]["words_done"] = json.load(f)["position"]["words_done"]
+    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                                "--resume", "--json", folder / "summary.json"))
+    assert code == 0, stderr
+    stages["end"] = {"output": output.read_bytes(), "summary": json.loads((folder / "summary.json").read_text())}
+    return stages
+
+
+def assert_stopped_with_a_checkpoint(stage, signal_name):
+    assert stage["code"] == 130, f"{signal_name}: exit {stage['code']}\n{stage['stderr']}"
+    assert "Traceback" not in stage["stderr"]
+    # The step under way is finished and saved: a checkpoint at or after the one the run was
+    # stopped at, named in a message that says how to go on.
+    saved = stage["steps"][-1]
+    assert saved >= stage["seen"]
+    tail = " ".join(stage["stderr"].strip().splitlines()[-2:])
+    assert f"ckpt-{saved}" in tail and "--resume" in tail, stage["stderr"]
+    assert stage["output_folder"] == [], "an interrupted run left files where its output goes"
+
+
+def test_ctrl_c_finishes_the_step_writes_a_checkpoint_says_how_to_resume_and_exits_130(interrupted):
+    assert_stopped_with_a_checkpoint(interrupted["ctrl-c"], "SIGINT")
+
+
+def test_sigterm_does_the_same_in_a_resumed_run(interrupted):
+    stage = interrupted["sigterm"]
+    assert_stopped_with_a_checkpoint(stage, "SIGTERM")
+    assert stage["steps"][-1] > interrupted["ctrl-c"]["steps"][-1]
+
+
+def test_only_the_last_three_checkpoints_are_kept(interrupted, uninterrupted):
+    for stage in ("ctrl-c", "sigterm"):
+        steps = interrupted[stage]["steps"]
+        assert len(steps) <= 3 and interrupted[stage]["folder"] == sorted(f"ckpt-{s}" for s in steps)
+    # A complete run: the three newest multiples of the interval, nothing else.
+    last = uninterrupted["summary"]["steps"] // EVERY * EVERY
+    assert sorted(os.listdir(uninterrupted["checkpoints"])) == sorted(
+        f"ckpt-{s}" for s in (last - 2 * EVERY, last - EVERY, last))
+
+
+def test_a_resume_after_kill_9_continues_from_the_last_checkpoint(interrupted):
+    killed, end = interrupted["kill-9"], interrupted["end"]
+    assert killed["code"] == -signal.SIGKILL
+    assert killed["steps"][-1] > interrupted["sigterm"]["steps"][-1]
+    s = end["summary"]
+    assert s["resumed"] is True
+    # The last run trained only what came after the checkpoint: words/s times its seconds is
+    # the corpus less the words the checkpoint had done.
+    words_this_run = s["words_per_second"] * s["train_seconds"]
+    remaining = s["corpus_words"] * s["epochs"] - killed["words_done"]
+    assert killed["words_done"] > 0.02 * s["corpus_words"]   # so that the check below can tell
+    # (A run that started over would be off by all the words done before the kill, thousands.)
+    assert abs(words_this_run - remaining) <= 0.005 * s["corpus_words"] + 50, (words_this_run, remaining)
+
+
+def test_interrupted_and_resumed_three_times_gives_the_bytes_of_an_uninterrupted_run(interrupted, uninterrupted):
+    assert interrupted["end"]["output"] == uninterrupted["a"]
+    for key in ("steps", "pairs", "corpus_words", "trained_rows", "new"):
+        assert interrupted["end"]["summary"][key] == uninterrupted["summary"][key], key
+
+
+def test_two_deterministic_runs_give_byte_identical_files(vectors, uninterrupted):
+    # One wrote checkpoints and one did not: saving must not change the result either.
+    assert uninterrupted["a"] == uninterrupted["b"]
+    assert uninterrupted["a"] != vectors.read_bytes()   # the run trained something
+
+
+def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vectors, uninterrupted, tmp_path):
+    checkpoints = uninterrupted["checkpoints"]
+    before = {name: sorted(os.listdir(checkpoints / name)) for name in os.listdir(checkpoints)}
+    output = tmp_path / "tuned.txt"
+    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                                "--resume", "--window", "3"))
+    assert code == 1
+    assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", "window: 5 then, 3 now")
+    assert list(tmp_path.iterdir()) == []
+    assert {name: sorted(os.listdir(checkpoints / name)) for name in os.listdir(checkpoints)} == before
