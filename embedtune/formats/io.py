@@ -325,17 +325,3 @@ def open_target(path):
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
-
-class _TextSink:
-    def __init__(self, sink):
-        self._sink = sink
-
-    def write(self, text: str) -> None:
-        self._sink.write(text.encode("utf-8"))
-
-
-@contextlib.contextmanager
-def atomic_output(path, binary: bool = True):
-    """Like open_target, for any output (a JSON report, say): `binary=False` takes str (UTF-8)."""
-    with open_target(path) as sink:
-        yield sink if binary else _TextSink(sink)
