@@ -15,7 +15,8 @@ memory  peak resident memory (a child process's VmHWM, i.e. its own ru_maxrss, m
         training a 1M x 300 table with 5% trainable rows and Adam. Goal: <= 2 x matrix + 0.7 GB.
 
 Figures go to standard output with a summary table at the end. ``--quick`` uses the first 300k
-tokens of the corpus, fewer steps and only the realistic memory case (minutes instead of ~10).
+tokens of the corpus, fewer steps and only the realistic memory case. On the 2-core machine,
+shared with other work (load 3 to 5), a full run took 22 minutes and ``--quick`` 8.
 """
 
 from __future__ import annotations
