@@ -11,8 +11,8 @@ speed   embedtune ``train`` and gensim ``Word2Vec`` (sg=1) continue GloVe 6B 50d
 steps   ms per training step with a table of 10k rows and of 1M rows (d=100, all but 1,000 rows
         frozen, the same batch), per optimizer. Goal: ratio 1M / 10k <= 1.2.
 memory  peak resident memory (a child process's VmHWM, i.e. its own ru_maxrss, minus its baseline
-        after imports)
-        training a 1M x 300 table with 5% trainable rows and Adam. Goal: <= 2 x matrix + 0.7 GB.
+        after imports) training a 1M x 300 table with 5% trainable rows and Adam.
+        Goal: <= 2 x matrix + 0.7 GB.
 
 Figures go to standard output with a summary table at the end. ``--quick`` uses the first 300k
 tokens of the corpus, fewer steps and only the realistic memory case. On the 2-core machine,
