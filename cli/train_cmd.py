@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 
@@ -23,6 +24,19 @@ Which rows move (freeze rules win over train rules):
 Options on the command line override the [vocab] and [train] tables of --config."""
 
 
+def _check_target(option: str, target: str, inputs) -> None:
+    """An output path must be writable in principle and must not be one of the inputs."""
+    for source in inputs:
+        if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
+                and os.path.samefile(source, target):
+            raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
+    if os.path.isdir(target):
+        raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
+
+
 class StopRequests:
     """Ctrl-C or SIGTERM asks the loop to stop after the current step (a second Ctrl-C stops at once)."""
 
@@ -32,7 +46,8 @@ class StopRequests:
 
     def _handler(self, signum, frame):
         if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            click.echo("\nStopped at once; a --resume starts from the last checkpoint written, if any.", err=True)
+            raise SystemExit(130)
         self.requested = True
         click.echo("\nStopping after this step (Ctrl-C again to stop at once) ...", err=True)
 
@@ -126,8 +141,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
     if json_out == "-" and config.output == "-":
         raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
-    if config.output != "-" and config.output in (config.vectors, config.corpus):
-        raise EmbedtuneError("output would overwrite an input; choose another -o", config.output)
+    # Everything about the outputs is checked before hours of training, not after.
+    for name, target in (("-o", config.output), ("--json", json_out)):
+        if target and target != "-":
+            _check_target(name, target, inputs=(config.vectors, config.corpus))
 
     from embedtune import formats
     from embedtune.corpus import Corpus
@@ -136,7 +153,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     in_format = config.format or formats.detect_format(config.vectors)
     out_format = config.to or in_format
-    formats.check_format_name(out_format)
+    try:
+        formats.check_format_name(out_format)
+    except EmbedtuneError as err:
+        raise EmbedtuneError(f"--to: {err}") from None
     message(f"Loading {config.vectors} ...")
     vectors = formats.load_vectors(config.vectors, format=in_format)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)

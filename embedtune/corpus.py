@@ -35,20 +35,21 @@ def _open_binary(path: str):
 MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace
 
 
-def _pieces(raw, path: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) for each line; a line over MAX_PIECE_BYTES comes in pieces cut at
-    whitespace, so memory stays bounded whatever the corpus (windows do not cross a cut)."""
-    number, carry = 1, b""
+def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset in the line, bytes) for each line; a line over MAX_PIECE_BYTES
+    comes in pieces cut at whitespace, so memory stays bounded whatever the corpus (windows do
+    not cross a cut)."""
+    number, carry, offset = 1, b"", 0
     while True:
         chunk = raw.readline(MAX_PIECE_BYTES)
         if not chunk:
             if carry:
-                yield number, carry
+                yield number, offset, carry
             return
         data = carry + chunk if carry else chunk
         if data.endswith(b"\n") or len(chunk) < MAX_PIECE_BYTES:
-            yield number, data
-            carry = b""
+            yield number, offset, data
+            carry, offset = b"", 0
             number += 1
             continue
         cut = max(data.rfind(b" "), data.rfind(b"\t"))
@@ -58,8 +59,9 @@ def _pieces(raw, path: str) -> Iterator[tuple[int, bytes]]:
                     f"a token longer than {4 * MAX_PIECE_BYTES:,} bytes; is this a text corpus?", path, number)
             carry = data
             continue
-        yield number, data[:cut]
+        yield number, offset, data[:cut]
         carry = data[cut + 1:]
+        offset += cut + 1
 
 
 class Corpus:
@@ -122,12 +124,12 @@ class Corpus:
         lower = self.lowercase
         try:
             with _open_binary(self._read_path) as raw:
-                for number, piece in _pieces(raw, self.path):
+                for number, offset, piece in _pieces(raw, self.path):
                     try:
                         text = piece.decode("utf-8")
                     except UnicodeDecodeError as err:
                         raise EmbedtuneError(
-                            f"not valid UTF-8 text (byte {err.start} of the line: {err.reason}); "
+                            f"not valid UTF-8 text (byte {offset + err.start + 1} of the line: {err.reason}); "
                             "is this a corpus file?", self.path, number) from None
                     if "\x00" in text:
                         raise EmbedtuneError("contains NUL bytes; is this a text corpus?", self.path, number)

@@ -81,9 +81,6 @@ class Trainer:
         # Local ids: trainable words of the corpus first, then frozen ones.
         trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
         frozen_rows = np.flatnonzero(in_corpus & plan.frozen)
-        if len(trainable_rows) == 0:
-            raise EmbedtuneError(
-                "nothing to train: every word of the corpus is frozen (check the freeze rules)")
         self.rows = np.concatenate([trainable_rows, frozen_rows])   # local id -> plan row
         self.n_trainable = len(trainable_rows)
         self.local_index = {plan.words[r]: i for i, r in enumerate(self.rows)}
@@ -242,9 +239,20 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus.path)
     new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
+    if not new_words and not any(w in vectors.index for w in counts):
+        raise EmbedtuneError(
+            f"none of its {len(counts):,} distinct words is in the vectors, and none of the others is seen "
+            f"--min-count ({config.vocab.min_count}) times", corpus.path)
     plan = make_plan(vectors, new_words, config.vocab)
     if on_plan is not None:
         on_plan(plan)
+    if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
+        v = config.vocab
+        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
+                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
+        raise EmbedtuneError(
+            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
+            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
     # New words start from their contexts (one streaming pass), unless --init random. A corpus
     # too small to fit the a la carte map (fewer frequent pretrained words than dimensions)
     # falls back to the plain context mean, and the summary says so.
@@ -278,6 +286,10 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         nonlocal pending_loss, pending_pairs
         if pending_loss:
             mean = float(tf.add_n(pending_loss)) / max(pending_pairs, 1)
+            if not math.isfinite(mean):
+                raise EmbedtuneError(
+                    f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {lr0:g}) "
+                    "or cap rows with --clip-norm")
             pos.loss_history.append(mean)
             if progress is not None:
                 progress(Progress(pos.epoch, pos.words_done, words_total, mean, pending_pairs))
@@ -332,6 +344,9 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     matrix[: plan.n_pretrained] = vectors.matrix
     trained_rows = trainer.rows[: trainer.n_trainable]
     matrix[trained_rows] = trainer.trained_matrix()
+    if not np.isfinite(matrix[trained_rows]).all():
+        raise EmbedtuneError(f"training diverged (rows with NaN or infinity); lower --lr (it was {lr0:g}) "
+                             "or cap rows with --clip-norm")
     out = Vectors(plan.words, matrix)
 
     history = pos.loss_history
