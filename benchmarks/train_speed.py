@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -374,6 +375,7 @@ def memory_child(rows: int, dim: int, trainable_fraction: float, corpus: str, to
         "words_per_second": result.stats["words_per_second"],
         "max_frozen_change": result.stats["max_frozen_change"],
     }))
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def measure_memory(corpus: str, quick: bool) -> dict:
@@ -483,6 +485,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2, default=float)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
