@@ -5,11 +5,12 @@ corpus vocabulary, never the size of the vectors file. Their ids ("local ids") p
 trainable words first:
 
     local id in [0, T)      a trainable word: a row of ``trainable`` (a tf.Variable)
-    local id in [T, T + F)  a frozen word: a row of ``frozen`` (a tf.constant)
+    local id in [T, T + F)  a frozen word: a row of the caller's matrix, read-only; the rows a
+                            batch reads are gathered on the host and fed to the step
 
-Frozen rows cannot move by construction (they are not variables), and optimizer state
-exists only for trainable rows. ``trainable`` has one extra row, the sink, where the
-slices of frozen words and padding go before they are dropped.
+Frozen rows cannot move by construction (they are never in a variable), and optimizer
+state exists only for trainable rows. ``trainable`` has one extra row, the sink, where
+the slices of frozen words and padding go before they are dropped.
 """
 
 from __future__ import annotations
@@ -26,18 +27,18 @@ import numpy as np
 from embedtune._tf import tf
 
 from embedtune import checkpoint
+from embedtune.checkpoint import Position
 from embedtune.config import Config, learning_rate
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.init import fitting_words, initial_vectors, pick_new_words, random_vectors
 from embedtune.objectives.sgns import SkipGram
-from embedtune.checkpoint import Position
 from embedtune.plan import Plan, make_plan
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import Vectors
 
 OBJECTIVES = {"sgns": SkipGram}
-JIT = os.environ.get('EMBEDTUNE_JIT', '1') == '1'
+JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 
 
@@ -57,11 +58,6 @@ class TrainResult:
     vectors: Vectors
     plan: Plan
     stats: dict = field(default_factory=dict)
-
-
-def new_word_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
-    """word2vec's start for a word with no vector: uniform in +-0.5/dim."""
-    return random_vectors(n, dim, rng)
 
 
 class Trainer:
@@ -91,7 +87,7 @@ class Trainer:
         pre = trainable_rows < n_pre
         start[:self.n_trainable][pre] = matrix[trainable_rows[pre]]
         if new_start is None:
-            new_start = new_word_vectors(plan.n_new, dim, self.rng)
+            new_start = random_vectors(plan.n_new, dim, self.rng)   # word2vec's start
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
         self.trainable = tf.Variable(start, name="trainable_words")
