@@ -150,7 +150,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import is_lowercase_vocabulary
-    from embedtune.train import train
+    from embedtune.train import TrainingInterrupted, train
 
     in_format = config.format or formats.detect_format(config.vectors)
     out_format = config.to or in_format
@@ -185,8 +185,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.update(p.words_done - bar.n)
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
-    from embedtune.train import TrainingInterrupted
-
     with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
@@ -194,6 +192,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         except TrainingInterrupted as interrupted:
             if bar is not None:
                 bar.close()
+                bar = None
             where = f"step {interrupted.position.steps}, epoch {interrupted.position.epoch}"
             if interrupted.checkpoint:
                 click.echo(f"Interrupted at {where}; checkpoint written to {interrupted.checkpoint}.\n"
