@@ -15,8 +15,9 @@ the other half (test) is what the table reports. ``--rare`` keeps only k random 
 each test word (k = 1, 2, 5, 10) to show what a start from few contexts is worth.
 
 Rows are (name, function) pairs in ``rows()``; a function takes the setup and returns the
-vectors it produced (pretrained words first), so other methods (``embedtune train``, gensim)
-are added as more rows.
+vectors it produced (pretrained words first): `init` (three methods), ``embedtune train`` with
+its defaults for GloVe input, and gensim ``Word2Vec`` continued with the same rows locked.
+Seconds are wall time of the whole method (corpus counting and setup included).
 """
 
 from __future__ import annotations
@@ -148,14 +149,76 @@ def init_row(method: str, params: InitParams):
     return run
 
 
+SAMPLE_ROWS = 1000  # frozen rows compared bit for bit against the input, on top of each method's own check
+
+
+def check_sample(setup: Setup, out: Vectors, name: str) -> None:
+    """Warn (stderr) when a random sample of remaining GloVe rows differs in bits from the input."""
+    rng = np.random.default_rng(setup.seed)
+    sample = rng.choice(len(setup.deleted), SAMPLE_ROWS, replace=False)
+    before = setup.deleted.matrix[sample].view(np.uint32)
+    after = out.matrix[[out.index[setup.deleted.words[i]] for i in sample]].view(np.uint32)
+    if not np.array_equal(before, after):
+        print(f"WARNING: {name}: sampled frozen rows changed", file=sys.stderr)
+
+
+def train_row(setup: Setup, corpus: Corpus) -> Vectors:
+    """`embedtune train` with its defaults for GloVe input; every GloVe row frozen, so only new words train."""
+    from embedtune.config import Config, merge
+    from embedtune.train import train
+
+    config = merge(Config(), {"freeze_pretrained": True})
+    with Corpus(setup.corpus_path, lowercase=True) as lowered:  # what `lowercase auto` gives for GloVe
+        result = train(setup.deleted, lowered, config)
+    if result.stats["max_frozen_change"] != 0.0:
+        print(f"WARNING: train: max_frozen_change {result.stats['max_frozen_change']}", file=sys.stderr)
+    check_sample(setup, result.vectors, "train")
+    return result.vectors
+
+
+def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
+    """gensim skip-gram, 5 epochs, continued from the same GloVe vectors with every GloVe row locked.
+
+    New words (the deleted ones among them) start from gensim's random init. The output is the
+    input GloVe rows (those gensim saw copied back from gensim) followed by gensim's new words.
+    """
+    from gensim.models import Word2Vec
+    from gensim.models.word2vec import LineSentence
+
+    model = Word2Vec(sg=1, vector_size=setup.deleted.dim, window=5, negative=5, sample=1e-3, min_count=5,
+                     workers=2, epochs=5, seed=setup.seed)
+    model.build_vocab(corpus_iterable=LineSentence(setup.corpus_path))
+    keys = model.wv.index_to_key
+    rows_ = np.array([setup.deleted.index.get(w, -1) for w in keys])
+    pretrained = rows_ >= 0
+    model.wv.vectors[pretrained] = setup.deleted.matrix[rows_[pretrained]]
+    # One factor per word of the vocabulary as build_vocab left it: 0.0 locks, 1.0 trains.
+    model.wv.vectors_lockf = np.where(pretrained, 0.0, 1.0).astype(np.float32)
+    before = model.wv.vectors[pretrained].copy()
+    model.train(corpus_iterable=LineSentence(setup.corpus_path), total_examples=model.corpus_count,
+                epochs=model.epochs)
+    after = model.wv.vectors
+    if not np.array_equal(after[pretrained].view(np.uint32), before.view(np.uint32)):
+        print("WARNING: gensim: locked rows changed", file=sys.stderr)
+    matrix = setup.deleted.matrix.copy()
+    matrix[rows_[pretrained]] = after[pretrained]
+    new = [w for w, p in zip(keys, pretrained) if not p]
+    out = Vectors(setup.deleted.words + new, np.vstack([matrix, after[~pretrained]]))
+    check_sample(setup, out, "gensim")
+    return out
+
+
 def rows(swept: InitParams | None):
-    """(name, method) pairs: `init` with the library's defaults, and with the swept values if any."""
+    """(name, method) pairs: `init` with the library's defaults, and with the swept values if any,
+    then `embedtune train` with its defaults and gensim, both 5 epochs of skip-gram."""
     defaults = InitParams()
     table = [("init random", init_row("random", defaults)),
              ("init context-mean", init_row("context-mean", defaults)),
              ("init alacarte", init_row("alacarte", defaults))]
     if swept is not None and swept != defaults:
         table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
+    table += [("embedtune train, defaults (sgns, 5 epochs, alacarte start)", train_row),
+              ("gensim Word2Vec sg, 5 epochs, random start", gensim_row)]
     return table
 
 
