@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import os
 import sys
 
 import click
@@ -42,3 +44,38 @@ def reports_errors(func):
             sys.exit(0)
 
     return wrapper
+
+
+def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: str | None) -> None:
+    """Refuse, before any work, what would fail or destroy something at the end: both inputs on
+    standard input, JSON and vectors both on standard output, an output that is an input (by
+    samefile, not by spelling), a folder, or in a folder that does not exist."""
+    if vectors == "-" and corpus == "-":
+        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    if json_out == "-" and output == "-":
+        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
+    for option, target in (("-o", output), ("--json", json_out)):
+        if not target or target == "-":
+            continue
+        for source in (vectors, corpus):
+            if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
+                    and os.path.samefile(source, target):
+                raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
+        if os.path.isdir(target):
+            raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
+        folder = os.path.dirname(target) or "."
+        if not os.path.isdir(folder):
+            raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
+
+
+def write_json(summary: dict, target: str) -> None:
+    """A JSON summary on standard output ('-') or in a file written atomically."""
+    text = json.dumps(summary, indent=2) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from embedtune.formats.io import open_target
+
+    with open_target(target) as f:   # temporary file, renamed into place
+        f.write(text.encode("utf-8"))

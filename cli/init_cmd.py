@@ -5,27 +5,14 @@ Imports no TensorFlow: giving new words a start takes seconds and needs only num
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from embedtune.cli.common import message, reports_errors, show_progress
+from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
 from embedtune.errors import EmbedtuneError
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                             DEFAULT_WINDOW, METHODS)
-
-
-def _write_json(summary: dict, target: str) -> None:
-    text = json.dumps(summary, indent=2) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from embedtune.formats.io import open_target
-
-    with open_target(target) as f:   # temporary file, renamed into place
-        f.write(text.encode("utf-8"))
 
 
 @click.command("init")
@@ -77,12 +64,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
             raise click.BadParameter(f"must be at least {least}, got {value}", param_hint=name)
     if sif < 0:
         raise click.BadParameter(f"must be 0 or positive, got {sif}", param_hint="--sif")
-    if vectors == "-" and corpus == "-":
-        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
-    if json_out == "-" and output == "-":
-        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
-    if output != "-" and output in (vectors, corpus):
-        raise EmbedtuneError("output would overwrite an input; choose another -o", output)
+    check_inputs_and_outputs(vectors, corpus, output, json_out)
 
     import numpy as np
 
@@ -137,4 +119,4 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     if output != "-":
         message(f"Wrote {len(out):,} vectors to {output}")
     if json_out:
-        _write_json(summary, json_out)
+        write_json(summary, json_out)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sys
 
 import click
 
-from embedtune.cli.common import message, reports_errors, show_progress
+from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
 from embedtune.config import Config, OPTIMIZERS, load_config, merge
 from embedtune.errors import EmbedtuneError
 
@@ -22,19 +20,6 @@ Which rows move (freeze rules win over train rules):
   3. a word matched by --train-list/--train-pattern trains;
   4. any other word is frozen if a train rule was given, else it trains.
 Options on the command line override the [vocab] and [train] tables of --config."""
-
-
-def _check_target(option: str, target: str, inputs) -> None:
-    """An output path must be writable in principle and must not be one of the inputs."""
-    for source in inputs:
-        if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
-                and os.path.samefile(source, target):
-            raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
-    if os.path.isdir(target):
-        raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
-    folder = os.path.dirname(target) or "."
-    if not os.path.isdir(folder):
-        raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
 
 
 class StopRequests:
@@ -62,18 +47,6 @@ class StopRequests:
     def __exit__(self, *exc):
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)
-
-
-def _write_json(summary: dict, target: str) -> None:
-    text = json.dumps(summary, indent=2) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        from embedtune.formats.io import open_target
-
-        with open_target(target) as f:   # temporary file, renamed into place
-            f.write(text.encode("utf-8"))
 
 
 @click.command("train", epilog=RULES_HELP)
@@ -138,14 +111,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     for key in ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
-    if config.vectors == "-" and config.corpus == "-":
-        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
-    if json_out == "-" and config.output == "-":
-        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
     # Everything about the outputs is checked before hours of training, not after.
-    for name, target in (("-o", config.output), ("--json", json_out)):
-        if target and target != "-":
-            _check_target(name, target, inputs=(config.vectors, config.corpus))
+    check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out)
 
     from embedtune import formats
     from embedtune.corpus import Corpus
@@ -220,4 +187,4 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if config.output != "-":
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:
-        _write_json(s, json_out)
+        write_json(s, json_out)

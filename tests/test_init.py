@@ -332,3 +332,14 @@ def test_init_does_not_import_tensorflow(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_cli_refuses_an_output_that_is_the_input_spelled_another_way(tmp_path):
+    vectors = tmp_path / "glove.txt"
+    vectors.write_bytes(b"".join(open(SAMPLE_VECTORS, "rb").readlines()[:200]))
+    before = vectors.read_bytes()
+    result = run(["init", vectors, SAMPLE_CORPUS, "-o", f"{tmp_path}/./glove.txt"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: {tmp_path}/./glove.txt: output would overwrite an input; choose another -o"]
+    assert vectors.read_bytes() == before
