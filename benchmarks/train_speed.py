@@ -269,8 +269,6 @@ def make_step_trainer(n_rows: int, optimizer: str):
 def fixed_batch(trainer):
     """One batch of (center, context) pairs drawn Zipf-like from the first STEP_BATCH_ROWS rows:
     the same ids at every table size."""
-    from embedtune._tf import tf
-
     rng = np.random.default_rng(7)
     ranks = np.arange(1, STEP_BATCH_ROWS + 1)
     p = (1 / ranks) / (1 / ranks).sum()

@@ -138,9 +138,7 @@ class Corpus:
                     tokens = text.split()
                     if tokens:
                         yield tokens
-        except (OSError, EOFError, ValueError) as err:
-            if isinstance(err, EmbedtuneError):
-                raise
+        except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
 
     def count(self) -> tuple[Counter, int, int]:

@@ -374,7 +374,7 @@ def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
         with pytest.raises(EmbedtuneError) as err:
             load_vectors(path)
         assert str(err.value).startswith(f"{path} line 1: header says 4000000000 rows of ")
-        assert f"too many for the file's size (expected at least" in str(err.value)
+        assert "too many for the file's size (expected at least" in str(err.value)
 
 
 def test_missing_input_and_unknown_format(tmp_path):

@@ -21,7 +21,7 @@ from embedtune.init import is_lowercase_vocabulary
 from embedtune.train import train
 from embedtune.vectors import Vectors
 
-from train_fixtures import bits, glove, glove_vector, make_config, sample_lines
+from train_fixtures import bits, glove, make_config, sample_lines
 
 OPTIMIZERS = ["sgd", "adagrad", "adam"]
 # Words of every batch: with subsampling off they are ~12% of the sample's tokens, so a batch of 512

@@ -46,11 +46,6 @@ def glove(n: int = 20000, drop: tuple[str, ...] = ()) -> Vectors:
     return Vectors(list(words), matrix.copy())
 
 
-def glove_vector(word: str, n: int = 20000) -> np.ndarray:
-    words, matrix = _glove_arrays(n)
-    return matrix[words.index(word)]
-
-
 @functools.cache
 def _sample_lines() -> tuple[str, ...]:
     return tuple(SAMPLE_CORPUS.read_text(encoding="utf-8").lower().splitlines())

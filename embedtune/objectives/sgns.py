@@ -56,7 +56,6 @@ class SkipGram:
         self.window = train.window
         self.negative = train.negative
         self.batch_size = train.batch_size
-        self.n_words = len(counts)
         self.keep = keep_probabilities(counts, train.sample)
         self.table = tf.constant(unigram_table(counts))
 
