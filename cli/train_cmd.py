@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 
 import click
 
 from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
-from embedtune.config import Config, OPTIMIZERS, load_config, merge
+from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError
 
 RULES_HELP = """\b
@@ -68,17 +69,25 @@ class StopRequests:
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
-@click.option("--epochs", type=int, help="Passes over the corpus. [default: 5]")
+@click.option("--objective", type=click.Choice(OBJECTIVES),
+              help="sgns (skip-gram, word2vec's) or glove (GloVe's least squares on co-occurrence counts); "
+                   "auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
+@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs). [default: 5]")
 @click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
-@click.option("--window", type=int, help="Maximum context distance. [default: 5]")
-@click.option("--negative", type=int, help="Negative samples per pair. [default: 5]")
+@click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
+@click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
+@click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
 @click.option("--sample", type=float, help="Subsampling threshold for frequent words (0 = off). [default: 1e-3]")
-@click.option("--lr", type=float, help="Starting learning rate, decayed linearly. [default: 0.025 sgd, 0.05 adagrad, 0.001 adam]")
+@click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
+                                        "[default: 0.025 sgd, 0.05 adagrad (0.3 with glove), 0.001 adam]")
 @click.option("--batch-size", type=int, help="(center, context) pairs per step. [default: 4096]")
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), help="Lazy optimizer (only the batch's rows). [default: sgd]")
-@click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 1.0]")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS),
+              help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove]")
+@click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 0]")
 @click.option("--anchor", type=float,
-              help="Pull each trainable row toward its starting vector with this L2 weight (0 = off). [default: 0]")
+              help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
+                   f"over the steps that read the row (0 = off). [default: 0 sgns, "
+                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
@@ -125,6 +134,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         formats.check_format_name(out_format)
     except EmbedtuneError as err:
         raise EmbedtuneError(f"--to: {err}") from None
+    config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     vectors = formats.load_vectors(config.vectors, format=in_format)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
@@ -175,9 +185,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
-             lowercase=lowercase, optimizer=config.train.optimizer)
+             lowercase=lowercase)
     message(
-        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
+        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
         f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s; "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")

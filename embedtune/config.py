@@ -35,17 +35,21 @@ class VocabConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    objective: str = "sgns"             # skip-gram with negative sampling
+    """None: decided by the objective (OBJECTIVE_DEFAULTS; see ``resolve``)."""
+
+    objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove
     epochs: int = 5
-    window: int = 5                     # maximum distance; each center draws its window from 1..window
+    window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
-    lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad, 0.001 for adam
+    lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.3), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
     batch_size: int = 4096              # (center, context) pairs per step
-    optimizer: str = "sgd"              # sgd | adagrad | adam, all lazy (only the batch's rows)
+    optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
-    anchor: float = 0.0                 # L2 pull of each trainable row toward its start (0 = off)
+    anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
+    x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
+                                        # (GloVe's 100 suits billions of tokens; 2 was best on held-out words)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
@@ -67,7 +71,16 @@ class Config:
 
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
-OBJECTIVES = ("sgns",)
+# Where an objective starts better elsewhere (recovery benchmark, validation words: glove with
+# adagrad at 0.05 / 0.1 / 0.2 / 0.3 gave R@10 0.46-0.50, best at 0.3; sgd and adam stayed <= 0.48).
+OBJECTIVE_LR = {("glove", "adagrad"): 0.3}
+OBJECTIVES = ("auto", "sgns", "glove")
+# What None means for these keys, by objective. glove's were chosen on the recovery benchmark's
+# validation words (benchmarks/recovery.py --sweep-glove); sgns's are word2vec's.
+OBJECTIVE_DEFAULTS = {
+    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0},
+    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 2.0},
+}
 LOWERCASE = ("auto", "yes", "no")
 INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
@@ -127,7 +140,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
             raise EmbedtuneError(f"--{name.replace('_', '-')} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
 
-    if t.optimizer not in OPTIMIZERS:
+    if t.optimizer is not None and t.optimizer not in OPTIMIZERS:
         bad("train.optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
     if t.objective not in OBJECTIVES:
         bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
@@ -139,7 +152,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
     if t.epochs < 1:
         bad("train.epochs", f"must be at least 1, got {t.epochs}")
-    if t.window < 1:
+    if t.window is not None and t.window < 1:
         bad("train.window", f"must be at least 1, got {t.window}")
     if t.negative < 1:
         bad("train.negative", f"must be at least 1, got {t.negative}")
@@ -153,7 +166,9 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.sample", f"must be 0 or positive, got {t.sample}")
     if t.clip_norm < 0:
         bad("train.clip_norm", f"must be 0 (no cap) or positive, got {t.clip_norm}")
-    if t.anchor < 0:
+    if t.x_max <= 0:
+        bad("train.x_max", f"must be positive, got {t.x_max}")
+    if t.anchor is not None and t.anchor < 0:
         bad("train.anchor", f"must be 0 (off) or positive, got {t.anchor}")
     if t.checkpoint_every < 0:
         bad("train.checkpoint_every", f"must be 0 or positive, got {t.checkpoint_every}")
@@ -215,5 +230,21 @@ def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
     )
 
 
+def resolve(config: Config, vectors_format: str | None = None) -> Config:
+    """The config with every "decided later" value decided: the objective (auto: glove when the
+    vectors are in GloVe's format, since GloVe's objective made them; sgns otherwise), then the
+    window, optimizer and anchor that objective uses by default."""
+    t = config.train
+    objective = t.objective
+    if objective == "auto":
+        objective = "glove" if (vectors_format or config.format) == "glove" else "sgns"
+    defaults = OBJECTIVE_DEFAULTS[objective]
+    chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
+    return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
+
+
 def learning_rate(train: TrainConfig) -> float:
-    return train.lr if train.lr is not None else DEFAULT_LR[train.optimizer]
+    """The starting learning rate of a resolved config."""
+    if train.lr is not None:
+        return train.lr
+    return OBJECTIVE_LR.get((train.objective, train.optimizer), DEFAULT_LR[train.optimizer])

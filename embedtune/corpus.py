@@ -69,7 +69,8 @@ class Corpus:
 
     source : a path (``.gz``/``.bz2`` by extension), ``"-"`` for standard input, or a
         re-iterable of token lists / strings (a list, or an object whose ``__iter__``
-        starts over, like gensim's corpora).
+        starts over, like gensim's corpora); a one-pass iterator (a generator) is spooled
+        to a temporary file first.
     lowercase : lower-case every token
     """
 
@@ -90,6 +91,17 @@ class Corpus:
                 if os.path.isdir(self.path):
                     raise EmbedtuneError("is a folder, expected a corpus file", self.path)
                 self._read_path = self.path
+        elif isinstance(source, Iterator):
+            # A one-pass iterator (a generator): spooled like standard input, since training reads
+            # the corpus more than once (counts, new-word starts, then every epoch).
+            self.path = "<corpus>"
+            self.sentences = None
+            self._spool = tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="embedtune-corpus-",
+                                                      suffix=".txt", delete=False)
+            with self._spool as spool:
+                for sentence in source:
+                    spool.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
+            self._read_path = self._spool.name
         else:
             self.path = "<corpus>"
             self.sentences = source

@@ -18,8 +18,9 @@ from __future__ import annotations
 from embedtune._tf import tf
 
 
-def merge_rows(grad: tf.IndexedSlices, sink: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:
-    """Sum the slices of each row. Returns (unique row ids [u], merged values [u, dim]).
+def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False) -> tuple[tf.Tensor, ...]:
+    """Sum the slices of each row. Returns (unique row ids [u], merged values [u, dim]), and with
+    ``counts`` also the number of slices merged into each row ([u] float32).
 
     grad : slices with indices [n] and values [n, dim]
     sink : slices pointing at this row id (or beyond) are dropped first: the trainer
@@ -31,6 +32,9 @@ def merge_rows(grad: tf.IndexedSlices, sink: int | None = None) -> tuple[tf.Tens
         indices, values = tf.boolean_mask(indices, keep), tf.boolean_mask(values, keep)
     rows, segment = tf.unique(indices)
     merged = tf.math.unsorted_segment_sum(values, segment, num_segments=tf.size(rows))
+    if counts:
+        ones = tf.ones_like(segment, dtype=tf.float32)
+        return rows, merged, tf.math.unsorted_segment_sum(ones, segment, num_segments=tf.size(rows))
     return rows, merged
 
 

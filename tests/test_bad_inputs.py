@@ -355,6 +355,18 @@ def _(f):
     return args, [f"Error: {config}: 'train.optimizer' must be one of sgd, adagrad, adam, got 'rmsprop'"]
 
 
+@case("config-unknown-objective")
+def _(f):
+    args, config = config_case('[train]\nobjective = "cbow"\n')(f)
+    return args, [f"Error: {config}: 'train.objective' must be one of auto, sgns, glove, got 'cbow'"]
+
+
+@case("config-x-max-0")
+def _(f):
+    args, config = config_case("[train]\nx_max = 0\n")(f)
+    return args, [f"Error: {config}: 'train.x_max' must be positive, got 0.0"]
+
+
 @case("config-missing")
 def _(f):
     missing = f.path / "run.toml"

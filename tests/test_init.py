@@ -343,3 +343,11 @@ def test_cli_refuses_an_output_that_is_the_input_spelled_another_way(tmp_path):
     assert result.output.strip().splitlines() == [
         f"Error: {tmp_path}/./glove.txt: output would overwrite an input; choose another -o"]
     assert vectors.read_bytes() == before
+
+
+def test_a_one_pass_generator_is_spooled_and_read_as_often_as_needed(world):
+    vectors, lines = world
+    corpus = Corpus(" ".join(line) for line in lines)
+    first, second = list(corpus.lines()), list(corpus.lines())
+    assert first == second == [line for line in lines if line]
+    corpus.close()

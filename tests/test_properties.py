@@ -3,7 +3,7 @@
 tests/test_train.py holds the properties on GloVe rows (frozen rows under each optimizer, the
 one-step cap, loss, new words); here the vocabulary itself is random (unicode words, 1 to 12
 dimensions, values such as -0.0 and subnormals), and so are the batch size, the cap, the
-optimizer and the window. Checked on every example: frozen rows and unused rows keep their
+optimizer, the objective and the window. Checked on every example: frozen rows and unused rows keep their
 bits, the batches cover the pairs, under plain SGD no row moves further than the cap allows,
 and the result written in every format reads back to exactly what was trained.
 """
@@ -50,6 +50,8 @@ def runs(draw):
     frozen = draw(st.sets(st.sampled_from(words[1:]))) if len(words) > 1 else set()
     optimizer = draw(st.sampled_from(["sgd", "adagrad", "adam"]))
     options = {
+        "objective": draw(st.sampled_from(["sgns", "glove"])),
+        "x_max": draw(st.sampled_from([1.0, 100.0])),
         "optimizer": optimizer,
         "lr": DEFAULT_LR[optimizer] * draw(st.sampled_from([1, 10])),
         "clip_norm": draw(st.sampled_from([0.0, 1e-3, 0.1, 1.0])),

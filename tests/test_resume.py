@@ -1,7 +1,8 @@
 """Checkpoints and resume through the real command: Ctrl-C, SIGTERM and kill -9, then --resume.
 
 Every run here is one deterministic epoch over the sample corpus with the first 2,000 GloVe
-rows in batches of 512 pairs (about 400 steps), a checkpoint every 5 steps. One run is
+rows in batches of 512 pairs (about 400 steps for sgns, 300 for glove), a checkpoint every 5
+steps; the whole module runs once per objective. One run is
 interrupted three times over (Ctrl-C, then SIGTERM, then kill -9, each in a fresh process that
 resumes the last) and finished with a last --resume; its output must be the bytes of an
 uninterrupted run. Processes are real (subprocess), signals are real.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from embedtune.config import OBJECTIVE_DEFAULTS
 from test_cli_train import assert_one_error_line
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
@@ -30,16 +32,31 @@ CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)")   # a complete checkpoint; ckpt-N.pa
 WAIT_SECONDS = 300
 
 
-@pytest.fixture(scope="module")
-def vectors(tmp_path_factory) -> Path:
+class Inputs(os.PathLike):
+    """The vectors file of a module's runs, and the objective they train with."""
+
+    def __init__(self, path: Path, objective: str):
+        self.path, self.objective = path, objective
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    __str__ = __fspath__
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+@pytest.fixture(scope="module", params=["sgns", "glove"])
+def vectors(request, tmp_path_factory) -> Inputs:
     path = tmp_path_factory.mktemp("resume-vectors") / "glove.2k.txt"
     path.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:N_WORDS]))
-    return path
+    return Inputs(path, request.param)
 
 
-def start(vectors, output, *options) -> subprocess.Popen:
+def start(vectors: Inputs, output, *options) -> subprocess.Popen:
     """`embedtune train` on the sample corpus with the shared settings, in a process of its own."""
-    args = ["train", vectors, SAMPLE_CORPUS, "-o", output, *SETTINGS, *options]
+    args = ["train", vectors, SAMPLE_CORPUS, "-o", output, "--objective", vectors.objective, *SETTINGS, *options]
     return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -183,6 +200,7 @@ def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vec
     code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
                                 "--resume", "--window", "3"))
     assert code == 1
-    assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", "window: 5 then, 3 now")
+    window = OBJECTIVE_DEFAULTS[vectors.objective]["window"]
+    assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", f"window: {window} then, 3 now")
     assert list(tmp_path.iterdir()) == []
     assert {name: sorted(os.listdir(checkpoints / name)) for name in os.listdir(checkpoints)} == before

@@ -17,7 +17,8 @@ import numpy as np
 from embedtune._tf import tf
 
 from embedtune.config import TrainConfig
-from embedtune.corpus import IdChunk
+from embedtune.corpus import IdChunk, id_chunks
+from embedtune.objectives.rows import LocalRows
 
 UNIGRAM_POWER = 0.75
 
@@ -45,22 +46,37 @@ def unigram_table(counts: np.ndarray) -> np.ndarray:
 
 
 class SkipGram:
-    """SGNS over a training vocabulary of ``n_words`` ids.
+    """SGNS over the local rows of a run; its own table (the side table) holds context vectors."""
 
-    counts : int array of shape = [n_words], corpus counts of the training vocabulary
-    """
+    word_keys = ("center",)   # the batch entries holding word-table ids
 
-    word_key = "center"   # the batch entry holding the word-table ids
-
-    def __init__(self, counts: np.ndarray, train: TrainConfig):
+    def __init__(self, rows: LocalRows, train: TrainConfig, corpus=None):
+        self.rows = rows
         self.window = train.window
         self.negative = train.negative
         self.batch_size = train.batch_size
-        self.keep = keep_probabilities(counts, train.sample)
-        self.table = tf.constant(unigram_table(counts))
+        self.context_init = train.context_init
+        self.side_width = rows.dim
+        self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
+        self.keep = keep_probabilities(rows.counts, train.sample)
+        self.table = tf.constant(unigram_table(rows.counts))
+        # Word slices a trainable row gets in an epoch (expected): one per pair it centers, and a
+        # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
+        self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
 
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
-    def pairs(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def side_start(self) -> np.ndarray:
+        """[n_local + 1, dim] context vectors: zeros (word2vec), or the words' own vectors; the
+        last row is the sink."""
+        n, dim = self.rows.n_local, self.rows.dim
+        if self.context_init == "word":
+            return np.concatenate([self.rows.vectors(np.arange(n)), np.zeros((1, dim), np.float32)])
+        return np.zeros((n + 1, dim), np.float32)
+
+    def chunks(self, corpus, local_index) -> Iterator[IdChunk]:
+        return id_chunks(corpus, local_index)
+
+    def units(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(centers, contexts) int32 arrays for one chunk, shuffled."""
         ids, line = chunk.ids, chunk.line
         if len(ids):
@@ -95,23 +111,19 @@ class SkipGram:
             yield {"center": c, "context": o, "weight": weight, "pairs": n}
 
     # --- device side: inside the step ------------------------------------------------------------
-    def word_ids(self, batch) -> tf.Tensor:
-        """Rows of the word table the batch reads: [B]."""
-        return batch[self.word_key]
-
-    def context_ids(self, batch, rng: tf.random.Generator) -> tf.Tensor:
+    def side_ids(self, batch, rng: tf.random.Generator) -> tf.Tensor:
         """Rows of the context table: [B, 1 + negative], the true context first."""
         slots = rng.uniform([tf.shape(batch["center"])[0], self.negative], 0, tf.size(self.table, tf.int32),
                             dtype=tf.int32)
         negatives = tf.gather(self.table, slots)
         return tf.concat([batch["context"][:, None], negatives], axis=1)
 
-    def loss(self, words: tf.Tensor, contexts: tf.Tensor, batch) -> tf.Tensor:
+    def loss(self, words: list[tf.Tensor], contexts: tf.Tensor, batch) -> tf.Tensor:
         """Summed SGNS loss of the batch.
 
-        words : [B, dim]; contexts : [B, 1 + negative, dim]
+        words : [centers [B, dim]]; contexts : [B, 1 + negative, dim]
         """
-        logits = tf.einsum("bd,bkd->bk", words, contexts)
+        logits = tf.einsum("bd,bkd->bk", words[0], contexts)
         labels = tf.concat([tf.ones_like(logits[:, :1]), tf.zeros_like(logits[:, 1:])], axis=1)
         per_pair = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits), axis=1)
         return tf.reduce_sum(per_pair * batch["weight"])

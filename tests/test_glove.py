@@ -1,0 +1,185 @@
+"""The glove objective: co-occurrence counts, the fitted scale and biases, and training with it."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from embedtune._tf import tf
+from embedtune.config import Config, merge, resolve
+from embedtune.corpus import Corpus, id_chunks
+from embedtune.objectives.glove import cooccurrence, fit_scale_and_biases, weights
+from embedtune.train import train
+from train_fixtures import bits, glove, make_config, sample_lines
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+# ---------------------------------------------------------------------------------------------
+# counts
+
+
+def brute_force_counts(lines: list[list[str]], vocab: dict[str, int], window: int) -> dict:
+    """X[min(j, k), max(j, k)] += 1 / distance for every pair of known words on one line."""
+    counts = {}
+    for line in lines:
+        ids = [vocab[w] for w in line if w in vocab]   # unknown words are dropped before windows
+        for p, q in itertools.combinations(range(len(ids)), 2):
+            if q - p <= window:
+                key = (min(ids[p], ids[q]), max(ids[p], ids[q]))
+                counts[key] = counts.get(key, 0.0) + 1.0 / (q - p)
+    return counts
+
+
+@pytest.mark.parametrize("window", [1, 3, 10])
+@pytest.mark.parametrize("chunk_tokens", [5, 10**6])
+def test_counts_match_a_brute_force_count(window, chunk_tokens):
+    rng = np.random.default_rng(window)
+    words = ["a", "b", "c", "d", "e", "unknown"]
+    lines = [list(rng.choice(words, size=rng.integers(0, 14))) for _ in range(40)]
+    lines += [["a", "a", "a"], ["b"], []]   # a word next to itself; a line too short for a pair
+    vocab = {w: i for i, w in enumerate(words[:-1])}
+    chunks = id_chunks(Corpus([" ".join(line) for line in lines]), vocab, chunk_tokens=chunk_tokens)
+    counted, raw = cooccurrence(chunks, len(vocab), window)
+
+    assert raw == sum(len(line) for line in lines)
+    assert (counted.row <= counted.col).all()
+    got = {(int(j), int(k)): x for j, k, x in zip(counted.row, counted.col, counted.data)}
+    expected = brute_force_counts(lines, vocab, window)
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-12)
+
+
+def test_counts_never_cross_a_line():
+    counted, _ = cooccurrence(id_chunks(Corpus(["a b", "c d"]), {"a": 0, "b": 1, "c": 2, "d": 3}), 4, window=10)
+    assert sorted(zip(counted.row.tolist(), counted.col.tolist())) == [(0, 1), (2, 3)]
+
+
+def test_the_weight_of_a_count_is_glove_s():
+    np.testing.assert_allclose(weights(np.array([1.0, 50.0, 100.0, 1e4]), 100.0),
+                               [0.01 ** 0.75, 0.5 ** 0.75, 1.0, 1.0])
+
+
+def test_the_scale_and_biases_of_exact_data_are_found():
+    rng = np.random.default_rng(0)
+    n = 30
+    rows, cols = np.triu_indices(n)
+    products = rng.normal(size=len(rows))
+    true_bias = rng.normal(size=n)
+    target = 0.3 * products + true_bias[rows] + true_bias[cols]
+    a, b = fit_scale_and_biases(rows, cols, target, rng.uniform(0.1, 1, len(rows)), products, n, rounds=200)
+    assert a == pytest.approx(0.3, abs=1e-6)
+    np.testing.assert_allclose(b, true_bias, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def glove_config(vocab: dict | None = None, **train_options) -> Config:
+    return make_config(vocab, objective="glove", **train_options)
+
+
+def test_glove_training_leaves_frozen_rows_bit_identical():
+    vectors = glove(20000)
+    before = vectors.matrix.copy()
+    result = train(vectors, Corpus(sample_lines()),
+                   glove_config({"freeze_top": 5000}, epochs=2, batch_size=1024, x_max=3.0, anchor=0.0, lr=0.5))
+    s = result.stats
+    assert s["objective"] == "glove" and s["optimizer"] == "adagrad" and s["window"] == 10
+    assert len(s["loss_history"]) >= 3 and all(np.isfinite(s["loss_history"]))
+    out = result.vectors.matrix[: len(vectors)]
+    np.testing.assert_array_equal(bits(out[:5000]), bits(before[:5000]))
+    assert s["max_frozen_change"] == 0.0
+    used = sorted({vectors.index[w] for line in sample_lines() for w in line.split() if w in vectors.index})
+    trainable_used = [r for r in used if r >= 5000]
+    assert (out[trainable_used] != before[trainable_used]).any(axis=1).mean() > 0.9
+
+
+def glove_trainer(vectors, lines, config):
+    from embedtune.plan import make_plan
+    from embedtune.train import Trainer
+
+    corpus = Corpus(lines)
+    counts, _, _ = corpus.count()
+    config = resolve(config)
+    return Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus), corpus
+
+
+def epoch_batches(trainer, corpus):
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+    return list(objective.batches(*objective.units(chunk, trainer.rng)))
+
+
+def test_glove_loss_over_all_pairs_falls():
+    # The loss of every batched pair, summed without updating, before and after three epochs: the
+    # per-step losses the summary reports vary more from batch to batch than they fall.
+    trainer, corpus = glove_trainer(glove(20000), sample_lines(),
+                                    glove_config({"freeze_top": 5000}, batch_size=1024, x_max=3.0, anchor=0.0))
+    batches = [trainer.prepare(b) for b in epoch_batches(trainer, corpus)]
+
+    def total_loss():
+        return sum(float(trainer.gradients(b)[0]) for b in batches)
+
+    losses = [total_loss()]
+    for _ in range(3):
+        for batch in batches:
+            trainer.step(batch, tf.constant(0.1))
+        losses.append(total_loss())
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+    assert losses[-1] < 0.98 * losses[0], losses
+
+
+def test_glove_keeps_the_fitted_biases_of_frozen_words():
+    trainer, corpus = glove_trainer(glove(5000), sample_lines(300),
+                                    glove_config({"freeze_top": 1000}, batch_size=256))
+    fitted = trainer.side.numpy().copy()
+    assert 0.01 < trainer.objective.scale < 1 and trainer.objective.fit_pairs > 1000
+    for batch in epoch_batches(trainer, corpus):
+        trainer.step(trainer.prepare(batch), tf.constant(0.5))
+    after = trainer.side.numpy()
+    t = trainer.n_trainable
+    np.testing.assert_array_equal(bits(after[t:]), bits(fitted[t:]))   # frozen words' biases (and the sink)
+    assert (after[:t] != fitted[:t]).mean() > 0.5
+
+
+def test_glove_with_a_huge_anchor_keeps_trainable_rows_at_their_start():
+    vectors = glove(20000)
+    result = train(vectors, Corpus(sample_lines(200)), glove_config(epochs=1, anchor=1e9, lr=0.5))
+    moved = np.abs(result.vectors.matrix[: len(vectors)] - vectors.matrix).max()
+    assert moved < 1e-5
+    free = train(vectors, Corpus(sample_lines(200)), glove_config(epochs=1, anchor=0.0, lr=0.5))
+    assert np.abs(free.vectors.matrix[: len(vectors)] - vectors.matrix).max() > 1e-2
+
+
+HIDDEN = ("police", "government", "security", "taliban", "israeli", "palestinian", "president", "minister")
+
+
+def test_glove_brings_deleted_words_back_near_their_true_vectors_from_a_generator():
+    # The corpus comes from a generator, read more than once (counts, init, co-occurrence).
+    vectors = glove(20000, drop=HIDDEN)
+    lines = sample_lines()
+    result = train(vectors, Corpus(line.split() for line in lines),
+                   glove_config({"freeze_pretrained": True}, epochs=3))
+    assert result.stats["new_from_context"] >= len(HIDDEN)
+    everything = unit(glove(20000).matrix)
+    ranks = []
+    for word in HIDDEN:
+        cosine = everything @ unit(result.vectors[word])
+        ranks.append(int((cosine > cosine[glove(20000).index[word]]).sum()))
+    assert np.median(ranks) < 20 and max(ranks) < 500, ranks
+
+
+def test_auto_picks_glove_for_glove_files_and_sgns_otherwise():
+    assert resolve(Config(format="glove")).train.objective == "glove"
+    assert resolve(Config(format="word2vec")).train.objective == "sgns"
+    assert resolve(Config()).train.objective == "sgns"
+    chosen = resolve(merge(Config(format="glove"), {"window": 4, "objective": "sgns"})).train
+    assert (chosen.objective, chosen.window, chosen.optimizer, chosen.anchor) == ("sgns", 4, "sgd", 0.0)
+    glove_defaults = resolve(Config(format="glove")).train
+    assert (glove_defaults.window, glove_defaults.optimizer) == (10, "adagrad")
