@@ -188,7 +188,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
              lowercase=lowercase)
     message(
         f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
-        f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s; "
+        f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
+        f"({s['total_seconds']:.1f} s with counting and starts); "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")
     if s["new"]:

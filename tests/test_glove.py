@@ -10,6 +10,7 @@ import pytest
 from embedtune._tf import tf
 from embedtune.config import Config, merge, resolve
 from embedtune.corpus import Corpus, id_chunks
+from embedtune.errors import EmbedtuneError
 from embedtune.objectives.glove import cooccurrence, fit_scale_and_biases, weights
 from embedtune.train import train
 from train_fixtures import bits, glove, make_config, sample_lines
@@ -173,6 +174,13 @@ def test_glove_brings_deleted_words_back_near_their_true_vectors_from_a_generato
         cosine = everything @ unit(result.vectors[word])
         ranks.append(int((cosine > cosine[glove(20000).index[word]]).sum()))
     assert np.median(ranks) < 20 and max(ranks) < 500, ranks
+
+
+def test_glove_without_a_pair_of_known_words_is_an_error_that_says_what_to_do():
+    vectors = glove(1000)
+    with pytest.raises(EmbedtuneError, match="no two words of the vectors file occur within the window.*"
+                                             "use --objective sgns"):
+        train(vectors, Corpus(["zzword police"] * 6 + ["fire zzother"] * 6), glove_config(epochs=1))
 
 
 def test_auto_picks_glove_for_glove_files_and_sgns_otherwise():

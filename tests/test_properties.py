@@ -15,11 +15,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from embedtune.config import DEFAULT_LR
 from embedtune.corpus import Corpus
+from embedtune.errors import EmbedtuneError
 from embedtune.formats import FORMAT_NAMES, load_vectors, save_vectors
 from embedtune.train import train
 from embedtune.vectors import Vectors
@@ -77,7 +78,12 @@ def test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly(run):
         freeze_list = Path(folder) / "frozen.txt"
         freeze_list.write_text("".join(w + "\n" for w in sorted(frozen_words)), encoding="utf-8")
         config = make_config({"freeze_list": str(freeze_list), "min_count": min_count}, **options)
-        result = train(vectors, Corpus(lines), config)
+        try:
+            result = train(vectors, Corpus(lines), config)
+        except EmbedtuneError as err:
+            # glove cannot fit its model without a pair of known words: a one-line error, nothing more.
+            assert options["objective"] == "glove" and "no two words of the vectors file" in str(err)
+            assume(False)
 
         out = result.vectors
         n = len(vectors)

@@ -29,6 +29,7 @@ from embedtune._tf import tf
 
 from embedtune.config import TrainConfig
 from embedtune.corpus import IdChunk, id_chunks
+from embedtune.errors import EmbedtuneError
 from embedtune.objectives.rows import LocalRows
 
 POWER = 0.75
@@ -131,6 +132,11 @@ class GloVe:
         products = dots(rows.vectors, j[fit], k[fit])
         self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
         self.fit_pairs = int(fit.sum())
+        if not self.scale:
+            raise EmbedtuneError(
+                "--objective glove: no two words of the vectors file occur within the window of each other in "
+                "the corpus (or their vectors are zero), so the model cannot be fitted to the vectors; "
+                "use --objective sgns", corpus.path)
 
         # Batched: pairs with a trainable end. A new word's bias starts at its least-squares value
         # against its pretrained partners, given its starting vector.
