@@ -77,14 +77,14 @@ class StopRequests:
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
 @click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
-@click.option("--sample", type=float, help="Subsampling threshold for frequent words (0 = off). [default: 1e-3]")
+@click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
                                         "[default: 0.025 sgd, 0.05 adagrad (0.3 with glove), 0.001 adam]")
-@click.option("--batch-size", type=int, help="(center, context) pairs per step. [default: 4096]")
+@click.option("--batch-size", type=int, help="Pairs per step. [default: 4096]")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS),
               help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove]")
 @click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 0]")
-@click.option("--anchor", type=float,
+@click.option("--anchor", "anchor", type=float, metavar="RHO",
               help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
                    f"over the steps that read the row (0 = off). [default: 0 sgns, "
                    f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")

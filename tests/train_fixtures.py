@@ -66,6 +66,22 @@ def with_paths(config: Config, **paths) -> Config:
     return dataclasses.replace(config, **paths)
 
 
+# Eight frequent words of the sample corpus, taken out of GloVe and given back as new words.
+HIDDEN = ("police", "government", "security", "taliban", "israeli", "palestinian", "president", "minister")
+
+
+def true_ranks(trained: Vectors, words=HIDDEN) -> list[int]:
+    """For each word, how many of the 20,000 sample GloVe rows are closer (cosine) to its trained
+    vector than its true GloVe vector is (0 = the true vector is the nearest)."""
+    truth = glove(20000)
+    everything = truth.matrix / np.linalg.norm(truth.matrix, axis=1, keepdims=True)
+    ranks = []
+    for word in words:
+        cosine = everything @ (trained[word] / np.linalg.norm(trained[word]))
+        ranks.append(int((cosine > cosine[truth.index[word]]).sum()))
+    return ranks
+
+
 def bits(matrix: np.ndarray) -> np.ndarray:
     """The float32 values as their bit patterns: equal bits, not merely equal numbers (-0.0 != 0.0)."""
     return np.ascontiguousarray(matrix, dtype=np.float32).view(np.uint32)
