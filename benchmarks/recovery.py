@@ -1,6 +1,6 @@
 """Recovery benchmark: delete real GloVe words, give them back, measure how close they land.
 
-    python benchmarks/make_corpus.py          # once: benchmarks/_data/corpus.txt
+    python benchmarks/make_corpus.py --large  # once: benchmarks/_data/corpus-large.txt (5.1M tokens)
     python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--sweep] [--sweep-train] [--rare]
                                   [--json FILE]
 
@@ -41,7 +41,7 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFA
 from embedtune.vectors import Vectors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CORPUS = os.path.join(HERE, "_data", "corpus.txt")
+DEFAULT_CORPUS = os.path.join(HERE, "_data", "corpus-large.txt")   # make_corpus.py --large
 SKIP_TOP = 100        # the most frequent GloVe words are never chosen
 MIN_OCCURRENCES = 30  # a chosen word is seen at least this often in the corpus
 NEW_MIN_COUNT = 5     # other corpus words not in GloVe become new words at this count (as `init` does)
@@ -298,12 +298,12 @@ SWEEP_LR = (0.1, 0.2, 0.3)
 SWEEP_ANCHOR = (1.0, 2.0, 4.0)
 
 
-def sweep_train(setup: Setup, unit_glove) -> list[dict]:
+def sweep_train(setup: Setup, unit_glove, x_maxes=SWEEP_X_MAX, lrs=SWEEP_LR, anchors=SWEEP_ANCHOR) -> list[dict]:
     """`train` with the glove objective over x_max x lr x anchor, scored on the validation words."""
     results = []
-    for x_max in SWEEP_X_MAX:
-        for lr in SWEEP_LR:
-            for anchor in SWEEP_ANCHOR:
+    for x_max in x_maxes:
+        for lr in lrs:
+            for anchor in anchors:
                 began = time.perf_counter()
                 out, _ = train_vectors(setup, {"objective": "glove", "x_max": x_max, "lr": lr, "anchor": anchor})
                 found = out.matrix[[out.index[w] for w in setup.validation]]
@@ -312,6 +312,10 @@ def sweep_train(setup: Setup, unit_glove) -> list[dict]:
                                 **score(setup.glove, setup.validation, found, unit_glove)})
                 print(f"  {_describe(results[-1])}", file=sys.stderr)
     return results
+
+
+def _numbers(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(","))
 
 
 def _best(results: list[dict]) -> dict:
@@ -382,11 +386,15 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="choose init hyper-parameters on the validation words")
     parser.add_argument("--sweep-train", action="store_true",
                         help="score glove training settings (x_max, lr, anchor) on the validation words")
+    for name, values in (("x-max", SWEEP_X_MAX), ("lr", SWEEP_LR), ("anchor", SWEEP_ANCHOR)):
+        parser.add_argument(f"--sweep-{name}", type=_numbers, default=values, metavar="A,B,...",
+                            help=f"--sweep-train: the values of {name} (default: {','.join(map(str, values))})")
     parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
-        sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py")
+        sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py"
+                 + (" --large" if args.corpus == DEFAULT_CORPUS else ""))
 
     setup = make_setup(args.corpus, args.words, args.seed)
     unit_glove = unit_rows(setup.glove.matrix)
@@ -398,7 +406,7 @@ def main() -> None:
         print(f"sweep: {time.perf_counter() - began:.0f} s; chosen on validation: {params}", file=sys.stderr)
     if args.sweep_train:
         began = time.perf_counter()
-        report["sweep_train"] = sweep_train(setup, unit_glove)
+        report["sweep_train"] = sweep_train(setup, unit_glove, args.sweep_x_max, args.sweep_lr, args.sweep_anchor)
         best = _best(report["sweep_train"])
         print(f"sweep-train: {time.perf_counter() - began:.0f} s; best on validation: {_describe(best)}",
               file=sys.stderr)

@@ -141,8 +141,8 @@ class GloVe:
         # Batched: pairs with a trainable end. A new word's bias starts at its least-squares value
         # against its pretrained partners, given its starting vector.
         use = (j < t) | (k < t)
-        self.row, self.col, self.target, self.weight = j[use], k[use], target[use].astype(np.float32), \
-            f[use].astype(np.float32)
+        self.row, self.col = j[use], k[use]
+        self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
         new = ~rows.is_pretrained
         if new.any():
             products = dots(rows.vectors, self.row, self.col)
