@@ -44,7 +44,7 @@ class TrainConfig:
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.3), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
-    batch_size: int = 4096              # (center, context) pairs per step
+    batch_size: int = 4096              # pairs per step
     optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
@@ -233,14 +233,14 @@ def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
     )
 
 
-def resolve(config: Config, vectors_format: str | None = None) -> Config:
-    """The config with every "decided later" value decided: the objective (auto: glove when the
-    vectors are in GloVe's format, since GloVe's objective made them; sgns otherwise), then the
-    window, optimizer and anchor that objective uses by default."""
+def resolve(config: Config) -> Config:
+    """The config with every "decided later" value decided: the objective (auto: glove when
+    ``config.format`` is GloVe's, since GloVe's objective made such vectors; sgns otherwise), then
+    the window, optimizer and anchor that objective uses by default. Idempotent."""
     t = config.train
     objective = t.objective
     if objective == "auto":
-        objective = "glove" if (vectors_format or config.format) == "glove" else "sgns"
+        objective = "glove" if config.format == "glove" else "sgns"
     defaults = OBJECTIVE_DEFAULTS[objective]
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
     return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
