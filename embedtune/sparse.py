@@ -58,7 +58,11 @@ class LazyOptimizer:
         """State to checkpoint, by name."""
         return {}
 
-    def apply(self, rows: tf.Tensor, grads: tf.Tensor, lr: tf.Tensor) -> None:
+    def apply(self, rows: tf.Tensor, grads: tf.Tensor, lr: tf.Tensor) -> tf.Tensor:
+        """Update ``rows`` by their merged ``grads``. Returns the step size each value of the rows
+        just took (broadcastable to [u, dim]): lr for sgd, lr / (sqrt(accumulator) + eps) for
+        adagrad, the bias-corrected lr / (sqrt(v) + eps) for adam. A regulariser applied as a
+        proximal step after the update uses it, so that it weighs the same as the loss did."""
         raise NotImplementedError
 
 
@@ -67,6 +71,7 @@ class SGD(LazyOptimizer):
 
     def apply(self, rows, grads, lr):
         self.table.scatter_sub(tf.IndexedSlices(lr * grads, rows))
+        return lr
 
 
 class Adagrad(LazyOptimizer):
@@ -85,7 +90,9 @@ class Adagrad(LazyOptimizer):
     def apply(self, rows, grads, lr):
         acc = tf.gather(self.accumulator, rows) + tf.square(grads)
         self.accumulator.scatter_update(tf.IndexedSlices(acc, rows))
-        self.table.scatter_sub(tf.IndexedSlices(lr * grads / (tf.sqrt(acc) + self.epsilon), rows))
+        step = lr / (tf.sqrt(acc) + self.epsilon)
+        self.table.scatter_sub(tf.IndexedSlices(step * grads, rows))
+        return step
 
 
 class Adam(LazyOptimizer):
@@ -110,8 +117,9 @@ class Adam(LazyOptimizer):
         v = self.beta_2 * tf.gather(self.v, rows) + (1 - self.beta_2) * tf.square(grads)
         self.m.scatter_update(tf.IndexedSlices(m, rows))
         self.v.scatter_update(tf.IndexedSlices(v, rows))
-        step = lr * tf.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
-        self.table.scatter_sub(tf.IndexedSlices(step * m / (tf.sqrt(v) + self.epsilon), rows))
+        step = lr * tf.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t) / (tf.sqrt(v) + self.epsilon)
+        self.table.scatter_sub(tf.IndexedSlices(step * m, rows))
+        return step
 
 
 OPTIMIZERS = {cls.name: cls for cls in (SGD, Adagrad, Adam)}

@@ -187,14 +187,15 @@ class Trainer:
         word_grad = tf.IndexedSlices(word_grads, word_ids, self.trainable_shape)
         side_grad = tf.IndexedSlices(side_grads, side_ids, self.side_shape)
         rows, grads, *slices = merge_rows(word_grad, sink=self.n_trainable, counts=bool(self.anchor))
-        self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)   # frozen rows were dropped
+        step = self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)   # frozen rows were dropped
         if self.anchor:
             # The anchor term anchor/2 * |w - start|^2 of each row, once per epoch, spread over
             # the steps that read the row in proportion to its slices in each; taken as a proximal
-            # step (its exact minimiser next to the update just made), which is stable for any
-            # weight: a huge anchor keeps rows at their start. Against a word's evidence, which
-            # grows with its count, its weight shrinks.
-            pull = (lr * self.anchor * slices[0] / tf.gather(self.slices_per_epoch, rows))[:, None]
+            # step (its exact minimiser next to the update just made) with the step size the
+            # optimizer just used (proximal adagrad, for adagrad), so that it weighs against the
+            # loss as written, and is stable for any weight: a huge anchor keeps rows at their
+            # start. Against a word's evidence, which grows with its count, its weight shrinks.
+            pull = step * (self.anchor * slices[0] / tf.gather(self.slices_per_epoch, rows))[:, None]
             moved = tf.gather(self.trainable, rows)
             self.trainable.scatter_update(tf.IndexedSlices(
                 (moved + pull * tf.gather(self.start, rows)) / (1 + pull), rows))

@@ -145,6 +145,49 @@ def test_glove_keeps_the_fitted_biases_of_frozen_words():
     assert (after[:t] != fitted[:t]).mean() > 0.5
 
 
+def test_glove_with_the_anchor_converges_to_the_minimiser_of_the_loss_as_written():
+    # One new word ("police", deleted from GloVe) among frozen rows: its loss per epoch is
+    #   1/2 sum f (a w.w_k + b + b_k - log X)^2 + anchor/2 |w - start|^2,
+    # whose minimiser scipy finds. Trained long enough with adagrad, the word must end there: the
+    # anchor, a proximal step, weighs the same as that term (and not, say, sqrt(accumulator) times it).
+    import scipy.optimize
+
+    from embedtune.init import initial_vectors
+    from embedtune.plan import make_plan
+    from embedtune.train import Trainer
+
+    vectors = glove(20000, drop=("police",))
+    known = set(vectors.words)
+    lines = [" ".join(t for t in line.split() if t in known or t == "police") for line in sample_lines()]
+    corpus = Corpus(lines)
+    config = glove_config({"freeze_pretrained": True}, epochs=50, batch_size=256)
+    result = train(vectors, corpus, config)
+    assert result.plan.words[len(vectors):] == ["police"]
+
+    # The objective's pairs, fitted scale and biases, and the start, as train() made them.
+    counts, _, _ = corpus.count()
+    start = initial_vectors(vectors, corpus, ["police"], counts=counts, seed=1).matrix[0].astype(np.float64)
+    config = resolve(config)
+    trainer = Trainer(vectors.matrix, make_plan(vectors, ["police"], config.vocab), counts, config,
+                      new_start=start[None].astype(np.float32), corpus=corpus)
+    o = trainer.objective
+    other = np.where(o.row == 0, o.col, o.row)
+    itself = other == 0
+    partner = trainer.matrix[trainer.frozen_rows[np.maximum(other - 1, 0)]].astype(np.float64)
+    f, target, rho = o.weight.astype(np.float64), o.target.astype(np.float64), config.train.anchor
+
+    def loss(x):
+        w, b = x[:-1], x[-1]
+        predicted = np.where(itself, o.scale * w @ w + 2 * b, o.scale * partner @ w + b + o.bias[other])
+        return 0.5 * np.sum(f * (predicted - target) ** 2) + 0.5 * rho * np.sum((w - start) ** 2)
+
+    best = scipy.optimize.minimize(loss, np.append(start, o.bias[0]), method="L-BFGS-B",
+                                   options={"maxiter": 10000, "gtol": 1e-10}).x[:-1]
+    trained = result.vectors["police"].astype(np.float64)
+    assert np.linalg.norm(best - start) > 0.1   # the optimum is not the start, or this would prove little
+    assert np.linalg.norm(trained - best) < 0.03 * np.linalg.norm(best - start)
+
+
 def test_glove_with_a_huge_anchor_keeps_trainable_rows_at_their_start():
     vectors = glove(20000)
     result = train(vectors, Corpus(sample_lines(200)), glove_config(epochs=1, anchor=1e9, lr=0.5))
