@@ -79,7 +79,7 @@ class StopRequests:
 @click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
 @click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
-                                        "[default: 0.025 sgd, 0.05 adagrad (0.3 with glove), 0.001 adam]")
+                                        "[default: 0.025 sgd, 0.05 adagrad (0.1 with glove), 0.001 adam]")
 @click.option("--batch-size", type=int, help="Pairs per step. [default: 4096]")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS),
               help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove]")

@@ -187,5 +187,5 @@ def test_a_bad_value_in_the_file_names_the_key_and_the_file_and_an_option_can_ov
 def test_the_learning_rate_follows_the_optimizer_unless_given():
     assert [learning_rate(TrainConfig(optimizer=o)) for o in ("sgd", "adagrad", "adam")] == [0.025, 0.05, 0.001]
     assert learning_rate(TrainConfig(optimizer="adam", lr=0.5)) == 0.5
-    assert learning_rate(TrainConfig(objective="glove", optimizer="adagrad")) == 0.3
+    assert learning_rate(TrainConfig(objective="glove", optimizer="adagrad")) == 0.1
     assert learning_rate(TrainConfig(objective="glove", optimizer="sgd")) == 0.025
