@@ -49,7 +49,7 @@ class TrainConfig:
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
-                                        # (GloVe's 100 suits billions of tokens; 2 was best on held-out words)
+                                        # (GloVe's own default is 100; 2 was best on held-out words)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file

@@ -117,7 +117,6 @@ class GloVe:
     """The GloVe objective over the local rows of a run (trainable ids first, then frozen ones)."""
 
     word_keys = ("row", "col")   # both ends of a pair read the word table
-    side_width = 1               # the objective's own table: one bias per word
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
         self.batch_size = train.batch_size

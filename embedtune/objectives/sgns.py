@@ -56,7 +56,6 @@ class SkipGram:
         self.negative = train.negative
         self.batch_size = train.batch_size
         self.context_init = train.context_init
-        self.side_width = rows.dim
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
         self.keep = keep_probabilities(rows.counts, train.sample)
         self.table = tf.constant(unigram_table(rows.counts))
