@@ -49,7 +49,8 @@ def reports_errors(func):
 def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: str | None) -> None:
     """Refuse, before any work, what would fail or destroy something at the end: both inputs on
     standard input, JSON and vectors both on standard output, an output that is an input (by
-    samefile, not by spelling), a folder, or in a folder that does not exist."""
+    samefile, not by spelling), a folder, in a folder that does not exist or cannot be written;
+    an input that does not exist."""
     if vectors == "-" and corpus == "-":
         raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
     if json_out == "-" and output == "-":
@@ -61,11 +62,92 @@ def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: s
             if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
                     and os.path.samefile(source, target):
                 raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
-        if os.path.isdir(target):
-            raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
-        folder = os.path.dirname(target) or "."
-        if not os.path.isdir(folder):
-            raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
+        check_writable_file(target, option)
+    check_input_file(vectors, "vectors file", missing="no such file")   # the words of formats.io
+    check_input_file(corpus, "corpus file")
+
+
+# Cheap checks: each costs a stat or a compile, so every command runs them before TensorFlow is
+# imported (2-3 s) and before a vectors file is read (seconds for 400k rows).
+
+def check_input_file(path: str | None, what: str, missing: str | None = None) -> None:
+    """A file to read (not '-'): it exists, is not a folder, and may be read.
+
+    what : "corpus file", ...; missing : the message when it does not exist (default: "no such WHAT")
+    """
+    if not path or path == "-":
+        return
+    if not os.path.exists(path):
+        raise EmbedtuneError(missing or f"no such {what}", path)
+    if os.path.isdir(path):
+        raise EmbedtuneError(f"is a folder, expected a {what}", path)
+    if not os.access(path, os.R_OK):
+        raise EmbedtuneError("cannot open for reading: permission denied", path)
+
+
+def check_format_names(**options: str | None) -> None:
+    """Each given format name is known: check_format_names(format=..., to=...)."""
+    from embedtune.formats import check_format_name   # numpy and the format code only, no TensorFlow
+
+    for option, name in options.items():
+        if name is None:
+            continue
+        try:
+            check_format_name(name)
+        except EmbedtuneError as err:
+            raise EmbedtuneError(f"--{option.replace('_', '-')}: {err}") from None
+
+
+def check_pattern(pattern: str | None, option: str) -> None:
+    if pattern is None:
+        return
+    from embedtune.plan import compile_pattern
+
+    compile_pattern(pattern, option.lstrip("-").replace("-", "_"))
+
+
+def check_writable_file(target: str | None, option: str) -> None:
+    """The file ``target`` can be written where the writer will write it: its folder exists and a file
+    can be created in it (tried, as the writer's temporary file is, and removed at once). A target
+    that exists and is not a regular file (/dev/null, a pipe) is opened as it is, so it is left alone."""
+    if not target or target == "-":
+        return
+    if os.path.isdir(target):
+        raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
+    if os.path.exists(target) and not os.path.isfile(target):
+        return
+    _try_create_in(folder, target, option)
+
+
+def check_writable_folder(folder: str | None, option: str) -> None:
+    """A folder the run will create or write into: not a file, and its nearest existing folder
+    (itself, or the one it will be made in) lets a file be created."""
+    if not folder:
+        return
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise EmbedtuneError(f"{option}: is a file, expected a folder", folder)
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if os.path.exists(existing) or parent == existing:
+            raise EmbedtuneError(f"{option}: cannot be made: {existing} is not a folder", folder)
+        existing = parent
+    _try_create_in(existing, folder, option)
+
+
+def _try_create_in(folder: str, target: str, option: str) -> None:
+    # Permission bits do not tell (root ignores them; a read-only mount or /sys refuses anyway):
+    # only creating a file does, exactly as the writer will at the end.
+    probe = os.path.join(folder, f".embedtune-probe.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        raise EmbedtuneError(f"{option}: cannot write in {folder}: {err.strerror or err}", target) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_json(summary: dict, target: str) -> None:

@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
+from embedtune.cli.common import (check_format_names, check_input_file, check_inputs_and_outputs, check_pattern,
+                                  check_writable_folder, message, reports_errors, show_progress, write_json)
 from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError
 
@@ -95,13 +96,23 @@ class StopRequests:
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")
+@click.option("--max-steps", type=int, metavar="N",
+              help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
+@click.option("--max-words", type=int, metavar="N",
+              help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit).")
+@click.option("--logdir", type=click.Path(file_okay=False),
+              help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR.")
+@click.option("--dry-run", is_flag=True,
+              help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
+                   "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
+                   "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).")
 @click.option("--to", help="Output format (default: that of VECTORS).")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @click.pass_context
 @reports_errors
-def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, **options):
+def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
@@ -113,6 +124,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
       embedtune train --config configs/quickstart.toml
       embedtune train glove.txt corpus.txt --freeze-top 20000 -o tuned.txt
       zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
+      embedtune train --config configs/quickstart.toml --dry-run --json
     """
     config = load_config(config_path, check_values=False) if config_path else Config()
     config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options},
@@ -120,26 +132,37 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     for key in ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
-    # Everything about the outputs is checked before hours of training, not after.
+    # Everything about the inputs and outputs is checked before hours of training, not after, and
+    # before TensorFlow and the vectors load: each check costs a stat or a compile.
     check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out)
+    check_format_names(format=config.format, to=config.to)
+    v, t = config.vocab, config.train
+    check_input_file(v.freeze_list, "word-list file")
+    check_input_file(v.train_list, "word-list file")
+    check_pattern(v.freeze_pattern, "--freeze-pattern")
+    check_pattern(v.train_pattern, "--train-pattern")
+    check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
+    check_writable_folder(t.logdir, "--logdir")
+    if resume and not t.checkpoint_dir:
+        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
 
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import is_lowercase_vocabulary
-    from embedtune.train import TrainingInterrupted, train
 
     in_format = config.format or formats.detect_format(config.vectors)
     out_format = config.to or in_format
-    try:
-        formats.check_format_name(out_format)
-    except EmbedtuneError as err:
-        raise EmbedtuneError(f"--to: {err}") from None
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     vectors = formats.load_vectors(config.vectors, format=in_format)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
+    if dry_run:
+        _dry_run(vectors, config, lowercase, out_format, resume, json_out)
+        return
+
+    from embedtune.train import TrainingInterrupted, train
 
     bar = None
 
@@ -186,9 +209,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
              lowercase=lowercase)
+    over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
+    if s["stopped_at_limit"]:
+        limit = s["stopped_at_limit"]
+        over = (f"{s['steps']:,} steps, {s['words_done']:,} of {s['corpus_words'] * s['epochs']:,} words "
+                f"(stopped at --{limit.replace('_', '-')} {getattr(config.train, limit):,})")
     message(
-        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
-        f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
+        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {over}: "
+        f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
         f"({s['total_seconds']:.1f} s with counting and starts); "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")
@@ -199,3 +227,40 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:
         write_json(s, json_out)
+
+
+def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
+    """Count the corpus, apply the rules and report the plan; train nothing, write nothing."""
+    from embedtune.corpus import Corpus
+    from embedtune.runplan import describe, plan_run
+
+    with Corpus(config.corpus, lowercase=lowercase) as corpus:
+        run = plan_run(vectors, corpus, config, resume=resume)
+    d = describe(run, vectors)
+    d.update(dry_run=True, to=out_format, lowercase=lowercase)
+    if json_out:
+        write_json(d, json_out)
+        if json_out == "-":
+            return
+    settings = ", ".join(f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
+                         for key, value in d["settings"].items())
+    limits = [f"{d[k]:,} {k.split('_')[1]}" for k in ("max_steps", "max_words") if d[k]]
+    lines = [
+        ("vectors", f"{d['vectors']} ({d['format']}, {d['rows']:,} rows, {d['dim']} dimensions)"),
+        ("corpus", f"{d['corpus']} ({d['corpus_words']:,} words, {d['corpus_lines']:,} lines, "
+                   f"{d['distinct_words']:,} distinct{', lower-cased' if lowercase else ''})"),
+        ("output", f"{d['output']} ({out_format})"),
+        ("rows", f"{d['frozen']:,} frozen, {d['trainable']:,} trainable, {d['new']:,} new; in the corpus: "
+                 f"{d['trainable_in_corpus']:,} to train, {d['frozen_in_corpus']:,} frozen"),
+        *[("missing", f"{m['count']:,} words of {path} are not in the vocabulary (first: {', '.join(m['first'])})")
+          for path, m in d["missing_list_words"].items()],
+        ("new words", f"start: {d['init']}" if d["new"] else "none"),
+        ("objective", f"{d['objective']}: {settings}"),
+        ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
+        ("memory", f"about {d['memory_estimate_mib']:,} MiB at the peak (an estimate from the table sizes, MiB: "
+                   + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in d["memory_parts_mib"].items() if v)
+                   + ")"),
+    ]
+    click.echo("Dry run: every check passed; nothing trained, nothing written.")
+    for name, value in lines:
+        click.echo(f"{name:<10} {value}")

@@ -56,6 +56,9 @@ class TrainConfig:
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
     checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
     checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
+    max_steps: int = 0                  # stop after this many steps, output written as usual (0 = no limit)
+    max_words: int = 0                  # stop after this many raw corpus words, all epochs (0 = no limit)
+    logdir: str | None = None           # write TensorBoard scalars (loss, words/s, lr, row changes) here
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,10 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.anchor", f"must be 0 (off) or positive, got {t.anchor}")
     if t.checkpoint_every < 0:
         bad("train.checkpoint_every", f"must be 0 or positive, got {t.checkpoint_every}")
+    if t.max_steps < 0:
+        bad("train.max_steps", f"must be 0 (no limit) or positive, got {t.max_steps}")
+    if t.max_words < 0:
+        bad("train.max_words", f"must be 0 (no limit) or positive, got {t.max_words}")
     if t.dim is not None and t.dim < 1:
         bad("train.dim", f"must be positive, got {t.dim}")
     if v.min_count < 1:

@@ -91,7 +91,7 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
     return entries
 
 
-def _compile(pattern: str, key: str) -> re.Pattern:
+def compile_pattern(pattern: str, key: str) -> re.Pattern:
     try:
         return re.compile(pattern)
     except re.error as err:
@@ -137,7 +137,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         freeze[rows] = True
         missing.append(miss)
     if vocab.freeze_pattern:
-        pattern = _compile(vocab.freeze_pattern, "freeze_pattern")
+        pattern = compile_pattern(vocab.freeze_pattern, "freeze_pattern")
         hits = [w for w in new_words if pattern.search(w)]
         if hits:
             raise EmbedtuneError(
@@ -149,7 +149,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         train[rows] = True
         missing.append(miss)
     if vocab.train_pattern:
-        pattern = _compile(vocab.train_pattern, "train_pattern")
+        pattern = compile_pattern(vocab.train_pattern, "train_pattern")
         train[:n_pre] |= np.fromiter((bool(pattern.search(w)) for w in vectors.words), bool, n_pre)
 
     frozen = freeze.copy()

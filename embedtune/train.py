@@ -28,7 +28,7 @@ from embedtune._tf import tf
 
 from embedtune import checkpoint
 from embedtune.checkpoint import Position
-from embedtune.config import Config, learning_rate, resolve
+from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
@@ -38,6 +38,7 @@ from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
 from embedtune.plan import Plan, make_plan
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
+from embedtune.tblog import ScalarLog
 from embedtune.vectors import Vectors
 
 OBJECTIVES = {"sgns": SkipGram, "glove": GloVe}
@@ -231,7 +232,7 @@ CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this 
 def settings_for_resume(config: Config) -> dict:
     """The settings a resumed run must share with the checkpoint (not where or how often to save)."""
     settings = dataclasses.asdict(config.train)
-    for key in ("checkpoint_dir", "checkpoint_every"):
+    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir"):
         settings.pop(key, None)
     settings["vocab"] = dataclasses.asdict(config.vocab)
     return settings
@@ -300,6 +301,8 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         pos = checkpoint.load(found, trainer.tf_checkpoint(), fp)
 
     lr0 = learning_rate(t)
+    log = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
+    stopped_at = None   # the limit (max_steps, max_words) that ended the run early
     words_total = total_words * t.epochs
     pending_loss, pending_pairs = [], 0
     last_saved = time.monotonic()
@@ -322,6 +325,8 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
             pos.loss_history.append(mean)
             if progress is not None:
                 progress(Progress(pos.epoch, pos.words_done, words_total, mean, pending_pairs))
+            if log is not None:
+                log.write(pos.steps, pos.words_done, mean, lr)   # lr: that of the loop's last step
         pending_loss, pending_pairs = [], 0
 
     while pos.epoch <= t.epochs:
@@ -362,12 +367,20 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
                 if stop is not None and stop():
                     flush()
                     raise TrainingInterrupted(save_checkpoint() if t.checkpoint_dir else None, pos)
+                if stopped_at := limit_reached(t, pos):
+                    break
+            if stopped_at:
+                break
             chunk_start_words += chunk.raw_tokens
             pos.words_done = chunk_start_words
             pos.chunk, pos.batch, pos.chunk_rng = chunk_number + 1, 0, None
         flush()
+        if stopped_at:
+            break
         pos.epoch, pos.chunk, pos.batch = pos.epoch + 1, 0, 0
     train_seconds = time.perf_counter() - train_began
+    if log is not None:
+        log.close()
 
     matrix = np.empty((len(plan.words), vectors.dim), np.float32)
     matrix[: plan.n_pretrained] = vectors.matrix
@@ -399,12 +412,23 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         "loss_last": history[-1] if history else None,
         "loss_history": history,
         "resumed": resume,
+        "stopped_at_limit": stopped_at,
+        "words_done": pos.words_done,
         "init": method,
         "new_from_context": init.n_from_context if init else 0,
         "new_too_few_contexts": init.n_too_few if init else 0,
         "max_frozen_change": max_frozen_change(vectors.matrix, matrix, plan.frozen),
     }
     return TrainResult(out, plan, stats)
+
+
+def limit_reached(train: TrainConfig, pos: Position) -> str | None:
+    """The limit the run has reached ("max_steps" or "max_words"), or None."""
+    if train.max_steps and pos.steps >= train.max_steps:
+        return "max_steps"
+    if train.max_words and pos.words_done >= train.max_words:
+        return "max_words"
+    return None
 
 
 def max_frozen_change(before: np.ndarray, after: np.ndarray, frozen: np.ndarray,

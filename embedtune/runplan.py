@@ -1,0 +1,169 @@
+"""What a training run will do, decided without TensorFlow: the corpus counted, the new words, the
+freeze plan, the objective's settings as resolved and the memory its tables will take.
+
+``embedtune train --dry-run`` reports it and stops. It imports numpy and the plan, corpus and init
+code only, so a check of a config and its lists costs the reading of the files, not TensorFlow's
+import (2-3 s, 0.5 GB).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedtune import checkpoint
+from embedtune.config import Config, learning_rate, resolve
+from embedtune.corpus import CHUNK_TOKENS, Corpus
+from embedtune.errors import EmbedtuneError
+from embedtune.init import fitting_words, pick_new_words
+from embedtune.plan import Plan, make_plan
+from embedtune.vectors import Vectors
+
+# The settings each objective reads beyond the shared ones (epochs, lr, optimizer, batch size, ...).
+OBJECTIVE_SETTINGS = {
+    "sgns": ("window", "negative", "sample", "context_init"),
+    "glove": ("window", "x_max"),
+}
+SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
+                   "deterministic")
+OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-sized variable per slot
+# TensorFlow, XLA's compiled step and the Python process around them: the quickstart's peak RSS
+# was 747 MiB (TF 2.21 on CPU, 1 epoch, /usr/bin/time -v) with about 45 MiB of it in the parts below.
+RUNTIME_BYTES = 700 * 2**20
+# glove.py keeps, per counted pair at its peak: the COO counts (float64 + 2 int32), their int32 ids,
+# float64 log-counts and weights, the float32 copies batched and an int64 order: about 64 bytes.
+GLOVE_BYTES_PER_PAIR = 64
+# sgns.py, per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
+# then an int64 order and the permuted copies.
+SGNS_BYTES_PER_PAIR = 32
+
+
+@dataclass
+class RunPlan:
+    """A run decided but not started.
+
+    config : the config with the objective and its defaults resolved
+    plan : frozen / trainable / new rows of the output
+    counts : corpus token counts; corpus_words, corpus_lines : totals
+    init : how new words will start (alacarte falls back to context-mean on a small corpus)
+    trainable_in_corpus, frozen_in_corpus : the rows that get a local id (trainable rows the corpus
+        never shows keep their vectors)
+    """
+
+    config: Config
+    plan: Plan
+    counts: Counter
+    corpus_words: int
+    corpus_lines: int
+    new_words: list[str]
+    init: str
+    trainable_in_corpus: int
+    frozen_in_corpus: int
+
+
+def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = False) -> RunPlan:
+    """Count the corpus and apply the freeze rules: every check ``train`` makes before its tables,
+    with the same messages."""
+    config = resolve(config)
+    t = config.train
+    if t.dim is not None and t.dim != vectors.dim:
+        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
+                             config.vectors)
+    if resume and not t.checkpoint_dir:
+        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    if resume and checkpoint.latest(t.checkpoint_dir) is None:
+        raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
+    counts, total_words, n_lines = corpus.count()
+    if total_words == 0:
+        raise EmbedtuneError("the corpus has no words", corpus.path)
+    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
+    if not new_words and not any(w in vectors.index for w in counts):
+        raise EmbedtuneError(
+            f"none of its {len(counts):,} distinct words is in the vectors, and none of the others is seen "
+            f"--min-count ({config.vocab.min_count}) times", corpus.path)
+    plan = make_plan(vectors, new_words, config.vocab)
+    in_corpus = np.fromiter((counts.get(w, 0) > 0 for w in plan.words), bool, len(plan.words))
+    trainable = int((in_corpus & ~plan.frozen).sum())
+    if not trainable:
+        v = config.vocab
+        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
+                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
+        raise EmbedtuneError(
+            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
+            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
+    method = config.vocab.init
+    if method == "alacarte" and len(fitting_words(vectors, counts)) < vectors.dim:
+        method = "context-mean"
+    return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
+                   int((in_corpus & plan.frozen).sum()))
+
+
+def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
+    """Bytes each part of a run will hold at its peak (the end, when the output matrix is built while
+    the tables still live): an estimate from the table sizes, not a measurement."""
+    t = run.config.train
+    dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
+    n_local = run.trainable_in_corpus + run.frozen_in_corpus
+    rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
+    side_width = dim if t.objective == "sgns" else 1
+    side = (n_local + 1) * side_width * 4
+    if t.objective == "glove":
+        # At most every pair of distinct local words, and at most window pairs per corpus word.
+        pairs = min(n_local * (n_local + 1) // 2, run.corpus_words * t.window)
+        batches = pairs * GLOVE_BYTES_PER_PAIR
+    else:
+        # One chunk's pairs: a kept word centers window + 1 pairs on average (reach 1..window each side).
+        pairs = min(CHUNK_TOKENS, run.corpus_words) * (t.window + 1)
+        batches = pairs * SGNS_BYTES_PER_PAIR
+    words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
+             + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
+             + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
+    parts = {
+        "input_matrix": n_pre * dim * 4,
+        "words_and_counts": words,
+        "new_word_starts": n_new * dim * 4,
+        # The variable, and the float32 start the objective's row reader keeps.
+        "trainable_rows": 2 * rows,
+        "anchor_starts": rows if t.anchor else 0,
+        "optimizer_slots": OPTIMIZER_SLOTS[t.optimizer] * (rows + side),
+        "side_table": side,
+        "pairs_and_batches": batches,
+        "output_matrix": (n_pre + n_new) * dim * 4,
+        "tensorflow_and_python": RUNTIME_BYTES,
+    }
+    return parts
+
+
+def describe(run: RunPlan, vectors: Vectors) -> dict:
+    """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate."""
+    c, t = run.config, run.config.train
+    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + OBJECTIVE_SETTINGS[t.objective]}
+    settings["lr"] = learning_rate(t)
+    parts = estimate_memory(run, vectors)
+    mib = 2**20
+    return {
+        "vectors": c.vectors,
+        "format": c.format,
+        "rows": len(vectors),
+        "dim": vectors.dim,
+        "corpus": c.corpus,
+        "corpus_words": run.corpus_words,
+        "corpus_lines": run.corpus_lines,
+        "distinct_words": len(run.counts),
+        "output": c.output,
+        **run.plan.summary(),
+        "trainable_in_corpus": run.trainable_in_corpus,
+        "frozen_in_corpus": run.frozen_in_corpus,
+        "init": run.init,
+        "objective": t.objective,
+        "settings": settings,
+        "max_steps": t.max_steps or None,
+        "max_words": t.max_words or None,
+        "checkpoint_dir": t.checkpoint_dir,
+        "logdir": t.logdir,
+        "memory_estimate_mib": round(sum(parts.values()) / mib),
+        "memory_parts_mib": {key: round(value / mib, 1) for key, value in parts.items()},
+    }
