@@ -106,20 +106,22 @@ def check_pattern(pattern: str | None, option: str) -> None:
     compile_pattern(pattern, option.lstrip("-").replace("-", "_"))
 
 
-def check_writable_file(target: str | None, option: str) -> None:
+def check_writable_file(target: str | None, option: str | None) -> None:
     """The file ``target`` can be written where the writer will write it: its folder exists and a file
     can be created in it (tried, as the writer's temporary file is, and removed at once). A target
-    that exists and is not a regular file (/dev/null, a pipe) is opened as it is, so it is left alone."""
+    that exists and is not a regular file (/dev/null, a pipe) is opened as it is, so it is left alone.
+    option : the option that named it, for the message (None: an argument, named by its path only)."""
     if not target or target == "-":
         return
+    prefix = f"{option}: " if option else ""
     if os.path.isdir(target):
-        raise EmbedtuneError(f"{option}: is a folder, expected a file name", target)
+        raise EmbedtuneError(f"{prefix}is a folder, expected a file name", target)
     folder = os.path.dirname(target) or "."
     if not os.path.isdir(folder):
-        raise EmbedtuneError(f"{option}: the folder {folder} does not exist", target)
+        raise EmbedtuneError(f"{prefix}{'the ' if option else ''}folder {folder} does not exist", target)
     if os.path.exists(target) and not os.path.isfile(target):
         return
-    _try_create_in(folder, target, option)
+    _try_create_in(folder, target, prefix)
 
 
 def check_writable_folder(folder: str | None, option: str) -> None:
@@ -135,17 +137,17 @@ def check_writable_folder(folder: str | None, option: str) -> None:
         if os.path.exists(existing) or parent == existing:
             raise EmbedtuneError(f"{option}: cannot be made: {existing} is not a folder", folder)
         existing = parent
-    _try_create_in(existing, folder, option)
+    _try_create_in(existing, folder, f"{option}: ")
 
 
-def _try_create_in(folder: str, target: str, option: str) -> None:
+def _try_create_in(folder: str, target: str, prefix: str) -> None:
     # Permission bits do not tell (root ignores them; a read-only mount or /sys refuses anyway):
     # only creating a file does, exactly as the writer will at the end.
     probe = os.path.join(folder, f".embedtune-probe.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as err:
-        raise EmbedtuneError(f"{option}: cannot write in {folder}: {err.strerror or err}", target) from None
+        raise EmbedtuneError(f"{prefix}cannot write in {folder}: {err.strerror or err}", target) from None
     os.close(fd)
     os.unlink(probe)
 

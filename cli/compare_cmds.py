@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import message, reports_errors
+from embedtune.cli.common import check_format_names, check_input_file, check_pattern, message, reports_errors
 from embedtune.errors import EmbedtuneError
 
 INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
@@ -148,6 +148,7 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
       embedtune diff --config configs/quickstart.toml
       embedtune diff glove.6B.50d.txt tuned.txt --json | jq .changed
     """
+    check_format_names(format=format_)
     from embedtune.compare import check_frozen, config_frozen_words, diff_vectors
 
     if frozen_file and config_file:
@@ -164,6 +165,15 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
         raise click.UsageError(
             "OLD and NEW are required (or --config with 'vectors' and 'output' set)"
         )
+    if config is not None:
+        # The config's files and rules, before two vectors files are read.
+        check_format_names(format=config.format)
+        for path in (old, new):
+            check_input_file(path, "vectors file", missing="no such file")
+        check_input_file(config.vocab.freeze_list, "word-list file")
+        check_input_file(config.vocab.train_list, "word-list file")
+        check_pattern(config.vocab.freeze_pattern, "--freeze-pattern")
+        check_pattern(config.vocab.train_pattern, "--train-pattern")
     frozen_words = None
     if frozen_file:
         from embedtune.plan import read_word_list
@@ -297,6 +307,7 @@ def eval_cmd(
       embedtune eval glove.6B.50d.txt
       embedtune eval glove.6B.50d.txt tuned.txt --similarity my_pairs.tsv
     """
+    check_format_names(format=format_)
     from embedtune.compare import evaluate
 
     similarity = list(similarity_files) or None
@@ -385,6 +396,7 @@ def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
       embedtune neighbors glove.6B.50d.txt france frog -k 5
       embedtune neighbors glove.6B.50d.txt france --against tuned.txt
     """
+    check_format_names(format=format_)
     from embedtune.compare import nearest_neighbors
 
     words = list(dict.fromkeys(words))

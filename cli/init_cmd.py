@@ -9,7 +9,8 @@ import sys
 
 import click
 
-from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
+from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, message, reports_errors,
+                                  show_progress, write_json)
 from embedtune.errors import EmbedtuneError
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                             DEFAULT_WINDOW, METHODS)
@@ -65,6 +66,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     if sif < 0:
         raise click.BadParameter(f"must be 0 or positive, got {sif}", param_hint="--sif")
     check_inputs_and_outputs(vectors, corpus, output, json_out)
+    check_format_names(format=format_, to=to)
 
     import numpy as np
 

@@ -134,7 +134,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
     # Everything about the inputs and outputs is checked before hours of training, not after, and
     # before TensorFlow and the vectors load: each check costs a stat or a compile.
-    check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out)
+    # A dry run writes no vectors, so its plan may go to standard output whatever -o says.
+    check_inputs_and_outputs(config.vectors, config.corpus, config.output,
+                             None if dry_run and json_out == "-" else json_out)
     check_format_names(format=config.format, to=config.to)
     v, t = config.vocab, config.train
     check_input_file(v.freeze_list, "word-list file")
@@ -245,6 +247,7 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
     settings = ", ".join(f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
                          for key, value in d["settings"].items())
     limits = [f"{d[k]:,} {k.split('_')[1]}" for k in ("max_steps", "max_words") if d[k]]
+    mib = 2**20
     lines = [
         ("vectors", f"{d['vectors']} ({d['format']}, {d['rows']:,} rows, {d['dim']} dimensions)"),
         ("corpus", f"{d['corpus']} ({d['corpus_words']:,} words, {d['corpus_lines']:,} lines, "
@@ -257,9 +260,9 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         ("new words", f"start: {d['init']}" if d["new"] else "none"),
         ("objective", f"{d['objective']}: {settings}"),
         ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
-        ("memory", f"about {d['memory_estimate_mib']:,} MiB at the peak (an estimate from the table sizes, MiB: "
-                   + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in d["memory_parts_mib"].items() if v)
-                   + ")"),
+        ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak (an estimate from the table "
+                   "sizes, MiB: " + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
+                                              for k, v in d["memory_parts_bytes"].items() if v) + ")"),
     ]
     click.echo("Dry run: every check passed; nothing trained, nothing written.")
     for name, value in lines:

@@ -143,7 +143,6 @@ def describe(run: RunPlan, vectors: Vectors) -> dict:
     settings = {key: getattr(t, key) for key in SHARED_SETTINGS + OBJECTIVE_SETTINGS[t.objective]}
     settings["lr"] = learning_rate(t)
     parts = estimate_memory(run, vectors)
-    mib = 2**20
     return {
         "vectors": c.vectors,
         "format": c.format,
@@ -164,6 +163,6 @@ def describe(run: RunPlan, vectors: Vectors) -> dict:
         "max_words": t.max_words or None,
         "checkpoint_dir": t.checkpoint_dir,
         "logdir": t.logdir,
-        "memory_estimate_mib": round(sum(parts.values()) / mib),
-        "memory_parts_mib": {key: round(value / mib, 1) for key, value in parts.items()},
+        "memory_estimate_bytes": sum(parts.values()),
+        "memory_parts_bytes": parts,
     }

@@ -1,0 +1,218 @@
+"""`train --dry-run` and the cheap checks every command makes first (issue 10, item 1).
+
+A dry run checks everything that needs no training and stops: no TensorFlow, nothing written. A bad
+format name, regex, missing file or unwritable output fails before TensorFlow is imported and before a
+vectors file is read, in every command: each case runs in a fresh interpreter whose vectors readers
+raise if called, and reports whether TensorFlow was imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from embedtune.runplan import OPTIMIZER_SLOTS
+
+from test_bad_inputs import snapshot
+from test_cli_train import assert_one_error_line, run
+from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS, glove, write_glove_text
+
+N_WORDS = 3000
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """The first 3,000 GloVe words and 40 lines of the sample corpus, in a folder of their own."""
+    (tmp_path / "glove.txt").write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:N_WORDS]))
+    lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:40]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def read_only_folder(tmp_path):
+    """A folder in which no file can be created: a mode-555 folder, or /sys for root (who ignores modes)."""
+    if os.geteuid() == 0:
+        if not os.path.isdir("/sys"):
+            pytest.skip("no read-only place for root on this system")
+        return "/sys"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    return str(locked)
+
+
+# ---------------------------------------------------------------------------------------------
+# the dry run itself
+
+
+def test_a_dry_run_reports_the_plan_imports_no_tensorflow_and_writes_nothing(folder):
+    code = textwrap.dedent(f"""
+        import sys
+        from click.testing import CliRunner
+        from embedtune.cli.main import cli
+        result = CliRunner().invoke(cli, ["train", "glove.txt", "corpus.txt", "-o", "tuned.txt", "--freeze-top",
+                                          "1000", "--checkpoint-dir", "ckpt", "--logdir", "logs", "--dry-run",
+                                          "--json"], catch_exceptions=False)
+        print(result.stdout)
+        print(result.exit_code, "tensorflow" in sys.modules, file=sys.stderr)
+    """)
+    before = snapshot(folder)
+    result = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "0 False"
+    assert snapshot(folder) == before   # no output, no checkpoint folder, no log folder, no probe left
+    plan = json.loads(result.stdout)
+    assert plan["dry_run"] is True
+    assert (plan["frozen"], plan["rows"], plan["dim"]) == (1000, N_WORDS, 50)
+    assert plan["trainable"] == N_WORDS - 1000 and plan["new"] > 0
+    assert plan["objective"] == "glove"   # auto: a GloVe-format file
+    assert plan["settings"] == {"epochs": 5, "optimizer": "adagrad", "min_lr_fraction": 1e-4, "batch_size": 4096,
+                                "clip_norm": 0.0, "anchor": 8.0, "seed": 1, "deterministic": False,
+                                "window": 10, "x_max": 2.0, "lr": 0.1}
+    assert plan["checkpoint_dir"] == "ckpt" and plan["logdir"] == "logs"
+
+
+def test_the_plan_is_the_one_training_follows(folder):
+    args = ["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt",
+            "--freeze-top", "500", "--train-pattern", "^[a-m]", "--objective", "sgns"]
+    dry = run([*args, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    trained = run([*args, "--max-steps", "3", "--json"])
+    assert trained.exit_code == 0, trained.stderr
+    summary = json.loads(trained.stdout)
+    for key in ("frozen", "trainable", "new", "corpus_words", "corpus_lines", "init", "objective"):
+        assert plan[key] == summary[key], key
+    assert plan["trainable_in_corpus"] == summary["trained_rows"]
+    assert plan["settings"]["window"] == summary["window"] == 5 and plan["settings"]["lr"] == summary["lr"]
+
+
+def test_the_human_report_names_rows_settings_and_memory(folder):
+    (folder / "train.txt").write_text("the\nzzzunknownword\nqqqnothere\n")
+    result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt",
+                  "--train-list", folder / "train.txt", "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("Dry run: every check passed; nothing trained, nothing written.\n")
+    assert f"{N_WORDS - 1:,} frozen, 1 trainable" in text
+    assert f"2 words of {folder / 'train.txt'} are not in the vocabulary (first: zzzunknownword, qqqnothere)" in text
+    assert "objective  glove: epochs 5, optimizer adagrad" in text
+    assert "MiB at the peak (an estimate from the table sizes" in text
+    assert not (folder / "tuned.txt").exists()
+
+
+def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
+    def plan(*options):
+        result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "-", "--objective", "sgns",
+                      "--dry-run", "--json", *options])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    sgd, adam = plan("--optimizer", "sgd"), plan("--optimizer", "adam")
+    parts = adam["memory_parts_bytes"]
+    assert parts["input_matrix"] == N_WORDS * 50 * 4
+    rows = (adam["trainable_in_corpus"] + 1) * 50 * 4   # + the sink row
+    side = (adam["trainable_in_corpus"] + adam["frozen_in_corpus"] + 1) * 50 * 4
+    assert parts["trainable_rows"] == 2 * rows
+    assert parts["side_table"] == side
+    assert parts["optimizer_slots"] == OPTIMIZER_SLOTS["adam"] * (rows + side) == 2 * (rows + side)
+    assert sgd["memory_parts_bytes"]["optimizer_slots"] == 0
+    assert parts["output_matrix"] == (N_WORDS + adam["new"]) * 50 * 4
+    assert adam["memory_estimate_bytes"] == sum(parts.values())
+    assert adam["memory_estimate_bytes"] - sgd["memory_estimate_bytes"] == 2 * (rows + side)
+
+
+def test_a_dry_run_fails_where_training_would_before_it_trains(folder):
+    (folder / "corpus.txt").write_text("the of and to\n" * 5)   # no new word; every corpus word frozen below
+    before = snapshot(folder)
+    result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt",
+                  "--freeze-pretrained", "--dry-run"])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "nothing to train")
+    assert snapshot(folder) == before
+
+
+def test_a_dry_run_with_resume_needs_a_checkpoint(folder):
+    (folder / "ckpt").mkdir()
+    result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt",
+                  "--checkpoint-dir", folder / "ckpt", "--resume", "--dry-run"])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "--resume: no checkpoint in this folder")
+
+
+def test_help_says_the_memory_figure_is_an_estimate():
+    text = " ".join(run(["train", "--help"]).stdout.split())
+    assert "--dry-run" in text and "an estimate of peak memory" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# cheap checks first, in every command: before TensorFlow, before the vectors are read
+
+EARLY = textwrap.dedent("""
+    import json, sys
+    from click.testing import CliRunner
+    import embedtune.formats as formats
+    from embedtune.cli.main import cli
+
+    def must_not_read(*args, **kwargs):
+        raise AssertionError("a vectors file was read before the cheap checks")
+
+    formats.load_vectors = formats.summarize_vectors = must_not_read
+    result = CliRunner().invoke(cli, json.loads(sys.argv[1]), catch_exceptions=False)
+    print(json.dumps({"code": result.exit_code, "stderr": result.stderr, "tensorflow": "tensorflow" in sys.modules}))
+""")
+
+
+def early_cases(folder, locked):
+    v, c, out = str(folder / "glove.txt"), str(folder / "corpus.txt"), str(folder / "out.txt")
+    missing = str(folder / "missing.txt")
+    (folder / "a-file").write_text("")
+    (folder / "bad.toml").write_text(f'vectors = "{v}"\noutput = "{v}"\n[vocab]\nfreeze_pattern = "[a-"\n')
+    return [
+        (["train", v, c, "-o", out, "--to", "text"], "--to: unknown format 'text'"),
+        (["train", v, c, "-o", out, "--format", "vec"], "--format: unknown format 'vec'"),
+        (["train", v, c, "-o", out, "--freeze-pattern", "(a"], "is not a valid regular expression"),
+        (["train", v, c, "-o", out, "--train-pattern", "[z-a]"], "is not a valid regular expression"),
+        (["train", v, missing, "-o", out], f"{missing}: no such corpus file"),
+        (["train", missing, c, "-o", out], f"{missing}: no such file"),
+        (["train", v, c, "-o", out, "--freeze-list", missing], f"{missing}: no such word-list file"),
+        (["train", v, c, "-o", f"{locked}/out.txt"], f"cannot write in {locked}"),
+        (["train", v, c, "-o", out, "--json", f"{locked}/s.json"], f"cannot write in {locked}"),
+        (["train", v, c, "-o", out, "--logdir", f"{locked}/logs"], f"--logdir: cannot write in {locked}"),
+        (["train", v, c, "-o", out, "--checkpoint-dir", str(folder / "a-file")], "is a file"),
+        (["train", v, c, "-o", out, "--resume"], "--resume needs --checkpoint-dir"),
+        (["train", v, c, "-o", out, "--max-steps", "-1"], "--max-steps must be 0 (no limit) or positive"),
+        (["train", v, c, "-o", f"{locked}/out.txt", "--dry-run"], f"cannot write in {locked}"),
+        (["init", v, c, "-o", out, "--to", "text"], "--to: unknown format 'text'"),
+        (["init", v, missing, "-o", out], f"{missing}: no such corpus file"),
+        (["init", v, c, "-o", f"{locked}/out.txt"], f"cannot write in {locked}"),
+        (["convert", v, out, "--to", "text"], "--to: unknown format 'text'"),
+        (["convert", v, f"{locked}/out.txt"], f"cannot write in {locked}"),
+        (["convert", missing, out], f"{missing}: no such file"),
+        (["inspect", v, "--format", "vec"], "--format: unknown format 'vec'"),
+        (["inspect", missing], f"{missing}: no such file"),
+        (["diff", v, v, "--format", "vec"], "--format: unknown format 'vec'"),
+        (["diff", "--config", str(folder / "bad.toml")], "is not a valid regular expression"),
+        (["eval", v, "--format", "vec"], "--format: unknown format 'vec'"),
+        (["neighbors", v, "the", "--format", "vec"], "--format: unknown format 'vec'"),
+    ]
+
+
+def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder):
+    locked = read_only_folder(folder)
+    cases = early_cases(folder, locked)
+    before = snapshot(folder)
+    for args, part in cases:
+        result = subprocess.run([sys.executable, "-c", EARLY, json.dumps(args)], capture_output=True, text=True,
+                                timeout=120, cwd=folder)
+        assert result.returncode == 0, (args, result.stderr)
+        outcome = json.loads(result.stdout.strip().splitlines()[-1])
+        assert outcome["code"] in (1, 2), (args, outcome)
+        assert_one_error_line(outcome["stderr"], part)
+        assert not outcome["tensorflow"], args
+    assert snapshot(folder) == before
