@@ -305,3 +305,81 @@ def test_the_quickstart_config_runs_from_the_repository_root(tmp_path):
     original, out = read_text_vectors(SAMPLE_VECTORS), read_text_vectors(output)
     assert len(out) == 20000 + s["new"]
     assert_frozen_rows_kept(out, original, 5000)
+
+
+# ---------------------------------------------------------------------------------------------
+# limits for CI: --max-steps, --max-words (issue 10, item 2)
+
+
+def test_max_steps_stops_there_and_writes_a_finished_output(files, tmp_path):
+    output, summary = tmp_path / "out.txt", tmp_path / "summary.json"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-top", 1000,
+                  "--batch-size", 256, "--epochs", 3, "--max-steps", 7, "--json", summary])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(summary.read_text())
+    assert s["steps"] == 7 and s["stopped_at_limit"] == "max_steps"
+    assert 0 < s["words_done"] < s["corpus_words"] * 3
+    assert len(s["loss_history"]) == 1   # one loss point: the flush at the stop
+    assert "stopped at --max-steps 7" in result.stderr
+    out = read_text_vectors(output)
+    assert len(out) == N_WORDS + s["new"]
+    assert_frozen_rows_kept(out, files["input"], 1000)
+    assert s["max_frozen_change"] == 0.0
+
+
+def test_max_words_stops_after_that_many_corpus_words(files, tmp_path):
+    result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", "--objective", "sgns",
+                  "--batch-size", 64, "--epochs", 2, "--max-words", 300, "--json"])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)
+    assert s["stopped_at_limit"] == "max_words"
+    assert 300 <= s["words_done"] < s["corpus_words"]
+    full = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "full.txt", "--objective", "sgns",
+                "--batch-size", 64, "--epochs", 2, "--json"])
+    assert json.loads(full.stdout)["steps"] > s["steps"]
+    assert json.loads(full.stdout)["stopped_at_limit"] is None
+
+
+def test_limits_come_from_the_config_file_too(files, tmp_path):
+    config = tmp_path / "ci.toml"
+    config.write_text(f'vectors = "{files["vectors"]}"\ncorpus = "{files["corpus"]}"\n'
+                      f'output = "{tmp_path / "out.txt"}"\n[train]\nmax_steps = 3\nbatch_size = 128\n')
+    result = run(["train", "--config", config, "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["steps"] == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# TensorBoard scalars (issue 10, item 4)
+
+
+def read_scalars(logdir):
+    """{tag: [(step, value)]} from every event file under logdir."""
+    from embedtune._tf import tf
+
+    scalars = {}
+    for path in sorted(logdir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "scalars"
+                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
+def test_logdir_holds_tensorboard_scalars_at_the_loss_points(files, tmp_path):
+    logdir = tmp_path / "logs" / "run1"   # made, with its parent
+    result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", "--freeze-top", 1000,
+                  "--objective", "sgns", "--batch-size", 128, "--max-steps", 50, "--logdir", logdir, "--json"])
+    assert result.exit_code == 0, result.stderr
+    s = json.loads(result.stdout)
+    scalars = read_scalars(logdir)
+    assert set(scalars) == {"train/loss", "train/words_per_second", "train/learning_rate",
+                            "rows/mean_change_trainable", "rows/mean_change_new"}
+    # Written where the loss is read: every 20 steps and at the stop.
+    assert [step for step, _ in scalars["train/loss"]] == [20, 40, 50]
+    assert [value for _, value in scalars["train/loss"]] == pytest.approx(s["loss_history"])
+    lrs = [value for _, value in scalars["train/learning_rate"]]
+    assert lrs == sorted(lrs, reverse=True) and lrs[0] <= s["lr"]
+    changes = [value for _, value in scalars["rows/mean_change_trainable"]]
+    assert 0 < changes[0] <= changes[-1]
+    assert all(value > 0 for _, value in scalars["train/words_per_second"])
