@@ -103,7 +103,13 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 
 def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     """Bytes each part of a run will hold at its peak (the end, when the output matrix is built while
-    the tables still live): an estimate from the table sizes, not a measurement."""
+    the tables still live): an estimate from the table sizes, not a measurement.
+
+    Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
+    50000, the 1.5M-token benchmark corpus): sgns 1,103 MiB estimated, 1,100 measured; glove 1,853
+    estimated, 1,512 measured (its pair count is bounded from above: the real one is known only
+    after counting).
+    """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
     n_local = run.trainable_in_corpus + run.frozen_in_corpus
