@@ -8,6 +8,8 @@ Tags (step = the training step):
     rows/mean_change_trainable mean L2 distance of trainable pretrained rows from their start
     rows/mean_change_new       the same for new words
 
+"Start" is where this process started the rows: after --resume, the rows of the checkpoint.
+
 The row changes are means over a fixed sample of at most ROW_SAMPLE rows of each kind, picked once:
 the whole table read back every point cost 128 ms for 400k x 50 rows (2 busy cores), a sample of
 10,000 rows 7.5 ms.

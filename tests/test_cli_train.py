@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import cli
+from embedtune.train import LOSS_EVERY
 
 from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS, bits, glove, read_text_vectors, write_glove_text
 
@@ -319,7 +320,7 @@ def test_max_steps_stops_there_and_writes_a_finished_output(files, tmp_path):
     s = json.loads(summary.read_text())
     assert s["steps"] == 7 and s["stopped_at_limit"] == "max_steps"
     assert 0 < s["words_done"] < s["corpus_words"] * 3
-    assert len(s["loss_history"]) == 1   # one loss point: the flush at the stop
+    assert len(s["loss_history"]) == 1 + (7 - 1) // LOSS_EVERY   # and one at the stop
     assert "stopped at --max-steps 7" in result.stderr
     out = read_text_vectors(output)
     assert len(out) == N_WORDS + s["new"]
@@ -375,8 +376,9 @@ def test_logdir_holds_tensorboard_scalars_at_the_loss_points(files, tmp_path):
     scalars = read_scalars(logdir)
     assert set(scalars) == {"train/loss", "train/words_per_second", "train/learning_rate",
                             "rows/mean_change_trainable", "rows/mean_change_new"}
-    # Written where the loss is read: every 20 steps and at the stop.
-    assert [step for step, _ in scalars["train/loss"]] == [20, 40, 50]
+    # Written where the loss is read: every LOSS_EVERY steps and at the stop.
+    points = list(range(LOSS_EVERY, 50, LOSS_EVERY)) + [50]
+    assert [step for step, _ in scalars["train/loss"]] == points
     assert [value for _, value in scalars["train/loss"]] == pytest.approx(s["loss_history"])
     lrs = [value for _, value in scalars["train/learning_rate"]]
     assert lrs == sorted(lrs, reverse=True) and lrs[0] <= s["lr"]
