@@ -70,9 +70,15 @@ class StopRequests:
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
 @click.option("--objective", type=click.Choice(OBJECTIVES),
-              help="sgns (skip-gram, word2vec's) or glove (GloVe's least squares on co-occurrence counts); "
-                   "auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
-@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs). [default: 5]")
+              help="sgns (skip-gram, word2vec's), glove (GloVe's least squares on co-occurrence counts) or "
+                   "retrofit (to --lexicon, no CORPUS); auto: glove for GloVe-format VECTORS, else sgns. "
+                   "[default: auto]")
+@click.option("--lexicon", type=click.Path(), help="retrofit: synonyms, 'word neighbour neighbour ...' per line "
+                                                  "(UTF-8; Faruqui's format; see `embedtune lexicon`).")
+@click.option("--antonyms", type=click.Path(), help="retrofit: antonyms in the same format, pulled apart.")
+@click.option("--repel", type=float, help="retrofit: weight of the antonym term. [default: 0.3]")
+@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs; retrofit: rounds "
+                                         "of its update). [default: 5; retrofit: 20]")
 @click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
@@ -107,21 +113,29 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
     or paragraph per line, whitespace tokens. Frozen rows are written back
     bit-identical; the summary reports the largest change seen on one (0).
+    --objective retrofit reads --lexicon (and --antonyms) instead of a CORPUS.
 
     \b
     Examples:
       embedtune train --config configs/quickstart.toml
       embedtune train glove.txt corpus.txt --freeze-top 20000 -o tuned.txt
       zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
+      embedtune train glove.txt --objective retrofit --lexicon syn.txt --antonyms ant.txt -o retro.txt
     """
     config = load_config(config_path, check_values=False) if config_path else Config()
     config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options},
                    source=config_path)
-    for key in ("vectors", "corpus", "output"):
+    retrofit = config.train.objective == "retrofit"   # reads a lexicon, not a corpus
+    for key in ("vectors", "output") if retrofit else ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
+    if retrofit and config.lexicon is None:
+        raise click.UsageError("--objective retrofit needs --lexicon FILE (or lexicon = in --config)")
+    if retrofit and config.corpus is not None:
+        raise click.UsageError("--objective retrofit reads no CORPUS; give --lexicon (and --antonyms) instead")
     # Everything about the outputs is checked before hours of training, not after.
-    check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out)
+    check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out,
+                             other_inputs=(config.lexicon, config.antonyms))
 
     from embedtune import formats
     from embedtune.corpus import Corpus
@@ -162,6 +176,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.update(p.words_done - bar.n)
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
+    if retrofit:   # seconds, no loop: no progress bar, no stop requests, no checkpoints
+        result = train(vectors, None, config, on_plan=on_plan, resume=resume)
+        finish_retrofit(result, config, out_format, json_out)
+        return
     with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
@@ -195,6 +213,31 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if s["new"]:
         message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
                 f"{s['new_too_few_contexts']:,} had too few contexts and started random")
+    if config.output != "-":
+        message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+    if json_out:
+        write_json(s, json_out)
+
+
+def finish_retrofit(result, config, out_format: str, json_out: str | None) -> None:
+    """Write the output, the report and the JSON summary of a retrofit run."""
+    from embedtune import formats
+
+    formats.save_vectors(result.vectors, config.output, out_format)
+    s = result.stats
+    s.update(vectors=config.vectors, output=config.output, format=out_format)
+    for key in ("lexicon", "antonyms"):
+        lex = s[key]
+        if lex is None:
+            continue
+        message(f"{getattr(config, key)}: {lex['lines']:,} lines, {lex['words']:,} words, "
+                f"{lex['pairs_in_vectors']:,} pairs in the vectors; {lex['words_not_in_vectors']:,} words not in "
+                f"the vectors (not added)" + (f", first: {', '.join(lex['first_not_in_vectors'])}"
+                                                if lex["first_not_in_vectors"] else ""))
+    message(f"Retrofitted {s['trained_rows']:,} rows in {s['epochs']} rounds (anchor {s['anchor']:g}"
+            + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
+            f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
+            f"largest change on a frozen row: {s['max_frozen_change']}")
     if config.output != "-":
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:
