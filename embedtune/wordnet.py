@@ -79,8 +79,12 @@ def _add(table: dict[str, dict[str, None]], word: str, other: str) -> None:
         table.setdefault(word, {})[other] = None   # a dict keeps first-seen order
 
 
-def wordnet_lexicons(folder: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """(synonyms, antonyms) as {word: [neighbour, ...]}, both symmetric."""
+def wordnet_lexicons(folder: str, single_words: bool = False) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(synonyms, antonyms) as {word: [neighbour, ...]}, both symmetric.
+
+    single_words : leave out multi-word lemmas (``natural_object``), which word vectors such as
+    GloVe's do not hold
+    """
     synsets, pointers = read_wordnet(folder)
     synonyms: dict[str, dict[str, None]] = {}
     for words in synsets.values():
@@ -98,7 +102,18 @@ def wordnet_lexicons(folder: str) -> tuple[dict[str, list[str]], dict[str, list[
                                  os.path.join(folder, f"data.{name}")) from None
         _add(antonyms, word, other)
         _add(antonyms, other, word)
+    if single_words:
+        synonyms, antonyms = _single_words(synonyms), _single_words(antonyms)
     return ({w: list(n) for w, n in synonyms.items()}, {w: list(n) for w, n in antonyms.items()})
+
+
+def _single_words(table: dict[str, dict[str, None]]) -> dict[str, dict[str, None]]:
+    out = {}
+    for word, neighbours in table.items():
+        kept = {n: None for n in neighbours if "_" not in n}
+        if "_" not in word and kept:
+            out[word] = kept
+    return out
 
 
 def format_lexicon(lexicon: dict[str, list[str]]) -> Iterable[str]:
@@ -106,3 +121,21 @@ def format_lexicon(lexicon: dict[str, list[str]]) -> Iterable[str]:
     for word, neighbours in lexicon.items():
         if neighbours:
             yield " ".join([word, *neighbours]) + "\n"
+
+
+def write_wordnet_lexicons(folder: str, synonyms_path: str, antonyms_path: str | None = None,
+                           single_words: bool = False) -> dict:
+    """Write the synonym lexicon (and the antonym one) of a WordNet folder; each file is written to
+    a temporary name and renamed into place. Returns counts for a summary."""
+    from embedtune.formats.io import open_target
+
+    synonyms, antonyms = wordnet_lexicons(folder, single_words)
+    written = [(synonyms_path, synonyms)] + ([(antonyms_path, antonyms)] if antonyms_path else [])
+    for path, lexicon in written:
+        with open_target(path) as f:
+            for line in format_lexicon(lexicon):
+                f.write(line.encode("utf-8"))
+    return {"synonyms": {"path": synonyms_path, "words": len(synonyms),
+                         "neighbours": sum(map(len, synonyms.values()))},
+            "antonyms": {"path": antonyms_path, "words": len(antonyms),
+                         "neighbours": sum(map(len, antonyms.values()))} if antonyms_path else None}
