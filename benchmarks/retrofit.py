@@ -89,6 +89,8 @@ def main(argv=None):
     parser.add_argument("--vectors", default=DEFAULT_VECTORS)
     parser.add_argument("--wordnet", default="/usr/share/wordnet")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repel", type=float, nargs="*", default=[],
+                        help="also run the similar lexicons at these antonym weights")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)   # gensim's per-call INFO lines
@@ -97,26 +99,34 @@ def main(argv=None):
 
     print(f"load average {os.getloadavg()[0]:.2f}; loading {args.vectors} ...", file=sys.stderr)
     vectors = formats.load_vectors(args.vectors)
-    synonyms, antonyms = wordnet_lexicons(args.wordnet)
     folder = tempfile.mkdtemp(prefix="retrofit-bench-")
-    syn_path, ant_path = os.path.join(folder, "synonyms.txt"), os.path.join(folder, "antonyms.txt")
-    with open(syn_path, "w", encoding="utf-8") as f:
-        f.writelines(format_lexicon(synonyms))
-    with open(ant_path, "w", encoding="utf-8") as f:
-        f.writelines(format_lexicon(antonyms))
-    faruqui_lexicon = lowercase_lexicon(synonyms)
+    paths = {}
+    for similar in (False, True):
+        synonyms, antonyms = wordnet_lexicons(args.wordnet, similar=similar)
+        for kind, lexicon in (("syn", synonyms), ("ant", antonyms)):
+            paths[kind, similar] = os.path.join(folder, f"{kind}{'-similar' if similar else ''}.txt")
+            with open(paths[kind, similar], "w", encoding="utf-8") as f:
+                f.writelines(format_lexicon(lexicon))
+        if not similar:
+            faruqui_lexicon = lowercase_lexicon(synonyms)
 
-    def embedtune_run(antonyms_file=None, freeze_top=0):
-        config = Config(lexicon=syn_path, antonyms=antonyms_file,
-                        vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit"))
+    def embedtune_run(similar, antonyms=True, freeze_top=0, repel=None):
+        config = Config(lexicon=paths["syn", similar], antonyms=paths["ant", similar] if antonyms else None,
+                        vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit", repel=repel))
         return train(vectors, None, config)
 
     runs = {
         "faruqui": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
-        "synonyms": lambda: embedtune_run(),
-        "+antonyms": lambda: embedtune_run(ant_path),
-        "+antonyms top10k": lambda: embedtune_run(ant_path, freeze_top=10000),
+        "synonyms": lambda: embedtune_run(False, antonyms=False),
+        "+antonyms": lambda: embedtune_run(False),
+        "+antonyms top10k": lambda: embedtune_run(False, freeze_top=10000),
+        "similar": lambda: embedtune_run(True),
+        "similar top10k": lambda: embedtune_run(True, freeze_top=10000),
     }
+    for repel in args.repel:
+        runs[f"similar repel {repel:g}"] = lambda repel=repel: embedtune_run(True, repel=repel)
+        runs[f"similar repel {repel:g} top10k"] = lambda repel=repel: embedtune_run(True, repel=repel,
+                                                                                   freeze_top=10000)
     seconds = {name: [] for name in runs}
     outputs = {}
     for _ in range(args.repeats):
@@ -145,7 +155,7 @@ def main(argv=None):
                     matrix[:k].view(np.uint32), vectors.matrix[:k].view(np.uint32)))
         rows.append(row)
 
-    print(f"{'row':<20} {'SimLex-999':>10} {'gain':>7} {'WS-353':>7} {'change':>7} {'seconds':>8}  notes")
+    print(f"{'row':<26} {'SimLex-999':>10} {'gain':>7} {'WS-353':>7} {'change':>7} {'seconds':>8}  notes")
     for row in rows:
         gain = f"{row['simlex_gain']:+.3f}" if "simlex_gain" in row else ""
         change = f"{row['wordsim_change']:+.3f}" if "wordsim_change" in row else ""
@@ -155,9 +165,9 @@ def main(argv=None):
             notes = f"{row['trained_rows']:,} rows moved"
         if "frozen_bit_identical" in row:
             notes += f", {row['frozen']:,} frozen, bit-identical: {row['frozen_bit_identical']}"
-        print(f"{row['row']:<20} {row['simlex']:>10.3f} {gain:>7} {row['wordsim']:>7.3f} {change:>7} {secs:>8}  {notes}")
+        print(f"{row['row']:<26} {row['simlex']:>10.3f} {gain:>7} {row['wordsim']:>7.3f} {change:>7} {secs:>8}  {notes}")
     best = {r["row"]: r for r in rows}
-    full, top = best["+antonyms"], best["+antonyms top10k"]
+    full, top = best["similar"], best["similar top10k"]
     print(f"\ngoals: SimLex gain {full['simlex_gain']:+.3f} (>= +{GOALS['simlex_gain']}), "
           f"WordSim change {full['wordsim_change']:+.3f} (>= -{GOALS['wordsim_drop']}), "
           f"top10k gain {top['simlex_gain']:+.3f} (>= +{GOALS['simlex_gain_top10k']}, frozen bit-identical "

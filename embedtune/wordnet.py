@@ -31,15 +31,19 @@ def _lemma(word: str) -> str:
     return ADJ_MARKER.sub("", word)
 
 
-def read_wordnet(folder: str) -> tuple[dict[tuple[str, int], list[str]], list[tuple[str, int, int, str, int, int]]]:
+POINTERS = ("!", "&")   # antonym (between words), similar to (between adjective synsets)
+
+
+def read_wordnet(folder: str) -> tuple[dict[tuple[str, int], list[str]], list[tuple]]:
     """Parse ``folder``/data.{noun,verb,adj,adv}.
 
     Returns (synsets: {(file, offset): [lemma, ...]},
-             antonyms: [(file, offset, source word number, target file, target offset, target word number)]).
+             pointers: [(symbol, file, offset, source word number, target file, target offset,
+                         target word number)] for the symbols in POINTERS; word number 0: the synset).
     A missing data file is skipped; a folder with none of them is an error.
     """
     synsets: dict[tuple[str, int], list[str]] = {}
-    antonyms = []
+    pointers = []
     found = 0
     for name in DATA_FILES:
         path = os.path.join(folder, f"data.{name}")
@@ -62,8 +66,8 @@ def read_wordnet(folder: str) -> tuple[dict[tuple[str, int], list[str]], list[tu
                     for _ in range(n_pointers):
                         symbol, target, pos, source_target = fields[at: at + 4]
                         at += 4
-                        if symbol == "!":
-                            antonyms.append((name, offset, int(source_target[:2], 16), POS_FILE[pos],
+                        if symbol in POINTERS:
+                            pointers.append((symbol, name, offset, int(source_target[:2], 16), POS_FILE[pos],
                                              int(target), int(source_target[2:], 16)))
                 except (ValueError, IndexError, KeyError, UnicodeDecodeError):
                     raise EmbedtuneError("not a WordNet data line (offset lex_filenum ss_type w_cnt word lex_id "
@@ -71,7 +75,7 @@ def read_wordnet(folder: str) -> tuple[dict[tuple[str, int], list[str]], list[tu
                 synsets[(name, offset)] = words
     if not found:
         raise EmbedtuneError(f"no WordNet data files here (expected data.{', data.'.join(DATA_FILES)})", folder)
-    return synsets, antonyms
+    return synsets, pointers
 
 
 def _add(table: dict[str, dict[str, None]], word: str, other: str) -> None:
@@ -79,29 +83,55 @@ def _add(table: dict[str, dict[str, None]], word: str, other: str) -> None:
         table.setdefault(word, {})[other] = None   # a dict keeps first-seen order
 
 
-def wordnet_lexicons(folder: str, single_words: bool = False) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def wordnet_lexicons(folder: str, single_words: bool = False,
+                     similar: bool = False) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(synonyms, antonyms) as {word: [neighbour, ...]}, both symmetric.
 
     single_words : leave out multi-word lemmas (``natural_object``), which word vectors such as
-    GloVe's do not hold
+        GloVe's do not hold
+    similar : follow adjectives' "similar to" pointers (``&``, a satellite such as huge to its head
+        large): the words of both synsets become synonyms, and a satellite's words antonyms of the
+        head's antonyms (WordNet's indirect antonyms: huge / small)
     """
     synsets, pointers = read_wordnet(folder)
+
+    def words_of(name, offset, number, at):
+        try:
+            words = synsets[(name, offset)]
+            return words if number == 0 else [words[number - 1]]
+        except (KeyError, IndexError):
+            raise EmbedtuneError(f"a pointer of synset {at[1]:08d} points at a word or synset that does not exist "
+                                 f"({name} {offset:08d} word {number})",
+                                 os.path.join(folder, f"data.{at[0]}")) from None
+
     synonyms: dict[str, dict[str, None]] = {}
     for words in synsets.values():
         for word in words:
             for other in words:
                 _add(synonyms, word, other)
+    satellites: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for symbol, name, offset, source, target_name, target_offset, target in pointers:
+        if symbol == "&" and similar:
+            satellites.setdefault((target_name, target_offset), []).append((name, offset))
+            for word in words_of(name, offset, source, (name, offset)):
+                for other in words_of(target_name, target_offset, target, (name, offset)):
+                    _add(synonyms, word, other)
+                    _add(synonyms, other, word)
     antonyms: dict[str, dict[str, None]] = {}
-    for name, offset, source, target_name, target_offset, target in pointers:
-        try:
-            word = synsets[(name, offset)][source - 1]
-            other = synsets[(target_name, target_offset)][target - 1]
-        except (KeyError, IndexError):
-            raise EmbedtuneError(f"antonym pointer of synset {offset:08d} points at a word that does not exist "
-                                 f"({target_name} {target_offset:08d} word {target})",
-                                 os.path.join(folder, f"data.{name}")) from None
-        _add(antonyms, word, other)
-        _add(antonyms, other, word)
+    for symbol, name, offset, source, target_name, target_offset, target in pointers:
+        if symbol != "!":
+            continue
+        # The pointer's word, and with similar also the words of its synset's satellites, against
+        # the target word.
+        ends = [(words_of(name, offset, source, (name, offset)), words_of(target_name, target_offset, target,
+                                                                             (name, offset)))]
+        if similar:
+            ends += [(words_of(*s, 0, (name, offset)), ends[0][1]) for s in satellites.get((name, offset), [])]
+        for words, others in ends:
+            for word in words:
+                for other in others:
+                    _add(antonyms, word, other)
+                    _add(antonyms, other, word)
     if single_words:
         synonyms, antonyms = _single_words(synonyms), _single_words(antonyms)
     return ({w: list(n) for w, n in synonyms.items()}, {w: list(n) for w, n in antonyms.items()})
@@ -124,12 +154,12 @@ def format_lexicon(lexicon: dict[str, list[str]]) -> Iterable[str]:
 
 
 def write_wordnet_lexicons(folder: str, synonyms_path: str, antonyms_path: str | None = None,
-                           single_words: bool = False) -> dict:
+                           single_words: bool = False, similar: bool = False) -> dict:
     """Write the synonym lexicon (and the antonym one) of a WordNet folder; each file is written to
     a temporary name and renamed into place. Returns counts for a summary."""
     from embedtune.formats.io import open_target
 
-    synonyms, antonyms = wordnet_lexicons(folder, single_words)
+    synonyms, antonyms = wordnet_lexicons(folder, single_words, similar)
     written = [(synonyms_path, synonyms)] + ([(antonyms_path, antonyms)] if antonyms_path else [])
     for path, lexicon in written:
         with open_target(path) as f:

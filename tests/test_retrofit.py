@@ -53,8 +53,9 @@ PAIRS_A = [(4, 0), (1, 4)]
 FROZEN = np.array([False, False, False, True, False, False])
 
 
-def brute_force(x0, frozen, rounds, anchor, repel, syn_pairs, ant_pairs):
-    """The update written out row by row: q_i <- (a q̂_i + 1/|S| sum_S q_j - repel/|A| sum_A q_j) / (a + 1 + repel)."""
+def brute_force(x0, frozen, rounds, anchor, repel, syn_pairs, ant_pairs, frozen_pull=2.0):
+    """The update written out row by row: q_i <- (a q̂_i + mean_S q_j - repel mean_A q_j) / (a + 1 + repel),
+    the means weighing a frozen neighbour ``frozen_pull`` times."""
     n = len(x0)
     syn = {i: set() for i in range(n)}
     ant = {i: set() for i in range(n)}
@@ -70,11 +71,12 @@ def brute_force(x0, frozen, rounds, anchor, repel, syn_pairs, ant_pairs):
                 continue
             num = anchor * x0[i].astype(np.float64)
             den = anchor
+            w = {j: frozen_pull if frozen[j] else 1.0 for j in syn[i] | ant[i]}
             if syn[i]:
-                num = num + sum(x[j] for j in syn[i]) / len(syn[i])
+                num = num + sum(w[j] * x[j] for j in syn[i]) / sum(w[j] for j in syn[i])
                 den += 1
             if ant[i]:
-                num = num - repel * sum(x[j] for j in ant[i]) / len(ant[i])
+                num = num - repel * sum(w[j] * x[j] for j in ant[i]) / sum(w[j] for j in ant[i])
                 den += repel
             new[i] = num / den
         x = new
@@ -108,8 +110,9 @@ def test_rounds_reach_the_fixed_point_of_the_linear_system():
     moving, rows, changes = retrofit(x0, edges(6, PAIRS_S), edges(6, PAIRS_A), FROZEN, 60, anchor, repel)
     w = np.zeros((6, 6))
     syn, ant = edges(6, PAIRS_S).toarray(), edges(6, PAIRS_A).toarray()
-    w += syn / np.maximum(syn.sum(1, keepdims=True), 1)
-    w -= repel * ant / np.maximum(ant.sum(1, keepdims=True), 1)
+    syn_w, ant_w = syn * np.where(FROZEN, 2.0, 1.0), ant * np.where(FROZEN, 2.0, 1.0)   # frozen pull twice
+    w += syn_w / np.maximum(syn_w.sum(1, keepdims=True), 1)
+    w -= repel * ant_w / np.maximum(ant_w.sum(1, keepdims=True), 1)
     d = anchor + (syn.sum(1) > 0) + repel * (ant.sum(1) > 0)
     m, f = moving, np.flatnonzero(FROZEN)
     system = np.diag(d[m]) - w[np.ix_(m, m)]
@@ -256,6 +259,7 @@ DATA_ADJ = LICENCE + (
     "00002098 00 a 01 unable 0 002 = 05200169 n 0000 ! 00001740 a 0101 | not having the necessary means\n"
     "00002312 00 a 02 abaxial 0 dorsal(a) 4 002 ;c 06037666 n 0000 ! 00002527 a 0101 | facing away from the axis\n"
     "00002527 00 a 02 adaxial 0 ventral(a) 4 002 ;c 06037666 n 0000 ! 00002312 a 0101 | nearest to the axis\n"
+    "00002600 00 s 01 underside 0 001 & 00002312 a 0000 | a satellite of abaxial (made up for the test)\n"
 )
 DATA_NOUN = LICENCE + (
     "00021939 03 n 02 artifact 0 artefact 0 001 @ 00003553 n 0000 | a man-made object\n"
@@ -282,6 +286,12 @@ def test_lexicon_wordnet_writes_synonyms_and_antonyms(tmp_path):
     assert ant.read_text(encoding="utf-8") == "able unable\nunable able\nabaxial adaxial\nadaxial abaxial\n"
     result = run(["lexicon", "wordnet", folder, "-o", "-", "--single-words"])
     assert "natural_object" not in result.stdout and "article thing\n" in result.stdout
+    # --similar: a satellite joins its head's synonyms and faces the head's antonym.
+    result = run(["lexicon", "wordnet", folder, "-o", syn, "--antonyms", ant, "--similar"])
+    assert result.exit_code == 0, result.output
+    assert "underside abaxial dorsal\n" in syn.read_text(encoding="utf-8")
+    assert ant.read_text(encoding="utf-8") == (
+        "able unable\nunable able\nabaxial adaxial\nadaxial abaxial underside\nunderside adaxial\n")
 
 
 def test_lexicon_built_from_wordnet_feeds_train(tmp_path):
