@@ -4,26 +4,30 @@ Mrkšić et al. 2016), as a closed-form sparse update: no corpus, no optimizer, 
 Each trainable row q_i that has lexicon neighbours is pulled toward its synonyms S(i), away from
 its antonyms A(i), and held near its start q̂_i:
 
-    α |q_i - q̂_i|^2 + β_i Σ_{j in S(i)} |q_i - q_j|^2 + γ_i Σ_{j in A(i)} |q_i + q_j|^2
-    α = anchor (Faruqui's 1), β_i = 1/|S(i)| (Faruqui's), γ_i = repel/|A(i)|
+    α |q_i - q̂_i|^2 + Σ_{j in S(i)} β_ij |q_i - q_j|^2 + Σ_{j in A(i)} γ_ij |q_i + q_j|^2
+    α = anchor (Faruqui's 1); β_ij = w_j / Σ_S w (Faruqui's 1/|S(i)| when nothing is frozen);
+    γ_ij = repel w_j / Σ_A w; w_j = 1, or FROZEN_PULL for a frozen neighbour
 
 Every term is quadratic, so the minimiser over q_i with its neighbours held is exact:
 
-    q_i <- (α q̂_i + β_i Σ_S q_j - γ_i Σ_A q_j) / (α + [S(i) nonempty] + repel [A(i) nonempty])
+    q_i <- (α q̂_i + Σ_S β_ij q_j - Σ_A γ_ij q_j) / (α + [S(i) nonempty] + repel [A(i) nonempty])
 
-One round updates every moving row at once (Jacobi) with two sparse products, [moving, local] x
-[local, dim]; ``epochs`` rounds are made. Without antonyms this is Faruqui's update (his script
-sweeps the rows in place, Gauss-Seidel; Jacobi reaches the same fixed point and is one matmul; a
-round shrinks the largest distance to it by a factor (1 + repel) / (α + 1 + repel) at least). The antonym term pulls q_i
-toward -q_j: on GloVe 6B 50d with WordNet (benchmarks/retrofit.py) it raised the SimLex-999 gain
-from +0.067 (synonyms alone) to +0.104 at repel 0.3 while WordSim-353 fell 0.008; a hinge on the
-cosine (counter-fitting's, taken as a projection step per round) gave +0.111 at a WordSim-353
-cost of 0.021, and larger weights of either trade more WordSim-353 for SimLex-999.
+One round updates every moving row at once (Jacobi) with one sparse product, [moving, local] x
+[local, dim]; ``epochs`` rounds are made (20 by default). Without antonyms and frozen rows this is
+Faruqui's update (his script sweeps the rows in place, Gauss-Seidel; Jacobi has the same fixed
+point and is one matmul; a round shrinks the largest distance to it by a factor
+(1 + repel) / (α + 1 + repel) at least).
 
-The closed form is exact, where the sparse step would only approach the same minimiser, and
-takes about a second for 400k rows; so there are no batches, learning rate or checkpoints.
-Frozen rows are read as neighbours and never written: they pull their neighbours and keep their
-bits. Lexicon words that are not in the vectors are counted and reported, never added.
+The antonym term pulls q_i toward -q_j. On GloVe 6B 50d with WordNet (benchmarks/retrofit.py;
+SimLex-999 gain / WordSim-353 change): synonyms alone +0.067 / -0.006; with antonyms at repel 0.3
++0.104 / -0.008; a hinge on the cosine instead (counter-fitting's, one projection step per round)
++0.111 / -0.021; larger weights of either trade more WordSim-353 for SimLex-999. The quadratic
+term keeps the update exact and was kept.
+
+The closed form is exact where the sparse step would only approach the same minimiser, and takes
+about 1.5 s for 400k rows; so there are no batches, learning rate or checkpoints. Frozen rows are
+read as neighbours and never written: they pull their neighbours and keep their bits. Lexicon
+words that are not in the vectors are counted and reported, never added.
 """
 
 from __future__ import annotations
@@ -133,8 +137,10 @@ FROZEN_PULL = 2.0
 """How much more a frozen neighbour weighs than a moving one. Two rows that both move each cover
 half the distance between them; a frozen one cannot, so the moving row is given its pull twice
 over, within the same total (1 for synonyms, repel for antonyms). Measured with GloVe's 10,000 most
-frequent rows frozen (benchmarks/README.md, retrofit): SimLex-999 gain +0.047 at 1, +0.055 at 2,
-+0.060 at 4, WordSim-353 -0.004, -0.004, -0.006. Without frozen rows it changes nothing."""
+frequent rows frozen (benchmarks/README.md, retrofit), SimLex-999 gain at 1 and 2: +0.039 and +0.044
+(WordNet lexicons, repel 0.3), +0.046 and +0.053 (with --similar); at repel 0.5 and --similar
++0.047, +0.055, and +0.060 at 4, WordSim-353 -0.004, -0.004, -0.006. Without frozen rows it changes
+nothing."""
 
 
 def _pull(graph: scipy.sparse.csr_matrix, moving: np.ndarray, frozen: np.ndarray, total: float,
