@@ -312,3 +312,13 @@ def test_lexicon_wordnet_bad_line_names_file_and_line(tmp_path):
     assert not (tmp_path / "syn.txt").exists()
     result = run(["lexicon", "wordnet", tmp_path, "-o", tmp_path / "syn.txt"])
     one_error_line(result, "no WordNet data files")
+
+
+def test_epochs_are_decided_by_the_objective():
+    from embedtune.config import Config, TrainConfig, resolve
+
+    assert [resolve(Config(train=TrainConfig(objective=o))).train.epochs for o in ("sgns", "glove", "retrofit")] \
+        == [5, 5, 20]
+    assert resolve(Config(train=TrainConfig(objective="retrofit", epochs=3))).train.epochs == 3
+    t = resolve(Config(train=TrainConfig(objective="retrofit"))).train
+    assert (t.anchor, t.repel) == (1.0, 0.3)
