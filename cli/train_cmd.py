@@ -93,7 +93,8 @@ class StopRequests:
 @click.option("--anchor", "anchor", type=float, metavar="RHO",
               help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
                    f"over the steps that read the row (0 = off). [default: 0 sgns, "
-                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")
+                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove; retrofit: alpha of its update, "
+                   f"{OBJECTIVE_DEFAULTS['retrofit']['anchor']:g}]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
