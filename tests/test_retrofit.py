@@ -322,3 +322,12 @@ def test_epochs_are_decided_by_the_objective():
     assert resolve(Config(train=TrainConfig(objective="retrofit", epochs=3))).train.epochs == 3
     t = resolve(Config(train=TrainConfig(objective="retrofit"))).train
     assert (t.anchor, t.repel) == (1.0, 0.3)
+
+
+def test_a_lexicon_with_no_pair_in_the_vectors_is_an_error(tmp_path):
+    lexicon = write(tmp_path, "syn.txt", "zzzfoo qqqbar\nthe xxxbaz\n")
+    config = with_paths(make_config(objective="retrofit"), lexicon=lexicon)
+    with pytest.raises(EmbedtuneError) as info:
+        train(glove(100), None, config)
+    assert info.value.path == lexicon
+    assert info.value.message == "no pair of its 4 words is in the vectors (3 of them are not)"
