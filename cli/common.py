@@ -46,11 +46,12 @@ def reports_errors(func):
     return wrapper
 
 
-def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: str | None) -> None:
+def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json_out: str | None,
+                             other_inputs: tuple = ()) -> None:
     """Refuse, before any work, what would fail or destroy something at the end: both inputs on
     standard input, JSON and vectors both on standard output, an output that is an input (by
-    samefile, not by spelling), a folder, in a folder that does not exist or cannot be written;
-    an input that does not exist."""
+    samefile, not by spelling; ``other_inputs`` are inputs too), a folder, in a folder that does
+    not exist or cannot be written; an input that does not exist."""
     if vectors == "-" and corpus == "-":
         raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
     if json_out == "-" and output == "-":
@@ -58,7 +59,7 @@ def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: s
     for option, target in (("-o", output), ("--json", json_out)):
         if not target or target == "-":
             continue
-        for source in (vectors, corpus):
+        for source in (vectors, corpus, *other_inputs):
             if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
                     and os.path.samefile(source, target):
                 raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)

@@ -21,6 +21,7 @@ COMMANDS = {
     "diff": "compare_cmds:diff_cmd",
     "eval": "compare_cmds:eval_cmd",
     "neighbors": "compare_cmds:neighbors_cmd",
+    "lexicon": "lexicon_cmd:lexicon_cmd",
 }
 
 SHORT_HELP = {
@@ -31,6 +32,7 @@ SHORT_HELP = {
     "diff": "Compare two vectors files row by row.",
     "eval": "Score vectors on word-similarity and analogy benchmarks.",
     "neighbors": "Show nearest neighbours of words.",
+    "lexicon": "Write synonym and antonym lexicons (from WordNet) for --objective retrofit.",
 }
 
 

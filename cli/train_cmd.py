@@ -71,9 +71,15 @@ class StopRequests:
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
 @click.option("--objective", type=click.Choice(OBJECTIVES),
-              help="sgns (skip-gram, word2vec's) or glove (GloVe's least squares on co-occurrence counts); "
-                   "auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
-@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs). [default: 5]")
+              help="sgns (skip-gram, word2vec's), glove (GloVe's least squares on co-occurrence counts) or "
+                   "retrofit (to --lexicon, no CORPUS); auto: glove for GloVe-format VECTORS, else sgns. "
+                   "[default: auto]")
+@click.option("--lexicon", type=click.Path(), help="retrofit: synonyms, 'word neighbour neighbour ...' per line "
+                                                  "(UTF-8; Faruqui's format; see `embedtune lexicon`).")
+@click.option("--antonyms", type=click.Path(), help="retrofit: antonyms in the same format, pulled apart.")
+@click.option("--repel", type=float, help="retrofit: weight of the antonym term. [default: 0.3]")
+@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs; retrofit: rounds "
+                                         "of its update). [default: 5; retrofit: 20]")
 @click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
@@ -88,7 +94,8 @@ class StopRequests:
 @click.option("--anchor", "anchor", type=float, metavar="RHO",
               help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
                    f"over the steps that read the row (0 = off). [default: 0 sgns, "
-                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")
+                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove; retrofit: alpha of its update, "
+                   f"{OBJECTIVE_DEFAULTS['retrofit']['anchor']:g}]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
@@ -118,6 +125,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
     or paragraph per line, whitespace tokens. Frozen rows are written back
     bit-identical; the summary reports the largest change seen on one (0).
+    --objective retrofit reads --lexicon (and --antonyms) instead of a CORPUS.
 
     \b
     Examples:
@@ -125,18 +133,27 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
       embedtune train glove.txt corpus.txt --freeze-top 20000 -o tuned.txt
       zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
       embedtune train --config configs/quickstart.toml --dry-run --json
+      embedtune train glove.txt --objective retrofit --lexicon syn.txt --antonyms ant.txt -o retro.txt
     """
     config = load_config(config_path, check_values=False) if config_path else Config()
     config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options},
                    source=config_path)
-    for key in ("vectors", "corpus", "output"):
+    retrofit = config.train.objective == "retrofit"   # reads a lexicon, not a corpus
+    for key in ("vectors", "output") if retrofit else ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
+    if retrofit and config.lexicon is None:
+        raise click.UsageError("--objective retrofit needs --lexicon FILE (or lexicon = in --config)")
+    if retrofit and config.corpus is not None:
+        raise click.UsageError("--objective retrofit reads no CORPUS; give --lexicon (and --antonyms) instead")
+    if retrofit and (resume or config.train.checkpoint_dir):
+        raise EmbedtuneError("retrofit takes seconds and keeps no checkpoints; drop --resume and --checkpoint-dir")
     # Everything about the inputs and outputs is checked before hours of training, not after, and
     # before TensorFlow and the vectors load: each check costs a stat or a compile.
     # A dry run writes no vectors, so its plan may go to standard output whatever -o says.
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
-                             None if dry_run and json_out == "-" else json_out)
+                             None if dry_run and json_out == "-" else json_out,
+                             other_inputs=(config.lexicon, config.antonyms))
     check_format_names(format=config.format, to=config.to)
     v, t = config.vocab, config.train
     check_input_file(v.freeze_list, "word-list file")
@@ -187,6 +204,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.update(p.words_done - bar.n)
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
+    if retrofit:   # seconds, no loop: no progress bar, no stop requests, no checkpoints
+        result = train(vectors, None, config, on_plan=on_plan, resume=resume)
+        finish_retrofit(result, config, out_format, json_out)
+        return
     with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
@@ -236,6 +257,9 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
     from embedtune.corpus import Corpus
     from embedtune.runplan import describe, plan_run
 
+    if config.train.objective == "retrofit":
+        _dry_run_retrofit(vectors, config, out_format, json_out)
+        return
     with Corpus(config.corpus, lowercase=lowercase) as corpus:
         run = plan_run(vectors, corpus, config, resume=resume)
     d = describe(run, vectors)
@@ -267,3 +291,55 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
     click.echo("Dry run: every check passed; nothing trained, nothing written.")
     for name, value in lines:
         click.echo(f"{name:<10} {value}")
+
+
+def _dry_run_retrofit(vectors, config, out_format, json_out):
+    """Read the lexicons and apply the rules; retrofit nothing, write nothing."""
+    from embedtune.config import resolve
+    from embedtune.objectives.retrofit import plan_retrofit
+
+    config = resolve(config)
+    plan, lowercase, synonyms, antonyms = plan_retrofit(vectors, config)
+    t = config.train
+    d = {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,
+         "output": config.output, "to": out_format, "lowercase": lowercase,
+         "settings": {"epochs": t.epochs, "anchor": t.anchor, "repel": t.repel if antonyms else None},
+         "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
+    if json_out:
+        write_json(d, json_out)
+        if json_out == "-":
+            return
+    click.echo("Dry run: every check passed; nothing trained, nothing written.")
+    click.echo(f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable")
+    for key in ("lexicon", "antonyms"):
+        lex = d[key]
+        if lex is not None:
+            click.echo(f"{key:<10} {getattr(config, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} pairs "
+                       f"in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
+    click.echo(f"{'objective':<10} retrofit: {t.epochs} rounds, anchor {t.anchor:g}"
+               + (f", repel {t.repel:g}" if antonyms else ""))
+
+
+def finish_retrofit(result, config, out_format: str, json_out: str | None) -> None:
+    """Write the output, the report and the JSON summary of a retrofit run."""
+    from embedtune import formats
+
+    formats.save_vectors(result.vectors, config.output, out_format)
+    s = result.stats
+    s.update(vectors=config.vectors, output=config.output, format=out_format)
+    for key in ("lexicon", "antonyms"):
+        lex = s[key]
+        if lex is None:
+            continue
+        message(f"{getattr(config, key)}: {lex['lines']:,} lines, {lex['words']:,} words, "
+                f"{lex['pairs_in_vectors']:,} pairs in the vectors; {lex['words_not_in_vectors']:,} words not in "
+                f"the vectors (not added)" + (f", first: {', '.join(lex['first_not_in_vectors'])}"
+                                                if lex["first_not_in_vectors"] else ""))
+    message(f"Retrofitted {s['trained_rows']:,} rows in {s['epochs']} rounds (anchor {s['anchor']:g}"
+            + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
+            f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
+            f"largest change on a frozen row: {s['max_frozen_change']}")
+    if config.output != "-":
+        message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+    if json_out:
+        write_json(s, json_out)

@@ -37,8 +37,8 @@ class VocabConfig:
 class TrainConfig:
     """None: decided by the objective (OBJECTIVE_DEFAULTS; see ``resolve``)."""
 
-    objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove
-    epochs: int = 5
+    objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove | retrofit
+    epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
@@ -48,6 +48,7 @@ class TrainConfig:
     optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
+    repel: float | None = None          # retrofit: weight of the antonym term (None: 0.3; see objectives/retrofit.py)
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
                                         # (GloVe's own default is 100; 2 was best on held-out words)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
@@ -65,6 +66,8 @@ class TrainConfig:
 class Config:
     vectors: str | None = None          # pretrained vectors file
     corpus: str | None = None           # text corpus, one sentence or paragraph per line; "-" = stdin
+    lexicon: str | None = None          # retrofit: synonyms, 'word neighbour ...' per line (Faruqui's format)
+    antonyms: str | None = None         # retrofit: antonyms, same format
     output: str | None = None           # output vectors file; "-" = stdout
     format: str | None = None           # input vectors format (None: detect)
     to: str | None = None               # output format (None: same as the input)
@@ -78,14 +81,18 @@ DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 # validation words; see OBJECTIVE_DEFAULTS). sgd at 0.01-0.1 and adam at 0.001-0.03 did worse
 # there (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
 OBJECTIVE_LR = {("glove", "adagrad"): 0.1}
-OBJECTIVES = ("auto", "sgns", "glove")
+OBJECTIVES = ("auto", "sgns", "glove", "retrofit")
 # What None means for these keys, by objective. sgns's are word2vec's. glove's anchor (with
 # x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation words
 # (benchmarks/recovery.py --sweep-train; benchmarks/README.md): on 5.1M tokens anchor 8 gave
 # R@10 0.60 (median rank 5), anchors 0.5-16 0.57-0.60; on 1.5M tokens all gave 0.46-0.48.
 OBJECTIVE_DEFAULTS = {
-    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0},
-    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0},
+    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5},
+    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5},
+    # Faruqui et al.'s anchor (alpha = 1); 20 rounds: the update's fixed point to 1e-5 (each round
+    # shrinks the distance to it by (1 + repel) / (2 + repel) at least); repel 0.3 measured in
+    # benchmarks/retrofit.py (benchmarks/README.md).
+    "retrofit": {"anchor": 1.0, "repel": 0.3, "epochs": 20},
 }
 LOWERCASE = ("auto", "yes", "no")
 INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
@@ -156,7 +163,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:
         bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
-    if t.epochs < 1:
+    if t.epochs is not None and t.epochs < 1:
         bad("train.epochs", f"must be at least 1, got {t.epochs}")
     if t.window is not None and t.window < 1:
         bad("train.window", f"must be at least 1, got {t.window}")
@@ -176,6 +183,11 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.x_max", f"must be positive, got {t.x_max}")
     if t.anchor is not None and t.anchor < 0:
         bad("train.anchor", f"must be 0 (off) or positive, got {t.anchor}")
+    if t.repel is not None and t.repel < 0:
+        bad("train.repel", f"must be 0 (off) or positive, got {t.repel}")
+    for key in ("lexicon", "antonyms"):
+        if getattr(config, key) is not None and t.objective != "retrofit":
+            bad(key, f"is read only by --objective retrofit (the objective here is {t.objective})")
     if t.checkpoint_every < 0:
         bad("train.checkpoint_every", f"must be 0 or positive, got {t.checkpoint_every}")
     if t.max_steps < 0:

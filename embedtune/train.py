@@ -33,6 +33,7 @@ from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.init import fitting_words, initial_vectors, pick_new_words, random_vectors
+from embedtune.objectives import retrofit
 from embedtune.objectives.glove import GloVe
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
@@ -42,6 +43,9 @@ from embedtune.tblog import ScalarLog
 from embedtune.vectors import Vectors
 
 OBJECTIVES = {"sgns": SkipGram, "glove": GloVe}
+# Objectives solved in closed form, without a corpus or the loop: fit(vectors, config, on_plan, resume)
+# -> (vectors, plan, stats).
+CLOSED_FORM = {"retrofit": retrofit.fit}
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 
@@ -238,12 +242,14 @@ def settings_for_resume(config: Config) -> dict:
     return settings
 
 
-def train(vectors: Vectors, corpus: Corpus, config: Config,
+def train(vectors: Vectors, corpus: Corpus | None, config: Config,
           progress: Callable[[Progress], None] | None = None,
           on_plan: Callable[[Plan], None] | None = None,
           resume: bool = False,
           stop: Callable[[], bool] | None = None) -> TrainResult:
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
+
+    corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
 
     resume : continue from the newest checkpoint in ``config.train.checkpoint_dir``
     stop : polled after every step; when it returns True a checkpoint is written (if a
@@ -255,6 +261,10 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     if t.dim is not None and t.dim != vectors.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
                              config.vectors)
+    if t.objective in CLOSED_FORM:
+        out, plan, stats = CLOSED_FORM[t.objective](vectors, config, on_plan, resume)
+        stats["max_frozen_change"] = max_frozen_change(vectors.matrix, out.matrix, plan.frozen)
+        return TrainResult(out, plan, stats)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if t.deterministic:
