@@ -68,6 +68,9 @@ class StopRequests:
               help="Start of new words: from their contexts (a la carte map or plain mean) or random. [default: alacarte]")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
+@click.option("--tokenize", type=click.Choice(["auto", "none"]),
+              help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
+                   "none: whitespace tokens as they are (pre-tokenized corpora). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
 @click.option("--objective", type=click.Choice(OBJECTIVES),
               help="sgns (skip-gram, word2vec's) or glove (GloVe's least squares on co-occurrence counts); "
@@ -162,7 +165,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.update(p.words_done - bar.n)
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
-    with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
+    with Corpus(config.corpus, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                vocabulary=vectors.index) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop)
@@ -185,7 +189,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
-             lowercase=lowercase)
+             lowercase=lowercase, tokenize=config.vocab.tokenize)
     message(
         f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
         f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
