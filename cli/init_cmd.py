@@ -107,8 +107,8 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     out = Vectors(pretrained.words + new_words, np.vstack([pretrained.matrix, result.matrix]))
     formats.save_vectors(out, output, out_format)
 
-    summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower, "tokenize": tokenize,
-               "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
+    summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
+               "tokenize": tokenize, "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
                "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
                "too_few_contexts": result.n_too_few, **result.stats}
     fitted = f", map fitted on {result.stats['fit_words']:,} words" if "fit_words" in result.stats else ""

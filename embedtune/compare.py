@@ -514,8 +514,10 @@ def _analogy_answers(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     The mean vector of each question is computed with gensim's own operations, so it has the same
     bits. The vocabulary is then scored a batch of questions and a tile of rows at a time; words
     scoring below a question's running 8th best are dropped at once, and the few kept are
-    re-scored exactly as gensim scores them. Rows whose scores tie to the last bit may be ordered
-    differently from gensim (which leaves ties to np.argpartition).
+    re-scored with gensim's formula (the matrix-vector product of their rows with the unit mean,
+    divided by their norms). Two rows whose scores are equal, or within a float32 rounding of
+    each other (where BLAS may sum a row in another order than in gensim's one product over all
+    rows), may be ranked the other way round; none were on the sample or the 400k file.
     """
     from gensim.matutils import unitvec
 
