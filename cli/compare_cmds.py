@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import check_format_names, check_input_file, check_pattern, message, reports_errors
+from embedtune.cli.common import check_format_names, check_input_file, check_pattern, message, quiet, reports_errors
 from embedtune.errors import EmbedtuneError
 
 INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
@@ -294,7 +294,7 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
 def eval_cmd(
     vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json
 ):
-    """Score vectors on word-similarity and analogy benchmarks (with gensim).
+    """Score vectors on word-similarity and analogy benchmarks (gensim's figures, fast).
 
     Word-pair files give Pearson and Spearman correlations with the share of pairs that have
     an unknown word; analogy files give 3CosAdd accuracy per section and overall. Without
@@ -308,6 +308,8 @@ def eval_cmd(
       embedtune eval glove.6B.50d.txt tuned.txt --similarity my_pairs.tsv
     """
     check_format_names(format=format_)
+    from tqdm import tqdm
+
     from embedtune.compare import evaluate
 
     similarity = list(similarity_files) or None
@@ -318,7 +320,16 @@ def eval_cmd(
     def score(path):
         v = _load(path, format_, limit)
         message(f"scoring {path}")
-        return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive)
+        # Shown only when scoring takes over a second (delay=1), on a terminal, without -q.
+        with tqdm(desc="analogies", unit="question", file=sys.stderr, delay=1, dynamic_ncols=True,
+                  disable=True if quiet() else None) as bar:
+
+            def progress(advance, total):
+                bar.total = total
+                bar.update(advance)
+
+            return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive,
+                            progress=progress)
 
     before = score(vectors)
     if vectors2 is None:

@@ -38,6 +38,9 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
               help="alacarte fits its map on pretrained words seen this often in the corpus.")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case).")
+@click.option("--tokenize", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+              help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
+                   "none: whitespace tokens as they are (pre-tokenized corpora).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).")
 @click.option("--to", help="Output format (default: that of VECTORS).")
@@ -45,7 +48,7 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @reports_errors
 def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
-             lowercase, seed, format_, to, json_out):
+             lowercase, tokenize, seed, format_, to, json_out):
     """Add CORPUS's new words to VECTORS, each starting from its contexts.
 
     A new word is a CORPUS word missing from VECTORS seen at least --min-count
@@ -83,7 +86,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     if lower is None:
         lower = is_lowercase_vocabulary(pretrained)
 
-    with Corpus(corpus, lowercase=lower) as text:
+    with Corpus(corpus, lowercase=lower, tokenize=tokenize, vocabulary=pretrained.index) as text:
         message(f"Counting {corpus} ...")
         counts, total_words, n_lines = text.count()
         if total_words == 0:
@@ -107,7 +110,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     formats.save_vectors(out, output, out_format)
 
     summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
-               "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
+               "tokenize": tokenize, "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
                "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
                "too_few_contexts": result.n_too_few, **result.stats}
     fitted = f", map fitted on {result.stats['fit_words']:,} words" if "fit_words" in result.stats else ""

@@ -69,6 +69,9 @@ class StopRequests:
               help="Start of new words: from their contexts (a la carte map or plain mean) or random. [default: alacarte]")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
+@click.option("--tokenize", type=click.Choice(["auto", "none"]),
+              help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
+                   "none: whitespace tokens as they are (pre-tokenized corpora). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
 @click.option("--objective", type=click.Choice(OBJECTIVES),
               help="sgns (skip-gram, word2vec's), glove (GloVe's least squares on co-occurrence counts) or "
@@ -208,7 +211,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, config, out_format, json_out)
         return
-    with Corpus(config.corpus, lowercase=lowercase) as corpus, StopRequests() as stop:
+    with Corpus(config.corpus, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                vocabulary=vectors.index) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop)
@@ -231,7 +235,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
-             lowercase=lowercase)
+             lowercase=lowercase, tokenize=config.vocab.tokenize)
     over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
     if s["stopped_at_limit"]:
         limit = s["stopped_at_limit"]
@@ -260,7 +264,8 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
     if config.train.objective == "retrofit":
         _dry_run_retrofit(vectors, config, out_format, json_out)
         return
-    with Corpus(config.corpus, lowercase=lowercase) as corpus:
+    with Corpus(config.corpus, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                vocabulary=vectors.index) as corpus:
         run = plan_run(vectors, corpus, config, resume=resume)
     d = describe(run, vectors)
     d.update(dry_run=True, to=out_format, lowercase=lowercase)

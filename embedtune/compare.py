@@ -1,8 +1,8 @@
 """What changed between two sets of vectors, how good they are, and who their neighbours are.
 
 Everything here works on :class:`embedtune.vectors.Vectors`; reading files is the formats' job.
-Evaluation goes through gensim's ``KeyedVectors.evaluate_word_pairs`` / ``evaluate_word_analogies``
-so scores match what people get from gensim directly.
+Evaluation gives the figures of gensim's ``KeyedVectors.evaluate_word_pairs`` /
+``evaluate_word_analogies`` (tested equal), with analogies answered in batches of matrix products.
 """
 
 from __future__ import annotations
@@ -287,22 +287,6 @@ def config_frozen_words(vectors: Vectors, vocab) -> list[str]:
 # evaluation
 
 
-def to_keyed_vectors(vectors: Vectors):
-    """A gensim KeyedVectors sharing ``vectors``' word list, index and matrix (no copies).
-
-    For read-only use (similarity, most_similar, evaluate_*): adding vectors to it would
-    change ``vectors`` too.
-    """
-    from gensim.models import KeyedVectors
-
-    kv = KeyedVectors(vectors.dim, count=0, dtype=np.float32)
-    kv.index_to_key = vectors.words
-    kv.key_to_index = vectors.index
-    kv.vectors = vectors.matrix
-    kv.next_index = len(vectors.words)
-    return kv
-
-
 @dataclass
 class SimilarityScore:
     """Correlation of cosine similarity with human judgements on one word-pair file.
@@ -397,63 +381,220 @@ class Evaluation:
         return rows
 
 
-def _count_pairs(path, delimiter: str = "\t") -> int:
-    """Lines gensim's evaluate_word_pairs will read as (word, word, score), parsed the same way."""
-    count = 0
-    with open(path, encoding="utf8") as f:
-        for line in f:
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(delimiter)
-            if len(parts) != 3:
-                continue
-            try:
-                float(parts[2])
-            except ValueError:
-                continue
-            count += 1
-    return count
+# Analogy questions are answered ANALOGY_BATCH at a time, each batch one (batch x dim) @ (dim x
+# TILE_ROWS) product per tile of the vocabulary: 256 x 65536 float32 scores is 64 MiB, and the
+# product then runs near the machine's matrix-product speed (one question at a time, as gensim
+# does, is a matrix-vector product per question and took 83 s for two 20k-row files).
+ANALOGY_BATCH = 256
+TILE_ROWS = 65536
+# A question's first threshold is its 8th best score among the first SEED_ROWS words (the most
+# frequent, where answers usually are); only words scoring above it are kept as candidates.
+SEED_ROWS = 4096
+# gensim's most_similar(topn=5) ranks the 5 + 3 best words, then drops the question's own three.
+_TOP = 8
+# Candidates are picked on scores computed from pre-normalised rows, then re-scored the way gensim
+# computes them (dot with the mean, divided by the norm); the two differ by float32 rounding
+# (~1e-7), so any word within this margin of the threshold is kept and re-scored.
+_MARGIN = 1e-4
 
 
-def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, kv=None) -> SimilarityScore:
+def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
+    """Benchmark word -> the first row holding it (upper-cased words when ``case_insensitive``).
+
+    This is gensim's ``ok_vocab`` for the whole file: a word is among the first r words when its
+    row is below r. Inserting in reverse order leaves the first row of a word that occurs twice.
+    """
+    words = [w.upper() for w in vectors.words] if case_insensitive else vectors.words
+    return dict(zip(reversed(words), range(len(words) - 1, -1, -1)))
+
+
+def _read_pairs(path: str, case_insensitive: bool, delimiter: str = "\t") -> list[tuple[str, str, float]]:
+    """(word, word, score) for each line gensim's evaluate_word_pairs reads, parsed as it does:
+    '#' lines skipped, exactly three fields, a score that parses as a number."""
+    triples = []
+    try:
+        with open(path, encoding="utf8") as f:
+            for line in f:
+                if not line or line.startswith("#"):
+                    continue
+                parts = line.split(delimiter)
+                if len(parts) != 3:
+                    continue
+                if case_insensitive:
+                    parts = [part.upper() for part in parts]
+                try:
+                    score = float(parts[2])
+                except ValueError:
+                    continue
+                triples.append((parts[0], parts[1], score))
+    except UnicodeDecodeError as err:
+        raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path) from None
+    return triples
+
+
+def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, rows=None) -> SimilarityScore:
     """Pearson and Spearman correlation on a ``word1<TAB>word2<TAB>score`` file ('#' lines skipped).
 
-    The whole vocabulary is used (only analogies are restricted to the most frequent words).
+    The same figures as gensim's ``evaluate_word_pairs`` with ``restrict_vocab`` = the whole
+    vocabulary (only analogies are restricted to the most frequent words): the cosine of each pair
+    computed as gensim does, the correlations by scipy.stats as gensim calls it.
+    rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
     """
+    from gensim.matutils import unitvec
+    from scipy import stats
+
     path = str(path)
-    total = _count_pairs(path)
-    if total == 0:
+    pairs = _read_pairs(path, case_insensitive)
+    if not pairs:
         raise EmbedtuneError("no word pairs found (expected lines 'word1<TAB>word2<TAB>score')", path)
-    kv = kv if kv is not None else to_keyed_vectors(vectors)
-    try:
-        pearson, spearman, oov_percent = kv.evaluate_word_pairs(
-            path, restrict_vocab=len(vectors.words), case_insensitive=case_insensitive
-        )
-    except ValueError:
-        # gensim's way of saying every pair had an unknown word (we know the file has pairs).
-        return SimilarityScore(Path(path).stem, path, None, None, total, 0)
-    used = total - round(oov_percent / 100 * total)
+    rows = rows if rows is not None else _first_rows(vectors, case_insensitive)
+    matrix = vectors.matrix
+    gold, model = [], []
+    for a, b, score in pairs:
+        ia, ib = rows.get(a), rows.get(b)
+        if ia is None or ib is None:
+            continue
+        gold.append(score)
+        model.append(np.dot(unitvec(matrix[ia]), unitvec(matrix[ib])))
+    if not gold:
+        return SimilarityScore(Path(path).stem, path, None, None, len(pairs), 0)
+    pearson, spearman = stats.pearsonr(gold, model), stats.spearmanr(gold, model)
     return SimilarityScore(
-        Path(path).stem, path, float(pearson.statistic), float(spearman.statistic), total, used
+        Path(path).stem, path, float(pearson.statistic), float(spearman.statistic), len(pairs), len(gold)
     )
 
 
-def _count_questions(path) -> list[tuple[str, int]]:
-    """(section, questions) per ``: section`` header, parsed as gensim's evaluate_word_analogies does."""
-    sections = []
-    with open(path, encoding="utf8") as f:
-        for line_no, line in enumerate(f, 1):
+def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[tuple[str, ...]]]]:
+    """(section, questions) per ``: section`` header, each question four words, parsed as gensim's
+    evaluate_word_analogies does (lines of other lengths skipped)."""
+    sections: list[tuple[str, list]] = []
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path, line_no) from None
             if line.startswith(": "):
-                sections.append([line.lstrip(": ").strip(), 0])
-            elif len(line.split()) == 4:
-                if not sections:
-                    raise EmbedtuneError(
-                        "analogy question before any ': section' header line", path, line_no
-                    )
-                sections[-1][1] += 1
-    if not any(n for _, n in sections):
+                sections.append((line.lstrip(": ").strip(), []))
+                continue
+            words = line.split()
+            if len(words) != 4:
+                continue
+            if not sections:
+                raise EmbedtuneError("analogy question before any ': section' header line", path, line_no)
+            sections[-1][1].append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
+    if not any(questions for _, questions in sections):
         raise EmbedtuneError("no analogy questions found (expected lines 'a b c d' under ': section')", path)
-    return [(name, n) for name, n in sections]
+    return sections
+
+
+def _kth_largest(question: np.ndarray, score: np.ndarray, n_questions: int, k: int) -> np.ndarray:
+    """Per question, the k-th largest of its scores (-inf when it has fewer than k).
+
+    question : int array of shape [c], which question each score belongs to; score : shape [c]
+    """
+    kth = np.full(n_questions, -np.inf, dtype=np.float32)
+    if question.size == 0:
+        return kth
+    order = np.lexsort((-score, question))
+    counts = np.bincount(question, minlength=n_questions)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    enough = counts >= k
+    kth[enough] = score[order][starts[enough] + k - 1]
+    return kth
+
+
+def _analogy_answers(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None) -> list[list[int]]:
+    """gensim's ``most_similar(positive=[b, c], negative=[a], topn=5, restrict_vocab=restrict)`` for
+    every question, as rows.
+
+    abc : int array of shape [m, 3], the rows of a, b and c (each below ``restrict``)
+    Returns m lists of up to 5 rows, best first, the question's own rows left out.
+
+    The mean vector of each question is computed with gensim's own operations, so it has the same
+    bits. The vocabulary is then scored a batch of questions and a tile of rows at a time; words
+    scoring below a question's running 8th best are dropped at once, and the few kept are
+    re-scored with gensim's formula (the matrix-vector product of their rows with the unit mean,
+    divided by their norms). Two rows whose scores are equal, or within a float32 rounding of
+    each other (where BLAS may sum a row in another order than in gensim's one product over all
+    rows), may be ranked the other way round; no answer differed on the sample, nor on every 20th
+    Google question with the 400k file (benchmarks/eval_speed.py).
+    """
+    from gensim.matutils import unitvec
+
+    m, dim = abc.shape[0], matrix.shape[1]
+    if m == 0:
+        return []
+    top = min(_TOP, restrict)
+    norms = np.linalg.norm(matrix, axis=1)  # gensim's fill_norms
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # get_mean_vector(pre_normalize=True) of positive [b, c] and negative [a], in its order.
+        means = np.zeros((m, dim), matrix.dtype)
+        total_weight = 0
+        for weight, column in zip(np.concatenate((np.ones(2), -1.0 * np.ones(1))), (1, 2, 0)):
+            rows = abc[:, column]
+            means += weight * (matrix[rows] / norms[rows, None])
+            total_weight += abs(weight)
+        means = means / total_weight
+        queries = np.stack([unitvec(q).astype(np.float32) for q in means])
+        tiles = []
+        for start in range(0, restrict, TILE_ROWS):
+            stop = min(start + TILE_ROWS, restrict)
+            unit = matrix[start:stop] / norms[start:stop, None]
+            unit[~np.isfinite(unit).all(axis=1)] = 0.0  # a zero row has no direction; gensim scores it NaN
+            tiles.append((start, np.ascontiguousarray(unit.T)))
+    scores_buffer = np.empty(min(ANALOGY_BATCH, m) * min(TILE_ROWS, restrict), np.float32)
+    hits_buffer = np.empty(scores_buffer.size, bool)
+    own_rows = abc.tolist()
+    answers: list[list[int]] = []
+    for first in range(0, m, ANALOGY_BATCH):
+        batch = queries[first : first + ANALOGY_BATCH]
+        b = batch.shape[0]
+        threshold = None
+        kept_q, kept_row, kept_score = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        for start, tile in tiles:
+            width = tile.shape[1]
+            scores = np.matmul(batch, tile, out=scores_buffer[: b * width].reshape(b, width))
+            parts = [(0, width)]
+            if threshold is None:
+                # A first threshold: the smallest of the maxima of `top` disjoint blocks of the first
+                # words (at least `top` scores reach it, so it is at most the top-th best; a max is
+                # far cheaper than np.partition). Those first words are then kept and the threshold
+                # tightened to their top-th best before the rest of the tile is compared with it.
+                block = min(SEED_ROWS, width) // top
+                if block:
+                    seed = scores[:, : block * top].reshape(b, top, block)
+                    threshold = seed.max(axis=2).min(axis=1) - _MARGIN
+                    parts = [(0, block * top), (block * top, width)]
+                else:
+                    threshold = np.full(b, -np.inf, np.float32)
+            for lo, hi in parts:
+                if hi <= lo:
+                    continue
+                hits = np.greater_equal(scores[:, lo:hi], threshold[:, None],
+                                        out=hits_buffer[: b * (hi - lo)].reshape(b, hi - lo))
+                # flatnonzero, then divmod: np.nonzero on the 2-D mask measured 50x slower.
+                q, col = np.divmod(np.flatnonzero(hits), hi - lo)
+                col += lo
+                kept_q = np.concatenate((kept_q, q))
+                kept_row = np.concatenate((kept_row, col + start))
+                kept_score = np.concatenate((kept_score, scores[q, col]))
+                threshold = np.maximum(threshold, _kth_largest(kept_q, kept_score, b, top) - _MARGIN)
+                keep = kept_score >= threshold[kept_q]
+                kept_q, kept_row, kept_score = kept_q[keep], kept_row[keep], kept_score[keep]
+        order = np.lexsort((kept_row, kept_q))
+        kept_q, kept_row = kept_q[order], kept_row[order]
+        bounds = np.searchsorted(kept_q, np.arange(b + 1))
+        for j in range(b):
+            candidates = kept_row[bounds[j] : bounds[j + 1]]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                exact = matrix[candidates] @ batch[j] / norms[candidates]
+            best = candidates[np.lexsort((candidates, -exact))][:top].tolist()
+            own = own_rows[first + j]
+            answers.append([i for i in best if i not in own][:5])
+        if progress is not None:
+            progress(b)
+    return answers
 
 
 def evaluate_analogies(
@@ -461,34 +602,58 @@ def evaluate_analogies(
     path,
     restrict_vocab: int = RESTRICT_VOCAB,
     case_insensitive: bool = True,
-    kv=None,
+    rows=None,
+    progress=None,
 ) -> AnalogyScore:
     """Accuracy on a word2vec-style analogy file (``: section`` lines, then ``a b c d`` lines).
 
+    The same figures as gensim's ``evaluate_word_analogies`` (3CosAdd), answered in batches.
     restrict_vocab : only the first this many words are candidates and only questions made of
         them are asked, as in word2vec's compute-accuracy (files are sorted by frequency).
+    rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
+    progress : called with the number of questions answered since the last call
     """
     path = str(path)
     if restrict_vocab < 1:
         raise EmbedtuneError(f"restrict_vocab must be at least 1, got {restrict_vocab}")
-    counts = _count_questions(path)
-    kv = kv if kv is not None else to_keyed_vectors(vectors)
-    _, sections = kv.evaluate_word_analogies(
-        path, restrict_vocab=restrict_vocab, case_insensitive=case_insensitive
-    )
-    total = sections.pop()  # gensim appends the overall figures as a last section
+    return _score_analogies(vectors, path, _read_analogies(path, case_insensitive), restrict_vocab,
+                            case_insensitive, rows, progress)
+
+
+def _score_analogies(vectors, path, sections, restrict_vocab, case_insensitive, rows, progress) -> AnalogyScore:
+    rows = rows if rows is not None else _first_rows(vectors, case_insensitive)
+    restrict = min(restrict_vocab, len(vectors.words))
+    asked, abc = [], []  # (section, expected word, a b c words) and a b c rows of the questions asked
+    for number, (_, questions) in enumerate(sections):
+        for a, b, c, expected in questions:
+            found = [rows.get(w, restrict) for w in (a, b, c, expected)]
+            if max(found) < restrict:
+                asked.append((number, expected, {a, b, c}))
+                abc.append(found[:3])
+    answers = _analogy_answers(vectors.matrix, restrict, np.array(abc, np.int64).reshape(-1, 3), progress)
+    correct = [0] * len(sections)
+    answered = [0] * len(sections)
+    for (number, expected, ignore), sims in zip(asked, answers):
+        predicted = None
+        # gensim's choice: the first of the 5 that is not one of the question's words, or else the last.
+        for i in sims:
+            predicted = vectors.words[i].upper() if case_insensitive else vectors.words[i]
+            if predicted not in ignore:
+                break
+        answered[number] += 1
+        correct[number] += predicted == expected
     result = [
-        AnalogySection(name, n, len(s["correct"]) + len(s["incorrect"]), len(s["correct"]))
-        for (name, n), s in zip(counts, sections, strict=True)
+        AnalogySection(name, len(questions), answered[i], correct[i])
+        for i, (name, questions) in enumerate(sections)
     ]
     return AnalogyScore(
         name=Path(path).stem,
         path=path,
         restrict_vocab=restrict_vocab,
         sections=result,
-        questions=sum(n for _, n in counts),
-        answered=len(total["correct"]) + len(total["incorrect"]),
-        correct=len(total["correct"]),
+        questions=sum(len(questions) for _, questions in sections),
+        answered=sum(answered),
+        correct=sum(correct),
     )
 
 
@@ -498,19 +663,32 @@ def evaluate(
     analogies=None,
     restrict_vocab: int = RESTRICT_VOCAB,
     case_insensitive: bool = True,
+    progress=None,
 ) -> Evaluation:
     """Score ``vectors`` on word-pair and analogy files.
 
     similarity, analogies : lists of paths; when both are None, WordSim-353, SimLex-999 and the
         Google analogies shipped with gensim. An empty list skips that kind.
+    progress : called as ``progress(advance, total)`` with analogy questions answered since the
+        last call and the total to answer (all files are read first, so bad files fail at once)
     """
     if similarity is None and analogies is None:
         similarity, analogies = default_similarity_files(), default_analogy_files()
-    kv = to_keyed_vectors(vectors)
+    if restrict_vocab < 1:
+        raise EmbedtuneError(f"restrict_vocab must be at least 1, got {restrict_vocab}")
+    read = [(str(p), _read_analogies(str(p), case_insensitive)) for p in analogies or []]
+    rows = _first_rows(vectors, case_insensitive)
+    restrict = min(restrict_vocab, len(vectors.words))
+    total = sum(
+        all(rows.get(w, restrict) < restrict for w in question)
+        for _, sections in read for _, questions in sections for question in questions
+    )
+    step = None if progress is None else (lambda advance: progress(advance, total))
     return Evaluation(
-        similarity=[evaluate_similarity(vectors, p, case_insensitive, kv=kv) for p in similarity or []],
+        similarity=[evaluate_similarity(vectors, p, case_insensitive, rows=rows) for p in similarity or []],
         analogies=[
-            evaluate_analogies(vectors, p, restrict_vocab, case_insensitive, kv=kv) for p in analogies or []
+            _score_analogies(vectors, p, sections, restrict_vocab, case_insensitive, rows, step)
+            for p, sections in read
         ],
     )
 

@@ -30,6 +30,7 @@ class VocabConfig:
     max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
     init: str = "alacarte"              # start of new words: alacarte | context-mean | random (see README)
     lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
+    tokenize: str = "auto"              # auto (split punctuation off where the vectors lack the token) | none
     strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
 
 
@@ -95,6 +96,7 @@ OBJECTIVE_DEFAULTS = {
     "retrofit": {"anchor": 1.0, "repel": 0.3, "epochs": 20},
 }
 LOWERCASE = ("auto", "yes", "no")
+TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
 INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
 
@@ -163,6 +165,8 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:
         bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
+    if v.tokenize not in TOKENIZE:
+        bad("vocab.tokenize", f"must be one of {', '.join(TOKENIZE)}, got {v.tokenize!r}")
     if t.epochs is not None and t.epochs < 1:
         bad("train.epochs", f"must be at least 1, got {t.epochs}")
     if t.window is not None and t.window < 1:

@@ -1,4 +1,5 @@
-"""Reading a corpus: lines of whitespace tokens, counted once, streamed as id chunks.
+"""Reading a corpus: lines of tokens (whitespace tokens, split as the vectors spell words),
+counted once, streamed as id chunks.
 
 A corpus is one sentence or paragraph per line; context windows never cross a line.
 It is read in passes (one to count, one per epoch) and never held in memory whole:
@@ -13,9 +14,11 @@ import os
 import shutil
 import sys
 import tempfile
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -64,6 +67,80 @@ def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
         offset += cut + 1
 
 
+TOKENIZE = ("auto", "none")
+# Distinct raw tokens remembered with their split (a corpus has far fewer distinct tokens than
+# tokens); past this many, new ones are split each time they occur, so memory stays bounded.
+TOKEN_CACHE_LIMIT = 1 << 20
+
+
+def _is_punctuation(char: str) -> bool:
+    # Unicode punctuation (P*) and symbols (S*: $ % + emoji ...), as they stick to words in raw text.
+    return unicodedata.category(char)[0] in "PS"
+
+
+class Tokenizer(dict):
+    """Whitespace tokens split the way the vectors spell words (``--tokenize auto``).
+
+    A token the vectors have is kept as written (``u.s.``, ``e-mail``, ``:)``). Otherwise the fewest
+    leading and trailing punctuation characters are cut off that leave a word the vectors have
+    (``u.s.,`` -> ``u.s.`` ``,``), or all of them when none does (``said.`` -> ``said`` ``.``,
+    ``"minister,`` -> ``"`` ``minister`` ``,``). A cut-off run becomes tokens the vectors have,
+    longest first (``.)`` -> ``.`` ``)``); punctuation the vectors lack is dropped, so it can never
+    become a new word.
+
+    vocabulary : the vectors' words (a dict or set), already lower-cased where the corpus is.
+    Used as ``tokenizer[raw]`` -> tuple of tokens: each distinct raw token is split once and
+    remembered (up to TOKEN_CACHE_LIMIT), which keeps the cost to a dict lookup per token.
+    """
+
+    def __init__(self, vocabulary):
+        super().__init__()
+        self.vocabulary = vocabulary
+
+    def __missing__(self, token: str) -> tuple[str, ...]:
+        pieces = self.split(token)
+        if len(self) < TOKEN_CACHE_LIMIT:
+            self[token] = pieces
+        return pieces
+
+    def split(self, token: str) -> tuple[str, ...]:
+        vocabulary = self.vocabulary
+        if token in vocabulary:
+            return (token,)
+        n = len(token)
+        lead = 0
+        while lead < n and _is_punctuation(token[lead]):
+            lead += 1
+        if lead == n:
+            return self._run(token)
+        trail = 0
+        while _is_punctuation(token[n - 1 - trail]):
+            trail += 1
+        if lead == 0 and trail == 0:
+            return (token,)
+        cut = (lead, trail)
+        for removed in range(1, lead + trail + 1):
+            found = next(((i, removed - i) for i in range(max(0, removed - trail), min(lead, removed) + 1)
+                          if token[i:n - (removed - i)] in vocabulary), None)
+            if found:
+                cut = found
+                break
+        i, j = cut
+        return self._run(token[:i]) + (token[i:n - j],) + self._run(token[n - j:])
+
+    def _run(self, run: str) -> tuple[str, ...]:
+        """A run of punctuation as the longest pieces the vectors have; pieces they lack dropped."""
+        pieces, start = [], 0
+        while start < len(run):
+            stop = next((k for k in range(len(run), start, -1) if run[start:k] in self.vocabulary), None)
+            if stop is None:
+                start += 1
+                continue
+            pieces.append(run[start:stop])
+            start = stop
+        return tuple(pieces)
+
+
 class Corpus:
     """A re-readable corpus.
 
@@ -71,11 +148,18 @@ class Corpus:
         re-iterable of token lists / strings (a list, or an object whose ``__iter__``
         starts over, like gensim's corpora); a one-pass iterator (a generator) is spooled
         to a temporary file first.
-    lowercase : lower-case every token
+    lowercase : lower-case every token (before tokenizing)
+    tokenize : "none" (whitespace tokens as they are) or "auto" (split as the vectors spell
+        words; see :class:`Tokenizer`), which needs ``vocabulary``, the vectors' words
     """
 
-    def __init__(self, source, lowercase: bool = False):
+    def __init__(self, source, lowercase: bool = False, tokenize: str = "none", vocabulary=None):
+        if tokenize not in TOKENIZE:
+            raise EmbedtuneError(f"tokenize must be one of {', '.join(TOKENIZE)}, got {tokenize!r}")
+        if tokenize == "auto" and vocabulary is None:
+            raise EmbedtuneError("tokenize 'auto' needs the vectors' vocabulary")
         self.lowercase = lowercase
+        self.tokenizer = Tokenizer(vocabulary) if tokenize == "auto" else None
         self._spool = None
         if isinstance(source, (str, os.PathLike)):
             self.path = str(source)
@@ -123,6 +207,12 @@ class Corpus:
         except Exception:
             pass
 
+    def _tokens(self, tokens: list[str]) -> list[str]:
+        # The one place tokens are produced: counts, new-word starts and every epoch read them here.
+        if self.tokenizer is None:
+            return tokens
+        return list(chain.from_iterable(map(self.tokenizer.__getitem__, tokens)))
+
     def lines(self) -> Iterator[list[str]]:
         """Token lists, one per line (empty lines skipped)."""
         if self.sentences is not None:
@@ -130,6 +220,7 @@ class Corpus:
                 tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
                 if self.lowercase:
                     tokens = [t.lower() for t in tokens]
+                tokens = self._tokens(tokens)
                 if tokens:
                     yield tokens
             return
@@ -147,7 +238,7 @@ class Corpus:
                         raise EmbedtuneError("contains NUL bytes; is this a text corpus?", self.path, number)
                     if lower:
                         text = text.lower()
-                    tokens = text.split()
+                    tokens = self._tokens(text.split())
                     if tokens:
                         yield tokens
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them

@@ -40,3 +40,29 @@ class Vectors:
     @property
     def dim(self) -> int:
         return int(self.matrix.shape[1])
+
+    def to_keyed_vectors(self):
+        """A gensim ``KeyedVectors`` with a copy of these words and vectors, in this order: changing
+        one leaves the other as it was."""
+        from gensim.models import KeyedVectors
+
+        kv = KeyedVectors(self.dim, count=0, dtype=np.float32)
+        kv.index_to_key = list(self.words)
+        kv.key_to_index = dict(self.index)
+        kv.vectors = self.matrix.copy()
+        kv.next_index = len(self.words)
+        return kv
+
+    @classmethod
+    def from_keyed_vectors(cls, kv) -> "Vectors":
+        """Vectors with a copy of a gensim ``KeyedVectors``' words (``index_to_key``, which must be
+        strings) and vectors, as float32."""
+        words = list(kv.index_to_key)
+        bad = next((w for w in words if not isinstance(w, str)), None)
+        if bad is not None:
+            from embedtune.errors import EmbedtuneError
+
+            raise EmbedtuneError(f"KeyedVectors keys must be words (str), got {type(bad).__name__} {bad!r}")
+        # gensim may allocate rows ahead of its keys; only the first len(words) hold vectors.
+        return cls(words, np.array(kv.vectors[: len(words)], dtype=np.float32, copy=True))
+

@@ -248,6 +248,34 @@ def test_eval_analogy_restricted_like_compute_accuracy(tmp_path):
     assert [(s["name"], s["answered"]) for s in a["sections"]] == [("capitals", 1), ("rare", 0)]
 
 
+def test_eval_progress_bar_counts_questions_on_stderr_after_a_second(tmp_path, monkeypatch):
+    """The bar is tqdm's, told to wait a second (delay=1) and to write to standard error; it counts
+    the questions asked. (Drawn only on a terminal: checked by hand under `script`.)"""
+    import tqdm
+
+    bars = []
+
+    class Recording(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            bars.append({**kwargs, "stderr": sys.stderr})   # the runner's, while the command runs
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+            self.advanced = 0
+            bars[-1]["bar"] = self
+
+        def update(self, n=1):
+            self.advanced += n
+            return super().update(n)
+
+    monkeypatch.setattr(tqdm, "tqdm", Recording)
+    analogies = write(tmp_path / "a.txt", ": capitals\nathens greece paris france\nparis france berlin germany\n")
+    result = CliRunner().invoke(cli, ["eval", str(SAMPLE), "--analogy", str(analogies), "--json"])
+    assert result.exit_code == 0, result.output
+    [kwargs] = bars
+    assert kwargs["delay"] == 1 and kwargs["file"] is kwargs["stderr"]
+    assert kwargs["bar"].total == kwargs["bar"].advanced == 2
+
+
 def test_eval_bad_benchmark_file_is_one_line_error(tiny, tmp_path):
     bad = write(tmp_path / "bad.txt", "\nathens greece paris france\n")
     result = run("eval", tiny, "--analogy", bad)

@@ -21,7 +21,6 @@ from embedtune.compare import (
     evaluate_analogies,
     evaluate_similarity,
     nearest_neighbors,
-    to_keyed_vectors,
 )
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors
@@ -176,13 +175,6 @@ def gensim_glove(glove):
     return kv
 
 
-def test_to_keyed_vectors_shares_the_matrix(glove):
-    kv = to_keyed_vectors(glove)
-    assert np.shares_memory(kv.vectors, glove.matrix)
-    assert kv.most_similar("france", topn=1)[0][0] == "french"
-    assert kv.index_to_key is glove.words and kv.key_to_index is glove.index
-
-
 def test_similarity_scores_equal_gensims(glove, gensim_glove):
     for name in ("wordsim353.tsv", "simlex999.txt"):
         pearson, spearman, oov = gensim_glove.evaluate_word_pairs(datapath(name))
@@ -192,18 +184,66 @@ def test_similarity_scores_equal_gensims(glove, gensim_glove):
     assert evaluate_similarity(glove, datapath("wordsim353.tsv")).pairs == 353
 
 
+def _gensim_sections(kv, path, restrict_vocab, case_insensitive=True):
+    score, sections = kv.evaluate_word_analogies(path, restrict_vocab=restrict_vocab, case_insensitive=case_insensitive)
+    return score, [(s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])) for s in sections[:-1]]
+
+
 def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim_glove):
-    score, sections = gensim_glove.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=3000)
+    score, sections = _gensim_sections(gensim_glove, datapath("questions-words.txt"), 3000)
     ours = evaluate_analogies(glove, datapath("questions-words.txt"), restrict_vocab=3000)
     assert ours.accuracy == score and ours.questions == 19544
-    assert [(s.name, s.correct, s.answered) for s in ours.sections] == [
-        (s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])) for s in sections[:-1]
-    ]
+    assert [(s.name, s.correct, s.answered) for s in ours.sections] == sections
     assert 0 < ours.answered < ours.questions  # the restriction did skip questions
     headline = Evaluation([], [ours]).headline()
     assert headline[:2] == [("questions-words", "accuracy", score), ("questions-words", "oov_ratio", ours.oov_ratio)]
     assert headline[2] == ("questions-words: capital-common-countries", "accuracy", ours.sections[0].accuracy)
     assert len(headline) == 2 + len(ours.sections)
+
+
+@pytest.mark.parametrize("case_insensitive", [True, False])
+def test_analogies_in_small_batches_and_tiles_equal_gensims(glove, gensim_glove, monkeypatch, case_insensitive):
+    """Batches, vocabulary tiles and first thresholds cut at odd places give gensim's answers
+    question by question (tiles of 997 rows: an answer is often in a later tile than the seed)."""
+    monkeypatch.setattr(compare, "ANALOGY_BATCH", 37)
+    monkeypatch.setattr(compare, "TILE_ROWS", 997)
+    monkeypatch.setattr(compare, "SEED_ROWS", 50)
+    path = datapath("questions-words.txt")
+    score, sections = _gensim_sections(gensim_glove, path, 4000, case_insensitive)
+    ours = evaluate_analogies(glove, path, restrict_vocab=4000, case_insensitive=case_insensitive)
+    assert [(s.name, s.correct, s.answered) for s in ours.sections] == sections
+    assert ours.accuracy == score
+
+
+def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp_path):
+    """Fewer rows than gensim's 8 ranked candidates, a word in two cases (the first row counts) and
+    a zero row: the edge cases of most_similar, compared with gensim itself."""
+    rng = np.random.default_rng(5)
+    words = ["a", "b", "c", "d", "A", "e", "zero"]
+    matrix = rng.standard_normal((len(words), 4)).astype(np.float32)
+    matrix[-1] = 0.0
+    v = Vectors(words, matrix)
+    questions = tmp_path / "q.txt"
+    lines = [": one"] + [" ".join(q) for q in
+                         [("a", "b", "c", "d"), ("b", "c", "d", "e"), ("A", "b", "c", "a"), ("c", "d", "e", "b"),
+                          ("d", "e", "a", "c"), ("a", "b", "c", "zero")]]
+    questions.write_text("\n".join(lines) + "\n")
+    kv = KeyedVectors(4)
+    kv.add_vectors(words, matrix.copy())
+    for restrict in (3, 5, 7):
+        for ci in (True, False):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                score, sections = _gensim_sections(kv, str(questions), restrict, ci)
+            ours = evaluate_analogies(v, questions, restrict_vocab=restrict, case_insensitive=ci)
+            assert [(s.name, s.correct, s.answered) for s in ours.sections] == sections, (restrict, ci)
+
+
+def test_evaluate_reports_progress_in_questions(glove):
+    calls = []
+    e = evaluate(glove, similarity=[], analogies=[datapath("questions-words.txt")], restrict_vocab=2000,
+                 progress=lambda advance, total: calls.append((advance, total)))
+    answered = e.analogies[0].answered
+    assert sum(a for a, _ in calls) == answered and {t for _, t in calls} == {answered}
 
 
 def test_evaluate_runs_only_the_files_asked_for(glove):

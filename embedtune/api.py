@@ -1,0 +1,95 @@
+"""Fine-tuning from Python: one call that does what `embedtune train` does, and returns the vectors.
+
+The options are the command line's, underscored (``freeze_top=5000``), and become the same
+:class:`embedtune.config.Config` the command builds: checked by ``config._build`` (names, types)
+and ``config.merge`` (values, over a config file when one is given), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from collections.abc import Callable
+from dataclasses import fields
+
+from embedtune.config import Config, TrainConfig, VocabConfig, _build, load_config, merge
+from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
+
+# Keys of Config that are arguments or outputs here, not options.
+_NOT_OPTIONS = {"vectors", "corpus", "output", "to", "vocab", "train"}
+
+
+def _option_names() -> dict[str, str]:
+    """option name -> the config table it belongs to ("" for the top level)."""
+    names = {f.name: "" for f in fields(Config) if f.name not in _NOT_OPTIONS}
+    names.update({f.name: "vocab" for f in fields(VocabConfig)})
+    names.update({f.name: "train" for f in fields(TrainConfig)})
+    return names
+
+
+def options_config(options: dict, config: Config | str | os.PathLike | None = None) -> Config:
+    """The Config that ``embedtune train`` builds from these options over ``config`` (a Config, a
+    TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
+    EmbedtuneError naming the option."""
+    source = None
+    if isinstance(config, (str, os.PathLike)):
+        source = str(config)
+        config = load_config(config, check_values=False)
+    config = config if config is not None else Config()
+    known = _option_names()
+    table: dict = {"vocab": {}, "train": {}}
+    for name, value in options.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise EmbedtuneError(f"unknown option '{name}'{hint}; options are those of `embedtune train`, "
+                                 f"underscored: {', '.join(sorted(known))}")
+        if value is None:
+            continue
+        (table[known[name]] if known[name] else table)[name] = value
+    typed = _build(Config, table, "fine_tune()")   # types checked, ints taken as floats where floats go
+    flat = {name: getattr(typed, name) if not known[name] else getattr(getattr(typed, known[name]), name)
+            for name in options if options[name] is not None}
+    return merge(config, flat, source=source)
+
+
+def fine_tune(vectors: Vectors | str | os.PathLike, corpus, *, config: Config | str | os.PathLike | None = None,
+              progress: Callable | None = None, resume: bool = False, **options) -> Vectors:
+    """Fine-tune ``vectors`` on ``corpus`` and return the result; ``embedtune train`` from Python.
+
+    vectors : a path (any supported format, detected; ``format=`` to name it) or a :class:`Vectors`.
+        With a Vectors, ``objective="auto"`` means sgns (the file format is unknown); pass
+        ``objective="glove"`` or ``format="glove"`` for GloVe vectors.
+    corpus : a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
+        (a list, a re-iterable like gensim's corpora, or a generator, spooled to a temporary file).
+    config : a TOML config file or a Config; ``options`` override it, as on the command line.
+    progress : called with an :class:`embedtune.train.Progress` now and then.
+    resume : continue from the newest checkpoint in ``checkpoint_dir``.
+    options : the options of ``embedtune train``, underscored: ``freeze_top=5000``,
+        ``freeze_list="words.txt"``, ``objective="sgns"``, ``epochs=1``, ``tokenize="none"``, ...
+        (``embedtune train --help``; ``configs/default.toml`` lists every one with its default).
+
+    Returns a new Vectors: the pretrained words in their order (frozen rows bit-identical), then
+    the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
+    """
+    from embedtune import formats
+    from embedtune.corpus import Corpus
+    from embedtune.init import is_lowercase_vocabulary
+    from embedtune.train import train   # imports TensorFlow: only when training
+
+    config = options_config(options, config)
+    if not isinstance(vectors, Vectors):
+        path = os.fspath(vectors)
+        in_format = config.format or formats.detect_format(path)
+        config = dataclasses.replace(config, vectors=path, format=in_format)   # objective auto follows it
+        vectors = formats.load_vectors(path, format=in_format)
+    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
+    if lowercase is None:
+        lowercase = is_lowercase_vocabulary(vectors)
+    if isinstance(corpus, (str, os.PathLike)):
+        corpus = os.fspath(corpus)
+        config = dataclasses.replace(config, corpus=corpus)
+    with Corpus(corpus, lowercase=lowercase, tokenize=config.vocab.tokenize, vocabulary=vectors.index) as text:
+        return train(vectors, text, config, progress=progress, resume=resume).vectors

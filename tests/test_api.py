@@ -1,0 +1,117 @@
+"""embedtune.fine_tune and Vectors <-> gensim KeyedVectors: the Python API, and the README's example."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import embedtune
+from embedtune.api import options_config
+from embedtune.cli.main import cli
+from embedtune.config import Config, load_config, merge
+from embedtune.formats import load_vectors
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_VECTORS = ROOT / "data" / "sample" / "glove.6B.50d.20k.txt"
+SAMPLE_CORPUS = ROOT / "data" / "sample" / "lee_background.cor"
+
+
+@pytest.fixture(scope="module")
+def lines():
+    return SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:40]
+
+
+def test_readme_python_example_runs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"```python\n(.*?)```", section, re.S)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    size, neighbours, error = result.stdout.strip().splitlines()
+    n, dim = map(int, size.split())
+    assert n > 20000 and dim == 50
+    assert neighbours.startswith("[('")
+    assert error.startswith("unknown option 'freeze_topp' (did you mean freeze_top?)")
+
+
+def test_fine_tune_equals_the_command_with_the_same_options(tmp_path, lines):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "cli.txt"
+    result = CliRunner().invoke(cli, [
+        "-q", "train", str(SAMPLE_VECTORS), str(corpus), "-o", str(out), "--freeze-top", "5000", "--epochs", "1",
+        "--min-count", "3", "--seed", "3", "--deterministic", "--objective", "sgns", "--batch-size", "512"])
+    assert result.exit_code == 0, result.output
+    from_cli = load_vectors(out)
+    from_python = embedtune.fine_tune(str(SAMPLE_VECTORS), corpus, freeze_top=5000, epochs=1, min_count=3, seed=3,
+                                      deterministic=True, objective="sgns", batch_size=512)
+    assert from_python.words == from_cli.words and len(from_python) > 20000
+    assert from_python.matrix.tobytes() == from_cli.matrix.tobytes()
+
+
+def test_fine_tune_leaves_its_input_alone_and_frozen_rows_bit_identical(lines):
+    vectors = load_vectors(SAMPLE_VECTORS)
+    before = vectors.matrix.copy()
+    tuned = embedtune.fine_tune(vectors, [line.split() for line in lines], freeze_top=5000, epochs=1,
+                                objective="sgns", min_count=3)
+    assert vectors.matrix.tobytes() == before.tobytes() and len(vectors) == 20000
+    assert tuned.words[:20000] == vectors.words and len(tuned) > 20000
+    assert tuned.matrix[:5000].tobytes() == before[:5000].tobytes()
+    assert not np.array_equal(tuned.matrix[5000:20000], before[5000:20000])
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"freeze_topp": 5}, "unknown option 'freeze_topp' (did you mean freeze_top?)"),
+    ({"output": "x.txt"}, "unknown option 'output'"),
+    ({"epochs": "5"}, "'train.epochs' must be an integer, got '5'"),
+    ({"epochs": 0}, "--epochs must be at least 1, got 0"),
+    ({"tokenize": "words"}, "--tokenize must be one of auto, none"),
+])
+def test_bad_options_are_embedtune_errors(options, message):
+    with pytest.raises(embedtune.EmbedtuneError) as err:
+        embedtune.fine_tune(embedtune.Vectors(["a"], np.ones((1, 2), np.float32)), [["a"]], **options)
+    assert message in str(err.value)
+
+
+def test_a_missing_file_is_an_embedtune_error(tmp_path):
+    with pytest.raises(embedtune.EmbedtuneError):
+        embedtune.fine_tune(tmp_path / "nope.txt", [["a"]])
+    with pytest.raises(embedtune.EmbedtuneError, match="no such corpus file"):
+        embedtune.fine_tune(embedtune.Vectors(["a"], np.ones((1, 2), np.float32)), str(tmp_path / "nope.txt"))
+
+
+def test_options_build_the_config_the_command_line_builds():
+    quickstart = ROOT / "configs" / "quickstart.toml"
+    options = {"epochs": 2, "lr": 1, "tokenize": "none", "freeze_pretrained": True, "format": "glove"}
+    assert options_config(options, quickstart) == merge(load_config(quickstart, check_values=False), options,
+                                                        source=str(quickstart))
+    assert options_config({}) == Config()
+    assert options_config({"lr": 1}).train.lr == 1.0 and isinstance(options_config({"lr": 1}).train.lr, float)
+
+
+def test_keyed_vectors_round_trip_as_copies():
+    vectors = load_vectors(SAMPLE_VECTORS)
+    kv = vectors.to_keyed_vectors()
+    assert kv.index_to_key == vectors.words and kv.vectors.tobytes() == vectors.matrix.tobytes()
+    assert kv.most_similar("france", topn=1)[0][0] == "french"
+    kv.vectors[0] = 0.0
+    kv.index_to_key[1] = "changed"
+    assert vectors.matrix[0].any() and vectors.words[1] != "changed"
+    back = embedtune.Vectors.from_keyed_vectors(vectors.to_keyed_vectors())
+    assert back.words == vectors.words and back.matrix.tobytes() == vectors.matrix.tobytes()
+    assert not np.shares_memory(back.matrix, vectors.matrix)
+
+
+def test_from_keyed_vectors_needs_word_keys():
+    from gensim.models import KeyedVectors
+
+    kv = KeyedVectors(2)
+    kv.add_vectors([1, 2], np.ones((2, 2), np.float32))
+    with pytest.raises(embedtune.EmbedtuneError, match="keys must be words"):
+        embedtune.Vectors.from_keyed_vectors(kv)
