@@ -55,14 +55,14 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
     return merge(config, flat, source=source)
 
 
-def fine_tune(vectors: Vectors | str | os.PathLike, corpus, *, config: Config | str | os.PathLike | None = None,
+def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Config | str | os.PathLike | None = None,
               progress: Callable | None = None, resume: bool = False, **options) -> Vectors:
     """Fine-tune ``vectors`` on ``corpus`` and return the result; ``embedtune train`` from Python.
 
     vectors : a path (any supported format, detected; ``format=`` to name it) or a :class:`Vectors`.
         With a Vectors, ``objective="auto"`` means sgns (the file format is unknown); pass
         ``objective="glove"`` or ``format="glove"`` for GloVe vectors.
-    corpus : a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
+    corpus : None for ``objective="retrofit"`` (it reads ``lexicon=``); else a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
         (a list, a re-iterable like gensim's corpora, or a generator, spooled to a temporary file).
     config : a TOML config file or a Config; ``options`` override it, as on the command line.
     progress : called with an :class:`embedtune.train.Progress` now and then.
@@ -88,6 +88,12 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus, *, config: Config | 
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
+    if config.train.objective == "retrofit":   # reads config.lexicon, not a corpus
+        if corpus is not None:
+            raise EmbedtuneError("objective retrofit reads no corpus; pass lexicon= (and antonyms=) instead")
+        return train(vectors, None, config, progress=progress, resume=resume).vectors
+    if corpus is None:
+        raise EmbedtuneError("fine_tune needs a corpus (only objective='retrofit' reads a lexicon instead)")
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
