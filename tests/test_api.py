@@ -119,13 +119,13 @@ def test_from_keyed_vectors_needs_word_keys():
 
 def test_fine_tune_retrofit_reads_a_lexicon_not_a_corpus():
     from embedtune.formats import load_vectors
-    lexicon = REPO / "data" / "sample" / "wordnet-synonyms.10k.txt"
+    lexicon = ROOT / "data" / "sample" / "wordnet-synonyms.10k.txt"
     before = load_vectors(str(SAMPLE_VECTORS))
     after = embedtune.fine_tune(before, objective="retrofit", lexicon=str(lexicon), freeze_top=1000, epochs=3)
     assert after.words == before.words
     assert after.matrix[:1000].tobytes() == before.matrix[:1000].tobytes()
     assert not np.array_equal(after.matrix[1000:], before.matrix[1000:])
-    with pytest.raises(EmbedtuneError, match="reads no corpus"):
+    with pytest.raises(embedtune.EmbedtuneError, match="reads no corpus"):
         embedtune.fine_tune(before, ["a b"], objective="retrofit", lexicon=str(lexicon))
-    with pytest.raises(EmbedtuneError, match="needs a corpus"):
+    with pytest.raises(embedtune.EmbedtuneError, match="needs a corpus"):
         embedtune.fine_tune(before, objective="sgns")
