@@ -118,6 +118,7 @@ class Folder:
         self.directory = directory
         self.keep = keep
         self._lock = None
+        self._created = False
         self._written: list[str] = []   # this run's line of checkpoints, oldest first: pruned from the front
 
     def __enter__(self):
@@ -128,13 +129,16 @@ class Folder:
 
     def open(self, resume: bool, overwrite: bool = False) -> None:
         directory = self.directory
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise EmbedtuneError("--checkpoint-dir: is a file, expected a folder", directory)
         if resume and not os.path.isdir(directory):
-            raise EmbedtuneError("--resume: no such checkpoint folder", directory)
+            raise EmbedtuneError("--resume: no checkpoint: the folder does not exist", directory)
+        self._created = not os.path.isdir(directory)
         try:
             os.makedirs(directory, exist_ok=True)
             lock = open(os.path.join(directory, LOCK_FILE), "a+")
         except OSError as err:
-            raise EmbedtuneError(f"cannot use the checkpoint folder: {err.strerror or err}", directory) from None
+            raise EmbedtuneError(f"--checkpoint-dir: cannot use the folder: {err.strerror or err}", directory) from None
         try:
             # flock, not a file created with O_EXCL: the kernel drops it when the process dies,
             # kill -9 included, so a crashed run never leaves the folder locked.
@@ -171,9 +175,19 @@ class Folder:
             raise
 
     def close(self) -> None:
-        if self._lock is not None:
-            self._lock.close()   # releases the flock; the file stays, so no two runs ever lock two files
-            self._lock = None
+        if self._lock is None:
+            return
+        if not checkpoint_names(self.directory):
+            # A run that wrote nothing (an error before its first checkpoint) leaves no trace: the
+            # lock file goes while still held, and the folder if this run made it.
+            try:
+                os.unlink(os.path.join(self.directory, LOCK_FILE))
+                if self._created:
+                    os.rmdir(self.directory)
+            except OSError:
+                pass
+        self._lock.close()   # releases the flock
+        self._lock = None
 
     def resume(self, tf_checkpoint, fp: dict, note: Callable[[str], None] | None = None) -> tuple[str, Position]:
         """Restore the newest usable checkpoint: (its folder, its position). A damaged one is
