@@ -263,7 +263,8 @@ def test_two_runs_into_one_folder_the_second_is_refused_in_one_line(vectors, tmp
                   "--epochs", "50")   # still running when the second starts
     try:
         wait_for_checkpoint(first, checkpoints)
-        code, stderr = finish(start(vectors, tmp_path / "b.txt", "--checkpoint-dir", checkpoints, "--resume"))
+        code, stderr = finish(start(vectors, tmp_path / "b.txt", "--checkpoint-dir", checkpoints, "--epochs", "50",
+                                    "--resume"))
         assert code == 1
         assert_one_error_line(stderr, f"Error: {checkpoints}: another run (process {first.pid}) is writing "
                                       "checkpoints to this folder; wait for it to end or give another --checkpoint-dir")
