@@ -52,7 +52,8 @@ def test_frozen_rows_stay_bit_identical_even_when_in_every_batch(optimizer, froz
     vectors = glove(20000)
     vectors.matrix[vectors.index["the"], 0] = -0.0   # equal to 0.0 as a number, not as bits
     before = vectors.matrix.copy()
-    lr = {"sgd": 0.5, "adagrad": 0.5, "adam": 0.05}[optimizer]   # large steps: a leak would show
+    # Large steps: a leak would show. (sgd at 0.5 diverged, loss 68 -> 1.1e7 by step 20, now an error.)
+    lr = {"sgd": 0.25, "adagrad": 0.5, "adam": 0.05}[optimizer]
     with tempfile.TemporaryDirectory() as folder:
         freeze_list = Path(folder) / "frozen.txt"
         freeze_list.write_text("\n".join(sorted(frozen_words) + list(EVERY_BATCH)) + "\n", encoding="utf-8")
@@ -153,12 +154,14 @@ def test_a_new_word_ends_near_its_true_vector():
 def test_new_words_are_unknown_corpus_words_seen_min_count_times_most_frequent_first():
     lines = ["zzrare police"] * 4 + ["zzmid fire"] * 5 + ["zzoften zzoften sydney"] * 3 + ["the police"] * 5
     vectors = glove(1000)
-    result = train(vectors, Corpus(lines), make_config({"min_count": 5}, epochs=1, batch_size=64))
+    # No subsampling: on 37 tokens it leaves no pair, an error since issue 11.
+    result = train(vectors, Corpus(lines), make_config({"min_count": 5}, epochs=1, batch_size=64, sample=0.0))
     assert result.plan.words[len(vectors):] == ["zzoften", "zzmid"]
     assert result.vectors.words[: len(vectors)] == vectors.words
     assert result.stats["new"] == 2 and len(result.vectors) == len(vectors) + 2
 
-    capped = train(vectors, Corpus(lines), make_config({"min_count": 5, "max_new": 1}, epochs=1, batch_size=64))
+    capped = train(vectors, Corpus(lines), make_config({"min_count": 5, "max_new": 1}, epochs=1, batch_size=64,
+                                                      sample=0.0))
     assert capped.plan.words[len(vectors):] == ["zzoften"]
 
 
