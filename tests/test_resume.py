@@ -365,3 +365,18 @@ def test_pruning_follows_the_order_this_run_wrote_in_not_step_numbers(tmp_path):
         for step in (11, 12, 13):
             folder.save(tables, Position(steps=step), fp)
     assert checkpoint_folders(tmp_path) == ["ckpt-11", "ckpt-12", "ckpt-13"]
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_folder_and_no_lock(tmp_path):
+    from embedtune.corpus import Corpus
+    from embedtune.errors import EmbedtuneError
+    from embedtune.train import train
+    from train_fixtures import glove, make_config
+
+    made, given = tmp_path / "made", tmp_path / "given"
+    given.mkdir()
+    for folder in (made, given):
+        config = make_config(epochs=1, checkpoint_dir=str(folder), checkpoint_every=1)
+        with pytest.raises(EmbedtuneError, match="no training pairs"):
+            train(glove(300), Corpus(["the", "of"] * 5), config)
+    assert not made.exists() and list(given.iterdir()) == []
