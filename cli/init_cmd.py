@@ -117,10 +117,13 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     if method == "random":
         started = f"all {len(new_words):,} start random (--init random)"
     else:
-        started = (f"{result.n_from_context:,} start from their contexts ({method}, window {window}{fitted}), "
+        started = (f"{result.n_from_context:,} start from their contexts ({result.stats['method']}, window "
+                   f"{window}{fitted}), "
                    f"{result.n_too_few:,} had fewer than {min_contexts} contexts and start random")
     message(f"Added {len(new_words):,} new words seen {min_count}+ times in {total_words:,} corpus words: "
             f"{started}; {result.stats['seconds']:.1f} s")
+    if "method_note" in result.stats:
+        message(f"Note: {result.stats['method_note']}")
     if output != "-":
         message(f"Wrote {len(out):,} vectors to {output}")
     if json_out:

@@ -105,7 +105,14 @@ class StopRequests:
                    "of the speed (60k vs 74k words/s measured on 2 cores).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")
+@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "
+                                              "one is skipped for the one before, with a note).")
+@click.option("--overwrite-checkpoints", is_flag=True,
+              help="A new run (no --resume) deletes the checkpoints it finds in --checkpoint-dir; without it, "
+                   "it refuses such a folder.")
+@click.option("--keep-checkpoints", is_flag=True,
+              help="Keep the checkpoints once the output is written (by default a run that ends deletes them; "
+                   "an interrupted one keeps its newest 3).")
 @click.option("--max-steps", type=int, metavar="N",
               help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
 @click.option("--max-words", type=int, metavar="N",
@@ -122,7 +129,8 @@ class StopRequests:
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @click.pass_context
 @reports_errors
-def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, **options):
+def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, overwrite_checkpoints,
+              keep_checkpoints, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
@@ -215,7 +223,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
                 vocabulary=vectors.index) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
-                           resume=resume, stop=stop)
+                           resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
+                           note=lambda text: message(f"Note: {text}"))
         except TrainingInterrupted as interrupted:
             if bar is not None:
                 bar.close()
@@ -232,6 +241,12 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             if bar is not None:
                 bar.close()
     formats.save_vectors(result.vectors, config.output, out_format)
+    if config.train.checkpoint_dir and not keep_checkpoints:
+        from embedtune import checkpoint
+
+        # Only now: until the output is written, the checkpoints are all there is of the run.
+        if not checkpoint.remove(config.train.checkpoint_dir):
+            message(f"Note: another run is using {config.train.checkpoint_dir}; its checkpoints were left")
 
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
@@ -250,6 +265,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if s["new"]:
         message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
                 f"{s['new_too_few_contexts']:,} had too few contexts and started random")
+    if s.get("init_note"):
+        message(f"Note: {s['init_note']}")
     if config.output != "-":
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:

@@ -18,7 +18,7 @@ from embedtune import checkpoint
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import CHUNK_TOKENS, Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import fitting_words, pick_new_words
+from embedtune.init import choose_method, pick_new_words
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
 
@@ -94,9 +94,7 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
         raise EmbedtuneError(
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
             f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
-    method = config.vocab.init
-    if method == "alacarte" and len(fitting_words(vectors, counts)) < vectors.dim:
-        method = "context-mean"
+    method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
                    int((in_corpus & plan.frozen).sum()))
 

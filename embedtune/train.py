@@ -15,6 +15,7 @@ the slices of frozen words and padding go before they are dropped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -32,7 +33,7 @@ from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.init import fitting_words, initial_vectors, pick_new_words, random_vectors
+from embedtune.init import initial_vectors, pick_new_words, random_vectors
 from embedtune.objectives import retrofit
 from embedtune.objectives.glove import GloVe
 from embedtune.objectives.rows import LocalRows
@@ -231,6 +232,23 @@ class TrainingInterrupted(Exception):
 
 
 CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
+# A mean loss (over LOSS_EVERY steps) above this many times the first step's is divergence. The
+# first step's loss is taken before any update, so it is the start whatever the lr. Measured
+# largest ratio of a normal run: 1.23 (quickstart, sgns: new words' starts lift the first
+# reports), 1.06 (quickstart, glove); runs that blow up pass 10x in their first report: 300-word
+# sgns (the sample corpus, no new words) 4e6x at the default lr, 62x at --lr 0.014.
+DIVERGED = 10
+
+
+def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
+    """Why an epoch made no training pair, and what to change."""
+    t = config.train
+    why = f"no line has two words of the training vocabulary within --window ({t.window}) of each other"
+    if total_words == n_lines:
+        why = "every line holds a single word, and context windows never cross a line"
+    elif t.objective == "sgns" and t.sample:
+        why += f" once frequent words are subsampled; try --sample 0 (it was {t.sample:g})"
+    return f"no training pairs: {why}"
 
 
 def settings_for_resume(config: Config) -> dict:
@@ -246,16 +264,29 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
           progress: Callable[[Progress], None] | None = None,
           on_plan: Callable[[Plan], None] | None = None,
           resume: bool = False,
-          stop: Callable[[], bool] | None = None) -> TrainResult:
+          stop: Callable[[], bool] | None = None,
+          overwrite_checkpoints: bool = False,
+          note: Callable[[str], None] | None = None) -> TrainResult:
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
 
     corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
 
-    resume : continue from the newest checkpoint in ``config.train.checkpoint_dir``
+    resume : continue from the newest usable checkpoint in ``config.train.checkpoint_dir``
     stop : polled after every step; when it returns True a checkpoint is written (if a
         folder is set) and TrainingInterrupted is raised
-    Returns the vectors with new words appended after the pretrained ones.
+    overwrite_checkpoints : a new run into a folder holding checkpoints deletes them (else it
+        refuses); the folder is locked for the run's life either way
+    note : told what the caller should say, such as a damaged checkpoint skipped on resume
+    Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
+    (``checkpoint.remove`` deletes them once the caller has written the result).
     """
+    with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
+        return _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_checkpoints, note,
+                      cleanup)
+
+
+def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_checkpoints, note,
+           cleanup: contextlib.ExitStack) -> TrainResult:
     config = resolve(config)
     t = config.train
     if t.dim is not None and t.dim != vectors.dim:
@@ -267,6 +298,9 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         return TrainResult(out, plan, stats)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    if t.checkpoint_dir:   # locked and checked before any work: one folder, one run
+        folder = cleanup.enter_context(checkpoint.Folder(t.checkpoint_dir))
+        folder.open(resume, overwrite=overwrite_checkpoints)
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
@@ -289,26 +323,24 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
             f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
     # New words start from their contexts (one streaming pass), unless --init random. A corpus
-    # too small to fit the a la carte map (fewer frequent pretrained words than dimensions)
-    # falls back to the plain context mean, and the summary says so. The contexts are sgns's
+    # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
+    # the rule `embedtune init` follows too), and the summary says so. The contexts are sgns's
     # training window; glove's window (10, weighted 1/distance) is a counting window, and the
     # start takes init's own (5, the best on the recovery benchmark's validation words: R@10
     # 0.43 and median rank 18 against 0.43 and 25.5 at 10).
-    method = config.vocab.init
-    if method == "alacarte" and len(fitting_words(vectors, counts)) < vectors.dim:
-        method = "context-mean"
     init_window = t.window if t.objective == "sgns" else INIT_WINDOW
-    init = initial_vectors(vectors, corpus, new_words, method=method, window=init_window,
+    init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init, window=init_window,
                            counts=counts, seed=t.seed) if new_words else None
+    method = init.stats["method"] if init else config.vocab.init
     trainer = Trainer(vectors.matrix, plan, counts, config, new_start=None if init is None else init.matrix,
                       corpus=corpus)
-    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config))
+    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config),
+                                matrix=vectors.matrix, corpus_digest=corpus.digest) if t.checkpoint_dir else None
     pos = checkpoint.Position()
     if resume:
-        found = checkpoint.latest(t.checkpoint_dir)
-        if found is None:
-            raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
-        pos = checkpoint.load(found, trainer.tf_checkpoint(), fp)
+        found, pos = folder.resume(trainer.tf_checkpoint(), fp, note)
+        if note is not None:
+            note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
 
     lr0 = learning_rate(t)
     log = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
@@ -322,7 +354,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     def save_checkpoint():
         nonlocal last_saved
         last_saved = time.monotonic()
-        return checkpoint.save(t.checkpoint_dir, trainer.tf_checkpoint(), pos, fp)
+        return folder.save(trainer.tf_checkpoint(), pos, fp)
 
     def flush():
         nonlocal pending_loss, pending_pairs
@@ -332,6 +364,11 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
                 raise EmbedtuneError(
                     f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {lr0:g}) "
                     "or cap rows with --clip-norm")
+            if pos.loss_start and mean > DIVERGED * pos.loss_start:
+                raise EmbedtuneError(
+                    f"training diverged at step {pos.steps}: loss {mean:.4g} per pair, over {DIVERGED}x the "
+                    f"first step's {pos.loss_start:.4g}; lower --lr (it was {lr0:g}) or cap each row's step "
+                    f"with --clip-norm (e.g. 1)")
             pos.loss_history.append(mean)
             if progress is not None:
                 progress(Progress(pos.epoch, pos.words_done, words_total, mean, pending_pairs))
@@ -363,6 +400,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
                 lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
                 pending_loss.append(trainer.step(trainer.prepare(batch), tf.constant(lr, tf.float32)))
                 pending_pairs += batch["pairs"]
+                if pos.loss_start is None:   # the yardstick of divergence: the loss before any update
+                    pos.loss_start = float(pending_loss[-1]) / max(batch["pairs"], 1)
                 pos.pairs += batch["pairs"]
                 pos.steps += 1
                 pos.batch = batch_number + 1
@@ -385,6 +424,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
             pos.words_done = chunk_start_words
             pos.chunk, pos.batch, pos.chunk_rng = chunk_number + 1, 0, None
         flush()
+        if not pos.pairs:
+            raise EmbedtuneError(no_pairs_message(config, total_words, n_lines), corpus.path)
         if stopped_at:
             break
         pos.epoch, pos.chunk, pos.batch = pos.epoch + 1, 0, 0
@@ -425,6 +466,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         "stopped_at_limit": stopped_at,
         "words_done": pos.words_done,
         "init": method,
+        "init_note": init.stats.get("method_note") if init else None,
+        "loss_start": pos.loss_start,
         "new_from_context": init.n_from_context if init else 0,
         "new_too_few_contexts": init.n_too_few if init else 0,
         "max_frozen_change": max_frozen_change(vectors.matrix, matrix, plan.frozen),

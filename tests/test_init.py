@@ -224,9 +224,41 @@ def test_bad_requests_are_errors(world):
         initial_vectors(vectors, corpus, ["w1"], "context-mean")
     with pytest.raises(EmbedtuneError, match="window must be at least 1"):
         initial_vectors(vectors, corpus, ["x"], "context-mean", window=0)
+
+
+def test_alacarte_without_enough_fitting_words_falls_back_to_context_mean_and_says_why(world):
+    vectors, _ = world
     tiny = Corpus([["w1", "w2", "x"]] * 3)
-    with pytest.raises(EmbedtuneError, match="alacarte needs at least 16 pretrained words .* found 2; use a larger corpus"):
-        initial_vectors(vectors, tiny, ["x"], "alacarte", fit_min_count=3)
+    fell_back = initial_vectors(vectors, tiny, ["x"], "alacarte", fit_min_count=3)
+    asked = initial_vectors(vectors, tiny, ["x"], "context-mean", fit_min_count=3)
+    assert fell_back.stats["method"] == "context-mean"
+    assert fell_back.stats["method_note"] == (
+        "alacarte needs 16 pretrained words seen 3+ times in the corpus to fit its 16x16 map, found 2; "
+        "new words start from their plain context mean (context-mean) instead")
+    assert fell_back.matrix.tobytes() == asked.matrix.tobytes()
+    assert "method_note" not in asked.stats
+
+
+def test_init_and_train_follow_one_new_word_rule_on_a_small_corpus(tmp_path):
+    # 40 lines of the sample: fewer than 50 GloVe words seen 20+ times, too few to fit alacarte's map.
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("".join(open(SAMPLE_CORPUS, encoding="utf-8").readlines()[:40]), encoding="utf-8")
+    vectors = tmp_path / "glove.txt"
+    vectors.write_bytes(b"".join(open(SAMPLE_VECTORS, "rb").readlines()[:5000]))
+    note = "alacarte needs 50 pretrained words seen 20+ times in the corpus to fit its 50x50 map, found"
+    init = run(["init", vectors, corpus, "-o", tmp_path / "init.txt", "--min-count", "2", "--json"])
+    assert init.exit_code == 0, init.output
+    assert json.loads(init.stdout)["method"] == "context-mean"
+    assert json.loads(init.stdout)["method_note"].startswith(note)
+    assert f"Note: {note}" in init.stderr
+    trained = run(["train", vectors, corpus, "-o", tmp_path / "train.txt", "--min-count", "2", "--epochs", "1",
+                   "--objective", "sgns", "--json"])
+    assert trained.exit_code == 0, trained.output
+    summary = json.loads(trained.stdout)
+    assert summary["init"] == "context-mean" and summary["init_note"].startswith(note)
+    assert f"Note: {note}" in trained.stderr
+    # The same rule, so the same new words: init's starts are train's before training.
+    assert summary["new"] == json.loads(init.stdout)["new"] > 0
 
 
 # --- the command ----------------------------------------------------------------------------------

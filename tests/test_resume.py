@@ -74,6 +74,11 @@ def checkpoint_steps(folder: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in map(CHECKPOINT_NAME.fullmatch, os.listdir(folder)) if m)
 
 
+def checkpoint_folders(folder: Path) -> list[str]:
+    """What ``folder`` holds besides its lock file."""
+    return sorted(name for name in os.listdir(folder) if name != ".lock")
+
+
 def wait_for_checkpoint(process, folder: Path, after: int = -1) -> int:
     """Wait until ``process`` has written a checkpoint newer than step ``after``; returns its step."""
     deadline = time.monotonic() + WAIT_SECONDS
@@ -97,7 +102,7 @@ def interrupt(vectors, output, checkpoints, how, *options) -> dict:
     process.send_signal(how)
     code, stderr = finish(process)
     return {"code": code, "stderr": stderr, "seen": seen, "steps": checkpoint_steps(checkpoints),
-            "folder": sorted(os.listdir(checkpoints)), "output_folder": sorted(os.listdir(output.parent))}
+            "folder": checkpoint_folders(checkpoints), "output_folder": sorted(os.listdir(output.parent))}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +111,7 @@ def uninterrupted(vectors, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("uninterrupted")
     checkpoints = folder / "checkpoints"
     with_checkpoints = start(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
-                             "--checkpoint-every", EVERY, "--json", folder / "a.json")
+                             "--checkpoint-every", EVERY, "--json", folder / "a.json", "--keep-checkpoints")
     plain = start(vectors, folder / "b.txt")
     (code_a, stderr_a), (code_b, stderr_b) = finish(with_checkpoints), finish(plain)
     assert code_a == 0, stderr_a
@@ -130,7 +135,8 @@ def interrupted(vectors, tmp_path_factory) -> dict:
     code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
                                 "--resume", "--json", folder / "summary.json"))
     assert code == 0, stderr
-    stages["end"] = {"output": output.read_bytes(), "summary": json.loads((folder / "summary.json").read_text())}
+    stages["end"] = {"output": output.read_bytes(), "summary": json.loads((folder / "summary.json").read_text()),
+                     "checkpoints_left": checkpoints.exists()}
     return stages
 
 
@@ -160,9 +166,9 @@ def test_only_the_last_three_checkpoints_are_kept(interrupted, uninterrupted):
     for stage in ("ctrl-c", "sigterm"):
         steps = interrupted[stage]["steps"]
         assert len(steps) <= 3 and interrupted[stage]["folder"] == sorted(f"ckpt-{s}" for s in steps)
-    # A complete run: the three newest multiples of the interval, nothing else.
+    # A complete run with --keep-checkpoints: the three newest multiples of the interval, nothing else.
     last = uninterrupted["summary"]["steps"] // EVERY * EVERY
-    assert sorted(os.listdir(uninterrupted["checkpoints"])) == sorted(
+    assert checkpoint_folders(uninterrupted["checkpoints"]) == sorted(
         f"ckpt-{s}" for s in (last - 2 * EVERY, last - EVERY, last))
 
 
@@ -195,7 +201,7 @@ def test_two_deterministic_runs_give_byte_identical_files(vectors, uninterrupted
 
 def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vectors, uninterrupted, tmp_path):
     checkpoints = uninterrupted["checkpoints"]
-    before = {name: sorted(os.listdir(checkpoints / name)) for name in os.listdir(checkpoints)}
+    before = {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)}
     output = tmp_path / "tuned.txt"
     code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
                                 "--resume", "--window", "3"))
@@ -203,4 +209,174 @@ def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vec
     window = OBJECTIVE_DEFAULTS[vectors.objective]["window"]
     assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", f"window: {window} then, 3 now")
     assert list(tmp_path.iterdir()) == []
-    assert {name: sorted(os.listdir(checkpoints / name)) for name in os.listdir(checkpoints)} == before
+    assert {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)} == before
+
+
+def test_a_run_that_ends_deletes_its_checkpoints_unless_told_to_keep_them(interrupted, uninterrupted):
+    # The last --resume ran to the end without --keep-checkpoints: once its output was written, the
+    # folder went (it held nothing else). The uninterrupted run kept its three (see above).
+    assert interrupted["end"]["checkpoints_left"] is False
+    assert uninterrupted["checkpoints"].is_dir()
+
+
+def copy_of(checkpoints: Path, where: Path) -> Path:
+    import shutil
+
+    shutil.copytree(checkpoints, where, ignore=shutil.ignore_patterns(".lock"))
+    return where
+
+
+def test_a_new_run_refuses_a_folder_with_another_runs_checkpoints(vectors, uninterrupted, tmp_path):
+    # Before, it trained on and pruned by step number: the old run's higher steps survived and its
+    # own new checkpoints were deleted as they were written; a --resume then took the old state.
+    checkpoints = copy_of(uninterrupted["checkpoints"], tmp_path / "checkpoints")
+    before = {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)}
+    output = tmp_path / "out" / "tuned.txt"
+    output.parent.mkdir()
+    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY))
+    assert code == 1
+    steps = checkpoint_steps(checkpoints)
+    assert_one_error_line(stderr, f"Error: {checkpoints}: holds the checkpoints of an earlier run "
+                                  f"(ckpt-{steps[0]}, ckpt-{steps[1]}, ckpt-{steps[2]}); continue it with --resume",
+                          "--overwrite-checkpoints")
+    assert {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)} == before
+    assert list(output.parent.iterdir()) == []
+    # Told to overwrite: the old checkpoints go, and after a kill -9 past its fourth checkpoint the
+    # folder holds this run's newest three, which a --resume continues.
+    process = start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                    "--overwrite-checkpoints")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not (4 * EVERY <= max(checkpoint_steps(checkpoints), default=0) < steps[0]):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
+        time.sleep(0.02)
+    process.kill()
+    finish(process)
+    mine = checkpoint_steps(checkpoints)
+    # (Four when the kill fell between writing one and pruning the oldest.)
+    assert len(mine) in (3, 4) and mine[-1] < steps[0], mine
+    assert mine == [mine[-1] - k * EVERY for k in range(len(mine) - 1, -1, -1)], mine
+
+
+def test_two_runs_into_one_folder_the_second_is_refused_in_one_line(vectors, tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    first = start(vectors, tmp_path / "a.txt", "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                  "--epochs", "50")   # still running when the second starts
+    try:
+        wait_for_checkpoint(first, checkpoints)
+        code, stderr = finish(start(vectors, tmp_path / "b.txt", "--checkpoint-dir", checkpoints, "--epochs", "50",
+                                    "--resume"))
+        assert code == 1
+        assert_one_error_line(stderr, f"Error: {checkpoints}: another run (process {first.pid}) is writing "
+                                      "checkpoints to this folder; wait for it to end or give another --checkpoint-dir")
+    finally:
+        first.send_signal(signal.SIGINT)
+        finish(first)
+    assert not (tmp_path / "b.txt").exists()
+
+
+def test_a_damaged_checkpoint_is_skipped_for_the_one_before_and_said(vectors, uninterrupted, tmp_path):
+    checkpoints = copy_of(uninterrupted["checkpoints"], tmp_path / "checkpoints")
+    oldest, middle, newest = checkpoint_steps(checkpoints)
+    (checkpoints / f"ckpt-{newest}" / "state.json").write_text('{"position": {"epoch": 1, "ste')
+    data = checkpoints / f"ckpt-{middle}" / "tables.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    output = tmp_path / "tuned.txt"
+    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--resume", "--keep-checkpoints"))
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    notes = [line for line in stderr.splitlines() if line.startswith("Note: skipped 2 damaged checkpoints")]
+    assert len(notes) == 1, stderr
+    assert f"ckpt-{newest}{os.sep}state.json: damaged, not JSON" in notes[0]
+    assert f"ckpt-{middle}{os.sep}tables.data-00000-of-00001: damaged" in notes[0]
+    assert notes[0].endswith(f"resuming from the one before, ckpt-{oldest}")
+    assert output.read_bytes() == uninterrupted["a"]
+
+
+def test_a_folder_of_damaged_checkpoints_is_a_one_line_error_naming_the_newest(vectors, uninterrupted, tmp_path):
+    checkpoints = copy_of(uninterrupted["checkpoints"], tmp_path / "checkpoints")
+    for step in checkpoint_steps(checkpoints):
+        (checkpoints / f"ckpt-{step}" / "tables.index").write_bytes(b"not an index")
+    output = tmp_path / "tuned.txt"
+    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--resume"))
+    assert code == 1
+    newest = checkpoint_steps(checkpoints)[-1]
+    assert_one_error_line(stderr, f"Error: {checkpoints / f'ckpt-{newest}' / 'tables.index'}: damaged (",
+                          "no earlier checkpoint in the folder can be read either")
+    assert not output.exists()
+
+
+def test_resume_refuses_an_edited_corpus_with_the_same_counts(vectors, uninterrupted, tmp_path):
+    # Two words of one line swapped: the same words, counts and lines, other content.
+    lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)
+    words = lines[3].split()
+    words[0], words[1] = words[1], words[0]
+    lines[3] = " ".join(words) + "\n"
+    corpus = tmp_path / "edited.cor"
+    corpus.write_text("".join(lines), encoding="utf-8")
+    output = tmp_path / "tuned.txt"
+    args = ["train", vectors, corpus, "-o", output, "--objective", vectors.objective, *SETTINGS,
+            "--checkpoint-dir", uninterrupted["checkpoints"], "--resume"]
+    done = subprocess.run([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], capture_output=True,
+                          text=True, timeout=WAIT_SECONDS)
+    assert done.returncode == 1
+    assert_one_error_line(done.stderr, "cannot resume: the corpus differs from the checkpoint's (the same ",
+                          "other content)")
+    assert not output.exists()
+
+
+def test_resume_refuses_vectors_with_other_values_for_the_same_words(vectors, uninterrupted, tmp_path):
+    lines = vectors.read_bytes().splitlines(keepends=True)
+    word, *values = lines[100].split(b" ")
+    values[0] = b"0.5" if values[0] != b"0.5" else b"0.25"
+    lines[100] = b" ".join([word, *values])
+    edited = Inputs(tmp_path / "glove.2k.txt", vectors.objective)
+    edited.path.write_bytes(b"".join(lines))
+    output = tmp_path / "tuned.txt"
+    code, stderr = finish(start(edited, output, "--checkpoint-dir", uninterrupted["checkpoints"], "--resume"))
+    assert code == 1
+    assert_one_error_line(stderr, "cannot resume: the vectors or freeze rules differ from the checkpoint's")
+    assert not output.exists()
+
+
+def test_pruning_follows_the_order_this_run_wrote_in_not_step_numbers(tmp_path):
+    # A resume that falls back past a damaged ckpt-20 to ckpt-10 writes 11, 12, 13: those are the
+    # newest three, and the damaged ckpt-20, out of this run's line, goes first.
+    from embedtune._tf import tf
+    from embedtune.checkpoint import Folder, Position
+    from embedtune.errors import EmbedtuneError
+
+    table = tf.Variable(tf.zeros([4, 2]))
+    tables = tf.train.Checkpoint(table=table)
+    fp = {"rows": "r", "corpus": {}, "settings": {}}
+    with Folder(str(tmp_path)) as folder:
+        folder.open(resume=False)
+        with pytest.raises(EmbedtuneError, match="another run .* is writing checkpoints to this folder"):
+            Folder(str(tmp_path)).open(resume=True)
+        for step in (10, 20):
+            table.assign(tf.fill([4, 2], float(step)))
+            folder.save(tables, Position(steps=step), fp)
+    (tmp_path / "ckpt-20" / "state.json").write_text("{")
+    notes = []
+    with Folder(str(tmp_path)) as folder:
+        folder.open(resume=True)
+        path, position = folder.resume(tables, fp, notes.append)
+        assert (path, position.steps, float(table[0, 0])) == (str(tmp_path / "ckpt-10"), 10, 10.0)
+        assert len(notes) == 1 and notes[0].endswith("resuming from the one before, ckpt-10")
+        for step in (11, 12, 13):
+            folder.save(tables, Position(steps=step), fp)
+    assert checkpoint_folders(tmp_path) == ["ckpt-11", "ckpt-12", "ckpt-13"]
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_folder_and_no_lock(tmp_path):
+    from embedtune.corpus import Corpus
+    from embedtune.errors import EmbedtuneError
+    from embedtune.train import train
+    from train_fixtures import glove, make_config
+
+    made, given = tmp_path / "made", tmp_path / "given"
+    given.mkdir()
+    for folder in (made, given):
+        config = make_config(epochs=1, checkpoint_dir=str(folder), checkpoint_every=1)
+        with pytest.raises(EmbedtuneError, match="no training pairs"):
+            train(glove(300), Corpus(["the", "of"] * 5), config)
+    assert not made.exists() and list(given.iterdir()) == []

@@ -5,6 +5,7 @@ Each training here is one epoch over a few lines with small batches, so each tak
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,8 @@ from embedtune.init import is_lowercase_vocabulary
 from embedtune.train import train
 from embedtune.vectors import Vectors
 
-from train_fixtures import HIDDEN, bits, glove, make_config, sample_lines, true_ranks
+from train_fixtures import (HIDDEN, SAMPLE_CORPUS, bits, glove, make_config, sample_lines, true_ranks,
+                            write_glove_text)
 
 OPTIMIZERS = ["sgd", "adagrad", "adam"]
 # Words of every batch: with subsampling off they are ~12% of the sample's tokens, so a batch of 512
@@ -50,7 +52,8 @@ def test_frozen_rows_stay_bit_identical_even_when_in_every_batch(optimizer, froz
     vectors = glove(20000)
     vectors.matrix[vectors.index["the"], 0] = -0.0   # equal to 0.0 as a number, not as bits
     before = vectors.matrix.copy()
-    lr = {"sgd": 0.5, "adagrad": 0.5, "adam": 0.05}[optimizer]   # large steps: a leak would show
+    # Large steps: a leak would show. (sgd at 0.5 diverged, loss 68 -> 1.1e7 by step 20, now an error.)
+    lr = {"sgd": 0.25, "adagrad": 0.5, "adam": 0.05}[optimizer]
     with tempfile.TemporaryDirectory() as folder:
         freeze_list = Path(folder) / "frozen.txt"
         freeze_list.write_text("\n".join(sorted(frozen_words) + list(EVERY_BATCH)) + "\n", encoding="utf-8")
@@ -151,12 +154,14 @@ def test_a_new_word_ends_near_its_true_vector():
 def test_new_words_are_unknown_corpus_words_seen_min_count_times_most_frequent_first():
     lines = ["zzrare police"] * 4 + ["zzmid fire"] * 5 + ["zzoften zzoften sydney"] * 3 + ["the police"] * 5
     vectors = glove(1000)
-    result = train(vectors, Corpus(lines), make_config({"min_count": 5}, epochs=1, batch_size=64))
+    # No subsampling: on 37 tokens it leaves no pair, an error since issue 11.
+    result = train(vectors, Corpus(lines), make_config({"min_count": 5}, epochs=1, batch_size=64, sample=0.0))
     assert result.plan.words[len(vectors):] == ["zzoften", "zzmid"]
     assert result.vectors.words[: len(vectors)] == vectors.words
     assert result.stats["new"] == 2 and len(result.vectors) == len(vectors) + 2
 
-    capped = train(vectors, Corpus(lines), make_config({"min_count": 5, "max_new": 1}, epochs=1, batch_size=64))
+    capped = train(vectors, Corpus(lines), make_config({"min_count": 5, "max_new": 1}, epochs=1, batch_size=64,
+                                                      sample=0.0))
     assert capped.plan.words[len(vectors):] == ["zzoften"]
 
 
@@ -217,3 +222,64 @@ def test_an_empty_corpus_is_an_error():
 def test_a_vocabulary_without_capitals_means_a_lower_cased_corpus():
     assert is_lowercase_vocabulary(glove(1000))
     assert not is_lowercase_vocabulary(Vectors(["the", "Sydney"], np.zeros((2, 3), np.float32)))
+
+
+# ---------------------------------------------------------------------------------------------
+# runs that cannot train, or that blow up, end with one line and write nothing
+
+
+def run_train(*args):
+    from click.testing import CliRunner
+
+    from embedtune.cli.main import cli
+
+    return CliRunner().invoke(cli, ["train", *map(str, args)], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("objective, lines, options, says", [
+    ("sgns", ["the", "of", "and"] * 30, [], "no training pairs: every line holds a single word"),
+    # Each word is half the corpus: subsampling keeps both words of a line about once in 450 (seeded).
+    ("sgns", ["the of"] * 20, [], "subsampled; try --sample 0 (it was 0.001)"),
+    ("glove", ["the", "of", "and"] * 30, [], "no two words of the vectors file occur within the window"),
+])
+def test_a_corpus_without_a_training_pair_is_a_one_line_error_and_writes_nothing(tmp_path, objective, lines,
+                                                                                 options, says):
+    from test_cli_train import assert_one_error_line
+
+    vectors, corpus, output = tmp_path / "v.txt", tmp_path / "c.txt", tmp_path / "out.txt"
+    write_glove_text(glove(300), vectors)
+    corpus.write_text("\n".join(lines) + "\n")
+    result = run_train(vectors, corpus, "-o", output, "--objective", objective, *options)
+    assert result.exit_code == 1, result.output
+    assert_one_error_line(result.stderr, f"Error: {corpus}: ", says)
+    assert sorted(tmp_path.iterdir()) == sorted([vectors, corpus])
+
+
+def small_vocabulary_run(tmp_path, *options):
+    """sgns on the sample corpus with only the 300 most frequent GloVe words (no new words): each
+    row is in almost every pair of a batch, so its summed step is large."""
+    vectors, output = tmp_path / "v300.txt", tmp_path / "out.txt"
+    write_glove_text(glove(300), vectors)
+    return run_train(vectors, SAMPLE_CORPUS, "-o", output, "--objective", "sgns", "--min-count", "1000000",
+                     "--epochs", "1", "--json", *options), output
+
+
+def test_a_loss_that_grows_tenfold_is_divergence_and_says_which_option_to_lower(tmp_path):
+    # At the default --lr the mean loss of the first 20 steps is 1.8e7 against 4.16 at the
+    # first; before the rule the run went on to the end and exited 0.
+    from test_cli_train import assert_one_error_line
+
+    result, output = small_vocabulary_run(tmp_path)
+    assert result.exit_code == 1, result.output
+    assert_one_error_line(result.stderr, "Error: training diverged at step 20: loss ",
+                          "over 10x the first step's 4.159", "lower --lr (it was 0.025)", "--clip-norm")
+    assert not output.exists() and result.stdout == ""
+
+
+def test_the_cap_the_divergence_message_names_lets_the_same_run_train(tmp_path):
+    result, output = small_vocabulary_run(tmp_path, "--clip-norm", "1")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert max(summary["loss_history"]) < 10 * summary["loss_start"]
+    assert summary["loss_last"] < summary["loss_start"]
+    assert output.exists()
