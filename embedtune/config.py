@@ -28,7 +28,7 @@ class VocabConfig:
     freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
     min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
     max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
-    init: str = "alacarte"              # start of new words: alacarte | context-mean | random (see README)
+    init: str = "alacarte"              # start of new words: alacarte | context-mean | form-context | random (see README)
     lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
     strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
 
@@ -85,7 +85,7 @@ OBJECTIVE_DEFAULTS = {
     "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0},
 }
 LOWERCASE = ("auto", "yes", "no")
-INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
+INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
 
 

@@ -12,6 +12,12 @@ the sums, [n_targets, dim], whatever the corpus length. From the sums:
                   least squares so that A x_w ~ v_w over pretrained words frequent in the
                   corpus, gives each new word A x_w. Averaging contexts leaves mostly the
                   directions shared by all words; A learns to undo that.
+``form-context``  Schick & Schuetze 2019's form-and-context idea: the unit à la carte start
+                  and the unit form start (embedtune.form: the word's spelling through
+                  character n-grams fitted to the pretrained vectors), weighted n / (n + k)
+                  and k / (n + k) for a word with n contexts, then scaled to the same mix of
+                  the two starts' lengths. A rare word leans on its spelling, a frequent one
+                  on its contexts; a word with too few contexts starts from its spelling.
 ``random``        word2vec's start, uniform in +-0.5/dim (no corpus pass).
 
 A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in
@@ -32,7 +38,7 @@ from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
-METHODS = ("alacarte", "context-mean", "random")
+METHODS = ("alacarte", "context-mean", "form-context", "random")
 DEFAULT_METHOD = "alacarte"
 DEFAULT_WINDOW = 5          # words on each side
 DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
@@ -40,6 +46,8 @@ DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 
 DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
 DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
 DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, 2.4x faster
+DEFAULT_FORM_K = 10.0       # form-context: the contexts weigh n / (n + k); best of 5/10/20/40 on the rare
+                            # validation words (benchmarks/recovery.py --rare), as in the rare-words note
 
 
 @dataclass
@@ -232,6 +240,10 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
         raise EmbedtuneError(f"unknown init method {method!r} (expected one of {', '.join(METHODS)})")
     if min_contexts < 1:
         raise EmbedtuneError(f"min_contexts must be at least 1, got {min_contexts}")
+    if method == "form-context":
+        return form_context_vectors(vectors, corpus, new_words, window=window, min_contexts=min_contexts,
+                                    counts=counts, sif=sif, fit_min_count=fit_min_count, fit_max_words=fit_max_words,
+                                    fit_occurrences=fit_occurrences, seed=seed, progress=progress)
     known = [w for w in new_words if w in vectors.index]
     if known:
         raise EmbedtuneError(f"{len(known)} of the new words already have a vector (e.g. {known[0]!r})")
@@ -277,3 +289,64 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
     n_from_context = int(enough.sum())
     stats["seconds"] = round(time.perf_counter() - began, 3)
     return InitResult(matrix, contexts, n_from_context, n_new - n_from_context, stats)
+
+
+def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
+                         k: float = DEFAULT_FORM_K) -> np.ndarray:
+    """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
+
+    form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
+    start (0 where it is not to be used). The unit vectors are weighted n / (n + k) (context)
+    and k / (n + k) (form) and the sum is scaled to the same mix of the two lengths: cosines
+    decide the direction (the note's measure), and training with an anchor needs a length of
+    the pretrained vectors' kind. A zero form vector (no piece of the word was seen) leaves
+    the context start as it is.
+    """
+    form = np.asarray(form, np.float64)
+    context = np.asarray(context, np.float64)
+    n = np.asarray(evidence, np.float64)
+    form_len = np.linalg.norm(form, axis=1)
+    context_len = np.linalg.norm(context, axis=1)
+    w = np.where(form_len > 0, n / (n + k), 1.0)
+    w = np.where(context_len > 0, w, 0.0)
+    mixed = (w / np.where(context_len > 0, context_len, 1))[:, None] * context \
+        + ((1 - w) / np.where(form_len > 0, form_len, 1))[:, None] * form
+    length = w * context_len + (1 - w) * form_len
+    mixed_len = np.linalg.norm(mixed, axis=1)
+    return (mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]).astype(np.float32)
+
+
+def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], k: float = DEFAULT_FORM_K,
+                         form_options: dict | None = None, **context_options) -> InitResult:
+    """``form-context`` starts: the context start (alacarte, or context-mean when the corpus has too
+    few frequent pretrained words to fit its map) mixed with the form start by ``combine_form_context``.
+
+    form_options : keyword arguments of ``embedtune.form.fit_form`` (fit_words, buckets, ridge, iterations)
+    context_options : those of ``initial_vectors`` (window, min_contexts, counts, sif, seed, ...)
+    A word with fewer than min_contexts contexts starts from its form alone.
+    """
+    from embedtune.form import fit_form
+
+    began = time.perf_counter()
+    if context_options.get("counts") is None:
+        context_options["counts"] = corpus.count()[0]
+    fit_min_count = context_options.get("fit_min_count", DEFAULT_FIT_MIN_COUNT)
+    fit_max_words = context_options.get("fit_max_words", DEFAULT_FIT_MAX_WORDS)
+    enough_to_fit = len(fitting_words(vectors, context_options["counts"], fit_min_count, fit_max_words)) >= vectors.dim
+    side = "alacarte" if enough_to_fit else "context-mean"
+    found = initial_vectors(vectors, corpus, new_words, side, **context_options)
+    if not new_words:
+        found.stats.update(method="form-context", context_side=side)
+        return found
+    model = fit_form(vectors, **(form_options or {}))
+    form = model.predict(list(new_words))
+    min_contexts = context_options.get("min_contexts", DEFAULT_MIN_CONTEXTS)
+    evidence = np.where(found.contexts >= min_contexts, found.contexts, 0)
+    matrix = combine_form_context(form, np.where((evidence > 0)[:, None], found.matrix, 0), evidence, k)
+    # Neither a context nor a seen piece: the random start initial_vectors gave.
+    none = (evidence == 0) & ~np.any(form != 0, axis=1)
+    matrix[none] = found.matrix[none]
+    stats = {**found.stats, **model.stats, "method": "form-context", "context_side": side, "form_k": k,
+             "from_form_only": int(((evidence == 0) & ~none).sum()),
+             "seconds": round(time.perf_counter() - began, 3)}
+    return InitResult(matrix, found.contexts, found.n_from_context, int(none.sum()), stats)
