@@ -66,7 +66,7 @@ class StopRequests:
 @click.option("--max-new", type=int, help="Add at most this many new words, most frequent first (0 = all).")
 @click.option("--init", type=click.Choice(["alacarte", "context-mean", "form-context", "random"]),
               help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
-                   "spelling (form-context: better for rare words), or random. [default: alacarte]")
+                   "spelling (form-context: better for rare words), or random. [default: form-context]")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")

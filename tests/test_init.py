@@ -251,7 +251,7 @@ def test_cli_adds_the_corpus_new_words_after_bit_identical_glove_rows(tmp_path):
     assert len(expected_new) > 100
     assert (summary["new"], summary["from_context"], summary["too_few_contexts"]) == (len(expected_new),
                                                                                       len(expected_new), 0)
-    assert summary["method"] == "alacarte" and summary["lowercase"] is True
+    assert summary["method"] == "form-context" and summary["lowercase"] is True
     assert "Added" in result.stderr and "Wrote" in result.stderr
     # Unchanged rows are written as the very text they were read from.
     with open(SAMPLE_VECTORS, "rb") as f:
