@@ -47,11 +47,11 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
 @reports_errors
 def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
              lowercase, seed, format_, to, json_out):
-    """Add CORPUS's new words to VECTORS, each starting from its contexts.
+    """Add CORPUS's new words to VECTORS, each starting from its contexts and spelling.
 
     A new word is a CORPUS word missing from VECTORS seen at least --min-count
     times. Its vector comes from the pretrained vectors of the words around
-    its occurrences; training (`embedtune train`) can go on from there. The
+    its occurrences and, the more so the rarer it is, of words spelt like it; training (`embedtune train`) can go on from there. The
     pretrained rows are written back bit-identical, the new words after them.
 
     \b

@@ -12,8 +12,8 @@ over pretrained words w, so a new word gets what its pieces meant in words spelt
 (``threatens`` from ``threaten``, ``insurgency`` from ``insurgent``). Only the buckets some
 fitting word uses can be non-zero in the solution, so only those are stored and solved for.
 
-crc32 (zlib, C speed) rather than fastText's FNV-1a: hashing 50k words takes 0.4 s instead
-of several seconds in pure Python; the vectors are not meant to be read by fastText.
+crc32 (zlib: one C call per piece) rather than fastText's FNV-1a, which here would be a Python
+loop over bytes; the bucket vectors are not meant to be read by fastText.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 MIN_N, MAX_N = 3, 6             # fastText's defaults
-DEFAULT_BUCKETS = 2 ** 21       # few collisions among the ~0.7M distinct pieces of 50k words
+DEFAULT_BUCKETS = 2 ** 21       # 100k GloVe words use 0.48M of them; 2^18 scored the same (50k words)
 DEFAULT_FIT_WORDS = 100_000     # the first rows of the vectors file (the most frequent, in GloVe/word2vec)
 DEFAULT_RIDGE = 0.1             # lambda
 DEFAULT_ITERATIONS = 5          # CG rounds: 3, 5 and 10 gave the same R@10 on the rare validation words
@@ -102,8 +102,8 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
              ridge: float = DEFAULT_RIDGE, iterations: int = DEFAULT_ITERATIONS) -> FormModel:
     """Fit bucket vectors to the first ``fit_words`` rows of ``vectors`` (all rows when 0).
 
-    The first rows, not a sample of all: on the recovery benchmark's rare validation words, 50k
-    rows spread over GloVe's 400k gave R@10 0.34 (with the context start) against 0.38 for the
+    The first rows, not a sample of all: on the recovery benchmark's rare validation words, 100k
+    rows spread over GloVe's 400k gave R@10 0.30 (with the context start) against 0.38 for the
     first 100k; near relatives of a word (``threaten`` for ``threatens``) must be in the fit.
 
     The normal equations (M^T M + ridge I) E = M^T V, M = ``piece_matrix``, are solved by

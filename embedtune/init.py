@@ -81,7 +81,8 @@ class InitResult:
     contexts : int64 array of shape = [n_new]; occurrences with a pretrained word nearby
         (the evidence behind each start; zeros for ``random``)
     n_from_context : rows started from their contexts
-    n_too_few : rows that had fewer than ``min_contexts`` contexts and start random
+    n_too_few : rows that had fewer than ``min_contexts`` contexts and start random (form-context:
+        nor a character n-gram seen in the pretrained words)
     stats : method, window, fit words, seconds, ...
     """
 
