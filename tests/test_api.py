@@ -36,7 +36,8 @@ def test_readme_python_example_runs():
     size, neighbours, error = result.stdout.strip().splitlines()
     n, dim = map(int, size.split())
     assert n > 20000 and dim == 50
-    assert neighbours.startswith("[('")
+    found = eval(neighbours)   # most_similar's list of (word, cosine)
+    assert len(found) == 3 and all(isinstance(w, str) and -1 <= c <= 1 for w, c in found)
     assert error.startswith("unknown option 'freeze_topp' (did you mean freeze_top?)")
 
 

@@ -246,19 +246,22 @@ def test_init_and_train_follow_one_new_word_rule_on_a_small_corpus(tmp_path):
     vectors = tmp_path / "glove.txt"
     vectors.write_bytes(b"".join(open(SAMPLE_VECTORS, "rb").readlines()[:5000]))
     note = "alacarte needs 50 pretrained words seen 20+ times in the corpus to fit its 50x50 map, found"
-    init = run(["init", vectors, corpus, "-o", tmp_path / "init.txt", "--min-count", "2", "--json"])
-    assert init.exit_code == 0, init.output
-    assert json.loads(init.stdout)["method"] == "context-mean"
-    assert json.loads(init.stdout)["method_note"].startswith(note)
-    assert f"Note: {note}" in init.stderr
-    trained = run(["train", vectors, corpus, "-o", tmp_path / "train.txt", "--min-count", "2", "--epochs", "1",
-                   "--objective", "sgns", "--json"])
-    assert trained.exit_code == 0, trained.output
-    summary = json.loads(trained.stdout)
-    assert summary["init"] == "context-mean" and summary["init_note"].startswith(note)
-    assert f"Note: {note}" in trained.stderr
-    # The same rule, so the same new words: init's starts are train's before training.
-    assert summary["new"] == json.loads(init.stdout)["new"] > 0
+    # alacarte falls back to context-mean; form-context (the default) keeps its name, its context side falls back.
+    for asked, used in (("alacarte", "context-mean"), ("form-context", "form-context")):
+        init = run(["init", vectors, corpus, "-o", tmp_path / "init.txt", "--min-count", "2", "--init", asked,
+                    "--json"])
+        assert init.exit_code == 0, init.output
+        assert json.loads(init.stdout)["method"] == used
+        assert json.loads(init.stdout)["method_note"].startswith(note)
+        assert f"Note: {note}" in init.stderr
+        trained = run(["train", vectors, corpus, "-o", tmp_path / "train.txt", "--min-count", "2", "--epochs", "1",
+                       "--objective", "sgns", "--init", asked, "--json"])
+        assert trained.exit_code == 0, trained.output
+        summary = json.loads(trained.stdout)
+        assert summary["init"] == used and summary["init_note"].startswith(note)
+        assert f"Note: {note}" in trained.stderr
+        # The same rule, so the same new words: init's starts are train's before training.
+        assert summary["new"] == json.loads(init.stdout)["new"] > 0
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -284,7 +287,7 @@ def test_cli_adds_the_corpus_new_words_after_bit_identical_glove_rows(tmp_path):
     assert len(expected_new) > 100
     assert (summary["new"], summary["from_context"], summary["too_few_contexts"]) == (len(expected_new),
                                                                                       len(expected_new), 0)
-    assert summary["method"] == "alacarte" and summary["lowercase"] is True
+    assert summary["method"] == "form-context" and summary["lowercase"] is True
     assert "Added" in result.stderr and "Wrote" in result.stderr
     # Unchanged rows are written as the very text they were read from.
     with open(SAMPLE_VECTORS, "rb") as f:

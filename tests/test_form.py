@@ -1,0 +1,167 @@
+"""The form model (embedtune.form) and the form-context start (embedtune.init, `init`/`train --init form-context`)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from embedtune.cli.main import cli
+from embedtune.corpus import Corpus
+from embedtune.form import FormModel, fit_form, piece_matrix, pieces
+from embedtune.formats import load_vectors
+from embedtune.init import combine_form_context, initial_vectors
+from embedtune.vectors import Vectors
+
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS, bits, glove, write_glove_text
+
+
+def brute_force_pieces(word):
+    """Every (start, end) slice of <word> 3 to 6 characters long, and <word> itself when longer than 6."""
+    wrapped = "<" + word + ">"
+    found = Counter()
+    for start in range(len(wrapped)):
+        for end in range(start + 1, len(wrapped) + 1):
+            if 3 <= end - start <= 6:
+                found[wrapped[start:end]] += 1
+    if len(wrapped) > 6:
+        found[wrapped] += 1
+    return found
+
+
+@pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京"])
+def test_pieces_and_their_buckets_match_a_brute_force_definition(word):
+    assert Counter(pieces(word)) == brute_force_pieces(word)
+    buckets = 1000
+    row = piece_matrix([word], buckets).toarray()[0]
+    expected = np.zeros(buckets)
+    total = sum(brute_force_pieces(word).values())
+    for piece, times in brute_force_pieces(word).items():
+        expected[zlib.crc32(piece.encode("utf-8")) % buckets] += times / total
+    np.testing.assert_allclose(row, expected, rtol=1e-6)
+    assert row.sum() == pytest.approx(1.0)
+
+
+def morphology(n_stems=150, dim=20, seed=0):
+    """Words stem + suffix whose vector is the stem's plus the suffix's (random letters, random vectors)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    stems = sorted({"".join(rng.choice(letters, 6)) for _ in range(n_stems)})
+    suffixes = ["", "s", "ed", "ing", "er", "ers", "ly", "ness"]
+    stem_vec = {s: rng.standard_normal(dim) for s in stems}
+    suffix_vec = {s: 0.7 * rng.standard_normal(dim) for s in suffixes}
+    words, matrix = [], []
+    for stem in stems:
+        for suffix in suffixes:
+            words.append(stem + suffix)
+            matrix.append(stem_vec[stem] + suffix_vec[suffix])
+    return words, np.array(matrix, np.float32)
+
+
+def test_the_fit_recovers_held_out_words_of_a_synthetic_morphology():
+    words, matrix = morphology()
+    rng = np.random.default_rng(1)
+    held_out = np.zeros(len(words), bool)
+    held_out[rng.choice(len(words), len(words) // 8, replace=False)] = True
+    known = Vectors([w for w, h in zip(words, held_out) if not h], matrix[~held_out])
+    model = fit_form(known, fit_words=0, buckets=2 ** 18, ridge=0.01, iterations=60)
+    assert model.stats["form_relative_residual"] < 1e-3
+    guess = model.predict([w for w, h in zip(words, held_out) if h])
+    truth = matrix[held_out]
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    cos_truth = np.sum(guess * truth, axis=1) / (np.linalg.norm(guess, axis=1) * np.linalg.norm(truth, axis=1))
+    assert np.median(cos_truth) > 0.8
+    # Nearest word of the whole vocabulary is the true one for most held-out words.
+    nearest = np.argmax(guess @ unit.T, axis=1)
+    assert np.mean(nearest == np.flatnonzero(held_out)) > 0.6
+
+
+def test_fit_uses_the_first_rows_and_unseen_pieces_give_zero():
+    words, matrix = morphology(n_stems=40)
+    vectors = Vectors(words, matrix)
+    model = fit_form(vectors, fit_words=80, iterations=20)
+    assert model.stats["form_fit_words"] == 80
+    assert isinstance(model, FormModel) and model.table.shape[1] == matrix.shape[1]
+    assert not model.predict(["qqqqqq"]).any() or "qqq" in "".join(words)
+    zero = model.predict(["\u2603\u2603\u2603\u2603"])
+    assert zero.shape == (1, matrix.shape[1]) and not zero.any()
+
+
+def test_combined_start_weight_follows_the_evidence():
+    context = np.array([[3.0, 0.0]] * 4)
+    form = np.array([[0.0, 1.0]] * 4)
+    k = 10.0
+    evidence = np.array([0, 5, 10, 90])
+    out = combine_form_context(form, context, evidence, k)
+    angle_from_context = np.arctan2(out[:, 1], out[:, 0])
+    # Orthogonal unit starts mixed n/(n+k) : k/(n+k): tan(angle) = k / n.
+    np.testing.assert_allclose(np.tan(angle_from_context[1:]), k / evidence[1:], rtol=1e-5)
+    assert angle_from_context[0] == pytest.approx(np.pi / 2)
+    assert np.all(np.diff(angle_from_context) < 0)
+    # Length: the same mix of the two lengths (3 and 1).
+    w = evidence / (evidence + k)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), w * 3 + (1 - w) * 1, rtol=1e-5)
+    # No seen piece: the context start is kept as it is.
+    kept = combine_form_context(np.zeros((1, 2)), np.array([[0.3, -0.4]]), np.array([2]), k)
+    np.testing.assert_array_equal(kept, np.array([[0.3, -0.4]], np.float32))
+
+
+def test_form_context_gives_a_word_without_contexts_a_start_from_its_spelling():
+    vectors = glove(20000, drop=("threatens",))
+    corpus = Corpus([["the", "lions", "and", "the", "bears"]] * 3 + [["threatens"]])
+    result = initial_vectors(vectors, corpus, ["threatens"], "form-context", fit_min_count=1)
+    assert result.stats["from_form_only"] == 1 and result.n_too_few == 0
+    start = result.matrix[0]
+    unit = vectors.matrix / np.linalg.norm(vectors.matrix, axis=1, keepdims=True)
+    nearest = [vectors.words[i] for i in np.argsort(-(unit @ start))[:10]]
+    assert {"threaten", "threatened", "threatening"} & set(nearest), nearest
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("form_cli")
+    vectors = folder / "glove.5k.txt"
+    write_glove_text(glove(5000), vectors)
+    corpus = folder / "news.txt"
+    corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:60]) + "\n",
+                      encoding="utf-8")
+    return {"vectors": vectors, "corpus": corpus, "input": load_vectors(vectors)}
+
+
+def run(args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_cli_init_form_context_keeps_glove_rows_and_reports_the_form_fit(files, tmp_path):
+    out = tmp_path / "out.txt"
+    result = run(["init", files["vectors"], files["corpus"], "-o", out, "--init", "form-context", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["method"] == "form-context" and summary["form_fit_words"] == 5000
+    assert "spelling" in result.stderr
+    written = load_vectors(out)
+    original = files["input"]
+    assert written.words[:len(original)] == original.words
+    assert bits(written.matrix[:len(original)]).tobytes() == bits(original.matrix).tobytes()
+    assert len(written) == len(original) + summary["new"] > len(original)
+
+
+def test_cli_train_form_context_keeps_frozen_rows_and_a_huge_anchor_keeps_the_combined_start(files, tmp_path):
+    started = tmp_path / "init.txt"
+    trained = tmp_path / "trained.txt"
+    assert run(["init", files["vectors"], files["corpus"], "-o", started, "--init", "form-context"]).exit_code == 0
+    result = run(["train", files["vectors"], files["corpus"], "-o", trained, "--init", "form-context",
+                  "--freeze-pretrained", "--objective", "glove", "--epochs", "1", "--anchor", "1e9", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["init"] == "form-context"
+    original = files["input"]
+    start, out = load_vectors(started), load_vectors(trained)
+    assert out.words[:len(original)] == original.words
+    assert bits(out.matrix[:len(original)]).tobytes() == bits(original.matrix).tobytes()
+    assert out.words == start.words
+    # The anchor pulls toward the form-context start, not toward some other start.
+    np.testing.assert_allclose(out.matrix[len(original):], start.matrix[len(original):], atol=1e-4)
