@@ -24,3 +24,8 @@ class EmbedtuneError(Exception):
         if self.line is not None:
             where = f"{where} line {self.line}" if where else f"line {self.line}"
         return f"{where}: {self.message}" if where else self.message
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 word', '2,000 words': a count and its noun, for messages."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
