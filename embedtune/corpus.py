@@ -8,6 +8,7 @@ standard input is spooled once to a temporary file so it can be read again.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import os
 import shutil
@@ -24,11 +25,37 @@ from embedtune.errors import EmbedtuneError
 CHUNK_TOKENS = 1 << 20  # tokens per chunk handed to the pair generator
 
 
+UTF8_BOM = b"\xef\xbb\xbf"   # dropped at the start of a corpus: it is not part of the first word
+# Compression is known by content, as for vectors files: a plain file named .gz is read as text,
+# a gzip file without the extension is decompressed.
+_GZIP_MAGIC = b"\x1f\x8b"
+_BZIP2_MAGIC = (b"BZh", b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # header, block, end
+_UNREAD = {b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "zip"}
+
+
+def _compression(head: bytes) -> str | None:
+    if head.startswith(_GZIP_MAGIC):
+        return "gzip"
+    # "BZh", the block size (1-9), then a block or the end of the stream: ten bytes that a text
+    # line starting with "BZh" does not have.
+    if head[:3] == _BZIP2_MAGIC[0] and head[3:4].isdigit() and head[3:4] != b"0" \
+            and head[4:10] in _BZIP2_MAGIC[1:]:
+        return "bzip2"
+    return None
+
+
 def _open_binary(path: str):
-    if path.endswith(".gz"):
+    with open(path, "rb") as f:
+        head = f.read(10)
+    compression = _compression(head)
+    if compression == "gzip":
         return gzip.open(path, "rb")
-    if path.endswith(".bz2"):
+    if compression == "bzip2":
         return bz2.open(path, "rb")
+    for magic, name in _UNREAD.items():
+        if head.startswith(magic):
+            raise EmbedtuneError(f"is {name}-compressed; embedtune reads gzip and bzip2 corpora "
+                                 f"(decompress it, or pipe it in as '-')", path)
     return open(path, "rb")
 
 
@@ -67,7 +94,7 @@ def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
 class Corpus:
     """A re-readable corpus.
 
-    source : a path (``.gz``/``.bz2`` by extension), ``"-"`` for standard input, or a
+    source : a path (gzip and bzip2 data are decompressed, known by their first bytes), ``"-"`` for standard input, or a
         re-iterable of token lists / strings (a list, or an object whose ``__iter__``
         starts over, like gensim's corpora); a one-pass iterator (a generator) is spooled
         to a temporary file first.
@@ -80,16 +107,25 @@ class Corpus:
         if isinstance(source, (str, os.PathLike)):
             self.path = str(source)
             self.sentences = None
-            if self.path == "-":
-                self._spool = tempfile.NamedTemporaryFile(prefix="embedtune-corpus-", suffix=".txt", delete=False)
-                shutil.copyfileobj(sys.stdin.buffer, self._spool, 1 << 20)
-                self._spool.close()
-                self._read_path = self._spool.name
-            else:
+            if self.path != "-":
                 if not os.path.exists(self.path):
                     raise EmbedtuneError("no such corpus file", self.path)
                 if os.path.isdir(self.path):
                     raise EmbedtuneError("is a folder, expected a corpus file", self.path)
+            if self.path == "-" or not os.path.isfile(self.path):
+                # A pipe (standard input, `<(zcat ...)`) can be read once; the corpus is read
+                # several times, so it is copied to a temporary file first.
+                self._spool = tempfile.NamedTemporaryFile(prefix="embedtune-corpus-", suffix=".txt", delete=False)
+                with self._removed_on_failure(), self._spool as spool:
+                    try:
+                        with open(self.path, "rb") if self.path != "-" else contextlib.nullcontext(
+                                sys.stdin.buffer) as pipe:
+                            shutil.copyfileobj(pipe, spool, 1 << 20)
+                    except OSError as err:
+                        raise EmbedtuneError(f"cannot copy it to a temporary file in {tempfile.gettempdir()}: "
+                                             f"{err.strerror or err}", self.path) from None
+                self._read_path = self._spool.name
+            else:
                 self._read_path = self.path
         elif isinstance(source, Iterator):
             # A one-pass iterator (a generator): spooled like standard input, since training reads
@@ -98,13 +134,23 @@ class Corpus:
             self.sentences = None
             self._spool = tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="embedtune-corpus-",
                                                       suffix=".txt", delete=False)
-            with self._spool as spool:
+            with self._removed_on_failure(), self._spool as spool:
                 for sentence in source:
                     spool.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
             self._read_path = self._spool.name
         else:
             self.path = "<corpus>"
             self.sentences = source
+
+    @contextlib.contextmanager
+    def _removed_on_failure(self):
+        """The spool file goes if spooling fails or is interrupted (Ctrl-C, SIGTERM turned into an
+        exception by the command layer): the constructor raises, so no `with` would remove it."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self._spool is not None:
@@ -137,6 +183,8 @@ class Corpus:
         try:
             with _open_binary(self._read_path) as raw:
                 for number, offset, piece in _pieces(raw, self.path):
+                    if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
+                        piece = piece[len(UTF8_BOM):]
                     try:
                         text = piece.decode("utf-8")
                     except UnicodeDecodeError as err:
