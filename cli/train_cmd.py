@@ -8,9 +8,10 @@ import sys
 
 import click
 
-from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
+from embedtune.cli.common import (check_inputs_and_outputs, format_name, message, quiet_option, reports_errors,
+                                  show_progress, write_json)
 from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import counted
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -95,11 +96,12 @@ class StopRequests:
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")
-@click.option("--format", "format_", help="Format of VECTORS (default: detected).")
-@click.option("--to", help="Output format (default: that of VECTORS).")
+@click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
+@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @click.pass_context
+@quiet_option
 @reports_errors
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
@@ -129,11 +131,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     from embedtune.train import TrainingInterrupted, train
 
     in_format = config.format or formats.detect_format(config.vectors)
-    out_format = config.to or in_format
-    try:
-        formats.check_format_name(out_format)
-    except EmbedtuneError as err:
-        raise EmbedtuneError(f"--to: {err}") from None
+    out_format = config.to or in_format   # both names checked by merge (config.validate)
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     vectors = formats.load_vectors(config.vectors, format=in_format)
@@ -145,9 +143,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     def on_plan(plan):
         message(f"Plan: {plan.n_frozen:,} frozen, {plan.n_trainable_pretrained:,} trainable, "
-                f"{plan.n_new:,} new rows")
+                f"{counted(plan.n_new, 'new row')}")
         for missing in plan.missing:
-            message(f"Note: {missing.count:,} words of {missing.path} are not in the vocabulary "
+            message(f"Note: {counted(missing.count, 'word')} of {missing.path} "
+                    f"{'is' if missing.count == 1 else 'are'} not in the vocabulary "
                     f"(first: {', '.join(missing.first)})")
 
     def on_progress(p):
@@ -187,8 +186,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
              lowercase=lowercase)
     message(
-        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
-        f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
+        f"Trained {counted(s['trained_rows'], 'row')} ({s['new']:,} new) with {s['objective']} over "
+        f"{counted(s['epochs'], 'epoch')} of {counted(s['corpus_words'], 'word')}: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
         f"({s['total_seconds']:.1f} s with counting and starts); "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
         f"largest change on a frozen row: {s['max_frozen_change']}")
@@ -196,6 +195,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
                 f"{s['new_too_few_contexts']:,} had too few contexts and started random")
     if config.output != "-":
-        message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+        message(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
     if json_out:
         write_json(s, json_out)
