@@ -73,11 +73,14 @@ def reports_errors(func):
 
 
 def check_inputs_and_outputs(vectors: str, corpus: str, output: str, json_out: str | None) -> None:
-    """Refuse, before any work, what would fail or destroy something at the end: both inputs on
-    standard input, JSON and vectors both on standard output, an output that is an input (by
+    """Refuse, before any work, what would fail or destroy something at the end: a missing input,
+    both inputs on standard input, JSON and vectors both on standard output, an output that is an input (by
     samefile, not by spelling), a folder, or in a folder that does not exist."""
     if vectors == "-" and corpus == "-":
         raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    for source, missing in ((vectors, "no such file"), (corpus, "no such corpus file")):
+        if source and source != "-" and not os.path.exists(source):
+            raise EmbedtuneError(missing, source)   # before loading the other input, not after
     if json_out == "-" and output == "-":
         raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
     for option, target in (("-o", output), ("--json", json_out)):

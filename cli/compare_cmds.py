@@ -352,7 +352,9 @@ def _neighbor_lines(words, sides, k) -> list[str]:
         if all(f is None for f in found):
             continue
         rows = [("", *sum(([path, "cosine"] for path, _ in sides), []))]
-        for rank in range(k):
+        # -k beyond the vocabulary gives every word: as many ranks as the longest list, not k
+        ranks = min(k, max(len(f) for f in found if f is not None))
+        for rank in range(ranks):
             row = [str(rank + 1)]
             for f in found:
                 if f is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import sys
 
@@ -11,7 +12,7 @@ import click
 from embedtune.cli.common import (check_inputs_and_outputs, format_name, message, quiet_option, reports_errors,
                                   show_progress, write_json)
 from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
-from embedtune.errors import counted
+from embedtune.errors import EmbedtuneError, counted
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -106,7 +107,7 @@ class StopRequests:
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
-    CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
+    CORPUS is a text file (gzip or bzip2 too) or '-' for standard input: one sentence
     or paragraph per line, whitespace tokens. Frozen rows are written back
     bit-identical; the summary reports the largest change seen on one (0).
 
@@ -122,8 +123,16 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     for key in ("vectors", "corpus", "output"):
         if getattr(config, key) is None:
             raise click.UsageError(f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)")
-    # Everything about the outputs is checked before hours of training, not after.
+    # Everything about the inputs and outputs is checked before hours of training, not after.
     check_inputs_and_outputs(config.vectors, config.corpus, config.output, json_out)
+    from embedtune.plan import check_word_lists
+
+    check_word_lists(config.vocab)
+    folder = config.train.checkpoint_dir
+    if folder and os.path.exists(folder) and not os.path.isdir(folder):
+        raise EmbedtuneError("--checkpoint-dir: not a folder", folder)
+    if resume and folder and not os.path.exists(folder):
+        raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", folder)
 
     from embedtune import formats
     from embedtune.corpus import Corpus

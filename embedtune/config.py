@@ -237,7 +237,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
             from embedtune.formats import FORMAT_NAMES   # numpy, so only when a name is given
 
             if name not in FORMAT_NAMES:
-                bad(key, f"unknown format '{name}' (expected one of {', '.join(FORMAT_NAMES)})")
+                bad(key, f"must be one of {', '.join(FORMAT_NAMES)}, got {name!r}")
     for key, value in _numbers(config):
         problem = range_problem(key, value)
         if problem:
@@ -251,9 +251,13 @@ def load_config(path: str | Path, check_values: bool = True) -> Config:
     source = str(path)
     try:
         with open(path, "rb") as f:
-            table = tomllib.load(f)
+            data = f.read()
+        # A byte-order mark (Windows editors write one) is not part of the TOML.
+        table = tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise EmbedtuneError("no such config file", path=source) from None
+    except IsADirectoryError:
+        raise EmbedtuneError("is a folder, expected a config file", path=source) from None
     except tomllib.TOMLDecodeError as err:
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:

@@ -105,6 +105,14 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
     return entries
 
 
+def check_word_lists(vocab: VocabConfig) -> None:
+    """Refuse a missing or unreadable list file before any work (make_plan reads the lists only
+    after the vectors are loaded and the corpus counted)."""
+    for path in (vocab.freeze_list, vocab.train_list):
+        if path:
+            read_word_list(path)
+
+
 def _compile(pattern: str, key: str) -> re.Pattern:
     try:
         return re.compile(pattern)

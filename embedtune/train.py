@@ -296,7 +296,8 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     if resume:
         found = checkpoint.latest(t.checkpoint_dir)
         if found is None:
-            raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
+            there = "no checkpoint in this folder" if os.path.isdir(t.checkpoint_dir) else "no such folder"
+            raise EmbedtuneError(f"--resume: {there}", t.checkpoint_dir)
         pos = checkpoint.load(found, trainer.tf_checkpoint(), fp)
 
     lr0 = learning_rate(t)
