@@ -7,7 +7,11 @@ so scores match what people get from gensim directly.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -397,21 +401,57 @@ class Evaluation:
         return rows
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _text_lines(path):
+    """(line number, text) of a benchmark file; bytes that are not UTF-8 are an error naming the line
+    (gensim's reader would stop with a traceback), and a byte-order mark at the start is dropped."""
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                if number == 1:
+                    raw = raw.removeprefix(UTF8_BOM)
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise EmbedtuneError(f"not valid UTF-8 ({err.reason} at byte {err.start + 1})", path,
+                                         number) from None
+    except OSError as err:
+        raise EmbedtuneError(f"cannot read: {err.strerror or err}", path) from None
+
+
+@contextlib.contextmanager
+def _without_bom(path: str):
+    """``path`` for gensim's reader, or a temporary copy without the byte-order mark it starts with
+    (gensim would read it as part of the first word or header)."""
+    with open(path, "rb") as f:
+        if f.read(len(UTF8_BOM)) != UTF8_BOM:
+            yield path
+            return
+        copy = tempfile.NamedTemporaryFile(prefix="embedtune-bench-", suffix=Path(path).suffix, delete=False)
+        try:
+            with copy:
+                shutil.copyfileobj(f, copy)
+            yield copy.name
+        finally:
+            os.unlink(copy.name)
+
+
 def _count_pairs(path, delimiter: str = "\t") -> int:
     """Lines gensim's evaluate_word_pairs will read as (word, word, score), parsed the same way."""
     count = 0
-    with open(path, encoding="utf8") as f:
-        for line in f:
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(delimiter)
-            if len(parts) != 3:
-                continue
-            try:
-                float(parts[2])
-            except ValueError:
-                continue
-            count += 1
+    for _, line in _text_lines(path):
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(delimiter)
+        if len(parts) != 3:
+            continue
+        try:
+            float(parts[2])
+        except ValueError:
+            continue
+        count += 1
     return count
 
 
@@ -426,9 +466,10 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, k
         raise EmbedtuneError("no word pairs found (expected lines 'word1<TAB>word2<TAB>score')", path)
     kv = kv if kv is not None else to_keyed_vectors(vectors)
     try:
-        pearson, spearman, oov_percent = kv.evaluate_word_pairs(
-            path, restrict_vocab=len(vectors.words), case_insensitive=case_insensitive
-        )
+        with _without_bom(path) as readable:
+            pearson, spearman, oov_percent = kv.evaluate_word_pairs(
+                readable, restrict_vocab=len(vectors.words), case_insensitive=case_insensitive
+            )
     except ValueError:
         # gensim's way of saying every pair had an unknown word (we know the file has pairs).
         return SimilarityScore(Path(path).stem, path, None, None, total, 0)
@@ -441,16 +482,15 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, k
 def _count_questions(path) -> list[tuple[str, int]]:
     """(section, questions) per ``: section`` header, parsed as gensim's evaluate_word_analogies does."""
     sections = []
-    with open(path, encoding="utf8") as f:
-        for line_no, line in enumerate(f, 1):
-            if line.startswith(": "):
-                sections.append([line.lstrip(": ").strip(), 0])
-            elif len(line.split()) == 4:
-                if not sections:
-                    raise EmbedtuneError(
-                        "analogy question before any ': section' header line", path, line_no
-                    )
-                sections[-1][1] += 1
+    for line_no, line in _text_lines(path):
+        if line.startswith(": "):
+            sections.append([line.lstrip(": ").strip(), 0])
+        elif len(line.split()) == 4:
+            if not sections:
+                raise EmbedtuneError(
+                    "analogy question before any ': section' header line", path, line_no
+                )
+            sections[-1][1] += 1
     if not any(n for _, n in sections):
         raise EmbedtuneError("no analogy questions found (expected lines 'a b c d' under ': section')", path)
     return [(name, n) for name, n in sections]
@@ -473,9 +513,10 @@ def evaluate_analogies(
         raise EmbedtuneError(f"restrict_vocab must be at least 1, got {restrict_vocab}")
     counts = _count_questions(path)
     kv = kv if kv is not None else to_keyed_vectors(vectors)
-    _, sections = kv.evaluate_word_analogies(
-        path, restrict_vocab=restrict_vocab, case_insensitive=case_insensitive
-    )
+    with _without_bom(path) as readable:
+        _, sections = kv.evaluate_word_analogies(
+            readable, restrict_vocab=restrict_vocab, case_insensitive=case_insensitive
+        )
     total = sections.pop()  # gensim appends the overall figures as a last section
     result = [
         AnalogySection(name, n, len(s["correct"]) + len(s["incorrect"]), len(s["correct"]))

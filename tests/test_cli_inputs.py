@@ -266,3 +266,37 @@ def test_ctrl_c_while_tensorflow_is_imported_exits_130(small, tmp_path):
     assert stderr.strip().splitlines()[-1] == "Interrupted (Ctrl-C)."
     assert "Aborted!" not in stderr and "Traceback" not in stderr
     assert sorted(os.listdir(tmp_path)) == ["v.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# eval's benchmark files
+
+
+@pytest.mark.parametrize("option, data, line", [
+    ("--similarity", b"the\tof\t1\ncaf\xe9\tthe\t2\n", 2),
+    ("--analogy", b": s\nthe of and caf\xe9\n", 2),
+])
+def test_a_benchmark_file_that_is_not_utf8_is_one_error_line(small, tmp_path, option, data, line):
+    path = tmp_path / "bench.txt"
+    path.write_bytes(data)
+    result = run("eval", small, option, path)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {path} line {line}: not valid UTF-8")
+
+
+@pytest.mark.parametrize("option, data", [
+    ("--similarity", "the\tof\t1\nand\tthe\t2\nto\ta\t3\nin\tis\t4\n"),
+    ("--analogy", ": s\nthe of and to\n"),
+])
+def test_a_byte_order_mark_in_a_benchmark_file_is_not_part_of_its_first_line(small, tmp_path, option, data):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_bytes(data.encode())
+    marked.write_bytes(b"\xef\xbb\xbf" + data.encode())
+    reports = []
+    for path in (plain, marked):
+        result = run("eval", small, option, path, "--json")
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        key = "similarity" if option == "--similarity" else "analogies"
+        reports.append({k: v for k, v in report[key][0].items() if k not in ("name", "path")})
+    assert reports[0] == reports[1]
