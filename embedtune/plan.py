@@ -15,6 +15,7 @@ The rules, in order (the first that applies decides):
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -102,15 +103,20 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
         raise EmbedtuneError("no such word-list file", path) from None
     except IsADirectoryError:
         raise EmbedtuneError("is a folder, expected a word-list file", path) from None
+    except OSError as err:
+        raise EmbedtuneError(f"cannot read: {err.strerror or err}", path) from None
     return entries
 
 
 def check_word_lists(vocab: VocabConfig) -> None:
-    """Refuse a missing or unreadable list file before any work (make_plan reads the lists only
-    after the vectors are loaded and the corpus counted)."""
+    """Refuse a missing list file, or a folder, before any work (make_plan reads the lists only
+    after the vectors are loaded and the corpus counted). Not read here: a list may be a pipe,
+    `--freeze-list <(cut -d' ' -f1 vectors.txt)`, which can be read only once."""
     for path in (vocab.freeze_list, vocab.train_list):
-        if path:
-            read_word_list(path)
+        if path and not os.path.exists(path):
+            raise EmbedtuneError("no such word-list file", path)
+        if path and os.path.isdir(path):
+            raise EmbedtuneError("is a folder, expected a word-list file", path)
 
 
 def _compile(pattern: str, key: str) -> re.Pattern:

@@ -300,3 +300,21 @@ def test_a_byte_order_mark_in_a_benchmark_file_is_not_part_of_its_first_line(sma
         key = "similarity" if option == "--similarity" else "analogies"
         reports.append({k: v for k, v in report[key][0].items() if k not in ("name", "path")})
     assert reports[0] == reports[1]
+
+
+def test_a_word_list_from_a_pipe_is_read_once_and_counts(tmp_path):
+    # `--freeze-list <(cut -d' ' -f1 vectors.txt)`: checking the list early must not consume it.
+    import threading
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(GLOVE_LINES[:200]))
+    corpus = tmp_path / "c.txt"
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:200]]
+    corpus.write_text("\n".join(" ".join(words[i:i + 20]) for i in range(0, 200, 20)) + "\n")
+    fifo = tmp_path / "list.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_text("\n".join(words[:20]) + "\n"), daemon=True).start()
+    result = run("train", vectors, corpus, "-o", tmp_path / "out.txt", "--epochs", "1", "--objective", "sgns",
+                 "--freeze-list", fifo)
+    assert result.exit_code == 0, result.stderr
+    assert "Plan: 20 frozen, 180 trainable, 0 new rows" in result.stderr
