@@ -110,9 +110,9 @@ class Range:
 
 
 # Every number of the config, and of `embedtune init`'s options, with the values it may take.
-# Upper bounds guard against what would fail late or take all memory: a batch of 2^20 pairs
-# with 5 negatives at 300 dimensions is already 7.5 GB of gathered rows; a window of 100 gives
-# a 1M-token chunk about 10^8 sgns pairs (0.8 GB of ids). Seeds are numpy's and TensorFlow's
+# Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
+# a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
+# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 sgns pairs (0.8 GB of ids). Seeds are numpy's and TensorFlow's
 # common range. Counts that only compare with corpus counts go up to int64.
 RANGES = {
     "train.epochs": Range(1, 1_000_000),
