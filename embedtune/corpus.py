@@ -115,8 +115,7 @@ class Corpus:
             if self.path == "-" or not os.path.isfile(self.path):
                 # A pipe (standard input, `<(zcat ...)`) can be read once; the corpus is read
                 # several times, so it is copied to a temporary file first.
-                self._spool = tempfile.NamedTemporaryFile(prefix="embedtune-corpus-", suffix=".txt", delete=False)
-                with self._removed_on_failure(), self._spool as spool:
+                with self._spooling("wb") as spool:
                     try:
                         with open(self.path, "rb") if self.path != "-" else contextlib.nullcontext(
                                 sys.stdin.buffer) as pipe:
@@ -124,7 +123,7 @@ class Corpus:
                     except OSError as err:
                         raise EmbedtuneError(f"cannot copy it to a temporary file in {tempfile.gettempdir()}: "
                                              f"{err.strerror or err}", self.path) from None
-                self._read_path = self._spool.name
+                self._read_path = self._spool
             else:
                 self._read_path = self.path
         elif isinstance(source, Iterator):
@@ -132,29 +131,35 @@ class Corpus:
             # the corpus more than once (counts, new-word starts, then every epoch).
             self.path = "<corpus>"
             self.sentences = None
-            self._spool = tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="embedtune-corpus-",
-                                                      suffix=".txt", delete=False)
-            with self._removed_on_failure(), self._spool as spool:
+            with self._spooling("w", encoding="utf-8") as spool:
                 for sentence in source:
                     spool.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
-            self._read_path = self._spool.name
+            self._read_path = self._spool
         else:
             self.path = "<corpus>"
             self.sentences = source
 
     @contextlib.contextmanager
-    def _removed_on_failure(self):
-        """The spool file goes if spooling fails or is interrupted (Ctrl-C, SIGTERM turned into an
-        exception by the command layer): the constructor raises, so no `with` would remove it."""
+    def _spooling(self, mode: str, **options):
+        """A new spool file, open for writing, removed if filling it fails or is interrupted (Ctrl-C,
+        or SIGTERM turned into an exception by the command layer): the constructor raises then, so
+        no `with` around the Corpus would remove it. Its name is chosen and kept before the file
+        exists, so an interrupt at any point in between leaves nothing behind."""
+        name = f"embedtune-corpus-{os.getpid()}-{os.urandom(6).hex()}.txt"
+        self._spool = os.path.join(tempfile.gettempdir(), name)
         try:
-            yield
+            # readable by its owner only, as tempfile's files are: a corpus may be private
+            fd = os.open(self._spool, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, mode, **options) as spool:
+                yield spool
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
         if self._spool is not None:
-            os.unlink(self._spool.name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._spool)
             self._spool = None
 
     def __enter__(self):
