@@ -12,11 +12,24 @@ import click
 from embedtune.errors import EmbedtuneError
 
 
+QUIET = "embedtune.quiet"   # key of click's ctx.meta, which every context of one invocation shares
+
+
 def quiet(ctx: click.Context | None = None) -> bool:
-    """True when -q was given or standard error is not a terminal (no progress bars)."""
+    """True when -q was given, before the command's name or after it."""
     ctx = ctx or click.get_current_context(silent=True)
-    root = ctx.find_root() if ctx else None
-    return bool(root and root.obj and root.obj.get("quiet"))
+    return bool(ctx and ctx.meta.get(QUIET))
+
+
+def _set_quiet(ctx, param, value):
+    if value:
+        ctx.meta[QUIET] = True
+
+
+def quiet_option(command):
+    """-q/--quiet on a command, so `embedtune inspect -q FILE` works as `embedtune -q inspect FILE` does."""
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, is_eager=True, callback=_set_quiet,
+                        help="No progress bars or messages on standard error.")(command)
 
 
 def show_progress() -> bool:
@@ -27,6 +40,19 @@ def message(text: str) -> None:
     """A message for the person at the terminal: standard error, silenced by -q."""
     if not quiet():
         click.echo(text, err=True)
+
+
+def format_name(ctx, param, value):
+    """Click callback of --format and --to: an unknown format name is an error naming the option."""
+    if value is None:
+        return None
+    from embedtune.formats import FORMATS, FORMAT_NAMES
+
+    if value not in FORMATS:
+        # One `Error:` line and exit 1, like every other bad input (not click's usage block).
+        raise click.ClickException(f"{param.opts[0]}: unknown format '{value}' "
+                                   f"(expected one of {', '.join(FORMAT_NAMES)})")
+    return value
 
 
 def reports_errors(func):

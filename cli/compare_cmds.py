@@ -11,8 +11,9 @@ import sys
 
 import click
 
-from embedtune.cli.common import check_format_names, check_input_file, check_pattern, message, quiet, reports_errors
-from embedtune.errors import EmbedtuneError
+from embedtune.cli.common import (check_format_names, check_input_file, check_pattern, format_name, message, quiet,
+                                  quiet_option, reports_errors)
+from embedtune.errors import EmbedtuneError, counted
 
 INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
 
@@ -28,6 +29,7 @@ FORMAT = click.option(
     "--format",
     "format_",
     metavar="NAME",
+    callback=format_name,
     help="Format of the vectors files (default: detected from each file).",
 )
 
@@ -65,12 +67,12 @@ def _signed(x, digits=4) -> str:
 def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
     lines = _table(
         [
-            ("old", old_path, f"{d.old_words} words"),
-            ("new", new_path, f"{d.new_words} words"),
+            ("old", old_path, counted(d.old_words, "word", grouped=False)),
+            ("new", new_path, counted(d.new_words, "word", grouped=False)),
         ],
         "<<>",
     )
-    lines[0] += f", {d.dim} dimensions"
+    lines[0] += f", {counted(d.dim, 'dimension')}"
     changed_note = ""
     if d.changed:
         changed_note = (
@@ -106,7 +108,7 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
         lines += [f"  removed  {w}" for w in frozen.removed]
         if frozen.unknown:
             lines.append(
-                f"  ({len(frozen.unknown)} listed words are not in {old_path}: "
+                f"  ({counted(len(frozen.unknown), 'listed word is', 'listed words are', grouped=False)} not in {old_path}: "
                 f"{', '.join(frozen.unknown[:10])}{', ...' if len(frozen.unknown) > 10 else ''})"
             )
     return lines
@@ -133,6 +135,7 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), metavar="N", help="How many most-moved words to list.")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on standard output.")
+@quiet_option
 @reports_errors
 def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
     """Compare two vectors files row by row, matching rows by word.
@@ -204,7 +207,8 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
     if frozen is not None and not frozen.ok:
         bad = len(frozen.changed) + len(frozen.removed)
         # Not silenced by -q: this is the reason for the exit code.
-        click.echo(f"Error: {bad} of {frozen.checked} frozen words changed or removed in {new}", err=True)
+        click.echo(f"Error: {bad} of {counted(frozen.checked, 'frozen word', grouped=False)} changed or removed in {new}",
+                   err=True)
         sys.exit(1)
 
 
@@ -290,6 +294,7 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
 @click.option("--case-sensitive", is_flag=True, help="Match benchmark words exactly (default: ignore case).")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON on standard output.")
+@quiet_option
 @reports_errors
 def eval_cmd(
     vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json
@@ -370,7 +375,9 @@ def _neighbor_lines(words, sides, k) -> list[str]:
         if all(f is None for f in found):
             continue
         rows = [("", *sum(([path, "cosine"] for path, _ in sides), []))]
-        for rank in range(k):
+        # -k beyond the vocabulary gives every word: as many ranks as the longest list, not k
+        ranks = min(k, max(len(f) for f in found if f is not None))
+        for rank in range(ranks):
             row = [str(rank + 1)]
             for f in found:
                 if f is None:
@@ -395,6 +402,7 @@ def _neighbor_lines(words, sides, k) -> list[str]:
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of each file.")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the neighbours as JSON on standard output.")
+@quiet_option
 @reports_errors
 def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
     """Show the nearest neighbours of WORDS by cosine over the whole vocabulary.
@@ -419,7 +427,8 @@ def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
         _report_unknown(path, v, result.unknown)
         results.append(result)
     if all(not r.results for r in results):
-        raise EmbedtuneError(f"none of the {len(words)} words has a vector", path=" and ".join(paths))
+        raise EmbedtuneError(f"none of the {counted(len(words), 'word')} has a vector" if len(words) != 1
+                             else f"the word {words[0]!r} has no vector", path=" and ".join(paths))
 
     if as_json:
         data = [{"file": path, **r.to_dict()} for path, r in zip(paths, results)]

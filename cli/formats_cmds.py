@@ -12,9 +12,9 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_input_file, check_writable_file, message, reports_errors,
-                                  show_progress)
-from embedtune.errors import EmbedtuneError
+from embedtune.cli.common import (check_format_names, check_input_file, check_writable_file, format_name, message,
+                                  quiet_option, reports_errors, show_progress)
+from embedtune.errors import EmbedtuneError, counted
 
 FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"
 LISTED = 5  # problem rows named in the human-readable report
@@ -59,9 +59,11 @@ def _reading(path) -> ProgressBar:
 
 @click.command("inspect")
 @click.argument("file")
-@click.option("--format", "format_", metavar="NAME", help=f"Read FILE as this format ({FORMAT_HELP}); default: detected.")
+@click.option("--format", "format_", metavar="NAME", callback=format_name,
+              help=f"Read FILE as this format ({FORMAT_HELP}); default: detected.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on standard output.")
 @click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 instead of stopping.")
+@quiet_option
 @reports_errors
 def inspect_cmd(file, format_, as_json, replace_bad_utf8):
     """Show the format, size, norms and problems (NaN/inf rows, duplicate words) of FILE.
@@ -99,13 +101,13 @@ def _report_lines(s: dict) -> list[str]:
     if s["nonfinite_rows"]:
         named = ", ".join(f"{_where(e)} {e['word']!r}" for e in s["nonfinite"][:LISTED])
         more = s["nonfinite_rows"] - min(LISTED, len(s["nonfinite"]))
-        nonfinite = f"{s['nonfinite_rows']} rows: {named}" + (f", and {more} more" if more > 0 else "")
+        nonfinite = f"{counted(s['nonfinite_rows'], 'row', grouped=False)}: {named}" + (f", and {more} more" if more > 0 else "")
     duplicates = "none"
     if s["duplicate_words"]:
         named = ", ".join(f"{e['word']!r} on {_where(e)} (first on {_where(e, first=True)})"
                           for e in s["duplicates"][:LISTED])
         more = s["duplicate_words"] - min(LISTED, len(s["duplicates"]))
-        duplicates = f"{s['duplicate_words']} rows: {named}" + (f", and {more} more" if more > 0 else "")
+        duplicates = f"{counted(s['duplicate_words'], 'row', grouped=False)}: {named}" + (f", and {more} more" if more > 0 else "")
     rows = [
         ("file", s["file"]),
         ("format", s["format"]),
@@ -125,12 +127,15 @@ def _report_lines(s: dict) -> list[str]:
 @click.command("convert")
 @click.argument("input_path", metavar="IN")
 @click.argument("output_path", metavar="OUT")
-@click.option("--to", "to_format", metavar="NAME", help=f"Write OUT in this format ({FORMAT_HELP}); default: IN's format.")
-@click.option("--format", "format_", metavar="NAME", help="Read IN as this format; default: detected.")
+@click.option("--to", "to_format", metavar="NAME", callback=format_name,
+              help=f"Write OUT in this format ({FORMAT_HELP}); default: IN's format.")
+@click.option("--format", "format_", metavar="NAME", callback=format_name,
+              help="Read IN as this format; default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
 @click.option("--keep-first-duplicate", is_flag=True, help="Keep the first row of a repeated word (default: error).")
 @click.option("--allow-nan", is_flag=True, help="Keep rows with NaN or infinity (default: error).")
 @click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 (default: error).")
+@quiet_option
 @reports_errors
 def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_duplicate, allow_nan,
                 replace_bad_utf8):
@@ -163,5 +168,5 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
         formats.save_vectors(vectors, output_path, out_format, progress=bar)
     if output_path == "-":
         sys.stdout.flush()
-    message(f"wrote {len(vectors)} vectors of dimension {vectors.dim} to "
+    message(f"wrote {counted(len(vectors), 'vector', grouped=False)} of dimension {vectors.dim} to "
             f"{'standard output' if output_path == '-' else output_path} as {out_format}")

@@ -9,9 +9,10 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, message, reports_errors,
-                                  show_progress, write_json)
-from embedtune.errors import EmbedtuneError
+from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, format_name, message, quiet_option,
+                                  reports_errors, show_progress, write_json)
+from embedtune.config import range_problem
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                             DEFAULT_WINDOW, METHODS)
 
@@ -44,10 +45,11 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
               help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
                    "none: whitespace tokens as they are (pre-tokenized corpora).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
-@click.option("--format", "format_", help="Format of VECTORS (default: detected).")
-@click.option("--to", help="Output format (default: that of VECTORS).")
+@click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
+@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
+@quiet_option
 @reports_errors
 def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
              lowercase, tokenize, seed, format_, to, json_out):
@@ -63,13 +65,14 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
       embedtune init glove.txt corpus.txt -o glove+new.txt
       embedtune init vecs.bin corpus.txt.gz --init context-mean --json -o out.bin
     """
-    for name, value, least in (("--min-count", min_count, 1), ("--window", window, 1),
-                               ("--min-contexts", min_contexts, 1), ("--fit-min-count", fit_min_count, 1),
-                               ("--max-new", max_new, 0)):
-        if value < least:
-            raise click.BadParameter(f"must be at least {least}, got {value}", param_hint=name)
-    if sif < 0:
-        raise click.BadParameter(f"must be 0 or positive, got {sif}", param_hint="--sif")
+    # The same ranges as train's options of the same names (embedtune.config.RANGES).
+    for name, key, value in (("--min-count", "vocab.min_count", min_count), ("--max-new", "vocab.max_new", max_new),
+                             ("--window", "train.window", window), ("--seed", "train.seed", seed),
+                             ("--min-contexts", "init.min_contexts", min_contexts),
+                             ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
+        problem = range_problem(key, value)
+        if problem:
+            raise click.BadParameter(problem, param_hint=name)
     check_inputs_and_outputs(vectors, corpus, output, json_out)
     check_format_names(format=format_, to=to)
 
@@ -115,23 +118,23 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
                "tokenize": tokenize, "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
                "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
                "too_few_contexts": result.n_too_few, **result.stats}
-    fitted = f", map fitted on {result.stats['fit_words']:,} words" if "fit_words" in result.stats else ""
+    fitted = f", map fitted on {counted(result.stats['fit_words'], 'word')}" if "fit_words" in result.stats else ""
     if method == "random":
-        started = f"all {len(new_words):,} start random (--init random)"
+        started = ("it starts" if len(new_words) == 1 else f"all {len(new_words):,} start") + " random (--init random)"
     elif method == "form-context":
         started = (f"{result.n_from_context:,} start from their contexts and spelling (form-context, window {window}"
                    f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words), "
-                   f"{result.stats.get('from_form_only', 0):,} had fewer than {min_contexts} contexts and start "
-                   f"from their spelling alone, {result.n_too_few:,} start random")
+                   f"{result.stats.get('from_form_only', 0):,} had fewer than {counted(min_contexts, 'context')} and "
+                   f"start from their spelling alone, {result.n_too_few:,} start random")
     else:
-        started = (f"{result.n_from_context:,} start from their contexts ({result.stats['method']}, window "
-                   f"{window}{fitted}), "
-                   f"{result.n_too_few:,} had fewer than {min_contexts} contexts and start random")
-    message(f"Added {len(new_words):,} new words seen {min_count}+ times in {total_words:,} corpus words: "
+        started = (f"{result.n_from_context:,} start from their contexts ({method}, window {window}{fitted}), "
+                   f"{result.n_too_few:,} had fewer than {counted(min_contexts, 'context')} and start random")
+    message(f"Added {counted(len(new_words), 'new word')} seen {min_count}+ times in "
+            f"{counted(total_words, 'corpus word')}: "
             f"{started}; {result.stats['seconds']:.1f} s")
     if "method_note" in result.stats:
         message(f"Note: {result.stats['method_note']}")
     if output != "-":
-        message(f"Wrote {len(out):,} vectors to {output}")
+        message(f"Wrote {counted(len(out), 'vector')} to {output}")
     if json_out:
         write_json(summary, json_out)

@@ -6,11 +6,14 @@ Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import signal
 
 import click
 
 from embedtune import __version__
+from embedtune.cli.common import quiet_option
 
 # command name -> "module:attribute", relative to this package
 COMMANDS = {
@@ -36,7 +39,45 @@ SHORT_HELP = {
 }
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that it unwinds like Ctrl-C's KeyboardInterrupt: every
+    `finally` and `with` runs, and no temporary output or spool file is left behind (the default
+    action would end the process on the spot)."""
+
+
+def _terminate(signum, frame):
+    # A second SIGTERM must not cut short the cleanup the first one started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated
+
+
+@contextlib.contextmanager
+def interrupts_unwind():
+    """Ctrl-C exits 130 and SIGTERM 143 (128 + the signal, as a shell reports them), after the
+    cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then 130)."""
+    try:
+        saved = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:   # not the main thread: signals cannot be handled here anyway
+        saved = None
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("\nInterrupted (Ctrl-C).", err=True)
+        raise click.exceptions.Exit(130) from None
+    except Terminated:
+        click.echo("\nTerminated (SIGTERM).", err=True)
+        raise click.exceptions.Exit(143) from None
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGTERM, saved)
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        # Around the whole command: importing it, reading, spooling and writing.
+        with interrupts_unwind():
+            return super().invoke(ctx)
+
     def list_commands(self, ctx):
         return [name for name in COMMANDS if self._available(name)]
 
@@ -67,9 +108,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="embedtune")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars or messages on standard error.")
-@click.pass_context
-def cli(ctx, quiet):
+@quiet_option
+def cli():
     """Fine-tune pretrained word vectors while updating only the vocabulary you choose.
 
     \b
@@ -77,7 +117,6 @@ def cli(ctx, quiet):
       embedtune train --config configs/quickstart.toml
       embedtune inspect data/sample/glove.6B.50d.20k.txt
     """
-    ctx.obj = {"quiet": quiet}
 
 
 def main():

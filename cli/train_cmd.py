@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_input_file, check_inputs_and_outputs, check_pattern,
-                                  check_writable_folder, message, reports_errors, show_progress, write_json)
+from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, check_pattern, check_writable_folder,
+                                  format_name, message, quiet_option, reports_errors, show_progress, write_json)
 from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -124,17 +125,18 @@ class StopRequests:
               help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
                    "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
                    "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
-@click.option("--format", "format_", help="Format of VECTORS (default: detected).")
-@click.option("--to", help="Output format (default: that of VECTORS).")
+@click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
+@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @click.pass_context
+@quiet_option
 @reports_errors
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, overwrite_checkpoints,
               keep_checkpoints, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
-    CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
+    CORPUS is a text file (gzip or bzip2 too) or '-' for standard input: one sentence
     or paragraph per line, whitespace tokens. Frozen rows are written back
     bit-identical; the summary reports the largest change seen on one (0).
     --objective retrofit reads --lexicon (and --antonyms) instead of a CORPUS.
@@ -168,21 +170,24 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
                              other_inputs=(config.lexicon, config.antonyms))
     check_format_names(format=config.format, to=config.to)
     v, t = config.vocab, config.train
-    check_input_file(v.freeze_list, "word-list file")
-    check_input_file(v.train_list, "word-list file")
+    from embedtune.plan import check_word_lists
+
+    check_word_lists(v)   # stat only: a list may be a pipe, which can be read once
     check_pattern(v.freeze_pattern, "--freeze-pattern")
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
     check_writable_folder(t.logdir, "--logdir")
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    if resume and not os.path.exists(t.checkpoint_dir):
+        raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
 
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import is_lowercase_vocabulary
 
     in_format = config.format or formats.detect_format(config.vectors)
-    out_format = config.to or in_format
+    out_format = config.to or in_format   # both names checked by merge (config.validate)
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     vectors = formats.load_vectors(config.vectors, format=in_format)
@@ -199,9 +204,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     def on_plan(plan):
         message(f"Plan: {plan.n_frozen:,} frozen, {plan.n_trainable_pretrained:,} trainable, "
-                f"{plan.n_new:,} new rows")
+                f"{counted(plan.n_new, 'new row')}")
         for missing in plan.missing:
-            message(f"Note: {missing.count:,} words of {missing.path} are not in the vocabulary "
+            message(f"Note: {counted(missing.count, 'word')} of {missing.path} "
+                    f"{'is' if missing.count == 1 else 'are'} not in the vocabulary "
                     f"(first: {', '.join(missing.first)})")
 
     def on_progress(p):
@@ -258,7 +264,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         over = (f"{s['steps']:,} steps, {s['words_done']:,} of {s['corpus_words'] * s['epochs']:,} words "
                 f"(stopped at --{limit.replace('_', '-')} {getattr(config.train, limit):,})")
     message(
-        f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {over}: "
+        f"Trained {counted(s['trained_rows'], 'row')} ({s['new']:,} new) with {s['objective']} over {over}: "
         f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
         f"({s['total_seconds']:.1f} s with counting and starts); "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
@@ -363,6 +369,6 @@ def finish_retrofit(result, config, out_format: str, json_out: str | None) -> No
             f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
             f"largest change on a frozen row: {s['max_frozen_change']}")
     if config.output != "-":
-        message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+        message(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
     if json_out:
         write_json(s, json_out)

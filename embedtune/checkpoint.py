@@ -267,6 +267,28 @@ def remove(directory: str) -> bool:
     return True
 
 
+def _flat(settings: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def _shown(value) -> str:
+    # None in the settings is a key left to its default (the objective's, for lr and the like)
+    return "unset (default)" if value is None else repr(value)
+
+
+def _settings_diff(then: dict, now: dict) -> str:
+    """'lr: unset (default) then, 0.05 now; vocab.min_count: 5 then, 3 now'"""
+    then, now = _flat(then), _flat(now)
+    keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
+    return "; ".join(f"{k}: {_shown(then.get(k))} then, {_shown(now.get(k))} now" for k in keys)
+
+
 def load(path: str, tf_checkpoint, fp: dict) -> Position:
     """Restore tables and state from a checkpoint folder; the fingerprint must match.
 
@@ -293,8 +315,7 @@ def load(path: str, tf_checkpoint, fp: dict) -> Position:
         if theirs.get(key) != fp.get(key):
             detail = ""
             if key == "settings":
-                diff = sorted(k for k in set(theirs[key]) | set(fp[key]) if theirs[key].get(k) != fp[key].get(k))
-                detail = f" ({', '.join(f'{k}: {theirs[key].get(k)!r} then, {fp[key].get(k)!r} now' for k in diff)})"
+                detail = f" ({_settings_diff(theirs[key], fp[key])})"
             elif key == "corpus":
                 then, now = theirs[key], fp[key]
                 if (then.get("words"), then.get("lines")) == (now.get("words"), now.get("lines")):

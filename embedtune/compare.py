@@ -412,23 +412,26 @@ def _read_pairs(path: str, case_insensitive: bool, delimiter: str = "\t") -> lis
     """(word, word, score) for each line gensim's evaluate_word_pairs reads, parsed as it does:
     '#' lines skipped, exactly three fields, a score that parses as a number."""
     triples = []
-    try:
-        with open(path, encoding="utf8") as f:
-            for line in f:
-                if not line or line.startswith("#"):
-                    continue
-                parts = line.split(delimiter)
-                if len(parts) != 3:
-                    continue
-                if case_insensitive:
-                    parts = [part.upper() for part in parts]
-                try:
-                    score = float(parts[2])
-                except ValueError:
-                    continue
-                triples.append((parts[0], parts[1], score))
-    except UnicodeDecodeError as err:
-        raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path) from None
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if line_no == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte-order mark is not part of a word
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path, line_no) from None
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(delimiter)
+            if len(parts) != 3:
+                continue
+            if case_insensitive:
+                parts = [part.upper() for part in parts]
+            try:
+                score = float(parts[2])
+            except ValueError:
+                continue
+            triples.append((parts[0], parts[1], score))
     return triples
 
 
@@ -470,6 +473,8 @@ def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[t
     sections: list[tuple[str, list]] = []
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
+            if line_no == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte-order mark is not part of a word
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

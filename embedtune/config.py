@@ -101,6 +101,87 @@ INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.ini
 CONTEXT_INITS = ("zeros", "word")
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a number may take: low..high; ``low_open``: low itself is not allowed;
+    ``zero``: what 0 means, where it is allowed and means something special."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    zero: str = ""
+
+    def text(self) -> str:
+        """The range as README and --help say it."""
+        low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
+        return low if self.high in (INT64_MAX, FLOAT32_MAX) else f"{self.low:g} .. {self.high:,}"
+
+
+# Every number of the config, and of `embedtune init`'s options, with the values it may take.
+# Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
+# a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
+# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 sgns pairs (0.8 GB of ids). Seeds are numpy's and TensorFlow's
+# common range. Counts that only compare with corpus counts go up to int64.
+RANGES = {
+    "train.epochs": Range(1, 1_000_000),
+    "train.window": Range(1, 100),
+    "train.negative": Range(1, 100),
+    "train.sample": Range(0, 1, zero="off"),
+    "train.lr": Range(0, FLOAT32_MAX, low_open=True),
+    "train.min_lr_fraction": Range(0, 1),
+    "train.batch_size": Range(1, 1 << 20),
+    "train.clip_norm": Range(0, FLOAT32_MAX, zero="no cap"),
+    "train.anchor": Range(0, FLOAT32_MAX, zero="off"),
+    "train.x_max": Range(0, FLOAT32_MAX, low_open=True),
+    "train.seed": Range(0, 2**32 - 1),
+    "train.dim": Range(1, 1 << 16),
+    "train.checkpoint_every": Range(0, INT64_MAX, zero="every 5 minutes"),
+    "train.max_steps": Range(0, INT64_MAX, zero="no limit"),
+    "train.max_words": Range(0, INT64_MAX, zero="no limit"),
+    "train.repel": Range(0, FLOAT32_MAX, zero="off"),
+    "vocab.freeze_top": Range(0, INT64_MAX, zero="off"),
+    "vocab.min_count": Range(1, INT64_MAX),
+    "vocab.max_new": Range(0, INT64_MAX, zero="all"),
+    # embedtune init's own options
+    "init.min_contexts": Range(1, INT64_MAX),
+    "init.fit_min_count": Range(1, INT64_MAX),
+    "init.sif": Range(0, FLOAT32_MAX, zero="all weigh 1"),
+}
+
+
+def range_problem(key: str, value) -> str | None:
+    """What is wrong with ``value`` for ``key`` of RANGES ("must be ..., got ..."), or None."""
+    r = RANGES[key]
+    if isinstance(value, float) and (value != value or abs(value) == float("inf")):
+        return f"must be a finite number, got {value}"
+    if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+        return f"is beyond float32's range (largest {FLOAT32_MAX:.4g}), got {value:g}"
+    zero = f" ({r.zero})" if r.zero else ""
+    if r.low_open and value <= r.low:
+        return f"must be positive, got {value}"
+    if r.low == 0 and r.high == 1 and not 0 <= value <= 1:
+        return f"must be between 0{zero} and 1, got {value}"
+    if value < r.low:
+        return f"must be 0{zero} or positive, got {value}" if r.low == 0 else f"must be at least {r.low:g}, got {value}"
+    if value > r.high:
+        return f"must be at most {r.high:,}, got {value}"
+    return None
+
+
+def _numbers(config: Config):
+    """(key, value) for every number of the config that is set."""
+    for table, values in (("train", config.train), ("vocab", config.vocab)):
+        for f in fields(values):
+            key = f"{table}.{f.name}"
+            value = getattr(values, f.name)
+            if key in RANGES and value is not None:
+                yield key, value
+
+
 def _type_name(tp) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
@@ -167,45 +248,20 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
     if v.tokenize not in TOKENIZE:
         bad("vocab.tokenize", f"must be one of {', '.join(TOKENIZE)}, got {v.tokenize!r}")
-    if t.epochs is not None and t.epochs < 1:
-        bad("train.epochs", f"must be at least 1, got {t.epochs}")
-    if t.window is not None and t.window < 1:
-        bad("train.window", f"must be at least 1, got {t.window}")
-    if t.negative < 1:
-        bad("train.negative", f"must be at least 1, got {t.negative}")
-    if t.batch_size < 1:
-        bad("train.batch_size", f"must be at least 1, got {t.batch_size}")
-    if t.lr is not None and not t.lr > 0:
-        bad("train.lr", f"must be positive, got {t.lr}")
-    if not 0 <= t.min_lr_fraction <= 1:
-        bad("train.min_lr_fraction", f"must be between 0 and 1, got {t.min_lr_fraction}")
-    if t.sample < 0:
-        bad("train.sample", f"must be 0 or positive, got {t.sample}")
-    if t.clip_norm < 0:
-        bad("train.clip_norm", f"must be 0 (no cap) or positive, got {t.clip_norm}")
-    if t.x_max <= 0:
-        bad("train.x_max", f"must be positive, got {t.x_max}")
-    if t.anchor is not None and t.anchor < 0:
-        bad("train.anchor", f"must be 0 (off) or positive, got {t.anchor}")
-    if t.repel is not None and t.repel < 0:
-        bad("train.repel", f"must be 0 (off) or positive, got {t.repel}")
     for key in ("lexicon", "antonyms"):
         if getattr(config, key) is not None and t.objective != "retrofit":
             bad(key, f"is read only by --objective retrofit (the objective here is {t.objective})")
-    if t.checkpoint_every < 0:
-        bad("train.checkpoint_every", f"must be 0 or positive, got {t.checkpoint_every}")
-    if t.max_steps < 0:
-        bad("train.max_steps", f"must be 0 (no limit) or positive, got {t.max_steps}")
-    if t.max_words < 0:
-        bad("train.max_words", f"must be 0 (no limit) or positive, got {t.max_words}")
-    if t.dim is not None and t.dim < 1:
-        bad("train.dim", f"must be positive, got {t.dim}")
-    if v.min_count < 1:
-        bad("vocab.min_count", f"must be at least 1, got {v.min_count}")
-    if v.freeze_top < 0:
-        bad("vocab.freeze_top", f"must be 0 or positive, got {v.freeze_top}")
-    if v.max_new < 0:
-        bad("vocab.max_new", f"must be 0 or positive, got {v.max_new}")
+    for key in ("format", "to"):
+        name = getattr(config, key)
+        if name is not None:
+            from embedtune.formats import FORMAT_NAMES   # numpy, so only when a name is given
+
+            if name not in FORMAT_NAMES:
+                bad(key, f"must be one of {', '.join(FORMAT_NAMES)}, got {name!r}")
+    for key, value in _numbers(config):
+        problem = range_problem(key, value)
+        if problem:
+            bad(key, problem)
     return config
 
 
@@ -215,9 +271,13 @@ def load_config(path: str | Path, check_values: bool = True) -> Config:
     source = str(path)
     try:
         with open(path, "rb") as f:
-            table = tomllib.load(f)
+            data = f.read()
+        # A byte-order mark (Windows editors write one) is not part of the TOML.
+        table = tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise EmbedtuneError("no such config file", path=source) from None
+    except IsADirectoryError:
+        raise EmbedtuneError("is a folder, expected a config file", path=source) from None
     except tomllib.TOMLDecodeError as err:
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:

@@ -9,6 +9,7 @@ standard input is spooled once to a temporary file so it can be read again.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import os
@@ -28,11 +29,37 @@ from embedtune.errors import EmbedtuneError
 CHUNK_TOKENS = 1 << 20  # tokens per chunk handed to the pair generator
 
 
+UTF8_BOM = b"\xef\xbb\xbf"   # dropped at the start of a corpus: it is not part of the first word
+# Compression is known by content, as for vectors files: a plain file named .gz is read as text,
+# a gzip file without the extension is decompressed.
+_GZIP_MAGIC = b"\x1f\x8b"
+_BZIP2_MAGIC = (b"BZh", b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # header, block, end
+_UNREAD = {b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "zip"}
+
+
+def _compression(head: bytes) -> str | None:
+    if head.startswith(_GZIP_MAGIC):
+        return "gzip"
+    # "BZh", the block size (1-9), then a block or the end of the stream: ten bytes that a text
+    # line starting with "BZh" does not have.
+    if head[:3] == _BZIP2_MAGIC[0] and head[3:4].isdigit() and head[3:4] != b"0" \
+            and head[4:10] in _BZIP2_MAGIC[1:]:
+        return "bzip2"
+    return None
+
+
 def _open_binary(path: str):
-    if path.endswith(".gz"):
+    with open(path, "rb") as f:
+        head = f.read(10)
+    compression = _compression(head)
+    if compression == "gzip":
         return gzip.open(path, "rb")
-    if path.endswith(".bz2"):
+    if compression == "bzip2":
         return bz2.open(path, "rb")
+    for magic, name in _UNREAD.items():
+        if head.startswith(magic):
+            raise EmbedtuneError(f"is {name}-compressed; embedtune reads gzip and bzip2 corpora "
+                                 f"(decompress it, or pipe it in as '-')", path)
     return open(path, "rb")
 
 
@@ -145,7 +172,7 @@ class Tokenizer(dict):
 class Corpus:
     """A re-readable corpus.
 
-    source : a path (``.gz``/``.bz2`` by extension), ``"-"`` for standard input, or a
+    source : a path (gzip and bzip2 data are decompressed, known by their first bytes), ``"-"`` for standard input, or a
         re-iterable of token lists / strings (a list, or an object whose ``__iter__``
         starts over, like gensim's corpora); a one-pass iterator (a generator) is spooled
         to a temporary file first.
@@ -167,35 +194,59 @@ class Corpus:
         if isinstance(source, (str, os.PathLike)):
             self.path = str(source)
             self.sentences = None
-            if self.path == "-":
-                self._spool = tempfile.NamedTemporaryFile(prefix="embedtune-corpus-", suffix=".txt", delete=False)
-                shutil.copyfileobj(sys.stdin.buffer, self._spool, 1 << 20)
-                self._spool.close()
-                self._read_path = self._spool.name
-            else:
+            if self.path != "-":
                 if not os.path.exists(self.path):
                     raise EmbedtuneError("no such corpus file", self.path)
                 if os.path.isdir(self.path):
                     raise EmbedtuneError("is a folder, expected a corpus file", self.path)
+            if self.path == "-" or not os.path.isfile(self.path):
+                # A pipe (standard input, `<(zcat ...)`) can be read once; the corpus is read
+                # several times, so it is copied to a temporary file first.
+                with self._spooling("wb") as spool:
+                    try:
+                        with open(self.path, "rb") if self.path != "-" else contextlib.nullcontext(
+                                sys.stdin.buffer) as pipe:
+                            shutil.copyfileobj(pipe, spool, 1 << 20)
+                    except OSError as err:
+                        raise EmbedtuneError(f"cannot copy it to a temporary file in {tempfile.gettempdir()}: "
+                                             f"{err.strerror or err}", self.path) from None
+                self._read_path = self._spool
+            else:
                 self._read_path = self.path
         elif isinstance(source, Iterator):
             # A one-pass iterator (a generator): spooled like standard input, since training reads
             # the corpus more than once (counts, new-word starts, then every epoch).
             self.path = "<corpus>"
             self.sentences = None
-            self._spool = tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="embedtune-corpus-",
-                                                      suffix=".txt", delete=False)
-            with self._spool as spool:
+            with self._spooling("w", encoding="utf-8") as spool:
                 for sentence in source:
                     spool.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
-            self._read_path = self._spool.name
+            self._read_path = self._spool
         else:
             self.path = "<corpus>"
             self.sentences = source
 
+    @contextlib.contextmanager
+    def _spooling(self, mode: str, **options):
+        """A new spool file, open for writing, removed if filling it fails or is interrupted (Ctrl-C,
+        or SIGTERM turned into an exception by the command layer): the constructor raises then, so
+        no `with` around the Corpus would remove it. Its name is chosen and kept before the file
+        exists, so an interrupt at any point in between leaves nothing behind."""
+        name = f"embedtune-corpus-{os.getpid()}-{os.urandom(6).hex()}.txt"
+        self._spool = os.path.join(tempfile.gettempdir(), name)
+        try:
+            # readable by its owner only, as tempfile's files are: a corpus may be private
+            fd = os.open(self._spool, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, mode, **options) as spool:
+                yield spool
+        except BaseException:
+            self.close()
+            raise
+
     def close(self) -> None:
         if self._spool is not None:
-            os.unlink(self._spool.name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._spool)
             self._spool = None
 
     def __enter__(self):
@@ -236,6 +287,8 @@ class Corpus:
                 for number, offset, piece in _pieces(raw, self.path):
                     if digest is not None:
                         digest.update(piece)
+                    if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
+                        piece = piece[len(UTF8_BOM):]
                     try:
                         text = piece.decode("utf-8")
                     except UnicodeDecodeError as err:

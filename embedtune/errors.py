@@ -24,3 +24,9 @@ class EmbedtuneError(Exception):
         if self.line is not None:
             where = f"{where} line {self.line}" if where else f"line {self.line}"
         return f"{where}: {self.message}" if where else self.message
+
+
+def counted(n: int, noun: str, plural: str | None = None, grouped: bool = True) -> str:
+    """'1 word', '2,000 words' ('2000 words' unless ``grouped``): a count and its noun, for messages."""
+    number = f"{n:,}" if grouped else f"{n}"
+    return f"{number} {noun if n == 1 else plural or noun + 's'}"

@@ -15,13 +15,14 @@ The rules, in order (the first that applies decides):
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from embedtune.config import VocabConfig
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.vectors import Vectors
 
 MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
@@ -72,23 +73,50 @@ class Plan:
         }
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+LIST_SPACE = b" \t\r\n\x0b\x0c"   # what the vectors readers split on: no word begins or ends with it
+
+
 def read_word_list(path: str) -> list[tuple[int, str]]:
-    """(line number, word) for each non-empty line of a word-list file (UTF-8; '#' lines are comments)."""
+    """(line number, word) for each non-empty line of a word-list file (UTF-8).
+
+    Every non-empty line is a word, byte for byte: there are no comments, since a vectors file
+    may hold any word ('#', '#hashtag', '//'). Only ASCII spaces, tabs and the line end
+    (``\n`` or ``\r\n``) around a word are dropped (no vectors word begins or ends with one;
+    other spaces, like U+00A0, belong to the word), and a UTF-8 byte-order mark at the start.
+    """
     entries = []
     try:
         with open(path, "rb") as f:
             for number, raw in enumerate(f, 1):
+                if number == 1 and raw.startswith(UTF8_BOM):
+                    raw = raw[len(UTF8_BOM):]
+                raw = raw.strip(LIST_SPACE)
+                if not raw:
+                    continue
                 try:
-                    word = raw.decode("utf-8").strip()
+                    word = raw.decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise EmbedtuneError(f"not valid UTF-8 ({err.reason} at byte {err.start})", path, number) from None
-                if word and not word.startswith("#"):
-                    entries.append((number, word))
+                entries.append((number, word))
     except FileNotFoundError:
         raise EmbedtuneError("no such word-list file", path) from None
     except IsADirectoryError:
         raise EmbedtuneError("is a folder, expected a word-list file", path) from None
+    except OSError as err:
+        raise EmbedtuneError(f"cannot read: {err.strerror or err}", path) from None
     return entries
+
+
+def check_word_lists(vocab: VocabConfig) -> None:
+    """Refuse a missing list file, or a folder, before any work (make_plan reads the lists only
+    after the vectors are loaded and the corpus counted). Not read here: a list may be a pipe,
+    `--freeze-list <(cut -d' ' -f1 vectors.txt)`, which can be read only once."""
+    for path in (vocab.freeze_list, vocab.train_list):
+        if path and not os.path.exists(path):
+            raise EmbedtuneError("no such word-list file", path)
+        if path and os.path.isdir(path):
+            raise EmbedtuneError("is a folder, expected a word-list file", path)
 
 
 def compile_pattern(pattern: str, key: str) -> re.Pattern:
@@ -141,7 +169,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         hits = [w for w in new_words if pattern.search(w)]
         if hits:
             raise EmbedtuneError(
-                f"freeze_pattern {vocab.freeze_pattern!r} matches {len(hits)} new corpus words "
+                f"freeze_pattern {vocab.freeze_pattern!r} matches {counted(len(hits), 'new corpus word')} "
                 f"(e.g. {', '.join(repr(h) for h in hits[:3])}); a new word cannot be frozen")
         freeze[:n_pre] |= np.fromiter((bool(pattern.search(w)) for w in vectors.words), bool, n_pre)
     if vocab.train_list:

@@ -31,7 +31,7 @@ from embedtune import checkpoint
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.init import initial_vectors, pick_new_words, random_vectors
 from embedtune.objectives import retrofit
@@ -310,7 +310,7 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
     new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
-            f"none of its {len(counts):,} distinct words is in the vectors, and none of the others is seen "
+            f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is seen "
             f"--min-count ({config.vocab.min_count}) times", corpus.path)
     plan = make_plan(vectors, new_words, config.vocab)
     if on_plan is not None:

@@ -396,10 +396,93 @@ def _(f):
     return f.args("--resume"), ["Error: ", "--resume needs --checkpoint-dir"]
 
 
-@case("resume-without-a-checkpoint")
+@case("resume-from-a-folder-that-does-not-exist")
 def _(f):
     folder = f.path / "checkpoints"   # never created: resuming must not create it either
+    return f.args("--checkpoint-dir", folder, "--resume"), [f"Error: {folder}:", "no such folder"]
+
+
+@case("resume-without-a-checkpoint")
+def _(f):
+    folder = f.path / "checkpoints"
+    folder.mkdir()
     return f.args("--checkpoint-dir", folder, "--resume"), [f"Error: {folder}:", "no checkpoint"]
+
+
+@case("batch-size-10-to-the-12")
+def _(f):
+    return f.args("--batch-size", str(10**12)), ["Error: --batch-size must be at most 1,048,576, got 1000000000000"]
+
+
+@case("batch-size-written-1e12")
+def _(f):
+    return f.args("--batch-size", "1e12"), ["Error: ", "--batch-size", "'1e12' is not a valid integer"]
+
+
+@case("seed-negative")
+def _(f):
+    return f.args("--seed", "-1"), ["Error: --seed must be 0 or positive, got -1"]
+
+
+@case("lr-nan")
+def _(f):
+    return f.args("--lr", "nan"), ["Error: --lr must be a finite number, got nan"]
+
+
+@case("lr-beyond-float32")
+def _(f):
+    return f.args("--lr", "1e39"), ["Error: --lr is beyond float32's range", "1e+39"]
+
+
+@case("window-1000")
+def _(f):
+    return f.args("--window", "1000"), ["Error: --window must be at most 100, got 1000"]
+
+
+@case("config-seed-beyond-range")
+def _(f):
+    args, config = config_case("[train]\nseed = 99999999999\n")(f)
+    return args, [f"Error: {config}: 'train.seed' must be at most 4,294,967,295, got 99999999999"]
+
+
+@case("config-sample-inf")
+def _(f):
+    args, config = config_case("[train]\nsample = inf\n")(f)
+    return args, [f"Error: {config}: 'train.sample' must be a finite number, got inf"]
+
+
+@case("config-unknown-format")
+def _(f):
+    args, config = config_case('format = "bogus"\n')(f)
+    return args, [f"Error: {config}: 'format' must be one of word2vec, word2vec-binary, glove, fasttext, got 'bogus'"]
+
+
+@case("config-is-a-folder")
+def _(f):
+    folder = f.path / "configs"
+    folder.mkdir()
+    return f.args("--config", folder), ["Error: ", "--config", "is a directory"]
+
+
+@case("checkpoint-dir-is-a-device")
+def _(f):
+    return f.args("--checkpoint-dir", "/dev/null"), ["Error: /dev/null: --checkpoint-dir: not a folder"]
+
+
+@case("corpus-xz-compressed")
+def _(f):
+    import lzma
+
+    corpus = f.file("corpus.txt.xz", lzma.compress(f.corpus.read_bytes()))
+    return f.args(corpus=corpus), [f"Error: {corpus}: is xz-compressed"]
+
+
+@case("vectors-value-beyond-float32")
+def _(f):
+    word, *values = glove_line(6).split(b" ")
+    values[4] = b"1e39"
+    f.glove_with_line(6, b" ".join([word, *values]))
+    return f.args(), [f"Error: {f.vectors} line 6: value 5 is 1e39, beyond float32's range"]
 
 
 @case("learning-rate-so-large-that-training-diverges")
@@ -415,12 +498,12 @@ def _(f):
 
 @case("unknown-output-format")
 def _(f):
-    return f.args("--to", "xml"), ["Error: ", "unknown format 'xml'"]
+    return f.args("--to", "xml"), ["Error: --to: unknown format 'xml'"]
 
 
 @case("unknown-input-format")
 def _(f):
-    return f.args("--format", "glove-binary"), ["Error: ", "unknown format 'glove-binary'"]
+    return f.args("--format", "glove-binary"), ["Error: --format: unknown format 'glove-binary'"]
 
 
 # -- outputs
@@ -497,6 +580,28 @@ def test_an_output_that_cannot_be_written_is_refused_before_training(tmp_path, m
     result = run([*folder.args(), *output])
     assert result.exit_code == 1
     assert_one_error_line(result.stderr, "does not exist" if "missing" in where else "is a folder")
+
+
+@pytest.mark.parametrize("where", ["seed", "batch-size", "corpus-missing", "freeze-list-missing",
+                                   "train-list-is-a-folder", "resume-folder-missing", "format"])
+def test_bad_options_and_missing_inputs_are_refused_before_the_vectors_are_read(tmp_path, monkeypatch, where):
+    import embedtune.formats
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("the vectors were read although an option or input is bad")
+
+    monkeypatch.setattr(embedtune.formats, "load_vectors", must_not_load)
+    monkeypatch.setattr(embedtune.formats, "detect_format", must_not_load)
+    folder = Folder(tmp_path)
+    options = {"seed": ["--seed", "-1"], "batch-size": ["--batch-size", str(2**21)],
+               "corpus-missing": [], "freeze-list-missing": ["--freeze-list", tmp_path / "none.txt"],
+               "train-list-is-a-folder": ["--train-list", tmp_path],
+               "resume-folder-missing": ["--checkpoint-dir", tmp_path / "none", "--resume"],
+               "format": ["--format", "glove6b"]}[where]
+    corpus = tmp_path / "none.txt" if where == "corpus-missing" else None
+    result = run(folder.args(*options, corpus=corpus))
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr)
 
 
 # ---------------------------------------------------------------------------------------------

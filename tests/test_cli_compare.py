@@ -100,7 +100,7 @@ def test_diff_of_the_sample_with_one_doctored_row(sample_text, tmp_path):
 
 
 def test_check_frozen_fails_on_a_doctored_file_and_passes_on_an_untouched_one(tiny, tmp_path):
-    frozen = write(tmp_path / "frozen.txt", "# keep these\nthe\nand\n")
+    frozen = write(tmp_path / "frozen.txt", "the\nand\n")
     doctored = write(tmp_path / "doctored.txt", doctor(TINY, "and", ["1", "0", "-0"]))
     moved_other = write(tmp_path / "other.txt", doctor(TINY, "of", ["9", "9", "9"]))
 
@@ -312,7 +312,7 @@ def test_neighbors_unknown_words_are_reported_and_the_others_shown():
 def test_neighbors_with_no_known_word_fails(tiny):
     result = run("neighbors", tiny, "qwzx")
     assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr.splitlines()[-1] == f"Error: {tiny}: none of the 1 words has a vector"
+    assert result.stderr.splitlines()[-1] == f"Error: {tiny}: the word 'qwzx' has no vector"
 
 
 def test_neighbors_against_another_file_side_by_side(tiny, tmp_path):

@@ -64,8 +64,8 @@ def test_inspect_json_names_problem_rows(tmp_path):
     assert report["nonfinite"] == [{"word": "b", "line": 3}]
     assert report["duplicates"] == [{"word": "a", "line": 4, "first_line": 2}]
     human = run("inspect", path).stdout
-    assert "nan/inf     1 rows: line 3 'b'" in human
-    assert "duplicates  1 rows: 'a' on line 4 (first on line 2)" in human
+    assert "nan/inf     1 row: line 3 'b'" in human
+    assert "duplicates  1 row: 'a' on line 4 (first on line 2)" in human
 
 
 def test_inspect_reads_standard_input(sample_bytes):
@@ -177,6 +177,7 @@ def test_bad_requests(tmp_path):
         (["convert", tmp_path / "in.txt", tmp_path / "out", "--to", "text"],
          "Error: --to: unknown format 'text' (expected one of word2vec, word2vec-binary, glove, fasttext)"),
         (["convert", tmp_path / "in.txt", tmp_path / "out", "--format", "vec"], "Error: --format: unknown format 'vec'"),
+        (["inspect", tmp_path / "in.txt", "--format", "vec"], "Error: --format: unknown format 'vec'"),
         (["convert", tmp_path / "missing.txt", tmp_path / "out"], f"Error: {tmp_path / 'missing.txt'}: no such file"),
         (["convert", tmp_path / "in.txt", tmp_path / "no" / "out.txt"],
          f"Error: {tmp_path / 'no' / 'out.txt'}: folder {tmp_path / 'no'} does not exist"),

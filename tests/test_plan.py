@@ -78,7 +78,7 @@ def test_freeze_pretrained_freezes_every_pretrained_row_and_no_new_one():
 
 
 def test_a_freeze_list_naming_a_new_word_is_an_error_with_file_and_line(tmp_path):
-    path = word_list(tmp_path, ["police", "# a comment", "", "tora"])
+    path = word_list(tmp_path, ["police", "fire", "", "tora"])
     with pytest.raises(EmbedtuneError) as info:
         plan_for(freeze_list=path)
     assert info.value.path == path and info.value.line == 4
@@ -86,7 +86,7 @@ def test_a_freeze_list_naming_a_new_word_is_an_error_with_file_and_line(tmp_path
 
 
 def test_a_freeze_pattern_matching_a_new_word_is_an_error_naming_it():
-    with pytest.raises(EmbedtuneError, match=r"freeze_pattern '\^t' matches 1 new corpus words \(e.g. 'tora'\)"):
+    with pytest.raises(EmbedtuneError, match=r"freeze_pattern '\^t' matches 1 new corpus word \(e.g. 'tora'\)"):
         plan_for(freeze_pattern="^t")
 
 
@@ -176,10 +176,35 @@ def test_a_missing_list_file_is_an_error_naming_it(tmp_path):
         plan_for(train_list=str(tmp_path / "nope.txt"))
 
 
-def test_word_lists_skip_comments_and_blank_lines_and_strip_spaces(tmp_path):
+def test_word_lists_skip_blank_lines_and_strip_ascii_spaces_and_line_ends(tmp_path):
     path = tmp_path / "w.txt"
-    path.write_bytes(b"# frozen words\n\n  police \r\nfire\n")
+    path.write_bytes(b"\n \t\r\n  police \r\nfire\n")
     assert read_word_list(str(path)) == [(3, "police"), (4, "fire")]
+
+
+def test_every_non_empty_line_of_a_word_list_is_a_word_even_one_starting_with_hash(tmp_path):
+    # GloVe 6B has '#' and '#39'; Twitter GloVe has hashtags: a list cut from a vectors file
+    # must keep them (they were read as comments and silently left trainable).
+    path = tmp_path / "w.txt"
+    path.write_bytes("#\n#hashtag\n# two words\n".encode())
+    assert read_word_list(str(path)) == [(1, "#"), (2, "#hashtag"), (3, "# two words")]
+    plan = make_plan(vectors(["the", "#", "#hashtag", "of"]), [], VocabConfig(freeze_list=str(path)))
+    assert frozen_words(plan) == {"#", "#hashtag"}
+
+
+def test_a_word_list_keeps_spaces_that_are_not_ascii(tmp_path):
+    # U+00A0 and U+3000 are not what the vectors readers split on: they belong to a word.
+    path = tmp_path / "w.txt"
+    path.write_bytes("\u00a0\n\u3000x\n".encode())
+    assert read_word_list(str(path)) == [(1, "\u00a0"), (2, "\u3000x")]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path):
+    path = tmp_path / "w.txt"
+    path.write_bytes(b"\xef\xbb\xbfpolice\nfire\n")
+    assert read_word_list(str(path)) == [(1, "police"), (2, "fire")]
+    plan = plan_for(freeze_list=str(path), strict_lists=True)
+    assert frozen_words(plan) == {"police", "fire"}
 
 
 def test_a_word_list_that_is_not_utf8_is_an_error_with_its_line(tmp_path):

@@ -16,6 +16,7 @@ written as the very text it was read from.
 from __future__ import annotations
 
 import codecs
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -185,6 +186,10 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
             row = int(bad[0])
             col = int(np.flatnonzero(~np.isfinite(table.matrix[row]))[0])
             value = table.matrix[row, col]
+            written = _written_value(path, table, row, col) if np.isinf(value) else None
+            if written is not None:
+                raise table.error(row, f"value {col + 1} is {written}, beyond float32's range (largest "
+                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan keeps it as {value}")
             raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
                                    f"--allow-nan keeps such rows)")
     vectors = Vectors(table.words, table.matrix)
@@ -199,6 +204,38 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     keep = np.ones(len(table.words), bool)
     keep[[row for row, _ in duplicates]] = False
     return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
+
+
+def _written_value(path, table: Table, row: int, col: int) -> str | None:
+    """Value ``col`` of text row ``row`` as the file spells it, when that is a finite number that
+    float32 rounds to infinity (1e39); None otherwise. Reads the file again up to that line: only
+    on this error path, and never standard input (it cannot be read twice)."""
+    if not table.rows_are_lines or str(path) == "-":
+        return None
+    target, number, line, pending = table.first_row + row, 1, None, b""
+    try:
+        with Source(path) as source:
+            while line is None:
+                block = source.read(1 << 20)
+                pending += block
+                while number < target and (cut := pending.find(b"\n")) >= 0:
+                    pending, number = pending[cut + 1:], number + 1
+                if number < target:
+                    pending = b""          # the middle of a line before the target: not needed
+                elif b"\n" in pending or not block:
+                    line = pending.split(b"\n", 1)[0]
+                if not block:
+                    break
+    except (OSError, EmbedtuneError):
+        return None
+    if line is None:
+        return None
+    values = line.rsplit(None, table.matrix.shape[1])[1:]
+    try:
+        text = values[col].decode("ascii")
+        return text if math.isfinite(float(text)) else None
+    except (IndexError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _nonfinite_rows(matrix: np.ndarray) -> np.ndarray:

@@ -293,7 +293,16 @@ def open_target(path):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies as usual
         except OSError as err:
             raise _os_error(path, "create a file in its folder", err) from None
-        raw = os.fdopen(fd, "wb", buffering=1 << 20)
+        except BaseException:   # Ctrl-C or SIGTERM (an exception, see cli/main.py) as it was created
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        try:
+            raw = os.fdopen(fd, "wb", buffering=1 << 20)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
     done = False
     try:
         if compression == "gzip":

@@ -1,0 +1,322 @@
+"""The command layer as a new user meets it: -q anywhere, format names, message wording, ranges,
+and interrupts outside the training loop (real processes, real signals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from embedtune import checkpoint
+from embedtune.cli.main import COMMANDS, cli
+from embedtune.config import RANGES, Config, merge
+from embedtune.errors import EmbedtuneError
+
+from train_fixtures import SAMPLE_VECTORS
+
+GLOVE_LINES = SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"".join(GLOVE_LINES[:50]))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# -q before or after the command's name
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_takes_quiet_after_its_name(command):
+    result = run(command, "-h")
+    assert result.exit_code == 0
+    assert "-q, --quiet" in result.stdout
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_after_the_command_silences_its_messages(small, tmp_path, where):
+    args = ["convert", small, tmp_path / "out.txt", "--to", "word2vec"]
+    args = ["-q", *args] if where == "before" else [*args, "-q"]
+    result = run(*args)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "wrote 50 vectors" in run("convert", small, tmp_path / "out2.txt").stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# format names: the option at fault is the one named
+
+
+@pytest.mark.parametrize("args, option", [
+    (["inspect", "{v}", "--format", "bogus"], "--format"),
+    (["convert", "{v}", "{out}", "--format", "bogus"], "--format"),
+    (["convert", "{v}", "{out}", "--to", "bogus"], "--to"),
+    (["train", "{v}", "{v}", "-o", "{out}", "--format", "bogus"], "--format"),
+    (["train", "{v}", "{v}", "-o", "{out}", "--format", "glove", "--to", "bogus"], "--to"),
+    (["init", "{v}", "{v}", "-o", "{out}", "--format", "bogus"], "--format"),
+    (["init", "{v}", "{v}", "-o", "{out}", "--to", "bogus"], "--to"),
+    (["diff", "{v}", "{v}", "--format", "bogus"], "--format"),
+    (["eval", "{v}", "--format", "bogus"], "--format"),
+    (["neighbors", "{v}", "the", "--format", "bogus"], "--format"),
+])
+def test_an_unknown_format_is_reported_against_its_own_option(small, tmp_path, args, option):
+    args = [a.format(v=small, out=tmp_path / "out.txt") for a in args]
+    result = run(*args)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext)"]
+    assert not (tmp_path / "out.txt").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# messages
+
+
+def test_one_vector_is_one_vector(small, tmp_path):
+    one = tmp_path / "one.txt"
+    one.write_bytes(GLOVE_LINES[0])
+    assert "wrote 1 vector of dimension 50" in run("convert", one, tmp_path / "o.txt").stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(GLOVE_LINES[0] + GLOVE_LINES[1] + GLOVE_LINES[0])
+    assert "duplicates  1 row: 'the' on line 3" in run("inspect", bad).stdout
+
+
+def test_neighbors_with_k_far_beyond_the_vocabulary_lists_every_word_once(small):
+    result = run("neighbors", small, "the", "-k", 10**17)
+    assert result.exit_code == 0
+    ranks = [line.split()[0] for line in result.stdout.splitlines()[2:]]
+    assert ranks == [str(r) for r in range(1, 50)]
+
+
+def test_a_value_beyond_float32_is_named_as_written(tmp_path):
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"2 3\na 1 2 3\nb 4 -1e39 6\n")
+    result = run("convert", path, tmp_path / "out.txt")
+    assert result.stderr.splitlines() == [
+        f"Error: {path} line 3: value 2 is -1e39, beyond float32's range (largest 3.4028235e+38); "
+        "--allow-nan keeps it as -inf"]
+
+
+def test_a_settings_mismatch_on_resume_says_what_an_unset_value_means(tmp_path):
+    state = {"position": {}, "fingerprint": {"rows": "r", "corpus": {"words": 1, "lines": 1},
+                                              "settings": {"lr": None, "window": 5, "vocab": {"min_count": 5}}}}
+    folder = tmp_path / "ckpt-5"
+    folder.mkdir()
+    (folder / checkpoint.STATE_FILE).write_text(json.dumps(state))
+    now = {**state["fingerprint"], "settings": {"lr": 0.05, "window": 5, "vocab": {"min_count": 3}}}
+    with pytest.raises(EmbedtuneError) as info:
+        checkpoint.load(str(folder), None, now)
+    assert info.value.message == ("cannot resume: the settings differ from the checkpoint's "
+                                  "(lr: unset (default) then, 0.05 now; vocab.min_count: 5 then, 3 now)")
+
+
+# ---------------------------------------------------------------------------------------------
+# ranges: every number of the config has one, checked on both sides
+
+
+def _option(key):
+    return key.split(".")[1]
+
+
+@pytest.mark.parametrize("key", [k for k in RANGES if not k.startswith("init.")])
+def test_every_number_is_refused_just_outside_its_range(key):
+    r = RANGES[key]
+    is_int = isinstance(getattr(Config().train if key.startswith("train") else Config().vocab, _option(key)), int) \
+        or _option(key) in ("window", "dim")
+    below = r.low if r.low_open else (r.low - 1 if is_int else r.low - 1e-9)
+    with pytest.raises(EmbedtuneError, match=rf"^--{_option(key).replace('_', '-')} must be"):
+        merge(Config(), {_option(key): below})
+    if r.high < 2**63 - 1 and r.high < 3e38:
+        above = r.high + 1 if is_int else r.high * 1.5
+        with pytest.raises(EmbedtuneError, match=rf"must be at most|must be between"):
+            merge(Config(), {_option(key): above})
+    merge(Config(), {_option(key): r.high if r.high < 3e38 else 1e30})     # the bounds themselves pass
+    if not r.low_open:
+        merge(Config(), {_option(key): r.low})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("key", [k for k, r in RANGES.items() if k.startswith("train.") and
+                                 isinstance(getattr(Config().train, _option(k)), float | type(None))
+                                 and _option(k) not in ("window", "dim")])
+def test_float_options_must_be_finite(key, value):
+    with pytest.raises(EmbedtuneError, match="must be a finite number"):
+        merge(Config(), {_option(key): value})
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--seed", "-1", "must be 0 or positive, got -1"),
+    ("--seed", str(2**32), "must be at most 4,294,967,295"),
+    ("--sif", "nan", "must be a finite number"),
+    ("--window", "101", "must be at most 100"),
+    ("--min-contexts", "0", "must be at least 1"),
+])
+def test_init_checks_the_same_ranges_before_reading(small, tmp_path, option, value, message):
+    result = run("init", small, small, "-o", tmp_path / "out.txt", option, value)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for {option}: {message}" or \
+        message in result.stderr.splitlines()[-1]
+    assert "Loading" not in result.stderr
+
+
+def test_readme_states_every_range(tmp_path):
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    for key, r in RANGES.items():
+        if key.startswith("init."):
+            continue
+        assert f"| `{_option(key)}` | {r.text()} |" in readme, key
+
+
+# ---------------------------------------------------------------------------------------------
+# interrupts outside the training loop: real processes, real signals
+
+WAIT = 120
+
+
+def start(args, tmpdir, stdin=subprocess.DEVNULL):
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def wait_until(process, ready, what):
+    deadline = time.monotonic() + WAIT
+    while not ready():
+        assert process.poll() is None, f"ended before {what}: {process.communicate()[1].decode()}"
+        assert time.monotonic() < deadline, f"no {what} after {WAIT} s"
+        time.sleep(0.005)
+
+
+def finish(process) -> tuple[int, str]:
+    _, stderr = process.communicate(timeout=WAIT)
+    return process.returncode, stderr.decode()
+
+
+def hidden_temporaries(folder: Path) -> list[str]:
+    return [n for n in os.listdir(folder) if n.startswith(".") and n.endswith(".tmp")]
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> Path:
+    """60,000 GloVe rows (the sample three times over, renamed): a write that takes a while."""
+    path = tmp_path_factory.mktemp("big") / "big.txt"
+    with open(path, "wb") as f:
+        for copy in range(3):
+            f.writelines(line.replace(b" ", f"_{copy} ".encode(), 1) for line in GLOVE_LINES)
+    return path
+
+
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "Terminated (SIGTERM)."),
+                                              (signal.SIGINT, 130, "Interrupted (Ctrl-C).")])
+def test_a_signal_while_convert_writes_leaves_no_temporary_file(big, tmp_path, sig, code, said):
+    out = tmp_path / "out" / "big.txt.bz2"
+    out.parent.mkdir()
+    process = start(["convert", big, out], tmp_path)
+    wait_until(process, lambda: hidden_temporaries(out.parent), "temporary output file")
+    process.send_signal(sig)
+    rc, stderr = finish(process)
+    assert rc == code, stderr
+    assert stderr.strip().splitlines()[-1] == said
+    assert "Aborted!" not in stderr and "Traceback" not in stderr
+    assert os.listdir(out.parent) == []
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_standard_input_is_spooled_leaves_no_spool_file(small, tmp_path, sig, code):
+    spool_dir = tmp_path / "tmp"
+    spool_dir.mkdir()
+    process = start(["init", small, "-", "-o", tmp_path / "out.txt"], spool_dir, stdin=subprocess.PIPE)
+    process.stdin.write(b"the of and\n" * 1000)
+    process.stdin.flush()                     # stdin stays open: the spooling waits for more
+    # Only our spool file counts: a library imported meanwhile may use the temporary folder too.
+    spools = lambda: [n for n in os.listdir(spool_dir) if n.startswith("embedtune-corpus-")]  # noqa: E731
+    wait_until(process, spools, "spool file")
+    process.send_signal(sig)
+    rc, stderr = finish(process)
+    process.stdin.close()
+    assert rc == code, stderr
+    assert "Aborted!" not in stderr and "Traceback" not in stderr
+    assert spools() == []
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_ctrl_c_while_tensorflow_is_imported_exits_130(small, tmp_path):
+    process = start(["train", small, small, "-o", tmp_path / "out.txt"], tmp_path)
+
+    def importing_tensorflow():
+        try:
+            return "tensorflow" in Path(f"/proc/{process.pid}/maps").read_text()
+        except OSError:
+            return False
+
+    wait_until(process, importing_tensorflow, "TensorFlow import")
+    process.send_signal(signal.SIGINT)
+    rc, stderr = finish(process)
+    assert rc == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "Interrupted (Ctrl-C)."
+    assert "Aborted!" not in stderr and "Traceback" not in stderr
+    assert sorted(os.listdir(tmp_path)) == ["v.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# eval's benchmark files
+
+
+@pytest.mark.parametrize("option, data, line", [
+    ("--similarity", b"the\tof\t1\ncaf\xe9\tthe\t2\n", 2),
+    ("--analogy", b": s\nthe of and caf\xe9\n", 2),
+])
+def test_a_benchmark_file_that_is_not_utf8_is_one_error_line(small, tmp_path, option, data, line):
+    path = tmp_path / "bench.txt"
+    path.write_bytes(data)
+    result = run("eval", small, option, path)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {path} line {line}: not valid UTF-8")
+
+
+@pytest.mark.parametrize("option, data", [
+    ("--similarity", "the\tof\t1\nand\tthe\t2\nto\ta\t3\nin\tis\t4\n"),
+    ("--analogy", ": s\nthe of and to\n"),
+])
+def test_a_byte_order_mark_in_a_benchmark_file_is_not_part_of_its_first_line(small, tmp_path, option, data):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_bytes(data.encode())
+    marked.write_bytes(b"\xef\xbb\xbf" + data.encode())
+    reports = []
+    for path in (plain, marked):
+        result = run("eval", small, option, path, "--json")
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        key = "similarity" if option == "--similarity" else "analogies"
+        reports.append({k: v for k, v in report[key][0].items() if k not in ("name", "path")})
+    assert reports[0] == reports[1]
+
+
+def test_a_word_list_from_a_pipe_is_read_once_and_counts(tmp_path):
+    # `--freeze-list <(cut -d' ' -f1 vectors.txt)`: checking the list early must not consume it.
+    import threading
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(GLOVE_LINES[:200]))
+    corpus = tmp_path / "c.txt"
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:200]]
+    corpus.write_text("\n".join(" ".join(words[i:i + 20]) for i in range(0, 200, 20)) + "\n")
+    fifo = tmp_path / "list.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=lambda: fifo.write_text("\n".join(words[:20]) + "\n"), daemon=True).start()
+    result = run("train", vectors, corpus, "-o", tmp_path / "out.txt", "--epochs", "1", "--objective", "sgns",
+                 "--freeze-list", fifo)
+    assert result.exit_code == 0, result.stderr
+    assert "Plan: 20 frozen, 180 trainable, 0 new rows" in result.stderr

@@ -1,0 +1,99 @@
+"""Reading a corpus: compression known by content, a byte-order mark, pipes, the spool file."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import tempfile
+import threading
+
+import pytest
+
+from embedtune.corpus import Corpus
+from embedtune.errors import EmbedtuneError
+
+TEXT = "the cat sat\non the mat\n"
+LINES = [["the", "cat", "sat"], ["on", "the", "mat"]]
+
+
+def lines_of(path) -> list[list[str]]:
+    with Corpus(str(path)) as corpus:
+        return list(corpus.lines())
+
+
+@pytest.mark.parametrize("name, data", [
+    ("plain.txt", TEXT.encode()),
+    ("plain-named.gz", TEXT.encode()),          # a plain file with a compressed name
+    ("plain-named.bz2", TEXT.encode()),
+    ("gzip-unnamed.txt", gzip.compress(TEXT.encode())),
+    ("bzip2-unnamed", bz2.compress(TEXT.encode())),
+    ("named.gz", gzip.compress(TEXT.encode())),
+    ("named.bz2", bz2.compress(TEXT.encode())),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_compression_is_known_by_content_not_by_name(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert lines_of(path) == LINES
+
+
+def test_a_text_line_starting_like_bzip2_is_text(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"BZh9 is a word\n")
+    assert lines_of(path) == [["BZh9", "is", "a", "word"]]
+
+
+def test_an_empty_bzip2_stream_is_an_empty_corpus(tmp_path):
+    path = tmp_path / "empty"
+    path.write_bytes(bz2.compress(b""))
+    assert lines_of(path) == []
+
+
+def test_xz_is_refused_with_a_hint(tmp_path):
+    path = tmp_path / "c.txt.xz"
+    path.write_bytes(lzma.compress(TEXT.encode()))
+    with pytest.raises(EmbedtuneError, match=r"c.txt.xz: is xz-compressed; .*gzip and bzip2"):
+        lines_of(path)
+
+
+@pytest.mark.parametrize("compress", [bytes, gzip.compress], ids=["plain", "gzip"])
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, compress):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(compress(b"\xef\xbb\xbf" + TEXT.encode()))
+    with Corpus(str(path)) as corpus:
+        assert list(corpus.lines()) == LINES
+        assert corpus.count()[0]["the"] == 2
+
+
+def test_a_byte_order_mark_later_in_the_file_is_left_alone(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"a\n\xef\xbb\xbfb\n")
+    assert lines_of(path) == [["a"], ["\ufeffb"]]
+
+
+def test_a_named_pipe_is_read_once_and_then_from_a_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.mkdir(tmp_path / "tmp")
+    fifo = tmp_path / "corpus.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(gzip.compress(TEXT.encode())))
+    writer.start()
+    with Corpus(str(fifo)) as corpus:
+        writer.join()
+        assert list(corpus.lines()) == LINES
+        assert list(corpus.lines()) == LINES    # the second pass too: the pipe was spooled
+        assert len(os.listdir(tmp_path / "tmp")) == 1
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_an_interrupted_spool_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def sentences():
+        yield "the cat"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Corpus(sentences())
+    assert os.listdir(tmp_path) == []
