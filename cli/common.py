@@ -157,7 +157,7 @@ def check_writable_folder(folder: str | None, option: str) -> None:
     if not folder:
         return
     if os.path.exists(folder) and not os.path.isdir(folder):
-        raise EmbedtuneError(f"{option}: is a file, expected a folder", folder)
+        raise EmbedtuneError(f"{option}: not a folder", folder)
     existing = os.path.abspath(folder)
     while not os.path.isdir(existing):
         parent = os.path.dirname(existing)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from embedtune.cli.common import message, reports_errors, write_json
+from embedtune.cli.common import message, quiet_option, reports_errors, write_json
 from embedtune.errors import EmbedtuneError
 
 
 @click.group("lexicon")
+@quiet_option
 def lexicon_cmd():
     """Write synonym and antonym lexicons for `embedtune train --objective retrofit`."""
 
@@ -24,6 +25,7 @@ def lexicon_cmd():
                    "small (a larger SimLex-999 gain: benchmarks/README.md).")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print counts as JSON on standard output, or write them to FILE.")
+@quiet_option
 @reports_errors
 def wordnet_cmd(folder, output, antonyms, single_words, similar, json_out):
     """Synonyms and antonyms from a WordNet database FOLDER (its data.noun, data.verb, data.adj,
