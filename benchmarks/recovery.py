@@ -218,10 +218,17 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
     return out
 
 
-def rows(swept: InitParams | None):
+SGNS_ROWS = [("embedtune train --objective sgns (5 epochs, alacarte start)", {"objective": "sgns"}),
+             ("embedtune train --objective sgns --negatives per-pair (5 epochs, alacarte start)",
+              {"objective": "sgns", "negatives": "per-pair"})]
+
+
+def rows(swept: InitParams | None, objective: str = "all"):
     """(name, method) pairs: `init` with the library's defaults, and with the swept values if any,
     then `embedtune train` with its defaults for GloVe input (the glove objective) and with
     skip-gram, and gensim's skip-gram; all 5 epochs."""
+    if objective == "sgns":
+        return [(name, train_row(settings)) for name, settings in SGNS_ROWS]
     defaults = InitParams()
     table = [("init random", init_row("random", defaults)),
              ("init context-mean", init_row("context-mean", defaults)),
@@ -229,7 +236,7 @@ def rows(swept: InitParams | None):
     if swept is not None and swept != defaults:
         table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
     table += [("embedtune train, defaults for GloVe input (glove, 5 epochs, alacarte start)", train_row({})),
-              ("embedtune train --objective sgns (5 epochs, alacarte start)", train_row({"objective": "sgns"})),
+              *((name, train_row(settings)) for name, settings in SGNS_ROWS),
               ("gensim Word2Vec sg, 5 epochs, random start", gensim_row)]
     return table
 
@@ -238,9 +245,9 @@ def _knobs(params: InitParams) -> str:
     return f"window {params.window}, sif {params.sif:g}, fit_min_count {params.fit_min_count}"
 
 
-def run_rows(setup: Setup, swept: InitParams | None, unit_glove) -> list[dict]:
+def run_rows(setup: Setup, swept: InitParams | None, unit_glove, objective: str = "all") -> list[dict]:
     table = []
-    for name, run in rows(swept):
+    for name, run in rows(swept, objective):
         with Corpus(setup.corpus_path) as corpus:
             began = time.perf_counter()
             out = run(setup, corpus)
@@ -391,6 +398,8 @@ def main() -> None:
                             help=f"--sweep-train: the values of {name} (default: {','.join(map(str, values))})")
     parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument("--objective", choices=("all", "sgns"), default="all",
+                        help="sgns: only the skip-gram rows (shared and per-pair negatives)")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
         sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py"
@@ -413,7 +422,7 @@ def main() -> None:
     report["defaults"] = vars(InitParams())
     report["swept"] = vars(params) if args.sweep else None
 
-    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove)
+    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove, args.objective)
     print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
     print_table(report["rows"], "method")
     if args.rare:

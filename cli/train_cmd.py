@@ -9,7 +9,7 @@ import sys
 import click
 
 from embedtune.cli.common import check_inputs_and_outputs, message, reports_errors, show_progress, write_json
-from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
+from embedtune.config import NEGATIVES, OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError
 
 RULES_HELP = """\b
@@ -76,6 +76,9 @@ class StopRequests:
 @click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
+@click.option("--negatives", type=click.Choice(NEGATIVES),
+              help="sgns: negatives shared by a group of pairs (about twice as fast, same loss) or drawn "
+                   "for each pair (word2vec's). [default: shared]")
 @click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
 @click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
@@ -89,6 +92,9 @@ class StopRequests:
                    f"over the steps that read the row (0 = off). [default: 0 sgns, "
                    f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
+@click.option("--threads", type=int,
+              help="CPU threads for TensorFlow, and steps run at once (lock-free, as gensim's workers) "
+                   "unless --deterministic. [default: 0 = all cores]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
                    "of the speed (60k vs 74k words/s measured on 2 cores).")

@@ -41,6 +41,7 @@ class TrainConfig:
     epochs: int = 5
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
+    negatives: str = "shared"           # sgns: shared (drawn once for a group of pairs; faster) | per-pair (word2vec)
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
@@ -54,6 +55,7 @@ class TrainConfig:
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
+    threads: int = 0                    # CPU threads for TensorFlow and concurrent steps (0 = all cores)
     checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
     checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
 
@@ -87,6 +89,7 @@ OBJECTIVE_DEFAULTS = {
 LOWERCASE = ("auto", "yes", "no")
 INITS = ("alacarte", "context-mean", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
+NEGATIVES = ("shared", "per-pair")   # embedtune.objectives.sgns.NEGATIVES
 
 
 def _type_name(tp) -> str:
@@ -149,6 +152,10 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
     if t.context_init not in CONTEXT_INITS:
         bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
+    if t.negatives not in NEGATIVES:
+        bad("train.negatives", f"must be one of {', '.join(NEGATIVES)}, got {t.negatives!r}")
+    if t.threads < 0:
+        bad("train.threads", f"must be 0 (all cores) or positive, got {t.threads}")
     if v.init not in INITS:
         bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:
