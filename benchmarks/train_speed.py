@@ -142,6 +142,7 @@ def run_embedtune(words, matrix, trainable_words, corpus, workdir, **settings) -
     return {
         "words_per_second": stats["words_per_second"],
         "train_seconds": stats["train_seconds"],
+        "train_cpu_seconds": stats["train_cpu_seconds"],
         "total_seconds": total,
         "cpu_seconds": cpu,
         "words_per_cpu_second": round(stats["corpus_words"] / cpu),
@@ -185,13 +186,13 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
     model.wv.vectors_lockf = lockf
     before = model.wv.vectors.copy()
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if mode == "iterable":
         _, raw = model.train(corpus_iterable=LineSentence(corpus), total_examples=model.corpus_count,
                              epochs=EPOCHS)
     else:
         _, raw = model.train(corpus_file=corpus, total_words=model.corpus_total_words, epochs=EPOCHS)
-    elapsed = time.perf_counter() - started
+    elapsed, train_cpu = time.perf_counter() - started, time.process_time() - cpu_started
     # CPU seconds end to end, as for embedtune; gensim's worker threads run in this process.
     cpu = time.process_time() - cpu_began
     after = model.wv.vectors
@@ -201,6 +202,7 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
         "words_per_second": round(model.corpus_total_words / elapsed),
         "raw_words_reported": raw,
         "train_seconds": elapsed,
+        "train_cpu_seconds": train_cpu,
         "total_seconds": time.perf_counter() - began,
         "cpu_seconds": cpu,
         "words_per_cpu_second": round(model.corpus_total_words / cpu),
@@ -244,11 +246,14 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
             rounds[name].append(r)
             if name.startswith("embedtune"):
                 r["cpu_us_per_pair"] = r["cpu_seconds"] / max(r["pairs"], 1) * 1e6
-                extra = (f"pairs {r['pairs']:,}, {r['cpu_us_per_pair']:.2f} us CPU per pair end to end, "
+                r["train_cpu_us_per_pair"] = r["train_cpu_seconds"] / max(r["pairs"], 1) * 1e6
+                extra = (f"pairs {r['pairs']:,}, CPU per pair {r['train_cpu_us_per_pair']:.2f} us training, "
+                         f"{r['cpu_us_per_pair']:.2f} us end to end, "
                          f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, ")
             else:
                 extra = f"vocab {r['vocab']:,}, "
-            print(f"{name:19s} {r['words_per_second']:>9,} words/s  train {r['train_seconds']:6.1f} s, "
+            print(f"{name:19s} {r['words_per_second']:>9,} words/s  train {r['train_seconds']:6.1f} s "
+                  f"({r['train_cpu_seconds']:.1f} s CPU), "
                   f"end to end {r['total_seconds']:6.1f} s wall, {r['cpu_seconds']:6.1f} s CPU "
                   f"({r['words_per_cpu_second']:,} words per CPU-second)")
             print(f"{'':19s} {extra}frozen rows bit-identical: {r['frozen_identical']}, "
@@ -258,20 +263,28 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
            "frozen_identical": all(r["frozen_identical"] for runs_ in rounds.values() for r in runs_)}
     for name in SPEED_RUNS:
         out[name] = {key: median([r[key] for r in rounds[name]])
-                     for key in ("words_per_second", "words_per_cpu_second", "train_seconds", "cpu_seconds")}
+                     for key in ("words_per_second", "words_per_cpu_second", "train_seconds", "cpu_seconds",
+                                 "train_cpu_seconds")}
         if name.startswith("embedtune"):
-            out[name]["cpu_us_per_pair"] = median([r["cpu_us_per_pair"] for r in rounds[name]])
+            for key in ("cpu_us_per_pair", "train_cpu_us_per_pair"):
+                out[name][key] = median([r[key] for r in rounds[name]])
     for mine in ("embedtune", "embedtune_per_pair"):
         for ref in ("gensim", "gensim_file"):
             for key, label in (("words_per_second", "ratio"), ("words_per_cpu_second", "cpu_ratio")):
                 out[f"{label}_{mine}_{ref}"] = median(
                     [a[key] / b[key] for a, b in zip(rounds[mine], rounds[ref])])
+            # Training alone, per CPU-second (both trained the same corpus once).
+            out[f"train_cpu_ratio_{mine}_{ref}"] = median(
+                [b["train_cpu_seconds"] / a["train_cpu_seconds"] for a, b in zip(rounds[mine], rounds[ref])])
     print(f"median of {repeat} (load average {min(loads):.1f} to {max(loads):.1f}):")
     for mine in ("embedtune", "embedtune_per_pair"):
         print(f"  {mine} {out[mine]['words_per_second']:,.0f} words/s, "
-              f"{out[mine]['cpu_us_per_pair']:.2f} us CPU per pair; ratio to gensim iterable "
+              f"{out[mine]['train_cpu_us_per_pair']:.2f} us CPU per pair training "
+              f"({out[mine]['cpu_us_per_pair']:.2f} end to end); ratio to gensim iterable "
               f"{out[f'ratio_{mine}_gensim']:.2f} (CPU {out[f'cpu_ratio_{mine}_gensim']:.2f}), to corpus_file "
               f"{out[f'ratio_{mine}_gensim_file']:.2f} (CPU {out[f'cpu_ratio_{mine}_gensim_file']:.2f})   (goal >= 1)")
+        print(f"  {mine} training CPU-seconds, gensim's over embedtune's: iterable "
+              f"{out[f'train_cpu_ratio_{mine}_gensim']:.2f}, corpus_file {out[f'train_cpu_ratio_{mine}_gensim_file']:.2f}")
     print(f"  frozen rows bit-identical in every run: {out['frozen_identical']}")
     return out
 
