@@ -3,11 +3,13 @@
     python benchmarks/make_corpus.py            # once: benchmarks/_data/corpus.txt (1.5M real tokens)
     python benchmarks/train_speed.py [--quick] [--parts speed,steps,memory]
 
-speed   embedtune ``train`` and gensim ``Word2Vec`` (sg=1) continue GloVe 6B 50d on the same corpus
-        with the same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch,
-        lr 0.025 linear decay) and the same rows locked (every pretrained word frozen except a random
-        10%; new corpus words train). Raw corpus words/s of each and the ratio; both checked to
-        have left their frozen rows bit-identical. Goal: embedtune >= gensim.
+speed   embedtune ``train`` (shared negatives, the default, and ``negatives = "per-pair"``) and gensim
+        ``Word2Vec`` (sg=1, workers = every core) continue GloVe 6B 50d on the same corpus with the
+        same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch, lr 0.025
+        linear decay) and the same rows locked (every pretrained word frozen except a random 10%; new
+        corpus words train). The four take turns for ``--repeat`` rounds (3); raw corpus words/s of
+        each, CPU per (center, context) pair, medians and the median of each round's ratio; all are
+        checked to have left their frozen rows bit-identical. Goal: embedtune >= gensim.
 steps   ms per training step with a table of 10k rows and of 1M rows (d=100, all but 1,000 rows
         frozen, the same batch), per optimizer. Goal: ratio 1M / 10k <= 1.2.
 memory  peak resident memory (a child process's VmHWM, i.e. its own ru_maxrss, minus its baseline
