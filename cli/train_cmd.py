@@ -77,8 +77,8 @@ class StopRequests:
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
 @click.option("--negatives", type=click.Choice(NEGATIVES),
-              help="sgns: negatives shared by a group of pairs (about twice as fast, same loss) or drawn "
-                   "for each pair (word2vec's). [default: shared]")
+              help="sgns: negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs "
+                   "(half the CPU; lower quality on the recovery benchmark). [default: per-pair]")
 @click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
 @click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
@@ -96,8 +96,8 @@ class StopRequests:
               help="CPU threads for TensorFlow, and steps run at once (lock-free, as gensim's workers) "
                    "unless --deterministic. [default: 0 = all cores]")
 @click.option("--deterministic", is_flag=True, default=None,
-              help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
-                   "of the speed (60k vs 74k words/s measured on 2 cores).")
+              help="Op determinism, a seeded data order and one step at a time: two runs give byte-identical "
+                   "files (slower).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")

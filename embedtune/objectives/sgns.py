@@ -6,14 +6,15 @@ trainer owns the tables, freezing, merging, capping and applying.
 Pairs are made in bulk with numpy, one corpus chunk at a time: frequent-word
 subsampling (word2vec's formula), a dynamic window (each center draws its reach from
 1..window, so near words count more), windows never crossing a line. Negatives are
-drawn inside the step from a unigram^0.75 table over the training vocabulary, either shared by
-a group of pairs (the default; Ji et al. 2016, "Parallelizing Word2Vec in Shared and Distributed
-Memory", and BlazingText's batch skip-gram) or per pair (word2vec's own).
+drawn inside the step from a unigram^0.75 table over the training vocabulary, either per pair
+(word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
+Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 
 Shared negatives: the K negatives of a group of SHARED_GROUP pairs are scored against all its
 centers with one matmul, so the context table gets B + K * B / SHARED_GROUP slices a step instead of
 B * (1 + K); every (center, negative) term of word2vec's loss is still there, only drawn once for
-the group. See benchmarks/README.md (train_speed) for what it costs and what it keeps.
+the group. It halves the CPU of training, but lowers the recovery benchmark's R@10 from 0.35 to
+0.28 (benchmarks/README.md, train_speed), so it is an option, not the default.
 """
 
 from __future__ import annotations
