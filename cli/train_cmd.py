@@ -93,11 +93,9 @@ class StopRequests:
                    f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--threads", type=int,
-              help="CPU threads for TensorFlow, and steps run at once (lock-free, as gensim's workers) "
-                   "unless --deterministic. [default: 0 = all cores]")
+              help="CPU threads of TensorFlow's thread pools. [default: 0 = all cores]")
 @click.option("--deterministic", is_flag=True, default=None,
-              help="Op determinism, a seeded data order and one step at a time: two runs give byte-identical "
-                   "files (slower).")
+              help="Op determinism and a seeded data order: two runs give byte-identical files (slower).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir.")

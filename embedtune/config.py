@@ -56,7 +56,7 @@ class TrainConfig:
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
-    threads: int = 0                    # CPU threads for TensorFlow and concurrent steps (0 = all cores)
+    threads: int = 0                    # CPU threads of TensorFlow's pools (0 = all cores)
     checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
     checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
 

@@ -22,9 +22,7 @@ import os
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -316,43 +314,6 @@ class _Failed:
     error: BaseException
 
 
-class Steps:
-    """Runs the step: in the calling thread, or with ``threads`` > 1 on that many threads at once,
-    lock-free, each on its own batch (what gensim's workers do; never with --deterministic).
-
-    ``run`` returns a handle for the loss; ``loss`` turns it into the loss tensor.
-    """
-
-    def __init__(self, step: Callable, threads: int):
-        self.step = step
-        self.threads = threads
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="embedtune-step") if threads > 1 else None
-        self.running: deque = deque()
-
-    def run(self, tensors: dict, lr: tf.Tensor):
-        if self.pool is None:
-            return self.step(tensors, lr)
-        while len(self.running) >= self.threads:
-            self.running.popleft().result()
-        future = self.pool.submit(self.step, tensors, lr)
-        self.running.append(future)
-        return future
-
-    @staticmethod
-    def loss(handle) -> tf.Tensor:
-        return handle.result() if hasattr(handle, "result") else handle
-
-    def wait(self) -> None:
-        """Every step run so far is done (before a checkpoint, or reading the tables)."""
-        while self.running:
-            self.running.popleft().result()
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.wait()
-            self.pool.shutdown()
-
-
 def cpu_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -361,7 +322,10 @@ def cpu_cores() -> int:
 
 
 def use_threads(threads: int) -> None:
-    """TensorFlow's intra- and inter-op thread pools. They can be set only before TensorFlow
+    """TensorFlow's intra- and inter-op thread pools. Steps run one at a time: two lock-free steps at
+    once (gensim's workers) cut wall time by a quarter under load but moved new words far from their
+    true vectors (recovery benchmark, per-pair negatives: median rank 611 against 38, R@10 0.17
+    against 0.34), so they were taken out. The pools can be set only before TensorFlow
     starts its runtime; in a process where it has started (a test, a notebook) they stay as
     they are."""
     try:
@@ -412,8 +376,7 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
                              config.vectors)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
-    threads = t.threads or cpu_cores()
-    use_threads(threads)
+    use_threads(t.threads or cpu_cores())
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
@@ -464,18 +427,15 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
     train_began, train_cpu_began = time.perf_counter(), time.process_time()
     words_at_start = pos.words_done
 
-    steps = Steps(trainer.step, 1 if t.deterministic else threads)
-
     def save_checkpoint():
         nonlocal last_saved
-        steps.wait()
         last_saved = time.monotonic()
         return checkpoint.save(t.checkpoint_dir, trainer.tf_checkpoint(), pos, fp)
 
     def flush():
         nonlocal pending_loss, pending_pairs
         if pending_loss:
-            mean = float(tf.add_n([steps.loss(h) for h in pending_loss])) / max(pending_pairs, 1)
+            mean = float(tf.add_n(pending_loss)) / max(pending_pairs, 1)
             if not math.isfinite(mean):
                 raise EmbedtuneError(
                     f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {lr0:g}) "
@@ -491,7 +451,7 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
             for batch in batches:
                 # Linear decay by corpus position, as word2vec does.
                 lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
-                pending_loss.append(steps.run(batch.tensors, tf.constant(lr, tf.float32)))
+                pending_loss.append(trainer.step(batch.tensors, tf.constant(lr, tf.float32)))
                 pending_pairs += batch.pairs
                 pos.pairs += batch.pairs
                 pos.steps += 1
@@ -510,7 +470,6 @@ def train(vectors: Vectors, corpus: Corpus, config: Config,
         flush()
         pos.words_done = pos.epoch * total_words
         pos.epoch, pos.chunk, pos.batch, pos.chunk_rng = pos.epoch + 1, 0, 0, None
-    steps.close()
     train_seconds = time.perf_counter() - train_began
     train_cpu_seconds = time.process_time() - train_cpu_began
 

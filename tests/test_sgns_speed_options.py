@@ -1,4 +1,4 @@
-"""The sgns speed options: shared or per-pair negatives, --threads, concurrent steps, the id cache.
+"""The sgns speed options: shared or per-pair negatives, --threads, the id cache.
 
 Each training is one or two epochs over 20-60 lines of the sample corpus with small batches.
 """
@@ -30,7 +30,7 @@ EVERY_BATCH = ("the", "to", "of", "and", "a", "in")   # in every batch of 512 pa
 
 @pytest.mark.parametrize("negatives", ["shared", "per-pair"])
 @pytest.mark.parametrize("optimizer, threads", [("sgd", 1), ("sgd", 2), ("adagrad", 2)],
-                         ids=["sgd-no-merge", "sgd-concurrent-steps", "adagrad-merged"])
+                         ids=["sgd-no-merge", "sgd-two-threads", "adagrad-merged"])
 def test_both_negatives_train_and_keep_frozen_rows_bit_identical(negatives, optimizer, threads):
     vectors = glove(20000)
     vectors.matrix[vectors.index["the"], 0] = -0.0   # equal to 0.0 as a number, not as bits
