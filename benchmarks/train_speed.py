@@ -3,7 +3,7 @@
     python benchmarks/make_corpus.py            # once: benchmarks/_data/corpus.txt (1.5M real tokens)
     python benchmarks/train_speed.py [--quick] [--parts speed,steps,memory]
 
-speed   embedtune ``train`` (shared negatives, the default, and ``negatives = "per-pair"``) and gensim
+speed   embedtune ``train`` (per-pair negatives, the default, and ``negatives = "shared"``) and gensim
         ``Word2Vec`` (sg=1, workers = every core) continue GloVe 6B 50d on the same corpus with the
         same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch, lr 0.025
         linear decay) and the same rows locked (every pretrained word frozen except a random 10%; new
@@ -216,7 +216,7 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
     }
 
 
-SPEED_RUNS = ("embedtune", "embedtune_per_pair", "gensim", "gensim_file")
+SPEED_RUNS = ("embedtune", "embedtune_shared", "gensim", "gensim_file")
 
 
 def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
@@ -233,8 +233,8 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
           f"(random {TRAINABLE_FRACTION:.0%}), the rest frozen; new words (min_count {MIN_COUNT}) train")
     runs = {
         "embedtune": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir),
-        "embedtune_per_pair": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir,
-                                                    negatives="per-pair"),
+        "embedtune_shared": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir,
+                                                  negatives="shared"),
         "gensim": lambda: run_gensim(words, matrix, trainable_words, corpus, "iterable"),
         "gensim_file": lambda: run_gensim(words, matrix, trainable_words, corpus, "corpus_file"),
     }
@@ -270,7 +270,7 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
         if name.startswith("embedtune"):
             for key in ("cpu_us_per_pair", "train_cpu_us_per_pair"):
                 out[name][key] = median([r[key] for r in rounds[name]])
-    for mine in ("embedtune", "embedtune_per_pair"):
+    for mine in ("embedtune", "embedtune_shared"):
         for ref in ("gensim", "gensim_file"):
             for key, label in (("words_per_second", "ratio"), ("words_per_cpu_second", "cpu_ratio")):
                 out[f"{label}_{mine}_{ref}"] = median(
@@ -279,7 +279,7 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
             out[f"train_cpu_ratio_{mine}_{ref}"] = median(
                 [b["train_cpu_seconds"] / a["train_cpu_seconds"] for a, b in zip(rounds[mine], rounds[ref])])
     print(f"median of {repeat} (load average {min(loads):.1f} to {max(loads):.1f}):")
-    for mine in ("embedtune", "embedtune_per_pair"):
+    for mine in ("embedtune", "embedtune_shared"):
         print(f"  {mine} {out[mine]['words_per_second']:,.0f} words/s, "
               f"{out[mine]['train_cpu_us_per_pair']:.2f} us CPU per pair training "
               f"({out[mine]['cpu_us_per_pair']:.2f} end to end); ratio to gensim iterable "
@@ -479,7 +479,7 @@ def summary(results: dict) -> None:
     print(f"{'measure':44s} {'embedtune':>12s} {'reference':>12s} {'ratio':>7s} {'goal':>8s}")
     a = results.get("speed")
     if a:
-        for mine in ("embedtune", "embedtune_per_pair"):
+        for mine in ("embedtune", "embedtune_shared"):
             for name, label in (("gensim", "gensim iterable"), ("gensim_file", "gensim corpus_file")):
                 what = f"{mine} words/s vs {label}"
                 print(f"{what:44s} {a[mine]['words_per_second']:>12,.0f} "
