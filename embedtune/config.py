@@ -42,7 +42,7 @@ class TrainConfig:
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
     negatives: str = "per-pair"         # sgns: per-pair (word2vec's) | shared by 16 pairs: half the CPU, lower
-                                        # recovery R@10 (0.28 vs 0.35; benchmarks/README.md), so not the default
+                                        # recovery R@10 (0.28 vs 0.34; benchmarks/README.md), so not the default
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
