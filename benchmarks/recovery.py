@@ -219,8 +219,8 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
 
 
 SGNS_ROWS = [("embedtune train --objective sgns (5 epochs, alacarte start)", {"objective": "sgns"}),
-             ("embedtune train --objective sgns --negatives per-pair (5 epochs, alacarte start)",
-              {"objective": "sgns", "negatives": "per-pair"})]
+             ("embedtune train --objective sgns --negatives shared (5 epochs, alacarte start)",
+              {"objective": "sgns", "negatives": "shared"})]
 
 
 def rows(swept: InitParams | None, objective: str = "all"):
@@ -399,7 +399,7 @@ def main() -> None:
     parser.add_argument("--rare", action="store_true", help="also score starts from 1, 2, 5, 10 contexts")
     parser.add_argument("--json", help="write every figure to this file")
     parser.add_argument("--objective", choices=("all", "sgns"), default="all",
-                        help="sgns: only the skip-gram rows (shared and per-pair negatives)")
+                        help="sgns: only the skip-gram rows (per-pair and shared negatives)")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
         sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py"
