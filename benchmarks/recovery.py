@@ -225,10 +225,17 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
     return out
 
 
-def rows(swept: InitParams | None):
+SGNS_ROWS = [("embedtune train --objective sgns (5 epochs, form-context start)", {"objective": "sgns"}),
+             ("embedtune train --objective sgns --negatives shared (5 epochs, form-context start)",
+              {"objective": "sgns", "negatives": "shared"})]
+
+
+def rows(swept: InitParams | None, objective: str = "all"):
     """(name, method) pairs: `init` with the library's defaults, and with the swept values if any,
     then `embedtune train` with its defaults for GloVe input (the glove objective), with the
     alacarte start (the default before form-context) and with skip-gram, and gensim's skip-gram; all 5 epochs."""
+    if objective == "sgns":
+        return [(name, train_row(settings)) for name, settings in SGNS_ROWS]
     defaults = InitParams()
     table = [("init random", init_row("random", defaults)),
              ("init context-mean", init_row("context-mean", defaults)),
@@ -238,7 +245,7 @@ def rows(swept: InitParams | None):
         table.append((f"init alacarte, swept ({_knobs(swept)})", init_row("alacarte", swept)))
     table += [("embedtune train, defaults for GloVe input (glove, 5 epochs, form-context start)", train_row({})),
               ("embedtune train --init alacarte (glove, 5 epochs)", train_row({"init": "alacarte"})),
-              ("embedtune train --objective sgns (5 epochs, form-context start)", train_row({"objective": "sgns"})),
+              *((name, train_row(settings)) for name, settings in SGNS_ROWS),
               ("gensim Word2Vec sg, 5 epochs, random start", gensim_row)]
     return table
 
@@ -248,11 +255,11 @@ def _knobs(params: InitParams) -> str:
 
 
 def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str] | None = None,
-             repeat: int = 1) -> list[dict]:
+             repeat: int = 1, objective: str = "all") -> list[dict]:
     """Score each row (those whose name contains a part of ``only``, if given). With ``repeat`` > 1
     the rows run that many times in turn (A B A B ...), so that a load change on the machine falls on
     all of them alike, and seconds is the median; the figures are those of the first run."""
-    chosen = [(name, run) for name, run in rows(swept) if not only or any(part in name for part in only)]
+    chosen = [(name, run) for name, run in rows(swept, objective) if not only or any(part in name for part in only)]
     table = {}
     for _ in range(repeat):
         for name, run in chosen:
@@ -419,6 +426,8 @@ def main() -> None:
     parser.add_argument("--few-contexts", action="store_true",
                         help="also score starts from 1, 2, 5, 10 contexts of the test words")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument("--objective", choices=("all", "sgns"), default="all",
+                        help="sgns: only the skip-gram rows (per-pair and shared negatives)")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
         sys.exit(f"recovery: {args.corpus} not found; build it with: python benchmarks/make_corpus.py"
@@ -442,7 +451,8 @@ def main() -> None:
     report["defaults"] = vars(InitParams())
     report["swept"] = vars(params) if args.sweep else None
 
-    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove, args.only, args.repeat)
+    report["rows"] = run_rows(setup, params if args.sweep else None, unit_glove, args.only, args.repeat,
+                              args.objective)
     print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
     print_table(report["rows"], "method")
     if args.few_contexts:

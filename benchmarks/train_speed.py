@@ -3,11 +3,13 @@
     python benchmarks/make_corpus.py            # once: benchmarks/_data/corpus.txt (1.5M real tokens)
     python benchmarks/train_speed.py [--quick] [--parts speed,steps,memory]
 
-speed   embedtune ``train`` and gensim ``Word2Vec`` (sg=1) continue GloVe 6B 50d on the same corpus
-        with the same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch,
-        lr 0.025 linear decay) and the same rows locked (every pretrained word frozen except a random
-        10%; new corpus words train). Raw corpus words/s of each and the ratio; both checked to
-        have left their frozen rows bit-identical. Goal: embedtune >= gensim.
+speed   embedtune ``train`` (per-pair negatives, the default, and ``negatives = "shared"``) and gensim
+        ``Word2Vec`` (sg=1, workers = every core) continue GloVe 6B 50d on the same corpus with the
+        same settings (dim 50, window 5, negative 5, sample 1e-3, min_count 5, 1 epoch, lr 0.025
+        linear decay) and the same rows locked (every pretrained word frozen except a random 10%; new
+        corpus words train). The four take turns for ``--repeat`` rounds (3); raw corpus words/s of
+        each, CPU per (center, context) pair, medians and the median of each round's ratio; all are
+        checked to have left their frozen rows bit-identical. Goal: embedtune >= gensim.
 steps   ms per training step with a table of 10k rows and of 1M rows (d=100, all but 1,000 rows
         frozen, the same batch), per optimizer. Goal: ratio 1M / 10k <= 1.2.
 memory  peak resident memory (a child process's VmHWM, i.e. its own ru_maxrss, minus its baseline
@@ -39,7 +41,7 @@ CORPUS = os.path.join(HERE, "_data", "corpus.txt")
 DIM_GLOVE = 50
 WINDOW, NEGATIVE, SAMPLE, MIN_COUNT, EPOCHS, LR = 5, 5, 1e-3, 5, 1, 0.025
 TRAINABLE_FRACTION = 0.10   # of the pretrained words, in the speed comparison
-GENSIM_WORKERS = 2          # the machine has 2 cores
+GENSIM_WORKERS = len(os.sched_getaffinity(0))   # every core, as embedtune's default --threads
 SEED = 1
 
 STEP_SIZES = (10_000, 1_000_000)
@@ -114,7 +116,8 @@ def count_tokens(path: str) -> tuple[int, int]:
 
 # --- a. words/s against gensim --------------------------------------------------------------------
 
-def run_embedtune(words, matrix, trainable_words, corpus, workdir) -> dict:
+def run_embedtune(words, matrix, trainable_words, corpus, workdir, **settings) -> dict:
+    """``settings``: [train] values other than the comparison's (negatives, threads, ...)."""
     from embedtune.config import Config, TrainConfig, VocabConfig
     from embedtune.corpus import Corpus
     from embedtune.train import train
@@ -126,7 +129,7 @@ def run_embedtune(words, matrix, trainable_words, corpus, workdir) -> dict:
     config = Config(
         vocab=VocabConfig(train_list=train_list, min_count=MIN_COUNT),
         train=TrainConfig(epochs=EPOCHS, window=WINDOW, negative=NEGATIVE, sample=SAMPLE, lr=LR,
-                          optimizer="sgd", seed=SEED),
+                          optimizer="sgd", seed=SEED, **settings),
     )
     vectors = Vectors(list(words), matrix)
     began, cpu_began = time.perf_counter(), time.process_time()
@@ -141,6 +144,7 @@ def run_embedtune(words, matrix, trainable_words, corpus, workdir) -> dict:
     return {
         "words_per_second": stats["words_per_second"],
         "train_seconds": stats["train_seconds"],
+        "train_cpu_seconds": stats["train_cpu_seconds"],
         "total_seconds": total,
         "cpu_seconds": cpu,
         "words_per_cpu_second": round(stats["corpus_words"] / cpu),
@@ -184,13 +188,13 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
     model.wv.vectors_lockf = lockf
     before = model.wv.vectors.copy()
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if mode == "iterable":
         _, raw = model.train(corpus_iterable=LineSentence(corpus), total_examples=model.corpus_count,
                              epochs=EPOCHS)
     else:
         _, raw = model.train(corpus_file=corpus, total_words=model.corpus_total_words, epochs=EPOCHS)
-    elapsed = time.perf_counter() - started
+    elapsed, train_cpu = time.perf_counter() - started, time.process_time() - cpu_started
     # CPU seconds end to end, as for embedtune; gensim's worker threads run in this process.
     cpu = time.process_time() - cpu_began
     after = model.wv.vectors
@@ -200,6 +204,7 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
         "words_per_second": round(model.corpus_total_words / elapsed),
         "raw_words_reported": raw,
         "train_seconds": elapsed,
+        "train_cpu_seconds": train_cpu,
         "total_seconds": time.perf_counter() - began,
         "cpu_seconds": cpu,
         "words_per_cpu_second": round(model.corpus_total_words / cpu),
@@ -211,34 +216,78 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
     }
 
 
-def compare_speed(corpus: str, workdir: str) -> dict:
+SPEED_RUNS = ("embedtune", "embedtune_shared", "gensim", "gensim_file")
+
+
+def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
+    """Each tool ``repeat`` times, taking turns (A B C D A B C D ...), so that other work on the
+    machine weighs on each alike; medians of each figure, and the median of each round's ratio."""
     words, matrix = load_glove()
     rng = np.random.default_rng(SEED)
     trainable = rng.random(len(words)) < TRAINABLE_FRACTION
     trainable_words = [w for w, t in zip(words, trainable) if t]
     tokens, lines = count_tokens(corpus)
-    print(f"\n== a. words/s: embedtune vs gensim Word2Vec (sg=1), {tokens:,} tokens, {lines:,} lines ==")
+    print(f"\n== a. words/s: embedtune vs gensim Word2Vec (sg=1, workers={GENSIM_WORKERS}), {tokens:,} tokens, "
+          f"{lines:,} lines, {repeat} rounds ==")
     print(f"GloVe 6B 50d, {len(words):,} words; {len(trainable_words):,} pretrained words trainable "
           f"(random {TRAINABLE_FRACTION:.0%}), the rest frozen; new words (min_count {MIN_COUNT}) train")
-    out = {"tokens": tokens, "lines": lines}
-    for name, run in (("embedtune", lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir)),
-                      ("gensim", lambda: run_gensim(words, matrix, trainable_words, corpus, "iterable")),
-                      ("gensim_file", lambda: run_gensim(words, matrix, trainable_words, corpus, "corpus_file"))):
-        r = run()
-        out[name] = r
-        extra = f"pairs {r['pairs']:,}, loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, " \
-            if name == "embedtune" else f"vocab {r['vocab']:,}, "
-        print(f"{name:12s} {r['words_per_second']:>9,} words/s  train {r['train_seconds']:6.1f} s, "
-              f"end to end {r['total_seconds']:6.1f} s wall, {r['cpu_seconds']:6.1f} s CPU "
-              f"({r['words_per_cpu_second']:,} words per CPU-second)")
-        print(f"{'':12s} {extra}frozen rows bit-identical: {r['frozen_identical']}, "
-              f"trainable rows moved: {r['trainable_moved']:,}")
-    for name in ("gensim", "gensim_file"):
-        out[f"ratio_{name}"] = out["embedtune"]["words_per_second"] / out[name]["words_per_second"]
-        out[f"cpu_ratio_{name}"] = out["embedtune"]["words_per_cpu_second"] / out[name]["words_per_cpu_second"]
-    print(f"ratio embedtune / gensim (iterable): {out['ratio_gensim']:.2f}   "
-          f"embedtune / gensim (corpus_file): {out['ratio_gensim_file']:.2f}   (goal >= 1)")
-    print(f"per CPU-second, end to end: {out['cpu_ratio_gensim']:.2f} and {out['cpu_ratio_gensim_file']:.2f}")
+    runs = {
+        "embedtune": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir),
+        "embedtune_shared": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir,
+                                                  negatives="shared"),
+        "gensim": lambda: run_gensim(words, matrix, trainable_words, corpus, "iterable"),
+        "gensim_file": lambda: run_gensim(words, matrix, trainable_words, corpus, "corpus_file"),
+    }
+    rounds = {name: [] for name in SPEED_RUNS}
+    loads = []
+    for number in range(repeat):
+        loads.append(os.getloadavg()[0])
+        print(f"-- round {number + 1}, load average {loads[-1]:.1f}")
+        for name in SPEED_RUNS:
+            r = runs[name]()
+            rounds[name].append(r)
+            if name.startswith("embedtune"):
+                r["cpu_us_per_pair"] = r["cpu_seconds"] / max(r["pairs"], 1) * 1e6
+                r["train_cpu_us_per_pair"] = r["train_cpu_seconds"] / max(r["pairs"], 1) * 1e6
+                extra = (f"pairs {r['pairs']:,}, CPU per pair {r['train_cpu_us_per_pair']:.2f} us training, "
+                         f"{r['cpu_us_per_pair']:.2f} us end to end, "
+                         f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, ")
+            else:
+                extra = f"vocab {r['vocab']:,}, "
+            print(f"{name:19s} {r['words_per_second']:>9,} words/s  train {r['train_seconds']:6.1f} s "
+                  f"({r['train_cpu_seconds']:.1f} s CPU), "
+                  f"end to end {r['total_seconds']:6.1f} s wall, {r['cpu_seconds']:6.1f} s CPU "
+                  f"({r['words_per_cpu_second']:,} words per CPU-second)")
+            print(f"{'':19s} {extra}frozen rows bit-identical: {r['frozen_identical']}, "
+                  f"trainable rows moved: {r['trainable_moved']:,}")
+    median = lambda values: float(np.median(values))   # noqa: E731
+    out = {"tokens": tokens, "lines": lines, "rounds": rounds, "load_averages": loads, "repeat": repeat,
+           "frozen_identical": all(r["frozen_identical"] for runs_ in rounds.values() for r in runs_)}
+    for name in SPEED_RUNS:
+        out[name] = {key: median([r[key] for r in rounds[name]])
+                     for key in ("words_per_second", "words_per_cpu_second", "train_seconds", "cpu_seconds",
+                                 "train_cpu_seconds")}
+        if name.startswith("embedtune"):
+            for key in ("cpu_us_per_pair", "train_cpu_us_per_pair"):
+                out[name][key] = median([r[key] for r in rounds[name]])
+    for mine in ("embedtune", "embedtune_shared"):
+        for ref in ("gensim", "gensim_file"):
+            for key, label in (("words_per_second", "ratio"), ("words_per_cpu_second", "cpu_ratio")):
+                out[f"{label}_{mine}_{ref}"] = median(
+                    [a[key] / b[key] for a, b in zip(rounds[mine], rounds[ref])])
+            # Training alone, per CPU-second (both trained the same corpus once).
+            out[f"train_cpu_ratio_{mine}_{ref}"] = median(
+                [b["train_cpu_seconds"] / a["train_cpu_seconds"] for a, b in zip(rounds[mine], rounds[ref])])
+    print(f"median of {repeat} (load average {min(loads):.1f} to {max(loads):.1f}):")
+    for mine in ("embedtune", "embedtune_shared"):
+        print(f"  {mine} {out[mine]['words_per_second']:,.0f} words/s, "
+              f"{out[mine]['train_cpu_us_per_pair']:.2f} us CPU per pair training "
+              f"({out[mine]['cpu_us_per_pair']:.2f} end to end); ratio to gensim iterable "
+              f"{out[f'ratio_{mine}_gensim']:.2f} (CPU {out[f'cpu_ratio_{mine}_gensim']:.2f}), to corpus_file "
+              f"{out[f'ratio_{mine}_gensim_file']:.2f} (CPU {out[f'cpu_ratio_{mine}_gensim_file']:.2f})   (goal >= 1)")
+        print(f"  {mine} training CPU-seconds, gensim's over embedtune's: iterable "
+              f"{out[f'train_cpu_ratio_{mine}_gensim']:.2f}, corpus_file {out[f'train_cpu_ratio_{mine}_gensim_file']:.2f}")
+    print(f"  frozen rows bit-identical in every run: {out['frozen_identical']}")
     return out
 
 
@@ -430,11 +479,13 @@ def summary(results: dict) -> None:
     print(f"{'measure':44s} {'embedtune':>12s} {'reference':>12s} {'ratio':>7s} {'goal':>8s}")
     a = results.get("speed")
     if a:
-        for name, label in (("gensim", "gensim iterable"), ("gensim_file", "gensim corpus_file")):
-            print(f"{'words/s vs ' + label:44s} {a['embedtune']['words_per_second']:>12,} "
-                  f"{a[name]['words_per_second']:>12,} {a['ratio_' + name]:>7.2f} {'>= 1':>8s}")
-            print(f"{'  words per CPU-second vs ' + label:44s} {a['embedtune']['words_per_cpu_second']:>12,} "
-                  f"{a[name]['words_per_cpu_second']:>12,} {a['cpu_ratio_' + name]:>7.2f} {'>= 1':>8s}")
+        for mine in ("embedtune", "embedtune_shared"):
+            for name, label in (("gensim", "gensim iterable"), ("gensim_file", "gensim corpus_file")):
+                what = f"{mine} words/s vs {label}"
+                print(f"{what:44s} {a[mine]['words_per_second']:>12,.0f} "
+                      f"{a[name]['words_per_second']:>12,.0f} {a[f'ratio_{mine}_{name}']:>7.2f} {'>= 1':>8s}")
+                print(f"{'  per CPU-second':44s} {a[mine]['words_per_cpu_second']:>12,.0f} "
+                      f"{a[name]['words_per_cpu_second']:>12,.0f} {a[f'cpu_ratio_{mine}_{name}']:>7.2f} {'>= 1':>8s}")
     for optimizer, r in (results.get("steps") or {}).items():
         print(f"{'ms/step ' + optimizer + ' V=1M vs V=10k':44s} {r['ms_1m']:>12.2f} {r['ms_10k']:>12.2f} "
               f"{r['ratio']:>7.2f} {'<= 1.2':>8s}")
@@ -452,6 +503,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="300k tokens, fewer steps, one memory case")
     parser.add_argument("--parts", default="speed,steps,memory", help="comma-separated: speed,steps,memory")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
+    parser.add_argument("--repeat", type=int, default=3, help="speed: rounds of each tool, taking turns [3]")
+    parser.add_argument("--corpus", help="speed: this corpus instead of benchmarks/_data/corpus.txt")
     parser.add_argument("--memory-child", nargs=4, metavar=("ROWS", "DIM", "FRACTION", "CORPUS"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--touch-all", action="store_true", help=argparse.SUPPRESS)
@@ -473,7 +526,7 @@ def main() -> None:
     print(f"embedtune at {code_version()}")
     results = {}
     if "speed" in parts:
-        results["speed"] = compare_speed(corpus, workdir)
+        results["speed"] = compare_speed(args.corpus or corpus, workdir, args.repeat)
     if "steps" in parts:
         results["steps"] = compare_steps(args.quick)
     if "memory" in parts:

@@ -11,7 +11,7 @@ import click
 
 from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, check_pattern, check_writable_folder,
                                   format_name, message, quiet_option, reports_errors, show_progress, write_json)
-from embedtune.config import OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
+from embedtune.config import NEGATIVES, OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
 
 RULES_HELP = """\b
@@ -88,6 +88,9 @@ class StopRequests:
 @click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
 @click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
 @click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
+@click.option("--negatives", type=click.Choice(NEGATIVES),
+              help="sgns: negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs "
+                   "(half the CPU; lower quality on the recovery benchmark). [default: per-pair]")
 @click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
 @click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
@@ -102,9 +105,10 @@ class StopRequests:
                    f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove; retrofit: alpha of its update, "
                    f"{OBJECTIVE_DEFAULTS['retrofit']['anchor']:g}]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
+@click.option("--threads", type=int,
+              help="CPU threads of TensorFlow's thread pools. [default: 0 = all cores]")
 @click.option("--deterministic", is_flag=True, default=None,
-              help="Op determinism and a seeded data order: two runs give byte-identical files. Costs about 20% "
-                   "of the speed (60k vs 74k words/s measured on 2 cores).")
+              help="Op determinism and a seeded data order: two runs give byte-identical files (slower).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "

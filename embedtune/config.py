@@ -42,6 +42,8 @@ class TrainConfig:
     epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
+    negatives: str = "per-pair"         # sgns: per-pair (word2vec's) | shared by 16 pairs: half the CPU, lower
+                                        # recovery R@10 (0.28 vs 0.34; benchmarks/README.md), so not the default
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
@@ -56,6 +58,7 @@ class TrainConfig:
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
+    threads: int = 0                    # CPU threads of TensorFlow's pools (0 = all cores)
     checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
     checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
     max_steps: int = 0                  # stop after this many steps, output written as usual (0 = no limit)
@@ -99,6 +102,7 @@ LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
 INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
 CONTEXT_INITS = ("zeros", "word")
+NEGATIVES = ("shared", "per-pair")   # embedtune.objectives.sgns.NEGATIVES
 
 
 FLOAT32_MAX = 3.4028234663852886e38
@@ -242,6 +246,10 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
     if t.context_init not in CONTEXT_INITS:
         bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
+    if t.negatives not in NEGATIVES:
+        bad("train.negatives", f"must be one of {', '.join(NEGATIVES)}, got {t.negatives!r}")
+    if t.threads < 0:
+        bad("train.threads", f"must be 0 (all cores) or positive, got {t.threads}")
     if v.init not in INITS:
         bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:

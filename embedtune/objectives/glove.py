@@ -186,9 +186,9 @@ class GloVe:
             yield batch
 
     # --- device side ---------------------------------------------------------------------------
-    def side_ids(self, batch, rng: tf.random.Generator) -> tf.Tensor:
-        """[B, 2] bias rows of both ends."""
-        return tf.stack([batch["row"], batch["col"]], axis=1)
+    def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
+        """[B, 2] bias rows of both ends; padding (``real`` False) reads ``sink``."""
+        return tf.where(real[:, None], tf.stack([batch["row"], batch["col"]], axis=1), sink)
 
     def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
         """words : [row vectors [B, dim], col vectors [B, dim]]; side : [B, 2, 1] their biases."""

@@ -6,7 +6,15 @@ trainer owns the tables, freezing, merging, capping and applying.
 Pairs are made in bulk with numpy, one corpus chunk at a time: frequent-word
 subsampling (word2vec's formula), a dynamic window (each center draws its reach from
 1..window, so near words count more), windows never crossing a line. Negatives are
-drawn inside the step from a unigram^0.75 table over the training vocabulary.
+drawn inside the step from a unigram^0.75 table over the training vocabulary, either per pair
+(word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
+Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
+
+Shared negatives: the K negatives of a group of SHARED_GROUP pairs are scored against all its
+centers with one matmul, so the context table gets B + K * B / SHARED_GROUP slices a step instead of
+B * (1 + K); every (center, negative) term of word2vec's loss is still there, only drawn once for
+the group. It halves the CPU of training, but lowers the recovery benchmark's R@10 from 0.34 to
+0.28 (benchmarks/README.md, train_speed), so it is an option, not the default.
 """
 
 from __future__ import annotations
@@ -21,6 +29,11 @@ from embedtune.corpus import IdChunk, id_chunks
 from embedtune.objectives.rows import LocalRows
 
 UNIGRAM_POWER = 0.75
+NEGATIVES = ("shared", "per-pair")
+# The corpus as ids is kept after the first epoch, for the next ones, up to this many tokens
+# (8 bytes each: ids and line numbers); a larger corpus is read and encoded again each epoch.
+CACHE_TOKENS = 1 << 26
+SHARED_GROUP = 16   # pairs sharing one draw of negatives (see benchmarks/README.md, train_speed)
 
 
 def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray:
@@ -54,8 +67,13 @@ class SkipGram:
         self.rows = rows
         self.window = train.window
         self.negative = train.negative
-        self.batch_size = train.batch_size
+        self.shared = train.negatives == "shared"
+        # Shared negatives need whole groups: the batch is padded to a multiple of the group.
+        self.group = min(SHARED_GROUP, train.batch_size)
+        self.batch_size = -(-train.batch_size // self.group) * self.group if self.shared else train.batch_size
         self.context_init = train.context_init
+        self.epochs = train.epochs
+        self._cached: list[IdChunk] | None = None
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
         self.keep = keep_probabilities(rows.counts, train.sample)
         self.table = tf.constant(unigram_table(rows.counts))
@@ -73,7 +91,19 @@ class SkipGram:
         return np.zeros((n + 1, dim), np.float32)
 
     def chunks(self, corpus, local_index) -> Iterator[IdChunk]:
-        return id_chunks(corpus, local_index)
+        if self._cached is not None:
+            yield from self._cached
+            return
+        kept, tokens = [], 0
+        for chunk in id_chunks(corpus, local_index):
+            tokens += len(chunk.ids)
+            if kept is not None and self.epochs > 1 and tokens <= CACHE_TOKENS:
+                kept.append(chunk)
+            else:
+                kept = None
+            yield chunk
+        if kept is not None and self.epochs > 1:
+            self._cached = kept
 
     def units(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(centers, contexts) int32 arrays for one chunk, shuffled."""
@@ -110,18 +140,35 @@ class SkipGram:
             yield {"center": c, "context": o, "weight": weight, "pairs": n}
 
     # --- device side: inside the step ------------------------------------------------------------
-    def side_ids(self, batch, rng: tf.random.Generator) -> tf.Tensor:
-        """Rows of the context table: [B, 1 + negative], the true context first."""
-        slots = rng.uniform([tf.shape(batch["center"])[0], self.negative], 0, tf.size(self.table, tf.int32),
-                            dtype=tf.int32)
+    def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
+        """Rows of the context table; padding pairs (``real`` False) read ``sink``.
+
+        per-pair: [B, 1 + negative], the true context first; shared: [B + B / group * negative],
+        the B true contexts, then each group's negatives.
+        """
+        size = self.batch_size if not self.shared else self.batch_size // self.group
+        slots = rng.uniform([size, self.negative], 0, tf.size(self.table, tf.int32), dtype=tf.int32)
         negatives = tf.gather(self.table, slots)
-        return tf.concat([batch["context"][:, None], negatives], axis=1)
+        if self.shared:
+            return tf.concat([tf.where(real, batch["context"], sink), tf.reshape(negatives, [-1])], axis=0)
+        return tf.where(real[:, None], tf.concat([batch["context"][:, None], negatives], axis=1), sink)
 
     def loss(self, words: list[tf.Tensor], contexts: tf.Tensor, batch) -> tf.Tensor:
         """Summed SGNS loss of the batch.
 
-        words : [centers [B, dim]]; contexts : [B, 1 + negative, dim]
+        words : [centers [B, dim]]; contexts : per-pair [B, 1 + negative, dim], shared
+        [B + B / group * negative, dim] (as side_ids)
         """
+        if self.shared:
+            centers, size = words[0], self.batch_size
+            groups = size // self.group
+            positive = tf.reduce_sum(centers * contexts[:size], axis=1)
+            negatives = tf.reshape(contexts[size:], [groups, self.negative, -1])
+            negative = tf.reshape(tf.matmul(tf.reshape(centers, [groups, self.group, -1]), negatives,
+                                            transpose_b=True), [size, self.negative])
+            # -log sigmoid(x) = softplus(-x); -log(1 - sigmoid(x)) = softplus(x)
+            per_pair = tf.nn.softplus(-positive) + tf.reduce_sum(tf.nn.softplus(negative), axis=1)
+            return tf.reduce_sum(per_pair * batch["weight"])
         logits = tf.einsum("bd,bkd->bk", words[0], contexts)
         labels = tf.concat([tf.ones_like(logits[:, :1]), tf.zeros_like(logits[:, 1:])], axis=1)
         per_pair = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits), axis=1)
