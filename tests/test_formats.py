@@ -430,3 +430,19 @@ def test_stale_standard_input_is_not_reused(monkeypatch):
     assert detect_format("-") == "glove"  # peeked, never read
     monkeypatch.setattr(sys, "stdin", _FakeStdio(b"new 3 4\n"))
     assert load_vectors("-").words == ["new"]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, monkeypatch, fmt):
+    """Issue 11.2: '\\ufeffthe' must not be read as a word, nor make word2vec text look like GloVe."""
+    vectors = awkward_vectors()
+    data = b"\xef\xbb\xbf" + _saved_bytes(tmp_path, vectors, fmt)
+    expected = {"fasttext": "word2vec"}.get(fmt, fmt)
+    for name, raw in (("v", data), ("v.gz", gzip.compress(data))):
+        path = write(tmp_path / name, raw)
+        assert detect_format(path) == expected
+        same(load_vectors(path), vectors)
+        same(load_vectors(path, format=fmt), vectors)
+    monkeypatch.setattr(sys, "stdin", _FakeStdio(data))
+    assert detect_format("-") == expected
+    same(load_vectors("-"), vectors)
