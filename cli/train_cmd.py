@@ -106,7 +106,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
     CORPUS is a text file (.gz/.bz2 too) or '-' for standard input: one sentence
     or paragraph per line, whitespace tokens. Frozen rows are written back
-    bit-identical; the summary reports the largest change seen on one (0).
+    bit-identical: each is read back from the bytes written and compared bit
+    for bit with the input as read (a difference is an error, no output).
 
     \b
     Examples:
@@ -126,7 +127,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import is_lowercase_vocabulary
-    from embedtune.train import TrainingInterrupted, train
+    from embedtune.train import FrozenRowsCheck, TrainingInterrupted, train
 
     in_format = config.format or formats.detect_format(config.vectors)
     out_format = config.to or in_format
@@ -181,17 +182,29 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         finally:
             if bar is not None:
                 bar.close()
-    formats.save_vectors(result.vectors, config.output, out_format)
+    # The frozen rows are checked as written (read back from the output's bytes) against the input
+    # as read; a difference is an error before the output is renamed into place.
+    written = FrozenRowsCheck(vectors.matrix, result.plan.frozen)
+
+    def check_block(start, stop, rows):
+        written(start, stop, rows)
+        if written.changed:
+            rows = "1 frozen row" if written.changed == 1 else f"{written.changed:,} frozen rows"
+            raise EmbedtuneError(f"{rows} would be written changed (largest change {written.worst:.3g}); "
+                                 "nothing was written", config.output)
+
+    formats.save_vectors(result.vectors, config.output, out_format, on_written=check_block)
 
     s = result.stats
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
-             lowercase=lowercase)
+             lowercase=lowercase, max_frozen_change=written.worst, frozen_rows_checked=written.checked)
     message(
         f"Trained {s['trained_rows']:,} rows ({s['new']:,} new) with {s['objective']} over {s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of "
         f"{s['corpus_words']:,} words: {s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
         f"({s['total_seconds']:.1f} s with counting and starts); "
         f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
-        f"largest change on a frozen row: {s['max_frozen_change']}")
+        f"{s['frozen_rows_checked']:,} frozen rows read back from the output as written: all bit-identical "
+        f"to the input as read")
     if s["new"]:
         message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
                 f"{s['new_too_few_contexts']:,} had too few contexts and started random")

@@ -75,7 +75,7 @@ def test_corpus_from_stdin_and_vectors_to_stdout(files, tmp_path):
     new = len(out) - N_WORDS
     assert new > 0
     assert f"Plan: 1,000 frozen, 4,000 trainable, {new:,} new rows" in result.stderr
-    assert "largest change on a frozen row: 0.0" in result.stderr
+    assert "1,000 frozen rows read back from the output as written: all bit-identical" in result.stderr
 
 
 def test_a_real_pipeline_with_the_summary_written_to_a_file(files, tmp_path):
@@ -305,3 +305,22 @@ def test_the_quickstart_config_runs_from_the_repository_root(tmp_path):
     original, out = read_text_vectors(SAMPLE_VECTORS), read_text_vectors(output)
     assert len(out) == 20000 + s["new"]
     assert_frozen_rows_kept(out, original, 5000)
+
+
+def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path, monkeypatch):
+    """Issue 11.10: the check reads the frozen rows back from the bytes written, so a fault in writing
+    (here: the formatter prints one frozen value wrong) is caught, not reported as 'no change'."""
+    import embedtune.formats.text as text
+
+    render = text._render_lines
+
+    def wrong_first_value(words, rows, digits_hint=0):
+        data, digits = render(words, rows, digits_hint)
+        return data.replace(b"the 0.418 ", b"the 0.419 ", 1), digits
+
+    monkeypatch.setattr(text, "_render_lines", wrong_first_value)
+    output = tmp_path / "out.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-top", 1000, *FAST])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, str(output), "1 frozen row would be written changed (largest change 0.001)")
+    assert not output.exists() and list(tmp_path.iterdir()) == []

@@ -446,3 +446,28 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, monkeypatch, 
     monkeypatch.setattr(sys, "stdin", _FakeStdio(data))
     assert detect_format("-") == expected
     same(load_vectors("-"), vectors)
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_patched_vectors_write_as_the_whole_matrix_would(tmp_path, fmt):
+    """Training's output (input rows with trained ones put in place, new rows after) is written a
+    block at a time without a copy of the table, byte for byte as the whole matrix would be; the
+    writer hands back each block as read from the bytes written."""
+    from embedtune.vectors import PatchedVectors
+
+    base = load_vectors(SAMPLE, limit=3000)
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.choice(3000, 200, replace=False), [3000, 3001]])
+    values = rng.standard_normal((len(rows), base.dim)).astype(np.float32)
+    patched = PatchedVectors(base.words + ["newa", "newb"], base.matrix, rows, values)
+    whole = np.concatenate([base.matrix, np.zeros((2, base.dim), np.float32)])
+    whole[rows] = values
+    np.testing.assert_array_equal(bits(patched.matrix), bits(whole))
+    assert np.array_equal(bits(patched["newb"]), bits(values[-1]))
+    seen = []
+    save_vectors(patched, tmp_path / "patched", fmt, on_written=lambda a, b, r: seen.append((a, b, r.copy())))
+    save_vectors(Vectors(patched.words, whole), tmp_path / "whole", fmt)
+    assert (tmp_path / "patched").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert seen[0][0] == 0 and seen[-1][1] == len(whole) and all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
+    np.testing.assert_array_equal(bits(np.concatenate([r for _, _, r in seen])), bits(whole))
+    same(load_vectors(tmp_path / "patched", format=fmt), Vectors(patched.words, whole))

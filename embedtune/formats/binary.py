@@ -127,10 +127,14 @@ def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
         f"header says {count} records)", name)
 
 
-def write_binary(vectors, out, *, name: str, progress=None) -> None:
+def write_binary(vectors, out, *, name: str, progress=None, on_written=None) -> None:
+    """Write `vectors` (Vectors, or anything with `words`, `dim` and `block(start, stop)`).
+
+    on_written : if given, called as on_written(start, stop, rows) with each block's rows read back
+        from the very bytes written (float32 [stop - start, dim]).
+    """
     words = vectors.words
-    matrix = np.ascontiguousarray(vectors.matrix, dtype="<f4")
-    n, dim = matrix.shape
+    n, dim = len(words), vectors.dim
     encoded = []
     for row, word in enumerate(words):
         data = word.encode("utf-8")
@@ -143,7 +147,19 @@ def write_binary(vectors, out, *, name: str, progress=None) -> None:
     step = max(1, (8 << 20) // max(1, 4 * dim))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        rows = matrix[start:stop]
-        out.write(b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded[start:stop], rows)]))
+        rows = np.ascontiguousarray(vectors.block(start, stop), dtype="<f4")
+        chunk = b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded[start:stop], rows)])
+        out.write(chunk)
+        if on_written is not None:
+            on_written(start, stop, _read_back(chunk, encoded[start:stop], dim))
         if progress is not None:
             progress(stop, n)
+
+
+def _read_back(chunk: bytes, words, dim: int) -> np.ndarray:
+    """float32 [len(words), dim]: the vectors of the records in `chunk`, found from the word lengths."""
+    row_bytes = 4 * dim
+    ends = np.cumsum([len(w) + row_bytes + 2 for w in words])
+    view = memoryview(chunk)
+    data = b"".join([view[e - 1 - row_bytes:e - 1] for e in ends.tolist()])
+    return np.frombuffer(data, "<f4").reshape(len(words), dim).astype(np.float32)

@@ -284,11 +284,15 @@ def check_text_words(words, name):
                 f"it would read back as an extra value", name)
 
 
-def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
-    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked."""
+def write_text(vectors, out, *, header: bool, name: str, progress=None, on_written=None) -> None:
+    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked.
+
+    vectors : Vectors or anything with `words`, `dim` and `block(start, stop)` (read a block at a time).
+    on_written : if given, called as on_written(start, stop, rows) with each block's rows as they read
+        back from the very text written (float32 [stop - start, dim]); this parses the output once more.
+    """
     words = vectors.words
-    matrix = vectors.matrix
-    n, dim = matrix.shape
+    n, dim = len(words), vectors.dim
     check_text_words(words, name)
     if header:
         out.write(b"%d %d\n" % (n, dim))
@@ -296,10 +300,21 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
     digits = 0  # most values of a file need the same number of digits: tell the next block
     for start in range(0, n, rows_per_block):
         stop = min(n, start + rows_per_block)
-        text, digits = _render_lines(words[start:stop], matrix[start:stop], digits)
+        text, digits = _render_lines(words[start:stop], vectors.block(start, stop), digits)
         out.write(text)
+        if on_written is not None:
+            on_written(start, stop, _read_back(text, dim, stop - start))
         if progress is not None:
             progress(stop, n)
+
+
+def _read_back(text: bytes, dim: int, n: int) -> np.ndarray:
+    """float32 [n, dim]: the values of n lines as written, parsed as the reader parses them."""
+    try:
+        return _parse_fast(text, dim, n)[1]
+    except (ValueError, _NotFast):  # words with spaces: the last dim fields are the values
+        lines = text.split(b"\n")[:n]
+        return np.array([line.rsplit(b" ", dim)[1:] for line in lines], np.float64).astype(np.float32)
 
 
 def _render_lines(words, rows, digits_hint=0):
