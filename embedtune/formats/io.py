@@ -27,7 +27,7 @@ from embedtune.errors import EmbedtuneError
 STDIO = "-"
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"
-_UTF8_BOM = b"\xef\xbb\xbf"
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
@@ -135,9 +135,9 @@ class Source:
         self._head_pos = 0
         self._reading = False
         # A byte-order mark (Windows editors write one) is not part of the first word or header.
-        self.bom = self.peek(len(_UTF8_BOM)) == _UTF8_BOM
+        self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
         if self.bom:
-            self._head = self._head[len(_UTF8_BOM):]
+            self._head = self._head[len(UTF8_BOM):]
 
     def _read_raw(self, n: int) -> bytes:
         try:
