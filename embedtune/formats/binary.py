@@ -135,25 +135,33 @@ def write_binary(vectors, out, *, name: str, progress=None, on_written=None) -> 
     """
     words = vectors.words
     n, dim = len(words), vectors.dim
-    encoded = []
-    for row, word in enumerate(words):
-        data = word.encode("utf-8")
-        if not data or b" " in data or b"\n" in data or data.strip() != data:
-            raise EmbedtuneError(
-                f"cannot write word {word!r} (row {row + 1}) in word2vec binary: words in this format "
-                f"cannot be empty or contain spaces or line breaks", name)
-        encoded.append(data)
-    out.write(b"%d %d\n" % (n, dim))
     step = max(1, (8 << 20) // max(1, 4 * dim))
+    # Every word is checked before anything is written, but encoded again block by block: a list
+    # of 3M encoded words would hold 130 MB through the whole write.
+    for start in range(0, n, step):
+        _encode(words, start, min(n, start + step), name)
+    out.write(b"%d %d\n" % (n, dim))
     for start in range(0, n, step):
         stop = min(n, start + step)
+        encoded = _encode(words, start, stop, name)
         rows = np.ascontiguousarray(vectors.block(start, stop), dtype="<f4")
-        chunk = b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded[start:stop], rows)])
+        chunk = b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded, rows)])
         out.write(chunk)
         if on_written is not None:
-            on_written(start, stop, _read_back(chunk, encoded[start:stop], dim))
+            on_written(start, stop, _read_back(chunk, encoded, dim))
         if progress is not None:
             progress(stop, n)
+
+
+def _encode(words, start: int, stop: int, name: str) -> list:
+    """UTF-8 of words[start:stop]; a word that cannot be written in this format is an error."""
+    encoded = [word.encode("utf-8") for word in words[start:stop]]
+    for row, data in enumerate(encoded, start):
+        if not data or b" " in data or b"\n" in data or data.strip() != data:
+            raise EmbedtuneError(
+                f"cannot write word {words[row]!r} (row {row + 1}) in word2vec binary: words in this format "
+                f"cannot be empty or contain spaces or line breaks", name)
+    return encoded
 
 
 def _read_back(chunk: bytes, words, dim: int) -> np.ndarray:
