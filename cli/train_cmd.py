@@ -189,9 +189,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     def check_block(start, stop, rows):
         written(start, stop, rows)
         if written.changed:
-            rows = "1 frozen row" if written.changed == 1 else f"{written.changed:,} frozen rows"
-            raise EmbedtuneError(f"{rows} would be written changed (largest change {written.worst:.3g}); "
-                                 "nothing was written", config.output)
+            what = "1 frozen row" if written.changed == 1 else f"{written.changed:,} frozen rows"
+            left = "nothing was written" if config.output != "-" else "the output stops here"
+            raise EmbedtuneError(f"{what} would be written changed (largest change {written.worst:.3g}); {left}",
+                                 config.output)
 
     formats.save_vectors(result.vectors, config.output, out_format, on_written=check_block)
 
