@@ -98,4 +98,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
     with Corpus(corpus, lowercase=lowercase, tokenize=config.vocab.tokenize, vocabulary=vectors.index) as text:
-        return train(vectors, text, config, progress=progress, resume=resume).vectors
+        out = train(vectors, text, config, progress=progress, resume=resume).vectors
+    # train returns the input matrix with the trained rows put in place (PatchedVectors, for writing
+    # a block at a time); a caller of the library gets a plain Vectors of its own.
+    return out if isinstance(out, Vectors) else Vectors(out.words, out.matrix)

@@ -76,7 +76,7 @@ def test_corpus_from_stdin_and_vectors_to_stdout(files, tmp_path):
     new = len(out) - N_WORDS
     assert new > 0
     assert f"Plan: 1,000 frozen, 4,000 trainable, {new:,} new rows" in result.stderr
-    assert "largest change on a frozen row: 0.0" in result.stderr
+    assert "1,000 frozen rows read back from the output as written: all bit-identical" in result.stderr
 
 
 def test_a_real_pipeline_with_the_summary_written_to_a_file(files, tmp_path):
@@ -387,3 +387,22 @@ def test_logdir_holds_tensorboard_scalars_at_the_loss_points(files, tmp_path):
     changes = [value for _, value in scalars["rows/mean_change_trainable"]]
     assert 0 < changes[0] <= changes[-1]
     assert all(value > 0 for _, value in scalars["train/words_per_second"])
+
+
+def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path, monkeypatch):
+    """Issue 11.10: the check reads the frozen rows back from the bytes written, so a fault in writing
+    (here: the formatter prints one frozen value wrong) is caught, not reported as 'no change'."""
+    import embedtune.formats.text as text
+
+    render = text._render_lines
+
+    def wrong_first_value(words, rows, digits_hint=0):
+        data, digits = render(words, rows, digits_hint)
+        return data.replace(b"the 0.418 ", b"the 0.419 ", 1), digits
+
+    monkeypatch.setattr(text, "_render_lines", wrong_first_value)
+    output = tmp_path / "out.txt"
+    result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-top", 1000, *FAST])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, str(output), "1 frozen row would be written changed (largest change 0.001)")
+    assert not output.exists() and list(tmp_path.iterdir()) == []

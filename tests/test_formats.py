@@ -430,3 +430,128 @@ def test_stale_standard_input_is_not_reused(monkeypatch):
     assert detect_format("-") == "glove"  # peeked, never read
     monkeypatch.setattr(sys, "stdin", _FakeStdio(b"new 3 4\n"))
     assert load_vectors("-").words == ["new"]
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, monkeypatch, fmt):
+    """Issue 11.2: '\\ufeffthe' must not be read as a word, nor make word2vec text look like GloVe."""
+    vectors = awkward_vectors()
+    data = b"\xef\xbb\xbf" + _saved_bytes(tmp_path, vectors, fmt)
+    expected = {"fasttext": "word2vec"}.get(fmt, fmt)
+    for name, raw in (("v", data), ("v.gz", gzip.compress(data))):
+        path = write(tmp_path / name, raw)
+        assert detect_format(path) == expected
+        same(load_vectors(path), vectors)
+        same(load_vectors(path, format=fmt), vectors)
+    monkeypatch.setattr(sys, "stdin", _FakeStdio(data))
+    assert detect_format("-") == expected
+    same(load_vectors("-"), vectors)
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_patched_vectors_write_as_the_whole_matrix_would(tmp_path, fmt):
+    """Training's output (input rows with trained ones put in place, new rows after) is written a
+    block at a time without a copy of the table, byte for byte as the whole matrix would be; the
+    writer hands back each block as read from the bytes written."""
+    from embedtune.vectors import PatchedVectors
+
+    base = load_vectors(SAMPLE, limit=3000)
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.choice(3000, 200, replace=False), [3000, 3001]])
+    values = rng.standard_normal((len(rows), base.dim)).astype(np.float32)
+    patched = PatchedVectors(base.words + ["newa", "newb"], base.matrix, rows, values)
+    whole = np.concatenate([base.matrix, np.zeros((2, base.dim), np.float32)])
+    whole[rows] = values
+    np.testing.assert_array_equal(bits(patched.matrix), bits(whole))
+    assert np.array_equal(bits(patched["newb"]), bits(values[-1]))
+    seen = []
+    save_vectors(patched, tmp_path / "patched", fmt, on_written=lambda a, b, r: seen.append((a, b, r.copy())))
+    save_vectors(Vectors(patched.words, whole), tmp_path / "whole", fmt)
+    assert (tmp_path / "patched").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert seen[0][0] == 0 and seen[-1][1] == len(whole) and all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
+    np.testing.assert_array_equal(bits(np.concatenate([r for _, _, r in seen])), bits(whole))
+    same(load_vectors(tmp_path / "patched", format=fmt), Vectors(patched.words, whole))
+
+
+def _parallel_cases(tmp_path) -> dict:
+    """Files that the parallel text reader must read exactly as one process does (or fail alike)."""
+    lines = SAMPLE.read_bytes().split(b"\n")[:9000]
+    text = b"\n".join(lines) + b"\n"
+    w2v = b"%d 50\n" % len(lines) + text
+    odd = list(lines)
+    odd[3000] = b"new york " + odd[3000].split(b" ", 1)[1]   # a word with spaces
+    odd[6500] = odd[6500].replace(b" ", b"  ", 3)            # doubled spaces
+    bad = list(lines)
+    bad[7999] = b" ".join([bad[7999].split(b" ")[0], b"0.5abc", *bad[7999].split(b" ")[2:]])
+    blank = list(lines)
+    blank[4000] = b""
+    cases = {
+        "glove": text,
+        "word2vec": w2v,
+        "bom word2vec": b"\xef\xbb\xbf" + w2v,
+        "crlf": text.replace(b"\n", b"\r\n"),
+        "word2vec tool spaces": w2v.replace(b"\n", b" \n").replace(b"50 \n", b"50\n", 1),
+        "odd lines": b"\n".join(odd) + b"\n",
+        "no final newline": text.rstrip(b"\n"),
+        "blank lines at the end": text + b"\n\n \n",
+        "bad value deep": b"\n".join(bad) + b"\n",
+        "blank line inside": b"\n".join(blank) + b"\n",
+        "header says more": b"%d 50\n" % (len(lines) + 1) + text,
+        "header says fewer": b"%d 50\n" % (len(lines) - 1) + text,
+        "other dim later": text + b"extra 1 2 3\n",
+        "duplicate": text + lines[0] + b"\n",
+    }
+    for name, data in cases.items():
+        write(tmp_path / name.replace(" ", "_"), data)
+    return {name: tmp_path / name.replace(" ", "_") for name in cases}
+
+
+def test_parallel_text_read_equals_one_process(tmp_path, monkeypatch):
+    """Issue 16.3: big text files are read by several processes; words, bits and every error (with
+    its line) are the same as one process gives. Ranges here are a few hundred kB (3 processes)."""
+    import embedtune.formats.text as text
+
+    used = []
+    read_parallel = text.TextReader._read_parallel
+
+    def spy(self, processes):
+        result = read_parallel(self, processes)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(text.TextReader, "_read_parallel", spy)
+    monkeypatch.setattr(text.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(text, "PARALLEL_MIN_BYTES", 1 << 18)
+    for name, path in _parallel_cases(tmp_path).items():
+        outcomes = []
+        for processes in (3, 1):
+            monkeypatch.setattr(text, "MAX_PROCESSES", processes)
+            used.clear()
+            try:
+                outcomes.append(load_vectors(path))
+            except EmbedtuneError as err:
+                outcomes.append(str(err))
+            if processes == 3:
+                parallel = used == [True]
+        if isinstance(outcomes[1], str):
+            assert outcomes[0] == outcomes[1], name
+        else:
+            same(outcomes[0], outcomes[1])
+            assert parallel, f"{name}: not read in parallel"
+        if name == "bad value deep":
+            assert outcomes[0].endswith("line 8000: value 1 is not a number (expected a number, got '0.5abc')")
+
+
+def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path):
+    from embedtune.formats.text import _cuts
+
+    data = b"".join(b"w%d 1 2\n" % i for i in range(100))
+    path = write(tmp_path / "v", data)
+    cuts = _cuts(path, 0, len(data), 4)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) == 5
+    assert all(data[c - 1:c] == b"\n" for c in cuts[1:])
+    lines = [b"a 1\n"] * 50
+    assert _cuts(write(tmp_path / "a", b"".join(lines)), 0, 200, 2) == [0, 104, 200]
+    lines[25] = b"   \n"   # bytes 100-103: the line the cut at 104 would end range 1 with
+    assert _cuts(write(tmp_path / "b", b"".join(lines)), 0, 200, 2) is None
+    assert _cuts(write(tmp_path / "one", b"w " + b"1 " * 1000 + b"\n"), 0, 2003, 2) is None

@@ -39,7 +39,7 @@ class Format:
     name: str
     description: str
     read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line)
-    write: Callable  # (vectors, out, name, progress) -> None
+    write: Callable  # (vectors, out, name, progress, on_written) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
 
 
@@ -48,8 +48,8 @@ def _text_format(name, description, header):
         reader = TextReader(source, header=header, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
         return reader.read()
 
-    def write(vectors, out, name, progress):
-        write_text(vectors, out, header=header, name=name, progress=progress)
+    def write(vectors, out, name, progress, on_written):
+        write_text(vectors, out, header=header, name=name, progress=progress, on_written=on_written)
 
     return Format(name, description, read, write, rows_are_lines=True)
 
@@ -58,8 +58,8 @@ def _binary_read(source, limit, replace_bad_utf8, progress):
     return read_binary(source, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
 
 
-def _binary_write(vectors, out, name, progress):
-    write_binary(vectors, out, name=name, progress=progress)
+def _binary_write(vectors, out, name, progress, on_written):
+    write_binary(vectors, out, name=name, progress=progress, on_written=on_written)
 
 
 FORMATS = {
@@ -264,17 +264,20 @@ def find_duplicates(words) -> list:
 
 # -- saving ------------------------------------------------------------------------------------
 
-def save_vectors(vectors, path, format, *, progress=None) -> None:
+def save_vectors(vectors, path, format, *, progress=None, on_written=None) -> None:
     """Write `vectors` (words + float32 matrix [n, dim]) to `path` in `format`.
 
+    vectors : Vectors, or a PatchedVectors (what training returns), read a block of rows at a time.
     path : file name ('.gz' / '.bz2' compress), '-' for standard output. A regular file is written
     to a temporary file in the same folder and renamed into place, so a failure leaves nothing.
     progress : called as progress(rows_written, total_rows) after each block.
+    on_written : called as on_written(start, stop, rows) after each block with its rows read back from
+    the bytes written (float32 [stop - start, dim]); raising there leaves no output file.
     """
     fmt = get_format(format)
     name = "<stdout>" if str(path) == "-" else str(path)
     with open_target(path) as out:
-        fmt.write(vectors, out, name, progress)
+        fmt.write(vectors, out, name, progress, on_written)
 
 
 # -- inspection --------------------------------------------------------------------------------

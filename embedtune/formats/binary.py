@@ -127,23 +127,47 @@ def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
         f"header says {count} records)", name)
 
 
-def write_binary(vectors, out, *, name: str, progress=None) -> None:
+def write_binary(vectors, out, *, name: str, progress=None, on_written=None) -> None:
+    """Write `vectors` (Vectors, or anything with `words`, `dim` and `block(start, stop)`).
+
+    on_written : if given, called as on_written(start, stop, rows) with each block's rows read back
+        from the very bytes written (float32 [stop - start, dim]).
+    """
     words = vectors.words
-    matrix = np.ascontiguousarray(vectors.matrix, dtype="<f4")
-    n, dim = matrix.shape
-    encoded = []
-    for row, word in enumerate(words):
-        data = word.encode("utf-8")
-        if not data or b" " in data or b"\n" in data or data.strip() != data:
-            raise EmbedtuneError(
-                f"cannot write word {word!r} (row {row + 1}) in word2vec binary: words in this format "
-                f"cannot be empty or contain spaces or line breaks", name)
-        encoded.append(data)
-    out.write(b"%d %d\n" % (n, dim))
+    n, dim = len(words), vectors.dim
     step = max(1, (8 << 20) // max(1, 4 * dim))
+    # Every word is checked before anything is written, but encoded again block by block: a list
+    # of 3M encoded words would hold 130 MB through the whole write.
+    for start in range(0, n, step):
+        _encode(words, start, min(n, start + step), name)
+    out.write(b"%d %d\n" % (n, dim))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        rows = matrix[start:stop]
-        out.write(b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded[start:stop], rows)]))
+        encoded = _encode(words, start, stop, name)
+        rows = np.ascontiguousarray(vectors.block(start, stop), dtype="<f4")
+        chunk = b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded, rows)])
+        out.write(chunk)
+        if on_written is not None:
+            on_written(start, stop, _read_back(chunk, encoded, dim))
         if progress is not None:
             progress(stop, n)
+
+
+def _encode(words, start: int, stop: int, name: str) -> list:
+    """UTF-8 of words[start:stop]; a word that cannot be written in this format is an error."""
+    encoded = [word.encode("utf-8") for word in words[start:stop]]
+    for row, data in enumerate(encoded, start):
+        if not data or b" " in data or b"\n" in data or data.strip() != data:
+            raise EmbedtuneError(
+                f"cannot write word {words[row]!r} (row {row + 1}) in word2vec binary: words in this format "
+                f"cannot be empty or contain spaces or line breaks", name)
+    return encoded
+
+
+def _read_back(chunk: bytes, words, dim: int) -> np.ndarray:
+    """float32 [len(words), dim]: the vectors of the records in `chunk`, found from the word lengths."""
+    row_bytes = 4 * dim
+    ends = np.cumsum([len(w) + row_bytes + 2 for w in words])
+    view = memoryview(chunk)
+    data = b"".join([view[e - 1 - row_bytes:e - 1] for e in ends.tolist()])
+    return np.frombuffer(data, "<f4").reshape(len(words), dim).astype(np.float32)

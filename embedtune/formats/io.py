@@ -2,7 +2,8 @@
 
 Reading: compression is recognised by its magic bytes (so `-` works with compressed data too, and a
 .gz name on a plain file does no harm), and the first bytes of the decompressed data are buffered so
-the format can be detected without seeking (standard input cannot seek).
+the format can be detected without seeking (standard input cannot seek). A UTF-8 byte-order mark at
+the start of the (decompressed) data is dropped.
 
 Writing: the data goes to a temporary file in the target folder, renamed over the target only when
 everything was written; on any failure the temporary file is removed, so no partial output is left.
@@ -26,6 +27,7 @@ from embedtune.errors import EmbedtuneError
 STDIO = "-"
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = b"BZh"
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
@@ -132,6 +134,10 @@ class Source:
         self._head = b""
         self._head_pos = 0
         self._reading = False
+        # A byte-order mark (Windows editors write one) is not part of the first word or header.
+        self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
+        if self.bom:
+            self._head = self._head[len(UTF8_BOM):]
 
     def _read_raw(self, n: int) -> bytes:
         try:

