@@ -408,30 +408,36 @@ def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
     return dict(zip(reversed(words), range(len(words) - 1, -1, -1)))
 
 
+def _text_lines(path: str):
+    """(line number, text) of a benchmark file, UTF-8; a byte-order mark at the start is not part of
+    a word, and bytes that are not UTF-8 are an error naming the line."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if line_no == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path, line_no) from None
+
+
 def _read_pairs(path: str, case_insensitive: bool, delimiter: str = "\t") -> list[tuple[str, str, float]]:
     """(word, word, score) for each line gensim's evaluate_word_pairs reads, parsed as it does:
     '#' lines skipped, exactly three fields, a score that parses as a number."""
     triples = []
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            if line_no == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte-order mark is not part of a word
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path, line_no) from None
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split(delimiter)
-            if len(parts) != 3:
-                continue
-            if case_insensitive:
-                parts = [part.upper() for part in parts]
-            try:
-                score = float(parts[2])
-            except ValueError:
-                continue
-            triples.append((parts[0], parts[1], score))
+    for _, line in _text_lines(path):
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(delimiter)
+        if len(parts) != 3:
+            continue
+        if case_insensitive:
+            parts = [part.upper() for part in parts]
+        try:
+            score = float(parts[2])
+        except ValueError:
+            continue
+        triples.append((parts[0], parts[1], score))
     return triples
 
 
@@ -471,23 +477,16 @@ def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[t
     """(section, questions) per ``: section`` header, each question four words, parsed as gensim's
     evaluate_word_analogies does (lines of other lengths skipped)."""
     sections: list[tuple[str, list]] = []
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            if line_no == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte-order mark is not part of a word
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise EmbedtuneError(f"not valid UTF-8 text: {err.reason}", path, line_no) from None
-            if line.startswith(": "):
-                sections.append((line.lstrip(": ").strip(), []))
-                continue
-            words = line.split()
-            if len(words) != 4:
-                continue
-            if not sections:
-                raise EmbedtuneError("analogy question before any ': section' header line", path, line_no)
-            sections[-1][1].append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
+    for line_no, line in _text_lines(path):
+        if line.startswith(": "):
+            sections.append((line.lstrip(": ").strip(), []))
+            continue
+        words = line.split()
+        if len(words) != 4:
+            continue
+        if not sections:
+            raise EmbedtuneError("analogy question before any ': section' header line", path, line_no)
+        sections[-1][1].append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
     if not any(questions for _, questions in sections):
         raise EmbedtuneError("no analogy questions found (expected lines 'a b c d' under ': section')", path)
     return sections

@@ -17,7 +17,7 @@ import numpy as np
 from embedtune import checkpoint
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import CHUNK_TOKENS, Corpus
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, pick_new_words
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
@@ -64,6 +64,28 @@ class RunPlan:
     frozen_in_corpus: int
 
 
+def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
+              corpus_path: str | None) -> tuple[list[str], Plan]:
+    """The new words and the freeze plan for a counted corpus, refused when there is nothing to
+    train: the checks ``train`` and ``--dry-run`` share, with the same messages."""
+    if total_words == 0:
+        raise EmbedtuneError("the corpus has no words", corpus_path)
+    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
+    if not new_words and not any(w in vectors.index for w in counts):
+        raise EmbedtuneError(
+            f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
+            f"seen --min-count ({config.vocab.min_count}) times", corpus_path)
+    plan = make_plan(vectors, new_words, config.vocab)
+    if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
+        v = config.vocab
+        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
+                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
+        raise EmbedtuneError(
+            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
+            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
+    return new_words, plan
+
+
 def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = False) -> RunPlan:
     """Count the corpus and apply the freeze rules: every check ``train`` makes before its tables,
     with the same messages."""
@@ -77,23 +99,9 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
     if resume and checkpoint.latest(t.checkpoint_dir) is None:
         raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
     counts, total_words, n_lines = corpus.count()
-    if total_words == 0:
-        raise EmbedtuneError("the corpus has no words", corpus.path)
-    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
-    if not new_words and not any(w in vectors.index for w in counts):
-        raise EmbedtuneError(
-            f"none of its {len(counts):,} distinct words is in the vectors, and none of the others is seen "
-            f"--min-count ({config.vocab.min_count}) times", corpus.path)
-    plan = make_plan(vectors, new_words, config.vocab)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
     in_corpus = np.fromiter((counts.get(w, 0) > 0 for w in plan.words), bool, len(plan.words))
     trainable = int((in_corpus & ~plan.frozen).sum())
-    if not trainable:
-        v = config.vocab
-        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
-                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
-        raise EmbedtuneError(
-            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
     method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
                    int((in_corpus & plan.frozen).sum()))

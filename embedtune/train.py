@@ -33,14 +33,15 @@ from embedtune import checkpoint
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.init import initial_vectors, pick_new_words, random_vectors
+from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import retrofit
 from embedtune.objectives.glove import GloVe
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
-from embedtune.plan import Plan, make_plan
+from embedtune.plan import Plan
+from embedtune.runplan import plan_rows
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
@@ -427,23 +428,9 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
     counts, total_words, n_lines = corpus.count()
-    if total_words == 0:
-        raise EmbedtuneError("the corpus has no words", corpus.path)
-    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
-    if not new_words and not any(w in vectors.index for w in counts):
-        raise EmbedtuneError(
-            f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is seen "
-            f"--min-count ({config.vocab.min_count}) times", corpus.path)
-    plan = make_plan(vectors, new_words, config.vocab)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
     if on_plan is not None:
         on_plan(plan)
-    if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
-        v = config.vocab
-        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
-                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
-        raise EmbedtuneError(
-            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
     # New words start from their contexts (one streaming pass), unless --init random. A corpus
     # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
     # the rule `embedtune init` follows too), and the summary says so. The contexts are sgns's
