@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from embedtune.cli.common import message, quiet_option, reports_errors, write_json
+from embedtune.cli.common import check_writable_file, message, quiet_option, reports_errors, write_json
 from embedtune.errors import EmbedtuneError
 
 
@@ -44,6 +44,8 @@ def wordnet_cmd(folder, output, antonyms, single_words, similar, json_out):
 
     if "-" in (antonyms, json_out) and output == "-" or antonyms == json_out == "-":
         raise EmbedtuneError("only one output can go to standard output")
+    for option, target in (("-o", output), ("--antonyms", antonyms), ("--json", json_out)):
+        check_writable_file(target, option)   # before WordNet is read, not after
     summary = write_wordnet_lexicons(folder, output, antonyms, single_words, similar)
     for kind, part in summary.items():
         if part and part["path"] != "-":

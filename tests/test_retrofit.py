@@ -342,3 +342,12 @@ def test_a_lexicon_with_no_pair_in_the_vectors_is_an_error(tmp_path):
         train(glove(100), None, config)
     assert info.value.path == lexicon
     assert info.value.message == "no pair of its 4 words is in the vectors (3 of them are not)"
+
+
+def test_lexicon_wordnet_refuses_an_unwritable_output_before_reading(tmp_path):
+    folder = tmp_path / "wordnet"
+    folder.mkdir()   # no data files: reading it would fail with another message
+    result = run(["lexicon", "wordnet", folder, "-o", tmp_path / "missing" / "syn.txt"])
+    assert result.exit_code != 0
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert "missing" in result.stderr and "data." not in result.stderr
