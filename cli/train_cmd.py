@@ -277,7 +277,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         f"{s['frozen_rows_checked']:,} frozen rows read back from the output as written: all bit-identical "
         f"to the input as read")
     if s["new"]:
-        message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
+        spelling = (f"{s['new_from_spelling_only']:,} had too few contexts and started from their spelling alone, "
+                    if s["init"] == "form-context" else "")
+        message(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), {spelling}"
                 f"{s['new_too_few_contexts']:,} had too few contexts and started random")
     if s.get("init_note"):
         message(f"Note: {s['init_note']}")

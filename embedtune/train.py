@@ -560,7 +560,8 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         "init_note": init.stats.get("method_note") if init else None,
         "loss_start": pos.loss_start,
         "new_from_context": init.n_from_context if init else 0,
-        "new_too_few_contexts": init.n_too_few if init else 0,
+        "new_too_few_contexts": init.n_too_few if init else 0,   # and, for form-context, no known spelling
+        "new_from_spelling_only": init.stats.get("from_form_only", 0) if init else 0,
         "max_frozen_change": max_frozen_change(vectors.matrix, trained_rows, trained, plan.frozen),
     }
     return TrainResult(out, plan, stats)

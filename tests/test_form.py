@@ -157,7 +157,12 @@ def test_cli_train_form_context_keeps_frozen_rows_and_a_huge_anchor_keeps_the_co
     result = run(["train", files["vectors"], files["corpus"], "-o", trained, "--init", "form-context",
                   "--freeze-pretrained", "--objective", "glove", "--epochs", "1", "--anchor", "1e9", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["init"] == "form-context"
+    summary = json.loads(result.stdout)
+    assert summary["init"] == "form-context"
+    # Every new word is counted once: from its contexts, from its spelling alone, or random.
+    assert summary["new_from_context"] + summary["new_from_spelling_only"] + summary["new_too_few_contexts"] \
+        == summary["new"] > 0
+    assert "started from their spelling alone" in result.stderr
     original = files["input"]
     start, out = load_vectors(started), load_vectors(trained)
     assert out.words[:len(original)] == original.words
