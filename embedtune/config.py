@@ -147,6 +147,7 @@ RANGES = {
     "train.max_steps": Range(0, INT64_MAX, zero="no limit"),
     "train.max_words": Range(0, INT64_MAX, zero="no limit"),
     "train.repel": Range(0, FLOAT32_MAX, zero="off"),
+    "train.threads": Range(0, 1024, zero="all cores"),   # TensorFlow's pools; more is a typo
     "vocab.freeze_top": Range(0, INT64_MAX, zero="off"),
     "vocab.min_count": Range(1, INT64_MAX),
     "vocab.max_new": Range(0, INT64_MAX, zero="all"),
@@ -248,8 +249,6 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
     if t.negatives not in NEGATIVES:
         bad("train.negatives", f"must be one of {', '.join(NEGATIVES)}, got {t.negatives!r}")
-    if t.threads < 0:
-        bad("train.threads", f"must be 0 (all cores) or positive, got {t.threads}")
     if v.init not in INITS:
         bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
     if v.lowercase not in LOWERCASE:

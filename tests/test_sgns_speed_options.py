@@ -171,6 +171,7 @@ def test_threads_and_negatives_are_accepted(files, tmp_path, options):
 
 @pytest.mark.parametrize("options, message", [
     (["--threads", "-1"], "Error: --threads must be 0 (all cores) or positive, got -1"),
+    (["--threads", "100000"], "Error: --threads must be at most 1,024, got 100000"),
 ])
 def test_a_bad_thread_count_is_a_one_line_error(files, tmp_path, options, message):
     out = tmp_path / "out.txt"
