@@ -39,6 +39,11 @@ GLOVE_BYTES_PER_PAIR = 64
 # sgns.py, per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
 # then an int64 order and the permuted copies.
 SGNS_BYTES_PER_PAIR = 32
+# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.7M
+# pieces (27 a word: the CSR matrix, its transpose and their temporaries, 8 bytes a piece each) and use
+# 482,592 buckets (4.8 a word), each holding six float32 [dim] rows while CG runs. Freed before
+# training; counted in the sum all the same, so the estimate errs high for it.
+FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 27, 4.8
 
 
 @dataclass
@@ -107,14 +112,24 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
                    int((in_corpus & plan.frozen).sum()))
 
 
+def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
+    """What fitting the spelling model holds at its peak, when new words start by form-context."""
+    from embedtune.form import DEFAULT_FIT_WORDS
+
+    if run.init != "form-context" or not run.new_words:
+        return 0
+    fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
+    return int(fit * (FORM_PIECES_PER_WORD * 8 * 4 + FORM_BUCKETS_PER_WORD * vectors.dim * 4 * 6))
+
+
 def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
-    """Bytes each part of a run will hold at its peak (the end, when the output matrix is built while
-    the tables still live): an estimate from the table sizes, not a measurement.
+    """Bytes each part of a run will hold at its peak (the end, when the output is written while the
+    tables still live): an estimate from the table sizes, not a measurement.
 
     Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
-    50000, the 1.5M-token benchmark corpus): sgns 1,103 MiB estimated, 1,100 measured; glove 1,853
-    estimated, 1,512 measured (its pair count is bounded from above: the real one is known only
-    after counting).
+    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,661 MiB estimated, 1,588
+    measured; glove 2,412 estimated, 1,587 measured (its pair count is bounded from above: the real
+    one is known only after counting; and the spelling model's fit is freed before the pairs are made).
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
@@ -143,7 +158,10 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
         "optimizer_slots": OPTIMIZER_SLOTS[t.optimizer] * (rows + side),
         "side_table": side,
         "pairs_and_batches": batches,
-        "output_matrix": (n_pre + n_new) * dim * 4,
+        # The output is the input matrix with the trained rows put in place, written a block at a
+        # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
+        "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
+        "spelling_model_fit": form_fit_bytes(run, vectors),
         "tensorflow_and_python": RUNTIME_BYTES,
     }
     return parts

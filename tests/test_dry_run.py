@@ -122,7 +122,7 @@ def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
     assert parts["side_table"] == side
     assert parts["optimizer_slots"] == OPTIMIZER_SLOTS["adam"] * (rows + side) == 2 * (rows + side)
     assert sgd["memory_parts_bytes"]["optimizer_slots"] == 0
-    assert parts["output_matrix"] == (N_WORDS + adam["new"]) * 50 * 4
+    assert parts["output_rows"] == (adam["trainable_in_corpus"] + adam["new"]) * 50 * 4
     assert adam["memory_estimate_bytes"] == sum(parts.values())
     assert adam["memory_estimate_bytes"] - sgd["memory_estimate_bytes"] == 2 * (rows + side)
 
