@@ -41,8 +41,9 @@ GLOVE_BYTES_PER_PAIR = 64
 SGNS_BYTES_PER_PAIR = 32
 # form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.7M
 # pieces (27 a word: the CSR matrix, its transpose and their temporaries, 8 bytes a piece each) and use
-# 482,592 buckets (4.8 a word), each holding six float32 [dim] rows while CG runs. Freed before
-# training; counted in the sum all the same, so the estimate errs high for it.
+# 482,592 buckets (4.8 a word), each holding its float32 [dim] result and six work rows of at most
+# form.COLUMN_BLOCK columns while CG runs. Freed before training; counted in the sum all the same, so
+# the estimate errs high for it.
 FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 27, 4.8
 
 
@@ -114,12 +115,13 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.form import DEFAULT_FIT_WORDS
+    from embedtune.form import COLUMN_BLOCK, DEFAULT_FIT_WORDS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
-    return int(fit * (FORM_PIECES_PER_WORD * 8 * 4 + FORM_BUCKETS_PER_WORD * vectors.dim * 4 * 6))
+    per_bucket = 4 * (vectors.dim + 6 * min(vectors.dim, COLUMN_BLOCK))
+    return int(fit * (FORM_PIECES_PER_WORD * 8 * 4 + FORM_BUCKETS_PER_WORD * per_bucket))
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
