@@ -129,8 +129,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     tables still live): an estimate from the table sizes, not a measurement.
 
     Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
-    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,661 MiB estimated, 1,588
-    measured; glove 2,412 estimated, 1,587 measured (its pair count is bounded from above: the real
+    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,555 MiB estimated, 1,327
+    measured; glove 2,306 estimated, 1,530 measured (its pair count is bounded from above: the real
     one is known only after counting; and the spelling model's fit is freed before the pairs are made).
     """
     t = run.config.train
