@@ -112,19 +112,6 @@ def check_input_file(path: str | None, what: str, missing: str | None = None) ->
         raise EmbedtuneError("cannot open for reading: permission denied", path)
 
 
-def check_format_names(**options: str | None) -> None:
-    """Each given format name is known: check_format_names(format=..., to=...)."""
-    from embedtune.formats import check_format_name   # numpy and the format code only, no TensorFlow
-
-    for option, name in options.items():
-        if name is None:
-            continue
-        try:
-            check_format_name(name)
-        except EmbedtuneError as err:
-            raise EmbedtuneError(f"--{option.replace('_', '-')}: {err}") from None
-
-
 def check_pattern(pattern: str | None, option: str) -> None:
     if pattern is None:
         return

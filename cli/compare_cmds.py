@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_input_file, check_pattern, format_name, message, quiet,
+from embedtune.cli.common import (check_input_file, check_pattern, format_name, message, quiet,
                                   quiet_option, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
@@ -151,7 +151,6 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
       embedtune diff --config configs/quickstart.toml
       embedtune diff glove.6B.50d.txt tuned.txt --json | jq .changed
     """
-    check_format_names(format=format_)
     from embedtune.compare import check_frozen, config_frozen_words, diff_vectors
 
     if frozen_file and config_file:
@@ -170,7 +169,6 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
         )
     if config is not None:
         # The config's files and rules, before two vectors files are read.
-        check_format_names(format=config.format)
         for path in (old, new):
             check_input_file(path, "vectors file", missing="no such file")
         check_input_file(config.vocab.freeze_list, "word-list file")
@@ -312,7 +310,6 @@ def eval_cmd(
       embedtune eval glove.6B.50d.txt
       embedtune eval glove.6B.50d.txt tuned.txt --similarity my_pairs.tsv
     """
-    check_format_names(format=format_)
     from tqdm import tqdm
 
     from embedtune.compare import evaluate
@@ -415,7 +412,6 @@ def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
       embedtune neighbors glove.6B.50d.txt france frog -k 5
       embedtune neighbors glove.6B.50d.txt france --against tuned.txt
     """
-    check_format_names(format=format_)
     from embedtune.compare import nearest_neighbors
 
     words = list(dict.fromkeys(words))

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_input_file, check_writable_file, format_name, message,
+from embedtune.cli.common import (check_input_file, check_writable_file, format_name, message,
                                   quiet_option, reports_errors, show_progress)
 from embedtune.errors import EmbedtuneError, counted
 
@@ -76,7 +76,6 @@ def inspect_cmd(file, format_, as_json, replace_bad_utf8):
       embedtune inspect --json vectors.bin.gz
     """
     check_input_file(file, "vectors file", missing="no such file")
-    check_format_names(format=format_)
     from embedtune.formats import summarize_vectors
 
     with _reading(file) as bar:
@@ -157,7 +156,6 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
                              path=output_path)
     # Names and files first: a bad --to or an unwritable OUT fails before IN is read.
     check_input_file(input_path, "vectors file", missing="no such file")
-    check_format_names(format=format_, to=to_format)
     check_writable_file(output_path, None)
     in_format = formats.check_format_name(format_) if format_ else formats.detect_format(input_path)
     out_format = formats.check_format_name(to_format or in_format)

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, format_name, message, quiet_option,
+from embedtune.cli.common import (check_inputs_and_outputs, format_name, message, quiet_option,
                                   reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
 from embedtune.errors import EmbedtuneError, counted
@@ -74,7 +74,6 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
         if problem:
             raise click.BadParameter(problem, param_hint=name)
     check_inputs_and_outputs(vectors, corpus, output, json_out)
-    check_format_names(format=format_, to=to)
 
     import numpy as np
 

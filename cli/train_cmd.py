@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_format_names, check_inputs_and_outputs, check_pattern, check_writable_folder,
+from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_folder,
                                   format_name, message, quiet_option, reports_errors, show_progress, write_json)
 from embedtune.config import NEGATIVES, OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
@@ -173,11 +173,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
                              None if dry_run and json_out == "-" else json_out,
                              other_inputs=(config.lexicon, config.antonyms))
-    check_format_names(format=config.format, to=config.to)
     v, t = config.vocab, config.train
-    from embedtune.plan import check_word_lists
-
-    check_word_lists(v)   # stat only: a list may be a pipe, which can be read once
+    check_input_file(v.freeze_list, "word-list file")   # a stat: a list may be a pipe, read once
+    check_input_file(v.train_list, "word-list file")
     check_pattern(v.freeze_pattern, "--freeze-pattern")
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")

@@ -15,7 +15,6 @@ The rules, in order (the first that applies decides):
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -106,17 +105,6 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
     except OSError as err:
         raise EmbedtuneError(f"cannot read: {err.strerror or err}", path) from None
     return entries
-
-
-def check_word_lists(vocab: VocabConfig) -> None:
-    """Refuse a missing list file, or a folder, before any work (make_plan reads the lists only
-    after the vectors are loaded and the corpus counted). Not read here: a list may be a pipe,
-    `--freeze-list <(cut -d' ' -f1 vectors.txt)`, which can be read only once."""
-    for path in (vocab.freeze_list, vocab.train_list):
-        if path and not os.path.exists(path):
-            raise EmbedtuneError("no such word-list file", path)
-        if path and os.path.isdir(path):
-            raise EmbedtuneError("is a folder, expected a word-list file", path)
 
 
 def compile_pattern(pattern: str, key: str) -> re.Pattern:
