@@ -11,8 +11,9 @@ import click
 
 from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_folder,
                                   format_name, message, quiet_option, reports_errors, show_progress, write_json)
-from embedtune.config import NEGATIVES, OBJECTIVE_DEFAULTS, OBJECTIVES, OPTIMIZERS, Config, load_config, merge
+from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.objectives import CHOICES as OBJECTIVES, objective_class
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -102,8 +103,8 @@ class StopRequests:
 @click.option("--anchor", "anchor", type=float, metavar="RHO",
               help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
                    f"over the steps that read the row (0 = off). [default: 0 sgns, "
-                   f"{OBJECTIVE_DEFAULTS['glove']['anchor']:g} glove; retrofit: alpha of its update, "
-                   f"{OBJECTIVE_DEFAULTS['retrofit']['anchor']:g}]")
+                   f"{objective_class('glove').defaults['anchor']:g} glove; retrofit: alpha of its update, "
+                   f"{objective_class('retrofit').defaults['anchor']:g}]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--threads", type=int,
               help="CPU threads of TensorFlow's thread pools. [default: 0 = all cores]")

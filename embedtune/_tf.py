@@ -44,4 +44,24 @@ def _import():
     return tensorflow
 
 
-tf = _import()
+def __getattr__(name):
+    # ``from embedtune._tf import tf`` imports TensorFlow there and then, as it always did; only
+    # ``lazy`` waits (PEP 562: this runs for names the module does not define yet).
+    if name == "tf":
+        global tf
+        tf = _import()
+        return tf
+    raise AttributeError(name)
+
+
+class _Lazy:
+    """TensorFlow, imported on first use. Objective modules use it so that their classes (and the
+    defaults on them, which the config and the dry run read) import without TensorFlow."""
+
+    def __getattr__(self, name):
+        from embedtune._tf import tf
+
+        return getattr(tf, name)
+
+
+lazy = _Lazy()

@@ -36,7 +36,7 @@ class VocabConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """None: decided by the objective (OBJECTIVE_DEFAULTS; see ``resolve``)."""
+    """None: decided by the objective (its class's ``defaults``; see ``resolve``)."""
 
     objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove | retrofit
     epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
@@ -81,23 +81,9 @@ class Config:
 
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
-# Where an objective starts better elsewhere: glove with adagrad at 0.1 (recovery benchmark,
-# validation words; see OBJECTIVE_DEFAULTS). sgd at 0.01-0.1 and adam at 0.001-0.03 did worse
-# there (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
-OBJECTIVE_LR = {("glove", "adagrad"): 0.1}
-OBJECTIVES = ("auto", "sgns", "glove", "retrofit")
-# What None means for these keys, by objective. sgns's are word2vec's. glove's anchor (with
-# x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation words
-# (benchmarks/recovery.py --sweep-train; benchmarks/README.md): on 5.1M tokens anchor 8 gave
-# R@10 0.60 (median rank 5), anchors 0.5-16 0.57-0.60; on 1.5M tokens all gave 0.46-0.48.
-OBJECTIVE_DEFAULTS = {
-    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5},
-    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5},
-    # Faruqui et al.'s anchor (alpha = 1); 20 rounds: the update's fixed point to 1e-5 (each round
-    # shrinks the distance to it by (1 + repel) / (2 + repel) at least); repel 0.3 measured in
-    # benchmarks/retrofit.py (benchmarks/README.md).
-    "retrofit": {"anchor": 1.0, "repel": 0.3, "epochs": 20},
-}
+# Each objective's defaults (window, optimizer, anchor, epochs, ...) and the learning rates it
+# starts better at live on its class (embedtune/objectives/); ``resolve`` and ``learning_rate``
+# read them there, and train.objective's values are that registry's names.
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
 INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
@@ -243,8 +229,10 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
 
     if t.optimizer is not None and t.optimizer not in OPTIMIZERS:
         bad("train.optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
-    if t.objective not in OBJECTIVES:
-        bad("train.objective", f"must be one of {', '.join(OBJECTIVES)}, got {t.objective!r}")
+    from embedtune.objectives import AUTO, OBJECTIVES   # the objective modules import this one
+
+    if t.objective != AUTO and t.objective not in OBJECTIVES:
+        bad("train.objective", f"must be one of {', '.join((AUTO, *OBJECTIVES))}, got {t.objective!r}")
     if t.context_init not in CONTEXT_INITS:
         bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
     if t.negatives not in NEGATIVES:
@@ -327,11 +315,13 @@ def resolve(config: Config) -> Config:
     """The config with every "decided later" value decided: the objective (auto: glove when
     ``config.format`` is GloVe's, since GloVe's objective made such vectors; sgns otherwise), then
     the window, optimizer and anchor that objective uses by default. Idempotent."""
+    from embedtune.objectives import AUTO, objective_class
+
     t = config.train
     objective = t.objective
-    if objective == "auto":
+    if objective == AUTO:
         objective = "glove" if config.format == "glove" else "sgns"
-    defaults = OBJECTIVE_DEFAULTS[objective]
+    defaults = objective_class(objective).defaults
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
     return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
 
@@ -340,4 +330,8 @@ def learning_rate(train: TrainConfig) -> float:
     """The starting learning rate of a resolved config."""
     if train.lr is not None:
         return train.lr
-    return OBJECTIVE_LR.get((train.objective, train.optimizer), DEFAULT_LR[train.optimizer])
+    from embedtune.objectives import OBJECTIVES
+
+    objective = OBJECTIVES.get(train.objective)   # "auto" unresolved: the optimizer's own
+    rates = objective.learning_rates if objective is not None else {}
+    return rates.get(train.optimizer, DEFAULT_LR[train.optimizer])

@@ -19,14 +19,11 @@ from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import CHUNK_TOKENS, Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, pick_new_words
+from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
 
-# The settings each objective reads beyond the shared ones (epochs, lr, optimizer, batch size, ...).
-OBJECTIVE_SETTINGS = {
-    "sgns": ("window", "negative", "sample", "context_init"),
-    "glove": ("window", "x_max"),
-}
+# The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
                    "deterministic")
 OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-sized variable per slot
@@ -172,7 +169,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
 def describe(run: RunPlan, vectors: Vectors) -> dict:
     """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate."""
     c, t = run.config, run.config.train
-    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + OBJECTIVE_SETTINGS[t.objective]}
+    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
     settings["lr"] = learning_rate(t)
     parts = estimate_memory(run, vectors)
     return {

@@ -11,6 +11,12 @@ trainable words first:
 Frozen rows cannot move by construction (they are never in a variable), and optimizer
 state exists only for trainable rows. ``trainable`` has one extra row, the sink, where
 the slices of frozen words and padding go before they are dropped.
+
+A run reads top to bottom in ``train``: ``setup`` (count, plan, start new words, build the
+tables, resume) -> ``run_epochs`` (batches through the step) -> ``result`` (rows and summary).
+Checkpoint save, prune and resume live in ``Checkpoints``; the loss read-back, divergence checks
+and progress reports in ``LossLog``. What is particular to an objective lives in its class
+(embedtune/objectives/).
 """
 
 from __future__ import annotations
@@ -34,22 +40,15 @@ from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.init import initial_vectors, random_vectors
-from embedtune.objectives import retrofit
-from embedtune.objectives.glove import GloVe
+from embedtune.objectives import Objective, objective_class
 from embedtune.objectives.rows import LocalRows
-from embedtune.objectives.sgns import SkipGram
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
-OBJECTIVES = {"sgns": SkipGram, "glove": GloVe}
-# Objectives solved in closed form, without a corpus or the loop: fit(vectors, config, on_plan, resume)
-# -> (vectors, plan, stats).
-CLOSED_FORM = {"retrofit": retrofit.fit}
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 
@@ -124,7 +123,7 @@ class Trainer:
 
         rows = LocalRows(row_counts[self.rows], self.n_trainable, self.rows < n_pre, local_vectors,
                          self.local_index, dim)
-        self.objective = OBJECTIVES[t.objective](rows, t, corpus)
+        self.objective = objective_class(t.objective)(rows, t, corpus)
         # The objective's own table: context vectors (sgns) or biases (glove), one row per local
         # word plus a sink. Rows from side_fixed_from on are read but never updated.
         side = self.objective.side_start()
@@ -365,8 +364,8 @@ def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
     why = f"no line has two words of the training vocabulary within --window ({t.window}) of each other"
     if total_words == n_lines:
         why = "every line holds a single word, and context windows never cross a line"
-    elif t.objective == "sgns" and t.sample:
-        why += f" once frequent words are subsampled; try --sample 0 (it was {t.sample:g})"
+    else:
+        why += objective_class(t.objective).no_pairs_hint(t)
     return f"no training pairs: {why}"
 
 
@@ -400,29 +399,58 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
     (``checkpoint.remove`` deletes them once the caller has written the result).
     """
-    with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
-        return _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_checkpoints, note,
-                      cleanup)
-
-
-def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_checkpoints, note,
-           cleanup: contextlib.ExitStack) -> TrainResult:
     config = resolve(config)
     t = config.train
     if t.dim is not None and t.dim != vectors.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
                              config.vectors)
-    if t.objective in CLOSED_FORM:
-        out, plan, stats = CLOSED_FORM[t.objective](vectors, config, on_plan, resume)
-        check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
-        check(0, len(vectors), out.matrix)
-        stats["max_frozen_change"] = check.worst
-        return TrainResult(out, plan, stats)
-    if resume and not t.checkpoint_dir:
-        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
-    if t.checkpoint_dir:   # locked and checked before any work: one folder, one run
-        folder = cleanup.enter_context(checkpoint.Folder(t.checkpoint_dir))
-        folder.open(resume, overwrite=overwrite_checkpoints)
+    objective = objective_class(t.objective)
+    if objective.closed_form:
+        return fit_closed_form(objective, vectors, config, on_plan, resume)
+    with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
+        checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup)
+        run = setup(vectors, corpus, config, checkpoints, on_plan, note)
+        run_epochs(run, progress, stop)
+        return result(run)
+
+
+def fit_closed_form(objective: type[Objective], vectors: Vectors, config: Config, on_plan, resume) -> TrainResult:
+    """An objective without the loop (retrofit): its fit, and every frozen row checked after it."""
+    out, plan, stats = objective.fit(vectors, config, on_plan, resume)
+    check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
+    check(0, len(vectors), out.matrix)
+    stats["max_frozen_change"] = check.worst
+    return TrainResult(out, plan, stats)
+
+
+@dataclass
+class Run:
+    """A run set up: what the loop needs, what it changes (``pos``, ``stopped_at``, the timings)
+    and what the result reports."""
+
+    config: Config
+    vectors: Vectors
+    corpus: Corpus
+    plan: Plan
+    trainer: Trainer
+    init: object | None           # embedtune.init's result for the new words, None without new words
+    total_words: int              # corpus tokens in one epoch
+    n_lines: int
+    checkpoints: Checkpoints
+    pos: Position                 # where the loop is (a resumed run starts where the checkpoint was)
+    resumed: bool
+    began: float                  # time.perf_counter() at set-up
+    stopped_at: str | None = None   # the limit (max_steps, max_words) that ended the run early
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
+    words_at_start: int = 0
+
+
+def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpoints,
+          on_plan: Callable[[Plan], None] | None = None, note: Callable[[str], None] | None = None) -> Run:
+    """Count the corpus, plan the rows, start the new words, build the tables; restore a checkpoint
+    when ``checkpoints`` was opened to resume. ``config`` resolved."""
+    t = config.train
     use_threads(t.threads or cpu_cores())
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -433,96 +461,69 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         on_plan(plan)
     # New words start from their contexts (one streaming pass), unless --init random. A corpus
     # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
-    # the rule `embedtune init` follows too), and the summary says so. The contexts are sgns's
-    # training window; glove's window (10, weighted 1/distance) is a counting window, and the
-    # start takes init's own (5, the best on the recovery benchmark's validation words: R@10
-    # 0.43 and median rank 18 against 0.43 and 25.5 at 10).
-    init_window = t.window if t.objective == "sgns" else INIT_WINDOW
-    init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init, window=init_window,
+    # the rule `embedtune init` follows too), and the summary says so. The window is the
+    # objective's (Objective.init_window).
+    init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init,
+                           window=objective_class(t.objective).init_window(t),
                            counts=counts, seed=t.seed) if new_words else None
-    method = init.stats["method"] if init else config.vocab.init
     trainer = Trainer(vectors.matrix, plan, counts, config, new_start=None if init is None else init.matrix,
                       corpus=corpus)
-    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config),
-                                matrix=vectors.matrix, corpus_digest=corpus.digest) if t.checkpoint_dir else None
-    pos = checkpoint.Position()
-    if resume:
-        found, pos = folder.resume(trainer.tf_checkpoint(), fp, note)
-        if note is not None:
-            note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
+    trainer.objective.check(corpus)
+    checkpoints.bind(trainer, vectors, corpus, total_words, n_lines)
+    pos = checkpoints.restore(note) if checkpoints.resuming else Position()
+    return Run(config, vectors, corpus, plan, trainer, init, total_words, n_lines, checkpoints, pos,
+               checkpoints.resuming, began, words_at_start=pos.words_done)
 
+
+def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
+               stop: Callable[[], bool] | None = None) -> None:
+    """The loop: epochs of batches through the step from ``run.pos`` on, with the loss read back,
+    checkpoints saved and ``stop`` polled after each step, until the epochs or a limit are done."""
+    t, pos, trainer = run.config.train, run.pos, run.trainer
     lr0 = learning_rate(t)
-    log = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
-    stopped_at = None   # the limit (max_steps, max_words) that ended the run early
-    words_total = total_words * t.epochs
-    pending_loss, pending_pairs = [], 0
-    last_saved = time.monotonic()
-    train_began, train_cpu_began = time.perf_counter(), time.process_time()
-    words_at_start = pos.words_done
-
-    def save_checkpoint():
-        nonlocal last_saved
-        last_saved = time.monotonic()
-        return folder.save(trainer.tf_checkpoint(), pos, fp)
-
-    def flush():
-        nonlocal pending_loss, pending_pairs
-        if pending_loss:
-            mean = float(tf.add_n(pending_loss)) / max(pending_pairs, 1)
-            if not math.isfinite(mean):
-                raise EmbedtuneError(
-                    f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {lr0:g}) "
-                    "or cap rows with --clip-norm")
-            if pos.loss_start and mean > DIVERGED * pos.loss_start:
-                raise EmbedtuneError(
-                    f"training diverged at step {pos.steps}: loss {mean:.4g} per pair, over {DIVERGED}x the "
-                    f"first step's {pos.loss_start:.4g}; lower --lr (it was {lr0:g}) or cap each row's step "
-                    f"with --clip-norm (e.g. 1)")
-            pos.loss_history.append(mean)
-            if progress is not None:
-                progress(Progress(pos.epoch, pos.words_done, words_total, mean, pending_pairs))
-            if log is not None:
-                log.write(pos.steps, pos.words_done, mean, lr)   # lr: that of the loop's last step
-        pending_loss, pending_pairs = [], 0
-
+    words_total = run.total_words * t.epochs
+    tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
+    losses = LossLog(pos, lr0, words_total, progress, tblog)
+    began, cpu_began = time.perf_counter(), time.process_time()
     while pos.epoch <= t.epochs:
-        with contextlib.closing(prefetch(epoch_batches(trainer, corpus, dataclasses.replace(pos), total_words))) \
-                as batches:
+        epoch = epoch_batches(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
+        with contextlib.closing(prefetch(epoch)) as batches:
             for batch in batches:
                 # Linear decay by corpus position, as word2vec does.
                 lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
-                pending_loss.append(trainer.step(batch.tensors, tf.constant(lr, tf.float32)))
-                pending_pairs += batch.pairs
-                if pos.loss_start is None:   # the yardstick of divergence: the loss before any update
-                    pos.loss_start = float(pending_loss[-1]) / max(batch.pairs, 1)
+                losses.add(trainer.step(batch.tensors, tf.constant(lr, tf.float32)), batch.pairs, lr)
                 pos.pairs += batch.pairs
                 pos.steps += 1
                 pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
                 pos.words_done = batch.words_done
                 if pos.steps % LOSS_EVERY == 0:
-                    flush()
-                if t.checkpoint_dir and (
-                        (t.checkpoint_every and pos.steps % t.checkpoint_every == 0)
-                        or (not t.checkpoint_every and time.monotonic() - last_saved > CHECKPOINT_SECONDS)):
-                    flush()
-                    save_checkpoint()
+                    losses.flush()
+                if run.checkpoints.due(pos):
+                    losses.flush()
+                    run.checkpoints.save(pos)
                 if stop is not None and stop():
-                    flush()
-                    raise TrainingInterrupted(save_checkpoint() if t.checkpoint_dir else None, pos)
-                if stopped_at := limit_reached(t, pos):
+                    losses.flush()
+                    raise TrainingInterrupted(run.checkpoints.save(pos), pos)
+                run.stopped_at = limit_reached(t, pos)
+                if run.stopped_at:
                     break
-        flush()
+        losses.flush()
         if not pos.pairs:
-            raise EmbedtuneError(no_pairs_message(config, total_words, n_lines), corpus.path)
-        if stopped_at:
+            raise EmbedtuneError(no_pairs_message(run.config, run.total_words, run.n_lines), run.corpus.path)
+        if run.stopped_at:
             break
-        pos.words_done = pos.epoch * total_words
+        pos.words_done = pos.epoch * run.total_words
         pos.epoch, pos.chunk, pos.batch, pos.chunk_rng = pos.epoch + 1, 0, 0, None
-    train_seconds = time.perf_counter() - train_began
-    train_cpu_seconds = time.process_time() - train_cpu_began
-    if log is not None:
-        log.close()
+    run.train_seconds = time.perf_counter() - began
+    run.train_cpu_seconds = time.process_time() - cpu_began
+    if tblog is not None:
+        tblog.close()
 
+
+def result(run: Run) -> TrainResult:
+    """The output (the input matrix with the trained rows in place) and the run's summary figures."""
+    t, pos, trainer, plan, init = run.config.train, run.pos, run.trainer, run.plan, run.init
+    lr0 = learning_rate(t)
     # The output is the input matrix with the trained rows put in their place, read a block at a
     # time by the writers: no second copy of the table (1.2 GB for 1M x 300, 3.6 GB for 3M x 300).
     trained_rows = trainer.rows[: trainer.n_trainable]
@@ -530,9 +531,10 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
     if not np.isfinite(trained).all():
         raise EmbedtuneError(f"training diverged (rows with NaN or infinity); lower --lr (it was {lr0:g}) "
                              "or cap rows with --clip-norm")
-    out = PatchedVectors(plan.words, vectors.matrix, trained_rows, trained)
+    out = PatchedVectors(plan.words, run.vectors.matrix, trained_rows, trained)
 
     history = pos.loss_history
+    seconds = run.train_seconds
     stats = {
         **plan.summary(),
         "objective": t.objective,
@@ -541,30 +543,134 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         "window": t.window,
         "anchor": t.anchor,
         "epochs": t.epochs,
-        "corpus_words": total_words,
-        "corpus_lines": n_lines,
+        "corpus_words": run.total_words,
+        "corpus_lines": run.n_lines,
         "trained_rows": int(trainer.n_trainable),
         "steps": pos.steps,
         "pairs": pos.pairs,
-        "words_per_second": round((pos.words_done - words_at_start) / train_seconds) if train_seconds > 0 else None,
-        "train_seconds": round(train_seconds, 3),
-        "train_cpu_seconds": round(train_cpu_seconds, 3),   # every thread of the process
-        "total_seconds": round(time.perf_counter() - began, 3),
+        "words_per_second": round((pos.words_done - run.words_at_start) / seconds) if seconds > 0 else None,
+        "train_seconds": round(seconds, 3),
+        "train_cpu_seconds": round(run.train_cpu_seconds, 3),   # every thread of the process
+        "total_seconds": round(time.perf_counter() - run.began, 3),
         "loss_first": history[0] if history else None,
         "loss_last": history[-1] if history else None,
         "loss_history": history,
-        "resumed": resume,
-        "stopped_at_limit": stopped_at,
+        "resumed": run.resumed,
+        "stopped_at_limit": run.stopped_at,
         "words_done": pos.words_done,
-        "init": method,
+        "init": init.stats["method"] if init else run.config.vocab.init,
         "init_note": init.stats.get("method_note") if init else None,
         "loss_start": pos.loss_start,
         "new_from_context": init.n_from_context if init else 0,
         "new_too_few_contexts": init.n_too_few if init else 0,   # and, for form-context, no known spelling
         "new_from_spelling_only": init.stats.get("from_form_only", 0) if init else 0,
-        "max_frozen_change": max_frozen_change(vectors.matrix, trained_rows, trained, plan.frozen),
+        "max_frozen_change": max_frozen_change(run.vectors.matrix, trained_rows, trained, plan.frozen),
+        **trainer.objective.summary(),
     }
     return TrainResult(out, plan, stats)
+
+
+class Checkpoints:
+    """Checkpoint save, prune and resume for one run: the locked folder (``checkpoint.Folder``,
+    which prunes), the run's fingerprint and when it last saved. Without a folder it saves nothing."""
+
+    def __init__(self, folder: checkpoint.Folder | None, every: int, resuming: bool = False):
+        self.folder = folder
+        self.resuming = resuming   # restore the folder's newest usable checkpoint before training
+        self.every = every   # steps between checkpoints; 0: every CHECKPOINT_SECONDS
+        self.fingerprint: dict | None = None
+        self.trainer: Trainer | None = None
+        self.last_saved = time.monotonic()
+
+    @classmethod
+    def open(cls, train: TrainConfig, resume: bool, overwrite: bool, cleanup: contextlib.ExitStack) -> Checkpoints:
+        """The folder locked and checked before any work (one folder, one run), held until ``cleanup``."""
+        if resume and not train.checkpoint_dir:
+            raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+        folder = None
+        if train.checkpoint_dir:
+            folder = cleanup.enter_context(checkpoint.Folder(train.checkpoint_dir))
+            folder.open(resume, overwrite=overwrite)
+        return cls(folder, train.checkpoint_every, resume)
+
+    def bind(self, trainer: Trainer, vectors: Vectors, corpus: Corpus, total_words: int, n_lines: int) -> None:
+        """What is saved (the trainer's state) and what a resume must match (vectors, plan, corpus, settings)."""
+        self.trainer = trainer
+        if self.folder is not None:
+            plan = trainer.plan
+            self.fingerprint = checkpoint.fingerprint(
+                plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(trainer.config),
+                matrix=vectors.matrix, corpus_digest=corpus.digest)
+        self.last_saved = time.monotonic()
+
+    def restore(self, note: Callable[[str], None] | None) -> Position:
+        """The trainer's state from the newest usable checkpoint; the position to continue from."""
+        found, pos = self.folder.resume(self.trainer.tf_checkpoint(), self.fingerprint, note)
+        if note is not None:
+            note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
+        self.last_saved = time.monotonic()
+        return pos
+
+    def due(self, pos: Position) -> bool:
+        if self.folder is None:
+            return False
+        if self.every:
+            return pos.steps % self.every == 0
+        return time.monotonic() - self.last_saved > CHECKPOINT_SECONDS
+
+    def save(self, pos: Position) -> str | None:
+        """Write a checkpoint at ``pos`` (the folder keeps this run's newest few); its path, or None
+        without a folder."""
+        if self.folder is None:
+            return None
+        self.last_saved = time.monotonic()
+        return self.folder.save(self.trainer.tf_checkpoint(), pos, self.fingerprint)
+
+
+class LossLog:
+    """The loss bookkeeping: the step's loss tensors are summed on the host every LOSS_EVERY steps (a
+    read is a host sync), checked for divergence, kept in ``pos.loss_history`` and reported to the
+    progress callback and TensorBoard."""
+
+    def __init__(self, pos: Position, lr0: float, words_total: int,
+                 progress: Callable[[Progress], None] | None, tblog: ScalarLog | None):
+        self.pos = pos
+        self.lr0 = lr0
+        self.words_total = words_total
+        self.progress = progress
+        self.tblog = tblog
+        self.pending: list = []
+        self.pairs = 0
+        self.lr = lr0   # that of the last step added
+
+    def add(self, loss, pairs: int, lr: float) -> None:
+        """One step's summed loss (a tensor, not read yet) over ``pairs`` pairs at ``lr``."""
+        self.pending.append(loss)
+        self.pairs += pairs
+        self.lr = lr
+        if self.pos.loss_start is None:   # the yardstick of divergence: the loss before any update
+            self.pos.loss_start = float(loss) / max(pairs, 1)
+
+    def flush(self) -> None:
+        """Read the pending losses back: their mean per pair, checked and reported."""
+        pos = self.pos
+        if self.pending:
+            mean = float(tf.add_n(self.pending)) / max(self.pairs, 1)
+            if not math.isfinite(mean):
+                raise EmbedtuneError(
+                    f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {self.lr0:g}) "
+                    "or cap rows with --clip-norm")
+            if pos.loss_start and mean > DIVERGED * pos.loss_start:
+                raise EmbedtuneError(
+                    f"training diverged at step {pos.steps}: loss {mean:.4g} per pair, over {DIVERGED}x the "
+                    f"first step's {pos.loss_start:.4g}; lower --lr (it was {self.lr0:g}) or cap each row's step "
+                    f"with --clip-norm (e.g. 1)")
+            pos.loss_history.append(mean)
+            if self.progress is not None:
+                self.progress(Progress(pos.epoch, pos.words_done, self.words_total, mean, self.pairs))
+            if self.tblog is not None:
+                self.tblog.write(pos.steps, pos.words_done, mean, self.lr)
+        self.pending, self.pairs = [], 0
 
 
 def limit_reached(train: TrainConfig, pos: Position) -> str | None:

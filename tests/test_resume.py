@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from embedtune.config import OBJECTIVE_DEFAULTS
+from embedtune.objectives import objective_class
 from test_cli_train import assert_one_error_line
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
@@ -206,7 +206,7 @@ def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vec
     code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
                                 "--resume", "--window", "3"))
     assert code == 1
-    window = OBJECTIVE_DEFAULTS[vectors.objective]["window"]
+    window = objective_class(vectors.objective).defaults["window"]
     assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", f"window: {window} then, 3 now")
     assert list(tmp_path.iterdir()) == []
     assert {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)} == before

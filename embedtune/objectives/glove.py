@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from embedtune._tf import tf
-
+from embedtune._tf import lazy as tf
 from embedtune.config import TrainConfig
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
 
 POWER = 0.75
@@ -113,9 +113,18 @@ class EntriesChunk:
     raw_tokens: int
 
 
-class GloVe:
+class GloVe(Objective):
     """The GloVe objective over the local rows of a run (trainable ids first, then frozen ones)."""
 
+    name = "glove"
+    # The anchor (with x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation
+    # words (benchmarks/recovery.py --sweep-train; benchmarks/README.md): on 5.1M tokens anchor 8
+    # gave R@10 0.60 (median rank 5), anchors 0.5-16 0.57-0.60; on 1.5M tokens all gave 0.46-0.48.
+    defaults = {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5}
+    # Adagrad at 0.1 (same benchmark); sgd at 0.01-0.1 and adam at 0.001-0.03 did worse there
+    # (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
+    learning_rates = {"adagrad": 0.1}
+    settings = ("window", "x_max")
     word_keys = ("row", "col")   # both ends of a pair read the word table
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
@@ -130,12 +139,7 @@ class GloVe:
         fit = rows.is_pretrained[j] & rows.is_pretrained[k]
         products = dots(rows.vectors, j[fit], k[fit])
         self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
-        self.fit_pairs = int(fit.sum())
-        if not self.scale:
-            raise EmbedtuneError(
-                "--objective glove: no two words of the vectors file occur within the window of each other in "
-                "the corpus (or their vectors are zero), so the model cannot be fitted to the vectors; "
-                "use --objective sgns", corpus.path)
+        self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
 
         # Batched: pairs with a trainable end. A new word's bias starts at its least-squares value
         # against its pretrained partners, given its starting vector.
@@ -158,6 +162,17 @@ class GloVe:
         self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
         self.side_fixed_from = t   # frozen words keep their fitted bias
         self._scale = tf.constant(self.scale, tf.float32)
+
+    def check(self, corpus) -> None:
+        if not self.scale:
+            raise EmbedtuneError(
+                "--objective glove: no two words of the vectors file occur within the window of each other in "
+                "the corpus (or their vectors are zero), so the model cannot be fitted to the vectors; "
+                "use --objective sgns", corpus.path)
+
+    def summary(self) -> dict:
+        """The fitted context scale ``a`` and the pretrained pairs it was fitted on."""
+        return {"glove_scale": round(float(self.scale), 6), "glove_fit_pairs": self.fit_pairs}
 
     # --- host side -----------------------------------------------------------------------------
     def side_start(self) -> np.ndarray:

@@ -41,6 +41,7 @@ import scipy.sparse
 from embedtune.config import Config
 from embedtune.errors import EmbedtuneError
 from embedtune.init import is_lowercase_vocabulary
+from embedtune.objectives.base import Objective
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
 
@@ -247,3 +248,20 @@ def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) ->
         "total_seconds": round(time.perf_counter() - began, 3),
     }
     return Vectors(list(vectors.words), matrix), plan, stats
+
+
+class Retrofit(Objective):
+    """Retrofitting as an objective of ``embedtune train``: fitted in closed form by ``fit`` above,
+    never by the loop (no corpus, batches, learning rate or checkpoints)."""
+
+    name = "retrofit"
+    # Faruqui et al.'s anchor (alpha = 1); 20 rounds: the update's fixed point to 1e-5 (each round
+    # shrinks the distance to it by (1 + repel) / (2 + repel) at least); repel 0.3 measured in
+    # benchmarks/retrofit.py (benchmarks/README.md).
+    defaults = {"anchor": 1.0, "repel": 0.3, "epochs": 20}
+    settings = ("repel",)
+    closed_form = True
+
+    @classmethod
+    def fit(cls, vectors: Vectors, config: Config, on_plan=None, resume: bool = False):
+        return fit(vectors, config, on_plan, resume)

@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from embedtune._tf import tf
 
+from embedtune._tf import lazy as tf
 from embedtune.config import TrainConfig
 from embedtune.corpus import IdChunk, id_chunks
+from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
 
 UNIGRAM_POWER = 0.75
@@ -58,10 +59,22 @@ def unigram_table(counts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(counts), dtype=np.int32), repeats)
 
 
-class SkipGram:
+class SkipGram(Objective):
     """SGNS over the local rows of a run; its own table (the side table) holds context vectors."""
 
+    name = "sgns"
+    defaults = {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}   # word2vec's
+    settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids
+
+    @classmethod
+    def init_window(cls, train: TrainConfig) -> int:
+        """New words start from the contexts they are trained on: the training window."""
+        return train.window
+
+    @classmethod
+    def no_pairs_hint(cls, train: TrainConfig) -> str:
+        return f" once frequent words are subsampled; try --sample 0 (it was {train.sample:g})" if train.sample else ""
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus=None):
         self.rows = rows

@@ -1,0 +1,145 @@
+"""What an objective is: the base class every objective of ``embedtune train`` derives from.
+
+An objective says which rows a batch gathers and how the loss follows from them, and owns its
+defaults, its checks and its summary figures. The trainer (embedtune/train.py) owns everything
+else: the split tables, freezing, merging, capping, the optimizers, checkpoints and progress.
+
+Adding an objective ``name``:
+
+1. One file, ``embedtune/objectives/<name>.py``, with ``class <Name>(Objective)``. It sets
+   ``name``, ``defaults`` (a value for each config key left to the objective: at least window,
+   optimizer, anchor and epochs), ``settings`` (the keys it reads beyond the shared ones, which
+   the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
+   ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
+   them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check`` and ``summary``.
+   It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
+   read the class without importing TensorFlow (tests/test_dry_run.py checks it).
+2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
+   ``train.objective`` values and the CLI's ``--objective`` choices come from that table.
+3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.train.train`` (or
+   the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
+   (tests/test_objectives.py shows the smallest such objective).
+
+An objective solved in closed form, without a corpus or the loop (retrofit), sets
+``closed_form = True`` and implements ``fit`` instead of the batch methods.
+
+Local ids. The trainer gives the corpus words of a run local ids, trainable words first:
+``[0, rows.n_trainable)`` trainable, then frozen ones (``LocalRows``). Word-table ids in a batch
+are local ids; the step reads trainable rows from the variable and frozen rows from the input
+matrix, and drops the gradient of frozen rows and padding.
+
+The objective's own table (the side table: context vectors for sgns, biases for glove) has one
+row per local word plus a sink row; rows from ``side_fixed_from`` on are read but never updated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import ClassVar
+
+import numpy as np
+
+from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
+
+
+class Objective:
+    """An objective over the local rows of a run.
+
+    Class attributes (read without building one, by the config, the dry run and the CLI):
+
+    name : the ``--objective`` value
+    defaults : {config key: value} for keys of ``TrainConfig`` left unset (None), such as
+        {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}; ``config.resolve`` fills
+        them in
+    learning_rates : {optimizer: lr} where this objective starts better than the optimizer's own
+        default (``config.DEFAULT_LR``); say next to it what measured it
+    settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
+    closed_form : True for an objective fitted by ``fit`` without batches (no corpus, no loop)
+    word_keys : the batch entries holding word-table (local) ids, each [B] int
+
+    Instance attributes, set by ``__init__``:
+
+    slices : float array of shape = [n_trainable], the word slices a trainable row gets in one
+        epoch (expected); the anchor's per-epoch pull is spread over them
+    side_fixed_from : side rows from this id on are never updated (None: all train)
+    """
+
+    name: ClassVar[str] = ""
+    defaults: ClassVar[dict] = {}
+    learning_rates: ClassVar[dict] = {}
+    settings: ClassVar[tuple] = ()
+    closed_form: ClassVar[bool] = False
+    word_keys: ClassVar[tuple] = ()
+
+    side_fixed_from: int | None = None
+    slices: np.ndarray
+
+    def __init__(self, rows, train, corpus=None):
+        """rows : LocalRows of the run; train : the resolved TrainConfig; corpus : the Corpus (read by
+        objectives that count before training)."""
+        raise NotImplementedError
+
+    # --- what the run decides from the class, before any training --------------------------------
+    @classmethod
+    def init_window(cls, train) -> int:
+        """The context window that new words' starting vectors are taken from (embedtune.init).
+
+        init's own window (5, the best on the recovery benchmark's validation words: R@10 0.43 and
+        median rank 18 against 0.43 and 25.5 at 10), unless the objective trains on such windows
+        itself (sgns: its training window)."""
+        return INIT_WINDOW
+
+    @classmethod
+    def no_pairs_hint(cls, train) -> str:
+        """Text added to the "no training pairs" error after the window clause: what setting of this
+        objective may have removed the pairs, and what to try ("" when none)."""
+        return ""
+
+    @classmethod
+    def fit(cls, vectors, config, on_plan=None, resume: bool = False):
+        """Closed-form objectives only: (vectors, plan, stats) for a resolved ``config``."""
+        raise NotImplementedError(f"{cls.name} is trained by the loop, not fitted in closed form")
+
+    # --- checks and figures ----------------------------------------------------------------------
+    def check(self, corpus) -> None:
+        """Raise EmbedtuneError (naming ``corpus.path``) when this corpus and these vectors cannot
+        train the objective. Called once it is built, before the first step."""
+
+    def summary(self) -> dict:
+        """Objective-specific figures added to the run's stats (the summary and ``--json``)."""
+        return {}
+
+    # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
+    def side_start(self) -> np.ndarray:
+        """float32 array of shape = [n_local + 1, width]: the side table's start; the last row is
+        the sink (any value; nothing reads it)."""
+        raise NotImplementedError
+
+    def chunks(self, corpus, local_index: dict) -> Iterable:
+        """One epoch's chunks; each has ``raw_tokens`` (corpus tokens it covers, for progress and the
+        learning-rate decay). The n-th chunk must be the same in every epoch and on resume."""
+        raise NotImplementedError
+
+    def units(self, chunk, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        """A chunk's training units (pairs, entries), shuffled with ``rng``; the first array's length
+        is the number of units (progress within the chunk)."""
+        raise NotImplementedError
+
+    def batches(self, *units: np.ndarray) -> Iterator[dict]:
+        """Fixed-size batches of the units: a dict of [B, ...] arrays holding every ``word_keys``
+        entry, ``weight`` ([B] float32, 0 for padding) and ``pairs`` (an int: the real units)."""
+        raise NotImplementedError
+
+    # --- device side (inside the compiled step) ---------------------------------------------------
+    def side_ids(self, batch: dict, rng, real, sink: int):
+        """int tensor of side-table rows the batch reads, shape = [B, k]; padding (``real`` False)
+        reads ``sink``. ``rng`` is the step's tf.random.Generator (negatives are drawn from it)."""
+        raise NotImplementedError
+
+    def loss(self, words: list, side, batch: dict):
+        """The batch's summed loss (a scalar tensor).
+
+        words : one [B, dim] tensor per entry of ``word_keys``, the rows of those ids
+        side : [B, k, width] the side rows of ``side_ids``
+        """
+        raise NotImplementedError

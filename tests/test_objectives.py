@@ -1,0 +1,198 @@
+"""The objective contract (embedtune/objectives/base.py): an objective is one class and one registry
+line; the config's defaults, the loop, checkpoints, checks and summary come with it.
+
+``Adjacent`` is the smallest objective that trains: each pair of neighbouring words on a line should
+score TARGET, loss = 1/2 sum (w_a . w_b + b_a + b_b - TARGET)^2, with a bias per word as its own table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from embedtune import objectives
+from embedtune._tf import lazy as tf
+from embedtune.config import TrainConfig, learning_rate, resolve, validate
+from embedtune.corpus import Corpus, id_chunks
+from embedtune.errors import EmbedtuneError
+from embedtune.objectives import OBJECTIVES, Objective, objective_class
+from embedtune.train import TrainingInterrupted, no_pairs_message, train
+
+from train_fixtures import bits, glove, make_config, sample_lines
+
+
+TARGET = 2.0
+
+
+class Adjacent(Objective):
+    name = "adjacent"
+    defaults = {"window": 1, "optimizer": "adagrad", "anchor": 0.0, "epochs": 2}
+    learning_rates = {"adagrad": 0.2}
+    settings = ("window",)
+    word_keys = ("left", "right")
+
+    def __init__(self, rows, train, corpus=None):
+        self.rows = rows
+        self.batch_size = train.batch_size
+        self.side_fixed_from = rows.n_trainable   # frozen words keep their bias
+        self.slices = (2.0 * rows.counts)[: rows.n_trainable]   # a word is in about two pairs per occurrence
+        self.pairs_made = 0
+
+    @classmethod
+    def no_pairs_hint(cls, train):
+        return " (pairs are neighbouring known words of one line)"
+
+    def summary(self):
+        return {"adjacent_pairs": self.pairs_made}
+
+    def side_start(self):
+        return np.zeros((self.rows.n_local + 1, 1), np.float32)
+
+    def chunks(self, corpus, local_index):
+        return id_chunks(corpus, local_index)
+
+    def units(self, chunk, rng):
+        same_line = chunk.line[1:] == chunk.line[:-1]
+        left, right = chunk.ids[:-1][same_line], chunk.ids[1:][same_line]
+        order = rng.permutation(len(left))
+        return left[order], right[order]
+
+    def batches(self, left, right):
+        size = self.batch_size
+        for start in range(0, len(left), size):
+            n = len(left[start:start + size])
+            batch = {"left": np.zeros(size, np.int32), "right": np.zeros(size, np.int32),
+                     "weight": np.zeros(size, np.float32), "pairs": n}
+            batch["left"][:n], batch["right"][:n] = left[start:start + n], right[start:start + n]
+            batch["weight"][:n] = 1
+            self.pairs_made += n
+            yield batch
+
+    def side_ids(self, batch, rng, real, sink):
+        return tf.where(real[:, None], tf.stack([batch["left"], batch["right"]], axis=1), sink)
+
+    def loss(self, words, side, batch):
+        score = tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
+        return 0.5 * tf.reduce_sum(batch["weight"] * tf.square(score - TARGET))
+
+
+@pytest.fixture
+def adjacent(monkeypatch):
+    """Adjacent registered: the one line a new objective adds to embedtune/objectives/__init__.py."""
+    monkeypatch.setitem(OBJECTIVES, "adjacent", Adjacent)
+    return Adjacent
+
+
+LINES = sample_lines(60)
+
+
+def test_the_config_defaults_come_from_the_objective_classes(adjacent):
+    for name, cls in OBJECTIVES.items():
+        resolved = resolve(make_config(objective=name)).train
+        for key, value in cls.defaults.items():
+            assert getattr(resolved, key) == value, (name, key)
+    t = resolve(make_config(objective="adjacent")).train
+    assert (t.window, t.optimizer, t.anchor, t.epochs) == (1, "adagrad", 0.0, 2)
+    assert learning_rate(t) == 0.2
+    assert learning_rate(dataclasses.replace(t, optimizer="sgd")) == 0.025   # the optimizer's own
+    assert learning_rate(dataclasses.replace(t, lr=0.7)) == 0.7              # given wins
+    # What was in config.py before the objectives owned it.
+    assert objective_class("glove").defaults == {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5}
+    assert learning_rate(resolve(make_config(objective="glove")).train) == 0.1
+    validate(make_config(objective="adjacent"))   # a registered name is a valid train.objective
+
+
+def test_an_unregistered_objective_is_an_error_naming_the_registered_ones():
+    with pytest.raises(EmbedtuneError) as err:
+        validate(make_config(objective="adjacent"))
+    assert "auto, sgns, glove, retrofit" in str(err.value) and "'adjacent'" in str(err.value)
+
+
+def test_the_cli_offers_the_registry_names():
+    from embedtune.cli.train_cmd import train_cmd as train_command
+
+    option = next(p for p in train_command.params if p.name == "objective")
+    assert list(option.type.choices) == ["auto", *OBJECTIVES]
+
+
+def test_a_registered_objective_trains_through_train_with_frozen_rows_bit_identical(adjacent):
+    vectors = glove(20000)
+    before = vectors.matrix.copy()
+    result = train(vectors, Corpus(LINES), make_config({"freeze_top": 300}, objective="adjacent", batch_size=256))
+    s = result.stats
+    frozen = np.flatnonzero(result.plan.frozen)
+    assert len(frozen) == 300
+    out = result.vectors.matrix[: len(vectors)]
+    np.testing.assert_array_equal(bits(out[frozen]), bits(before[frozen]))
+    assert s["max_frozen_change"] == 0.0
+    assert (s["objective"], s["optimizer"], s["lr"], s["epochs"]) == ("adjacent", "adagrad", 0.2, 2)
+    assert s["loss_history"][0] > s["loss_history"][-1]   # it learns
+    assert s["adjacent_pairs"] == s["pairs"] > 0           # its summary figures reach the stats
+    used = {vectors.index[w] for line in LINES for w in line.split() if w in vectors.index} - set(frozen)
+    moved = np.array(sorted(used))
+    assert (out[moved] != before[moved]).any(axis=1).mean() > 0.9
+
+
+def test_an_objective_check_stops_the_run_before_the_first_step(adjacent, monkeypatch):
+    def refuse(self, corpus):
+        raise EmbedtuneError("adjacent: refused", corpus.path)
+
+    monkeypatch.setattr(Adjacent, "check", refuse)
+    reports = []
+    with pytest.raises(EmbedtuneError, match="adjacent: refused"):
+        train(glove(20000), Corpus(LINES), make_config(objective="adjacent"), progress=reports.append)
+    assert reports == []
+
+
+def test_the_no_pairs_error_carries_the_objectives_hint(adjacent):
+    vectors = glove(20000)
+    lines = ["the zzqxv", "zzqxv of"] * 3   # one known word a line
+    with pytest.raises(EmbedtuneError) as err:
+        train(vectors, Corpus(lines), make_config({"min_count": 1000}, objective="adjacent"))
+    assert "no training pairs" in str(err.value) and "(pairs are neighbouring known words of one line)" in str(err.value)
+    sgns = resolve(make_config(objective="sgns", sample=1e-3))
+    assert "try --sample 0 (it was 0.001)" in no_pairs_message(sgns, 10, 2)
+    glove_config = resolve(make_config(objective="glove"))
+    assert no_pairs_message(glove_config, 10, 2).endswith("within --window (10) of each other")
+
+
+def test_a_stopped_and_resumed_run_gives_the_bits_of_an_uninterrupted_one(adjacent, tmp_path):
+    config = make_config(objective="adjacent", batch_size=64, deterministic=True, checkpoint_every=5)
+    whole = train(glove(20000), Corpus(LINES), config)
+    steps = []
+
+    def stop():
+        steps.append(1)
+        return len(steps) == 7
+
+    folder = dataclasses.replace(config, train=dataclasses.replace(config.train, checkpoint_dir=str(tmp_path / "ck")))
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(glove(20000), Corpus(LINES), folder, stop=stop)
+    assert stopped.value.position.steps == 7 and stopped.value.checkpoint.endswith("ckpt-7")
+    resumed = train(glove(20000), Corpus(LINES), folder, resume=True)
+    assert resumed.stats["resumed"] and resumed.stats["steps"] == whole.stats["steps"] > 7
+    np.testing.assert_array_equal(bits(resumed.vectors.matrix), bits(whole.vectors.matrix))
+
+
+def test_retrofit_is_registered_and_routed_to_its_closed_form():
+    cls = objective_class("retrofit")
+    assert cls.closed_form and not objective_class("sgns").closed_form
+    assert resolve(make_config(objective="retrofit")).train.anchor == cls.defaults["anchor"] == 1.0
+
+
+def test_the_registry_imports_no_tensorflow():
+    import subprocess
+    import sys
+
+    code = ("import sys, embedtune.objectives as o\nfrom embedtune.config import resolve, Config, TrainConfig\n"
+            "resolve(Config(train=TrainConfig(objective='glove')))\nprint(sorted(o.OBJECTIVES), 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['glove', 'retrofit', 'sgns'] False"
+
+
+def test_glove_adds_its_fitted_scale_to_the_summary():
+    result = train(glove(20000), Corpus(LINES), make_config({"freeze_top": 300}, objective="glove", epochs=1))
+    assert result.stats["glove_fit_pairs"] > 0 and result.stats["glove_scale"] > 0
