@@ -29,7 +29,7 @@ import numpy as np
 
 from embedtune._tf import tf
 
-from embedtune import checkpoint
+from embedtune import checkpoint, distribute
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
@@ -420,10 +420,14 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         return TrainResult(out, plan, stats)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    worker = distribute.Worker.from_env()   # distribute: None unless TF_CONFIG names several workers
     if t.checkpoint_dir:   # locked and checked before any work: one folder, one run
         folder = cleanup.enter_context(checkpoint.Folder(t.checkpoint_dir))
-        folder.open(resume, overwrite=overwrite_checkpoints)
-    use_threads(t.threads or cpu_cores())
+        if worker is None or worker.chief:   # distribute: the other workers only read the chief's
+            folder.open(resume, overwrite=overwrite_checkpoints)
+    use_threads(t.threads or (worker and worker.threads) or cpu_cores())
+    if worker is not None:   # distribute: the strategy sets up TensorFlow's runtime, before any variable
+        worker.start()
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
@@ -441,9 +445,13 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
     init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init, window=init_window,
                            counts=counts, seed=t.seed) if new_words else None
     method = init.stats["method"] if init else config.vocab.init
-    trainer = Trainer(vectors.matrix, plan, counts, config, new_start=None if init is None else init.matrix,
-                      corpus=corpus)
-    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(config),
+    trainer = Trainer(vectors.matrix, plan, counts, config if worker is None else worker.split(config),
+                      new_start=None if init is None else init.matrix, corpus=corpus)
+    settings = settings_for_resume(config)
+    if worker is not None:   # distribute: gathered step, sliced batches; the split is part of the fingerprint
+        worker.attach(trainer)
+        settings = worker.settings(settings)
+    fp = checkpoint.fingerprint(plan.words, plan.frozen.tobytes(), total_words, n_lines, settings,
                                 matrix=vectors.matrix, corpus_digest=corpus.digest) if t.checkpoint_dir else None
     pos = checkpoint.Position()
     if resume:
@@ -452,7 +460,8 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
             note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
 
     lr0 = learning_rate(t)
-    log = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
+    chief = worker is None or worker.chief   # distribute: only the chief writes checkpoints and logs
+    log = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir and chief else None
     stopped_at = None   # the limit (max_steps, max_words) that ended the run early
     words_total = total_words * t.epochs
     pending_loss, pending_pairs = [], 0
@@ -463,6 +472,8 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
     def save_checkpoint():
         nonlocal last_saved
         last_saved = time.monotonic()
+        if not chief:
+            return None
         return folder.save(trainer.tf_checkpoint(), pos, fp)
 
     def flush():
@@ -486,8 +497,10 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         pending_loss, pending_pairs = [], 0
 
     while pos.epoch <= t.epochs:
-        with contextlib.closing(prefetch(epoch_batches(trainer, corpus, dataclasses.replace(pos), total_words))) \
-                as batches:
+        batches = epoch_batches(trainer, corpus, dataclasses.replace(pos), total_words)
+        if worker is not None:   # distribute: this worker's slice of each global batch
+            batches = worker.batches(batches)
+        with contextlib.closing(prefetch(batches)) as batches:
             for batch in batches:
                 # Linear decay by corpus position, as word2vec does.
                 lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
@@ -519,6 +532,8 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         pos.words_done = pos.epoch * total_words
         pos.epoch, pos.chunk, pos.batch, pos.chunk_rng = pos.epoch + 1, 0, 0, None
     train_seconds = time.perf_counter() - train_began
+    if worker is not None:
+        worker.finish(trainer)
     train_cpu_seconds = time.process_time() - train_cpu_began
     if log is not None:
         log.close()
@@ -554,6 +569,7 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         "loss_last": history[-1] if history else None,
         "loss_history": history,
         "resumed": resume,
+        "workers": 1 if worker is None else worker.size,
         "stopped_at_limit": stopped_at,
         "words_done": pos.words_done,
         "init": method,
