@@ -312,7 +312,9 @@ def launch_workers(ctx, config, workers: int) -> None:
         if getattr(config, key) == "-":
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
                                  "not standard input")
-    threads = config.train.threads or distribute.worker_threads(workers, distribute.local_cores())
+    t = config.train
+    distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
+    threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
     message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "
             "worker 0 reports")
     run = distribute.launch(distribute.worker_command(sys.argv[1:]), workers, threads)

@@ -53,7 +53,7 @@ ENV_TABLE_HASH = "EMBEDTUNE_DEBUG_TABLE_HASH"
 # Tests: "K:S" makes worker K kill itself with SIGKILL before its step S.
 ENV_DIE_AT = "EMBEDTUNE_DEBUG_DIE_AT"
 PEER_LOST = 3   # exit code of a worker whose peer went away (the launcher reports the peer, not it)
-STOP_GRACE = 3.0   # seconds between the launcher's SIGTERM and SIGKILL to the other workers
+SETTLE = 1.0   # seconds the launcher waits, after a worker fails, for the others to fail on their own
 
 
 class PeerLost(Exception):
@@ -104,6 +104,22 @@ def is_chief() -> bool:
     return cluster is None or cluster.chief
 
 
+def batch_part(batch_size: int, workers: int, shared: bool) -> int:
+    """Each worker's part of a global batch; an error unless the parts are equal (and, with shared
+    negatives, whole groups), as the single-process equivalence needs."""
+    if batch_size % workers:
+        raise EmbedtuneError(f"--batch-size {batch_size} does not split evenly over {workers} workers")
+    part = batch_size // workers
+    if not shared:
+        return part
+    from embedtune.objectives.sgns import SHARED_GROUP   # imports TensorFlow: only when asked
+
+    if part % SHARED_GROUP:
+        raise EmbedtuneError(f"--negatives shared: each worker's part of the batch ({batch_size} / {workers} = "
+                             f"{part}) must be a multiple of {SHARED_GROUP}")
+    return part
+
+
 class Worker:
     """One worker's part: the strategy, the split of the batches and the gathered step."""
 
@@ -136,16 +152,8 @@ class Worker:
 
     def split(self, config):
         """The config each worker's trainer runs with: a host batch of B / N pairs."""
-        from embedtune.objectives.sgns import SHARED_GROUP
-
         t = config.train
-        size = t.batch_size
-        if size % self.size:
-            raise EmbedtuneError(f"--batch-size {size} does not split evenly over {self.size} workers")
-        part = size // self.size
-        if t.objective == "sgns" and t.negatives == "shared" and part % SHARED_GROUP:
-            raise EmbedtuneError(f"--negatives shared: each worker's part of the batch ({size} / {self.size} = "
-                                 f"{part}) must be a multiple of {SHARED_GROUP}")
+        part = batch_part(t.batch_size, self.size, shared=t.objective == "sgns" and t.negatives == "shared")
         return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=part))
 
     def settings(self, settings: dict) -> dict:
@@ -296,8 +304,8 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
     """Run ``command`` (an `embedtune train` command line) as ``workers`` local workers and wait.
 
     Worker 0 (the chief) keeps this process's standard output and error; the others' output is
-    dropped and their error kept for the report. The first worker to fail stops the others (SIGTERM,
-    then SIGKILL); a SIGINT or SIGTERM to the launcher is passed to the chief, which stops after its
+    dropped and their error kept for the report. The first worker to fail stops the others (SIGKILL);
+    a SIGINT or SIGTERM to the launcher is passed to the chief, which stops after its
     step with a checkpoint, as a single process does.
     """
     ports = free_ports(workers)
@@ -321,6 +329,8 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
                                                           "task": {"type": "worker", "index": k}}))
             env[ENV_LAUNCHED] = "1"
             env[ENV_THREADS] = str(threads)
+            # A dead peer makes TensorFlow log gRPC errors on every survivor; the launcher's one line says it.
+            env["TF_CPP_MIN_LOG_LEVEL"] = "3"
             log = None if k == 0 else tempfile.TemporaryFile()
             logs.append(log)
             # Own sessions: a Ctrl-C at the terminal reaches the launcher only, which passes it on.
@@ -331,15 +341,21 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
             codes = [p.poll() for p in procs]
             if all(c == 0 for c in codes):
                 return Launch(0, None)
-            failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
+            if any(c not in (None, 0) for c in codes):
                 break
             time.sleep(0.05)
+        # The others often fail on their own a moment later (the same bad input, or a lost peer):
+        # then the chief's own error line, already printed, is the one line to show.
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            time.sleep(0.05)
+        codes = [p.poll() for p in procs]
+        failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
         causes = [k for k in failed if codes[k] != PEER_LOST] or failed
         culprit = causes[0]
         _stop(procs)
         code = codes[culprit]
-        if culprit == 0 and code != PEER_LOST:
+        if culprit == 0 and code > 0 and code != PEER_LOST:
             return Launch(code, None)   # the chief said why itself (its error, or an interruption)
         return Launch(code if code > 0 else 1, f"worker {culprit} exited ({_why(code, logs[culprit])})")
     finally:
@@ -352,14 +368,10 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
-    running = [p for p in procs if p.poll() is None]
-    for p in running:
-        p.terminate()
-    deadline = time.monotonic() + STOP_GRACE
-    for p in running:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+    """SIGKILL, not SIGTERM: a worker asked to stop would wait in its step's collective for the
+    worker that is gone, and print; a run stopped this way resumes from the chief's last checkpoint."""
+    for p in procs:
+        if p.poll() is None:
             p.kill()
             p.wait()
 
