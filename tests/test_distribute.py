@@ -164,3 +164,16 @@ def test_global_batches_group_each_chunks_batches_and_pad_the_last():
     worker = Worker(Cluster(1, 2))
     worker.prepare = lambda raw: raw
     assert [(s.chunk, s.batch) for s in worker.batches(iter(items[4:]))] == [(0, 6), (1, 2)]
+
+
+def test_lazy_adagrad_on_a_table_sharded_over_two_parameter_servers():
+    """Item 4's probe (docs/scale-out.md): the project's lazy optimizer, unchanged, on a ShardedVariable."""
+    run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "ps_sharded_table.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["table"] == "ShardedVariable"
+    assert report["table_shards"] == report["state_shards"] == [
+        "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
+    assert report["shard_rows"] == [5, 5]
+    assert report["max_diff"] < 1e-6 and report["untouched_bit_identical"]
