@@ -7,8 +7,8 @@ Both run one TensorFlow thread a worker (one core each) and continue the GloVe 2
 does), per-pair negatives, --deterministic off. The runs take turns for ``--repeat`` rounds; each round's
 2-worker / 1-worker ratio of words/s (the chief's training-loop figure) and of wall time is printed, with
 medians. Bytes per step: computed from the shapes of what each step all-gathers, and measured as the
-TCP bytes_sent of the workers' sockets (``ss -ti``, polled every 0.2 s while the run lasts), divided by
-the steps. The machine's load average is printed with each run: these are wall-clock figures.
+TCP bytes_sent less bytes_retrans of the workers' sockets (``ss -ti``, polled every 0.2 s while the run
+lasts), divided by the steps. The machine's load average is printed with each run: these are wall-clock figures.
 
 costs: CPU ms of one step's two halves on one thread, for the projections in docs/scale-out.md: the
 gradients of a batch (what a worker's share shrinks with more workers) and the merge-and-apply of the
@@ -57,8 +57,9 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-def poll_sent(proc: subprocess.Popen, sent: dict, stop: threading.Event) -> None:
-    """Largest bytes_sent seen on each TCP connection of ``proc``'s descendants, keyed (pid, local, peer)."""
+def poll_sent(proc: subprocess.Popen, sent: dict, retransmitted: dict, stop: threading.Event) -> None:
+    """Largest bytes sent once (bytes_sent - bytes_retrans) and retransmitted seen on each TCP connection
+    of ``proc``'s descendants, keyed (pid, local, peer)."""
     while not stop.is_set():
         pids = descendants(proc.pid)
         # -O: one line a connection: its addresses, users:(("python",pid=N,...)) and its tcp_info.
@@ -69,7 +70,11 @@ def poll_sent(proc: subprocess.Popen, sent: dict, stop: threading.Event) -> None
             if owner and bytes_sent and int(owner.group(1)) in pids:
                 fields = line.split()
                 key = (int(owner.group(1)), fields[2], fields[3])
-                sent[key] = max(sent.get(key, 0), int(bytes_sent.group(1)))
+                # bytes_sent counts retransmitted bytes again; loopback drops packets on a busy machine.
+                retrans = re.search(r"bytes_retrans:(\d+)", line)
+                once = int(bytes_sent.group(1)) - (int(retrans.group(1)) if retrans else 0)
+                sent[key] = max(sent.get(key, 0), once)
+                retransmitted[key] = max(retransmitted.get(key, 0), int(retrans.group(1)) if retrans else 0)
         stop.wait(0.2)
 
 
@@ -80,10 +85,11 @@ def run(workers: int, args: list[str], workdir: str) -> dict:
     # One core each: one process on one TensorFlow thread, against 2 workers on 1 thread each.
     command += ["--workers", str(workers)] if workers > 1 else ["--threads", "1"]
     sent: dict = {}
+    retransmitted: dict = {}
     stop = threading.Event()
     began = time.perf_counter()
     proc = subprocess.Popen(command)
-    poller = threading.Thread(target=poll_sent, args=(proc, sent, stop))
+    poller = threading.Thread(target=poll_sent, args=(proc, sent, retransmitted, stop))
     if workers > 1:
         poller.start()
     if proc.wait():
@@ -94,11 +100,14 @@ def run(workers: int, args: list[str], workdir: str) -> dict:
     wall = time.perf_counter() - began
     with open(summary) as f:
         s = json.load(f)
-    by_pid: dict[int, int] = {}
-    for (pid, _, _), n in sent.items():
-        by_pid[pid] = by_pid.get(pid, 0) + n
+    by_pid: dict[int, list[int]] = {}
+    for key, n in sent.items():
+        by_pid.setdefault(key[0], [0, 0])
+        by_pid[key[0]][0] += n
+        by_pid[key[0]][1] += retransmitted.get(key, 0)
     return {"words_per_second": s["words_per_second"], "wall": wall, "steps": s["steps"],
-            "sent_per_worker": sorted(by_pid.values()), "load": os.getloadavg()[0]}
+            "sent_per_worker": sorted(n for n, _ in by_pid.values()),
+            "retransmitted_per_worker": sorted(r for _, r in by_pid.values()), "load": os.getloadavg()[0]}
 
 
 def computed_bytes(batch: int, workers: int) -> int:
