@@ -194,7 +194,7 @@ def main() -> None:
           f"2 workers {statistics.median(r['wall'] for r in two):.1f}")
     measured = [n / r["steps"] for r in two for n in r["sent_per_worker"]]
     print(f"bytes sent per step by a worker: computed {computed_bytes(opts.batch_size, 2):,}, "
-          f"measured median {statistics.median(measured):,.0f} (TCP bytes_sent, all connections, with start-up)")
+          f"measured median {statistics.median(measured):,.0f} (TCP bytes sent once, all connections, with start-up)")
     print(f"load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
