@@ -108,6 +108,10 @@ class StopRequests:
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--threads", type=int,
               help="CPU threads of TensorFlow's thread pools. [default: 0 = all cores]")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
+                   "threads; each step's gradients are exchanged. Under TF_CONFIG, this process is one "
+                   "worker of that cluster instead. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism and a seeded data order: two runs give byte-identical files (slower).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
@@ -138,7 +142,7 @@ class StopRequests:
 @quiet_option
 @reports_errors
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, overwrite_checkpoints,
-              keep_checkpoints, **options):
+              keep_checkpoints, workers, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (gzip or bzip2 too) or '-' for standard input: one sentence
@@ -185,6 +189,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):
         raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
+    if workers and workers > 1 and not dry_run and not os.environ.get("EMBEDTUNE_LAUNCHED"):
+        launch_workers(ctx, config, workers)   # a launched worker runs on, below
 
     from embedtune import formats
     from embedtune.corpus import Corpus
@@ -202,6 +208,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         _dry_run(vectors, config, lowercase, out_format, resume, json_out)
         return
 
+    from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
     from embedtune.train import TrainingInterrupted, train
 
     bar = None
@@ -236,6 +243,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
                            note=lambda text: message(f"Note: {text}"))
+        except PeerLost as lost:
+            if launched():   # the launcher names the worker that went first
+                ctx.exit(PEER_LOST)
+            raise EmbedtuneError(str(lost)) from None
         except TrainingInterrupted as interrupted:
             if bar is not None:
                 bar.close()
@@ -251,6 +262,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         finally:
             if bar is not None:
                 bar.close()
+    if not is_chief():   # one worker of several: the chief writes the output and reports
+        return
     written = save_checked(result.vectors, vectors, result.plan, config.output, out_format)
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune import checkpoint
@@ -286,6 +299,29 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
     if json_out:
         write_json(s, json_out)
+
+
+def launch_workers(ctx, config, workers: int) -> None:
+    """`--workers N`: run this same command as N local workers and end as they do."""
+    from embedtune import distribute
+
+    if os.environ.get("TF_CONFIG"):
+        raise EmbedtuneError("--workers starts its own workers; under TF_CONFIG run one process per worker")
+    if config.train.objective == "retrofit":
+        raise EmbedtuneError("--workers: retrofit runs in one process (it takes seconds)")
+    for key in ("vectors", "corpus"):
+        if getattr(config, key) == "-":
+            raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
+                                 "not standard input")
+    t = config.train
+    distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
+    threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
+    message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "
+            "worker 0 reports")
+    run = distribute.launch(distribute.worker_command(sys.argv[1:]), workers, threads)
+    if run.failure:
+        raise EmbedtuneError(run.failure)
+    ctx.exit(run.code)
 
 
 def save_checked(out, vectors, plan, output: str, out_format: str):

@@ -35,7 +35,7 @@ import numpy as np
 
 from embedtune._tf import tf
 
-from embedtune import checkpoint
+from embedtune import checkpoint, distribute
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
@@ -407,9 +407,11 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     objective = objective_class(t.objective)
     if objective.closed_form:
         return fit_closed_form(objective, vectors, config, on_plan, resume)
+    worker = distribute.Worker.from_env()   # None unless TF_CONFIG names several workers
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
-        checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup)
-        run = setup(vectors, corpus, config, checkpoints, on_plan, note)
+        checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
+                                       writes=worker is None or worker.chief)
+        run = setup(vectors, corpus, config, checkpoints, on_plan, note, worker)
         run_epochs(run, progress, stop)
         return result(run)
 
@@ -440,6 +442,7 @@ class Run:
     pos: Position                 # where the loop is (a resumed run starts where the checkpoint was)
     resumed: bool
     began: float                  # time.perf_counter() at set-up
+    worker: distribute.Worker | None = None   # this process's part of a multi-worker run (TF_CONFIG)
     stopped_at: str | None = None   # the limit (max_steps, max_words) that ended the run early
     train_seconds: float = 0.0
     train_cpu_seconds: float = 0.0
@@ -447,11 +450,15 @@ class Run:
 
 
 def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpoints,
-          on_plan: Callable[[Plan], None] | None = None, note: Callable[[str], None] | None = None) -> Run:
+          on_plan: Callable[[Plan], None] | None = None, note: Callable[[str], None] | None = None,
+          worker: distribute.Worker | None = None) -> Run:
     """Count the corpus, plan the rows, start the new words, build the tables; restore a checkpoint
-    when ``checkpoints`` was opened to resume. ``config`` resolved."""
+    when ``checkpoints`` was opened to resume. ``config`` resolved. With a ``worker``, the step is
+    this worker's share of each global batch with the gradients of all gathered (distribute.py)."""
     t = config.train
-    use_threads(t.threads or cpu_cores())
+    use_threads(t.threads or (worker and worker.threads) or cpu_cores())
+    if worker is not None:   # the strategy sets up TensorFlow's runtime, before any variable
+        worker.start()
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
@@ -466,13 +473,17 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init,
                            window=objective_class(t.objective).init_window(t),
                            counts=counts, seed=t.seed) if new_words else None
-    trainer = Trainer(vectors.matrix, plan, counts, config, new_start=None if init is None else init.matrix,
-                      corpus=corpus)
+    trainer = Trainer(vectors.matrix, plan, counts, config if worker is None else worker.split(config),
+                      new_start=None if init is None else init.matrix, corpus=corpus)
     trainer.objective.check(corpus)
-    checkpoints.bind(trainer, vectors, corpus, total_words, n_lines)
+    settings = settings_for_resume(config)
+    if worker is not None:   # gathered step, sliced batches; the split is part of the fingerprint
+        worker.attach(trainer)
+        settings = worker.settings(settings)
+    checkpoints.bind(trainer, vectors, corpus, total_words, n_lines, settings)
     pos = checkpoints.restore(note) if checkpoints.resuming else Position()
     return Run(config, vectors, corpus, plan, trainer, init, total_words, n_lines, checkpoints, pos,
-               checkpoints.resuming, began, words_at_start=pos.words_done)
+               checkpoints.resuming, began, worker, words_at_start=pos.words_done)
 
 
 def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
@@ -482,11 +493,14 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
     t, pos, trainer = run.config.train, run.pos, run.trainer
     lr0 = learning_rate(t)
     words_total = run.total_words * t.epochs
-    tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir else None
+    writes = run.worker is None or run.worker.chief   # only a multi-worker run's chief writes logs
+    tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir and writes else None
     losses = LossLog(pos, lr0, words_total, progress, tblog)
     began, cpu_began = time.perf_counter(), time.process_time()
     while pos.epoch <= t.epochs:
         epoch = epoch_batches(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
+        if run.worker is not None:   # this worker's slice of each global batch
+            epoch = run.worker.batches(epoch)
         with contextlib.closing(prefetch(epoch)) as batches:
             for batch in batches:
                 # Linear decay by corpus position, as word2vec does.
@@ -515,6 +529,8 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
         pos.words_done = pos.epoch * run.total_words
         pos.epoch, pos.chunk, pos.batch, pos.chunk_rng = pos.epoch + 1, 0, 0, None
     run.train_seconds = time.perf_counter() - began
+    if run.worker is not None:
+        run.worker.finish(trainer)
     run.train_cpu_seconds = time.process_time() - cpu_began
     if tblog is not None:
         tblog.close()
@@ -556,6 +572,7 @@ def result(run: Run) -> TrainResult:
         "loss_last": history[-1] if history else None,
         "loss_history": history,
         "resumed": run.resumed,
+        "workers": 1 if run.worker is None else run.worker.size,
         "stopped_at_limit": run.stopped_at,
         "words_done": pos.words_done,
         "init": init.stats["method"] if init else run.config.vocab.init,
@@ -574,8 +591,9 @@ class Checkpoints:
     """Checkpoint save, prune and resume for one run: the locked folder (``checkpoint.Folder``,
     which prunes), the run's fingerprint and when it last saved. Without a folder it saves nothing."""
 
-    def __init__(self, folder: checkpoint.Folder | None, every: int, resuming: bool = False):
+    def __init__(self, folder: checkpoint.Folder | None, every: int, resuming: bool = False, writes: bool = True):
         self.folder = folder
+        self.writes = writes   # False: a multi-worker run's other workers, which only read the chief's
         self.resuming = resuming   # restore the folder's newest usable checkpoint before training
         self.every = every   # steps between checkpoints; 0: every CHECKPOINT_SECONDS
         self.fingerprint: dict | None = None
@@ -583,23 +601,27 @@ class Checkpoints:
         self.last_saved = time.monotonic()
 
     @classmethod
-    def open(cls, train: TrainConfig, resume: bool, overwrite: bool, cleanup: contextlib.ExitStack) -> Checkpoints:
-        """The folder locked and checked before any work (one folder, one run), held until ``cleanup``."""
+    def open(cls, train: TrainConfig, resume: bool, overwrite: bool, cleanup: contextlib.ExitStack,
+             writes: bool = True) -> Checkpoints:
+        """The folder locked and checked before any work (one folder, one run), held until ``cleanup``;
+        ``writes`` False: not locked, only read (the other workers of a multi-worker run)."""
         if resume and not train.checkpoint_dir:
             raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
         folder = None
         if train.checkpoint_dir:
             folder = cleanup.enter_context(checkpoint.Folder(train.checkpoint_dir))
-            folder.open(resume, overwrite=overwrite)
-        return cls(folder, train.checkpoint_every, resume)
+            if writes:
+                folder.open(resume, overwrite=overwrite)
+        return cls(folder, train.checkpoint_every, resume, writes)
 
-    def bind(self, trainer: Trainer, vectors: Vectors, corpus: Corpus, total_words: int, n_lines: int) -> None:
+    def bind(self, trainer: Trainer, vectors: Vectors, corpus: Corpus, total_words: int, n_lines: int,
+             settings: dict) -> None:
         """What is saved (the trainer's state) and what a resume must match (vectors, plan, corpus, settings)."""
         self.trainer = trainer
         if self.folder is not None:
             plan = trainer.plan
             self.fingerprint = checkpoint.fingerprint(
-                plan.words, plan.frozen.tobytes(), total_words, n_lines, settings_for_resume(trainer.config),
+                plan.words, plan.frozen.tobytes(), total_words, n_lines, settings,
                 matrix=vectors.matrix, corpus_digest=corpus.digest)
         self.last_saved = time.monotonic()
 
@@ -621,9 +643,9 @@ class Checkpoints:
     def save(self, pos: Position) -> str | None:
         """Write a checkpoint at ``pos`` (the folder keeps this run's newest few); its path, or None
         without a folder."""
-        if self.folder is None:
-            return None
         self.last_saved = time.monotonic()
+        if self.folder is None or not self.writes:
+            return None
         return self.folder.save(self.trainer.tf_checkpoint(), pos, self.fingerprint)
 
 

@@ -1,0 +1,179 @@
+"""Training on several workers (embedtune/distribute.py): the real command with --workers 2 on
+loopback ports, against the same command on one process.
+
+The runs are small (3,000 GloVe rows, 40 lines of the Lee corpus, two epochs) so the file takes well
+under a minute on 2 cores; each worker runs TensorFlow on one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from embedtune import distribute
+from embedtune.cli.main import cli
+from embedtune.distribute import Cluster, Worker, cluster_from_env
+from embedtune.errors import EmbedtuneError
+from embedtune.train import Batch
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
+
+ROWS, FROZEN, LINES = 3000, 1000, 20
+# Two epochs of ~35 steps each; the batch splits into 2 x 128 pairs.
+ARGS = ["--objective", "sgns", "--deterministic", "--epochs", "2", "--batch-size", "256",
+        "--freeze-top", str(FROZEN), "--init", "context-mean", "--min-count", "3", "-q"]
+
+
+def embedtune(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def load_text(path) -> tuple[list[str], list[str], np.ndarray]:
+    lines = open(path, encoding="utf-8").read().splitlines()
+    words = [line.split(" ", 1)[0] for line in lines]
+    return words, lines, np.array([[float(x) for x in line.split()[1:]] for line in lines], np.float32)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("distribute")
+    vectors, corpus = folder / "vectors.txt", folder / "corpus.txt"
+    with open(SAMPLE_VECTORS, encoding="utf-8") as f:
+        vectors.write_text("".join(next(f) for _ in range(ROWS)), encoding="utf-8")
+    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+        corpus.write_text("".join(next(f) for _ in range(LINES)), encoding="utf-8")
+    return SimpleNamespace(folder=folder, vectors=str(vectors), corpus=str(corpus))
+
+
+@pytest.fixture(scope="module")
+def two_workers(inputs):
+    """The run on 2 workers, each writing a hash of its tables at the end."""
+    out, hashes = inputs.folder / "two.txt", inputs.folder / "hashes"
+    hashes.mkdir()
+    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "--workers", "2", "-o", str(out),
+                    "--json", str(inputs.folder / "two.json"), env={distribute.ENV_TABLE_HASH: str(hashes)})
+    assert run.returncode == 0, run.stderr
+    return SimpleNamespace(output=out, hashes=hashes, summary=json.loads((inputs.folder / "two.json").read_text()),
+                           stderr=run.stderr)
+
+
+def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_workers):
+    one = inputs.folder / "one.txt"
+    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(one))
+    assert run.returncode == 0, run.stderr
+    words, _, single = load_text(one)
+    words2, _, split = load_text(two_workers.output)
+    assert words == words2
+    # The merged update is the single-process one up to the order of float32 sums.
+    np.testing.assert_allclose(split, single, rtol=0, atol=1e-6)
+    assert not np.array_equal(split[FROZEN:ROWS], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
+    s = two_workers.summary
+    assert s["workers"] == 2 and s["epochs"] == 2 and s["steps"] > 50 and s["max_frozen_change"] == 0.0
+
+
+def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_workers):
+    _, written, _ = load_text(two_workers.output)
+    _, given, _ = load_text(inputs.vectors)
+    assert written[:FROZEN] == given[:FROZEN]   # byte for byte: float32 text round-trips exactly
+    reports = [json.loads((two_workers.hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    assert reports[0]["steps"] == reports[1]["steps"] == two_workers.summary["steps"]
+    assert reports[0]["sha256"] == reports[1]["sha256"]
+    assert sorted(os.listdir(inputs.folder / "hashes")) == ["worker-0.json", "worker-1.json"]
+
+
+def test_killed_worker_stops_the_run_with_one_line_then_resume_finishes(inputs, two_workers):
+    out, ckpt = inputs.folder / "killed.txt", inputs.folder / "ckpt"
+    one = [inputs.vectors, inputs.corpus, *ARGS, "-o", str(out), "--checkpoint-dir", str(ckpt),
+           "--checkpoint-every", "12"]
+    args = [*one, "--workers", "2"]
+    run = embedtune(*args, env={distribute.ENV_DIE_AT: "1:30"})   # worker 1 kill -9s itself before step 30
+    assert run.returncode == 1
+    assert run.stdout == ""
+    assert run.stderr == "Error: worker 1 exited (killed by SIGKILL)\n"
+    assert not out.exists()
+    assert sorted(os.listdir(ckpt)) == [".lock", "ckpt-12", "ckpt-24"]   # the chief's; worker 1 wrote none
+    # The batch split depends on the number of workers: one process cannot take the run over.
+    run = embedtune(*one, "--resume")
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1 and "workers: 2 then, unset (default) now" in run.stderr, run.stderr
+    run = embedtune(*args, "--resume", "--json", "-")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["resumed"] is True
+    assert out.read_bytes() == two_workers.output.read_bytes()   # as if never interrupted
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--batch-size", "255"], "Error: --batch-size 255 does not split evenly over 2 workers"),
+    (["--batch-size", "40", "--negatives", "shared"],
+     "Error: --negatives shared: each worker's part of the batch (40 / 2 = 20) must be a multiple of 16"),
+])
+def test_batch_must_split_into_equal_parts(inputs, extra, message):
+    result = CliRunner().invoke(cli, ["train", inputs.vectors, inputs.corpus, "-o", str(inputs.folder / "x.txt"),
+                                      "--workers", "2", *extra])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == message
+    assert not (inputs.folder / "x.txt").exists()
+
+
+def test_workers_need_files_not_standard_input(inputs):
+    result = CliRunner().invoke(cli, ["train", inputs.vectors, "-", "-o", str(inputs.folder / "x.txt"),
+                                      "--workers", "2"], input="a b c\n")
+    assert result.exit_code == 1
+    assert "Error: --workers: every worker reads CORPUS, so it must be a file, not standard input" in result.output
+
+
+def test_cluster_from_tf_config():
+    hosts = ["localhost:1", "localhost:2", "localhost:3"]
+    spec = {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": 2}}
+    assert cluster_from_env({"TF_CONFIG": json.dumps(spec)}) == Cluster(2, 3)
+    spec = {"cluster": {"chief": hosts[:1], "worker": hosts[1:]}, "task": {"type": "worker", "index": 0}}
+    assert cluster_from_env({"TF_CONFIG": json.dumps(spec)}) == Cluster(1, 3)   # the chief is worker 0
+    assert cluster_from_env({}) is None
+    assert cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts[:1]}})}) is None
+    with pytest.raises(EmbedtuneError, match="only chief and worker tasks are supported, not ps"):
+        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts, "ps": hosts}})})
+    with pytest.raises(EmbedtuneError, match="task worker 5 is not in the cluster"):
+        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts}, "task": {"index": 5}})})
+    with pytest.raises(EmbedtuneError, match="TF_CONFIG is not a cluster description"):
+        cluster_from_env({"TF_CONFIG": "{"})
+
+
+def test_global_batches_group_each_chunks_batches_and_pad_the_last():
+    """Host batches 1..5 of chunk 0 and 1..2 of chunk 1, over 2 workers: steps (1,2) (3,4) (5,pad) (1,2)."""
+    def item(chunk, number, words_done):
+        raw = {"center": np.full(4, 100 * chunk + number), "weight": np.ones(4, np.float32), "pairs": 10 * number}
+        return Batch(raw, 10 * number, chunk, number, {}, words_done)
+
+    items = [item(0, n, n) for n in range(1, 6)] + [item(1, n, 10 + n) for n in range(1, 3)]
+    for k in range(2):
+        worker = Worker(Cluster(k, 2))
+        worker.prepare = lambda raw: raw
+        steps = list(worker.batches(iter(items)))
+        assert [(s.chunk, s.batch, s.pairs, s.words_done) for s in steps] == [
+            (0, 2, 30, 2), (0, 4, 70, 4), (0, 6, 50, 5), (1, 2, 30, 12)]
+        assert [int(s.tensors["center"][0]) for s in steps] == ([1, 3, 5, 101] if k == 0 else [2, 4, 5, 102])
+        assert [float(s.tensors["weight"].sum()) for s in steps] == ([4, 4, 4, 4] if k == 0 else [4, 4, 0, 4])
+    # Resumed at the end of the second step (position batch 4): the next group starts at batch 5.
+    worker = Worker(Cluster(1, 2))
+    worker.prepare = lambda raw: raw
+    assert [(s.chunk, s.batch) for s in worker.batches(iter(items[4:]))] == [(0, 6), (1, 2)]
+
+
+def test_lazy_adagrad_on_a_table_sharded_over_two_parameter_servers():
+    """Item 4's probe (docs/scale-out.md): the project's lazy optimizer, unchanged, on a ShardedVariable."""
+    run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "ps_sharded_table.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["table"] == "ShardedVariable"
+    assert report["table_shards"] == report["state_shards"] == [
+        "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
+    assert report["shard_rows"] == [5, 5]
+    assert report["max_diff"] < 1e-6 and report["untouched_bit_identical"]
