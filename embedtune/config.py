@@ -39,6 +39,7 @@ class TrainConfig:
     """None: decided by the objective (OBJECTIVE_DEFAULTS; see ``resolve``)."""
 
     objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove | retrofit
+                                        # | classify (labelled lines, fastText's supervised format)
     epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
@@ -47,13 +48,14 @@ class TrainConfig:
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
-    batch_size: int = 4096              # pairs per step
+    batch_size: int | None = None       # pairs per step (classify: lines); None: 4096 (classify: see OBJECTIVE_DEFAULTS)
     optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
     repel: float | None = None          # retrofit: weight of the antonym term (None: 0.3; see objectives/retrofit.py)
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
                                         # (GloVe's own default is 100; 2 was best on held-out words)
+    label_prefix: str = "__label__"     # classify: tokens starting with this are labels (fastText's -label)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
@@ -72,6 +74,8 @@ class Config:
     corpus: str | None = None           # text corpus, one sentence or paragraph per line; "-" = stdin
     lexicon: str | None = None          # retrofit: synonyms, 'word neighbour ...' per line (Faruqui's format)
     antonyms: str | None = None         # retrofit: antonyms, same format
+    valid: str | None = None            # classify: labelled lines to report accuracy on, before and after
+    save_classifier: str | None = None  # classify: write the trained classifier here (README: its format)
     output: str | None = None           # output vectors file; "-" = stdout
     format: str | None = None           # input vectors format (None: detect)
     to: str | None = None               # output format (None: same as the input)
@@ -85,14 +89,17 @@ DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 # validation words; see OBJECTIVE_DEFAULTS). sgd at 0.01-0.1 and adam at 0.001-0.03 did worse
 # there (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
 OBJECTIVE_LR = {("glove", "adagrad"): 0.1}
-OBJECTIVES = ("auto", "sgns", "glove", "retrofit")
+OBJECTIVES = ("auto", "sgns", "glove", "retrofit", "classify")
 # What None means for these keys, by objective. sgns's are word2vec's. glove's anchor (with
 # x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation words
 # (benchmarks/recovery.py --sweep-train; benchmarks/README.md): on 5.1M tokens anchor 8 gave
 # R@10 0.60 (median rank 5), anchors 0.5-16 0.57-0.60; on 1.5M tokens all gave 0.46-0.48.
 OBJECTIVE_DEFAULTS = {
-    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5},
-    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5},
+    "sgns": {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5, "batch_size": 4096},
+    "glove": {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5, "batch_size": 4096},
+    # classify (objectives/classify.py): chosen on the WordNet noun glosses' validation split
+    # (benchmarks/classify.py, benchmarks/README.md). window: new words' context window for their start.
+    "classify": {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256},
     # Faruqui et al.'s anchor (alpha = 1); 20 rounds: the update's fixed point to 1e-5 (each round
     # shrinks the distance to it by (1 + repel) / (2 + repel) at least); repel 0.3 measured in
     # benchmarks/retrofit.py (benchmarks/README.md).
@@ -258,6 +265,9 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     for key in ("lexicon", "antonyms"):
         if getattr(config, key) is not None and t.objective != "retrofit":
             bad(key, f"is read only by --objective retrofit (the objective here is {t.objective})")
+    for key in ("valid", "save_classifier"):
+        if getattr(config, key) is not None and t.objective != "classify":
+            bad(key, f"is used only by --objective classify (the objective here is {t.objective})")
     for key in ("format", "to"):
         name = getattr(config, key)
         if name is not None:

@@ -37,6 +37,7 @@ from embedtune.errors import EmbedtuneError
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import retrofit
+from embedtune.objectives.classify import Classify
 from embedtune.objectives.glove import GloVe
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
@@ -46,7 +47,7 @@ from embedtune.sparse import cap_rows, make_optimizer, merge_rows
 from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
-OBJECTIVES = {"sgns": SkipGram, "glove": GloVe}
+OBJECTIVES = {"sgns": SkipGram, "glove": GloVe, "classify": Classify}
 # Objectives solved in closed form, without a corpus or the loop: fit(vectors, config, on_plan, resume)
 # -> (vectors, plan, stats).
 CLOSED_FORM = {"retrofit": retrofit.fit}
@@ -70,6 +71,7 @@ class TrainResult:
     vectors: PatchedVectors   # the input's matrix with the trained rows in place (Vectors' interface)
     plan: Plan
     stats: dict = field(default_factory=dict)
+    model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
 
 
 class Trainer:
@@ -232,6 +234,10 @@ class Trainer:
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
         return self.trainable.numpy()[: self.n_trainable]
+
+    def local_matrix(self) -> np.ndarray:
+        """[n_local, dim] every local row now: the trainable ones, then the frozen ones."""
+        return np.concatenate([self.trained_matrix(), self.matrix[self.rows[self.n_trainable:]]])
 
 
 @dataclass
@@ -564,7 +570,11 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
         "new_from_spelling_only": init.stats.get("from_form_only", 0) if init else 0,
         "max_frozen_change": max_frozen_change(vectors.matrix, trained_rows, trained, plan.frozen),
     }
-    return TrainResult(out, plan, stats)
+    model = None
+    if hasattr(trainer.objective, "report"):   # figures of the objective's own (classify: --valid accuracy)
+        figures, model = trainer.objective.report(trainer.local_matrix(), trainer.side.numpy())
+        stats.update(figures)
+    return TrainResult(out, plan, stats, model)
 
 
 def limit_reached(train: TrainConfig, pos: Position) -> str | None:
