@@ -364,6 +364,9 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         return
     with open_corpus(config, lowercase, vectors) as corpus:
         run = plan_run(vectors, corpus, config, resume=resume)
+        if config.valid:   # classify: its lines are checked as training would read them
+            for _ in corpus.valid_examples():
+                pass
     d = describe(run, vectors)
     d.update(dry_run=True, to=out_format, lowercase=lowercase)
     if json_out:

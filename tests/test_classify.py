@@ -175,3 +175,11 @@ def test_dry_run(tmp_path):
     words = sum(len(line.split()) - 1 for line in TRAIN.read_text().splitlines())
     assert plan["corpus_words"] == words   # the labels are not words
     assert not (tmp_path / "o.txt").exists()
+
+
+def test_dry_run_checks_the_valid_lines(tmp_path):
+    valid = tmp_path / "v.txt"
+    valid.write_text("__label__noun.act the act of running\nno label here\n")
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", valid, "-o", tmp_path / "o.txt",
+                  "--dry-run"])
+    one_error_line(result, str(valid), "line 2", "no label")
