@@ -30,6 +30,10 @@ none of them is predicted from the biases alone (fastText skips it; counting it 
 accuracy's denominator every line); labels never seen in training cannot be predicted and are
 dropped from their line, and a line left with no label is skipped with a note
 (``valid_lines_unseen_labels``), as fastText's ``test`` does.
+
+Memory: the training lines are kept as int32 ids with an offset a line, and their targets as a dense
+float32 [lines, labels] matrix (the fit reads it whole): 6.8 MB for the 65,692 glosses and 26 labels,
+but 4 GB for a million lines and a thousand labels; a sparse form would be needed there.
 """
 
 from __future__ import annotations
