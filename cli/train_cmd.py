@@ -9,7 +9,8 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_folder,
+from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_file,
+                                  check_writable_folder,
                                   format_name, message, quiet_option, reports_errors, show_progress, write_json)
 from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
@@ -78,8 +79,13 @@ class StopRequests:
 @click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
 @click.option("--objective", type=click.Choice(OBJECTIVES),
               help="sgns (skip-gram, word2vec's), glove (GloVe's least squares on co-occurrence counts) or "
-                   "retrofit (to --lexicon, no CORPUS); auto: glove for GloVe-format VECTORS, else sgns. "
-                   "[default: auto]")
+                   "retrofit (to --lexicon, no CORPUS) or classify (CORPUS of labelled lines, fastText's "
+                   "supervised format); auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
+@click.option("--label-prefix", help="classify: tokens starting with this are labels. [default: __label__]")
+@click.option("--valid", type=click.Path(), help="classify: labelled lines (same format) to report accuracy on, "
+                                                 "before training (classifier alone) and after.")
+@click.option("--save-classifier", type=click.Path(), help="classify: write the trained classifier here "
+                                                           "('labels dim', then 'label bias w1 ... wdim' a line).")
 @click.option("--lexicon", type=click.Path(), help="retrofit: synonyms, 'word neighbour neighbour ...' per line "
                                                   "(UTF-8; Faruqui's format; see `embedtune lexicon`).")
 @click.option("--antonyms", type=click.Path(), help="retrofit: antonyms in the same format, pulled apart.")
@@ -96,9 +102,10 @@ class StopRequests:
 @click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
 @click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
                                         "[default: 0.025 sgd, 0.05 adagrad (0.1 with glove), 0.001 adam]")
-@click.option("--batch-size", type=int, help="Pairs per step. [default: 4096]")
+@click.option("--batch-size", type=int, help="Pairs per step (classify: lines). [default: 4096; classify: 256]")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS),
-              help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove]")
+              help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove, adam for "
+                   "classify]")
 @click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 0]")
 @click.option("--anchor", "anchor", type=float, metavar="RHO",
               help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
@@ -158,6 +165,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
       zcat corpus.gz | embedtune train vecs.bin - --freeze-pretrained -o - > new.bin
       embedtune train --config configs/quickstart.toml --dry-run --json
       embedtune train glove.txt --objective retrofit --lexicon syn.txt --antonyms ant.txt -o retro.txt
+      embedtune train glove.txt train.txt --objective classify --valid valid.txt --save-classifier clf.txt -o tuned.txt
     """
     config = load_config(config_path, check_values=False) if config_path else Config()
     config = merge(config, {"vectors": vectors, "corpus": corpus, "output": output, "format": format_, **options},
@@ -177,7 +185,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     # A dry run writes no vectors, so its plan may go to standard output whatever -o says.
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
                              None if dry_run and json_out == "-" else json_out,
-                             other_inputs=(config.lexicon, config.antonyms))
+                             other_inputs=(config.lexicon, config.antonyms, config.valid))
+    check_input_file(config.valid, "--valid file")
+    if config.save_classifier and not dry_run:
+        check_writable_file(config.save_classifier, "--save-classifier")
     v, t = config.vocab, config.train
     check_input_file(v.freeze_list, "word-list file")   # a stat: a list may be a pipe, read once
     check_input_file(v.train_list, "word-list file")
@@ -193,7 +204,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
 
     from embedtune import formats
-    from embedtune.corpus import Corpus
     from embedtune.init import is_lowercase_vocabulary
 
     in_format = config.format or formats.detect_format(config.vectors)
@@ -237,8 +247,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
-    with Corpus(config.corpus, lowercase=lowercase, tokenize=config.vocab.tokenize,
-                vocabulary=vectors.index) as corpus, StopRequests() as stop:
+    with open_corpus(config, lowercase, vectors) as corpus, StopRequests() as stop:
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
@@ -297,6 +306,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         message(f"Note: {s['init_note']}")
     if config.output != "-":
         message(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+    if s["objective"] == "classify":
+        report_classify(result, config)
     if json_out:
         write_json(s, json_out)
 
@@ -313,7 +324,9 @@ def launch_workers(ctx, config, workers: int) -> None:
         if getattr(config, key) == "-":
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
                                  "not standard input")
-    t = config.train
+    from embedtune.config import resolve
+
+    t = resolve(config).train   # the batch size is the objective's unless given
     distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
     threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
     message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "
@@ -322,6 +335,42 @@ def launch_workers(ctx, config, workers: int) -> None:
     if run.failure:
         raise EmbedtuneError(run.failure)
     ctx.exit(run.code)
+
+
+def open_corpus(config, lowercase: bool, vectors):
+    """The corpus as the objective reads it: plain text, or labelled lines for classify."""
+    from embedtune.corpus import Corpus
+
+    options = dict(lowercase=lowercase, tokenize=config.vocab.tokenize, vocabulary=vectors.index)
+    if config.train.objective != "classify":
+        return Corpus(config.corpus, **options)
+    from embedtune.objectives.classify import LabelledCorpus
+
+    return LabelledCorpus(config.corpus, label_prefix=config.train.label_prefix, valid=config.valid, **options)
+
+
+def report_classify(result, config) -> None:
+    """classify's own lines: labels, skipped lines, --valid before and after; --save-classifier written."""
+    from embedtune.objectives.classify import save_classifier, valid_note
+
+    s = result.stats
+    message(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} training lines"
+            + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
+               if s["train_lines_no_known_word"] else ""))
+    v = s["valid"]
+    if v is not None:
+        def figure(f):
+            if f["accuracy"] is None:
+                return "no line"
+            r1 = f"; P@1 {f['precision_at_1']:.4f}, R@1 {f['recall_at_1']:.4f}" if s["loss_kind"] == "one-vs-all" else ""
+            return f"{f['accuracy']:.4f}{r1}"
+        message(f"Valid {v['path']} ({v['after']['lines']:,} lines): accuracy before {figure(v['before'])} "
+                f"(classifier alone), after {figure(v['after'])}")
+        if note := valid_note(s):
+            message(f"Note: {note}")
+    if config.save_classifier:
+        save_classifier(result.model, config.save_classifier)
+        message(f"Wrote the classifier to {config.save_classifier}")
 
 
 def save_checked(out, vectors, plan, output: str, out_format: str):
@@ -347,15 +396,16 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
 
 def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
     """Count the corpus, apply the rules and report the plan; train nothing, write nothing."""
-    from embedtune.corpus import Corpus
     from embedtune.runplan import describe, plan_run
 
     if config.train.objective == "retrofit":
         _dry_run_retrofit(vectors, config, out_format, json_out)
         return
-    with Corpus(config.corpus, lowercase=lowercase, tokenize=config.vocab.tokenize,
-                vocabulary=vectors.index) as corpus:
+    with open_corpus(config, lowercase, vectors) as corpus:
         run = plan_run(vectors, corpus, config, resume=resume)
+        if config.valid:   # classify: its lines are checked as training would read them
+            for _ in corpus.valid_examples():
+                pass
     d = describe(run, vectors)
     d.update(dry_run=True, to=out_format, lowercase=lowercase)
     if json_out:

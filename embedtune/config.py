@@ -39,6 +39,7 @@ class TrainConfig:
     """None: decided by the objective (its class's ``defaults``; see ``resolve``)."""
 
     objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove | retrofit
+                                        # | classify (labelled lines, fastText's supervised format)
     epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
@@ -47,13 +48,14 @@ class TrainConfig:
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
-    batch_size: int = 4096              # pairs per step
+    batch_size: int | None = None       # pairs per step (classify: lines); None: the objective's, else DEFAULT_BATCH_SIZE
     optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
     clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
     repel: float | None = None          # retrofit: weight of the antonym term (None: 0.3; see objectives/retrofit.py)
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
                                         # (GloVe's own default is 100; 2 was best on held-out words)
+    label_prefix: str = "__label__"     # classify: tokens starting with this are labels (fastText's -label)
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
@@ -72,6 +74,8 @@ class Config:
     corpus: str | None = None           # text corpus, one sentence or paragraph per line; "-" = stdin
     lexicon: str | None = None          # retrofit: synonyms, 'word neighbour ...' per line (Faruqui's format)
     antonyms: str | None = None         # retrofit: antonyms, same format
+    valid: str | None = None            # classify: labelled lines to report accuracy on, before and after
+    save_classifier: str | None = None  # classify: write the trained classifier here (README: its format)
     output: str | None = None           # output vectors file; "-" = stdout
     format: str | None = None           # input vectors format (None: detect)
     to: str | None = None               # output format (None: same as the input)
@@ -81,6 +85,7 @@ class Config:
 
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
+DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise (classify: lines)
 # Each objective's defaults (window, optimizer, anchor, epochs, ...) and the learning rates it
 # starts better at live on its class (embedtune/objectives/); ``resolve`` and ``learning_rate``
 # read them there, and train.objective's values are that registry's names.
@@ -246,6 +251,9 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     for key in ("lexicon", "antonyms"):
         if getattr(config, key) is not None and t.objective != "retrofit":
             bad(key, f"is read only by --objective retrofit (the objective here is {t.objective})")
+    for key in ("valid", "save_classifier"):
+        if getattr(config, key) is not None and t.objective != "classify":
+            bad(key, f"is used only by --objective classify (the objective here is {t.objective})")
     for key in ("format", "to"):
         name = getattr(config, key)
         if name is not None:
@@ -323,6 +331,8 @@ def resolve(config: Config) -> Config:
         objective = "glove" if config.format == "glove" else "sgns"
     defaults = objective_class(objective).defaults
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
+    if t.batch_size is None and "batch_size" not in chosen:
+        chosen["batch_size"] = DEFAULT_BATCH_SIZE
     return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
 
 

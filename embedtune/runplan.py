@@ -136,7 +136,12 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
     side_width = dim if t.objective == "sgns" else 1
     side = (n_local + 1) * side_width * 4
-    if t.objective == "glove":
+    if t.objective == "classify":
+        # objectives/classify.py keeps the corpus as int32 ids with an int64 offset a line, and the
+        # classifier's table is one row a label (bounded here by the lines).
+        side = (min(run.corpus_lines, 1 << 16) + 1) * (dim + 1) * 4
+        batches = run.corpus_words * 4 + run.corpus_lines * 8
+    elif t.objective == "glove":
         # At most every pair of distinct local words, and at most window pairs per corpus word.
         pairs = min(n_local * (n_local + 1) // 2, run.corpus_words * t.window)
         batches = pairs * GLOVE_BYTES_PER_PAIR

@@ -69,6 +69,7 @@ class TrainResult:
     vectors: PatchedVectors   # the input's matrix with the trained rows in place (Vectors' interface)
     plan: Plan
     stats: dict = field(default_factory=dict)
+    model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
 
 
 class Trainer:
@@ -231,6 +232,10 @@ class Trainer:
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
         return self.trainable.numpy()[: self.n_trainable]
+
+    def local_matrix(self) -> np.ndarray:
+        """[n_local, dim] every local row now: the trainable ones, then the frozen ones."""
+        return np.concatenate([self.trained_matrix(), self.matrix[self.rows[self.n_trainable:]]])
 
 
 @dataclass
@@ -584,7 +589,9 @@ def result(run: Run) -> TrainResult:
         "max_frozen_change": max_frozen_change(run.vectors.matrix, trained_rows, trained, plan.frozen),
         **trainer.objective.summary(),
     }
-    return TrainResult(out, plan, stats)
+    figures, model = trainer.objective.report(trainer.local_matrix, lambda: trainer.side.numpy())
+    stats.update(figures)
+    return TrainResult(out, plan, stats, model)
 
 
 class Checkpoints:

@@ -169,3 +169,35 @@ def write_wordnet_lexicons(folder: str, synonyms_path: str, antonyms_path: str |
                          "neighbours": sum(map(len, synonyms.values()))},
             "antonyms": {"path": antonyms_path, "words": len(antonyms),
                          "neighbours": sum(map(len, antonyms.values()))} if antonyms_path else None}
+
+
+# WordNet's lexicographer files by number (lexnames(5WN); Debian's wordnet-base ships no lexnames file).
+LEXNAMES = (
+    "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact", "noun.attribute",
+    "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling", "noun.food", "noun.group",
+    "noun.location", "noun.motive", "noun.object", "noun.person", "noun.phenomenon", "noun.plant",
+    "noun.possession", "noun.process", "noun.quantity", "noun.relation", "noun.shape", "noun.state",
+    "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition", "verb.communication",
+    "verb.competition", "verb.consumption", "verb.contact", "verb.creation", "verb.emotion", "verb.motion",
+    "verb.perception", "verb.possession", "verb.social", "verb.stative", "verb.weather", "adj.ppl",
+)
+
+
+def read_glosses(folder: str, name: str = "noun") -> Iterable[tuple[int, str, str]]:
+    """(offset, lexicographer file name, gloss) for each synset of ``folder``/data.``name``, in file order.
+
+    The gloss is the text after `` | `` (definition and quoted examples), stripped."""
+    path = os.path.join(folder, f"data.{name}")
+    if not os.path.exists(path):
+        raise EmbedtuneError(f"no WordNet data file data.{name} here", folder)
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if raw.startswith(b" ") or not raw.strip():
+                continue   # the licence header
+            try:
+                line = raw.decode("utf-8")
+                head, gloss = line.split(" | ", 1)
+                fields = head.split()
+                yield int(fields[0]), LEXNAMES[int(fields[1])], gloss.strip()
+            except (ValueError, IndexError, UnicodeDecodeError):
+                raise EmbedtuneError("not a WordNet data line (offset lex_filenum ... | gloss)", path, number) from None

@@ -190,7 +190,7 @@ def test_the_registry_imports_no_tensorflow():
             "resolve(Config(train=TrainConfig(objective='glove')))\nprint(sorted(o.OBJECTIVES), 'tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['glove', 'retrofit', 'sgns'] False"
+    assert out.stdout.strip() == "['classify', 'glove', 'retrofit', 'sgns'] False"
 
 
 def test_glove_adds_its_fitted_scale_to_the_summary():

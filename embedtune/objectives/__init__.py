@@ -6,6 +6,7 @@ embedtune/objectives/base.py). Importing it imports no TensorFlow.
 """
 
 from embedtune.objectives.base import Objective
+from embedtune.objectives.classify import Classify
 from embedtune.objectives.glove import GloVe
 from embedtune.objectives.retrofit import Retrofit
 from embedtune.objectives.sgns import SkipGram
@@ -14,6 +15,7 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "sgns": SkipGram,
     "glove": GloVe,
     "retrofit": Retrofit,
+    "classify": Classify,
 }
 AUTO = "auto"   # glove for GloVe-format vectors, else sgns (config.resolve)
 CHOICES = (AUTO, *OBJECTIVES)   # what train.objective and --objective accept

@@ -109,6 +109,15 @@ class Objective:
         """Objective-specific figures added to the run's stats (the summary and ``--json``)."""
         return {}
 
+    def report(self, words, side) -> tuple[dict, object | None]:
+        """Figures read off the trained tables, for the run's stats, and the objective's own trained
+        model that is not vectors (``TrainResult.model``; classify: its classifier), or None.
+
+        words : a callable giving [n_local, dim], every local row as trained (frozen ones included)
+        side : a callable giving the side table as trained
+        Called once after the loop; the callables cost nothing to an objective that does not call them."""
+        return {}, None
+
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
     def side_start(self) -> np.ndarray:
         """float32 array of shape = [n_local + 1, width]: the side table's start; the last row is

@@ -1,0 +1,482 @@
+"""Text classification on labelled lines (fastText's supervised model), as an objective.
+
+CORPUS is in fastText's supervised format: one example per line, its labels being the tokens that
+start with the label prefix (``__label__`` by default, anywhere on the line, as fastText reads
+them), every other token a word:
+
+    __label__noun.animal __label__noun.food a small edible crustacean
+
+The model is fastText's: the mean of the line's word vectors -> a linear layer -> softmax over
+the labels, or one sigmoid per label (one-vs-all) when any training line has several labels;
+the choice is made once for the run. The classifier's weights and biases are the objective's own
+table ("side" table), one row per label, ``dim + 1`` wide (weights, then the bias); every label
+row is read by every step (a full softmax: the cost grows with the number of labels, as fastText's
+``-loss softmax``; there is no hierarchical softmax). Word rows go through the trainer's sparse step
+like sgns's and glove's: frozen rows bit-identical, slices merged, capped, lazy optimizers, the
+anchor, new words started from their contexts.
+
+Before training, the classifier is fitted alone on the starting vectors (scipy's L-BFGS on the
+mean vectors of the training lines, FIT_ITERATIONS iterations); it is both the "before" figure on
+``--valid`` (the classifier-alone baseline) and the classifier the training starts from (fastText
+starts it at zero).
+
+Words: a line's words are the words of the run's vocabulary (pretrained rows and new words of
+the corpus). A training line with none of them is skipped, counted in the summary
+(``train_lines_no_known_word``): its mean is undefined, and fastText skips it too. A label-only
+line or a line without a label is an error naming the file and line (fastText would skip the
+first and train the second as unlabelled). On ``--valid``, words outside the training lines'
+vocabulary are ignored (as fastText does: its dictionary is the training file's); a line with
+none of them is predicted from the biases alone (fastText skips it; counting it keeps the
+accuracy's denominator every line); labels never seen in training cannot be predicted and are
+dropped from their line, and a line left with no label is skipped with a note
+(``valid_lines_unseen_labels``), as fastText's ``test`` does.
+
+Memory: the training lines are kept as int32 ids with an offset a line, and their targets as a dense
+float32 [lines, labels] matrix (the fit reads it whole): 6.8 MB for the 65,692 glosses and 26 labels,
+but 4 GB for a million lines and a thousand labels; a sparse form would be needed there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedtune._tf import lazy as tf
+
+from embedtune.config import TrainConfig
+from embedtune.corpus import UTF8_BOM, Corpus, _open_binary, _pieces
+from embedtune.errors import EmbedtuneError, counted
+from embedtune.objectives.base import Objective
+from embedtune.objectives.rows import LocalRows
+
+LABEL_PREFIX = "__label__"
+FIT_ITERATIONS = 100   # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
+FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on separable labels
+# The examples are kept after the first full read, up to this many tokens, for the passes after it
+# (new-word starts, the objective): reading and splitting took ~1.5 s a pass of the 6.5 MB glosses.
+CACHE_TOKENS = 1 << 22
+TOKEN_SLACK = 2.0      # a batch's token slots: this many times the mean line length per line slot
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+@dataclass
+class Example:
+    line: int            # line number in the file, from 1
+    labels: list[str]    # as written, prefix included
+    tokens: list[str]    # lower-cased and split as the corpus reader does
+
+
+class LabelledCorpus(Corpus):
+    """A corpus in fastText's supervised format: ``lines()`` yields the words of each line (labels
+    removed, so counts, the plan and new-word starts see words only); ``examples()`` the labels too.
+
+    label_prefix : tokens starting with it are labels (kept as written: not lower-cased or split)
+    valid : a --valid file in the same format, read with the same settings (``valid_examples``)
+    """
+
+    def __init__(self, source, lowercase: bool = False, tokenize: str = "none", vocabulary=None,
+                 label_prefix: str = LABEL_PREFIX, valid: str | None = None):
+        super().__init__(source, lowercase=lowercase, tokenize=tokenize, vocabulary=vocabulary)
+        if not label_prefix:
+            raise EmbedtuneError("--label-prefix must not be empty")
+        self.label_prefix = label_prefix
+        self.valid = valid
+        self._cached: list[Example] | None = None
+        self._settings = dict(lowercase=lowercase, tokenize=tokenize, vocabulary=vocabulary,
+                              label_prefix=label_prefix)
+
+    def valid_examples(self) -> Iterator[Example]:
+        if self.valid is None:
+            return
+        with LabelledCorpus(self.valid, **self._settings) as valid:
+            yield from valid.examples()
+
+    def _texts(self) -> Iterator[tuple[int, str]]:
+        """(line number, text) of each line; feeds the digest as Corpus.lines does."""
+        digest = self._hash
+        if self.sentences is not None:
+            for number, sentence in enumerate(self.sentences, 1):
+                text = sentence if isinstance(sentence, str) else " ".join(sentence)
+                if digest is not None:
+                    digest.update(text.encode("utf-8", "surrogatepass") + b"\n")
+                yield number, text
+            return
+        try:
+            with _open_binary(self._read_path) as raw:
+                for number, offset, piece in _pieces(raw, self.path):
+                    if digest is not None:
+                        digest.update(piece)
+                    if offset:
+                        raise EmbedtuneError("a line over 1 MiB; one example per line is expected", self.path,
+                                             number)
+                    if number == 1 and piece.startswith(UTF8_BOM):
+                        piece = piece[len(UTF8_BOM):]
+                    try:
+                        text = piece.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise EmbedtuneError(f"not valid UTF-8 text (byte {err.start + 1} of the line: "
+                                             f"{err.reason})", self.path, number) from None
+                    yield number, text
+        except (OSError, EOFError, ValueError) as err:
+            raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+
+    def examples(self) -> Iterator[Example]:
+        """Every non-blank line as an Example; a line without a label or without a word is an error."""
+        if self._cached is not None and self._hash is None:   # a pass that digests reads the bytes
+            yield from self._cached
+            return
+        kept, tokens = [], 0
+        for example in self._read_examples():
+            tokens += len(example.tokens)
+            if kept is not None:
+                kept.append(example)
+                if tokens > CACHE_TOKENS:
+                    kept = None
+            yield example
+        if kept is not None:
+            self._cached = kept
+
+    def _read_examples(self) -> Iterator[Example]:
+        prefix = self.label_prefix
+        for number, text in self._texts():
+            raw = text.split()
+            if not raw:
+                continue
+            labels = [token for token in raw if token.startswith(prefix)]
+            words = [token for token in raw if not token.startswith(prefix)]
+            if not labels:
+                raise EmbedtuneError(f"no label (a token starting with {prefix!r}); the format is "
+                                     f"'{prefix}LABEL word word ...'", self.path, number)
+            if not words:
+                raise EmbedtuneError("labels but no words; the format is "
+                                     f"'{prefix}LABEL word word ...'", self.path, number)
+            if self.lowercase:
+                words = [w.lower() for w in words]
+            yield Example(number, labels, self._tokens(words))
+
+    def lines(self) -> Iterator[list[str]]:
+        for example in self.examples():
+            if example.tokens:
+                yield example.tokens
+
+
+# --- the classifier -----------------------------------------------------------------------------
+
+@dataclass
+class Classifier:
+    """labels : [L] as written; weights : float32 [L, dim]; bias : float32 [L]; one_vs_all : sigmoid
+    per label (True) or softmax (False)."""
+
+    labels: list[str]
+    weights: np.ndarray
+    bias: np.ndarray
+    one_vs_all: bool = False
+
+    def scores(self, means: np.ndarray) -> np.ndarray:
+        """[n, L] logits of mean vectors [n, dim]."""
+        return (tf.matmul(means, self.weights, transpose_b=True) + self.bias).numpy()   # see fit_classifier
+
+
+def predict(classifier: Classifier, means: np.ndarray) -> np.ndarray:
+    """[n] the top label's index for each mean vector [n, dim]."""
+    return np.argmax(classifier.scores(means), axis=1)
+
+
+def save_classifier(classifier: Classifier, path: str) -> None:
+    """Write ``labels dim`` then ``label bias w1 ... wdim`` per label (float32, shortest text that
+    reads back to the same bits), UTF-8, to a temporary file renamed into place."""
+    from embedtune.formats.io import open_target
+
+    n, dim = classifier.weights.shape
+    with open_target(path) as f:
+        f.write(f"{n} {dim}\n".encode())
+        for label, b, w in zip(classifier.labels, classifier.bias, classifier.weights):
+            f.write((" ".join([label, str(np.float32(b)), *map(str, w.astype(np.float32))]) + "\n").encode("utf-8"))
+
+
+def load_classifier(path: str) -> Classifier:
+    """Read a file written by ``save_classifier``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.readline().split()
+            if len(head) != 2 or not all(h.isdigit() for h in head):
+                raise EmbedtuneError("the header should be 'labels dim', two numbers", path, 1)
+            n, dim = map(int, head)
+            labels, rows = [], []
+            for number, line in enumerate(f, 2):
+                fields = line.split()
+                if len(fields) != dim + 2:
+                    raise EmbedtuneError(f"{len(fields) - 1} values, header says {dim + 1} (bias and {dim} weights)",
+                                         path, number)
+                labels.append(fields[0])
+                try:
+                    rows.append(np.array(fields[1:], np.float32))
+                except ValueError:
+                    raise EmbedtuneError("a value is not a number", path, number) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise EmbedtuneError(f"cannot read: {err}", path) from None
+    if len(rows) != n:
+        raise EmbedtuneError(f"{len(rows)} labels, header says {n}", path)
+    table = np.stack(rows) if rows else np.zeros((0, dim + 1), np.float32)
+    return Classifier(labels, table[:, 1:], table[:, 0])
+
+
+def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
+                   iterations: int = FIT_ITERATIONS, l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+    """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
+    cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
+
+    L-BFGS (scipy) on a loss and gradient computed by TensorFlow: numpy's matmuls (OpenBLAS) took
+    0.6 s a call against TensorFlow's 0.02 s for [65k, 50] x [50, 26] on the shared 2-core machine
+    under load. On the WordNet noun glosses validation accuracy reaches its plateau within about
+    100 iterations (benchmarks/README.md)."""
+    import scipy.optimize
+
+    L, dim = targets.shape[1], means.shape[1]
+    X, Y = tf.constant(means, tf.float32), tf.constant(targets, tf.float32)
+    n = float(len(means))
+
+    def loss_and_grad(params):
+        W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
+        with tf.GradientTape() as tape:
+            tape.watch([W, b])
+            Z = tf.matmul(X, W, transpose_b=True) + b
+            if one_vs_all:
+                loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
+            else:
+                loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
+            loss = loss / n + 0.5 * l2 * tf.reduce_sum(W * W)
+        gW, gb = tape.gradient(loss, [W, b])
+        return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
+
+    step = tf.function(loss_and_grad, autograph=False)
+
+    def fun(params):
+        loss, grad = step(tf.constant(params, tf.float32))
+        return float(loss), grad.numpy().astype(np.float64)
+
+    result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
+                                     options={"maxiter": iterations})
+    return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+
+
+def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """[n_lines, dim] mean of ``vectors[ids]`` over each line's ids (``starts``: [n_lines + 1]
+    offsets); an empty line's mean is zero."""
+    import scipy.sparse
+
+    lengths = np.diff(starts)
+    # [n_lines, n_ids] of 1 / length: one sparse product (np.add.at is ~30x slower; init.py's note)
+    weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths)
+    mean = scipy.sparse.csr_matrix((weights, ids, starts), shape=(len(lengths), len(vectors)))
+    return np.asarray(mean @ vectors.astype(np.float64), np.float32)
+
+
+def scores(classifier: Classifier, means: np.ndarray, gold: list[list[int]]) -> dict:
+    """fastText's test figures: P@1 (= accuracy with one label a line) and R@1 over ``gold`` label sets."""
+    n = len(gold)
+    if not n:
+        return {"lines": 0, "accuracy": None, "precision_at_1": None, "recall_at_1": None}
+    top = predict(classifier, means)
+    hits = sum(int(t in g) for t, g in zip(top, gold))
+    return {"lines": n, "accuracy": hits / n, "precision_at_1": hits / n,
+            "recall_at_1": hits / sum(map(len, gold))}
+
+
+# --- the objective ------------------------------------------------------------------------------
+
+@dataclass
+class LinesChunk:
+    """One epoch: every usable training line once."""
+
+    raw_tokens: int
+
+
+class Classify(Objective):
+    """fastText's supervised model over the local rows of a run (trainable ids first, then frozen)."""
+
+    name = "classify"
+    # Chosen on the WordNet noun glosses' validation split, 5 epochs (benchmarks/classify.py,
+    # benchmarks/README.md). batch_size counts lines; window: new words' context window for their start.
+    defaults = {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256}
+    learning_rates = {"adam": 0.01}   # same sweep
+    settings = ("label_prefix",)
+    word_keys = ("word",)   # the batch entry holding word-table ids
+
+    def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
+        if not isinstance(corpus, LabelledCorpus):
+            raise EmbedtuneError("--objective classify reads a corpus in fastText's supervised format "
+                                 "(embedtune.objectives.classify.LabelledCorpus)")
+        self.rows = rows
+        self.corpus_path = corpus.path
+        self.lines_per_batch = train.batch_size
+        index = rows.local_index
+
+        label_counts: Counter = Counter()
+        ids, starts, line_labels = [], [0], []
+        self.raw_tokens = self.skipped = 0
+        for example in corpus.examples():
+            self.raw_tokens += len(example.tokens)
+            local = [i for i in map(index.get, example.tokens) if i is not None]
+            if not local:
+                self.skipped += 1
+                continue
+            ids.extend(local)
+            starts.append(len(ids))
+            line_labels.append(example.labels)
+            label_counts.update(example.labels)
+        if not line_labels:
+            raise EmbedtuneError("no training line has a word of the vectors (or a new word)", corpus.path)
+        # fastText's order: most frequent label first (ties by name, so runs agree).
+        self.labels = sorted(label_counts, key=lambda label: (-label_counts[label], label))
+        self.label_index = {label: i for i, label in enumerate(self.labels)}
+        self.one_vs_all = any(len(set(labels)) > 1 for labels in line_labels)
+        self.ids = np.asarray(ids, np.int32)
+        self.starts = np.asarray(starts, np.int64)
+        self.targets = self._targets([[self.label_index[l] for l in labels] for labels in line_labels])
+        self.n_lines = len(line_labels)
+        lengths = np.diff(self.starts)
+        self.tokens_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
+        # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
+        self.slices = np.bincount(self.ids, minlength=rows.n_local)[: rows.n_trainable].astype(np.float64)
+        self.side_fixed_from = None   # every label row trains
+
+        # The classifier alone on the starting vectors: the "before" figure and the training's start.
+        start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
+        weights, bias = fit_classifier(line_means(start, self.ids, self.starts), self.targets, self.one_vs_all)
+        self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
+                                           self.one_vs_all)
+        self.valid = self._read_valid(corpus)
+        self.before = self._evaluate(start, self.start_classifier) if self.valid else None
+
+    def _targets(self, gold: list[list[int]]) -> np.ndarray:
+        targets = np.zeros((len(gold), len(self.labels)), np.float32)
+        for row, labels in enumerate(gold):
+            targets[row, labels] = 1.0
+        if not self.one_vs_all:   # one label a line (a repeated one counts once)
+            targets /= targets.sum(axis=1, keepdims=True)
+        return targets
+
+    def _read_valid(self, corpus: LabelledCorpus) -> dict | None:
+        """The --valid lines as local ids and label ids (see the module's docstring for what is dropped)."""
+        if corpus.valid is None:
+            return None
+        index = self.rows.local_index
+        ids, starts, gold = [], [0], []
+        unseen, first_unseen, no_word = 0, None, 0
+        for example in corpus.valid_examples():
+            labels = sorted({self.label_index[l] for l in example.labels if l in self.label_index})
+            if not labels:
+                unseen += 1
+                first_unseen = first_unseen or example.line
+                continue
+            local = [i for i in map(index.get, example.tokens) if i is not None]
+            no_word += not local
+            ids.extend(local)
+            starts.append(len(ids))
+            gold.append(labels)
+        return {"path": corpus.valid, "ids": np.asarray(ids, np.int32), "starts": np.asarray(starts, np.int64),
+                "gold": gold, "unseen": unseen, "first_unseen": first_unseen, "no_word": no_word}
+
+    def _evaluate(self, local_vectors: np.ndarray, classifier: Classifier) -> dict:
+        v = self.valid
+        figures = scores(classifier, line_means(local_vectors, v["ids"], v["starts"]), v["gold"])
+        return figures
+
+    def report(self, words, side) -> tuple[dict, Classifier]:
+        """The summary's figures and the trained classifier, given the local rows [n_local, dim] and
+        the side table [L + 1, dim + 1] as trained (callables: see Objective.report)."""
+        local_vectors, side = words(), side()
+        dim = self.rows.dim
+        classifier = Classifier(self.labels, side[:-1, :dim].copy(), side[:-1, dim].copy(), self.one_vs_all)
+        figures = {
+            "labels": len(self.labels),
+            "loss_kind": "one-vs-all" if self.one_vs_all else "softmax",
+            "train_lines": self.n_lines,
+            "train_lines_no_known_word": self.skipped,
+            "lines_per_batch": self.lines_per_batch,
+            "valid": None,
+        }
+        if self.valid is not None:
+            v = self.valid
+            figures["valid"] = {
+                "path": v["path"], "before": self.before, "after": self._evaluate(local_vectors, classifier),
+                "lines_unseen_labels": v["unseen"], "first_line_unseen_labels": v["first_unseen"],
+                "lines_no_known_word": v["no_word"]}
+        return figures, classifier
+
+    # --- host side: lines -> fixed-size batches ----------------------------------------------------
+    def side_start(self) -> np.ndarray:
+        """[L + 1, dim + 1] the fitted classifier (weights, then bias); the last row is the sink."""
+        c = self.start_classifier
+        table = np.concatenate([c.weights, c.bias[:, None]], axis=1)
+        return np.concatenate([table, np.zeros((1, table.shape[1]), np.float32)]).astype(np.float32)
+
+    def chunks(self, corpus, local_index) -> Iterator[LinesChunk]:
+        yield LinesChunk(self.raw_tokens)
+
+    def units(self, chunk: LinesChunk, rng: np.random.Generator) -> tuple[np.ndarray]:
+        return (rng.permutation(self.n_lines),)
+
+    def batches(self, order: np.ndarray) -> Iterator[dict]:
+        """Up to lines_per_batch lines and tokens_per_batch tokens a batch, padded to both (one traced
+        step shape): "word" [T] local ids, "segment" [T] the line slot of each token (padding: the
+        extra slot B), "weight" [T] 1 for real tokens, "targets" [B, L], "line_weight" [B]."""
+        B, T = self.lines_per_batch, self.tokens_per_batch
+        starts, lengths = self.starts[:-1], np.diff(self.starts)
+        at = 0
+        while at < len(order):
+            # The most lines from ``at`` on that fit both budgets.
+            take = order[at:at + B]
+            fits = np.searchsorted(np.cumsum(lengths[take]), T, side="right")
+            take = take[:max(fits, 1)]
+            at += len(take)
+            n_tokens = lengths[take]
+            flat = np.concatenate([self.ids[s:s + k] for s, k in zip(starts[take], n_tokens)])
+            used = len(flat)
+            word = np.zeros(T, np.int32)
+            word[:used] = flat
+            segment = np.full(T, B, np.int32)
+            segment[:used] = np.repeat(np.arange(len(take), dtype=np.int32), n_tokens)
+            weight = np.zeros(T, np.float32)
+            weight[:used] = 1
+            targets = np.zeros((B, len(self.labels)), np.float32)
+            targets[:len(take)] = self.targets[take]
+            line_weight = np.zeros(B, np.float32)
+            line_weight[:len(take)] = 1
+            yield {"word": word, "segment": segment, "weight": weight, "targets": targets,
+                   "line_weight": line_weight, "pairs": len(take)}
+
+    # --- device side: inside the step ------------------------------------------------------------
+    def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
+        """[L] every label row (a full softmax)."""
+        return tf.range(len(self.labels), dtype=tf.int32)
+
+    def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
+        """Summed loss of the batch's lines. words : [token vectors [T, dim]]; side : [L, dim + 1]."""
+        B, dim = self.lines_per_batch, self.rows.dim
+        weight = batch["weight"]
+        sums = tf.math.unsorted_segment_sum(words[0] * weight[:, None], batch["segment"], B + 1)[:B]
+        counts = tf.math.unsorted_segment_sum(weight, batch["segment"], B + 1)[:B]
+        means = sums / tf.maximum(counts, 1.0)[:, None]
+        logits = tf.matmul(means, side[:, :dim], transpose_b=True) + side[:, dim]
+        if self.one_vs_all:
+            per_line = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["targets"], logits=logits),
+                                     axis=1)
+        else:
+            per_line = tf.nn.softmax_cross_entropy_with_logits(labels=batch["targets"], logits=logits)
+        return tf.reduce_sum(per_line * batch["line_weight"])
+
+
+def valid_note(figures: dict) -> str | None:
+    """A note for --valid lines skipped because none of their labels was seen in training."""
+    v = figures.get("valid")
+    if not v or not v["lines_unseen_labels"]:
+        return None
+    return (f"{counted(v['lines_unseen_labels'], 'line')} of {v['path']} (first: line {v['first_line_unseen_labels']}) "
+            "had only labels the training lines never have; skipped, as fastText's test does")
+

@@ -1,0 +1,185 @@
+"""--objective classify (fastText's supervised model) on the shipped WordNet gloss sample.
+
+Real commands on real files: the loss falls, accuracy on --valid rises, frozen rows keep their bits,
+--save-classifier reads back and predicts as the model does, several labels a line switch to
+one-vs-all with P@1 / R@1, bad lines are one-line errors with no output file.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from embedtune.cli.main import cli
+from embedtune.errors import EmbedtuneError
+from embedtune.formats import load_vectors
+from embedtune.objectives.classify import (Classifier, LabelledCorpus, line_means, load_classifier, predict,
+                                           save_classifier)
+
+from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove
+
+TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
+VALID = REPO / "data" / "sample" / "wordnet-glosses.valid.txt"
+FAST = ["--min-count", "1000000", "--epochs", "3"]   # no new words: no starts to fit (seconds)
+
+
+def run(args, input=None):
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+def one_error_line(result, *parts):
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert "Traceback" not in result.output
+    assert lines[-1].startswith("Error: ") and sum(line.startswith("Error:") for line in lines) == 1, result.output
+    for part in parts:
+        assert part in lines[-1], (part, lines[-1])
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One command: the sample, the first 5,000 rows frozen, --valid (the sample's 500 lines and one
+    whose label training never saw), --save-classifier, --json."""
+    folder = tmp_path_factory.mktemp("classify")
+    out, clf, summary, valid = folder / "out.txt", folder / "clf.txt", folder / "summary.json", folder / "valid.txt"
+    valid.write_text(VALID.read_text() + "__label__noun.unheard some new thing\n")
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", valid, "--freeze-top", 5000,
+                  "--save-classifier", clf, "-o", out, "--json", summary, *FAST])
+    assert result.exit_code == 0, result.output
+    return result, json.loads(summary.read_text()), out, clf
+
+
+def test_loss_falls_and_valid_accuracy_rises(trained):
+    result, s, _, _ = trained
+    assert s["objective"] == "classify" and s["loss_kind"] == "softmax" and s["labels"] == 24
+    assert s["loss_last"] < s["loss_first"]
+    v = s["valid"]
+    assert v["before"]["lines"] == v["after"]["lines"] == 500
+    assert v["after"]["accuracy"] > v["before"]["accuracy"], v
+    assert f"accuracy before {v['before']['accuracy']:.4f} (classifier alone), after {v['after']['accuracy']:.4f}" \
+        in result.output
+
+
+def test_frozen_rows_bit_identical(trained):
+    _, s, out, _ = trained
+    before, after = load_vectors(SAMPLE_VECTORS), load_vectors(out)
+    assert after.words[:20000] == before.words
+    assert np.array_equal(bits(after.matrix[:5000]), bits(before.matrix[:5000]))
+    assert not np.array_equal(bits(after.matrix[5000:20000]), bits(before.matrix[5000:]))   # others moved
+    assert s["frozen_rows_checked"] == 5000 and s["max_frozen_change"] == 0.0
+
+
+def test_saved_classifier_predicts_as_the_model(trained):
+    """The file read back, with the output vectors, gives the accuracy the run reported, to the line."""
+    _, s, out, clf = trained
+    saved = load_classifier(clf)
+    assert saved.weights.shape == (24, 50) and saved.bias.shape == (24,)
+    assert clf.read_text().splitlines()[0] == "24 50"
+    assert saved.labels[0] == "__label__noun.person"   # most frequent first, as fastText orders them
+    vectors = load_vectors(out)
+    # The model's words: the training lines' words (no new ones here: --min-count is huge).
+    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
+    lines = [line.split() for line in VALID.read_text().splitlines()]
+    ids = [[vectors.index[w] for w in words[1:] if w in known] for words in lines]
+    starts = np.cumsum([0] + [len(i) for i in ids])
+    means = line_means(vectors.matrix, np.concatenate(ids).astype(np.int64), starts)
+    top = predict(saved, means)
+    accuracy = np.mean([saved.labels[t] == words[0] for t, words in zip(top, lines)])
+    assert accuracy == s["valid"]["after"]["accuracy"]
+
+
+def test_classifier_file_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    model = Classifier(["__label__a", "__label__b", "__label__c"], rng.standard_normal((3, 7)).astype(np.float32),
+                       np.array([0.1, -0.0, 3e-39], np.float32))
+    save_classifier(model, tmp_path / "c.txt")
+    back = load_classifier(tmp_path / "c.txt")
+    assert back.labels == model.labels
+    assert np.array_equal(bits(back.weights), bits(model.weights)) and np.array_equal(bits(back.bias), bits(model.bias))
+    (tmp_path / "bad.txt").write_text("2 3\n__label__a 1 2 3 4\n__label__b 1 2 3\n")
+    with pytest.raises(EmbedtuneError, match="line 3: 3 values, header says 4"):
+        load_classifier(tmp_path / "bad.txt")
+
+
+def test_several_labels_a_line_train_one_vs_all(tmp_path):
+    lines = TRAIN.read_text().splitlines()[:600]
+    # Every third line gets a second label; the valid lines are training lines, so P@1 and R@1 differ.
+    multi = [line if i % 3 else "__label__extra " + line for i, line in enumerate(lines)]
+    (tmp_path / "t.txt").write_text("\n".join(multi) + "\n")
+    (tmp_path / "v.txt").write_text("\n".join(multi[:90]) + "\n")
+    result = run(["train", SAMPLE_VECTORS, tmp_path / "t.txt", "--objective", "classify", "--valid", tmp_path / "v.txt",
+                  "-o", tmp_path / "o.txt", "--json", tmp_path / "s.json", *FAST])
+    assert result.exit_code == 0, result.output
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["loss_kind"] == "one-vs-all" and s["loss_last"] < s["loss_first"]
+    after = s["valid"]["after"]
+    gold = 90 + 30   # 30 of the 90 lines carry two labels
+    hits = round(after["precision_at_1"] * 90)
+    assert after["recall_at_1"] == pytest.approx(hits / gold)
+    assert "P@1" in result.output and "R@1" in result.output
+
+
+@pytest.mark.parametrize("bad, what", [
+    ("a line with no label at all", "no label"),
+    ("__label__noun.act __label__noun.state", "labels but no words"),
+])
+def test_bad_lines_are_one_error_line_and_no_output(tmp_path, bad, what):
+    lines = TRAIN.read_text().splitlines()[:40]
+    lines[6] = bad
+    corpus = tmp_path / "t.txt"
+    corpus.write_text("\n".join(lines) + "\n")
+    out, clf = tmp_path / "o.txt", tmp_path / "c.txt"
+    result = run(["train", SAMPLE_VECTORS, corpus, "--objective", "classify", "-o", out, "--save-classifier", clf, *FAST])
+    one_error_line(result, str(corpus), "line 7", what)
+    assert not out.exists() and not clf.exists()
+    if what == "no label":   # the same line in --valid: the same error, naming the valid file
+        result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", corpus, "-o", out, *FAST])
+        one_error_line(result, str(corpus), "line 7", what)
+        assert not out.exists()
+
+
+def test_valid_labels_never_trained_are_a_note(trained):
+    """Not an error: such a line is skipped, as fastText's test skips it, and a note says so."""
+    result, s, _, _ = trained
+    assert s["valid"]["after"]["lines"] == 500 and s["valid"]["lines_unseen_labels"] == 1
+    assert "Note: 1 line of " in result.output
+    assert "valid.txt (first: line 501) had only labels the training lines never have" in result.output
+
+
+def test_classify_options_need_the_objective(tmp_path):
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "sgns", "--valid", VALID, "-o", tmp_path / "o.txt"])
+    one_error_line(result, "--valid", "only by --objective classify")
+
+
+def test_labels_are_not_words(tmp_path):
+    corpus = tmp_path / "t.txt"
+    corpus.write_text("The __label__Big cat sat.\n__label__small __label__Big a dog\n")
+    vectors = glove(20000)
+    with LabelledCorpus(str(corpus), lowercase=True, tokenize="auto", vocabulary=vectors.index) as c:
+        assert list(c.lines()) == [["the", "cat", "sat", "."], ["a", "dog"]]
+        assert [e.labels for e in c.examples()] == [["__label__Big"], ["__label__small", "__label__Big"]]
+        assert c.count()[1] == 6   # labels are not counted as words
+
+
+def test_dry_run(tmp_path):
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", VALID, "-o", tmp_path / "o.txt",
+                  "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["objective"] == "classify" and plan["settings"]["label_prefix"] == "__label__"
+    assert plan["corpus_lines"] == 3000
+    words = sum(len(line.split()) - 1 for line in TRAIN.read_text().splitlines())
+    assert plan["corpus_words"] == words   # the labels are not words
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_dry_run_checks_the_valid_lines(tmp_path):
+    valid = tmp_path / "v.txt"
+    valid.write_text("__label__noun.act the act of running\nno label here\n")
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", valid, "-o", tmp_path / "o.txt",
+                  "--dry-run"])
+    one_error_line(result, str(valid), "line 2", "no label")
