@@ -358,7 +358,7 @@ def _(f):
 @case("config-unknown-objective")
 def _(f):
     args, config = config_case('[train]\nobjective = "cbow"\n')(f)
-    return args, [f"Error: {config}: 'train.objective' must be one of auto, sgns, glove, retrofit, got 'cbow'"]
+    return args, [f"Error: {config}: 'train.objective' must be one of auto, sgns, glove, retrofit, classify, got 'cbow'"]
 
 
 @case("config-x-max-0")

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from embedtune._tf import tf
 from embedtune.cli.main import cli
-from embedtune.config import TrainConfig
+from embedtune.config import TrainConfig, resolve
 from embedtune.corpus import Corpus
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
@@ -108,7 +108,7 @@ def test_later_epochs_take_the_corpus_ids_from_the_first():
     vectors = glove(5000)
     corpus = Corpus(LINES)
     config = make_config(epochs=3, window=5)
-    sgns = SkipGram(_rows(1, 50, np.random.default_rng(0)), config.train)
+    sgns = SkipGram(_rows(1, 50, np.random.default_rng(0)), resolve(config).train)   # objectives get resolved configs
     index = {w: i for i, w in enumerate(vectors.words)}
     corpus.sentences = OnePass(LINES)
     first = list(sgns.chunks(corpus, index))
