@@ -52,6 +52,9 @@ OBJECTIVES = {"sgns": SkipGram, "glove": GloVe}
 CLOSED_FORM = {"retrofit": retrofit.fit}
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
+# Batches per tf.function call (Trainer.run): the call's fixed cost (Python dispatch, the executor)
+# is spread over them. A divisor of LOSS_EVERY, so that a call ends where the loss is read.
+GROUP = 10
 
 
 @dataclass
@@ -151,8 +154,11 @@ class Trainer:
         self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
         # No autograph: the step has no tensor-dependent Python control flow, and tracing it
         # took 1.06 s with autograph against 0.33 s without.
-        self.gradients = tf.function(self._gradients, jit_compile=JIT, autograph=False)
+        self.dense = tf.function(self._dense, jit_compile=JIT, autograph=False)
+        self.gradients = tf.function(self._gradients, autograph=False)
+        self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
         self.step = tf.function(self._step, autograph=False)
+        self.group_step = tf.function(self._group_step, autograph=False)
 
     def prepare(self, batch: dict) -> dict:
         """Tensors for the step, with the frozen rows the batch reads gathered from the matrix."""
@@ -168,17 +174,16 @@ class Trainer:
         from_var = tf.gather(self.trainable, tf.where(is_trainable, ids, self.n_trainable))
         return tf.where(is_trainable[:, None], from_var, frozen_words)
 
-    def _gradients(self, batch):
-        """Loss and per-slice gradients: the dense part of the step (XLA-compiled).
+    def _gather(self, batch):
+        """The rows a batch reads, gathered by TensorFlow's own kernels, outside XLA: its gather
+        costs less than half of XLA's on the CPU (benchmarks/README.md, train_speed).
 
-        Returns loss, word slices (ids [n], grads [n, dim]), side slices (ids [m], grads [m, width]).
-        Frozen words, fixed side rows and padding get the sink id of their table.
+        Returns word rows and their ids (one of each per word key; frozen words and padding carry
+        the word table's sink id), side rows and their ids (fixed side rows and padding carry the
+        side table's sink id).
         """
         obj = self.objective
         real = batch["weight"] > 0
-        # Gather outside the tape and differentiate with respect to the gathered rows: the
-        # gradient of a gather from a variable carries dense_shape = tf.shape(variable), a
-        # read that copies the whole table once it has had a sparse update.
         words, word_ids = [], []
         for key in obj.word_keys:
             ids = tf.where(real, batch[key], self.n_trainable + self.n_frozen)
@@ -186,22 +191,50 @@ class Trainer:
             word_ids.append(tf.minimum(ids, self.n_trainable))   # frozen -> the sink row
         side_ids = obj.side_ids(batch, self.tf_rng, real, self.side_rows)
         side = tf.gather(self.side, side_ids)
+        side_ids = tf.where(side_ids >= self.side_sink_from, self.side_rows, side_ids)
+        return words, word_ids, side, side_ids
+
+    def _gradients(self, batch):
+        """Loss and per-slice gradients of a batch, without updating anything.
+
+        Returns loss, word slices (ids [n], grads [n, dim]), side slices (ids [m], grads [m, width]).
+        Frozen words, fixed side rows and padding get the sink id of their table.
+        """
+        words, word_ids, side, side_ids = self._gather(batch)
+        loss, word_grads, side_ids, side_grads = self.dense(batch, words, side, side_ids)
+        return loss, tf.concat(word_ids, 0), word_grads, side_ids, side_grads
+
+    def _dense(self, batch, words, side, side_ids):
+        """The dense part of the step (XLA-compiled): loss and gradients from gathered rows.
+
+        Returns loss, word grads [n, dim] (the word keys' rows, concatenated), side ids [m] and
+        side grads [m, width].
+        """
+        # Differentiate with respect to the gathered rows, not the variables: the gradient of a
+        # gather from a variable carries dense_shape = tf.shape(variable), a read that copies the
+        # whole table once it has had a sparse update.
         with tf.GradientTape() as tape:
             tape.watch(words + [side])
-            loss = obj.loss(words, side, batch)
+            loss = self.objective.loss(words, side, batch)
         *word_grads, side_grads = tape.gradient(loss, words + [side])
-        side_ids = tf.reshape(side_ids, [-1])
-        side_ids = tf.where(side_ids >= self.side_sink_from, self.side_rows, side_ids)
-        return (loss, tf.concat(word_ids, 0), tf.concat(word_grads, 0),
-                side_ids, tf.reshape(side_grads, [-1, self.side.shape[1]]))
+        return (loss, tf.concat(word_grads, 0), tf.reshape(side_ids, [-1]),
+                tf.reshape(side_grads, [-1, self.side.shape[1]]))
+
+    def _dense_sgd(self, batch, words, word_ids, side, side_ids, lr):
+        """Plain sgd's whole update, in one XLA cluster: the dense part and both scatter_subs.
+        XLA's scatter on the CPU took 1.1 us a pair against 1.9 for TensorFlow's kernel (with its
+        IndexedSlices and the lr product), and it walks the slices in order, as deterministic as
+        TensorFlow's. Frozen rows' and padding's slices land on the sink rows, which nothing reads."""
+        loss, word_grads, side_ids, side_grads = self._dense(batch, words, side, side_ids)
+        self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
+        self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
+        return loss
 
     def _step(self, batch, lr):
-        loss, word_ids, word_grads, side_ids, side_grads = self.gradients(batch)
         if not self.merge:
-            # Frozen rows' and padding's slices land on the sink rows, which nothing reads.
-            self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
-            self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
-            return loss
+            words, word_ids, side, side_ids = self._gather(batch)
+            return self.dense_sgd(batch, words, tf.concat(word_ids, 0), side, side_ids, lr)
+        loss, word_ids, word_grads, side_ids, side_grads = self._gradients(batch)
         word_grad = tf.IndexedSlices(word_grads, word_ids, self.trainable_shape)
         side_grad = tf.IndexedSlices(side_grads, side_ids, self.side_shape)
         rows, grads, *slices = merge_rows(word_grad, sink=self.n_trainable, counts=bool(self.anchor))
@@ -220,6 +253,24 @@ class Trainer:
         rows, grads = merge_rows(side_grad, sink=self.side_rows)
         self.side_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
+
+    def run(self, tensors: list[dict], lrs: list[float]) -> list[tf.Tensor]:
+        """Steps over batches ``tensors`` at learning rates ``lrs``, in order; their losses.
+
+        A full group (GROUP batches) is one call; a shorter one (where the loop must act between
+        batches) goes a step at a time, so that only one group length is ever traced.
+        """
+        if len(tensors) == GROUP:
+            return tf.unstack(self.group_step(tensors, tf.constant(lrs, tf.float32)))
+        return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(tensors, lrs)]
+
+    def _group_step(self, batches: list[dict], lrs: tf.Tensor) -> tf.Tensor:
+        """Several steps in one call: batches[i] at lrs[i], in order; returns their losses [S].
+
+        Each is the same graph as ``step`` (the same XLA-compiled gradients, the same scatters, the
+        negatives drawn in the same order), so a run's bits do not depend on how batches are grouped.
+        """
+        return tf.stack([self._step(batch, lrs[i]) for i, batch in enumerate(batches)])
 
     def tf_checkpoint(self) -> tf.train.Checkpoint:
         """Everything that changes during training, for checkpoints."""
@@ -271,6 +322,25 @@ def epoch_batches(trainer: Trainer, corpus: Corpus, start: Position, total_words
             yield Batch(trainer.prepare(batch), batch["pairs"], chunk_number, number + 1, chunk_rng,
                         chunk_start_words + chunk.raw_tokens * pairs_done // chunk_pairs)
         chunk_start_words += chunk.raw_tokens
+
+
+def step_groups(batches: Iterator[Batch], steps: int, train: TrainConfig) -> Iterator[list[Batch]]:
+    """``batches`` in runs of up to GROUP for Trainer.run, each ending at every step after which the
+    loop acts: a multiple of GROUP, LOSS_EVERY or checkpoint_every, max_steps, max_words, and the
+    end. ``steps``: the steps done before the first batch. Runs are aligned to step numbers, so a
+    resumed run groups its batches as the uninterrupted one did from the next multiple on."""
+    group = []
+    for batch in batches:
+        group.append(batch)
+        steps += 1
+        if (steps % GROUP == 0 or steps % LOSS_EVERY == 0
+                or (train.checkpoint_every and steps % train.checkpoint_every == 0)
+                or (train.max_steps and steps >= train.max_steps)
+                or (train.max_words and batch.words_done >= train.max_words)):
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 PREFETCH = 8   # batches made ahead of the step
@@ -488,19 +558,22 @@ def _train(vectors, corpus, config, progress, on_plan, resume, stop, overwrite_c
     while pos.epoch <= t.epochs:
         with contextlib.closing(prefetch(epoch_batches(trainer, corpus, dataclasses.replace(pos), total_words))) \
                 as batches:
-            for batch in batches:
-                # Linear decay by corpus position, as word2vec does.
-                lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
-                pending_loss.append(trainer.step(batch.tensors, tf.constant(lr, tf.float32)))
-                pending_pairs += batch.pairs
-                if pos.loss_start is None:   # the yardstick of divergence: the loss before any update
-                    pos.loss_start = float(pending_loss[-1]) / max(batch.pairs, 1)
-                pos.pairs += batch.pairs
-                pos.steps += 1
-                pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
-                pos.words_done = batch.words_done
-                if pos.steps % LOSS_EVERY == 0:
-                    flush()
+            for group in step_groups(batches, pos.steps, t):   # several batches per call (speed)
+                # Linear decay by corpus position, as word2vec does: each batch's from the words before it.
+                lrs = [lr0 * max(1.0 - done / words_total, t.min_lr_fraction)
+                       for done in [pos.words_done] + [batch.words_done for batch in group[:-1]]]
+                for batch, loss, lr in zip(group, trainer.run([batch.tensors for batch in group], lrs), lrs):
+                    pending_loss.append(loss)
+                    pending_pairs += batch.pairs
+                    if pos.loss_start is None:   # the yardstick of divergence: the loss before any update
+                        pos.loss_start = float(pending_loss[-1]) / max(batch.pairs, 1)
+                    pos.pairs += batch.pairs
+                    pos.steps += 1
+                    pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
+                    pos.words_done = batch.words_done
+                    if pos.steps % LOSS_EVERY == 0:
+                        flush()
+                # A group ends wherever the loop acts (step_groups), so it acts here, after the group.
                 if t.checkpoint_dir and (
                         (t.checkpoint_every and pos.steps % t.checkpoint_every == 0)
                         or (not t.checkpoint_every and time.monotonic() - last_saved > CHECKPOINT_SECONDS)):

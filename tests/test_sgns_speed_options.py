@@ -141,6 +141,33 @@ def test_deterministic_runs_with_either_negatives_and_any_threads_give_the_same_
     assert result.stdout.split() == ["True"] * 4
 
 
+GROUPED_RUNS = """
+import numpy as np
+import embedtune.train as training
+from embedtune.corpus import Corpus
+from train_fixtures import bits, glove, make_config, sample_lines
+
+vectors = glove(20000)
+def run(group, **settings):
+    training.GROUP = group
+    result = training.train(vectors, Corpus(sample_lines(30)), make_config(
+        {"freeze_top": 100}, epochs=2, batch_size=256, seed=5, deterministic=True, **settings))
+    return bits(result.vectors.matrix), result.stats["steps"], result.stats["loss_history"]
+for settings in ({"negatives": "per-pair"}, {"negatives": "shared"}, {"objective": "glove"}):
+    (a, steps, losses), (b, _, losses_b) = run(10, **settings), run(10**9, **settings)
+    print(steps > 20, np.array_equal(a, b), losses == losses_b)
+"""
+
+
+def test_batches_grouped_into_one_call_give_the_bits_of_one_call_per_batch():
+    # GROUP batches per tf.function call, against one call per batch (a group never fills up):
+    # the same updates in the same order, so the same bits and the same losses.
+    result = subprocess.run([sys.executable, "-c", GROUPED_RUNS], capture_output=True, text=True,
+                            cwd=Path(__file__).parent, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True"] * 9
+
+
 # ---------------------------------------------------------------------------------------------
 # the command line
 
