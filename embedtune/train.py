@@ -343,7 +343,7 @@ def step_groups(batches: Iterator[Batch], steps: int, train: TrainConfig) -> Ite
         yield group
 
 
-PREFETCH = 8   # batches made ahead of the step
+PREFETCH = GROUP + 2   # batches made ahead of the step: a whole group is ready when its call starts
 
 
 def prefetch(items: Iterator, depth: int = PREFETCH) -> Iterator:
