@@ -95,8 +95,7 @@ def profile(trainer, corpus, group_sizes, tf) -> dict:
     def frozen_gathers():
         for b in batches:
             for key in obj.word_keys:
-                frozen = np.clip(b[key] - trainer.n_trainable, 0, len(trainer.frozen_rows) - 1)
-                trainer.matrix[trainer.frozen_rows[frozen]]
+                trainer.matrix[trainer.source_rows[b[key]]]
 
     out["prepare: frozen gather (numpy)"] = cpu(frozen_gathers)
     out["prepare: tf.constant"] = cpu(lambda: [{k: tf.constant(v) for k, v in b.items() if k != "pairs"}

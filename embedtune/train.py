@@ -79,6 +79,14 @@ class Trainer:
     """Holds the split tables and the step for one training run.
 
     ``corpus`` is read by objectives that count before training (glove).
+
+    Where an sgns step's CPU goes (``python benchmarks/step_profile.py``; one thread, per (center,
+    context) pair, per-pair negatives; the step is memory-bound: each pair reads and writes 1 + 6 rows
+    at random places of the tables): the rows' gathers by TensorFlow's kernels outside XLA (the
+    XLA-compiled gather cost twice as much), the dense part and, for plain sgd, the two scatter_subs
+    in one XLA cluster (``dense_sgd``; TensorFlow's scatter kernel cost 1.7x XLA's), GROUP batches
+    per call (``run``) to spread the call's fixed cost. The host side (pairs, negatives, frozen rows,
+    tensors) runs ahead on the batch thread (``prefetch``). Figures: benchmarks/README.md, train_speed.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
@@ -114,6 +122,11 @@ class Trainer:
         self.matrix = matrix
         self.frozen_rows = frozen_rows if len(frozen_rows) else np.zeros(1, np.int64)
         self.n_frozen = len(frozen_rows)
+        # Local id -> the matrix row prepare reads for it (trainable ids read any frozen row; the step
+        # takes theirs from the variable): one indexing, 0.07 us a pair against 0.085 for clipping and
+        # indexing twice. Not np.take: on a Fortran-ordered matrix (the benchmark's GloVe .npy) it
+        # cost 6.5 us a pair against fancy indexing's 0.8.
+        self.source_rows = np.concatenate([np.full(self.n_trainable, self.frozen_rows[0]), self.frozen_rows])
         self.dim = dim
 
         def local_vectors(ids: np.ndarray) -> np.ndarray:
@@ -164,8 +177,7 @@ class Trainer:
         """Tensors for the step, with the frozen rows the batch reads gathered from the matrix."""
         tensors = {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
         for key in self.objective.word_keys:
-            frozen = np.clip(batch[key] - self.n_trainable, 0, len(self.frozen_rows) - 1)
-            tensors["frozen_" + key] = tf.constant(self.matrix[self.frozen_rows[frozen]])
+            tensors["frozen_" + key] = tf.constant(self.matrix[self.source_rows[batch[key]]])
         return tensors
 
     def _gather_words(self, ids, frozen_words):
