@@ -7,9 +7,9 @@ locks and writes checkpoints, the TensorBoard log, the summary and the output; t
 
 The split. Every worker holds the whole (trainable) table and makes the same global batches of
 ``--batch-size`` B (same corpus, same seed: the host side is repeated on every worker, only the step is
-split); a global batch is N host batches of B / N pairs, and worker k trains the k-th. Negatives are
-drawn for the whole global batch on every worker (SliceGenerator) and each keeps its slice, so the
-random state stays the same everywhere and equal to a single process's. Each step, every worker
+split); a global batch is N host batches of B / N pairs, and worker k trains the k-th. Host batches
+carry their negatives, drawn in order from the chunk's random state (objectives/sgns.py), so the N
+host batches of a global batch draw the numbers one batch of B draws in a single process. Each step, every worker
 computes the loss and the sparse gradients of its slice, the slices of all workers are gathered
 (all-gather of the IndexedSlices' ids and values: static shapes, so no padding is needed), and every
 worker merges, drops frozen rows, caps and applies the same update with the same lazy optimizer: only
@@ -24,7 +24,6 @@ the chief's checkpoint (a folder all of them can read).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -165,7 +164,6 @@ class Worker:
         and batches prepared only for its own slice (see ``batches``)."""
         from embedtune._tf import tf
 
-        trainer.tf_rng = slice_generator(trainer.config.train.seed, (self.index, self.size))   # the Trainer's start
         own_gradients, device = trainer.gradients, self.device
 
         def gathered_gradients(batch):
@@ -178,6 +176,7 @@ class Worker:
             return (tf.reduce_sum(loss), *slices)
 
         trainer.gradients = gathered_gradients
+        trainer.fused = trainer.grouped = False   # the step goes through gradients, a batch a call
         strategy, step = self.strategy, trainer._step
         compiled = tf.function(lambda batch, lr: strategy.run(step, args=(batch, lr)), autograph=False)
         lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
@@ -235,35 +234,6 @@ class Worker:
         with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
             json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest()}, f)
 
-
-@functools.cache
-def _slice_generator_class():
-    from embedtune._tf import tf
-
-    class SliceGenerator(tf.random.Generator):
-        """A tf.random.Generator that draws for the whole global batch and returns worker k's rows.
-
-        Every worker draws the same numbers and advances the same state, as one process would for the
-        whole batch, so the negatives of each pair are those the single-process run gives it.
-        """
-
-        part = (0, 1)
-
-        def uniform(self, shape, *args, **kwargs):
-            k, n = self.part
-            shape = list(shape)
-            full = super().uniform([shape[0] * n, *shape[1:]], *args, **kwargs)
-            return full[k * shape[0]:(k + 1) * shape[0]]
-
-    return SliceGenerator
-
-
-def slice_generator(seed: int, part: tuple[int, int]):
-    """A generator seeded as the Trainer's own, drawing slice ``part`` = (k, N) of each draw.
-    (Built on first use, so that the launcher never imports TensorFlow.)"""
-    generator = _slice_generator_class().from_seed(seed)
-    generator.part = part
-    return generator
 
 
 # --- the launcher: N local workers on loopback ports --------------------------------------------------

@@ -51,6 +51,9 @@ from embedtune.vectors import PatchedVectors, Vectors
 
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
+# Batches per tf.function call (Trainer.run): the call's fixed cost (Python dispatch, the executor)
+# is spread over them. A divisor of LOSS_EVERY, so that a call ends where the loss is read.
+GROUP = 10
 
 
 @dataclass
@@ -76,6 +79,17 @@ class Trainer:
     """Holds the split tables and the step for one training run.
 
     ``corpus`` is read by objectives that count before training (glove).
+
+    Where an sgns step's CPU goes (``python benchmarks/step_profile.py``; one thread, per (center,
+    context) pair, per-pair negatives; the step is memory-bound: each pair reads and writes 1 + 6 rows
+    at random places of the tables): the rows' gathers by TensorFlow's kernels outside XLA (the
+    XLA-compiled gather cost twice as much), the dense part and, for plain sgd, the two scatter_subs
+    in one XLA cluster (``dense_sgd``; TensorFlow's scatter kernel cost 1.7x XLA's), GROUP batches
+    per call (``run``) to spread the call's fixed cost. Measured (µs of CPU a pair, per-pair / shared
+    negatives, load 11): gathers 0.38 / 0.24, dense part 0.30 / 0.34, scatters 0.47 / 0.16, the call
+    0.07 / 0.07; the step 0.88 / 0.47 with 10 batches a call (2.25 / 0.95 before this layout). The
+    host side (pairs, negatives, frozen rows, tensors: 0.45 / 0.33) runs ahead on the batch thread
+    (``prefetch``). More: benchmarks/README.md, train_speed.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
@@ -111,6 +125,11 @@ class Trainer:
         self.matrix = matrix
         self.frozen_rows = frozen_rows if len(frozen_rows) else np.zeros(1, np.int64)
         self.n_frozen = len(frozen_rows)
+        # Local id -> the matrix row prepare reads for it (trainable ids read any frozen row; the step
+        # takes theirs from the variable): one indexing, 0.07 us a pair against 0.085 for clipping and
+        # indexing twice. Not np.take: on a Fortran-ordered matrix (the benchmark's GloVe .npy) it
+        # cost 6.5 us a pair against fancy indexing's 0.8.
+        self.source_rows = np.concatenate([np.full(self.n_trainable, self.frozen_rows[0]), self.frozen_rows])
         self.dim = dim
 
         def local_vectors(ids: np.ndarray) -> np.ndarray:
@@ -149,17 +168,24 @@ class Trainer:
         # adds each slice as it comes (scatter_sub sums repeated ids itself, on the CPU in index
         # order, so as deterministically as the merge), which saved ~20% of the step (notes).
         self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
+        # Plain sgd's gradients and scatters in one XLA cluster (dense_sgd), and GROUP batches a
+        # call (run). A multi-worker run turns both off (distribute.Worker.attach): its gradients
+        # are gathered from every worker between the dense part and the update.
+        self.fused = not self.merge
+        self.grouped = True
         # No autograph: the step has no tensor-dependent Python control flow, and tracing it
         # took 1.06 s with autograph against 0.33 s without.
-        self.gradients = tf.function(self._gradients, jit_compile=JIT, autograph=False)
+        self.dense = tf.function(self._dense, jit_compile=JIT, autograph=False)
+        self.gradients = tf.function(self._gradients, autograph=False)
+        self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
         self.step = tf.function(self._step, autograph=False)
+        self.group_step = tf.function(self._group_step, autograph=False)
 
     def prepare(self, batch: dict) -> dict:
         """Tensors for the step, with the frozen rows the batch reads gathered from the matrix."""
         tensors = {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
         for key in self.objective.word_keys:
-            frozen = np.clip(batch[key] - self.n_trainable, 0, len(self.frozen_rows) - 1)
-            tensors["frozen_" + key] = tf.constant(self.matrix[self.frozen_rows[frozen]])
+            tensors["frozen_" + key] = tf.constant(self.matrix[self.source_rows[batch[key]]])
         return tensors
 
     def _gather_words(self, ids, frozen_words):
@@ -168,17 +194,16 @@ class Trainer:
         from_var = tf.gather(self.trainable, tf.where(is_trainable, ids, self.n_trainable))
         return tf.where(is_trainable[:, None], from_var, frozen_words)
 
-    def _gradients(self, batch):
-        """Loss and per-slice gradients: the dense part of the step (XLA-compiled).
+    def _gather(self, batch):
+        """The rows a batch reads, gathered by TensorFlow's own kernels, outside XLA: its gather
+        costs less than half of XLA's on the CPU (benchmarks/README.md, train_speed).
 
-        Returns loss, word slices (ids [n], grads [n, dim]), side slices (ids [m], grads [m, width]).
-        Frozen words, fixed side rows and padding get the sink id of their table.
+        Returns word rows and their ids (one of each per word key; frozen words and padding carry
+        the word table's sink id), side rows and their ids (fixed side rows and padding carry the
+        side table's sink id).
         """
         obj = self.objective
         real = batch["weight"] > 0
-        # Gather outside the tape and differentiate with respect to the gathered rows: the
-        # gradient of a gather from a variable carries dense_shape = tf.shape(variable), a
-        # read that copies the whole table once it has had a sparse update.
         words, word_ids = [], []
         for key in obj.word_keys:
             ids = tf.where(real, batch[key], self.n_trainable + self.n_frozen)
@@ -186,16 +211,49 @@ class Trainer:
             word_ids.append(tf.minimum(ids, self.n_trainable))   # frozen -> the sink row
         side_ids = obj.side_ids(batch, self.tf_rng, real, self.side_rows)
         side = tf.gather(self.side, side_ids)
+        side_ids = tf.where(side_ids >= self.side_sink_from, self.side_rows, side_ids)
+        return words, word_ids, side, side_ids
+
+    def _gradients(self, batch):
+        """Loss and per-slice gradients of a batch, without updating anything.
+
+        Returns loss, word slices (ids [n], grads [n, dim]), side slices (ids [m], grads [m, width]).
+        Frozen words, fixed side rows and padding get the sink id of their table.
+        """
+        words, word_ids, side, side_ids = self._gather(batch)
+        loss, word_grads, side_ids, side_grads = self.dense(batch, words, side, side_ids)
+        return loss, tf.concat(word_ids, 0), word_grads, side_ids, side_grads
+
+    def _dense(self, batch, words, side, side_ids):
+        """The dense part of the step (XLA-compiled): loss and gradients from gathered rows.
+
+        Returns loss, word grads [n, dim] (the word keys' rows, concatenated), side ids [m] and
+        side grads [m, width].
+        """
+        # Differentiate with respect to the gathered rows, not the variables: the gradient of a
+        # gather from a variable carries dense_shape = tf.shape(variable), a read that copies the
+        # whole table once it has had a sparse update.
         with tf.GradientTape() as tape:
             tape.watch(words + [side])
-            loss = obj.loss(words, side, batch)
+            loss = self.objective.loss(words, side, batch)
         *word_grads, side_grads = tape.gradient(loss, words + [side])
-        side_ids = tf.reshape(side_ids, [-1])
-        side_ids = tf.where(side_ids >= self.side_sink_from, self.side_rows, side_ids)
-        return (loss, tf.concat(word_ids, 0), tf.concat(word_grads, 0),
-                side_ids, tf.reshape(side_grads, [-1, self.side.shape[1]]))
+        return (loss, tf.concat(word_grads, 0), tf.reshape(side_ids, [-1]),
+                tf.reshape(side_grads, [-1, self.side.shape[1]]))
+
+    def _dense_sgd(self, batch, words, word_ids, side, side_ids, lr):
+        """Plain sgd's whole update, in one XLA cluster: the dense part and both scatter_subs.
+        XLA's scatter on the CPU took 1.1 us a pair against 1.9 for TensorFlow's kernel (with its
+        IndexedSlices and the lr product), and it walks the slices in order, as deterministic as
+        TensorFlow's. Frozen rows' and padding's slices land on the sink rows, which nothing reads."""
+        loss, word_grads, side_ids, side_grads = self._dense(batch, words, side, side_ids)
+        self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
+        self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
+        return loss
 
     def _step(self, batch, lr):
+        if self.fused:
+            words, word_ids, side, side_ids = self._gather(batch)
+            return self.dense_sgd(batch, words, tf.concat(word_ids, 0), side, side_ids, lr)
         loss, word_ids, word_grads, side_ids, side_grads = self.gradients(batch)
         if not self.merge:
             # Frozen rows' and padding's slices land on the sink rows, which nothing reads.
@@ -220,6 +278,24 @@ class Trainer:
         rows, grads = merge_rows(side_grad, sink=self.side_rows)
         self.side_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
+
+    def run(self, tensors: list[dict], lrs: list[float]) -> list[tf.Tensor]:
+        """Steps over batches ``tensors`` at learning rates ``lrs``, in order; their losses.
+
+        A full group (GROUP batches) is one call; a shorter one (where the loop must act between
+        batches) goes a step at a time, so that only one group length is ever traced.
+        """
+        if len(tensors) == GROUP and self.grouped:
+            return tf.unstack(self.group_step(tensors, tf.constant(lrs, tf.float32)))
+        return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(tensors, lrs)]
+
+    def _group_step(self, batches: list[dict], lrs: tf.Tensor) -> tf.Tensor:
+        """Several steps in one call: batches[i] at lrs[i], in order; returns their losses [S].
+
+        Each is the same graph as ``step`` (the same XLA-compiled gradients, the same scatters, the
+        negatives drawn in the same order), so a run's bits do not depend on how batches are grouped.
+        """
+        return tf.stack([self._step(batch, lrs[i]) for i, batch in enumerate(batches)])
 
     def tf_checkpoint(self) -> tf.train.Checkpoint:
         """Everything that changes during training, for checkpoints."""
@@ -277,7 +353,26 @@ def epoch_batches(trainer: Trainer, corpus: Corpus, start: Position, total_words
         chunk_start_words += chunk.raw_tokens
 
 
-PREFETCH = 8   # batches made ahead of the step
+def step_groups(batches: Iterator[Batch], steps: int, train: TrainConfig) -> Iterator[list[Batch]]:
+    """``batches`` in runs of up to GROUP for Trainer.run, each ending at every step after which the
+    loop acts: a multiple of GROUP, LOSS_EVERY or checkpoint_every, max_steps, max_words, and the
+    end. ``steps``: the steps done before the first batch. Runs are aligned to step numbers, so a
+    resumed run groups its batches as the uninterrupted one did from the next multiple on."""
+    group = []
+    for batch in batches:
+        group.append(batch)
+        steps += 1
+        if (steps % GROUP == 0 or steps % LOSS_EVERY == 0
+                or (train.checkpoint_every and steps % train.checkpoint_every == 0)
+                or (train.max_steps and steps >= train.max_steps)
+                or (train.max_words and batch.words_done >= train.max_words)):
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+PREFETCH = GROUP + 2   # batches made ahead of the step: a whole group is ready when its call starts
 
 
 def prefetch(items: Iterator, depth: int = PREFETCH) -> Iterator:
@@ -396,7 +491,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
 
     resume : continue from the newest usable checkpoint in ``config.train.checkpoint_dir``
-    stop : polled after every step; when it returns True a checkpoint is written (if a
+    stop : polled after every call of the step (up to GROUP batches); when it returns True a checkpoint is written (if a
         folder is set) and TrainingInterrupted is raised
     overwrite_checkpoints : a new run into a folder holding checkpoints deletes them (else it
         refuses); the folder is locked for the run's life either way
@@ -507,16 +602,19 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
         if run.worker is not None:   # this worker's slice of each global batch
             epoch = run.worker.batches(epoch)
         with contextlib.closing(prefetch(epoch)) as batches:
-            for batch in batches:
-                # Linear decay by corpus position, as word2vec does.
-                lr = lr0 * max(1.0 - pos.words_done / words_total, t.min_lr_fraction)
-                losses.add(trainer.step(batch.tensors, tf.constant(lr, tf.float32)), batch.pairs, lr)
-                pos.pairs += batch.pairs
-                pos.steps += 1
-                pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
-                pos.words_done = batch.words_done
-                if pos.steps % LOSS_EVERY == 0:
-                    losses.flush()
+            for group in step_groups(batches, pos.steps, t):   # several batches per call (speed)
+                # Linear decay by corpus position, as word2vec does: each batch's from the words before it.
+                lrs = [lr0 * max(1.0 - done / words_total, t.min_lr_fraction)
+                       for done in [pos.words_done] + [batch.words_done for batch in group[:-1]]]
+                for batch, loss, lr in zip(group, trainer.run([batch.tensors for batch in group], lrs), lrs):
+                    losses.add(loss, batch.pairs, lr)
+                    pos.pairs += batch.pairs
+                    pos.steps += 1
+                    pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
+                    pos.words_done = batch.words_done
+                    if pos.steps % LOSS_EVERY == 0:
+                        losses.flush()
+                # A group ends wherever the loop acts (step_groups), so it acts here, after the group.
                 if run.checkpoints.due(pos):
                     losses.flush()
                     run.checkpoints.save(pos)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from embedtune._tf import tf
 from embedtune.cli.main import cli
 from embedtune.config import TrainConfig, resolve
-from embedtune.corpus import Corpus
+from embedtune.corpus import Corpus, IdChunk
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
 from embedtune.train import train
@@ -79,16 +79,38 @@ def test_side_ids_route_padding_to_the_sink_and_draw_one_set_of_negatives_per_gr
     sgns = SkipGram(rows, TrainConfig(window=5, negative=3, batch_size=32, negatives="shared"))
     context = np.arange(32, dtype=np.int32)
     real = np.arange(32) < 20
-    ids = sgns.side_ids({"context": tf.constant(context)}, tf.random.Generator.from_seed(1), tf.constant(real),
-                        sink=50).numpy()
+    batch = next(sgns.batches(context[:20], context[:20], seed=1))
+    assert batch["negatives"].shape == (2, 3)   # one draw of 3 per group of 16
+    ids = sgns.side_ids({k: tf.constant(v) for k, v in batch.items()}, None, tf.constant(real), sink=50).numpy()
     assert ids.shape == (32 + 2 * 3,)
     np.testing.assert_array_equal(ids[:32], np.where(real, context, 50))
+    np.testing.assert_array_equal(ids[32:], batch["negatives"].ravel())
     assert ((ids[32:] >= 0) & (ids[32:] < 50)).all()
 
     per_pair = SkipGram(rows, TrainConfig(window=5, negative=3, batch_size=32, negatives="per-pair"))
-    ids = per_pair.side_ids({"context": tf.constant(context)}, tf.random.Generator.from_seed(1),
-                            tf.constant(real), sink=50).numpy()
+    batch = next(per_pair.batches(context[:20], context[:20], seed=1))
+    assert batch["negatives"].shape == (32, 3)
+    ids = per_pair.side_ids({k: tf.constant(v) for k, v in batch.items()}, None, tf.constant(real), sink=50).numpy()
     assert ids.shape == (32, 4) and (ids[~real] == 50).all() and (ids[real, 0] == context[real]).all()
+    np.testing.assert_array_equal(ids[real, 1:], batch["negatives"][real])
+
+
+def test_a_chunks_negatives_follow_from_its_random_state():
+    # A resumed run restores the chunk's random state and makes its batches again: the same negatives.
+    rows = _rows(500, 8, np.random.default_rng(0))
+    sgns = SkipGram(rows, TrainConfig(window=5, negative=5, batch_size=64))
+    chunk = IdChunk(np.random.default_rng(1).integers(0, 500, 2000).astype(np.int32), np.zeros(2000, np.int32), 2000)
+
+    def negatives(state):
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state
+        return np.concatenate([b["negatives"] for b in sgns.batches(*sgns.units(chunk, rng))])
+
+    state = np.random.default_rng(7).bit_generator.state
+    first = negatives(state)
+    assert first.shape[0] >= 2000 and len(np.unique(first)) > 100
+    np.testing.assert_array_equal(negatives(state), first)
+    assert not np.array_equal(negatives(np.random.default_rng(8).bit_generator.state), first)
 
 
 class OnePass:
@@ -120,7 +142,7 @@ def test_later_epochs_take_the_corpus_ids_from_the_first():
 
 DETERMINISTIC_RUNS = """
 import numpy as np
-from embedtune.corpus import Corpus
+from embedtune.corpus import Corpus, IdChunk
 from embedtune.train import train
 from train_fixtures import bits, glove, make_config, sample_lines
 
@@ -139,6 +161,33 @@ def test_deterministic_runs_with_either_negatives_and_any_threads_give_the_same_
                             cwd=Path(__file__).parent, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True"] * 4
+
+
+GROUPED_RUNS = """
+import numpy as np
+import embedtune.train as training
+from embedtune.corpus import Corpus, IdChunk
+from train_fixtures import bits, glove, make_config, sample_lines
+
+vectors = glove(20000)
+def run(group, **settings):
+    training.GROUP = group
+    result = training.train(vectors, Corpus(sample_lines(30)), make_config(
+        {"freeze_top": 100}, epochs=2, batch_size=256, seed=5, deterministic=True, **settings))
+    return bits(result.vectors.matrix), result.stats["steps"], result.stats["loss_history"]
+for settings in ({"negatives": "per-pair"}, {"negatives": "shared"}, {"objective": "glove"}):
+    (a, steps, losses), (b, _, losses_b) = run(10, **settings), run(10**9, **settings)
+    print(steps > 20, np.array_equal(a, b), losses == losses_b)
+"""
+
+
+def test_batches_grouped_into_one_call_give_the_bits_of_one_call_per_batch():
+    # GROUP batches per tf.function call, against one call per batch (a group never fills up):
+    # the same updates in the same order, so the same bits and the same losses.
+    result = subprocess.run([sys.executable, "-c", GROUPED_RUNS], capture_output=True, text=True,
+                            cwd=Path(__file__).parent, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True"] * 9
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ trainer owns the tables, freezing, merging, capping and applying.
 Pairs are made in bulk with numpy, one corpus chunk at a time: frequent-word
 subsampling (word2vec's formula), a dynamic window (each center draws its reach from
 1..window, so near words count more), windows never crossing a line. Negatives are
-drawn inside the step from a unigram^0.75 table over the training vocabulary, either per pair
+drawn on the host with the batches (numpy, ahead of the step, from a generator seeded by the chunk's
+random state, so that a resumed run draws the same) from a unigram^0.75 table over the training
+vocabulary: TensorFlow's stateful generator and table gather cost 0.32 us a pair on the step's
+thread against 0.08 for numpy on the batch thread (benchmarks/README.md, train_speed). Either per pair
 (word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
 Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 
@@ -89,7 +92,7 @@ class SkipGram(Objective):
         self._cached: list[IdChunk] | None = None
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
         self.keep = keep_probabilities(rows.counts, train.sample)
-        self.table = tf.constant(unigram_table(rows.counts))
+        self.table = unigram_table(rows.counts)
         # Word slices a trainable row gets in an epoch (expected): one per pair it centers, and a
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
         self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
@@ -118,8 +121,8 @@ class SkipGram(Objective):
         if kept is not None and self.epochs > 1:
             self._cached = kept
 
-    def units(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(centers, contexts) int32 arrays for one chunk, shuffled."""
+    def units(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+        """(centers, contexts) int32 arrays for one chunk, shuffled, and the seed of its negatives."""
         ids, line = chunk.ids, chunk.line
         if len(ids):
             kept = rng.random(len(ids)) < self.keep[ids]
@@ -132,16 +135,22 @@ class SkipGram(Objective):
             behind = same_line & (reach[offset:] >= offset)   # center i + offset sees i
             centers += [ids[:-offset][ahead], ids[offset:][behind]]
             contexts += [ids[offset:][ahead], ids[:-offset][behind]]
+        seed = int(rng.integers(1 << 63))
         if not centers:
-            return np.empty(0, np.int32), np.empty(0, np.int32)
+            return np.empty(0, np.int32), np.empty(0, np.int32), seed
         centers, contexts = np.concatenate(centers), np.concatenate(contexts)
         order = rng.permutation(len(centers))
-        return centers[order], contexts[order]
+        return centers[order], contexts[order], seed
 
-    def batches(self, centers: np.ndarray, contexts: np.ndarray) -> Iterator[dict]:
-        """Fixed-size batches (one traced step shape); the last is padded with weight 0."""
+    def batches(self, centers: np.ndarray, contexts: np.ndarray, seed: int = 0) -> Iterator[dict]:
+        """Fixed-size batches (one traced step shape); the last is padded with weight 0. Each carries
+        its negatives (per pair [B, negative], shared [B / group, negative]), drawn per batch so
+        that their memory follows the batch, not the chunk."""
         size = self.batch_size
+        draws = size // self.group if self.shared else size
+        rng = np.random.default_rng(seed)
         for start in range(0, len(centers), size):
+            negatives = self.table[rng.integers(0, len(self.table), (draws, self.negative))]
             c, o = centers[start:start + size], contexts[start:start + size]
             n = len(c)
             weight = np.ones(size, np.float32)
@@ -150,18 +159,17 @@ class SkipGram(Objective):
                 c = np.concatenate([c, np.zeros(pad, np.int32)])
                 o = np.concatenate([o, np.zeros(pad, np.int32)])
                 weight[n:] = 0
-            yield {"center": c, "context": o, "weight": weight, "pairs": n}
+            yield {"center": c, "context": o, "negatives": negatives, "weight": weight, "pairs": n}
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
         """Rows of the context table; padding pairs (``real`` False) read ``sink``.
 
         per-pair: [B, 1 + negative], the true context first; shared: [B + B / group * negative],
-        the B true contexts, then each group's negatives.
+        the B true contexts, then each group's negatives. ``rng`` is not used: the batches carry
+        their negatives.
         """
-        size = self.batch_size if not self.shared else self.batch_size // self.group
-        slots = rng.uniform([size, self.negative], 0, tf.size(self.table, tf.int32), dtype=tf.int32)
-        negatives = tf.gather(self.table, slots)
+        negatives = batch["negatives"]
         if self.shared:
             return tf.concat([tf.where(real, batch["context"], sink), tf.reshape(negatives, [-1])], axis=0)
         return tf.where(real[:, None], tf.concat([batch["context"][:, None], negatives], axis=1), sink)
