@@ -3,11 +3,13 @@
 One line per word: the word, then DIM numbers, separated by single spaces. The last DIM fields are
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
-Reading goes a block of lines at a time. The fast path hands a block to numpy's C text reader
-(`np.loadtxt`, about twice as fast as `np.fromstring`, and it checks that every row has the same
-number of fields). A block it cannot take (a word with spaces, doubled spaces, tabs, a bad value or
-bad UTF-8) is split in halves until the odd lines are isolated, and those go through a per-line
-reader that handles every case and names the exact line of any error.
+Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
+and parses its values as plain decimals on whole arrays (floatparse.py: 3x faster than `np.loadtxt`
+on GloVe, the same bits). A block that is not one word and dim values after single spaces on every
+line goes to numpy's C text reader (`np.loadtxt`, about twice as fast as `np.fromstring`); a block
+neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
+halves until the odd lines are isolated, and those go through a per-line reader that handles every
+case and names the exact line of any error.
 
 A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
 cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
@@ -494,7 +496,7 @@ def _parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words)
                 raise _NotFast
             values[i] = float(token)
     out[:k] = values.reshape(k, dim)
-    # the words: a slice per line (a mask and cumsum over the bytes measured 8x slower)
+    # the words: a slice per line (a mask and cumsum over the bytes took 4x as long, profiled)
     base = start - floatparse.WIDTH
     joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
     try:
