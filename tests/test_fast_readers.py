@@ -168,3 +168,9 @@ def test_mapped_binary_reader_leaves_damage_to_the_buffered_one(tmp_path):
     with pytest.raises(EmbedtuneError, match="more data after 50 records"):
         load_vectors(str(extra))
     assert load_vectors(str(extra), limit=49).words == words[:49]
+    far = tmp_path / "far.bin"  # trailing blanks are fine, past them (beyond 1 MB) data is not
+    far.write_bytes(data + b" " * (3 << 20))
+    assert load_vectors(str(far)).words == words
+    far.write_bytes(data + b" " * (3 << 20) + b"x")
+    with pytest.raises(EmbedtuneError, match="more data after 50 records"):
+        load_vectors(str(far))

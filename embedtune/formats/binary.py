@@ -166,8 +166,10 @@ def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
                 released = done
     except IndexError:  # the file ends where a word should start
         return None
-    if wanted == count and mapped[pos:].strip():
-        return None  # more data than the header says
+    while wanted == count and pos < size:  # more data than the header says? (looked at 1 MB at a time)
+        if mapped[pos:pos + (1 << 20)].strip():
+            return None
+        pos += 1 << 20
     del vectors
     return raw_words, matrix
 
