@@ -51,7 +51,9 @@ def test_decimals_parse_to_the_correctly_rounded_double(seed):
     tokens = _tokens(seed, 50_000)
     tokens += [b"1" * 15, b"-" + b"9" * 14, b"." + b"9" * 14, b"9" * 14 + b".", b"1" * 16, b"-0", b"-0.000",
                b"0.0012345", b"-0.0012345", b"12345678.1234567"[:15], b"1234567.8"]
-    tokens += [b"1" * k + b"." + b"2" * (14 - k) for k in range(15)]  # the point at every place
+    for width in (7, 8, 9, 15):  # the point at every place, in one word (<= 8 bytes) and in two
+        tokens += [b"1" * k + b"." + b"2" * (width - 1 - k) for k in range(width)]
+        tokens += [b"-" + b"3" * k + b"." + b"4" * (width - 2 - k) for k in range(width - 1)]
     data = b"pad-pad-pad-pad-" + b" ".join(tokens) + b" "
     lengths = np.array([len(t) for t in tokens], np.intp)
     ends = 16 + np.cumsum(lengths + 1) - 1
