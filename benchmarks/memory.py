@@ -2,6 +2,7 @@
 
     python benchmarks/memory.py                 # the 1M x 300 case, then the 3M x 300 case
     python benchmarks/memory.py --sizes 1M --repeat 3
+    python benchmarks/memory.py --sizes 1M --phases      # where the peak is reached, phase by phase
 
 Each case runs `/usr/bin/time -v embedtune train TABLE CORPUS --train-list LIST --optimizer adam
 --objective sgns --epochs 1 -o OUT` as a child process and reads GNU time's "Maximum resident set
@@ -17,6 +18,11 @@ Data (made on the first run under benchmarks/_data/, git-ignored; needs the `ben
 
 Goals (issue 16): 1M x 300: peak <= 2 x matrix + 0.7 GB (3.1 GB); 3M x 300: <= 1.3 x matrix + 1 GB.
 GB here are 10^9 bytes; time -v reports KiB.
+
+--phases runs the same command once more in a child process that reads its own /proc/self/status
+(VmHWM: the peak so far, VmRSS: resident now) at the end of each phase (imports, load, corpus count,
+plan, new-word starts, trainer, first step, training, frozen-row check, writing), so the phase that
+sets the peak, and by how much, shows.
 """
 
 from __future__ import annotations
@@ -131,17 +137,90 @@ def run_case(size: str, out_dir: str) -> dict:
             "words_per_second": summary["words_per_second"], "load": os.getloadavg()[0]}
 
 
+PHASES_CHILD = r"""
+import sys, time
+def status():
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["VmHWM"].split()[0]) * 1024, int(fields["VmRSS"].split()[0]) * 1024
+marks = []
+def mark(name):
+    hwm, rss = status()
+    marks.append((name, hwm, rss, time.perf_counter()))
+    print(f"PHASE {name} {hwm} {rss}", file=sys.stderr, flush=True)
+began = time.perf_counter()
+import embedtune.cli.main as cli_main
+from embedtune import formats, init, train as train_mod
+from embedtune.corpus import Corpus
+mark("imports (TensorFlow, embedtune)")
+def after(owner, name, label, first_only=False):
+    fn = getattr(owner, name)
+    state = {"done": False}
+    def wrapped(*a, **k):
+        result = fn(*a, **k)
+        if not (first_only and state["done"]):
+            mark(label)
+        state["done"] = True
+        return result
+    setattr(owner, name, wrapped)
+after(formats, "load_vectors", "load the table")
+after(Corpus, "count", "count the corpus", first_only=True)
+after(train_mod, "plan_rows", "plan")
+after(train_mod, "initial_vectors", "new-word starts")
+trainer_init = train_mod.Trainer.__init__
+def init_and_watch(self, *a, **k):
+    trainer_init(self, *a, **k)
+    mark("trainer's tables")
+    after(self, "step", "first step (compiled)", first_only=True)   # a tf.function set in __init__
+train_mod.Trainer.__init__ = init_and_watch
+after(train_mod.Trainer, "trained_matrix", "training loop")
+after(train_mod, "max_frozen_change", "summary (max frozen change)")
+after(formats, "save_vectors", "write the output (frozen rows checked)")
+try:
+    cli_main.cli(args=sys.argv[1:], prog_name="embedtune")
+finally:
+    mark("end")
+"""
+
+
+def run_phases(size: str, out_dir: str) -> None:
+    table = table_path(size)
+    output = os.path.join(out_dir, f"memory-out.{size}.bin")
+    command = [sys.executable, "-c", PHASES_CHILD, "train", table, CORPUS, "--train-list",
+               table.replace(".bin", ".train.txt"), "--optimizer", "adam", "--objective", "sgns", "--epochs", "1",
+               "-o", output]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"train failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    os.unlink(output)
+    print(f"\n{size} x {DIM}, by phase (load average {os.getloadavg()[0]:.1f}); GB = 10^9 bytes")
+    print(f"{'after':<40} {'peak so far':>11} {'resident':>9} {'peak rise':>9}")
+    previous = 0
+    for line in done.stderr.splitlines():
+        if line.startswith("PHASE "):
+            *name, hwm, rss = line[6:].split(" ")
+            hwm, rss = int(hwm), int(rss)
+            print(f"{' '.join(name):<40} {hwm / 1e9:>11.2f} {rss / 1e9:>9.2f} {(hwm - previous) / 1e9:>+9.2f}")
+            previous = hwm
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1M,3M", help="comma-separated: 1M, 3M (default both)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median is reported")
     parser.add_argument("--out-dir", default=DATA, help="where the (deleted) outputs go")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--phases", action="store_true", help="peak and resident memory after each phase, "
+                        "one run per size, instead of the GNU time figures")
     args = parser.parse_args()
     sizes = args.sizes.split(",")
     build_corpus()
     for size in sizes:
         build_table(size)
+    if args.phases:
+        for size in sizes:
+            run_phases(size, args.out_dir)
+        return
     results = []
     for size in sizes:
         runs = []

@@ -3,11 +3,13 @@
 One line per word: the word, then DIM numbers, separated by single spaces. The last DIM fields are
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
-Reading goes a block of lines at a time. The fast path hands a block to numpy's C text reader
-(`np.loadtxt`, about twice as fast as `np.fromstring`, and it checks that every row has the same
-number of fields). A block it cannot take (a word with spaces, doubled spaces, tabs, a bad value or
-bad UTF-8) is split in halves until the odd lines are isolated, and those go through a per-line
-reader that handles every case and names the exact line of any error.
+Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
+and parses its values as plain decimals on whole arrays (floatparse.py: 3x faster than `np.loadtxt`
+on GloVe, the same bits). A block that is not one word and dim values after single spaces on every
+line goes to numpy's C text reader (`np.loadtxt`, about twice as fast as `np.fromstring`); a block
+neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
+halves until the odd lines are isolated, and those go through a per-line reader that handles every
+case and names the exact line of any error.
 
 A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
 cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
@@ -30,10 +32,12 @@ import warnings
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
+from embedtune.formats import floatparse
 from embedtune.formats.floattext import format_slots
 from embedtune.formats.io import UTF8_BOM, check_header_fits, new_matrix
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
+PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache: 1 MB pieces 2x faster than 8 MB
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
@@ -423,9 +427,87 @@ def _cuts(path: str, start: int, size: int, parts: int):
 
 
 def _parse_fast(body: bytes, dim: int, n: int):
+    """n whole lines of a word and dim values each -> (words, float32 [n, dim]); ValueError or _NotFast
+    when the block needs the careful reader (the caller then splits it, down to single lines)."""
     first = body[:body.find(b"\n") + 1]
     if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
         body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
+    try:
+        return _parse_columns(body, dim, n)
+    except _NotFast:
+        return _parse_loadtxt(body, dim, n)
+
+
+def _parse_columns(body: bytes, dim: int, n: int):
+    """The common case: every line is a word, then dim values, each after one space (floatparse.py).
+    About 3x faster than np.loadtxt on GloVe; _NotFast for anything else."""
+    if b"\r" in body:
+        body = body.replace(b"\r\n", b"\n")
+        if b"\r" in body:
+            raise _NotFast
+    # 16 bytes of padding: floatparse looks at the 16 bytes that end where a value ends
+    text = np.empty(len(body) + floatparse.WIDTH, np.uint8)
+    text[:floatparse.WIDTH] = ord("0")
+    text[floatparse.WIDTH:] = np.frombuffer(body, np.uint8)
+    matrix = np.empty((n, dim), np.float32)
+    words = []
+    row = 0
+    start = floatparse.WIDTH
+    while start < text.size:
+        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - floatparse.WIDTH) + 1 + floatparse.WIDTH
+        k = _parse_piece(body, text, start, stop, dim, matrix[row:], words)
+        row += k
+        start = stop
+    if row != n:
+        raise _NotFast
+    return words, matrix
+
+
+def _parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) -> int:
+    """The lines in text[start:stop] (body after 16 bytes of padding) into out[:k] and words; -> k, the
+    number of lines."""
+    piece = text[start:stop]
+    seps = np.flatnonzero((piece == 32) | (piece == 10))
+    k = seps.size // (dim + 1)
+    if seps.size != k * (dim + 1) or k == 0:
+        raise _NotFast
+    rows = seps.reshape(k, dim + 1)
+    # each line's last separator a newline: then every line has exactly dim spaces
+    if not (piece[rows[:, dim]] == 10).all() or rows[-1, dim] != piece.size - 1:
+        raise _NotFast
+    line_starts = np.empty(k, np.intp)
+    line_starts[0] = 0
+    line_starts[1:] = rows[:-1, dim] + 1
+    if (rows[:, 0] <= line_starts).any():  # an empty word (the line starts with a space)
+        raise _NotFast
+    lengths = np.empty(seps.size, np.intp)
+    np.subtract(seps[1:], seps[:-1], out=lengths[:-1])
+    lengths = lengths.reshape(k, dim + 1)[:, :dim].ravel() - 1
+    ends = rows[:, 1:].ravel() + start
+    values = np.empty(k * dim, np.float64)
+    odd = floatparse.parse_decimals(text, ends, lengths, values)
+    if odd.size:
+        # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed
+        if odd.size > max(64, values.size >> 6):
+            raise _NotFast
+        for i in odd.tolist():
+            token = text[ends[i] - lengths[i]:ends[i]].tobytes()
+            if not NUMBER.fullmatch(token):
+                raise _NotFast
+            values[i] = float(token)
+    out[:k] = values.reshape(k, dim)
+    # the words: a slice per line (a mask and cumsum over the bytes took 4x as long, profiled)
+    base = start - floatparse.WIDTH
+    joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
+    try:
+        piece_words = joined.decode("utf-8").split(" ")
+    except UnicodeDecodeError:
+        raise _NotFast from None
+    words.extend(piece_words)
+    return k
+
+
+def _parse_loadtxt(body: bytes, dim: int, n: int):
     words = []
     add = words.append
 
