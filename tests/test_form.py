@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import zlib
 from collections import Counter
 
 import numpy as np
@@ -12,7 +11,7 @@ from click.testing import CliRunner
 
 from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
-from embedtune.form import FormModel, fit_form, piece_matrix, pieces
+from embedtune.form import FormModel, fit_form, piece_hash, piece_matrix, pieces
 from embedtune.formats import load_vectors
 from embedtune.init import combine_form_context, initial_vectors
 from embedtune.vectors import Vectors
@@ -33,7 +32,22 @@ def brute_force_pieces(word):
     return found
 
 
-@pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京"])
+def fnv1a(piece):
+    """32-bit FNV-1a, one round per code point (per byte for ASCII)."""
+    h = 0x811C9DC5
+    for ch in piece:
+        h = ((h ^ ord(ch)) * 0x01000193) % 2 ** 32
+    return h
+
+
+def test_piece_hash_is_fnv1a():
+    # The published FNV-1a 32-bit test vectors (www.isthe.com/chongo/tech/comp/fnv).
+    assert piece_hash("") == 0x811C9DC5
+    assert piece_hash("a") == 0xE40C292C
+    assert piece_hash("foobar") == 0xBF9CF968
+
+
+@pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京", "antidisestablishmentarianism", "ab"])
 def test_pieces_and_their_buckets_match_a_brute_force_definition(word):
     assert Counter(pieces(word)) == brute_force_pieces(word)
     buckets = 1000
@@ -41,9 +55,17 @@ def test_pieces_and_their_buckets_match_a_brute_force_definition(word):
     expected = np.zeros(buckets)
     total = sum(brute_force_pieces(word).values())
     for piece, times in brute_force_pieces(word).items():
-        expected[zlib.crc32(piece.encode("utf-8")) % buckets] += times / total
+        expected[fnv1a(piece) % buckets] += times / total
     np.testing.assert_allclose(row, expected, rtol=1e-6)
     assert row.sum() == pytest.approx(1.0)
+
+
+def test_piece_matrix_of_many_words_has_each_words_own_row():
+    # All words are hashed together (one array of code points): no piece may cross into a neighbour.
+    words = ["a", "of", "tigers", "naïve", "東京", "antidisestablishmentarianism", "ab", "aaaaaa", "x"]
+    together = piece_matrix(words, 1000).toarray()
+    for i, word in enumerate(words):
+        np.testing.assert_array_equal(together[i], piece_matrix([word], 1000).toarray()[0])
 
 
 def morphology(n_stems=150, dim=20, seed=0):
