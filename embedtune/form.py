@@ -148,11 +148,12 @@ def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations
     rz = np.einsum("ij,ij->j", r, z)
     for _ in range(iterations):
         ap = mt @ (m @ p)
-        ap += ridge * p
+        ap += np.multiply(p, ridge, out=z)     # z is free until the next preconditioning
         alpha = rz / np.maximum(np.einsum("ij,ij->j", p, ap), 1e-30)
         x += alpha * p[keep]
         ap *= alpha
         r -= ap
+        del ap                                # before the next round's product is made
         np.multiply(inv, r, out=z)
         rz_new = np.einsum("ij,ij->j", r, z)
         p *= rz_new / np.maximum(rz, 1e-30)
@@ -178,8 +179,8 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     conjugate gradient from E = 0, a block of columns at a time (one sparse product per round
     for all of them), preconditioned by the diagonal of M^T M + ridge I: common pieces (``<th``,
     ``ing>``) sit in thousands of words, rare ones in one, and without the diagonal scaling CG
-    spends its rounds on that spread. Its first round is each bucket's weighted mean of the
-    vectors of the words that use it, shrunk.
+    spends its rounds on that spread. Its first round gives each bucket a multiple of the
+    weighted mean of the vectors of the words that use it, shrunk.
     """
     if buckets < 1 or ridge <= 0 or iterations < 0:
         raise EmbedtuneError(f"form model: buckets must be >= 1 (got {buckets}), ridge > 0 (got {ridge}), "
@@ -197,10 +198,11 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     used = np.flatnonzero(first < len(full.indices))
     slot = np.full(buckets, -1, np.int64)
     slot[used[np.argsort(first[used], kind="stable")]] = np.arange(len(used))
-    column = slot[full.indices]
-    m = scipy.sparse.csr_matrix((full.data, column.astype(np.int32), full.indptr), shape=(n, len(used)))
+    column = slot[full.indices].astype(np.int32)
+    m = scipy.sparse.csr_matrix((full.data, column, full.indptr), shape=(n, len(used)))
+    del full, first
     mt = m.T.tocsr()
-    diag = np.bincount(column, weights=np.square(full.data, dtype=np.float64), minlength=len(used)) + ridge
+    diag = np.bincount(column, weights=np.square(m.data, dtype=np.float64), minlength=len(used)) + ridge
     inv = (1.0 / diag).astype(np.float32)[:, None]
     if words is not None:   # the buckets of ``words`` that some fitting word uses
         asked = np.unique(piece_matrix(list(words), buckets).indices)

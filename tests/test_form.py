@@ -113,6 +113,32 @@ def test_fit_uses_the_first_rows_and_unseen_pieces_give_zero():
     assert zero.shape == (1, matrix.shape[1]) and not zero.any()
 
 
+def test_a_fit_for_some_words_keeps_only_their_buckets_and_predicts_them_bit_for_bit():
+    words, matrix = morphology(n_stems=60)
+    vectors = Vectors(words[:400], matrix[:400])
+    asked = words[400:] + ["\u2603\u2603\u2603\u2603"]   # unseen stems, and a word of unseen pieces
+    whole = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=4)
+    part = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=4, words=asked)
+    asked_buckets = np.unique(piece_matrix(asked, 2 ** 16).indices)
+    assert set(part.used) == set(asked_buckets) & set(whole.used)
+    assert len(part.used) < len(whole.used) == part.stats["form_used_buckets"]
+    assert bits(part.predict(asked)).tobytes() == bits(whole.predict(asked)).tobytes()
+    assert part.stats["form_relative_residual"] == whole.stats["form_relative_residual"]
+
+
+def test_more_cg_rounds_bring_the_fit_closer_to_the_ridge_solution():
+    words, matrix = morphology(n_stems=30, dim=5)
+    vectors = Vectors(words, matrix)
+    buckets, ridge = 2 ** 12, 0.1
+    m = piece_matrix(words, buckets).toarray().astype(np.float64)
+    exact = np.linalg.solve(m.T @ m + ridge * np.eye(buckets), m.T @ matrix)
+    errors = []
+    for rounds in (1, 3, 10, 200):
+        model = fit_form(vectors, fit_words=0, buckets=buckets, ridge=ridge, iterations=rounds)
+        errors.append(np.abs(model.table - exact[model.used]).max())
+    assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-4, errors
+
+
 def test_combined_start_weight_follows_the_evidence():
     context = np.array([[3.0, 0.0]] * 4)
     form = np.array([[0.0, 1.0]] * 4)
