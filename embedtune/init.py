@@ -368,7 +368,7 @@ def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str],
     # the overlap. What it saves on a free machine is not measured: on the shared 2-core machine
     # (load average 17) the form-context start took 44-58 s against alacarte's 14-25 s either way.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fitting = pool.submit(fit_form, vectors, **(form_options or {}))
+        fitting = pool.submit(fit_form, vectors, words=list(new_words), **(form_options or {}))
         found = initial_vectors(vectors, corpus, new_words, side, **context_options)
         model = fitting.result()
     form = model.predict(list(new_words))
