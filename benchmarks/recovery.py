@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -264,18 +265,41 @@ def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str]
     for _ in range(repeat):
         for name, run in chosen:
             with Corpus(setup.corpus_path) as corpus:
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), cpu_seconds()
                 out = run(setup, corpus)
-                seconds = time.perf_counter() - began
+                seconds, cpu = time.perf_counter() - began, cpu_seconds() - cpu
             if name not in table:
                 found = out.matrix[[out.index[w] for w in setup.test]]
-                table[name] = {"method": name, "all_seconds": [], "frozen_change": frozen_change(setup, out),
+                table[name] = {"method": name, "all_seconds": [], "all_cpu_seconds": [], "frozen_change": frozen_change(setup, out),
                                **score(setup.glove, setup.test, found, unit_glove)}
             table[name]["all_seconds"].append(round(seconds, 2))
+            table[name]["all_cpu_seconds"].append(round(cpu, 2))
             del out
     for r in table.values():
         r["seconds"] = round(float(np.median(r["all_seconds"])), 2)
+        r["cpu_seconds"] = round(float(np.median(r["all_cpu_seconds"])), 2)
     return list(table.values())
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far, all threads (gensim's workers and TensorFlow's
+    pools included): under load it swings far less than wall time."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def print_ratios(rows_: list[dict], name: str = "GloVe input", base: str = "--init alacarte") -> None:
+    """The default train row's seconds over the alacarte-start row's (issue 14's added time), each
+    round's (the rows take turns) and the medians'."""
+    a = next((r for r in rows_ if name in r["method"]), None)
+    b = next((r for r in rows_ if base in r["method"]), None)
+    if a is None or b is None:
+        return
+    for key in ("all_seconds", "all_cpu_seconds"):
+        each = [x / y for x, y in zip(a[key], b[key])]
+        print(f"{key[4:]}: form-context start / alacarte start, per round {', '.join(f'{r:.2f}' for r in each)}; "
+              f"medians {float(np.median(a[key])):.2f} / {float(np.median(b[key])):.2f} = "
+              f"{float(np.median(a[key])) / float(np.median(b[key])):.2f}")
 
 
 # --- hyper-parameters, chosen on the validation words --------------------------------------------
@@ -398,11 +422,11 @@ def few_context_rows(setup: Setup, params: InitParams, unit_glove, ks=(1, 2, 5, 
 # --- report ---------------------------------------------------------------------------------------
 
 def print_table(rows_: list[dict], first: str) -> None:
-    print(f"| {first} | mean cos | median rank | R@1 | R@10 | R@100 | seconds | frozen change |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {first} | mean cos | median rank | R@1 | R@10 | R@100 | seconds | CPU seconds | frozen change |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows_:
         print(f"| {r[first]} | {r['mean_cos']:.3f} | {r['median_rank']:.0f} | {r['r1']:.2f} | {r['r10']:.2f} "
-              f"| {r['r100']:.2f} | {r.get('seconds', '')} | {r.get('frozen_change', '')} |")
+              f"| {r['r100']:.2f} | {r.get('seconds', '')} | {r.get('cpu_seconds', '')} | {r.get('frozen_change', '')} |")
 
 
 def main() -> None:
@@ -455,6 +479,7 @@ def main() -> None:
                               args.objective)
     print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
     print_table(report["rows"], "method")
+    print_ratios(report["rows"])
     if args.few_contexts:
         report["few_contexts"] = few_context_rows(setup, params, unit_glove)
         print(f"\nTest words kept at k random occurrences ({_knobs(params)}):\n")

@@ -364,9 +364,10 @@ def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str],
         found.stats.update(method="form-context", context_side=side, **({"method_note": note} if note else {}))
         return found
     # The form fit needs no corpus, so it runs in a second thread during the corpus pass (both spend
-    # most of their time in numpy/scipy, which let go of the GIL); the result does not depend on
-    # the overlap. What it saves on a free machine is not measured: on the shared 2-core machine
-    # (load average 17) the form-context start took 44-58 s against alacarte's 14-25 s either way.
+    # most of their time in numpy/scipy, which let go of the GIL, and the fit's hashing is numpy
+    # too); the result does not depend on the overlap. Recovery benchmark's rare split, load 11-15
+    # on 2 cores: this start cost 4.7-5.0 CPU-seconds against alacarte's 2.9-3.3, so the fit adds
+    # about 1.7 s of CPU, which a free second core hides and a busy machine does not.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         fitting = pool.submit(fit_form, vectors, words=list(new_words), **(form_options or {}))
         found = initial_vectors(vectors, corpus, new_words, side, **context_options)
