@@ -135,9 +135,11 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     tables still live): an estimate from the table sizes, not a measurement.
 
     Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
-    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,555 MiB estimated, 1,327
-    measured; glove 2,306 estimated, 1,530 measured (its pair count is bounded from above: the real
-    one is known only after counting; and the spelling model's fit is freed before the pairs are made).
+    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,359 MiB estimated, 1,224
+    measured (1,555 and 1,327 before the spelling model's fit kept only the new words' buckets);
+    glove 2,109 estimated, 1,530 measured before that change (its pair count is bounded from above:
+    the real one is known only after counting; and the spelling model's fit is freed before the
+    pairs are made).
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
