@@ -371,7 +371,7 @@ def sweep_form(setup: Setup, unit_glove, rounds) -> list[dict]:
             start = combine_form_context(model.predict(words), context.matrix[at], context.contexts[at], DEFAULT_FORM_K)
             scored = score(setup.glove, words, start, unit_glove)
             result.update({f"{split}_r10": scored["r10"], f"{split}_median_rank": scored["median_rank"]})
-        print(f"form fit, {n} CG rounds: validation R@10 {result['validation_r10']:.3f}, median rank "
+        print(f"form fit, {int(n)} CG rounds: validation R@10 {result['validation_r10']:.3f}, median rank "
               f"{result['validation_median_rank']:.0f} (test {result['test_r10']:.3f}, "
               f"{result['test_median_rank']:.0f}); {seconds:.1f} s at load {result['load']:.1f}", file=sys.stderr)
         results.append(result)
