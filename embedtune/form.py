@@ -3,14 +3,15 @@
 A word w is wrapped as ``<w>``; its pieces are every substring of ``<w>`` of ``MIN_N`` to
 ``MAX_N`` characters (fastText's subwords, repeats kept) plus ``<w>`` itself when it is longer
 than ``MAX_N`` (shorter, it is already one of the substrings). A piece goes to bucket
-``piece_hash`` mod ``buckets`` (FNV-1a, fastText's hash); the word's form vector is the mean of its pieces' bucket
-vectors. The bucket vectors E are the ridge solution
+``piece_hash`` mod ``buckets`` (FNV-1a, fastText's hash); the word's form vector is the mean of
+its pieces' bucket vectors. The bucket vectors E are the ridge solution
 
     min_E  sum_w |mean of E over w's pieces - v_w|^2 + ridge |E|^2
 
 over pretrained words w, so a new word gets what its pieces meant in words spelt like it
 (``threatens`` from ``threaten``, ``insurgency`` from ``insurgent``). Only the buckets some
-fitting word uses can be non-zero in the solution, so only those are stored and solved for.
+fitting word uses can be non-zero in the solution, so only those are solved for, and only those
+of the words asked about (``fit_form(words=...)``) are kept.
 
 The hash runs over code points, so it equals fastText's (over UTF-8 bytes) for ASCII pieces only;
 the bucket vectors are not meant to be read by fastText.
