@@ -261,6 +261,10 @@ def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str]
     the rows run that many times in turn (A B A B ...), so that a load change on the machine falls on
     all of them alike, and seconds is the median; the figures are those of the first run."""
     chosen = [(name, run) for name, run in rows(swept, objective) if not only or any(part in name for part in only)]
+    if any(name.startswith("embedtune train") for name, _ in chosen):
+        # TensorFlow's import (2-5 s) is the process's, not a row's: without this the first train
+        # row of the first round paid it (form-context's, 23.1 CPU-s against 18.0 in the next round).
+        import embedtune.train  # noqa: F401
     table = {}
     for _ in range(repeat):
         for name, run in chosen:
