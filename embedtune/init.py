@@ -27,6 +27,7 @@ their window gets the random start.
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -317,6 +318,20 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
     return InitResult(matrix, contexts, n_from_context, n_new - n_from_context, stats)
 
 
+def release_freed_memory() -> None:
+    """Hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere).
+
+    The spelling model's fit frees its work arrays, but those under glibc's mmap threshold (which
+    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists: a 300d fit
+    of 100k words left 70 MB resident after the model was dropped, and 0 after malloc_trim
+    (/proc/self/status VmRSS). Left there, they add to the peak of the training that follows.
+    """
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
 def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
                          k: float = DEFAULT_FORM_K) -> np.ndarray:
     """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
@@ -364,21 +379,24 @@ def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str],
         found.stats.update(method="form-context", context_side=side, **({"method_note": note} if note else {}))
         return found
     # The form fit needs no corpus, so it runs in a second thread during the corpus pass (both spend
-    # most of their time in numpy/scipy, which let go of the GIL); the result does not depend on
-    # the overlap. What it saves on a free machine is not measured: on the shared 2-core machine
-    # (load average 17) the form-context start took 44-58 s against alacarte's 14-25 s either way.
+    # most of their time in numpy/scipy, which let go of the GIL, and the fit's hashing is numpy
+    # too); the result does not depend on the overlap. Recovery benchmark's rare split, load 11-15
+    # on 2 cores: this start cost 4.7-5.0 CPU-seconds against alacarte's 2.9-3.3, so the fit adds
+    # about 1.7 s of CPU, which a free second core hides and a busy machine does not.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fitting = pool.submit(fit_form, vectors, **(form_options or {}))
+        fitting = pool.submit(fit_form, vectors, words=list(new_words), **(form_options or {}))
         found = initial_vectors(vectors, corpus, new_words, side, **context_options)
         model = fitting.result()
-    form = model.predict(list(new_words))
+    form, form_stats = model.predict(list(new_words)), model.stats
+    del model, fitting   # the future holds the model too
+    release_freed_memory()
     min_contexts = context_options.get("min_contexts", DEFAULT_MIN_CONTEXTS)
     evidence = np.where(found.contexts >= min_contexts, found.contexts, 0)
     matrix = combine_form_context(form, np.where((evidence > 0)[:, None], found.matrix, 0), evidence, k)
     # Neither a context nor a seen piece: the random start initial_vectors gave.
     none = (evidence == 0) & ~np.any(form != 0, axis=1)
     matrix[none] = found.matrix[none]
-    stats = {**found.stats, **model.stats, "method": "form-context", "context_side": side, "form_k": k,
+    stats = {**found.stats, **form_stats, "method": "form-context", "context_side": side, "form_k": k,
              "from_form_only": int(((evidence == 0) & ~none).sum()),
              "seconds": round(time.perf_counter() - began, 3)}
     if note:

@@ -36,12 +36,13 @@ GLOVE_BYTES_PER_PAIR = 64
 # sgns.py, per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
 # then an int64 order and the permuted copies.
 SGNS_BYTES_PER_PAIR = 32
-# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.7M
-# pieces (27 a word: the CSR matrix, its transpose and their temporaries, 8 bytes a piece each) and use
-# 482,592 buckets (4.8 a word), each holding its float32 [dim] result and six work rows of at most
-# form.COLUMN_BLOCK columns while CG runs. Freed before training; counted in the sum all the same, so
-# the estimate errs high for it.
-FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 27, 4.8
+# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
+# pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
+# piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
+# most form.COLUMN_BLOCK columns; the result is kept only for the buckets of the new words. Freed
+# before training; counted in the sum all the same, so the estimate errs high for it.
+FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
+FORM_PIECE_BYTES = 20
 
 
 @dataclass
@@ -112,13 +113,18 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.form import COLUMN_BLOCK, DEFAULT_FIT_WORDS
+    from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
-    per_bucket = 4 * (vectors.dim + 6 * min(vectors.dim, COLUMN_BLOCK))
-    return int(fit * (FORM_PIECES_PER_WORD * 8 * 4 + FORM_BUCKETS_PER_WORD * per_bucket))
+    block = min(vectors.dim, COLUMN_BLOCK)
+    buckets = fit * FORM_BUCKETS_PER_WORD
+    kept = min(buckets, len(run.new_words) * FORM_PIECES_PER_WORD)   # the new words' buckets
+    return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
+               + fit * 2 * 4 * block              # a block of the targets and M times the direction
+               + kept * vectors.dim * 4           # the result
+               + DEFAULT_BUCKETS * 8)             # bucket -> column
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
@@ -126,9 +132,11 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     tables still live): an estimate from the table sizes, not a measurement.
 
     Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
-    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,555 MiB estimated, 1,327
-    measured; glove 2,306 estimated, 1,530 measured (its pair count is bounded from above: the real
-    one is known only after counting; and the spelling model's fit is freed before the pairs are made).
+    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,359 MiB estimated, 1,224
+    measured (1,555 and 1,327 before the spelling model's fit kept only the new words' buckets);
+    glove 2,109 estimated, 1,530 measured before that change (its pair count is bounded from above:
+    the real one is known only after counting; and the spelling model's fit is freed before the
+    pairs are made).
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new

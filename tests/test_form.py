@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import zlib
 from collections import Counter
 
 import numpy as np
@@ -12,7 +11,7 @@ from click.testing import CliRunner
 
 from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
-from embedtune.form import FormModel, fit_form, piece_matrix, pieces
+from embedtune.form import FormModel, fit_form, piece_hash, piece_matrix, pieces
 from embedtune.formats import load_vectors
 from embedtune.init import combine_form_context, initial_vectors
 from embedtune.vectors import Vectors
@@ -33,7 +32,22 @@ def brute_force_pieces(word):
     return found
 
 
-@pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京"])
+def fnv1a(piece):
+    """32-bit FNV-1a, one round per code point (per byte for ASCII)."""
+    h = 0x811C9DC5
+    for ch in piece:
+        h = ((h ^ ord(ch)) * 0x01000193) % 2 ** 32
+    return h
+
+
+def test_piece_hash_is_fnv1a():
+    # The published FNV-1a 32-bit test vectors (www.isthe.com/chongo/tech/comp/fnv).
+    assert piece_hash("") == 0x811C9DC5
+    assert piece_hash("a") == 0xE40C292C
+    assert piece_hash("foobar") == 0xBF9CF968
+
+
+@pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京", "antidisestablishmentarianism", "ab"])
 def test_pieces_and_their_buckets_match_a_brute_force_definition(word):
     assert Counter(pieces(word)) == brute_force_pieces(word)
     buckets = 1000
@@ -41,9 +55,17 @@ def test_pieces_and_their_buckets_match_a_brute_force_definition(word):
     expected = np.zeros(buckets)
     total = sum(brute_force_pieces(word).values())
     for piece, times in brute_force_pieces(word).items():
-        expected[zlib.crc32(piece.encode("utf-8")) % buckets] += times / total
+        expected[fnv1a(piece) % buckets] += times / total
     np.testing.assert_allclose(row, expected, rtol=1e-6)
     assert row.sum() == pytest.approx(1.0)
+
+
+def test_piece_matrix_of_many_words_has_each_words_own_row():
+    # All words are hashed together (one array of code points): no piece may cross into a neighbour.
+    words = ["a", "of", "tigers", "naïve", "東京", "antidisestablishmentarianism", "ab", "aaaaaa", "x"]
+    together = piece_matrix(words, 1000).toarray()
+    for i, word in enumerate(words):
+        np.testing.assert_array_equal(together[i], piece_matrix([word], 1000).toarray()[0])
 
 
 def morphology(n_stems=150, dim=20, seed=0):
@@ -89,6 +111,32 @@ def test_fit_uses_the_first_rows_and_unseen_pieces_give_zero():
     assert not model.predict(["qqqqqq"]).any() or "qqq" in "".join(words)
     zero = model.predict(["\u2603\u2603\u2603\u2603"])
     assert zero.shape == (1, matrix.shape[1]) and not zero.any()
+
+
+def test_a_fit_for_some_words_keeps_only_their_buckets_and_predicts_them_bit_for_bit():
+    words, matrix = morphology(n_stems=60)
+    vectors = Vectors(words[:400], matrix[:400])
+    asked = words[400:] + ["\u2603\u2603\u2603\u2603"]   # unseen stems, and a word of unseen pieces
+    whole = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=4)
+    part = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=4, words=asked)
+    asked_buckets = np.unique(piece_matrix(asked, 2 ** 16).indices)
+    assert set(part.used) == set(asked_buckets) & set(whole.used)
+    assert len(part.used) < len(whole.used) == part.stats["form_used_buckets"]
+    assert bits(part.predict(asked)).tobytes() == bits(whole.predict(asked)).tobytes()
+    assert part.stats["form_relative_residual"] == whole.stats["form_relative_residual"]
+
+
+def test_more_cg_rounds_bring_the_fit_closer_to_the_ridge_solution():
+    words, matrix = morphology(n_stems=30, dim=5)
+    vectors = Vectors(words, matrix)
+    buckets, ridge = 2 ** 12, 0.1
+    m = piece_matrix(words, buckets).toarray().astype(np.float64)
+    exact = np.linalg.solve(m.T @ m + ridge * np.eye(buckets), m.T @ matrix)
+    errors = []
+    for rounds in (1, 3, 10, 200):
+        model = fit_form(vectors, fit_words=0, buckets=buckets, ridge=ridge, iterations=rounds)
+        errors.append(np.abs(model.table - exact[model.used]).max())
+    assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-4, errors
 
 
 def test_combined_start_weight_follows_the_evidence():
