@@ -119,6 +119,8 @@ class FormModel:
 
     def predict(self, words: list[str]) -> np.ndarray:
         """[len(words), dim] float32 form vectors (zero for a word none of whose pieces was seen)."""
+        if not len(self.used):   # none of the words' pieces is a pretrained word's
+            return np.zeros((len(words), self.table.shape[1]), np.float32)
         m = piece_matrix(words, self.buckets).tocoo()
         slot = np.searchsorted(self.used, m.col)
         slot = np.minimum(slot, len(self.used) - 1)

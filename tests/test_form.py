@@ -218,3 +218,13 @@ def test_cli_train_form_context_keeps_frozen_rows_and_a_huge_anchor_keeps_the_co
     assert out.words == start.words
     # The anchor pulls toward the form-context start, not toward some other start.
     np.testing.assert_allclose(out.matrix[len(original):], start.matrix[len(original):], atol=1e-4)
+
+
+def test_a_fit_for_words_of_unseen_pieces_only_predicts_zeros():
+    # Found by tests/test_properties.py: no asked word shares a piece with a pretrained word, so the
+    # fit keeps no bucket, and predicting indexed an empty array.
+    words, matrix = morphology(n_stems=20)
+    part = fit_form(Vectors(words, matrix), fit_words=0, buckets=2 ** 16, iterations=3, words=["\u2603\u2603\u2603"])
+    assert len(part.used) == 0
+    zero = part.predict(["\u2603\u2603\u2603"])
+    assert zero.shape == (1, matrix.shape[1]) and not zero.any()
