@@ -338,15 +338,12 @@ def launch_workers(ctx, config, workers: int) -> None:
 
 
 def open_corpus(config, lowercase: bool, vectors):
-    """The corpus as the objective reads it: plain text, or labelled lines for classify."""
-    from embedtune.corpus import Corpus
+    """The corpus as the objective reads it (Objective.open_corpus: plain text, or labelled lines for classify)."""
+    from embedtune.config import resolve
 
-    options = dict(lowercase=lowercase, tokenize=config.vocab.tokenize, vocabulary=vectors.index)
-    if config.train.objective != "classify":
-        return Corpus(config.corpus, **options)
-    from embedtune.objectives.classify import LabelledCorpus
-
-    return LabelledCorpus(config.corpus, label_prefix=config.train.label_prefix, valid=config.valid, **options)
+    objective = objective_class(resolve(config).train.objective)
+    return objective.open_corpus(config.corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                                 vocabulary=vectors.index)
 
 
 def report_classify(result, config) -> None:

@@ -75,8 +75,9 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
     """
     from embedtune import formats
-    from embedtune.corpus import Corpus
+    from embedtune.config import resolve
     from embedtune.init import is_lowercase_vocabulary
+    from embedtune.objectives import objective_class
     from embedtune.train import train   # imports TensorFlow: only when training
 
     config = options_config(options, config)
@@ -97,7 +98,9 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
-    with Corpus(corpus, lowercase=lowercase, tokenize=config.vocab.tokenize, vocabulary=vectors.index) as text:
+    objective = objective_class(resolve(config).train.objective)   # classify reads labelled lines
+    with objective.open_corpus(corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                               vocabulary=vectors.index) as text:
         out = train(vectors, text, config, progress=progress, resume=resume).vectors
     # train returns the input matrix with the trained rows put in place (PatchedVectors, for writing
     # a block at a time); a caller of the library gets a plain Vectors of its own.

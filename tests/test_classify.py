@@ -183,3 +183,15 @@ def test_dry_run_checks_the_valid_lines(tmp_path):
     result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", valid, "-o", tmp_path / "o.txt",
                   "--dry-run"])
     one_error_line(result, str(valid), "line 2", "no label")
+
+
+def test_fine_tune_trains_classify_from_python_as_the_command_does(tmp_path):
+    # The objective opens its own corpus (Objective.open_corpus), so the library reads labelled lines too.
+    import embedtune
+
+    out = tmp_path / "cli.txt"
+    options = ["--freeze-top", "5000", "--epochs", "1", "--seed", "3", "--deterministic"]
+    assert run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "-o", out, *options]).exit_code == 0
+    tuned = embedtune.fine_tune(str(SAMPLE_VECTORS), str(TRAIN), objective="classify", freeze_top=5000, epochs=1,
+                                seed=3, deterministic=True)
+    np.testing.assert_array_equal(bits(tuned.matrix), bits(load_vectors(out).matrix))

@@ -100,6 +100,15 @@ class Objective:
         """Closed-form objectives only: (vectors, plan, stats) for a resolved ``config``."""
         raise NotImplementedError(f"{cls.name} is trained by the loop, not fitted in closed form")
 
+    @classmethod
+    def open_corpus(cls, source, config, **options):
+        """The corpus as this objective reads it, from ``source`` (a path, "-" or sentences);
+        ``options`` are embedtune.corpus.Corpus's (lowercase, tokenize, vocabulary). Plain text here;
+        classify reads labelled lines."""
+        from embedtune.corpus import Corpus
+
+        return Corpus(source, **options)
+
     # --- checks and figures ----------------------------------------------------------------------
     def check(self, corpus) -> None:
         """Raise EmbedtuneError (naming ``corpus.path``) when this corpus and these vectors cannot

@@ -307,6 +307,10 @@ class Classify(Objective):
     settings = ("label_prefix",)
     word_keys = ("word",)   # the batch entry holding word-table ids
 
+    @classmethod
+    def open_corpus(cls, source, config, **options) -> LabelledCorpus:
+        return LabelledCorpus(source, label_prefix=config.train.label_prefix, valid=config.valid, **options)
+
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
         if not isinstance(corpus, LabelledCorpus):
             raise EmbedtuneError("--objective classify reads a corpus in fastText's supervised format "
