@@ -16,7 +16,7 @@ from embedtune.formats import load_vectors
 from embedtune.init import combine_form_context, initial_vectors
 from embedtune.vectors import Vectors
 
-from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS, bits, glove, write_glove_text
+from train_fixtures import SAMPLE_CORPUS, bits, glove, write_glove_text
 
 
 def brute_force_pieces(word):

@@ -12,9 +12,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from embedtune import objectives
 from embedtune._tf import lazy as tf
-from embedtune.config import TrainConfig, learning_rate, resolve, validate
+from embedtune.config import learning_rate, resolve, validate
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives import OBJECTIVES, Objective, objective_class
