@@ -16,7 +16,7 @@ import numpy as np
 
 from embedtune import checkpoint
 from embedtune.config import Config, learning_rate, resolve
-from embedtune.corpus import CHUNK_TOKENS, Corpus
+from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, pick_new_words
 from embedtune.objectives import objective_class
@@ -30,12 +30,6 @@ OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-siz
 # TensorFlow, XLA's compiled step and the Python process around them: the quickstart's peak RSS
 # was 747 MiB (TF 2.21 on CPU, 1 epoch, /usr/bin/time -v) with about 45 MiB of it in the parts below.
 RUNTIME_BYTES = 700 * 2**20
-# glove.py keeps, per counted pair at its peak: the COO counts (float64 + 2 int32), their int32 ids,
-# float64 log-counts and weights, the float32 copies batched and an int64 order: about 64 bytes.
-GLOVE_BYTES_PER_PAIR = 64
-# sgns.py, per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
-# then an int64 order and the permuted copies.
-SGNS_BYTES_PER_PAIR = 32
 # form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
 # pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
 # piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
@@ -142,21 +136,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
     n_local = run.trainable_in_corpus + run.frozen_in_corpus
     rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
-    side_width = dim if t.objective == "sgns" else 1
-    side = (n_local + 1) * side_width * 4
-    if t.objective == "classify":
-        # objectives/classify.py keeps the corpus as int32 ids with an int64 offset a line, and the
-        # classifier's table is one row a label (bounded here by the lines).
-        side = (min(run.corpus_lines, 1 << 16) + 1) * (dim + 1) * 4
-        batches = run.corpus_words * 4 + run.corpus_lines * 8
-    elif t.objective == "glove":
-        # At most every pair of distinct local words, and at most window pairs per corpus word.
-        pairs = min(n_local * (n_local + 1) // 2, run.corpus_words * t.window)
-        batches = pairs * GLOVE_BYTES_PER_PAIR
-    else:
-        # One chunk's pairs: a kept word centers window + 1 pairs on average (reach 1..window each side).
-        pairs = min(CHUNK_TOKENS, run.corpus_words) * (t.window + 1)
-        batches = pairs * SGNS_BYTES_PER_PAIR
+    side, batches = objective_class(t.objective).memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))

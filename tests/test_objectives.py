@@ -195,3 +195,17 @@ def test_the_registry_imports_no_tensorflow():
 def test_glove_adds_its_fitted_scale_to_the_summary():
     result = train(glove(20000), Corpus(LINES), make_config({"freeze_top": 300}, objective="glove", epochs=1))
     assert result.stats["glove_fit_pairs"] > 0 and result.stats["glove_scale"] > 0
+
+
+def test_the_dry_runs_memory_estimate_asks_each_objective_for_its_own_part(adjacent):
+    # The base class's part (a bias a word, nothing on the host) for an objective that says nothing,
+    # and each registered objective's own: sgns keeps a context vector a word, glove a bias.
+    t = resolve(make_config(objective="adjacent")).train
+    assert objective_class("adjacent").memory(t, 50, 999, 10**6, 10**4) == (1000 * 4, 0)
+    for name, cls in OBJECTIVES.items():
+        if cls.closed_form:
+            continue
+        side, batches = cls.memory(resolve(make_config(objective=name)).train, 50, 999, 10**6, 10**4)
+        assert isinstance(side, int) and isinstance(batches, int) and side > 0 and batches >= 0, name
+    assert objective_class("sgns").memory(resolve(make_config(objective="sgns")).train, 50, 999, 10**6, 10**4)[0] \
+        == 1000 * 50 * 4

@@ -11,7 +11,8 @@ Adding an objective ``name``:
    optimizer, anchor and epochs), ``settings`` (the keys it reads beyond the shared ones, which
    the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
-   them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check`` and ``summary``.
+   them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
+   ``open_corpus`` and ``memory`` (the dry run's estimate).
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
@@ -108,6 +109,13 @@ class Objective:
         from embedtune.corpus import Corpus
 
         return Corpus(source, **options)
+
+    @classmethod
+    def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int) -> tuple[int, int]:
+        """The dry run's estimate (embedtune/runplan.py), in bytes, of what this objective holds at
+        its peak: (its side table, its pairs and batches on the host). Here: a table one float wide
+        (a bias a word) and nothing kept on the host."""
+        return (n_local + 1) * 4, 0
 
     # --- checks and figures ----------------------------------------------------------------------
     def check(self, corpus) -> None:

@@ -308,6 +308,12 @@ class Classify(Objective):
     word_keys = ("word",)   # the batch entry holding word-table ids
 
     @classmethod
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
+        """The classifier: a row a label (bounded here by the lines); the corpus kept as int32 ids with an
+        int64 offset a line."""
+        return (min(corpus_lines, 1 << 16) + 1) * (dim + 1) * 4, corpus_words * 4 + corpus_lines * 8
+
+    @classmethod
     def open_corpus(cls, source, config, **options) -> LabelledCorpus:
         return LabelledCorpus(source, label_prefix=config.train.label_prefix, valid=config.valid, **options)
 

@@ -35,6 +35,9 @@ from embedtune.objectives.rows import LocalRows
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
 FIT_BLOCK = 1 << 20      # pairs per block when taking dot products (bounds the [block, dim] gathers)
+# Host bytes per counted pair at the peak: the COO counts (float64 + 2 int32), their int32 ids,
+# float64 log-counts and weights, the float32 copies batched and an int64 order (the dry run's estimate).
+BYTES_PER_PAIR = 64
 
 
 def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
@@ -125,6 +128,13 @@ class GloVe(Objective):
     # (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
     learning_rates = {"adagrad": 0.1}
     settings = ("window", "x_max")
+
+    @classmethod
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
+        """A bias a local word; at most every pair of distinct local words, and at most window pairs
+        per corpus word, BYTES_PER_PAIR each."""
+        pairs = min(n_local * (n_local + 1) // 2, corpus_words * train.window)
+        return (n_local + 1) * 4, pairs * BYTES_PER_PAIR
     word_keys = ("row", "col")   # both ends of a pair read the word table
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):

@@ -28,7 +28,7 @@ import numpy as np
 
 from embedtune._tf import lazy as tf
 from embedtune.config import TrainConfig
-from embedtune.corpus import IdChunk, id_chunks
+from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
 from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
 
@@ -37,6 +37,9 @@ NEGATIVES = ("shared", "per-pair")
 # The corpus as ids is kept after the first epoch, for the next ones, up to this many tokens
 # (8 bytes each: ids and line numbers); a larger corpus is read and encoded again each epoch.
 CACHE_TOKENS = 1 << 26
+# Host bytes per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
+# then an int64 order and the permuted copies (the dry run's estimate).
+BYTES_PER_PAIR = 32
 SHARED_GROUP = 16   # pairs sharing one draw of negatives (see benchmarks/README.md, train_speed)
 
 
@@ -69,6 +72,12 @@ class SkipGram(Objective):
     defaults = {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}   # word2vec's
     settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids
+
+    @classmethod
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
+        """Context vectors a local word; one chunk's pairs: a kept word centers window + 1 pairs on
+        average (reach 1..window each side), BYTES_PER_PAIR each."""
+        return (n_local + 1) * dim * 4, min(CHUNK_TOKENS, corpus_words) * (train.window + 1) * BYTES_PER_PAIR
 
     @classmethod
     def init_window(cls, train: TrainConfig) -> int:
