@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from embedtune.errors import EmbedtuneError
 
@@ -50,32 +50,38 @@ def read_wordnet(folder: str) -> tuple[dict[tuple[str, int], list[str]], list[tu
         if not os.path.exists(path):
             continue
         found += 1
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                if raw.startswith(b" ") or not raw.strip():
-                    continue   # the licence header
-                try:
-                    line = raw.decode("utf-8")
-                    fields = line.split(" | ", 1)[0].split()
-                    offset = int(fields[0])
-                    n_words = int(fields[3], 16)
-                    words = [_lemma(fields[4 + 2 * i]) for i in range(n_words)]
-                    at = 4 + 2 * n_words
-                    n_pointers = int(fields[at])
-                    at += 1
-                    for _ in range(n_pointers):
-                        symbol, target, pos, source_target = fields[at: at + 4]
-                        at += 4
-                        if symbol in POINTERS:
-                            pointers.append((symbol, name, offset, int(source_target[:2], 16), POS_FILE[pos],
-                                             int(target), int(source_target[2:], 16)))
-                except (ValueError, IndexError, KeyError, UnicodeDecodeError):
-                    raise EmbedtuneError("not a WordNet data line (offset lex_filenum ss_type w_cnt word lex_id "
-                                         "... p_cnt pointers ... | gloss)", path, number) from None
-                synsets[(name, offset)] = words
+        for number, raw in _data_lines(path):
+            try:
+                line = raw.decode("utf-8")
+                fields = line.split(" | ", 1)[0].split()
+                offset = int(fields[0])
+                n_words = int(fields[3], 16)
+                words = [_lemma(fields[4 + 2 * i]) for i in range(n_words)]
+                at = 4 + 2 * n_words
+                n_pointers = int(fields[at])
+                at += 1
+                for _ in range(n_pointers):
+                    symbol, target, pos, source_target = fields[at: at + 4]
+                    at += 4
+                    if symbol in POINTERS:
+                        pointers.append((symbol, name, offset, int(source_target[:2], 16), POS_FILE[pos],
+                                         int(target), int(source_target[2:], 16)))
+            except (ValueError, IndexError, KeyError, UnicodeDecodeError):
+                raise EmbedtuneError("not a WordNet data line (offset lex_filenum ss_type w_cnt word lex_id "
+                                     "... p_cnt pointers ... | gloss)", path, number) from None
+            synsets[(name, offset)] = words
     if not found:
         raise EmbedtuneError(f"no WordNet data files here (expected data.{', data.'.join(DATA_FILES)})", folder)
     return synsets, pointers
+
+
+def _data_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of a WordNet data file's synset lines, past its licence header (lines that
+    start with a space)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.startswith(b" ") and raw.strip():
+                yield number, raw
 
 
 def _add(table: dict[str, dict[str, None]], word: str, other: str) -> None:
@@ -190,14 +196,11 @@ def read_glosses(folder: str, name: str = "noun") -> Iterable[tuple[int, str, st
     path = os.path.join(folder, f"data.{name}")
     if not os.path.exists(path):
         raise EmbedtuneError(f"no WordNet data file data.{name} here", folder)
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if raw.startswith(b" ") or not raw.strip():
-                continue   # the licence header
-            try:
-                line = raw.decode("utf-8")
-                head, gloss = line.split(" | ", 1)
-                fields = head.split()
-                yield int(fields[0]), LEXNAMES[int(fields[1])], gloss.strip()
-            except (ValueError, IndexError, UnicodeDecodeError):
-                raise EmbedtuneError("not a WordNet data line (offset lex_filenum ... | gloss)", path, number) from None
+    for number, raw in _data_lines(path):
+        try:
+            line = raw.decode("utf-8")
+            head, gloss = line.split(" | ", 1)
+            fields = head.split()
+            yield int(fields[0]), LEXNAMES[int(fields[1])], gloss.strip()
+        except (ValueError, IndexError, UnicodeDecodeError):
+            raise EmbedtuneError("not a WordNet data line (offset lex_filenum ... | gloss)", path, number) from None

@@ -11,33 +11,17 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from embedtune.cli.main import cli
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors
 from embedtune.objectives.classify import (Classifier, LabelledCorpus, line_means, load_classifier, predict,
                                            save_classifier)
 
-from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove
+from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, one_error_line, run
 
 TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
 VALID = REPO / "data" / "sample" / "wordnet-glosses.valid.txt"
 FAST = ["--min-count", "1000000", "--epochs", "3"]   # no new words: no starts to fit (seconds)
-
-
-def run(args, input=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-
-
-def one_error_line(result, *parts):
-    assert result.exit_code != 0
-    lines = result.output.strip().splitlines()
-    assert "Traceback" not in result.output
-    assert lines[-1].startswith("Error: ") and sum(line.startswith("Error:") for line in lines) == 1, result.output
-    for part in parts:
-        assert part in lines[-1], (part, lines[-1])
-    return lines[-1]
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
 from embedtune.form import FormModel, fit_form, piece_hash, piece_matrix, pieces
 from embedtune.formats import load_vectors
 from embedtune.init import combine_form_context, initial_vectors
 from embedtune.vectors import Vectors
 
-from train_fixtures import SAMPLE_CORPUS, bits, glove, write_glove_text
+from train_fixtures import SAMPLE_CORPUS, bits, glove, run, write_glove_text
 
 
 def brute_force_pieces(word):
@@ -178,10 +176,6 @@ def files(tmp_path_factory):
     corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:60]) + "\n",
                       encoding="utf-8")
     return {"vectors": vectors, "corpus": corpus, "input": load_vectors(vectors)}
-
-
-def run(args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 def test_cli_init_form_context_keeps_glove_rows_and_reports_the_form_fit(files, tmp_path):

@@ -11,33 +11,16 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from embedtune.cli.main import cli
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.retrofit import Lexicon, adjacency, read_lexicon, retrofit
 from embedtune.train import train
-from embedtune.vectors import Vectors
 from embedtune.wordnet import wordnet_lexicons
 
-from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, read_text_vectors, with_paths
+from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, one_error_line, read_text_vectors, run, with_paths
 
 SYNONYMS = REPO / "data" / "sample" / "wordnet-synonyms.10k.txt"
 ANTONYMS = REPO / "data" / "sample" / "wordnet-antonyms.10k.txt"
-
-
-def run(args, input=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-
-
-def one_error_line(result, *parts):
-    assert result.exit_code != 0
-    lines = result.output.strip().splitlines()
-    assert "Traceback" not in result.output
-    assert lines[-1].startswith("Error: ") and sum(line.startswith("Error:") for line in lines) == 1, result.output
-    for part in parts:
-        assert part in lines[-1], (part, lines[-1])
-    return lines[-1]
 
 
 def edges(n, pairs):

@@ -12,17 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from embedtune._tf import tf
-from embedtune.cli.main import cli
 from embedtune.config import TrainConfig, resolve
 from embedtune.corpus import Corpus, IdChunk
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
 from embedtune.train import train
 
-from train_fixtures import SAMPLE_CORPUS, bits, glove, make_config, sample_lines, write_glove_text
+from train_fixtures import SAMPLE_CORPUS, bits, glove, make_config, run, sample_lines, write_glove_text
 
 LINES = sample_lines(20)
 EVERY_BATCH = ("the", "to", "of", "and", "a", "in")   # in every batch of 512 pairs (see test_train.py)
@@ -202,10 +200,6 @@ def files(tmp_path_factory):
     corpus = folder / "news.txt"
     corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:30]) + "\n", encoding="utf-8")
     return {"vectors": vectors, "corpus": corpus}
-
-
-def run(args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.mark.parametrize("options", [["--threads", "1", "--negatives", "per-pair"], ["--threads", "2"],

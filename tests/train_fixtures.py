@@ -107,3 +107,23 @@ def read_text_vectors(path: Path, header: bool | None = None) -> Vectors:
             header = len(f.readline().split()) == 2
     kv = KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=not header)
     return Vectors(list(kv.index_to_key), kv.vectors.astype(np.float32))
+
+
+def run(args, input=None):
+    """`embedtune ARGS` in-process; an unexpected exception fails the test instead of becoming exit 1."""
+    from click.testing import CliRunner
+
+    from embedtune.cli.main import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
+
+
+def one_error_line(result, *parts) -> str:
+    """The one `Error:` line a failed command printed last (no traceback), holding each of ``parts``."""
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert "Traceback" not in result.output
+    assert lines[-1].startswith("Error: ") and sum(line.startswith("Error:") for line in lines) == 1, result.output
+    for part in parts:
+        assert part in lines[-1], (part, lines[-1])
+    return lines[-1]
