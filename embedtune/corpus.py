@@ -267,11 +267,16 @@ class Corpus:
             return tokens
         return list(chain.from_iterable(map(self.tokenizer.__getitem__, tokens)))
 
-    def lines(self) -> Iterator[list[str]]:
-        """Token lists, one per line (empty lines skipped)."""
+    def lines(self, share: tuple[int, int] | None = None) -> Iterator[list[str]]:
+        """Token lists, one per line (empty lines skipped). ``share`` (k, n): only lines k, k + n,
+        k + 2n, ... (counted from 0, empty ones included), one worker's share of a distributed run;
+        the other lines are not decoded."""
         digest = self._hash
+        k, n = share if share is not None else (0, 1)
         if self.sentences is not None:
-            for sentence in self.sentences:
+            for number, sentence in enumerate(self.sentences):
+                if number % n != k:
+                    continue
                 tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
                 if digest is not None:
                     digest.update(" ".join(tokens).encode("utf-8", "surrogatepass") + b"\n")
@@ -287,6 +292,8 @@ class Corpus:
                 for number, offset, piece in _pieces(raw, self.path):
                     if digest is not None:
                         digest.update(piece)
+                    if (number - 1) % n != k:
+                        continue
                     if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
                         piece = piece[len(UTF8_BOM):]
                     try:

@@ -23,8 +23,10 @@ the chief's checkpoint (a folder all of them can read).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import signal
@@ -119,8 +121,78 @@ def batch_part(batch_size: int, workers: int, shared: bool) -> int:
     return part
 
 
+ENV_SHARES = "EMBEDTUNE_DEBUG_SHARES"   # tests: "N" makes one process train N workers' shares (Shares)
+
+# A share's position, as Position.shares keeps one a worker: [chunk, batch, words, more]: the chunk and
+# the batch in it (plus one) of its last batch trained, its corpus words done in the epoch, and 1 while
+# it has a batch after that one. A step gathers these and its pairs from every worker.
+CHUNK, BATCH, WORDS, MORE, PAIRS = range(5)
+
+
+class CorpusShare:
+    """Lines k, k + n, k + 2n, ... of a corpus: worker k's share of n."""
+
+    def __init__(self, corpus, index: int, size: int):
+        self.corpus, self.share = corpus, (index, size)
+        self.path = corpus.path
+
+    def lines(self):
+        return self.corpus.lines(share=self.share)
+
+
+def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, index: int, size: int,
+                  start: list | None, prepare) -> Iterator:
+    """Worker ``index`` of ``size``'s batches of epoch ``epoch``, after ``start`` (its share's
+    position, or None for the epoch's start), each prepared by ``prepare``; a Batch's ``words_done`` is
+    the share's corpus words done in the epoch.
+
+    An objective that reads lines (``reads_lines``) gets the share's lines; any other one makes the same
+    chunks on every worker, and the worker takes units index, index + size, ... of each chunk and
+    the same part of its words. A chunk's random state is drawn from (seed, size, epoch, chunk and, for
+    a share of lines, index), so a share's batches depend on nothing that another worker does, and a
+    resumed worker makes them again from its position alone.
+    """
+    from embedtune.train import Batch
+
+    lines = objective.reads_lines
+    source = CorpusShare(corpus, index, size) if lines else corpus
+    first, done_in_first = (start[CHUNK], start[BATCH]) if start else (0, 0)
+    words = 0
+    for number, chunk in enumerate(objective.chunks(source, local_index)):
+        raw = chunk.raw_tokens if lines else (chunk.raw_tokens * (index + 1)) // size - (chunk.raw_tokens * index) // size
+        if number < first:   # resuming: already trained
+            words += raw
+            continue
+        rng = np.random.default_rng([seed, size, epoch, number, index] if lines else [seed, size, epoch, number])
+        units = objective.units(chunk, rng)
+        if not lines:
+            units = tuple(u[index::size] if isinstance(u, np.ndarray) else u for u in units)
+        n_units = max(len(units[0]), 1)
+        done = 0
+        for batch_number, batch in enumerate(objective.batches(*units)):
+            done += batch["pairs"]
+            if number == first and batch_number < done_in_first:
+                continue
+            yield Batch(prepare(batch), batch["pairs"], number, batch_number + 1, None, words + raw * done // n_units)
+        words += raw
+
+
+def padding_batch(objective) -> dict:
+    """A batch of the objective's shape with nothing in it (weight 0): what a worker trains while others
+    finish the epoch. Made from one unit of zeros (local id 0)."""
+    needed = [p for p in inspect.signature(objective.batches).parameters.values()
+              if p.default is inspect.Parameter.empty and p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    batch = next(iter(objective.batches(*[np.zeros(1, np.int32) for _ in needed])))
+    return dict(batch, weight=np.zeros_like(batch["weight"]), pairs=0)
+
+
+def global_words(epoch: int, total_words: int, shares: list) -> int:
+    """Corpus words done, all epochs, all shares: the learning rate's clock."""
+    return (epoch - 1) * total_words + sum(int(s[WORDS]) for s in shares)
+
+
 class Worker:
-    """One worker's part: the strategy, the split of the batches and the gathered step."""
+    """One worker's part: the strategy, its share of the lines, and the gathered step."""
 
     def __init__(self, cluster: Cluster, threads: int | None = None):
         self.index, self.size = cluster.index, cluster.size
@@ -128,11 +200,15 @@ class Worker:
         self.threads = threads   # None: every core (one worker per machine)
         self.strategy = None
         self.steps = 0
+        self.current = None   # the step's Batch, made global after the step (worker_step)
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
 
     @classmethod
-    def from_env(cls) -> Worker | None:
+    def from_env(cls) -> Worker | Shares | None:
+        shares = os.environ.get(ENV_SHARES)
+        if shares and int(shares) > 1:
+            return Shares(int(shares))
         cluster = cluster_from_env()
         if cluster is None:
             return None
@@ -156,23 +232,27 @@ class Worker:
         return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=part))
 
     def settings(self, settings: dict) -> dict:
-        """The resume fingerprint's settings: the batch split depends on the number of workers."""
+        """The resume fingerprint's settings: the shares and the batch split depend on the number of workers."""
         return {**settings, "workers": self.size}
 
     def attach(self, trainer) -> None:
-        """Make ``trainer`` a worker: sliced negatives, gathered gradients, a step under the strategy,
-        and batches prepared only for its own slice (see ``batches``)."""
+        """Make ``trainer`` a worker: gathered gradients and positions, a step under the strategy."""
         from embedtune._tf import tf
 
-        own_gradients, device = trainer.gradients, self.device
+        own_gradients, device, size = trainer.gradients, self.device, self.size
+        self.seed = trainer.config.train.seed
+        self.padding = trainer.prepare(padding_batch(trainer.objective))
+        with tf.device(device):
+            self.gathered = tf.Variable(tf.zeros([size, PAIRS + 1], tf.int64), trainable=False, name="shares")
 
         def gathered_gradients(batch):
             loss, *slices = own_gradients(batch)
             # all_gather needs tensors placed on the worker's device (an unplaced one inside a
             # tf.function fails with "destinations can not be empty").
             with tf.device(device):
-                parts = [tf.identity(x) for x in (tf.reshape(loss, [1]), *slices)]
-            loss, *slices = tf.distribute.get_replica_context().all_gather(parts, axis=0)
+                parts = [tf.identity(x) for x in (tf.reshape(loss, [1]), batch["share"], *slices)]
+            loss, shares, *slices = tf.distribute.get_replica_context().all_gather(parts, axis=0)
+            self.gathered.assign(tf.reshape(shares, [size, PAIRS + 1]))
             return (tf.reduce_sum(loss), *slices)
 
         trainer.gradients = gathered_gradients
@@ -187,37 +267,53 @@ class Worker:
             if self.die_at is not None and self.steps >= self.die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
             try:
-                return compiled(batch, lr)
+                loss = compiled(batch, lr)
+                shares = self.gathered.numpy()   # every worker's position after the step (a host sync)
             except lost as err:
                 raise PeerLost(f"worker {self.index}: a collective step failed ({type(err).__name__}: "
                                f"{err.message.splitlines()[0] if err.message else ''})") from None
+            self.current.shares = shares[:, :PAIRS].tolist()
+            self.current.pairs = int(shares[:, PAIRS].sum())
+            self.current.words_done = global_words(self.epoch_number, self.total_words, self.current.shares)
+            return loss
 
         trainer.step = worker_step
-        self.prepare = trainer.prepare
-        trainer.prepare = lambda batch: batch   # epoch_batches hands raw batches to self.batches
 
-    def batches(self, items: Iterator) -> Iterator:
-        """Global batches from ``items`` (epoch_batches' host batches, unprepared): each group of N
-        consecutive batches of a chunk is one step; this worker prepares its own, the k-th (a batch of
-        padding when the chunk ended first). The position is the group's end, on every worker."""
-        group: list = []
-        for item in items:
-            if group and (item.chunk != group[0].chunk or (item.batch - 1) % self.size == 0):
-                yield self._global(group)
-                group = []
-            group.append(item)
-        if group:
-            yield self._global(group)
+    def epoch(self, trainer, corpus, pos, total_words: int) -> Iterator:
+        """This worker's batches of epoch ``pos.epoch`` from its position in ``pos`` on (prepared: they go
+        to the batch thread)."""
+        self.epoch_number, self.total_words = pos.epoch, total_words
+        start = pos.shares[self.index] if pos.shares else None
+        return share_batches(trainer.objective, corpus, trainer.local_index, self.seed, pos.epoch, self.index,
+                             self.size, start, trainer.prepare)
 
-    def _global(self, group: list):
-        first = group[0].batch - (group[0].batch - 1) % self.size   # number of the group's first batch
-        mine = [b for b in group if b.batch == first + self.index]
-        if mine:
-            raw = mine[0].tensors
-        else:
-            raw = dict(group[0].tensors, weight=np.zeros_like(group[0].tensors["weight"]), pairs=0)
-        return dataclasses.replace(group[-1], tensors=self.prepare(raw), pairs=sum(b.pairs for b in group),
-                                   batch=first + self.size - 1)
+    def groups(self, batches: Iterator, pos, train) -> Iterator[list]:
+        """The steps of the epoch, one a call: this worker's own batches, then padding until no worker has
+        a batch left. Whether one has is gathered with each step (``more``: a batch after this one), so
+        the workers agree on the epoch's last step; the step's Batch gets the global pairs, words and
+        every worker's position (worker_step)."""
+        from embedtune._tf import tf
+        from embedtune.train import Batch
+
+        if pos.shares and not any(s[MORE] for s in pos.shares):
+            return   # resumed after the epoch's last step
+        mine = pos.shares[self.index] if pos.shares else [0, 0, 0, 1]
+        step = 0
+        current = next(batches, None)
+        while True:
+            following = next(batches, None) if current is not None else None
+            if current is not None:
+                mine = [current.chunk, current.batch, current.words_done, int(following is not None)]
+            else:
+                mine = [*mine[:MORE], 0]
+            step += 1
+            tensors = dict(current.tensors if current is not None else self.padding,
+                           share=tf.constant([*mine, current.pairs if current is not None else 0], tf.int64))
+            self.current = Batch(tensors, 0, 0, step, None, 0)
+            yield [self.current]
+            if not any(s[MORE] for s in self.current.shares):
+                return
+            current = following
 
     def finish(self, trainer) -> None:
         """Debugging and tests: the hash of this worker's tables, when ENV_TABLE_HASH names a folder."""
@@ -234,6 +330,78 @@ class Worker:
         with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
             json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest()}, f)
 
+
+class Shares:
+    """N workers' shares trained in one process, for tests (ENV_SHARES): each step's global batch is the
+    N shares' batches (Worker's, B / N pairs each, padding for a share that has ended) concatenated,
+    the step the single process's over B pairs; the multi-worker run gathers the same slices, so the two
+    agree up to the order of float32 sums. Steps, learning rates and positions follow Worker's rules."""
+
+    chief = True
+    threads = None
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def start(self):
+        pass
+
+    def split(self, config):
+        t = config.train
+        batch_part(t.batch_size, self.size, shared=t.objective == "sgns" and t.negatives == "shared")
+        return config   # the trainer steps over whole global batches
+
+    def settings(self, settings: dict) -> dict:
+        return {**settings, "workers": self.size}
+
+    def attach(self, trainer) -> None:
+        objective = trainer.objective
+        if not hasattr(objective, "batch_size"):
+            raise EmbedtuneError(f"{ENV_SHARES}: the {objective.name} objective's batches cannot be concatenated")
+        self.seed = trainer.config.train.seed
+        self.prepare = trainer.prepare
+        # One copy of the objective a share: its own batch size (B / N) and its own cache of chunks.
+        self.parts = []
+        for _ in range(self.size):
+            part = copy.copy(objective)
+            part.batch_size = objective.batch_size // self.size
+            self.parts.append(part)
+        self.padding = padding_batch(self.parts[0])
+
+    def epoch(self, trainer, corpus, pos, total_words: int) -> Iterator:
+        from embedtune.train import Batch
+
+        if pos.shares and not any(s[MORE] for s in pos.shares):
+            return
+        shares = [list(s) for s in pos.shares] if pos.shares else [[0, 0, 0, 1] for _ in range(self.size)]
+        own = [share_batches(part, corpus, trainer.local_index, self.seed, pos.epoch, k, self.size,
+                             pos.shares[k] if pos.shares else None, lambda raw: raw)
+               for k, part in enumerate(self.parts)]
+        current = [next(it, None) for it in own]
+        step = 0
+        while True:
+            following = [next(it, None) if b is not None else None for it, b in zip(own, current)]
+            for k, (b, after) in enumerate(zip(current, following)):
+                shares[k] = [b.chunk, b.batch, b.words_done, int(after is not None)] if b is not None else [
+                    *shares[k][:MORE], 0]
+            raws = [b.tensors if b is not None else self.padding for b in current]
+            batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
+            batch["pairs"] = sum(raw["pairs"] for raw in raws)
+            step += 1
+            positions = [list(s) for s in shares]
+            yield Batch(self.prepare(batch), batch["pairs"], 0, step, None,
+                        global_words(pos.epoch, total_words, positions), positions)
+            if not any(s[MORE] for s in shares):
+                return
+            current = following
+
+    def groups(self, batches: Iterator, pos, train) -> Iterator[list]:
+        from embedtune.train import step_groups
+
+        return step_groups(batches, pos.steps, train)
+
+    def finish(self, trainer) -> None:
+        pass
 
 
 # --- the launcher: N local workers on loopback ports --------------------------------------------------

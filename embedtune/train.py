@@ -324,6 +324,7 @@ class Batch:
     batch: int            # its number in the chunk, plus one
     chunk_rng: dict       # the random state at the chunk's start
     words_done: int
+    shares: list | None = None   # a multi-worker run's: every worker's position after it (Position.shares)
 
 
 def epoch_batches(trainer: Trainer, corpus: Corpus, start: Position, total_words: int) -> Iterator[Batch]:
@@ -598,11 +599,13 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
     losses = LossLog(pos, lr0, words_total, progress, tblog)
     began, cpu_began = time.perf_counter(), time.process_time()
     while pos.epoch <= t.epochs:
-        epoch = epoch_batches(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
-        if run.worker is not None:   # this worker's slice of each global batch
-            epoch = run.worker.batches(epoch)
+        if run.worker is None:
+            epoch = epoch_batches(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
+        else:   # this worker's share of the lines, its part of each global batch (distribute.py)
+            epoch = run.worker.epoch(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
         with contextlib.closing(prefetch(epoch)) as batches:
-            for group in step_groups(batches, pos.steps, t):   # several batches per call (speed)
+            groups = step_groups(batches, pos.steps, t) if run.worker is None else run.worker.groups(batches, pos, t)
+            for group in groups:   # several batches per call (speed)
                 # Linear decay by corpus position, as word2vec does: each batch's from the words before it.
                 lrs = [lr0 * max(1.0 - done / words_total, t.min_lr_fraction)
                        for done in [pos.words_done] + [batch.words_done for batch in group[:-1]]]
@@ -611,7 +614,7 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
                     pos.pairs += batch.pairs
                     pos.steps += 1
                     pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
-                    pos.words_done = batch.words_done
+                    pos.words_done, pos.shares = batch.words_done, batch.shares
                     if pos.steps % LOSS_EVERY == 0:
                         losses.flush()
                 # A group ends wherever the loop acts (step_groups), so it acts here, after the group.
@@ -630,7 +633,7 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
         if run.stopped_at:
             break
         pos.words_done = pos.epoch * run.total_words
-        pos.epoch, pos.chunk, pos.batch, pos.chunk_rng = pos.epoch + 1, 0, 0, None
+        pos.epoch, pos.chunk, pos.batch, pos.chunk_rng, pos.shares = pos.epoch + 1, 0, 0, None, None
     run.train_seconds = time.perf_counter() - began
     if run.worker is not None:
         run.worker.finish(trainer)

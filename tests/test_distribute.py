@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from embedtune import distribute
 from embedtune.cli.main import cli
-from embedtune.distribute import Cluster, Worker, cluster_from_env
+from embedtune.distribute import Cluster, cluster_from_env
 from embedtune.errors import EmbedtuneError
-from embedtune.train import Batch
+from embedtune.corpus import Corpus
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
 ROWS, FROZEN, LINES = 3000, 1000, 20
@@ -65,8 +65,11 @@ def two_workers(inputs):
 
 
 def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_workers):
+    """Each worker reads its own share of the lines; one process training the two shares' batches
+    concatenated (distribute.Shares) makes the same global batches, so the tables agree."""
     one = inputs.folder / "one.txt"
-    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(one))
+    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(one), "--json", str(inputs.folder / "one.json"),
+                    env={distribute.ENV_SHARES: "2"})
     assert run.returncode == 0, run.stderr
     words, _, single = load_text(one)
     words2, _, split = load_text(two_workers.output)
@@ -74,8 +77,36 @@ def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_
     # The merged update is the single-process one up to the order of float32 sums.
     np.testing.assert_allclose(split, single, rtol=0, atol=1e-6)
     assert not np.array_equal(split[FROZEN:ROWS], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
-    s = two_workers.summary
+    s, one_summary = two_workers.summary, json.loads((inputs.folder / "one.json").read_text())
     assert s["workers"] == 2 and s["epochs"] == 2 and s["steps"] > 50 and s["max_frozen_change"] == 0.0
+    for key in ("steps", "pairs", "words_done", "loss_history"):
+        assert s[key] == pytest.approx(one_summary[key], rel=1e-6), key
+    # Not the whole corpus in order: a plain one-process run makes other batches.
+    plain = inputs.folder / "plain.txt"
+    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(plain))
+    assert run.returncode == 0, run.stderr
+    assert np.abs(load_text(plain)[2] - split).max() > 1e-3
+
+
+def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inputs):
+    """Worker 1's share (every odd line) is single words, so it has no pair: it steps with padding
+    while worker 0 trains its share, and both end the epoch together, as the one-process emulation."""
+    lopsided = inputs.folder / "lopsided.txt"
+    lines = open(inputs.corpus, encoding="utf-8").read().splitlines()
+    lopsided.write_text("".join(f"{line}\n{line.split()[0]}\n" for line in lines), encoding="utf-8")
+    outputs = []
+    for name, extra, env in (("lop-two", ["--workers", "2"], None), ("lop-one", [], {distribute.ENV_SHARES: "2"})):
+        out = inputs.folder / f"{name}.txt"
+        run = embedtune(inputs.vectors, str(lopsided), *ARGS, *extra, "-o", str(out), "--json", "-", env=env)
+        assert run.returncode == 0, run.stderr
+        outputs.append((load_text(out)[2], json.loads(run.stdout)))
+    (two, s2), (one, s1) = outputs
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
+    assert s2["steps"] == s1["steps"] and s2["pairs"] == s1["pairs"] and s2["words_done"] == s1["words_done"]
+    # Worker 0's pairs alone fill each step's 128-pair half (the last of each epoch partly): worker 1
+    # brought only padding, and the epoch lasted as long as worker 0's share.
+    assert s2["pairs"] > 0 and s2["pairs"] / 128 <= s2["steps"] < s2["pairs"] / 128 + 2
+    assert s2["words_done"] == 2 * s2["corpus_words"]
 
 
 def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_workers):
@@ -145,25 +176,51 @@ def test_cluster_from_tf_config():
         cluster_from_env({"TF_CONFIG": "{"})
 
 
-def test_global_batches_group_each_chunks_batches_and_pad_the_last():
-    """Host batches 1..5 of chunk 0 and 1..2 of chunk 1, over 2 workers: steps (1,2) (3,4) (5,pad) (1,2)."""
-    def item(chunk, number, words_done):
-        raw = {"center": np.full(4, 100 * chunk + number), "weight": np.ones(4, np.float32), "pairs": 10 * number}
-        return Batch(raw, 10 * number, chunk, number, {}, words_done)
+def test_a_share_is_every_nth_line_and_the_others_are_not_decoded(tmp_path):
+    path = tmp_path / "corpus.txt"
+    # Line 2 (worker 1's of 2) is not UTF-8: worker 0 never decodes it; worker 1 names it.
+    path.write_bytes(b"a b\n\xff\xfe c\n\ne f\ng h\n")
+    corpus = Corpus(str(path))
+    assert list(distribute.CorpusShare(corpus, 0, 2).lines()) == [["a", "b"], ["g", "h"]]   # lines 1, 3 (empty), 5
+    with pytest.raises(EmbedtuneError) as err:
+        list(distribute.CorpusShare(corpus, 1, 2).lines())
+    assert err.value.line == 2
+    shares = [list(Corpus([["a"], ["b"], ["c"], ["d"], ["e"]]).lines(share=(k, 3))) for k in range(3)]
+    assert shares == [[["a"], ["d"]], [["b"], ["e"]], [["c"]]]
 
-    items = [item(0, n, n) for n in range(1, 6)] + [item(1, n, 10 + n) for n in range(1, 3)]
-    for k in range(2):
-        worker = Worker(Cluster(k, 2))
-        worker.prepare = lambda raw: raw
-        steps = list(worker.batches(iter(items)))
-        assert [(s.chunk, s.batch, s.pairs, s.words_done) for s in steps] == [
-            (0, 2, 30, 2), (0, 4, 70, 4), (0, 6, 50, 5), (1, 2, 30, 12)]
-        assert [int(s.tensors["center"][0]) for s in steps] == ([1, 3, 5, 101] if k == 0 else [2, 4, 5, 102])
-        assert [float(s.tensors["weight"].sum()) for s in steps] == ([4, 4, 4, 4] if k == 0 else [4, 4, 0, 4])
-    # Resumed at the end of the second step (position batch 4): the next group starts at batch 5.
-    worker = Worker(Cluster(1, 2))
-    worker.prepare = lambda raw: raw
-    assert [(s.chunk, s.batch) for s in worker.batches(iter(items[4:]))] == [(0, 6), (1, 2)]
+
+def test_share_batches_split_the_epoch_and_resume_from_a_position():
+    """Two shares of the sample corpus's lines together hold every line's pairs once; a share restarted
+    from a position makes the rest of its batches again, the same."""
+    from embedtune.objectives.sgns import SkipGram
+    from embedtune.config import Config, TrainConfig, resolve
+    from embedtune.objectives.rows import LocalRows
+
+    lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()[:60]
+    corpus = Corpus(lines)
+    words = sorted({w for line in lines for w in line.split()})
+    index = {w: i for i, w in enumerate(words)}
+    counts = np.ones(len(words), np.int64)
+    t = resolve(Config(train=TrainConfig(objective="sgns", batch_size=64, sample=0, window=1))).train
+
+    def batches(k, start=None):
+        # An objective a share, as on the workers: sgns keeps the chunks it read for the next epochs.
+        objective = SkipGram(LocalRows(counts, len(words), np.ones(len(words), bool), None, index, 4), t)
+        return list(distribute.share_batches(objective, corpus, index, 7, 1, k, 2, start, lambda raw: raw))
+
+    shares = [batches(0), batches(1)]
+    assert all(len(b) > 3 for b in shares)
+    words_of = [sum(len(lines[i].split()) for i in range(k, len(lines), 2)) for k in range(2)]
+    assert [b[-1].words_done for b in shares] == words_of   # each share's words, all of them
+    # Window 1, no subsampling: every two neighbours of a line make two pairs, each in one share only.
+    made = sorted((int(c), int(o)) for b in shares[0] + shares[1] for c, o, w in
+                  zip(b.tensors["center"], b.tensors["context"], b.tensors["weight"]) if w)
+    ids = [[index[w] for w in line.split()] for line in lines]
+    assert made == sorted(pair for line in ids for a, b in zip(line, line[1:]) for pair in ((a, b), (b, a)))
+    again = batches(1, [shares[1][1].chunk, shares[1][1].batch, 0, 1])
+    assert len(again) == len(shares[1]) - 2
+    for a, b in zip(again, shares[1][2:]):
+        assert all(np.array_equal(a.tensors[key], b.tensors[key]) for key in ("center", "context", "negatives"))
 
 
 def test_lazy_adagrad_on_a_table_sharded_over_two_parameter_servers():

@@ -71,6 +71,10 @@ class Objective:
     settings: ClassVar[tuple] = ()
     closed_form: ClassVar[bool] = False
     word_keys: ClassVar[tuple] = ()
+    # chunks() reads the corpus's lines as it goes: a worker of a multi-worker run reads its share of
+    # the lines (distribute.py); else the chunks come from what the objective holds, the same on every
+    # worker, and a worker takes its share of each chunk's units
+    reads_lines: ClassVar[bool] = False
 
     side_fixed_from: int | None = None
     slices: np.ndarray

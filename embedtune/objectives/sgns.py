@@ -72,6 +72,7 @@ class SkipGram(Objective):
     defaults = {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}   # word2vec's
     settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids
+    reads_lines = True
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
