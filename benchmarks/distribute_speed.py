@@ -68,8 +68,10 @@ def poll_sent(proc: subprocess.Popen, sent: dict, retransmitted: dict, stop: thr
             owner = re.search(r"pid=(\d+)", line)
             bytes_sent = re.search(r"bytes_sent:(\d+)", line)
             if owner and bytes_sent and int(owner.group(1)) in pids:
+                # State, Recv-Q, Send-Q, local, peer. (Keyed by Send-Q before, by mistake, one connection
+                # was counted again under each queue length seen: the "excess" over the computed bytes.)
                 fields = line.split()
-                key = (int(owner.group(1)), fields[2], fields[3])
+                key = (int(owner.group(1)), fields[3], fields[4])
                 # bytes_sent counts retransmitted bytes again; loopback drops packets on a busy machine.
                 retrans = re.search(r"bytes_retrans:(\d+)", line)
                 once = int(bytes_sent.group(1)) - (int(retrans.group(1)) if retrans else 0)
@@ -107,16 +109,19 @@ def run(workers: int, args: list[str], workdir: str) -> dict:
         by_pid[key[0]][1] += retransmitted.get(key, 0)
     return {"words_per_second": s["words_per_second"], "wall": wall, "steps": s["steps"],
             "sent_per_worker": sorted(n for n, _ in by_pid.values()),
-            "retransmitted_per_worker": sorted(r for _, r in by_pid.values()), "load": os.getloadavg()[0]}
+            "retransmitted_per_worker": sorted(r for _, r in by_pid.values()), "load": os.getloadavg()[0],
+            # the collectives' connection: the rest is the coordination service's heartbeats and set-up
+            "busiest_per_worker": sorted(max(n for key, n in sent.items() if key[0] == pid) for pid in by_pid)}
 
 
 def computed_bytes(batch: int, workers: int) -> int:
     """What one worker sends per step in a ring all-gather of its slice (sgns, per-pair negatives):
-    the loss (4 bytes), B/N center ids (int32) and gradients (float32 x dim), B/N x (1 + negative)
-    context ids and gradients. With N workers a ring passes each worker N - 1 slices on."""
+    the loss (4 bytes), its share's position and pairs (5 int64), B/N center ids (int32) and gradients
+    (float32 x dim), B/N x (1 + negative) context ids and gradients. With N workers a ring passes each
+    worker N - 1 slices on."""
     part = batch // workers
     rows = part * (1 + (1 + NEGATIVE))
-    return (workers - 1) * (4 + rows * (4 + 4 * DIM))
+    return (workers - 1) * (4 + 40 + rows * (4 + 4 * DIM))
 
 
 def step_costs(steps: int = 30) -> None:
@@ -180,7 +185,8 @@ def main() -> None:
         for workers in (1, 2):
             r = run(workers, args, workdir)
             results[workers].append(r)
-            sent = ", ".join(f"{n / r['steps']:,.0f}" for n in r["sent_per_worker"])
+            sent = ", ".join(f"{n / r['steps']:,.0f}" for n in r["sent_per_worker"]) + " (busiest connection: " + \
+                ", ".join(f"{n / r['steps']:,.0f}" for n in r["busiest_per_worker"]) + ")"
             print(f"round {round_ + 1}, {workers} worker{'s' if workers > 1 else ''}: {r['words_per_second']:,} words/s, "
                   f"{r['wall']:.1f} s wall, {r['steps']} steps" + (f", bytes sent per step by each worker: {sent}"
                                                                   if workers > 1 else "")
@@ -193,8 +199,10 @@ def main() -> None:
     print(f"median wall s: 1 worker {statistics.median(r['wall'] for r in one):.1f}, "
           f"2 workers {statistics.median(r['wall'] for r in two):.1f}")
     measured = [n / r["steps"] for r in two for n in r["sent_per_worker"]]
+    busiest = [n / r["steps"] for r in two for n in r["busiest_per_worker"]]
     print(f"bytes sent per step by a worker: computed {computed_bytes(opts.batch_size, 2):,}, "
-          f"measured median {statistics.median(measured):,.0f} (TCP bytes sent once, all connections, with start-up)")
+          f"measured median {statistics.median(measured):,.0f} (TCP bytes sent once, all connections, with start-up), "
+          f"{statistics.median(busiest):,.0f} on its busiest connection (the collectives')")
     print(f"load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

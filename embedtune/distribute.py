@@ -5,20 +5,30 @@ process's place among them; a "chief" entry, if any, counts as worker 0. Worker 
 locks and writes checkpoints, the TensorBoard log, the summary and the output; the others write nothing.
 `embedtune train ... --workers N` (``launch``) starts N such processes on loopback ports.
 
-The split. Every worker holds the whole (trainable) table and makes the same global batches of
-``--batch-size`` B (same corpus, same seed: the host side is repeated on every worker, only the step is
-split); a global batch is N host batches of B / N pairs, and worker k trains the k-th. Host batches
-carry their negatives, drawn in order from the chunk's random state (objectives/sgns.py), so the N
-host batches of a global batch draw the numbers one batch of B draws in a single process. Each step, every worker
-computes the loss and the sparse gradients of its slice, the slices of all workers are gathered
-(all-gather of the IndexedSlices' ids and values: static shapes, so no padding is needed), and every
-worker merges, drops frozen rows, caps and applies the same update with the same lazy optimizer: only
-gradients are exchanged, and the tables stay identical. The merged update is the single-process update
-over the same global batch, up to the order of float32 sums.
+The shares. Worker k of N reads lines k, k + N, k + 2N, ... of the corpus (the others' lines are not
+decoded; ``CorpusShare``) and makes its own pairs and batches of B / N pairs from them (``share_batches``):
+the host side is split N ways. The counting pass before training still reads the whole corpus on every
+worker (the vocabulary, the plan and the new words' starts must be the same everywhere). A chunk's random
+state comes from (seed, N, epoch, chunk, k), so a share's batches depend on no other worker. An objective
+whose chunks are not read from the lines (glove's co-occurrences, classify's lines, held in memory) makes
+the same chunks on every worker, and worker k takes units k, k + N, ... of each.
 
-Resume. A checkpoint's position counts host batches, at the end of a global batch, so a resumed run
-starts at a whole global batch; the number of workers is part of the fingerprint. Every worker restores
-the chief's checkpoint (a folder all of them can read).
+The step. Global step s is every worker's s-th batch. Each worker computes the loss and the sparse
+gradients of its batch; the slices of all workers are gathered (all-gather of the IndexedSlices' ids and
+values: static shapes, so no padding is needed), with each worker's position and pairs (5 int64), and
+every worker merges, drops frozen rows, caps and applies the same update with the same lazy optimizer:
+only gradients are exchanged, and the tables stay identical. Shares make different numbers of batches: a
+worker whose share has ended steps with a batch of weight 0 (padding) until the gathered positions say
+that no worker has a batch left, so all end the epoch on the same step. The learning rate of a step
+follows the corpus words done by all shares before it (gathered), as one process's follows its own.
+
+One process can make the same global batches: ``Shares`` (EMBEDTUNE_DEBUG_SHARES=N) trains the N shares'
+batches concatenated, which the tests compare with N workers (equal up to the order of float32 sums).
+
+Resume. A checkpoint's position holds every worker's position in its share (``Position.shares``: the
+chunk and batch of its last batch, its words and whether it has more), gathered with each step and
+written by the chief; on ``--resume`` every worker reads the chief's checkpoint (a folder all of them can
+read) and continues its own share from its own position. The number of workers is part of the fingerprint.
 """
 
 from __future__ import annotations

@@ -1,9 +1,16 @@
-"""Run by tests/test_distribute.py in a process of its own: 1 coordinator (this process) + 2 parameter
-servers + 1 worker on loopback, ParameterServerStrategy. A table and its lazy Adagrad state
-(embedtune.sparse, unchanged) are row-sharded over the two servers (ShardedVariable); a step scheduled on
-the worker merges repeated ids, drops the sink row and updates only the batch's rows, shard by shard,
-through gather and scatter_*. Prints one JSON line: where the shards live and the largest difference
-from the same update computed with numpy. The design this probes is in docs/scale-out.md.
+"""Run by tests/test_distribute.py in a process of its own: ParameterServerStrategy on loopback, 1
+coordinator (this process, the "chief") + 2 parameter servers + 1 worker, every server on one thread.
+
+The project's own Trainer (embedtune/train.py, unchanged) is built under the strategy's scope with a row
+partitioner, so its trainable table, its context table and its lazy Adagrad state become ShardedVariables
+split over the two servers (the optimizer state on the same server as its rows). Real sgns batches of
+the sample corpus (made by the same Trainer's host side, frozen rows gathered on the host) are
+scheduled on the worker through ClusterCoordinator.schedule, one step at a time: the step gathers the
+rows it reads from the shards, merges the slices, drops frozen rows and padding (sink rows) and updates
+only the batch's rows, shard by shard (gather and scatter_* on the ShardedVariables). The same batches
+go through a plain Trainer in one process. Prints one JSON line: where the shards live, the largest
+difference between the two runs' tables, and whether the rows no batch touched kept their bits.
+The design this is part of is in docs/scale-out.md, section 4.
 """
 
 import json
@@ -13,13 +20,19 @@ import subprocess
 import sys
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
+# One thread each: 4 servers and this process share 2 cores.
 SERVER = """
 import json, sys
 import tensorflow as tf
 cluster, kind, index = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=kind, task_index=index, protocol="grpc").join()
+config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=2, intra_op_parallelism_threads=1)
+tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=kind, task_index=index, protocol="grpc",
+                     config=config).join()
 """
+STEPS = 6
 
 
 def free_ports(n):
@@ -32,6 +45,12 @@ def free_ports(n):
     return ports
 
 
+def setup_run(vectors, corpus, config):
+    from embedtune.train import Checkpoints, setup
+
+    return setup(vectors, corpus, config, Checkpoints(None, 0))
+
+
 def main():
     ports = free_ports(4)
     cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"],
@@ -40,44 +59,84 @@ def main():
                                 stderr=subprocess.DEVNULL) for kind, index in (("ps", 0), ("ps", 1), ("worker", 0))]
     try:
         import numpy as np
+
         from embedtune._tf import tf
-        from embedtune.sparse import make_optimizer, merge_rows
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+        from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+        # TensorFlow 2.21's ShardedVariable.sparse_read (what tf.gather calls) splits the ids by shard and
+        # concatenates each shard's rows, shard after shard: the rows come back in the wrong order unless
+        # the ids are sorted (118 of a batch's 256 word rows were wrong here). Its embedding_lookup puts them
+        # back in order (dynamic_stitch); the shards are FixedShards-style, larger first, as "div" expects.
+        ShardedVariable.sparse_read = lambda self, indices, name=None: tf.nn.embedding_lookup(self.variables, indices)
+        from embedtune.checkpoint import Position
+        from embedtune.config import Config, TrainConfig, VocabConfig, resolve
+        from embedtune.corpus import Corpus
+        from embedtune.train import epoch_batches
+        from train_fixtures import SAMPLE_CORPUS, glove
+
+        vectors = glove(3000)
+        lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()[:20]
+        # Shared negatives: the context rows a step reads are one list of ids (per-pair ones are [B, 1 +
+        # negative], and a ShardedVariable gathers only 1-D ids).
+        config = resolve(Config(train=TrainConfig(objective="sgns", optimizer="adagrad", negatives="shared",
+                                                  batch_size=256, epochs=1,
+                                          lr=0.05, seed=3),
+                        vocab=VocabConfig(freeze_top=1000, init="context-mean", min_count=3)))
 
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
-        strategy = tf.distribute.experimental.ParameterServerStrategy(
-            resolver, variable_partitioner=tf.distribute.experimental.partitioners.FixedShardsPartitioner(2))
+        def tables_in_two(shape, dtype):
+            """Tables and their optimizer state: 2 shards of rows; small variables (the step's random
+            generator, which may not be sharded) whole."""
+            return [2 if shape.rank and shape[0] >= 64 else 1] + [1] * max(shape.rank - 1, 0)
+
+        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=tables_in_two)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        rows, dim, sink, lr = 10, 4, 9, 0.5
-        start = np.arange(rows * dim, dtype=np.float32).reshape(rows, dim)
+
+        single = setup_run(vectors, Corpus(lines), config).trainer
         with strategy.scope():
-            table = tf.Variable(start, name="trainable_words")
-            optimizer = make_optimizer("adagrad", table)
+            sharded = setup_run(vectors, Corpus(lines), config).trainer
+        start = single.trainable.numpy()
+        batches = []
+        for batch in epoch_batches(single, Corpus(lines), Position(), 0):
+            batches.append(batch.tensors)
+            if len(batches) == STEPS:
+                break
+        lr = tf.constant(0.05, tf.float32)
+        touched = set()
+        for tensors in batches:
+            single.step(tensors, lr)
+            coordinator.schedule(sharded.step, args=(tensors, lr))
+            coordinator.join()   # in order, one at a time: the one-process order of updates
+            real = tensors["weight"].numpy() > 0
+            touched.update(int(i) for i in tensors["center"].numpy()[real] if i < single.n_trainable)
 
-        @tf.function
-        def step(ids, grads):
-            def replica(ids, grads):
-                merged_rows, merged = merge_rows(tf.IndexedSlices(grads, ids), sink=sink)
-                optimizer.apply(merged_rows, merged, tf.constant(lr))
-                return tf.reduce_sum(merged)
-            return strategy.run(replica, args=(ids, grads))
+        def whole(var):
+            return np.concatenate([v.numpy() for v in var.variables])
 
-        ids, grads = np.array([1, 7, 1, 9, 3], np.int32), np.arange(20, dtype=np.float32).reshape(5, dim) / 10
-        coordinator.schedule(step, args=(tf.constant(ids), tf.constant(grads)))
-        coordinator.join()
-        got = np.concatenate([v.numpy() for v in table.variables])
-        want, acc = start.copy(), np.full((rows, dim), 0.1, np.float32)
-        for row in (1, 7, 3):   # 9 is the sink: dropped
-            g = grads[ids == row].sum(axis=0)
-            acc[row] += g * g
-            want[row] -= lr / (np.sqrt(acc[row]) + 1e-7) * g
-        print(json.dumps({"table": type(table).__name__,
-                          "table_shards": [v.device for v in table.variables],
-                          "state_shards": [v.device for v in optimizer.accumulator.variables],
-                          "shard_rows": [int(v.shape[0]) for v in table.variables],
-                          "max_diff": float(np.abs(got - want).max()),
-                          "untouched_bit_identical": bool(np.array_equal(got[[0, 2, 4, 5, 6, 8, 9]],
-                                                                         start[[0, 2, 4, 5, 6, 8, 9]]))}))
+        got, want = whole(sharded.trainable), single.trainable.numpy()
+        untouched = np.array(sorted(set(range(single.n_trainable)) - touched))
+        print(json.dumps({
+            "table": type(sharded.trainable).__name__,
+            "table_shards": [v.device for v in sharded.trainable.variables],
+            "state_shards": [v.device for v in sharded.word_opt.accumulator.variables],
+            "side_shards": [v.device for v in sharded.side.variables],
+            "shard_rows": [int(v.shape[0]) for v in sharded.trainable.variables],
+            "rows": int(single.n_trainable + 1),
+            "table_rows": int(sharded.trainable.shape[0]),   # trainable words and the sink: no frozen row
+            "frozen_rows_read": int(sharded.n_frozen),   # gathered on the host from the input matrix
+            "steps": len(batches),
+            "trained_rows": len(touched),
+            "max_diff": float(np.abs(got - want).max()),
+            "side_max_diff": float(np.abs(whole(sharded.side) - single.side.numpy()).max()),
+            "state_max_diff": float(np.abs(whole(sharded.word_opt.accumulator)
+                                           - single.word_opt.accumulator.numpy()).max()),
+            "moved": float(np.abs(want - start).max()),
+            "untouched_bit_identical": bool(np.array_equal(got[untouched], start[untouched])),
+        }))
     finally:
         for server in servers:
             server.kill()

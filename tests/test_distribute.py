@@ -223,14 +223,20 @@ def test_share_batches_split_the_epoch_and_resume_from_a_position():
         assert all(np.array_equal(a.tensors[key], b.tensors[key]) for key in ("center", "context", "negatives"))
 
 
-def test_lazy_adagrad_on_a_table_sharded_over_two_parameter_servers():
-    """Item 4's probe (docs/scale-out.md): the project's lazy optimizer, unchanged, on a ShardedVariable."""
+def test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process():
+    """Item 4 (docs/scale-out.md): ParameterServerStrategy, 1 coordinator + 2 parameter servers + 1
+    worker on loopback; the project's Trainer, unchanged, with its tables and lazy Adagrad state
+    row-sharded over the servers, steps real sgns batches; the tables equal one process's."""
     run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "ps_sharded_table.py")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
+    servers = {"/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"}
     assert report["table"] == "ShardedVariable"
-    assert report["table_shards"] == report["state_shards"] == [
-        "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
-    assert report["shard_rows"] == [5, 5]
-    assert report["max_diff"] < 1e-6 and report["untouched_bit_identical"]
+    for key in ("table_shards", "state_shards", "side_shards"):
+        assert set(report[key]) == servers and len(report[key]) == 2, key
+    assert sum(report["shard_rows"]) == report["rows"] == report["table_rows"] and min(report["shard_rows"]) > 1
+    assert report["frozen_rows_read"] > 0   # frozen words were read, from the host, never put on a server
+    assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
+    assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
+    assert report["untouched_bit_identical"]
