@@ -107,6 +107,19 @@ def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inp
     # brought only padding, and the epoch lasted as long as worker 0's share.
     assert s2["pairs"] > 0 and s2["pairs"] / 128 <= s2["steps"] < s2["pairs"] / 128 + 2
     assert s2["words_done"] == 2 * s2["corpus_words"]
+    # Killed in the second epoch and resumed: worker 1's ended share stays ended, worker 0's goes on
+    # from its own position, and the output is the uninterrupted run's, byte for byte.
+    out, ckpt = inputs.folder / "lop-killed.txt", inputs.folder / "lop-ckpt"
+    args = [inputs.vectors, str(lopsided), *ARGS, "--workers", "2", "-o", str(out), "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", "5"]
+    die_at = s2["steps"] // 2 + 7
+    run = embedtune(*args, env={distribute.ENV_DIE_AT: f"0:{die_at}"})
+    assert run.returncode != 0 and not out.exists()
+    state = json.loads((ckpt / f"ckpt-{(die_at - 1) // 5 * 5}" / "state.json").read_text())["position"]
+    assert state["epoch"] == 2 and state["shares"][1] == [0, 0, 0, 0] and state["shares"][0][3] == 1
+    run = embedtune(*args, "--resume")
+    assert run.returncode == 0, run.stderr
+    assert out.read_bytes() == (inputs.folder / "lop-two.txt").read_bytes()
 
 
 def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_workers):
