@@ -134,6 +134,7 @@ def step_costs(steps: int = 30) -> None:
     for dim in (50, 300):
         train_speed.STEP_DIM, train_speed.STEP_TRAINABLE = dim, 20_000
         trainer = train_speed.make_step_trainer(20_000, "sgd")
+        trainer.fused = False   # a worker's step: gradients, then the scatters (distribute.Worker.attach)
         data = train_speed.fixed_batch(trainer)
         lr = tf.constant(0.025, tf.float32)
         for _ in range(5):
