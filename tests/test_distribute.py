@@ -1,8 +1,10 @@
 """Training on several workers (embedtune/distribute.py): the real command with --workers 2 on
-loopback ports, against the same command on one process.
+loopback ports, each worker reading its own share of the lines, against one process training the same
+global batches (EMBEDTUNE_DEBUG_SHARES=2), and a ParameterServerStrategy run on sharded tables.
 
-The runs are small (3,000 GloVe rows, 40 lines of the Lee corpus, two epochs) so the file takes well
-under a minute on 2 cores; each worker runs TensorFlow on one thread.
+The runs are small (3,000 GloVe rows, 20 lines of the Lee corpus, two epochs, a few seconds of training
+each); each worker runs TensorFlow on one thread. Most of the file's time is TensorFlow's start in each
+of its processes (launchers, workers, servers).
 """
 
 from __future__ import annotations
