@@ -1,0 +1,228 @@
+"""Compiled (numba) steps for plain-sgd sgns: the TensorFlow fused step's arithmetic, on every core.
+
+Same semantics as ``Trainer._dense_sgd`` (batch-synchronous): every gradient of a batch is taken from
+the tables as they were at the batch's start, then every slice is applied, ``row -= lr * grad``, in
+batch order. Frozen words (local ids >= ``n_trainable``) are read from ``frozen`` and never written;
+padding pairs (weight 0) read and write nothing, as their slices are zero.
+
+Deterministic whatever the thread count: the gradients are computed in parallel, a pair each, into
+scratch arrays; the updates are applied in parallel by row (each part of the table owned by one
+thread, which walks the whole batch in order), so every row gets its slices in the batch's order,
+as XLA's scatter gives them; the loss is summed in pair order.
+
+Why a kernel: TensorFlow's best CPU step (XLA dense part and scatters, gathers outside XLA, 10
+batches a call) cost 0.88 us of CPU a pair on one thread; its gathers, scatters and call overhead
+are most of it (benchmarks/README.md, train_speed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, get_num_threads
+
+# The phases must run one after the other (the side update reads the centers the word update then
+# changes): numba's loop fusion would merge the two loops over ``parts`` into one.
+PARALLEL = {"fusion": False}
+# Rows are given to threads in blocks of 2**ROW_BLOCK_BITS ids, so that two threads seldom write the
+# same cache line (a 50-float row is 200 bytes).
+ROW_BLOCK_BITS = 3
+
+
+@njit(inline="always")
+def _row(words, frozen, frozen_rows, n_trainable, c):
+    if c < n_trainable:
+        return words[c]
+    return frozen[frozen_rows[c - n_trainable]]
+
+
+@njit(inline="always")
+def _softplus(x):
+    """log(1 + e^x), without overflow (float64)."""
+    if x > 0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
+                  word_grads, coefs, losses, parts):
+    """One sgd step of word2vec's sgns with per-pair negatives; returns the batch's summed loss.
+
+    words : [T + 1, dim] float32, trainable rows (updated in place; the last is the sink, untouched)
+    side : [n_local + 1, dim] float32, context vectors (updated in place)
+    frozen : [*, dim] float32, read-only; frozen_rows : [F] int64, local id T + i -> row frozen_rows[i]
+    centers, contexts : [B] int32 local ids; negatives : [B, K] int32 side ids; weight : [B] float32
+    word_grads [B, dim], coefs [B, 1 + K] float32 and losses [B] float64 : scratch
+    parts : how many row parts the updates are split into (any number gives the same bits)
+    """
+    size, k1, dim = len(centers), negatives.shape[1] + 1, words.shape[1]
+    for b in prange(size):
+        wt = weight[b]
+        losses[b] = 0.0
+        if wt == 0:
+            continue
+        w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        g = word_grads[b]
+        g[:] = 0
+        total = 0.0
+        for k in range(k1):
+            v = side[contexts[b]] if k == 0 else side[negatives[b, k - 1]]
+            x = np.float32(0.0)
+            for j in range(dim):
+                x += w[j] * v[j]
+            label = 1.0 if k == 0 else 0.0
+            s = 1.0 / (1.0 + math.exp(-float(x)))
+            # -log sigmoid(x) = softplus(-x); -log(1 - sigmoid(x)) = softplus(x)
+            total += _softplus(-float(x)) if k == 0 else _softplus(float(x))
+            d = np.float32(wt * (s - label))
+            coefs[b, k] = d
+            for j in range(dim):
+                g[j] += d * v[j]
+        losses[b] = wt * total
+    # The side rows first: their slices need the centers as they were, which the word update changes.
+    for p in prange(parts):
+        for b in range(size):
+            if weight[b] == 0:
+                continue
+            w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+            for k in range(k1):
+                r = contexts[b] if k == 0 else negatives[b, k - 1]
+                if (r >> ROW_BLOCK_BITS) % parts != p:
+                    continue
+                d = coefs[b, k]
+                v = side[r]
+                for j in range(dim):
+                    v[j] -= lr * (d * w[j])
+    for p in prange(parts):
+        for b in range(size):
+            c = centers[b]
+            if weight[b] == 0 or c >= n_trainable or (c >> ROW_BLOCK_BITS) % parts != p:
+                continue
+            w = words[c]
+            g = word_grads[b]
+            for j in range(dim):
+                w[j] -= lr * g[j]
+    loss = 0.0
+    for b in range(size):
+        loss += losses[b]
+    return loss
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
+                word_grads, coefs, losses, parts):
+    """One sgd step of sgns with negatives shared by groups of pairs; returns the summed loss.
+
+    As ``sgns_per_pair``, but negatives : [B / G, K], the K negatives of each group of G consecutive
+    pairs. The side slices come in the step's order: the B true contexts, then each group's
+    negatives, each negative's slice the sum over its group's pairs.
+    """
+    size, dim = len(centers), words.shape[1]
+    groups, kneg = negatives.shape
+    group = size // groups
+    for b in prange(size):
+        wt = weight[b]
+        losses[b] = 0.0
+        if wt == 0:
+            for k in range(kneg + 1):
+                coefs[b, k] = 0
+            continue
+        w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        g = word_grads[b]
+        g[:] = 0
+        total = 0.0
+        for k in range(kneg + 1):
+            v = side[contexts[b]] if k == 0 else side[negatives[b // group, k - 1]]
+            x = np.float32(0.0)
+            for j in range(dim):
+                x += w[j] * v[j]
+            label = 1.0 if k == 0 else 0.0
+            s = 1.0 / (1.0 + math.exp(-float(x)))
+            total += _softplus(-float(x)) if k == 0 else _softplus(float(x))
+            d = np.float32(wt * (s - label))
+            coefs[b, k] = d
+            for j in range(dim):
+                g[j] += d * v[j]
+        losses[b] = wt * total
+    for p in prange(parts):
+        slice_ = np.empty(dim, np.float32)
+        for b in range(size):
+            r = contexts[b]
+            if weight[b] == 0 or (r >> ROW_BLOCK_BITS) % parts != p:
+                continue
+            w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+            d = coefs[b, 0]
+            v = side[r]
+            for j in range(dim):
+                v[j] -= lr * (d * w[j])
+        for q in range(groups):
+            for k in range(kneg):
+                r = negatives[q, k]
+                if (r >> ROW_BLOCK_BITS) % parts != p:
+                    continue
+                slice_[:] = 0
+                for b in range(q * group, (q + 1) * group):
+                    if weight[b] == 0:
+                        continue
+                    w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+                    d = coefs[b, k + 1]
+                    for j in range(dim):
+                        slice_[j] += d * w[j]
+                v = side[r]
+                for j in range(dim):
+                    v[j] -= lr * slice_[j]
+    for p in prange(parts):
+        for b in range(size):
+            c = centers[b]
+            if weight[b] == 0 or c >= n_trainable or (c >> ROW_BLOCK_BITS) % parts != p:
+                continue
+            w = words[c]
+            g = word_grads[b]
+            for j in range(dim):
+                w[j] -= lr * g[j]
+    loss = 0.0
+    for b in range(size):
+        loss += losses[b]
+    return loss
+
+
+class SgnsKernel:
+    """The scratch arrays and the call of one trainer's compiled step.
+
+    frozen : the matrix frozen rows are read from (C order: a Fortran-ordered one is read a row at a
+    time across the whole table, so only the corpus's frozen rows are copied, once, in C order).
+    """
+
+    def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
+                 n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int):
+        self.words, self.side = words, side
+        matrix = np.asarray(matrix)
+        if matrix.flags.c_contiguous:
+            self.frozen, self.frozen_rows = matrix, np.ascontiguousarray(frozen_rows, np.int64)
+        else:
+            self.frozen = np.ascontiguousarray(matrix[frozen_rows], np.float32)
+            self.frozen_rows = np.arange(len(frozen_rows), dtype=np.int64)
+        self.n_trainable = n_trainable
+        self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)
+        self.coefs = np.empty((batch_size, negative + 1), np.float32)
+        self.losses = np.empty(batch_size, np.float64)
+        self.step_fn = sgns_shared if shared else sgns_per_pair
+        self.threads = threads
+        # More parts than threads evens out the rows' load (a frequent word's row is one part's).
+        self.parts = 4 * threads
+
+    def step(self, batch: dict, lr: float) -> np.float32:
+        """One step over ``batch`` (the objective's numpy batch) at ``lr``; the summed loss."""
+        from numba import set_num_threads
+        set_num_threads(self.threads)
+        size = len(batch["center"])
+        return np.float32(self.step_fn(
+            self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable,
+            batch["center"], batch["context"], batch["negatives"], batch["weight"], np.float32(lr),
+            self.word_grads[:size], self.coefs[:size], self.losses[:size], self.parts))
+
+
+def max_threads() -> int:
+    return get_num_threads()
