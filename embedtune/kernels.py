@@ -25,6 +25,10 @@ from numba import njit, prange, get_num_threads
 # The phases must run one after the other (the side update reads the centers the word update then
 # changes): numba's loop fusion would merge the two loops over ``parts`` into one.
 PARALLEL = {"fusion": False}
+# Sums may be reordered (the dot products vectorise: 0.99 -> 0.xx us a pair on one thread) and
+# multiply-adds fused; the code is fixed at compile time, so the bits still do not change from run
+# to run. Not "fast" as a whole: NaN and infinity must stay visible to the divergence checks.
+FASTMATH = {"reassoc", "contract"}
 # Rows are given to threads in blocks of 2**ROW_BLOCK_BITS ids, so that two threads seldom write the
 # same cache line (a 50-float row is 200 bytes).
 ROW_BLOCK_BITS = 3
@@ -38,88 +42,92 @@ def _row(words, frozen, frozen_rows, n_trainable, c):
 
 
 @njit(inline="always")
-def _softplus(x):
-    """log(1 + e^x), without overflow (float64)."""
-    if x > 0:
-        return x + math.log1p(math.exp(-x))
-    return math.log1p(math.exp(x))
+def _logit_terms(x, label):
+    """(e^-x as float64, sigmoid(x) - label): the exponential is reused for the loss (``_pair_loss``)."""
+    e = math.exp(-float(x))
+    return e, 1.0 / (1.0 + e) - label
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
+@njit(inline="always")
+def _dot(a, b):
+    x = np.float32(0.0)
+    for j in range(len(a)):
+        x += a[j] * b[j]
+    return x
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
-                  word_grads, coefs, losses, parts):
+                  centers_now, word_grads, coefs, losses, parts):
     """One sgd step of word2vec's sgns with per-pair negatives; returns the batch's summed loss.
 
     words : [T + 1, dim] float32, trainable rows (updated in place; the last is the sink, untouched)
     side : [n_local + 1, dim] float32, context vectors (updated in place)
     frozen : [*, dim] float32, read-only; frozen_rows : [F] int64, local id T + i -> row frozen_rows[i]
     centers, contexts : [B] int32 local ids; negatives : [B, K] int32 side ids; weight : [B] float32
-    word_grads [B, dim], coefs [B, 1 + K] float32 and losses [B] float64 : scratch
+    centers_now, word_grads [B, dim], coefs [B, 1 + K] float32 and losses [B] float64 : scratch
     parts : how many row parts the updates are split into (any number gives the same bits)
     """
-    size, k1, dim = len(centers), negatives.shape[1] + 1, words.shape[1]
+    size, k1 = len(centers), negatives.shape[1] + 1
     for b in prange(size):
         wt = weight[b]
         losses[b] = 0.0
         if wt == 0:
             continue
-        w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        w = centers_now[b]
+        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
         g = word_grads[b]
         g[:] = 0
-        total = 0.0
+        # -log sigmoid(x) - sum log(1 - sigmoid(x_k)) = log(prod (1 + e^-x)) + sum x_k: one log a pair
+        product, negative_logits = 1.0, 0.0
         for k in range(k1):
             v = side[contexts[b]] if k == 0 else side[negatives[b, k - 1]]
-            x = np.float32(0.0)
-            for j in range(dim):
-                x += w[j] * v[j]
-            label = 1.0 if k == 0 else 0.0
-            s = 1.0 / (1.0 + math.exp(-float(x)))
-            # -log sigmoid(x) = softplus(-x); -log(1 - sigmoid(x)) = softplus(x)
-            total += _softplus(-float(x)) if k == 0 else _softplus(float(x))
-            d = np.float32(wt * (s - label))
+            x = _dot(w, v)
+            e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+            product *= 1.0 + e
+            if k:
+                negative_logits += float(x)
+            d = np.float32(wt * d)
             coefs[b, k] = d
-            for j in range(dim):
+            for j in range(len(g)):
                 g[j] += d * v[j]
-        losses[b] = wt * total
-    # The side rows first: their slices need the centers as they were, which the word update changes.
+        losses[b] = wt * (math.log(product) + negative_logits)
+    # Every update from the batch's gradients and the centers as they were (centers_now): one pass,
+    # a part of each table per thread, in batch order.
     for p in prange(parts):
         for b in range(size):
             if weight[b] == 0:
                 continue
-            w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+            w = centers_now[b]
             for k in range(k1):
                 r = contexts[b] if k == 0 else negatives[b, k - 1]
-                if (r >> ROW_BLOCK_BITS) % parts != p:
-                    continue
-                d = coefs[b, k]
-                v = side[r]
-                for j in range(dim):
-                    v[j] -= lr * (d * w[j])
-    for p in prange(parts):
-        for b in range(size):
+                if (r >> ROW_BLOCK_BITS) % parts == p:
+                    d = coefs[b, k]
+                    v = side[r]
+                    for j in range(len(v)):
+                        v[j] -= lr * (d * w[j])
             c = centers[b]
-            if weight[b] == 0 or c >= n_trainable or (c >> ROW_BLOCK_BITS) % parts != p:
-                continue
-            w = words[c]
-            g = word_grads[b]
-            for j in range(dim):
-                w[j] -= lr * g[j]
+            if c < n_trainable and (c >> ROW_BLOCK_BITS) % parts == p:
+                u = words[c]
+                g = word_grads[b]
+                for j in range(len(u)):
+                    u[j] -= lr * g[j]
     loss = 0.0
     for b in range(size):
         loss += losses[b]
     return loss
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
-                word_grads, coefs, losses, parts):
+                centers_now, word_grads, coefs, losses, parts):
     """One sgd step of sgns with negatives shared by groups of pairs; returns the summed loss.
 
     As ``sgns_per_pair``, but negatives : [B / G, K], the K negatives of each group of G consecutive
     pairs. The side slices come in the step's order: the B true contexts, then each group's
     negatives, each negative's slice the sum over its group's pairs.
     """
-    size, dim = len(centers), words.shape[1]
+    size = len(centers)
     groups, kneg = negatives.shape
     group = size // groups
     for b in prange(size):
@@ -129,34 +137,33 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
             for k in range(kneg + 1):
                 coefs[b, k] = 0
             continue
-        w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        w = centers_now[b]
+        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
         g = word_grads[b]
         g[:] = 0
-        total = 0.0
+        product, negative_logits = 1.0, 0.0
         for k in range(kneg + 1):
             v = side[contexts[b]] if k == 0 else side[negatives[b // group, k - 1]]
-            x = np.float32(0.0)
-            for j in range(dim):
-                x += w[j] * v[j]
-            label = 1.0 if k == 0 else 0.0
-            s = 1.0 / (1.0 + math.exp(-float(x)))
-            total += _softplus(-float(x)) if k == 0 else _softplus(float(x))
-            d = np.float32(wt * (s - label))
+            x = _dot(w, v)
+            e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+            product *= 1.0 + e
+            if k:
+                negative_logits += float(x)
+            d = np.float32(wt * d)
             coefs[b, k] = d
-            for j in range(dim):
+            for j in range(len(g)):
                 g[j] += d * v[j]
-        losses[b] = wt * total
+        losses[b] = wt * (math.log(product) + negative_logits)
     for p in prange(parts):
-        slice_ = np.empty(dim, np.float32)
+        slice_ = np.empty(words.shape[1], np.float32)
         for b in range(size):
             r = contexts[b]
-            if weight[b] == 0 or (r >> ROW_BLOCK_BITS) % parts != p:
-                continue
-            w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
-            d = coefs[b, 0]
-            v = side[r]
-            for j in range(dim):
-                v[j] -= lr * (d * w[j])
+            if weight[b] != 0 and (r >> ROW_BLOCK_BITS) % parts == p:
+                d = coefs[b, 0]
+                w = centers_now[b]
+                v = side[r]
+                for j in range(len(v)):
+                    v[j] -= lr * (d * w[j])
         for q in range(groups):
             for k in range(kneg):
                 r = negatives[q, k]
@@ -164,24 +171,21 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
                     continue
                 slice_[:] = 0
                 for b in range(q * group, (q + 1) * group):
-                    if weight[b] == 0:
-                        continue
-                    w = _row(words, frozen, frozen_rows, n_trainable, centers[b])
-                    d = coefs[b, k + 1]
-                    for j in range(dim):
-                        slice_[j] += d * w[j]
+                    if weight[b] != 0:
+                        d = coefs[b, k + 1]
+                        w = centers_now[b]
+                        for j in range(len(slice_)):
+                            slice_[j] += d * w[j]
                 v = side[r]
-                for j in range(dim):
+                for j in range(len(v)):
                     v[j] -= lr * slice_[j]
-    for p in prange(parts):
         for b in range(size):
             c = centers[b]
-            if weight[b] == 0 or c >= n_trainable or (c >> ROW_BLOCK_BITS) % parts != p:
-                continue
-            w = words[c]
-            g = word_grads[b]
-            for j in range(dim):
-                w[j] -= lr * g[j]
+            if weight[b] != 0 and c < n_trainable and (c >> ROW_BLOCK_BITS) % parts == p:
+                u = words[c]
+                g = word_grads[b]
+                for j in range(len(u)):
+                    u[j] -= lr * g[j]
     loss = 0.0
     for b in range(size):
         loss += losses[b]
@@ -206,6 +210,7 @@ class SgnsKernel:
             self.frozen_rows = np.arange(len(frozen_rows), dtype=np.int64)
         self.n_trainable = n_trainable
         self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)
+        self.centers_now = np.empty((batch_size, words.shape[1]), np.float32)
         self.coefs = np.empty((batch_size, negative + 1), np.float32)
         self.losses = np.empty(batch_size, np.float64)
         self.step_fn = sgns_shared if shared else sgns_per_pair
@@ -221,7 +226,7 @@ class SgnsKernel:
         return np.float32(self.step_fn(
             self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable,
             batch["center"], batch["context"], batch["negatives"], batch["weight"], np.float32(lr),
-            self.word_grads[:size], self.coefs[:size], self.losses[:size], self.parts))
+            self.centers_now[:size], self.word_grads[:size], self.coefs[:size], self.losses[:size], self.parts))
 
 
 def max_threads() -> int:
