@@ -18,9 +18,17 @@ are most of it (benchmarks/README.md, train_speed).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
-from numba import njit, prange, get_num_threads
+
+# numba's OpenMP threads wait at the end of each parallel loop (two a step). Spinning there (libgomp's
+# default) made 2 threads 5x slower than 1 on a busy machine (load 8 on 2 cores: 8.5 against 1.5 us a
+# pair); sleeping, 2 threads cost 0.97 to 1.7. Read when numba first starts its threads; a value the
+# user set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from numba import get_num_threads, njit, prange  # noqa: E402  (after the wait policy)
 
 # The phases must run one after the other (the side update reads the centers the word update then
 # changes): numba's loop fusion would merge the two loops over ``parts`` into one.
