@@ -118,3 +118,19 @@ def test_steps_other_than_plain_sgd_stay_on_tensorflow(monkeypatch):
         config = resolve(make_config({}, batch_size=512, **changes))
         trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus)
         assert trainer.kernel is None and not trainer.uses_kernel, changes
+
+
+@pytest.mark.parametrize("negatives", ["per-pair", "shared"])
+def test_the_loss_stays_tensorflows_where_logits_are_far_below_zero(negatives, monkeypatch):
+    """Context rows grown large (here: minus 10 times the words' vectors, logits about -200) give a
+    large finite loss, as TensorFlow's softplus does, not an overflow read as divergence."""
+    tf_trainer, corpus, _ = make_trainer(False, negatives, monkeypatch)
+    k_trainer, _, _ = make_trainer(True, negatives, monkeypatch)
+    far = -10 * tf_trainer.side.numpy()
+    tf_trainer.side.assign(far)
+    k_trainer.kernel.side[...] = far
+    batches = batches_of(tf_trainer, corpus, 2)
+    tf_losses = run_steps(tf_trainer, batches, [0.0, 0.0])
+    k_losses = run_steps(k_trainer, batches, [0.0, 0.0])
+    assert np.isfinite(k_losses).all() and k_losses[0] > 50 * batches[0]["pairs"]
+    np.testing.assert_allclose(k_losses, tf_losses, rtol=1e-5)
