@@ -84,14 +84,15 @@ def _dot(a, b):
 
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
-                  centers_now, word_grads, coefs, losses, parts):
+                  centers_now, word_grads, coefs, owners, losses, parts):
     """One sgd step of word2vec's sgns with per-pair negatives; returns the batch's summed loss.
 
     words : [T + 1, dim] float32, trainable rows (updated in place; the last is the sink, untouched)
     side : [n_local + 1, dim] float32, context vectors (updated in place)
     frozen : [*, dim] float32, read-only; frozen_rows : [F] int64, local id T + i -> row frozen_rows[i]
     centers, contexts : [B] int32 local ids; negatives : [B, K] int32 side ids; weight : [B] float32
-    centers_now, word_grads [B, dim], coefs [B, 1 + K] float32 and losses [B] float64 : scratch
+    centers_now, word_grads [B, dim], coefs [B, 1 + K] float32, owners [B, 2 + K] int32 (the part each
+    slice's row falls in, -1: none) and losses [B] float64 : scratch
     parts : how many row parts the updates are split into (any number gives the same bits)
     """
     size, k1 = len(centers), negatives.shape[1] + 1
@@ -99,14 +100,19 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
         wt = weight[b]
         losses[b] = 0.0
         if wt == 0:
+            owners[b, :] = -1
             continue
+        c = centers[b]
+        owners[b, k1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
         w = centers_now[b]
         w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
         g = word_grads[b]
         g[:] = 0
         product, extra = 1.0, 0.0   # the loss: _add_loss
         for k in range(k1):
-            v = side[contexts[b]] if k == 0 else side[negatives[b, k - 1]]
+            r = contexts[b] if k == 0 else negatives[b, k - 1]
+            owners[b, k] = (r >> ROW_BLOCK_BITS) % parts
+            v = side[r]
             x = _dot(w, v)
             e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
             product, extra = _add_loss(x, e, product, extra)
@@ -121,19 +127,16 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
     # a part of each table per thread, in batch order.
     for p in prange(parts):
         for b in range(size):
-            if weight[b] == 0:
-                continue
-            w = centers_now[b]
             for k in range(k1):
-                r = contexts[b] if k == 0 else negatives[b, k - 1]
-                if (r >> ROW_BLOCK_BITS) % parts == p:
+                if owners[b, k] == p:
+                    r = contexts[b] if k == 0 else negatives[b, k - 1]
                     d = coefs[b, k]
+                    w = centers_now[b]
                     v = side[r]
                     for j in range(len(v)):
                         v[j] -= lr * (d * w[j])
-            c = centers[b]
-            if c < n_trainable and (c >> ROW_BLOCK_BITS) % parts == p:
-                u = words[c]
+            if owners[b, k1] == p:
+                u = words[centers[b]]
                 g = word_grads[b]
                 for j in range(len(u)):
                     u[j] -= lr * g[j]
@@ -145,7 +148,7 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
 
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
-                centers_now, word_grads, coefs, losses, parts):
+                centers_now, word_grads, coefs, owners, losses, parts):
     """One sgd step of sgns with negatives shared by groups of pairs; returns the summed loss.
 
     As ``sgns_per_pair``, but negatives : [B / G, K], the K negatives of each group of G consecutive
@@ -161,7 +164,11 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
         if wt == 0:
             for k in range(kneg + 1):
                 coefs[b, k] = 0
+            owners[b, 0] = owners[b, 1] = -1
             continue
+        c, r = centers[b], contexts[b]
+        owners[b, 0] = (r >> ROW_BLOCK_BITS) % parts
+        owners[b, 1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
         w = centers_now[b]
         w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
         g = word_grads[b]
@@ -182,8 +189,8 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
     for p in prange(parts):
         slice_ = np.empty(words.shape[1], np.float32)
         for b in range(size):
-            r = contexts[b]
-            if weight[b] != 0 and (r >> ROW_BLOCK_BITS) % parts == p:
+            if owners[b, 0] == p:
+                r = contexts[b]
                 d = coefs[b, 0]
                 w = centers_now[b]
                 v = side[r]
@@ -205,9 +212,8 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
                 for j in range(len(v)):
                     v[j] -= lr * slice_[j]
         for b in range(size):
-            c = centers[b]
-            if weight[b] != 0 and c < n_trainable and (c >> ROW_BLOCK_BITS) % parts == p:
-                u = words[c]
+            if owners[b, 1] == p:
+                u = words[centers[b]]
                 g = word_grads[b]
                 for j in range(len(u)):
                     u[j] -= lr * g[j]
@@ -237,11 +243,12 @@ class SgnsKernel:
         self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)
         self.centers_now = np.empty((batch_size, words.shape[1]), np.float32)
         self.coefs = np.empty((batch_size, negative + 1), np.float32)
+        self.owners = np.empty((batch_size, negative + 2), np.int32)
         self.losses = np.empty(batch_size, np.float64)
         self.step_fn = sgns_shared if shared else sgns_per_pair
         self.threads = threads
-        # More parts than threads evens out the rows' load (a frequent word's row is one part's).
-        self.parts = 4 * threads
+        # A part per thread: each walks every slice of the batch to find its own.
+        self.parts = threads
 
     def step(self, batch: dict, lr: float) -> np.float32:
         """One step over ``batch`` (the objective's numpy batch) at ``lr``; the summed loss."""
@@ -251,7 +258,8 @@ class SgnsKernel:
         return np.float32(self.step_fn(
             self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable,
             batch["center"], batch["context"], batch["negatives"], batch["weight"], np.float32(lr),
-            self.centers_now[:size], self.word_grads[:size], self.coefs[:size], self.losses[:size], self.parts))
+            self.centers_now[:size], self.word_grads[:size], self.coefs[:size], self.owners[:size],
+            self.losses[:size], self.parts))
 
 
 def max_threads() -> int:
