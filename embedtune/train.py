@@ -94,6 +94,11 @@ class Trainer:
     0.07 / 0.07; the step 0.88 / 0.47 with 10 batches a call (2.25 / 0.95 before this layout). The
     host side (pairs, negatives, frozen rows, tensors: 0.45 / 0.33) runs ahead on the batch thread
     (``prefetch``). More: benchmarks/README.md, train_speed.
+
+    Plain-sgd sgns (``fused``) does not take that TensorFlow step: a compiled kernel
+    (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
+    same arithmetic (training CPU a pair, load 12-16: per-pair negatives 1.17 µs against 1.62, shared
+    0.64 against 1.06). The variables catch up whenever they are read.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
