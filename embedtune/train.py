@@ -97,8 +97,8 @@ class Trainer:
 
     Plain-sgd sgns (``fused``) does not take that TensorFlow step: a compiled kernel
     (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
-    same arithmetic (training CPU a pair, load 12-16: per-pair negatives 1.17 µs against 1.62, shared
-    0.64 against 1.06). The variables catch up whenever they are read.
+    same arithmetic (training CPU a pair, load 10-25: per-pair negatives 1.09 µs against 1.77, shared
+    0.72 against 1.27). The variables catch up whenever they are read.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
