@@ -28,14 +28,15 @@ import numpy as np
 # user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from numba import get_num_threads, njit, prange  # noqa: E402  (after the wait policy)
+from numba import njit, prange  # noqa: E402  (after the wait policy)
 
-# The phases must run one after the other (the side update reads the centers the word update then
-# changes): numba's loop fusion would merge the two loops over ``parts`` into one.
+# The gradient pass must end before the update pass starts (the updates change rows the gradients
+# read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
 PARALLEL = {"fusion": False}
-# Sums may be reordered (the dot products vectorise: 0.99 -> 0.56 us a pair on one thread, load 7) and
-# multiply-adds fused; the code is fixed at compile time, so the bits still do not change from run
-# to run. Not "fast" as a whole: NaN and infinity must stay visible to the divergence checks.
+# Sums may be reordered (the dot products vectorise; with the loss's fewer logarithms, one thread
+# 0.99 -> 0.56 us a pair, load 9 and 7) and multiply-adds fused; the code is fixed at compile time, so
+# the bits still do not change from run to run. Not "fast" as a whole: NaN and infinity must stay
+# visible to the divergence checks.
 FASTMATH = {"reassoc", "contract"}
 # Rows are given to threads in blocks of 2**ROW_BLOCK_BITS ids, so that two threads seldom write the
 # same cache line (a 50-float row is 200 bytes).
@@ -261,6 +262,3 @@ class SgnsKernel:
             self.centers_now[:size], self.word_grads[:size], self.coefs[:size], self.owners[:size],
             self.losses[:size], self.parts))
 
-
-def max_threads() -> int:
-    return get_num_threads()
