@@ -16,6 +16,7 @@ parts    call: an empty tf.function with the same inputs (Python dispatch and ar
          same with plain sgd's two scatter_subs in the one XLA cluster (what the step runs);
          scatters as TF kernels: the two scatter_subs as TensorFlow ops (the step before);
          "loss read every step": a host sync after every step instead of every LOSS_EVERY
+kernel   the compiled step (embedtune/kernels.py) over the same batches, what train() runs for plain sgd
 groups   (``--groups S,...``) S batches per tf.function call (Trainer.group_step), against the step
 
 The parts overlap (dense includes the gathers), so they are not meant to add up exactly to the step.
@@ -54,8 +55,11 @@ def corpus_head(tokens: int) -> str:
 def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
     from embedtune.config import Config, TrainConfig, VocabConfig, resolve
     from embedtune.corpus import Corpus
+    from embedtune import train as train_module
     from embedtune.runplan import plan_rows
     from embedtune.train import Trainer
+
+    train_module.KERNEL = False   # TensorFlow's step, part by part; the kernel is timed apart (profile)
 
     train_list = "/tmp/embedtune-profile-trainable.txt"
     with open(train_list, "w", encoding="utf-8") as f:
@@ -78,7 +82,7 @@ def cpu(fn) -> float:
     return time.process_time() - began
 
 
-def profile(trainer, corpus, group_sizes, tf) -> dict:
+def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
     """CPU seconds of each part over the whole corpus head, and the pair count."""
     from embedtune.train import LOSS_EVERY
 
@@ -157,6 +161,15 @@ def profile(trainer, corpus, group_sizes, tf) -> dict:
     out["scatters as TF kernels"] = cpu(each(lambda t: scatter_tf(*scatter_args), lambda r: r))
     if trainer.merge:
         out["gradients (gathers + dense)"] = cpu(each(trainer.gradients, lambda r: r[0]))
+    if trainer.fused:
+        # The compiled step (embedtune/kernels.py) on copies of the same tables, as train() runs it
+        # for plain sgd: the numpy batches as they are (no prepare), on --threads threads.
+        from embedtune.kernels import SgnsKernel
+        obj = trainer.objective
+        kernel = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix, trainer.frozen_rows,
+                            trainer.n_trainable, obj.batch_size, obj.negative, obj.shared, threads)
+        kernel.step(batches[0], ts.LR)   # compiled or loaded from numba's cache outside the timing
+        out[f"kernel step (numba, {threads} threads)"] = cpu(lambda: [kernel.step(b, ts.LR) for b in batches])
 
     for size in group_sizes:
         def grouped():
@@ -203,7 +216,7 @@ def main() -> None:
     for number in range(args.repeat):
         for name in negatives:
             trainer, corpus = build(name, path, words, matrix, trainable_words)
-            figures, pairs[name] = profile(trainer, corpus, group_sizes, tf)
+            figures, pairs[name] = profile(trainer, corpus, group_sizes, tf, args.threads)
             rounds[name].append(figures)
             del trainer
         print(f"round {number + 1} done, load average {os.getloadavg()[0]:.1f}", flush=True)

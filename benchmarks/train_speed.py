@@ -116,11 +116,15 @@ def count_tokens(path: str) -> tuple[int, int]:
 
 # --- a. words/s against gensim --------------------------------------------------------------------
 
-def run_embedtune(words, matrix, trainable_words, corpus, workdir, **settings) -> dict:
-    """``settings``: [train] values other than the comparison's (negatives, threads, ...)."""
+def run_embedtune(words, matrix, trainable_words, corpus, workdir, kernel: bool = True, **settings) -> dict:
+    """``settings``: [train] values other than the comparison's (negatives, threads, ...); ``kernel``
+    False: TensorFlow's fused step instead of the compiled one (embedtune.train.KERNEL)."""
+    from embedtune import train as train_module
     from embedtune.config import Config, TrainConfig, VocabConfig
     from embedtune.corpus import Corpus
     from embedtune.train import train
+
+    train_module.KERNEL = kernel
     from embedtune.vectors import Vectors
 
     train_list = os.path.join(workdir, "trainable-words.txt")
@@ -217,9 +221,11 @@ def run_gensim(words, matrix, trainable_words, corpus, mode: str) -> dict:
 
 
 SPEED_RUNS = ("embedtune", "embedtune_shared", "gensim", "gensim_file")
+# --tf-step adds these: the same two on TensorFlow's fused step (EMBEDTUNE_KERNEL=0), for the A/B
+TF_STEP_RUNS = ("embedtune_tf", "embedtune_shared_tf")
 
 
-def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
+def compare_speed(corpus: str, workdir: str, repeat: int = 3, tf_step: bool = False) -> dict:
     """Each tool ``repeat`` times, taking turns (A B C D A B C D ...), so that other work on the
     machine weighs on each alike; medians of each figure, and the median of each round's ratio."""
     words, matrix = load_glove()
@@ -235,15 +241,20 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
         "embedtune": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir),
         "embedtune_shared": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir,
                                                   negatives="shared"),
+        "embedtune_tf": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir, kernel=False),
+        "embedtune_shared_tf": lambda: run_embedtune(words, matrix, trainable_words, corpus, workdir,
+                                                     kernel=False, negatives="shared"),
         "gensim": lambda: run_gensim(words, matrix, trainable_words, corpus, "iterable"),
         "gensim_file": lambda: run_gensim(words, matrix, trainable_words, corpus, "corpus_file"),
     }
-    rounds = {name: [] for name in SPEED_RUNS}
+    names = SPEED_RUNS + (TF_STEP_RUNS if tf_step else ())
+    mine_names = [name for name in names if name.startswith("embedtune")]
+    rounds = {name: [] for name in names}
     loads = []
     for number in range(repeat):
         loads.append(os.getloadavg()[0])
         print(f"-- round {number + 1}, load average {loads[-1]:.1f}")
-        for name in SPEED_RUNS:
+        for name in names:
             r = runs[name]()
             rounds[name].append(r)
             if name.startswith("embedtune"):
@@ -263,14 +274,15 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
     median = lambda values: float(np.median(values))   # noqa: E731
     out = {"tokens": tokens, "lines": lines, "rounds": rounds, "load_averages": loads, "repeat": repeat,
            "frozen_identical": all(r["frozen_identical"] for runs_ in rounds.values() for r in runs_)}
-    for name in SPEED_RUNS:
+    out["embedtune_runs"] = mine_names
+    for name in names:
         out[name] = {key: median([r[key] for r in rounds[name]])
                      for key in ("words_per_second", "words_per_cpu_second", "train_seconds", "cpu_seconds",
                                  "train_cpu_seconds")}
         if name.startswith("embedtune"):
             for key in ("cpu_us_per_pair", "train_cpu_us_per_pair"):
                 out[name][key] = median([r[key] for r in rounds[name]])
-    for mine in ("embedtune", "embedtune_shared"):
+    for mine in mine_names:
         for ref in ("gensim", "gensim_file"):
             for key, label in (("words_per_second", "ratio"), ("words_per_cpu_second", "cpu_ratio")):
                 out[f"{label}_{mine}_{ref}"] = median(
@@ -279,7 +291,7 @@ def compare_speed(corpus: str, workdir: str, repeat: int = 3) -> dict:
             out[f"train_cpu_ratio_{mine}_{ref}"] = median(
                 [b["train_cpu_seconds"] / a["train_cpu_seconds"] for a, b in zip(rounds[mine], rounds[ref])])
     print(f"median of {repeat} (load average {min(loads):.1f} to {max(loads):.1f}):")
-    for mine in ("embedtune", "embedtune_shared"):
+    for mine in mine_names:
         print(f"  {mine} {out[mine]['words_per_second']:,.0f} words/s, "
               f"{out[mine]['train_cpu_us_per_pair']:.2f} us CPU per pair training "
               f"({out[mine]['cpu_us_per_pair']:.2f} end to end); ratio to gensim iterable "
@@ -479,7 +491,7 @@ def summary(results: dict) -> None:
     print(f"{'measure':44s} {'embedtune':>12s} {'reference':>12s} {'ratio':>7s} {'goal':>8s}")
     a = results.get("speed")
     if a:
-        for mine in ("embedtune", "embedtune_shared"):
+        for mine in a["embedtune_runs"]:
             for name, label in (("gensim", "gensim iterable"), ("gensim_file", "gensim corpus_file")):
                 what = f"{mine} words/s vs {label}"
                 print(f"{what:44s} {a[mine]['words_per_second']:>12,.0f} "
@@ -504,6 +516,8 @@ def main() -> None:
     parser.add_argument("--parts", default="speed,steps,memory", help="comma-separated: speed,steps,memory")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
     parser.add_argument("--repeat", type=int, default=3, help="speed: rounds of each tool, taking turns [3]")
+    parser.add_argument("--tf-step", action="store_true",
+                        help="speed: also both negatives on TensorFlow's step (A/B against the compiled kernel)")
     parser.add_argument("--corpus", help="speed: this corpus instead of benchmarks/_data/corpus.txt")
     parser.add_argument("--memory-child", nargs=4, metavar=("ROWS", "DIM", "FRACTION", "CORPUS"),
                         help=argparse.SUPPRESS)
@@ -526,7 +540,7 @@ def main() -> None:
     print(f"embedtune at {code_version()}")
     results = {}
     if "speed" in parts:
-        results["speed"] = compare_speed(args.corpus or corpus, workdir, args.repeat)
+        results["speed"] = compare_speed(args.corpus or corpus, workdir, args.repeat, args.tf_step)
     if "steps" in parts:
         results["steps"] = compare_steps(args.quick)
     if "memory" in parts:

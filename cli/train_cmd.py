@@ -114,7 +114,8 @@ class StopRequests:
                    f"{objective_class('retrofit').defaults['anchor']:g}]")
 @click.option("--seed", type=int, help="Random seed. [default: 1]")
 @click.option("--threads", type=int,
-              help="CPU threads of TensorFlow's thread pools. [default: 0 = all cores]")
+              help="CPU threads of TensorFlow's thread pools and of the compiled sgns step (plain sgd, "
+                   "as gensim's workers). [default: 0 = all cores]")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
                    "threads; each step's gradients are exchanged. Under TF_CONFIG, this process is one "

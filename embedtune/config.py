@@ -60,7 +60,7 @@ class TrainConfig:
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
-    threads: int = 0                    # CPU threads of TensorFlow's pools (0 = all cores)
+    threads: int = 0                    # CPU threads of TensorFlow's pools and the sgns kernel (0 = all cores)
     checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
     checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
     max_steps: int = 0                  # stop after this many steps, output written as usual (0 = no limit)

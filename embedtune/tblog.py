@@ -48,7 +48,7 @@ class ScalarLog:
 
     def __init__(self, logdir: str, trainer, words_done: int = 0, seed: int = 1):
         self.writer = tf.summary.create_file_writer(logdir)
-        self.trainable = trainer.trainable
+        self.trainer = trainer   # its ``trainable`` read each time: the kernel's steps reach the variable when read
         rng = np.random.default_rng(seed)
         is_new = trainer.rows[: trainer.n_trainable] >= trainer.plan.n_pretrained
         self.groups = {}
@@ -57,11 +57,11 @@ class ScalarLog:
                 ids = np.sort(rng.choice(ids, ROW_SAMPLE, replace=False))
             if len(ids):
                 ids = tf.constant(ids, tf.int32)
-                self.groups[name] = (ids, tf.gather(self.trainable, ids))   # the start (a copy)
+                self.groups[name] = (ids, tf.gather(trainer.trainable, ids))   # the start (a copy)
         self.last = (time.perf_counter(), words_done)
 
     def _mean_changes(self) -> dict[str, float]:
-        return {name: float(tf.reduce_mean(tf.norm(tf.gather(self.trainable, ids) - start, axis=1)))
+        return {name: float(tf.reduce_mean(tf.norm(tf.gather(self.trainer.trainable, ids) - start, axis=1)))
                 for name, (ids, start) in self.groups.items()}
 
     def write(self, step: int, words_done: int, loss: float, lr: float) -> None:

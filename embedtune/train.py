@@ -43,6 +43,7 @@ from embedtune.errors import EmbedtuneError
 from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import Objective, objective_class
 from embedtune.objectives.rows import LocalRows
+from embedtune.objectives.sgns import SkipGram
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
@@ -50,6 +51,9 @@ from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
+# Plain-sgd sgns steps through the compiled kernel (embedtune/kernels.py); EMBEDTUNE_KERNEL=0: through
+# TensorFlow's fused step, the same arithmetic (the A/B benchmark and the tests compare the two).
+KERNEL = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 # Batches per tf.function call (Trainer.run): the call's fixed cost (Python dispatch, the executor)
 # is spread over them. A divisor of LOSS_EVERY, so that a call ends where the loss is read.
@@ -90,6 +94,11 @@ class Trainer:
     0.07 / 0.07; the step 0.88 / 0.47 with 10 batches a call (2.25 / 0.95 before this layout). The
     host side (pairs, negatives, frozen rows, tensors: 0.45 / 0.33) runs ahead on the batch thread
     (``prefetch``). More: benchmarks/README.md, train_speed.
+
+    Plain-sgd sgns (``fused``) does not take that TensorFlow step: a compiled kernel
+    (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
+    same arithmetic (training CPU a pair, load 10-25: per-pair negatives 1.09 µs against 1.77, shared
+    0.72 against 1.27). The variables catch up whenever they are read.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
@@ -119,7 +128,9 @@ class Trainer:
             new_start = random_vectors(plan.n_new, dim, self.rng)   # word2vec's start
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
-        self.trainable = tf.Variable(start, name="trainable_words")
+        self._trainable = tf.Variable(start, name="trainable_words")
+        self.kernel = None    # the compiled step, for plain-sgd sgns (set below)
+        self._stale = False   # the kernel's tables hold steps the variables do not
         # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
         # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
         self.matrix = matrix
@@ -147,7 +158,7 @@ class Trainer:
         # The objective's own table: context vectors (sgns) or biases (glove), one row per local
         # word plus a sink. Rows from side_fixed_from on are read but never updated.
         side = self.objective.side_start()
-        self.side = tf.Variable(side, name="side")
+        self._side = tf.Variable(side, name="side")
         self.side_rows = len(side) - 1   # the side table's sink row
         fixed = self.objective.side_fixed_from
         self.side_sink_from = self.side_rows if fixed is None else fixed
@@ -180,9 +191,50 @@ class Trainer:
         self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
         self.step = tf.function(self._step, autograph=False)
         self.group_step = tf.function(self._group_step, autograph=False)
+        # Plain-sgd sgns: the compiled kernel steps numpy tables (``start`` and ``side``, which the
+        # variables copied), the authoritative ones while it is in use; the variables catch up when
+        # read (``trainable``, ``side``: checkpoints, TensorBoard, the result). A multi-worker run
+        # turns ``fused`` off before its first step, and with it the kernel.
+        if KERNEL and self.fused and isinstance(self.objective, SkipGram):
+            from embedtune.kernels import SgnsKernel
+            self.kernel = SgnsKernel(start, side, matrix, self.frozen_rows, self.n_trainable,
+                                     self.objective.batch_size, self.objective.negative, self.objective.shared,
+                                     kernel_threads(t.threads))
+
+    @property
+    def uses_kernel(self) -> bool:
+        return self.kernel is not None and self.fused
+
+    @property
+    def trainable(self) -> tf.Variable:
+        """[T + 1, dim] the trainable rows and the sink."""
+        self._sync()
+        return self._trainable
+
+    @property
+    def side(self) -> tf.Variable:
+        """The objective's own table (sgns: context vectors), its sink last."""
+        self._sync()
+        return self._side
+
+    def _sync(self) -> None:
+        if self._stale:
+            self._stale = False
+            self._trainable.assign(self.kernel.words)
+            self._side.assign(self.kernel.side)
+
+    def restored(self) -> None:
+        """The variables were restored from a checkpoint: the kernel's tables take their values."""
+        if self.kernel is not None:
+            self.kernel.words[...] = self._trainable.numpy()
+            self.kernel.side[...] = self._side.numpy()
+            self._stale = False
 
     def prepare(self, batch: dict) -> dict:
-        """Tensors for the step, with the frozen rows the batch reads gathered from the matrix."""
+        """Tensors for the step, with the frozen rows the batch reads gathered from the matrix (the
+        kernel reads the numpy batch, frozen rows included, as it is)."""
+        if self.uses_kernel:
+            return batch
         tensors = {k: tf.constant(v) for k, v in batch.items() if k != "pairs"}
         for key in self.objective.word_keys:
             tensors["frozen_" + key] = tf.constant(self.matrix[self.source_rows[batch[key]]])
@@ -285,6 +337,9 @@ class Trainer:
         A full group (GROUP batches) is one call; a shorter one (where the loop must act between
         batches) goes a step at a time, so that only one group length is ever traced.
         """
+        if self.uses_kernel:
+            self._stale = True
+            return [self.kernel.step(batch, lr) for batch, lr in zip(tensors, lrs)]
         if len(tensors) == GROUP and self.grouped:
             return tf.unstack(self.group_step(tensors, tf.constant(lrs, tf.float32)))
         return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(tensors, lrs)]
@@ -307,6 +362,8 @@ class Trainer:
 
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
+        if self.uses_kernel:
+            return self.kernel.words[: self.n_trainable]
         return self.trainable.numpy()[: self.n_trainable]
 
     def local_matrix(self) -> np.ndarray:
@@ -425,6 +482,13 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def kernel_threads(threads: int) -> int:
+    """The compiled kernel's threads for --threads (0: every core, as gensim's workers), at most
+    what numba was started with (NUMBA_NUM_THREADS)."""
+    from numba import config as numba_config
+    return max(1, min(threads or cpu_cores(), numba_config.NUMBA_NUM_THREADS))
 
 
 def use_threads(threads: int) -> None:
@@ -736,6 +800,7 @@ class Checkpoints:
     def restore(self, note: Callable[[str], None] | None) -> Position:
         """The trainer's state from the newest usable checkpoint; the position to continue from."""
         found, pos = self.folder.resume(self.trainer.tf_checkpoint(), self.fingerprint, note)
+        self.trainer.restored()
         if note is not None:
             note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
         self.last_saved = time.monotonic()

@@ -1,0 +1,136 @@
+"""The compiled sgns step (embedtune/kernels.py) against TensorFlow's fused step on the same batches.
+
+Both are plain sgd over the same split tables: the kernel's tables after a few steps must equal the
+TF path's within float32 rounding, frozen rows never written, the bits the same whatever the thread
+count, and a checkpoint saved from one restoring into the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedtune import train as train_module
+from embedtune.config import resolve
+from embedtune.corpus import Corpus
+from embedtune.plan import make_plan
+from embedtune.train import Trainer
+
+from train_fixtures import bits, glove, make_config, sample_lines
+
+LINES = sample_lines(60)
+FROZEN = ("the", "to", "of", "and", "a", "in", "said", "is")   # frequent: frozen centers in every batch
+FREEZE_TOP = 200   # GloVe's 200 most frequent words frozen, FROZEN among them
+
+
+def make_trainer(kernel: bool, negatives: str, monkeypatch, threads: int = 2, drop=("police",)) -> tuple:
+    """A trainer over the sample (``drop`` left out of GloVe: new rows), FROZEN frozen."""
+    monkeypatch.setattr(train_module, "KERNEL", kernel)
+    vectors = glove(20000, drop=drop)
+    config = resolve(make_config({"freeze_top": FREEZE_TOP}, batch_size=512, sample=0.0, lr=0.05, negatives=negatives, seed=3,
+                                 context_init="word", threads=threads))
+    corpus = Corpus(LINES)
+    counts, _, _ = corpus.count()
+    trainer = Trainer(vectors.matrix, make_plan(vectors, list(drop), config.vocab), counts, config, corpus=corpus)
+    assert set(FROZEN) <= {trainer.plan.words[r] for r in trainer.rows[trainer.n_trainable:]}
+    assert trainer.plan.words[trainer.rows[trainer.n_trainable - 1]] in drop   # the new words train
+    assert trainer.uses_kernel == kernel
+    return trainer, corpus, vectors
+
+
+def batches_of(trainer, corpus, n: int) -> list[dict]:
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+    made = list(objective.batches(*objective.units(chunk, trainer.rng)))
+    assert len(made) >= n and made[-1]["pairs"] < objective.batch_size   # the last one is padded
+    return made[: n - 1] + [made[-1]]
+
+
+def run_steps(trainer, batches, lrs) -> list[float]:
+    return [float(loss) for loss in trainer.run([trainer.prepare(b) for b in batches], lrs)]
+
+
+@pytest.mark.parametrize("negatives", ["per-pair", "shared"])
+def test_the_kernel_steps_as_tensorflows_fused_step_within_float32_rounding(negatives, monkeypatch):
+    tf_trainer, corpus, _ = make_trainer(False, negatives, monkeypatch)
+    assert tf_trainer.fused
+    batches = batches_of(tf_trainer, corpus, 6)
+    k_trainer, _, vectors = make_trainer(True, negatives, monkeypatch)
+    lrs = [0.05, 0.04, 0.03, 0.05, 0.02, 0.05]
+    before_words, before_side = k_trainer.trainable.numpy().copy(), k_trainer.side.numpy().copy()
+    tf_losses = run_steps(tf_trainer, batches, lrs)
+    k_losses = run_steps(k_trainer, batches, lrs)
+    np.testing.assert_allclose(k_losses, tf_losses, rtol=1e-5)
+    tf_words, k_words = tf_trainer.trainable.numpy(), k_trainer.trainable.numpy()
+    tf_side, k_side = tf_trainer.side.numpy(), k_trainer.side.numpy()
+    # Rows moved, and by the same amounts: compared as the change from the start, so that the test
+    # sees the step's rounding, not the size of the rows. The sinks (last rows) are apart.
+    assert (k_words != before_words).any(axis=1).sum() > 100 and (k_side != before_side).any(axis=1).sum() > 100
+    np.testing.assert_allclose((k_words - before_words)[:-1], (tf_words - before_words)[:-1], rtol=1e-4, atol=2e-6)
+    np.testing.assert_allclose((k_side - before_side)[:-1], (tf_side - before_side)[:-1], rtol=1e-4, atol=2e-6)
+    # The sinks: the TF path writes frozen words' and padding's slices there; the kernel nothing.
+    np.testing.assert_array_equal(k_words[-1], 0)
+    np.testing.assert_array_equal(k_side[-1], before_side[-1])
+    # Frozen words were centers in every batch, yet their rows in the matrix kept their bits.
+    frozen = [vectors.index[w] for w in FROZEN]
+    np.testing.assert_array_equal(bits(vectors.matrix[frozen]), bits(glove(20000, drop=("police",)).matrix[frozen]))
+
+
+@pytest.mark.parametrize("negatives", ["per-pair", "shared"])
+def test_the_kernels_bits_do_not_depend_on_its_threads(negatives, monkeypatch):
+    results = []
+    for threads in (1, 2, 3):
+        trainer, corpus, _ = make_trainer(True, negatives, monkeypatch, threads=threads)
+        losses = run_steps(trainer, batches_of(trainer, corpus, 4), [0.05] * 4)
+        results.append((losses, bits(trainer.trainable.numpy()), bits(trainer.side.numpy())))
+    for losses, words, side in results[1:]:
+        assert losses == results[0][0]
+        np.testing.assert_array_equal(words, results[0][1])
+        np.testing.assert_array_equal(side, results[0][2])
+
+
+def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(monkeypatch, tmp_path):
+    trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch)
+    batches = batches_of(trainer, corpus, 4)
+    run_steps(trainer, batches[:2], [0.05, 0.05])
+    saved = trainer.tf_checkpoint().write(str(tmp_path / "ckpt"))
+    words, side = trainer.kernel.words.copy(), trainer.kernel.side.copy()
+    run_steps(trainer, batches[2:], [0.05, 0.05])
+    after = trainer.kernel.words.copy(), trainer.kernel.side.copy()
+    assert not np.array_equal(after[0], words)
+
+    other, _, _ = make_trainer(True, "per-pair", monkeypatch)
+    other.tf_checkpoint().read(saved).assert_consumed()
+    other.restored()
+    np.testing.assert_array_equal(bits(other.kernel.words), bits(words))
+    np.testing.assert_array_equal(bits(other.kernel.side), bits(side))
+    run_steps(other, batches[2:], [0.05, 0.05])
+    np.testing.assert_array_equal(bits(other.kernel.words), bits(after[0]))
+    np.testing.assert_array_equal(bits(other.kernel.side), bits(after[1]))
+
+
+def test_steps_other_than_plain_sgd_stay_on_tensorflow(monkeypatch):
+    monkeypatch.setattr(train_module, "KERNEL", True)
+    vectors = glove(2000)
+    corpus = Corpus(LINES)
+    counts, _, _ = corpus.count()
+    for changes in ({"optimizer": "adagrad"}, {"clip_norm": 1.0}, {"anchor": 0.1}):
+        config = resolve(make_config({}, batch_size=512, **changes))
+        trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus)
+        assert trainer.kernel is None and not trainer.uses_kernel, changes
+
+
+@pytest.mark.parametrize("negatives", ["per-pair", "shared"])
+def test_the_loss_stays_tensorflows_where_logits_are_far_below_zero(negatives, monkeypatch):
+    """Context rows grown large (here: minus 10 times the words' vectors, logits about -200) give a
+    large finite loss, as TensorFlow's softplus does, not an overflow read as divergence."""
+    tf_trainer, corpus, _ = make_trainer(False, negatives, monkeypatch)
+    k_trainer, _, _ = make_trainer(True, negatives, monkeypatch)
+    far = -10 * tf_trainer.side.numpy()
+    tf_trainer.side.assign(far)
+    k_trainer.kernel.side[...] = far
+    batches = batches_of(tf_trainer, corpus, 2)
+    tf_losses = run_steps(tf_trainer, batches, [0.0, 0.0])
+    k_losses = run_steps(k_trainer, batches, [0.0, 0.0])
+    assert np.isfinite(k_losses).all() and k_losses[0] > 50 * batches[0]["pairs"]
+    np.testing.assert_allclose(k_losses, tf_losses, rtol=1e-5)
