@@ -477,15 +477,17 @@ class Classify(Objective):
             take = order[at:at + B]
             ends = np.cumsum(lengths[take])
             take = take[:max(np.searchsorted(ends, T, side="right"), 1)]
-            flat = np.concatenate([self.ids[s:s + k] for s, k in zip(starts[take], lengths[take])])
-            words, first, slot = np.unique(flat, return_index=True, return_inverse=True)
+            n, ends = lengths[take], ends[:len(take)]
+            flat = self.ids[np.arange(ends[-1]) + np.repeat(starts[take] - (ends - n), n)]
+            words, slot = self._distinct(flat)
             if len(words) > W:
+                _, first = np.unique(flat, return_index=True)
                 seen = np.zeros(len(flat), np.int64)
                 seen[first] = 1
-                distinct = np.cumsum(seen)[ends[:len(take)] - 1]   # distinct words up to each line's end
+                distinct = np.cumsum(seen)[ends - 1]   # distinct words up to each line's end
                 take = take[:max(np.searchsorted(distinct, W, side="right"), 1)]
                 flat = flat[:ends[len(take) - 1]]
-                words, slot = np.unique(flat, return_inverse=True)
+                words, slot = self._distinct(flat)
             at += len(take)
             used, n_words = len(flat), len(words)
             word = np.zeros(W + 1, np.int32)
@@ -500,6 +502,19 @@ class Classify(Objective):
             targets[:len(take)] = self.targets[take]
             yield {"word": word, "weight": weight, "slot": slots, "segment": segment, "targets": targets,
                    "pairs": len(take)}
+
+    def _distinct(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the distinct ids of ``flat``, sorted; each token's index among them): np.unique's, by a
+        mark a local row where the rows are few against the tokens (1,024 glosses: 0.1 ms against
+        np.unique's sort, 0.9 ms)."""
+        if self.rows.n_local > 16 * len(flat):
+            return np.unique(flat, return_inverse=True)
+        present = np.zeros(self.rows.n_local, bool)
+        present[flat] = True
+        words = np.flatnonzero(present)
+        place = np.empty(self.rows.n_local, np.int32)
+        place[words] = np.arange(len(words), dtype=np.int32)
+        return words, place[flat]
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
