@@ -149,7 +149,6 @@ class Trainer:
         side = self.objective.side_start()
         self.side = tf.Variable(side, name="side")
         self.side_rows = len(side) - 1   # the side table's sink row
-        self.side_lr = float(self.objective.side_lr)   # the side table's learning rate, as a multiple of the words'
         fixed = self.objective.side_fixed_from
         self.side_sink_from = self.side_rows if fixed is None else fixed
         # Static shapes: reading a variable's shape in the step would copy the table.
@@ -174,6 +173,9 @@ class Trainer:
         # are gathered from every worker between the dense part and the update.
         self.fused = not self.merge
         self.grouped = True
+        # An objective whose batches hold each row once is not merged (sparse.merge_rows); gradients
+        # gathered from several workers can repeat a row, so a multi-worker run merges them.
+        self.distinct = self.objective.distinct_ids
         # No autograph: the step has no tensor-dependent Python control flow, and tracing it
         # took 1.06 s with autograph against 0.33 s without.
         self.dense = tf.function(self._dense, jit_compile=JIT, autograph=False)
@@ -248,7 +250,7 @@ class Trainer:
         TensorFlow's. Frozen rows' and padding's slices land on the sink rows, which nothing reads."""
         loss, word_grads, side_ids, side_grads = self._dense(batch, words, side, side_ids)
         self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
-        self.side.scatter_sub(tf.IndexedSlices(lr * self.side_lr * side_grads, side_ids))
+        self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
         return loss
 
     def _step(self, batch, lr):
@@ -259,11 +261,11 @@ class Trainer:
         if not self.merge:
             # Frozen rows' and padding's slices land on the sink rows, which nothing reads.
             self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
-            self.side.scatter_sub(tf.IndexedSlices(lr * self.side_lr * side_grads, side_ids))
+            self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
             return loss
         word_grad = tf.IndexedSlices(word_grads, word_ids, self.trainable_shape)
         side_grad = tf.IndexedSlices(side_grads, side_ids, self.side_shape)
-        distinct = self.objective.distinct_ids
+        distinct = self.distinct
         rows, grads, *slices = merge_rows(word_grad, sink=self.n_trainable, counts=bool(self.anchor), distinct=distinct)
         step = self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)   # frozen rows were dropped
         if self.anchor:
@@ -278,7 +280,7 @@ class Trainer:
             self.trainable.scatter_update(tf.IndexedSlices(
                 (moved + pull * tf.gather(self.start, rows)) / (1 + pull), rows))
         rows, grads = merge_rows(side_grad, sink=self.side_rows, distinct=distinct)
-        self.side_opt.apply(rows, cap_rows(grads, self.clip_norm), lr * self.side_lr)
+        self.side_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
 
     def run(self, tensors: list[dict], lrs: list[float]) -> list[tf.Tensor]:

@@ -57,7 +57,6 @@ class Objective:
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
     closed_form : True for an objective fitted by ``fit`` without batches (no corpus, no loop)
     word_keys : the batch entries holding word-table (local) ids, each [B] int
-    side_lr : the side table's learning rate as a multiple of the word rows' (1.0: the same)
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
         gradient and skips merging (classify, whose batches list each distinct word once)
@@ -78,7 +77,6 @@ class Objective:
     distinct_ids: ClassVar[bool] = False
 
     side_fixed_from: int | None = None
-    side_lr: float = 1.0
     slices: np.ndarray
 
     def __init__(self, rows, train, corpus=None):

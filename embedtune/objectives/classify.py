@@ -369,14 +369,22 @@ class Classify(Objective):
     def _slices(self, lengths: np.ndarray) -> np.ndarray:
         """[n_trainable] the batches of an epoch that hold each trainable row (expected), over which the
         anchor's per-epoch weight is spread: a batch gives a row one slice (its words are distinct).
-        A row in k of the N lines is in a given batch of B lines with probability 1 - (1 - B/N)^k."""
-        n_trainable = self.rows.n_trainable
-        line = np.repeat(np.arange(self.n_lines, dtype=np.int64), lengths)
-        pairs = np.unique(line * self.rows.n_local + self.ids)   # (line, word) once each
-        lines_with = np.bincount(pairs % self.rows.n_local, minlength=self.rows.n_local)[:n_trainable]
-        B = min(self.lines_per_batch, self.n_lines)
-        return np.ceil(self.n_lines / B) * -np.expm1(lines_with * np.log1p(-B / self.n_lines)) \
-            if B < self.n_lines else (lines_with > 0).astype(np.float64)
+        A row in k of the N lines misses a batch of b lines with probability C(N - k, b) / C(N, b);
+        an epoch is N // B batches of B lines and one of the rest (the token budgets cut few)."""
+        from scipy.special import gammaln
+
+        n_local, n_trainable, N = self.rows.n_local, self.rows.n_trainable, self.n_lines
+        line = np.repeat(np.arange(N, dtype=np.int64), lengths)
+        pairs = np.unique(line * n_local + self.ids)   # (line, word) once each
+        k = np.bincount(pairs % n_local, minlength=n_local)[:n_trainable].astype(np.float64)
+        B = min(self.lines_per_batch, N)
+        slices = np.zeros(n_trainable)
+        for b, batches in ((B, N // B), (N % B, 1)):
+            if b and batches:
+                missed = np.exp(gammaln(N - k + 1) - gammaln(N - k - b + 1) - gammaln(N + 1) + gammaln(N - b + 1),
+                                where=k <= N - b, out=np.zeros(n_trainable))
+                slices += batches * (1 - missed)
+        return slices
 
     def _distinct_budget(self, lengths: np.ndarray) -> int:
         """Distinct-word slots a batch: WORD_SLACK times the most distinct words seen in a few batches
@@ -467,8 +475,9 @@ class Classify(Objective):
 
         The step gathers, and the trainer merges and updates, each distinct row once: a row repeated
         in a batch (``the``, ``of``: 13.9k tokens but 4.3k distinct words in 1,024 glosses) comes
-        back from the step already summed. Against a slot a token, this took the 25-epoch benchmark's
-        loop from X s to Y s (benchmarks/README.md)."""
+        back from the step already summed. Against a slot a token (and token slots twice the mean, not
+        1.25 times), the step's CPU went from 8.6 to 5.1 ms a batch of 1,024 glosses (adam, load 8-9;
+        benchmarks/README.md, classify)."""
         B, T, W = self.lines_per_batch, self.tokens_per_batch, self.words_per_batch
         starts, lengths = self.starts[:-1], np.diff(self.starts)
         at = 0
@@ -543,8 +552,9 @@ class Classify(Objective):
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
     """tf.gather(params, ids) whose gradient is the dense [len(params), dim] sum, made in the step's XLA
-    cluster: tf.gather's own (IndexedSlices of one slice a token) would be summed outside it, by the
-    trainer's merge (measured: STEP)."""
+    cluster: tf.gather's own (IndexedSlices of one slice a token) leaves the cluster and is summed
+    by TensorFlow's kernels (with token slots 1.25x the mean, not 2x: the gradients of a 1,024-line
+    batch 3.4 -> 2.4 ms of CPU, load 9)."""
     @tf.custom_gradient
     def gather(params):
         def grad(upstream):
