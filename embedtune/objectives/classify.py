@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -355,7 +356,6 @@ class Classify(Objective):
         lengths = np.diff(self.starts)
         self.tokens_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
         self.words_per_batch = min(self.tokens_per_batch, self._distinct_budget(lengths))
-        self.slices = self._slices(lengths)
         self.side_fixed_from = None   # every label row trains
 
         # The classifier alone on the starting vectors: the "before" figure and the training's start.
@@ -366,13 +366,16 @@ class Classify(Objective):
         self.valid = self._read_valid(corpus)
         self.before = self._evaluate(start, self.start_classifier) if self.valid else None
 
-    def _slices(self, lengths: np.ndarray) -> np.ndarray:
+    @cached_property
+    def slices(self) -> np.ndarray:
         """[n_trainable] the batches of an epoch that hold each trainable row (expected), over which the
         anchor's per-epoch weight is spread: a batch gives a row one slice (its words are distinct).
         A row in k of the N lines misses a batch of b lines with probability C(N - k, b) / C(N, b);
-        an epoch is N // B batches of B lines and one of the rest (the token budgets cut few)."""
+        an epoch is N // B batches of B lines and one of the rest (the token budgets cut few). Read
+        by the trainer only with an anchor, so computed on first use."""
         from scipy.special import gammaln
 
+        lengths = np.diff(self.starts)
         n_local, n_trainable, N = self.rows.n_local, self.rows.n_trainable, self.n_lines
         line = np.repeat(np.arange(N, dtype=np.int64), lengths)
         pairs = np.unique(line * n_local + self.ids)   # (line, word) once each
