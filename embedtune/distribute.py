@@ -267,6 +267,7 @@ class Worker:
 
         trainer.gradients = gathered_gradients
         trainer.fused = trainer.grouped = False   # the step goes through gradients, a batch a call
+        trainer.distinct = False   # the workers' slices can hold the same row: merge them
         strategy, step = self.strategy, trainer._step
         compiled = tf.function(lambda batch, lr: strategy.run(step, args=(batch, lr)), autograph=False)
         lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,

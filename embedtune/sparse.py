@@ -18,18 +18,24 @@ from __future__ import annotations
 from embedtune._tf import tf
 
 
-def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False) -> tuple[tf.Tensor, ...]:
+def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False,
+               distinct: bool = False) -> tuple[tf.Tensor, ...]:
     """Sum the slices of each row. Returns (unique row ids [u], merged values [u, dim]), and with
     ``counts`` also the number of slices merged into each row ([u] float32).
 
     grad : slices with indices [n] and values [n, dim]
     sink : slices pointing at this row id (or beyond) are dropped first: the trainer
         routes frozen rows and padding there.
+    distinct : the indices below ``sink`` are known to be distinct (an objective whose batches
+        are already merged: classify), so only the sink's slices are dropped; tf.unique and the
+        sum were half of classify's step (2.8 of 6.2 ms a batch of 1,024 lines, load 9)
     """
     indices, values = grad.indices, grad.values
     if sink is not None:
         keep = indices < sink
         indices, values = tf.boolean_mask(indices, keep), tf.boolean_mask(values, keep)
+    if distinct:
+        return (indices, values, tf.ones_like(indices, dtype=tf.float32)) if counts else (indices, values)
     rows, segment = tf.unique(indices)
     merged = tf.math.unsorted_segment_sum(values, segment, num_segments=tf.size(rows))
     if counts:

@@ -184,6 +184,9 @@ class Trainer:
         # are gathered from every worker between the dense part and the update.
         self.fused = not self.merge
         self.grouped = True
+        # An objective whose batches hold each row once is not merged (sparse.merge_rows); gradients
+        # gathered from several workers can repeat a row, so a multi-worker run merges them.
+        self.distinct = self.objective.distinct_ids
         # No autograph: the step has no tensor-dependent Python control flow, and tracing it
         # took 1.06 s with autograph against 0.33 s without.
         self.dense = tf.function(self._dense, jit_compile=JIT, autograph=False)
@@ -314,7 +317,8 @@ class Trainer:
             return loss
         word_grad = tf.IndexedSlices(word_grads, word_ids, self.trainable_shape)
         side_grad = tf.IndexedSlices(side_grads, side_ids, self.side_shape)
-        rows, grads, *slices = merge_rows(word_grad, sink=self.n_trainable, counts=bool(self.anchor))
+        distinct = self.distinct
+        rows, grads, *slices = merge_rows(word_grad, sink=self.n_trainable, counts=bool(self.anchor), distinct=distinct)
         step = self.word_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)   # frozen rows were dropped
         if self.anchor:
             # The anchor term anchor/2 * |w - start|^2 of each row, once per epoch, spread over
@@ -327,7 +331,7 @@ class Trainer:
             moved = tf.gather(self.trainable, rows)
             self.trainable.scatter_update(tf.IndexedSlices(
                 (moved + pull * tf.gather(self.start, rows)) / (1 + pull), rows))
-        rows, grads = merge_rows(side_grad, sink=self.side_rows)
+        rows, grads = merge_rows(side_grad, sink=self.side_rows, distinct=distinct)
         self.side_opt.apply(rows, cap_rows(grads, self.clip_norm), lr)
         return loss
 

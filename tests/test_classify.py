@@ -17,7 +17,7 @@ from embedtune.formats import load_vectors
 from embedtune.objectives.classify import (Classifier, LabelledCorpus, line_means, load_classifier, predict,
                                            save_classifier)
 
-from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, one_error_line, run
+from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, one_error_line, run, with_paths
 
 TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
 VALID = REPO / "data" / "sample" / "wordnet-glosses.valid.txt"
@@ -179,3 +179,82 @@ def test_fine_tune_trains_classify_from_python_as_the_command_does(tmp_path):
     tuned = embedtune.fine_tune(str(SAMPLE_VECTORS), str(TRAIN), objective="classify", freeze_top=5000, epochs=1,
                                 seed=3, deterministic=True)
     np.testing.assert_array_equal(bits(tuned.matrix), bits(load_vectors(out).matrix))
+
+
+def _objective(vectors, corpus, **train):
+    """The classify objective of a run set up on the sample (no step taken)."""
+    from embedtune.config import resolve
+    from embedtune.train import Checkpoints, setup
+
+    config = resolve(with_paths(make_config({"min_count": 1000000}, objective="classify", **train),
+                                corpus=str(corpus.path)))
+    return setup(vectors, corpus, config, Checkpoints(None, 0)).trainer.objective
+
+
+def test_batches_hold_each_distinct_word_once_and_rebuild_every_line():
+    """Each batch lists its distinct words once; its tokens point at them (slot) and at their line
+    (segment), so the lines read back exactly; a batch with more distinct words than its slots is
+    cut at a line's end, and every line is trained once an epoch."""
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=64, epochs=1)
+    lines = [obj.ids[a:b] for a, b in zip(obj.starts[:-1], obj.starts[1:])]
+    assert obj.words_per_batch < obj.tokens_per_batch   # the budget is smaller than a slot a token
+    obj.words_per_batch = W = 250   # fewer than 64 lines' distinct words: batches are cut
+    order = np.random.default_rng(5).permutation(obj.n_lines)
+    seen, batches = [], 0
+    for batch in obj.batches(order):
+        batches += 1
+        word, weight, slot, segment = batch["word"], batch["weight"], batch["slot"], batch["segment"]
+        assert len(word) == W + 1 and weight[-1] == 0
+        real = word[weight > 0]
+        assert len(real) <= W and len(np.unique(real)) == len(real)
+        used = segment < obj.lines_per_batch
+        assert (slot[~used] == W).all()
+        for k in range(batch["pairs"]):
+            line = order[len(seen)]
+            np.testing.assert_array_equal(word[slot[segment == k]], lines[line])
+            np.testing.assert_array_equal(batch["targets"][k], obj.targets[line])
+            seen.append(line)
+        assert not batch["targets"][batch["pairs"]:].any()
+    assert seen == list(order)
+    assert batches > -(-obj.n_lines // 64)   # some batches were cut by the distinct-word budget
+
+
+def test_unmerged_step_trains_as_the_merged_one(monkeypatch):
+    """Classify's batches hold each row once, so the trainer skips merging (distinct_ids); the result
+    is the merged step's, to float rounding, with adam (merged rows) and an anchor (slices counted)."""
+    from embedtune.objectives.classify import Classify
+    from embedtune.train import train
+
+    vectors = glove(20000)
+    results = []
+    for distinct in (True, False):
+        monkeypatch.setattr(Classify, "distinct_ids", distinct)
+        with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+            config = with_paths(make_config({"freeze_top": 5000, "min_count": 1000000}, objective="classify",
+                                            epochs=2, anchor=0.5), corpus=str(TRAIN))
+            results.append(train(vectors, corpus, config))
+    (a, b) = results
+    np.testing.assert_allclose(a.vectors.matrix[5000:], b.vectors.matrix[5000:], rtol=0, atol=2e-6)
+    assert not np.array_equal(a.vectors.matrix[5000:], vectors.matrix[5000:])   # rows moved
+    assert np.array_equal(bits(a.vectors.matrix[:5000]), bits(vectors.matrix[:5000]))
+
+
+def test_anchor_slices_are_the_batches_holding_a_row():
+    """The anchor's per-epoch pull is spread over a row's slices; a batch gives a row one slice, so a
+    row's expected slices an epoch are the batches that hold it (measured over shuffled epochs)."""
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=256, epochs=1)
+    rng = np.random.default_rng(0)
+    held = np.zeros(obj.rows.n_trainable)
+    epochs = 40
+    for _ in range(epochs):
+        for batch in obj.batches(rng.permutation(obj.n_lines)):
+            ids = batch["word"][batch["weight"] > 0]
+            held[ids[ids < obj.rows.n_trainable]] += 1
+    held /= epochs
+    assert held.sum() == pytest.approx(obj.slices.sum(), rel=0.01)
+    common = obj.slices > 5
+    np.testing.assert_allclose(held[common], obj.slices[common], rtol=0.15)

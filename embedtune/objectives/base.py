@@ -57,6 +57,9 @@ class Objective:
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
     closed_form : True for an objective fitted by ``fit`` without batches (no corpus, no loop)
     word_keys : the batch entries holding word-table (local) ids, each [B] int
+    distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
+        apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
+        gradient and skips merging (classify, whose batches list each distinct word once)
 
     Instance attributes, set by ``__init__``:
 
@@ -75,6 +78,7 @@ class Objective:
     # the lines (distribute.py); else the chunks come from what the objective holds, the same on every
     # worker, and a worker takes its share of each chunk's units
     reads_lines: ClassVar[bool] = False
+    distinct_ids: ClassVar[bool] = False
 
     side_fixed_from: int | None = None
     slices: np.ndarray

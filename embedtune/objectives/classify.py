@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -58,7 +59,9 @@ FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on se
 # The examples are kept after the first full read, up to this many tokens, for the passes after it
 # (new-word starts, the objective): reading and splitting took ~1.5 s a pass of the 6.5 MB glosses.
 CACHE_TOKENS = 1 << 22
-TOKEN_SLACK = 2.0      # a batch's token slots: this many times the mean line length per line slot
+TOKEN_SLACK = 1.25     # a batch's token slots: this many times the mean line length per line slot
+WORD_SLACK = 1.25      # a batch's distinct-word slots: this many times the most of WORD_SAMPLES sampled batches
+WORD_SAMPLES = 4
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -306,6 +309,7 @@ class Classify(Objective):
     learning_rates = {"adam": 0.01}   # same sweep
     settings = ("label_prefix",)
     word_keys = ("word",)   # the batch entry holding word-table ids
+    distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
@@ -351,8 +355,7 @@ class Classify(Objective):
         self.n_lines = len(line_labels)
         lengths = np.diff(self.starts)
         self.tokens_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
-        # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
-        self.slices = np.bincount(self.ids, minlength=rows.n_local)[: rows.n_trainable].astype(np.float64)
+        self.words_per_batch = min(self.tokens_per_batch, self._distinct_budget(lengths))
         self.side_fixed_from = None   # every label row trains
 
         # The classifier alone on the starting vectors: the "before" figure and the training's start.
@@ -362,6 +365,40 @@ class Classify(Objective):
                                            self.one_vs_all)
         self.valid = self._read_valid(corpus)
         self.before = self._evaluate(start, self.start_classifier) if self.valid else None
+
+    @cached_property
+    def slices(self) -> np.ndarray:
+        """[n_trainable] the batches of an epoch that hold each trainable row (expected), over which the
+        anchor's per-epoch weight is spread: a batch gives a row one slice (its words are distinct).
+        A row in k of the N lines misses a batch of b lines with probability C(N - k, b) / C(N, b);
+        an epoch is N // B batches of B lines and one of the rest (the token budgets cut few). Read
+        by the trainer only with an anchor, so computed on first use."""
+        from scipy.special import gammaln
+
+        lengths = np.diff(self.starts)
+        n_local, n_trainable, N = self.rows.n_local, self.rows.n_trainable, self.n_lines
+        line = np.repeat(np.arange(N, dtype=np.int64), lengths)
+        pairs = np.unique(line * n_local + self.ids)   # (line, word) once each
+        k = np.bincount(pairs % n_local, minlength=n_local)[:n_trainable].astype(np.float64)
+        B = min(self.lines_per_batch, N)
+        slices = np.zeros(n_trainable)
+        for b, batches in ((B, N // B), (N % B, 1)):
+            if b and batches:
+                missed = np.exp(gammaln(N - k + 1) - gammaln(N - k - b + 1) - gammaln(N + 1) + gammaln(N - b + 1),
+                                where=k <= N - b, out=np.zeros(n_trainable))
+                slices += batches * (1 - missed)
+        return slices
+
+    def _distinct_budget(self, lengths: np.ndarray) -> int:
+        """Distinct-word slots a batch: WORD_SLACK times the most distinct words seen in a few batches
+        of lines drawn with a fixed seed (the run's own random state is left alone), and at least a line's."""
+        B, rng = self.lines_per_batch, np.random.default_rng(0)
+        most = 0
+        for _ in range(WORD_SAMPLES):
+            take = rng.choice(self.n_lines, min(B, self.n_lines), replace=False)
+            flat = np.concatenate([self.ids[self.starts[i]:self.starts[i + 1]] for i in take])
+            most = max(most, len(np.unique(flat)))
+        return int(max(lengths.max(), np.ceil(WORD_SLACK * most)))
 
     def _targets(self, gold: list[list[int]]) -> np.ndarray:
         targets = np.zeros((len(gold), len(self.labels)), np.float32)
@@ -433,33 +470,63 @@ class Classify(Objective):
         return (rng.permutation(self.n_lines),)
 
     def batches(self, order: np.ndarray) -> Iterator[dict]:
-        """Up to lines_per_batch lines and tokens_per_batch tokens a batch, padded to both (one traced
-        step shape): "word" [T] local ids, "segment" [T] the line slot of each token (padding: the
-        extra slot B), "weight" [T] 1 for real tokens, "targets" [B, L], "line_weight" [B]."""
-        B, T = self.lines_per_batch, self.tokens_per_batch
+        """Up to lines_per_batch lines, tokens_per_batch tokens and words_per_batch distinct words a
+        batch, padded to all three (one traced step shape). "word" [W + 1] the batch's distinct local
+        ids (sorted; the last slot and unused ones are padding), "weight" [W + 1] 1 for a real one;
+        "slot" [T] each token's place in "word" (padding: the last slot), "segment" [T] its line slot
+        (padding: the extra slot B); "targets" [B, L].
+
+        The step gathers, and the trainer merges and updates, each distinct row once: a row repeated
+        in a batch (``the``, ``of``: 13.9k tokens but 4.3k distinct words in 1,024 glosses) comes
+        back from the step already summed, and the trainer does not merge it (``distinct_ids``). With
+        that and token slots 1.25x the mean instead of 2x, against a slot a token, the step's CPU went
+        from 8.6 to 5.1 ms a batch of 1,024 glosses (adam, load 8-9; benchmarks/README.md, classify)."""
+        B, T, W = self.lines_per_batch, self.tokens_per_batch, self.words_per_batch
         starts, lengths = self.starts[:-1], np.diff(self.starts)
         at = 0
         while at < len(order):
-            # The most lines from ``at`` on that fit both budgets.
+            # The most lines from ``at`` on that fit the token budget, then the distinct-word one.
             take = order[at:at + B]
-            fits = np.searchsorted(np.cumsum(lengths[take]), T, side="right")
-            take = take[:max(fits, 1)]
+            ends = np.cumsum(lengths[take])
+            take = take[:max(np.searchsorted(ends, T, side="right"), 1)]
+            n, ends = lengths[take], ends[:len(take)]
+            flat = self.ids[np.arange(ends[-1]) + np.repeat(starts[take] - (ends - n), n)]
+            words, slot = self._distinct(flat)
+            if len(words) > W:
+                _, first = np.unique(flat, return_index=True)
+                seen = np.zeros(len(flat), np.int64)
+                seen[first] = 1
+                distinct = np.cumsum(seen)[ends - 1]   # distinct words up to each line's end
+                take = take[:max(np.searchsorted(distinct, W, side="right"), 1)]
+                flat = flat[:ends[len(take) - 1]]
+                words, slot = self._distinct(flat)
             at += len(take)
-            n_tokens = lengths[take]
-            flat = np.concatenate([self.ids[s:s + k] for s, k in zip(starts[take], n_tokens)])
-            used = len(flat)
-            word = np.zeros(T, np.int32)
-            word[:used] = flat
+            used, n_words = len(flat), len(words)
+            word = np.zeros(W + 1, np.int32)
+            word[:n_words] = words
+            weight = np.zeros(W + 1, np.float32)
+            weight[:n_words] = 1
+            slots = np.full(T, W, np.int32)
+            slots[:used] = slot
             segment = np.full(T, B, np.int32)
-            segment[:used] = np.repeat(np.arange(len(take), dtype=np.int32), n_tokens)
-            weight = np.zeros(T, np.float32)
-            weight[:used] = 1
+            segment[:used] = np.repeat(np.arange(len(take), dtype=np.int32), lengths[take])
             targets = np.zeros((B, len(self.labels)), np.float32)
             targets[:len(take)] = self.targets[take]
-            line_weight = np.zeros(B, np.float32)
-            line_weight[:len(take)] = 1
-            yield {"word": word, "segment": segment, "weight": weight, "targets": targets,
-                   "line_weight": line_weight, "pairs": len(take)}
+            yield {"word": word, "weight": weight, "slot": slots, "segment": segment, "targets": targets,
+                   "pairs": len(take)}
+
+    def _distinct(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the distinct ids of ``flat``, sorted; each token's index among them): np.unique's, by a
+        mark a local row where the rows are few against the tokens, instead of a sort (with the tokens
+        taken in one indexing: 0.55 ms of CPU a 1,024-line batch against 1.56, load 9)."""
+        if self.rows.n_local > 16 * len(flat):
+            return np.unique(flat, return_inverse=True)
+        present = np.zeros(self.rows.n_local, bool)
+        present[flat] = True
+        words = np.flatnonzero(present)
+        place = np.empty(self.rows.n_local, np.int32)
+        place[words] = np.arange(len(words), dtype=np.int32)
+        return words, place[flat]
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
@@ -467,10 +534,15 @@ class Classify(Objective):
         return tf.range(len(self.labels), dtype=tf.int32)
 
     def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
-        """Summed loss of the batch's lines. words : [token vectors [T, dim]]; side : [L, dim + 1]."""
+        """Summed loss of the batch's lines. words : [rows of "word", [W + 1, dim]]; side : [L, dim + 1].
+
+        A token counts where its word is real (its slot's weight): padding, and every token of a
+        batch whose weights the trainer zeroed (a multi-worker run's empty share), count for nothing,
+        and a line without a counted token drops out of the loss."""
         B, dim = self.lines_per_batch, self.rows.dim
-        weight = batch["weight"]
-        sums = tf.math.unsorted_segment_sum(words[0] * weight[:, None], batch["segment"], B + 1)[:B]
+        weight = tf.gather(batch["weight"], batch["slot"])
+        tokens = _gather_dense_gradient(words[0], batch["slot"]) * weight[:, None]
+        sums = tf.math.unsorted_segment_sum(tokens, batch["segment"], B + 1)[:B]
         counts = tf.math.unsorted_segment_sum(weight, batch["segment"], B + 1)[:B]
         means = sums / tf.maximum(counts, 1.0)[:, None]
         logits = tf.matmul(means, side[:, :dim], transpose_b=True) + side[:, dim]
@@ -479,7 +551,20 @@ class Classify(Objective):
                                      axis=1)
         else:
             per_line = tf.nn.softmax_cross_entropy_with_logits(labels=batch["targets"], logits=logits)
-        return tf.reduce_sum(per_line * batch["line_weight"])
+        return tf.reduce_sum(tf.where(counts > 0, per_line, 0.0))
+
+
+def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+    """tf.gather(params, ids) whose gradient is the dense [len(params), dim] sum, made in the step's XLA
+    cluster: tf.gather's own (IndexedSlices of one slice a token) leaves the cluster and is summed
+    by TensorFlow's kernels (with token slots 1.25x the mean, not 2x: the gradients of a 1,024-line
+    batch 3.4 -> 2.4 ms of CPU, load 9)."""
+    @tf.custom_gradient
+    def gather(params):
+        def grad(upstream):
+            return tf.math.unsorted_segment_sum(upstream, ids, params.shape[0])
+        return tf.gather(params, ids), grad
+    return gather(params)
 
 
 def valid_note(figures: dict) -> str | None:
