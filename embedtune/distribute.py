@@ -251,6 +251,9 @@ class Worker:
 
         own_gradients, device, size = trainer.gradients, self.device, self.size
         self.seed = trainer.config.train.seed
+        # The step goes through gradients, a batch a call (no fused sgd, no compiled kernel): set
+        # before anything is prepared, as prepare hands the kernel its batches untouched.
+        trainer.fused = trainer.grouped = False
         self.padding = trainer.prepare(padding_batch(trainer.objective))
         with tf.device(device):
             self.gathered = tf.Variable(tf.zeros([size, PAIRS + 1], tf.int64), trainable=False, name="shares")
@@ -266,7 +269,6 @@ class Worker:
             return (tf.reduce_sum(loss), *slices)
 
         trainer.gradients = gathered_gradients
-        trainer.fused = trainer.grouped = False   # the step goes through gradients, a batch a call
         trainer.distinct = False   # the workers' slices can hold the same row: merge them
         strategy, step = self.strategy, trainer._step
         compiled = tf.function(lambda batch, lr: strategy.run(step, args=(batch, lr)), autograph=False)
