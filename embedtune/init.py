@@ -30,7 +30,7 @@ import concurrent.futures
 import ctypes
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,17 +122,17 @@ def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np
     if not a:
         return None
     seen = np.zeros(len(vectors), np.float64)
-    index = vectors.index
-    for word, count in counts.items():   # the corpus vocabulary, usually far smaller than the vectors'
-        row = index.get(word)
-        if row is not None:
-            seen[row] = count
+    words = list(counts)   # the corpus vocabulary, usually far smaller than the vectors'
+    rows = vectors.index.rows(words)
+    found = rows >= 0
+    seen[rows[found]] = np.fromiter(counts.values(), np.float64, len(words))[found]
     return (a / (a + seen)).astype(np.float32)
 
 
 def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: int = DEFAULT_WINDOW,
                  weights: np.ndarray | None = None, keep: np.ndarray | None = None, seed: int = 1,
-                 progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS) -> ContextSums:
+                 progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS,
+                 vocabulary: Iterable[str] | None = None) -> ContextSums:
     """Sum the pretrained vectors around every occurrence of each target, in one pass.
 
     targets : words (pretrained or not) to sum contexts for; row i of the result is targets[i]
@@ -142,14 +142,23 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     progress : called with the raw tokens of each chunk read
     chunk_tokens : tokens handled per vectorised step (peak memory measured at 260 bytes a
         token at window 5 with every token a target: 280 MB for the default 1M)
+    vocabulary : every distinct word of the corpus (its counts' keys; counted here when None)
     """
     if window < 1:
         raise EmbedtuneError(f"the window must be at least 1 word, got {window}")
     n_pre, dim = len(vectors), vectors.dim
-    # Ids: pretrained words keep their row; targets without a vector follow them.
-    index = dict(vectors.index)
-    extra = [w for w in dict.fromkeys(targets) if w not in index]
+    # Ids: pretrained words keep their row; targets without a vector follow them. Only the words
+    # the corpus holds need one (every token is looked up, in a dict: WordIndex is slower per word),
+    # so the dict holds those, not the vectors' 3M words (a copy of 170 MB and more at 3M rows).
+    if vocabulary is None:
+        vocabulary = corpus.count()[0]
+    vocabulary = list(vocabulary)
+    index = {w: r for w, r in zip(vocabulary, vectors.index.rows(vocabulary).tolist()) if r >= 0}
+    extra = [w for w in dict.fromkeys(targets) if w not in index and w not in vectors.index]
     index.update((w, n_pre + i) for i, w in enumerate(extra))
+    for w in targets:   # a target that is not in the corpus keeps its row, as the vectors give it
+        if w not in index:
+            index[w] = vectors.index[w]
     target_of = np.full(n_pre + len(extra), -1, np.int32)
     target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
 
@@ -299,7 +308,7 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
         fit_counts = np.array([counts[w] for w in fit], np.float64)
         keep = np.concatenate([np.ones(n_new), np.minimum(1.0, fit_occurrences / fit_counts)])
     found = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif), keep,
-                         seed, progress)
+                         seed, progress, vocabulary=counts)
     means = found.means()
     start = means[:n_new]
     if method == "alacarte":

@@ -22,7 +22,7 @@ import numpy as np
 
 from embedtune.config import VocabConfig
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, WordList
 
 MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
 
@@ -40,7 +40,7 @@ class MissingWords:
 class Plan:
     """Which rows are frozen, trainable and new.
 
-    words : list of str, length n_pretrained + n_new; pretrained words first, in file order
+    words : list of str (or a WordList), length n_pretrained + n_new; pretrained words first, in file order
     frozen : bool array of shape = [n_words]; True where the row must stay bit-identical
     n_pretrained : rows that come from the vectors file
     missing : list words absent from the vocabulary, per list file
@@ -136,7 +136,9 @@ def _list_rows(path, index, new_index, strict, frozen_rule):
 def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Plan:
     """Apply the freeze rules to the pretrained words and the new corpus words."""
     n_pre = len(vectors)
-    words = list(vectors.words) + list(new_words)
+    # A WordList (the binary reader's) stays one: a list would make a str of each of 3M words.
+    words = (vectors.words.appended(new_words) if isinstance(vectors.words, WordList)
+             else list(vectors.words) + list(new_words))
     new_index = {w: n_pre + i for i, w in enumerate(new_words)}
     missing = []
 

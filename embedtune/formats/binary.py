@@ -15,6 +15,7 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import check_header_fits, new_matrix
 from embedtune.formats.text import parse_header
+from embedtune.vectors import WordList
 
 BLOCK_BYTES = 16 << 20
 MAX_WORD_BYTES = 1 << 16  # a longer "word" means the file is not what the header says
@@ -175,13 +176,11 @@ def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
 
 
 def _decode_words(raw_words, name, replace_bad_utf8):
-    """All words in one decode call when they are fine; one by one to name the bad one."""
-    try:
-        words = b"\n".join(raw_words).decode("utf-8").split("\n")
-        if len(words) == len(raw_words) and all(raw_words):
-            return words
-    except UnicodeDecodeError:
-        pass
+    """All words checked in one decode call and kept as bytes (a WordList: 3M words as str took
+    190 MB more) when they are fine; one by one to name the bad one."""
+    words = WordList.from_bytes(raw_words)
+    if words is not None:
+        return words
     words = []
     for row, word in enumerate(raw_words):
         if not word:
