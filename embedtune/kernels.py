@@ -83,6 +83,21 @@ def _dot(a, b):
     return x
 
 
+@njit(inline="always")
+def _score(w, v, g, k, wt, product, extra):
+    """One (center, context or negative k > 0) term of a pair: its coefficient (weighted sigmoid(x) -
+    label), added into the center's gradient ``g``; the running loss (``_add_loss``) with it."""
+    x = _dot(w, v)
+    e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+    product, extra = _add_loss(x, e, product, extra)
+    if k:
+        extra += float(x)
+    d = np.float32(wt * d)
+    for j in range(len(g)):
+        g[j] += d * v[j]
+    return d, product, extra
+
+
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
                   centers_now, word_grads, coefs, owners, losses, parts):
@@ -113,16 +128,7 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
         for k in range(k1):
             r = contexts[b] if k == 0 else negatives[b, k - 1]
             owners[b, k] = (r >> ROW_BLOCK_BITS) % parts
-            v = side[r]
-            x = _dot(w, v)
-            e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
-            product, extra = _add_loss(x, e, product, extra)
-            if k:
-                extra += float(x)
-            d = np.float32(wt * d)
-            coefs[b, k] = d
-            for j in range(len(g)):
-                g[j] += d * v[j]
+            coefs[b, k], product, extra = _score(w, side[r], g, k, wt, product, extra)
         losses[b] = wt * (math.log(product) + extra)
     # Every update from the batch's gradients and the centers as they were (centers_now): one pass,
     # a part of each table per thread, in batch order.
@@ -176,16 +182,8 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
         g[:] = 0
         product, extra = 1.0, 0.0
         for k in range(kneg + 1):
-            v = side[contexts[b]] if k == 0 else side[negatives[b // group, k - 1]]
-            x = _dot(w, v)
-            e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
-            product, extra = _add_loss(x, e, product, extra)
-            if k:
-                extra += float(x)
-            d = np.float32(wt * d)
-            coefs[b, k] = d
-            for j in range(len(g)):
-                g[j] += d * v[j]
+            r = contexts[b] if k == 0 else negatives[b // group, k - 1]
+            coefs[b, k], product, extra = _score(w, side[r], g, k, wt, product, extra)
         losses[b] = wt * (math.log(product) + extra)
     for p in prange(parts):
         slice_ = np.empty(words.shape[1], np.float32)
