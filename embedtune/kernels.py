@@ -28,7 +28,7 @@ import numpy as np
 # user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from numba import njit, prange  # noqa: E402  (after the wait policy)
+from numba import config as numba_config, njit, prange, set_num_threads  # noqa: E402  (after the wait policy)
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
@@ -81,6 +81,22 @@ def _dot(a, b):
     for j in range(len(a)):
         x += a[j] * b[j]
     return x
+
+
+@njit(inline="always")
+def _descend(row, lr, grad):
+    """row -= lr * grad, in place."""
+    for j in range(len(row)):
+        row[j] -= lr * grad[j]
+
+
+@njit(inline="always")
+def _sum_in_order(values):
+    """The sum in index order (the loss's bits must not depend on the thread count)."""
+    total = 0.0
+    for i in range(len(values)):
+        total += values[i]
+    return total
 
 
 @njit(inline="always")
@@ -143,14 +159,8 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
                     for j in range(len(v)):
                         v[j] -= lr * (d * w[j])
             if owners[b, k1] == p:
-                u = words[centers[b]]
-                g = word_grads[b]
-                for j in range(len(u)):
-                    u[j] -= lr * g[j]
-    loss = 0.0
-    for b in range(size):
-        loss += losses[b]
-    return loss
+                _descend(words[centers[b]], lr, word_grads[b])
+    return _sum_in_order(losses)
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
@@ -207,19 +217,11 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
                         w = centers_now[b]
                         for j in range(len(slice_)):
                             slice_[j] += d * w[j]
-                v = side[r]
-                for j in range(len(v)):
-                    v[j] -= lr * slice_[j]
+                _descend(side[r], lr, slice_)
         for b in range(size):
             if owners[b, 1] == p:
-                u = words[centers[b]]
-                g = word_grads[b]
-                for j in range(len(u)):
-                    u[j] -= lr * g[j]
-    loss = 0.0
-    for b in range(size):
-        loss += losses[b]
-    return loss
+                _descend(words[centers[b]], lr, word_grads[b])
+    return _sum_in_order(losses)
 
 
 class SgnsKernel:
@@ -245,13 +247,13 @@ class SgnsKernel:
         self.owners = np.empty((batch_size, negative + 2), np.int32)
         self.losses = np.empty(batch_size, np.float64)
         self.step_fn = sgns_shared if shared else sgns_per_pair
-        self.threads = threads
+        # At most what numba was started with (NUMBA_NUM_THREADS).
+        self.threads = max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
         # A part per thread: each walks every slice of the batch to find its own.
-        self.parts = threads
+        self.parts = self.threads
 
     def step(self, batch: dict, lr: float) -> np.float32:
         """One step over ``batch`` (the objective's numpy batch) at ``lr``; the summed loss."""
-        from numba import set_num_threads
         set_num_threads(self.threads)
         size = len(batch["center"])
         return np.float32(self.step_fn(

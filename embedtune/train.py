@@ -43,7 +43,6 @@ from embedtune.errors import EmbedtuneError
 from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import Objective, objective_class
 from embedtune.objectives.rows import LocalRows
-from embedtune.objectives.sgns import SkipGram
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
 from embedtune.sparse import cap_rows, make_optimizer, merge_rows
@@ -129,7 +128,7 @@ class Trainer:
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
         self._trainable = tf.Variable(start, name="trainable_words")
-        self.kernel = None    # the compiled step, for plain-sgd sgns (set below)
+        self.kernel = None    # the objective's compiled step, for plain sgd (set below)
         self._stale = False   # the kernel's tables hold steps the variables do not
         # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
         # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
@@ -194,15 +193,14 @@ class Trainer:
         self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
         self.step = tf.function(self._step, autograph=False)
         self.group_step = tf.function(self._group_step, autograph=False)
-        # Plain-sgd sgns: the compiled kernel steps numpy tables (``start`` and ``side``, which the
-        # variables copied), the authoritative ones while it is in use; the variables catch up when
-        # read (``trainable``, ``side``: checkpoints, TensorBoard, the result). A multi-worker run
-        # turns ``fused`` off before its first step, and with it the kernel.
-        if KERNEL and self.fused and isinstance(self.objective, SkipGram):
-            from embedtune.kernels import SgnsKernel
-            self.kernel = SgnsKernel(start, side, matrix, self.frozen_rows, self.n_trainable,
-                                     self.objective.batch_size, self.objective.negative, self.objective.shared,
-                                     kernel_threads(t.threads))
+        # Plain sgd: the objective's compiled step, if it has one (sgns: embedtune/kernels.py), steps
+        # numpy tables (``start`` and ``side``, which the variables copied), the authoritative ones
+        # while it is in use; the variables catch up when read (``trainable``, ``side``: checkpoints,
+        # TensorBoard, the result). A multi-worker run turns ``fused`` off before its first step,
+        # and with it the kernel.
+        if KERNEL and self.fused:
+            self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
+                                                       t.threads or cpu_cores())
 
     @property
     def uses_kernel(self) -> bool:
@@ -486,13 +484,6 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def kernel_threads(threads: int) -> int:
-    """The compiled kernel's threads for --threads (0: every core, as gensim's workers), at most
-    what numba was started with (NUMBA_NUM_THREADS)."""
-    from numba import config as numba_config
-    return max(1, min(threads or cpu_cores(), numba_config.NUMBA_NUM_THREADS))
 
 
 def use_threads(threads: int) -> None:

@@ -12,7 +12,8 @@ Adding an objective ``name``:
    the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
    them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
-   ``open_corpus`` and ``memory`` (the dry run's estimate).
+   ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster plain-sgd
+   step than TensorFlow's).
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
@@ -142,6 +143,16 @@ class Objective:
         side : a callable giving the side table as trained
         Called once after the loop; the callables cost nothing to an objective that does not call them."""
         return {}, None
+
+    def compiled_step(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
+                      n_trainable: int, threads: int):
+        """A compiled plain-sgd step over numpy tables, or None (the default: TensorFlow's step).
+
+        Asked only where the step is plain sgd (no cap, anchor or optimizer state). It steps ``words``
+        ([T + 1, dim], trainable rows and the sink) and ``side`` in place, reading frozen local id
+        T + i from ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic; it has
+        ``words``, ``side`` and ``step(batch, lr) -> loss`` (the numpy batch as ``batches`` makes it)."""
+        return None
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
     def side_start(self) -> np.ndarray:

@@ -107,6 +107,12 @@ class SkipGram(Objective):
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
         self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
 
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads):
+        """The numba kernel (embedtune/kernels.py): per-pair or shared negatives, as configured."""
+        from embedtune.kernels import SgnsKernel
+        return SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
+                          self.shared, threads)
+
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
     def side_start(self) -> np.ndarray:
         """[n_local + 1, dim] context vectors: zeros (word2vec), or the words' own vectors; the
