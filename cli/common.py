@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -157,13 +158,17 @@ def check_writable_folder(folder: str | None, option: str) -> None:
 def _try_create_in(folder: str, target: str, prefix: str) -> None:
     # Permission bits do not tell (root ignores them; a read-only mount or /sys refuses anyway):
     # only creating a file does, exactly as the writer will at the end.
+    # Removed in ``finally``: a signal (Ctrl-C, SIGTERM raised as an exception) may arrive at any point.
     probe = os.path.join(folder, f".embedtune-probe.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as err:
-        raise EmbedtuneError(f"{prefix}cannot write in {folder}: {err.strerror or err}", target) from None
-    os.close(fd)
-    os.unlink(probe)
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as err:
+            raise EmbedtuneError(f"{prefix}cannot write in {folder}: {err.strerror or err}", target) from None
+        os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):   # not made (refused), or gone
+            os.unlink(probe)
 
 
 def write_json(summary: dict, target: str) -> None:

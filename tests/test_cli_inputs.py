@@ -140,7 +140,7 @@ def test_every_number_is_refused_just_outside_its_range(key):
         merge(Config(), {_option(key): below})
     if r.high < 2**63 - 1 and r.high < 3e38:
         above = r.high + 1 if is_int else r.high * 1.5
-        with pytest.raises(EmbedtuneError, match=rf"must be at most|must be between"):
+        with pytest.raises(EmbedtuneError, match=r"must be at most|must be between"):
             merge(Config(), {_option(key): above})
     merge(Config(), {_option(key): r.high if r.high < 3e38 else 1e30})     # the bounds themselves pass
     if not r.low_open:
@@ -231,6 +231,21 @@ def test_a_signal_while_convert_writes_leaves_no_temporary_file(big, tmp_path, s
     assert stderr.strip().splitlines()[-1] == said
     assert "Aborted!" not in stderr and "Traceback" not in stderr
     assert os.listdir(out.parent) == []
+
+
+def test_an_interrupt_while_the_output_folder_is_probed_leaves_no_probe_file(tmp_path, monkeypatch):
+    """The writability probe (check_writable_file) is removed however the check ends: the signal test
+    above once caught the process between creating it and removing it."""
+    from embedtune.cli import common
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(common.os, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        common.check_writable_file(str(tmp_path / "out.txt"), "-o")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

@@ -20,7 +20,7 @@ from embedtune.runplan import OPTIMIZER_SLOTS
 
 from test_bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
-from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS, glove, write_glove_text
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
 N_WORDS = 3000
 
@@ -51,7 +51,7 @@ def read_only_folder(tmp_path):
 
 
 def test_a_dry_run_reports_the_plan_imports_no_tensorflow_and_writes_nothing(folder):
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import sys
         from click.testing import CliRunner
         from embedtune.cli.main import cli
