@@ -622,7 +622,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
-    counts, total_words, n_lines = corpus.count()
+    # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
+    counts, total_words, n_lines = corpus.count() if worker is None else worker.count(corpus)
     new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
     if on_plan is not None:
         on_plan(plan)

@@ -131,6 +131,13 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     reports = [json.loads((two_workers.hashes / f"worker-{k}.json").read_text()) for k in range(2)]
     assert reports[0]["steps"] == reports[1]["steps"] == two_workers.summary["steps"]
     assert reports[0]["sha256"] == reports[1]["sha256"]
+    # Each counted its share of the lines; the gathered counts are the whole corpus's, in its order.
+    words = load_text(inputs.vectors)[0]
+    corpus = Corpus(inputs.corpus, lowercase=True, tokenize="auto", vocabulary=set(words))   # as train reads it
+    counts, total, n_lines = corpus.count()
+    assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(counts, total, n_lines)
+    assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == total == two_workers.summary["corpus_words"]
+    assert 0 < reports[1]["own_tokens"] < total
     assert sorted(os.listdir(inputs.folder / "hashes")) == ["worker-0.json", "worker-1.json"]
 
 
@@ -202,6 +209,27 @@ def test_a_share_is_every_nth_line_and_the_others_are_not_decoded(tmp_path):
     assert err.value.line == 2
     shares = [list(Corpus([["a"], ["b"], ["c"], ["d"], ["e"]]).lines(share=(k, 3))) for k in range(3)]
     assert shares == [[["a"], ["d"]], [["b"], ["e"]], [["c"]]]
+
+
+@pytest.mark.parametrize("source", ["file", "sentences"])
+def test_counts_of_the_shares_merged_are_the_whole_corpus_count(source):
+    """What each worker ends with (Worker.count, Shares.count): the shares' counts, sent as bytes and
+    merged, equal one pass over the whole corpus: counts, their words' order, tokens, lines, digest."""
+    from embedtune.corpus import ShareCount, merge_counts
+
+    lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()
+    lines[5:5] = ["", "   ", "Ünïcode wörds \u00e9 " + lines[0]]   # empty lines are counted in the shares
+    corpus = Corpus(SAMPLE_CORPUS if source == "file" else lines, lowercase=True)
+    whole = corpus.count()
+    digest = corpus.digest
+    for n in (2, 3):
+        parts = [corpus.count_share((k, n)) for k in range(n)]
+        assert corpus.digest == digest   # every line hashed, the share's or not
+        assert all(0 < sum(p.counts.values()) < whole[1] for p in parts)
+        counts, total, n_lines = merge_counts([ShareCount.from_bytes(p.to_bytes()) for p in parts])
+        assert list(counts.items()) == list(whole[0].items())
+        assert (total, n_lines) == whole[1:]
+        assert distribute.Shares(n).count(corpus) == (counts, total, n_lines)
 
 
 def test_share_batches_split_the_epoch_and_resume_from_a_position():
