@@ -12,7 +12,9 @@ counts its share of the lines and the counts are all-gathered (``Worker.count``)
 the whole corpus's counts, the same vocabulary, plan and new words. A chunk's random
 state comes from (seed, N, epoch, chunk, k), so a share's batches depend on no other worker. An objective
 whose chunks are not read from the lines (glove's co-occurrences, classify's lines, held in memory) makes
-the same chunks on every worker, and worker k takes units k, k + N, ... of each.
+the same chunks on every worker, and worker k takes units k, k + N, ... of each. glove counts its
+co-occurrences by shares too (``WorkerShare``: each worker its lines, the cells summed through an
+all-gather); classify reads its labelled lines whole on every worker.
 
 The step. Global step s is every worker's s-th batch. Each worker computes the loss and the sparse
 gradients of its batch; the slices of all workers are gathered (all-gather of the IndexedSlices' ids and
@@ -157,6 +159,22 @@ class CorpusShare:
         return self.corpus.lines(share=self.share)
 
 
+class WorkerShare(CorpusShare):
+    """Worker k's share of the lines, handed to an objective that reads the corpus before training
+    (glove's co-occurrence count): it counts its lines, then sums every worker's counts through
+    ``all_gather_bytes`` (a collective: every worker calls it once, in the same order)."""
+
+    def __init__(self, corpus, worker):
+        super().__init__(corpus, worker.index, worker.size)
+        self.all_gather_bytes = worker.all_gather_bytes
+        self.tokens_read = 0   # debugging and tests (ENV_TABLE_HASH): the share's tokens the objective read
+
+    def lines(self):
+        for tokens in super().lines():
+            self.tokens_read += len(tokens)
+            yield tokens
+
+
 def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, index: int, size: int,
                   start: list | None, prepare) -> Iterator:
     """Worker ``index`` of ``size``'s batches of epoch ``epoch``, after ``start`` (its share's
@@ -220,6 +238,7 @@ class Worker:
         self.current = None   # the step's Batch, made global after the step (worker_step)
         self.counted = None   # the corpus count (count), kept for finish's report
         self.own_tokens = None   # the tokens of the lines this worker counted itself
+        self.share = None   # the objective's corpus (objective_corpus), a WorkerShare
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
 
@@ -256,6 +275,12 @@ class Worker:
         parts = [ShareCount.from_bytes(data) for data in self.all_gather_bytes(part.to_bytes())]
         self.counted = merge_counts(parts)
         return self.counted
+
+    def objective_corpus(self, corpus):
+        """What the objective's constructor reads (glove counts its pairs there): this worker's share of
+        the lines (WorkerShare); a corpus whose lines cannot be shared (classify's) whole."""
+        self.share = WorkerShare(corpus, self) if corpus.shares_lines else None
+        return self.share or corpus
 
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
@@ -385,7 +410,8 @@ class Worker:
             digest.update(np.ascontiguousarray(var.numpy()).tobytes())
         with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
             json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest(),
-                       "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens}, f)
+                       "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens,
+                       "objective_tokens": self.share and self.share.tokens_read}, f)
 
 
 def counts_digest(counts: Counter, total_words: int, n_lines: int) -> str:
@@ -428,6 +454,9 @@ class Shares:
             return corpus.count()
         return merge_counts([ShareCount.from_bytes(corpus.count_share((k, self.size)).to_bytes())
                              for k in range(self.size)])
+
+    def objective_corpus(self, corpus):
+        return corpus   # the whole corpus's pair counts: what the workers' summed shares make
 
     def split(self, config):
         t = config.train

@@ -635,7 +635,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
                            window=objective_class(t.objective).init_window(t),
                            counts=counts, seed=t.seed) if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, config if worker is None else worker.split(config),
-                      new_start=None if init is None else init.matrix, corpus=corpus)
+                      new_start=None if init is None else init.matrix,
+                      corpus=corpus if worker is None else worker.objective_corpus(corpus))
     trainer.objective.check(corpus)
     settings = settings_for_resume(config)
     if worker is not None:   # gathered step, sliced batches; the split is part of the fingerprint

@@ -232,6 +232,51 @@ def test_counts_of_the_shares_merged_are_the_whole_corpus_count(source):
         assert distribute.Shares(n).count(corpus) == (counts, total, n_lines)
 
 
+def test_glove_pair_counts_of_the_shares_summed_are_the_whole_corpus_counts():
+    """What each glove worker ends with (glove.count_pairs on a WorkerShare): every share's
+    co-occurrence cells, sent as bytes and summed, are the whole corpus's, cell for cell."""
+    from embedtune.objectives.glove import cells_bytes, cooccurrence, sum_pairs
+    from embedtune.corpus import id_chunks
+
+    corpus = Corpus(SAMPLE_CORPUS, lowercase=True)
+    counts, _, _ = corpus.count()
+    index = {w: i for i, w in enumerate(counts)}
+    whole, raw = cooccurrence(id_chunks(corpus, index), len(index), 10)
+    for n in (2, 3):
+        parts = [cooccurrence(id_chunks(distribute.CorpusShare(corpus, k, n), index), len(index), 10) for k in range(n)]
+        assert all(0 < part.nnz < whole.nnz for part, _ in parts)
+        summed, summed_raw = sum_pairs([cells_bytes(*part) for part in parts], len(index))
+        assert summed_raw == raw
+        np.testing.assert_array_equal(summed.row, whole.row)
+        np.testing.assert_array_equal(summed.col, whole.col)
+        np.testing.assert_allclose(summed.data, whole.data, rtol=1e-12)   # float64 sums in another order
+
+
+def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
+    """glove on 2 workers, each counting the co-occurrences of its own lines, against one process
+    training the same global batches from the whole corpus's counts."""
+    args = [inputs.vectors, inputs.corpus, *ARGS, "--objective", "glove", "--epochs", "3"]
+    outputs = []
+    hashes = inputs.folder / "glove-hashes"
+    hashes.mkdir()
+    for name, extra, env in (("glove-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
+                             ("glove-one", [], {distribute.ENV_SHARES: "2"})):
+        out = inputs.folder / f"{name}.txt"
+        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
+        assert run.returncode == 0, run.stderr
+        outputs.append((load_text(out)[2], json.loads(run.stdout)))
+    (two, s2), (one, s1) = outputs
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
+    assert not np.array_equal(two[FROZEN:], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
+    for key in ("steps", "pairs", "words_done", "corpus_words", "glove_scale", "glove_fit_pairs"):
+        assert s2[key] == s1[key], key
+    # Each worker read only its own lines for the co-occurrences (and for the counts).
+    reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    assert reports[0]["sha256"] == reports[1]["sha256"]
+    for key in ("objective_tokens", "own_tokens"):
+        assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
+
+
 def test_share_batches_split_the_epoch_and_resume_from_a_position():
     """Two shares of the sample corpus's lines together hold every line's pairs once; a share restarted
     from a position makes the rest of its batches again, the same."""
