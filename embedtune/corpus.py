@@ -400,12 +400,13 @@ def merge_counts(parts: list[ShareCount]) -> tuple[Counter, int, int]:
     """``Corpus.count``'s result from the counts of all shares of its lines: the summed counts, their
     words in the order first seen in the corpus (by first line; a line is in one share, which saw its
     words in order), total tokens and lines."""
-    entries = [(int(line), k, i, word, c) for k, part in enumerate(parts)
-               for i, ((word, c), line) in enumerate(zip(part.counts.items(), part.first_line))]
-    entries.sort(key=lambda e: e[:3])
+    words = [word for part in parts for word in part.counts]
+    values = [c for part in parts for c in part.counts.values()]
+    first_line = np.concatenate([part.first_line for part in parts] + [np.zeros(0, np.int64)])
+    seen = np.concatenate([np.arange(len(part.counts)) for part in parts] + [np.zeros(0, np.int64)])
     counts: Counter = Counter()
-    for *_, word, c in entries:
-        counts[word] += c
+    for i in np.lexsort((seen, first_line)).tolist():   # by first line, then as seen in it
+        counts[words[i]] += values[i]
     return counts, sum(counts.values()), sum(part.n_lines for part in parts)
 
 
