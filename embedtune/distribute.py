@@ -61,8 +61,8 @@ from embedtune.errors import EmbedtuneError
 ENV_LAUNCHED = "EMBEDTUNE_LAUNCHED"    # "1" in a worker started by `--workers`: the launcher reports its failures
 ENV_THREADS = "EMBEDTUNE_WORKER_THREADS"   # TensorFlow threads of a launched worker (cores // N)
 # A collective that waits longer than this for a peer fails the step (a dead machine in a real cluster;
-# the launcher stops its own workers as soon as one exits). Generous: the first step waits for the
-# slowest worker to load its vectors and count the corpus.
+# the launcher stops its own workers as soon as one exits). Generous: the counts' exchange (the first
+# collective) waits for the slowest worker to load its vectors and count its share of the corpus.
 ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
 COLLECTIVE_TIMEOUT = 1800.0
 # Debugging and tests: each worker writes worker-K.json (a hash of its tables) into this folder at the end.
