@@ -280,7 +280,7 @@ class Worker:
         """What the objective's constructor reads (glove counts its pairs there): this worker's share of
         the lines (WorkerShare); a corpus whose lines cannot be shared (classify's) whole."""
         self.share = WorkerShare(corpus, self) if corpus.shares_lines else None
-        return self.share or corpus
+        return self.share if self.share is not None else corpus
 
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
