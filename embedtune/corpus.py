@@ -271,20 +271,28 @@ class Corpus:
         """Token lists, one per line (empty lines skipped). ``share`` (k, n): only lines k, k + n,
         k + 2n, ... (counted from 0, empty ones included), one worker's share of a distributed run;
         the other lines are not decoded."""
+        return (tokens for _, tokens in self._numbered_lines(share))
+
+    def _numbered_lines(self, share: tuple[int, int] | None) -> Iterator[tuple[int, list[str]]]:
+        """(line number, tokens) for lines(); the digest, while counting, takes every line, the
+        share's or not, so every worker's digest is the whole corpus's."""
         digest = self._hash
         k, n = share if share is not None else (0, 1)
         if self.sentences is not None:
             for number, sentence in enumerate(self.sentences):
-                if number % n != k:
+                mine = number % n == k
+                if not mine and digest is None:
                     continue
                 tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
                 if digest is not None:
                     digest.update(" ".join(tokens).encode("utf-8", "surrogatepass") + b"\n")
+                if not mine:
+                    continue
                 if self.lowercase:
                     tokens = [t.lower() for t in tokens]
                 tokens = self._tokens(tokens)
                 if tokens:
-                    yield tokens
+                    yield number, tokens
             return
         lower = self.lowercase
         try:
@@ -308,7 +316,7 @@ class Corpus:
                         text = text.lower()
                     tokens = self._tokens(text.split())
                     if tokens:
-                        yield tokens
+                        yield number, tokens
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
 
@@ -326,6 +334,80 @@ class Corpus:
         finally:
             self._hash = None
         return counts, sum(counts.values()), n_lines
+
+    @property
+    def shares_lines(self) -> bool:
+        """Whether ``count_share`` counts what ``count`` does: not for a subclass that makes its lines
+        otherwise (classify's LabelledCorpus removes the labels), which is counted whole."""
+        return type(self).lines is Corpus.lines
+
+    def count_share(self, share: tuple[int, int]) -> ShareCount:
+        """One worker's part of ``count``: the counts of its share of the lines (k, n), with the line
+        where each word was first seen, so that ``merge_counts`` over all shares gives ``count``'s
+        result, its words in the same order. Sets ``digest`` (the whole corpus's: every line is hashed)."""
+        counts: Counter = Counter()
+        n_lines = 0
+        news = []   # (index in counts where a line's new words begin, that line's number)
+        self._hash = hashlib.sha256()
+        try:
+            for number, tokens in self._numbered_lines(share):
+                before = len(counts)
+                counts.update(tokens)
+                if len(counts) > before:
+                    news.append((before, number))
+                n_lines += 1
+            self.digest = self._hash.hexdigest()
+        finally:
+            self._hash = None
+        starts = np.array([b for b, _ in news] + [len(counts)], np.int64)
+        first_line = np.repeat(np.array([line for _, line in news], np.int64), np.diff(starts))
+        return ShareCount(counts, n_lines, first_line)
+
+
+@dataclass
+class ShareCount:
+    """The counts of one share of a corpus's lines (``Corpus.count_share``).
+
+    counts : token counts, in the order first seen in the share
+    n_lines : lines of the share with tokens
+    first_line : int64 array of shape = [len(counts)], the line where each word was first seen
+    """
+
+    counts: Counter
+    n_lines: int
+    first_line: np.ndarray
+
+    def to_bytes(self) -> bytes:
+        """[words, lines], then counts, first lines and the words' byte lengths (int64 each), then the
+        words (UTF-8): what a worker sends the others."""
+        words = [w.encode("utf-8", "surrogatepass") for w in self.counts]
+        numbers = np.concatenate([[len(words), self.n_lines], np.fromiter(self.counts.values(), np.int64, len(words)),
+                                  self.first_line, np.fromiter(map(len, words), np.int64, len(words))])
+        return numbers.astype("<i8").tobytes() + b"".join(words)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ShareCount:
+        n, n_lines = (int(x) for x in np.frombuffer(data, "<i8", 2))
+        numbers = np.frombuffer(data, "<i8", 3 * n, 16)
+        values, first_line, lengths = numbers[:n], numbers[n:2 * n], numbers[2 * n:]
+        ends = np.cumsum(lengths) + 16 + 24 * n
+        starts = ends - lengths
+        words = [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts.tolist(), ends.tolist())]
+        return cls(Counter(dict(zip(words, values.tolist()))), n_lines, first_line.copy())
+
+
+def merge_counts(parts: list[ShareCount]) -> tuple[Counter, int, int]:
+    """``Corpus.count``'s result from the counts of all shares of its lines: the summed counts, their
+    words in the order first seen in the corpus (by first line; a line is in one share, which saw its
+    words in order), total tokens and lines."""
+    words = [word for part in parts for word in part.counts]
+    values = [c for part in parts for c in part.counts.values()]
+    first_line = np.concatenate([part.first_line for part in parts] + [np.zeros(0, np.int64)])
+    seen = np.concatenate([np.arange(len(part.counts)) for part in parts] + [np.zeros(0, np.int64)])
+    counts: Counter = Counter()
+    for i in np.lexsort((seen, first_line)).tolist():   # by first line, then as seen in it
+        counts[words[i]] += values[i]
+    return counts, sum(counts.values()), sum(part.n_lines for part in parts)
 
 
 @dataclass

@@ -7,11 +7,14 @@ locks and writes checkpoints, the TensorBoard log, the summary and the output; t
 
 The shares. Worker k of N reads lines k, k + N, k + 2N, ... of the corpus (the others' lines are not
 decoded; ``CorpusShare``) and makes its own pairs and batches of B / N pairs from them (``share_batches``):
-the host side is split N ways. The counting pass before training still reads the whole corpus on every
-worker (the vocabulary, the plan and the new words' starts must be the same everywhere). A chunk's random
+the host side is split N ways. The counting pass before training is split the same way: each worker
+counts its share of the lines and the counts are all-gathered (``Worker.count``), so every worker has
+the whole corpus's counts, the same vocabulary, plan and new words. A chunk's random
 state comes from (seed, N, epoch, chunk, k), so a share's batches depend on no other worker. An objective
 whose chunks are not read from the lines (glove's co-occurrences, classify's lines, held in memory) makes
-the same chunks on every worker, and worker k takes units k, k + N, ... of each.
+the same chunks on every worker, and worker k takes units k, k + N, ... of each. glove counts its
+co-occurrences by shares too (``WorkerShare``: each worker its lines, the cells summed through an
+all-gather); classify reads its labelled lines whole on every worker.
 
 The step. Global step s is every worker's s-th batch. Each worker computes the loss and the sparse
 gradients of its batch; the slices of all workers are gathered (all-gather of the IndexedSlices' ids and
@@ -33,6 +36,7 @@ read) and continues its own share from its own position. The number of workers i
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -45,24 +49,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from embedtune.corpus import ShareCount, merge_counts
 from embedtune.errors import EmbedtuneError
 
 ENV_LAUNCHED = "EMBEDTUNE_LAUNCHED"    # "1" in a worker started by `--workers`: the launcher reports its failures
 ENV_THREADS = "EMBEDTUNE_WORKER_THREADS"   # TensorFlow threads of a launched worker (cores // N)
 # A collective that waits longer than this for a peer fails the step (a dead machine in a real cluster;
-# the launcher stops its own workers as soon as one exits). Generous: the first step waits for the
-# slowest worker to load its vectors and count the corpus.
+# the launcher stops its own workers as soon as one exits). Generous: the counts' exchange (the first
+# collective) waits for the slowest worker to load its vectors and count its share of the corpus.
 ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
 COLLECTIVE_TIMEOUT = 1800.0
 # Debugging and tests: each worker writes worker-K.json (a hash of its tables) into this folder at the end.
 ENV_TABLE_HASH = "EMBEDTUNE_DEBUG_TABLE_HASH"
 # Tests: "K:S" makes worker K kill itself with SIGKILL before its step S.
 ENV_DIE_AT = "EMBEDTUNE_DEBUG_DIE_AT"
+# Bytes a worker sends in one all-gather of its corpus counts (Worker.all_gather_bytes): a large
+# vocabulary's counts go in several pieces, each well under gRPC's message limits.
+GATHER_PIECE = 1 << 24
 PEER_LOST = 3   # exit code of a worker whose peer went away (the launcher reports the peer, not it)
 SETTLE = 1.0   # seconds the launcher waits, after a worker fails, for the others to fail on their own
 
@@ -150,6 +159,22 @@ class CorpusShare:
         return self.corpus.lines(share=self.share)
 
 
+class WorkerShare(CorpusShare):
+    """Worker k's share of the lines, handed to an objective that reads the corpus before training
+    (glove's co-occurrence count): it counts its lines, then sums every worker's counts through
+    ``all_gather_bytes`` (a collective: every worker calls it once, in the same order)."""
+
+    def __init__(self, corpus, worker):
+        super().__init__(corpus, worker.index, worker.size)
+        self.all_gather_bytes = worker.all_gather_bytes
+        self.tokens_read = 0   # debugging and tests (ENV_TABLE_HASH): the share's tokens the objective read
+
+    def lines(self):
+        for tokens in super().lines():
+            self.tokens_read += len(tokens)
+            yield tokens
+
+
 def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, index: int, size: int,
                   start: list | None, prepare) -> Iterator:
     """Worker ``index`` of ``size``'s batches of epoch ``epoch``, after ``start`` (its share's
@@ -211,6 +236,9 @@ class Worker:
         self.strategy = None
         self.steps = 0
         self.current = None   # the step's Batch, made global after the step (worker_step)
+        self.counted = None   # the corpus count (count), kept for finish's report
+        self.own_tokens = None   # the tokens of the lines this worker counted itself
+        self.share = None   # the objective's corpus (objective_corpus), a WorkerShare
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
 
@@ -234,6 +262,51 @@ class Worker:
             timeout_seconds=timeout, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         self.device = self.strategy.extended.worker_devices[0]
+
+    def count(self, corpus) -> tuple[Counter, int, int]:
+        """``corpus.count()``'s result, each worker counting only its share of the lines: the shares'
+        counts are all-gathered (serialised, ShareCount.to_bytes) and merged the same on every worker.
+        A corpus whose lines cannot be shared (classify's, labels removed) is counted whole."""
+        if not corpus.shares_lines:
+            self.counted = corpus.count()
+            return self.counted
+        part = corpus.count_share((self.index, self.size))
+        self.own_tokens = sum(part.counts.values())
+        parts = [ShareCount.from_bytes(data) for data in self.all_gather_bytes(part.to_bytes())]
+        self.counted = merge_counts(parts)
+        return self.counted
+
+    def objective_corpus(self, corpus):
+        """What the objective's constructor reads (glove counts its pairs there): this worker's share of
+        the lines (WorkerShare); a corpus whose lines cannot be shared (classify's) whole."""
+        self.share = WorkerShare(corpus, self) if corpus.shares_lines else None
+        return self.share if self.share is not None else corpus
+
+    def all_gather_bytes(self, data: bytes) -> list[bytes]:
+        """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
+        The lengths are gathered first; then the bytes, padded to the longest, in pieces of at most
+        GATHER_PIECE bytes, every piece of one shape (one trace, the same collectives everywhere), as
+        int64 (the collectives take no uint8)."""
+        from embedtune._tf import tf
+
+        strategy, device = self.strategy, self.device
+
+        def replica(x):
+            with tf.device(device):   # as in attach: an unplaced input has no destination
+                x = tf.identity(x)
+            return tf.distribute.get_replica_context().all_gather(x, axis=0)
+
+        gather = tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
+        with _collective(self.index):
+            lengths = gather(tf.constant([len(data)], tf.int64)).numpy()
+            longest = -(-int(lengths.max()) // 8)   # in int64 words
+            piece = max(1, min(GATHER_PIECE // 8, longest))
+            padded = np.zeros(-(-longest // piece) * piece, np.int64)
+            padded.view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
+            gathered = [gather(tf.constant(padded[start:start + piece])).numpy().reshape(self.size, piece)
+                        for start in range(0, len(padded), piece)]
+        whole = np.ascontiguousarray(np.concatenate(gathered, axis=1)).view(np.uint8)
+        return [whole[k, :lengths[k]].tobytes() for k in range(self.size)]
 
     def split(self, config):
         """The config each worker's trainer runs with: a host batch of B / N pairs."""
@@ -272,19 +345,14 @@ class Worker:
         trainer.distinct = False   # the workers' slices can hold the same row: merge them
         strategy, step = self.strategy, trainer._step
         compiled = tf.function(lambda batch, lr: strategy.run(step, args=(batch, lr)), autograph=False)
-        lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
-                tf.errors.AbortedError, tf.errors.InternalError, tf.errors.UnknownError)
 
         def worker_step(batch, lr):
             self.steps += 1
             if self.die_at is not None and self.steps >= self.die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
-            try:
+            with _collective(self.index):
                 loss = compiled(batch, lr)
                 shares = self.gathered.numpy()   # every worker's position after the step (a host sync)
-            except lost as err:
-                raise PeerLost(f"worker {self.index}: a collective step failed ({type(err).__name__}: "
-                               f"{err.message.splitlines()[0] if err.message else ''})") from None
             self.current.shares = shares[:, :PAIRS].tolist()
             self.current.pairs = int(shares[:, PAIRS].sum())
             self.current.words_done = global_words(self.epoch_number, self.total_words, self.current.shares)
@@ -341,7 +409,28 @@ class Worker:
             digest.update(name.encode())
             digest.update(np.ascontiguousarray(var.numpy()).tobytes())
         with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
-            json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest()}, f)
+            json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest(),
+                       "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens,
+                       "objective_tokens": self.share and self.share.tokens_read}, f)
+
+
+def counts_digest(counts: Counter, total_words: int, n_lines: int) -> str:
+    """A hash of a corpus count, its words' order included (debugging and tests: ENV_TABLE_HASH)."""
+    return hashlib.sha256(json.dumps([list(counts.items()), total_words, n_lines]).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def _collective(index: int):
+    """A collective's failure (a peer died or cannot be reached) as PeerLost."""
+    from embedtune._tf import tf
+
+    lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
+            tf.errors.AbortedError, tf.errors.InternalError, tf.errors.UnknownError)
+    try:
+        yield
+    except lost as err:
+        raise PeerLost(f"worker {index}: a collective step failed ({type(err).__name__}: "
+                       f"{err.message.splitlines()[0] if err.message else ''})") from None
 
 
 class Shares:
@@ -358,6 +447,16 @@ class Shares:
 
     def start(self):
         pass
+
+    def count(self, corpus) -> tuple[Counter, int, int]:
+        """Worker.count's merge, in one process: each share counted, then merged."""
+        if not corpus.shares_lines:
+            return corpus.count()
+        return merge_counts([ShareCount.from_bytes(corpus.count_share((k, self.size)).to_bytes())
+                             for k in range(self.size)])
+
+    def objective_corpus(self, corpus):
+        return corpus   # the whole corpus's pair counts: what the workers' summed shares make
 
     def split(self, config):
         t = config.train

@@ -622,7 +622,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     if t.deterministic:
         tf.config.experimental.enable_op_determinism()
     began = time.perf_counter()
-    counts, total_words, n_lines = corpus.count()
+    # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
+    counts, total_words, n_lines = corpus.count() if worker is None else worker.count(corpus)
     new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
     if on_plan is not None:
         on_plan(plan)
@@ -634,7 +635,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
                            window=objective_class(t.objective).init_window(t),
                            counts=counts, seed=t.seed) if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, config if worker is None else worker.split(config),
-                      new_start=None if init is None else init.matrix, corpus=corpus)
+                      new_start=None if init is None else init.matrix,
+                      corpus=corpus if worker is None else worker.objective_corpus(corpus))
     trainer.objective.check(corpus)
     settings = settings_for_resume(config)
     if worker is not None:   # gathered step, sliced batches; the split is part of the fingerprint

@@ -51,6 +51,60 @@ def setup_run(vectors, corpus, config):
     return setup(vectors, corpus, config, Checkpoints(None, 0))
 
 
+def compare(strategy, coordinator, vectors, lines, config):
+    """STEPS batches through a plain Trainer and, one at a time, through one built under ``strategy``."""
+    import numpy as np
+
+    from embedtune._tf import tf
+    from embedtune.checkpoint import Position
+    from embedtune.corpus import Corpus
+    from embedtune.train import epoch_batches
+
+    single = setup_run(vectors, Corpus(lines), config).trainer
+    with strategy.scope():
+        sharded = setup_run(vectors, Corpus(lines), config).trainer
+    start = single.trainable.numpy()
+    batches = []
+    for batch in epoch_batches(single, Corpus(lines), Position(), 0):
+        batches.append(batch.tensors)
+        if len(batches) == STEPS:
+            break
+    lr = tf.constant(0.05, tf.float32)
+    touched = set()
+    for tensors in batches:
+        single.step(tensors, lr)
+        coordinator.schedule(sharded.step, args=(tensors, lr))
+        coordinator.join()   # in order, one at a time: the one-process order of updates
+        real = tensors["weight"].numpy() > 0
+        touched.update(int(i) for i in tensors["center"].numpy()[real] if i < single.n_trainable)
+
+    def whole(var):
+        return np.concatenate([v.numpy() for v in var.variables])
+
+    got, want = whole(sharded.trainable), single.trainable.numpy()
+    untouched = np.array(sorted(set(range(single.n_trainable)) - touched))
+    return {
+        "table": type(sharded.trainable).__name__,
+        "table_shards": [v.device for v in sharded.trainable.variables],
+        "state_shards": [v.device for v in sharded.word_opt.accumulator.variables],
+        "side_shards": [v.device for v in sharded.side.variables],
+        "shard_rows": [int(v.shape[0]) for v in sharded.trainable.variables],
+        "rows": int(single.n_trainable + 1),
+        "table_rows": int(sharded.trainable.shape[0]),   # trainable words and the sink: no frozen row
+        "frozen_rows_read": int(sharded.n_frozen),   # gathered on the host from the input matrix
+        "context_ids_shape": list(single.objective.side_ids(batches[0], None, batches[0]["weight"] > 0,
+                                                            single.side_rows).shape),
+        "steps": len(batches),
+        "trained_rows": len(touched),
+        "max_diff": float(np.abs(got - want).max()),
+        "side_max_diff": float(np.abs(whole(sharded.side) - single.side.numpy()).max()),
+        "state_max_diff": float(np.abs(whole(sharded.word_opt.accumulator)
+                                       - single.word_opt.accumulator.numpy()).max()),
+        "moved": float(np.abs(want - start).max()),
+        "untouched_bit_identical": bool(np.array_equal(got[untouched], start[untouched])),
+    }
+
+
 def main():
     ports = free_ports(4)
     cluster = {"chief": [f"localhost:{ports[0]}"], "ps": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"],
@@ -58,85 +112,29 @@ def main():
     servers = [subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(cluster), kind, str(index)],
                                 stderr=subprocess.DEVNULL) for kind, index in (("ps", 0), ("ps", 1), ("worker", 0))]
     try:
-        import numpy as np
-
         from embedtune._tf import tf
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(2)
-        from tensorflow.python.distribute.sharded_variable import ShardedVariable
-
-        # TensorFlow 2.21's ShardedVariable.sparse_read (what tf.gather calls) splits the ids by shard and
-        # concatenates each shard's rows, shard after shard: the rows come back in the wrong order unless
-        # the ids are sorted (118 of a batch's 256 word rows were wrong here). Its embedding_lookup puts them
-        # back in order (dynamic_stitch); the shards are FixedShards-style, larger first, as "div" expects.
-        ShardedVariable.sparse_read = lambda self, indices, name=None: tf.nn.embedding_lookup(self.variables, indices)
-        from embedtune.checkpoint import Position
+        from embedtune import sharded as sharding
         from embedtune.config import Config, TrainConfig, VocabConfig, resolve
-        from embedtune.corpus import Corpus
-        from embedtune.train import epoch_batches
         from train_fixtures import SAMPLE_CORPUS, glove
 
         vectors = glove(3000)
         lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()[:20]
-        # Shared negatives: the context rows a step reads are one list of ids (per-pair ones are [B, 1 +
-        # negative], and a ShardedVariable gathers only 1-D ids).
-        config = resolve(Config(train=TrainConfig(objective="sgns", optimizer="adagrad", negatives="shared",
-                                                  batch_size=256, epochs=1,
-                                          lr=0.05, seed=3),
-                        vocab=VocabConfig(freeze_top=1000, init="context-mean", min_count=3)))
-
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
-        def tables_in_two(shape, dtype):
-            """Tables and their optimizer state: 2 shards of rows; small variables (the step's random
-            generator, which may not be sharded) whole."""
-            return [2 if shape.rank and shape[0] >= 64 else 1] + [1] * max(shape.rank - 1, 0)
-
-        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver, variable_partitioner=tables_in_two)
+        # Tables and their optimizer state in 2 shards of rows; the sparse_read fix (rows in the ids'
+        # order, ids of any shape: per-pair negatives' [B, 1 + K]) from the library.
+        strategy = sharding.parameter_server_strategy(resolver, shards=2)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-
-        single = setup_run(vectors, Corpus(lines), config).trainer
-        with strategy.scope():
-            sharded = setup_run(vectors, Corpus(lines), config).trainer
-        start = single.trainable.numpy()
-        batches = []
-        for batch in epoch_batches(single, Corpus(lines), Position(), 0):
-            batches.append(batch.tensors)
-            if len(batches) == STEPS:
-                break
-        lr = tf.constant(0.05, tf.float32)
-        touched = set()
-        for tensors in batches:
-            single.step(tensors, lr)
-            coordinator.schedule(sharded.step, args=(tensors, lr))
-            coordinator.join()   # in order, one at a time: the one-process order of updates
-            real = tensors["weight"].numpy() > 0
-            touched.update(int(i) for i in tensors["center"].numpy()[real] if i < single.n_trainable)
-
-        def whole(var):
-            return np.concatenate([v.numpy() for v in var.variables])
-
-        got, want = whole(sharded.trainable), single.trainable.numpy()
-        untouched = np.array(sorted(set(range(single.n_trainable)) - touched))
-        print(json.dumps({
-            "table": type(sharded.trainable).__name__,
-            "table_shards": [v.device for v in sharded.trainable.variables],
-            "state_shards": [v.device for v in sharded.word_opt.accumulator.variables],
-            "side_shards": [v.device for v in sharded.side.variables],
-            "shard_rows": [int(v.shape[0]) for v in sharded.trainable.variables],
-            "rows": int(single.n_trainable + 1),
-            "table_rows": int(sharded.trainable.shape[0]),   # trainable words and the sink: no frozen row
-            "frozen_rows_read": int(sharded.n_frozen),   # gathered on the host from the input matrix
-            "steps": len(batches),
-            "trained_rows": len(touched),
-            "max_diff": float(np.abs(got - want).max()),
-            "side_max_diff": float(np.abs(whole(sharded.side) - single.side.numpy()).max()),
-            "state_max_diff": float(np.abs(whole(sharded.word_opt.accumulator)
-                                           - single.word_opt.accumulator.numpy()).max()),
-            "moved": float(np.abs(want - start).max()),
-            "untouched_bit_identical": bool(np.array_equal(got[untouched], start[untouched])),
-        }))
+        report = {}
+        for negatives in ("per-pair", "shared"):
+            config = resolve(Config(train=TrainConfig(objective="sgns", optimizer="adagrad", negatives=negatives,
+                                                      batch_size=256, epochs=1, lr=0.05, seed=3),
+                                    vocab=VocabConfig(freeze_top=1000, init="context-mean", min_count=3)))
+            report[negatives] = compare(strategy, coordinator, vectors, lines, config)
+        print(json.dumps(report))
     finally:
         for server in servers:
             server.kill()

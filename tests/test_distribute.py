@@ -131,6 +131,13 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     reports = [json.loads((two_workers.hashes / f"worker-{k}.json").read_text()) for k in range(2)]
     assert reports[0]["steps"] == reports[1]["steps"] == two_workers.summary["steps"]
     assert reports[0]["sha256"] == reports[1]["sha256"]
+    # Each counted its share of the lines; the gathered counts are the whole corpus's, in its order.
+    words = load_text(inputs.vectors)[0]
+    corpus = Corpus(inputs.corpus, lowercase=True, tokenize="auto", vocabulary=set(words))   # as train reads it
+    counts, total, n_lines = corpus.count()
+    assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(counts, total, n_lines)
+    assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == total == two_workers.summary["corpus_words"]
+    assert 0 < reports[1]["own_tokens"] < total
     assert sorted(os.listdir(inputs.folder / "hashes")) == ["worker-0.json", "worker-1.json"]
 
 
@@ -204,6 +211,72 @@ def test_a_share_is_every_nth_line_and_the_others_are_not_decoded(tmp_path):
     assert shares == [[["a"], ["d"]], [["b"], ["e"]], [["c"]]]
 
 
+@pytest.mark.parametrize("source", ["file", "sentences"])
+def test_counts_of_the_shares_merged_are_the_whole_corpus_count(source):
+    """What each worker ends with (Worker.count, Shares.count): the shares' counts, sent as bytes and
+    merged, equal one pass over the whole corpus: counts, their words' order, tokens, lines, digest."""
+    from embedtune.corpus import ShareCount, merge_counts
+
+    lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()
+    lines[5:5] = ["", "   ", "Ünïcode wörds \u00e9 " + lines[0]]   # empty lines are counted in the shares
+    corpus = Corpus(SAMPLE_CORPUS if source == "file" else lines, lowercase=True)
+    whole = corpus.count()
+    digest = corpus.digest
+    for n in (2, 3):
+        parts = [corpus.count_share((k, n)) for k in range(n)]
+        assert corpus.digest == digest   # every line hashed, the share's or not
+        assert all(0 < sum(p.counts.values()) < whole[1] for p in parts)
+        counts, total, n_lines = merge_counts([ShareCount.from_bytes(p.to_bytes()) for p in parts])
+        assert list(counts.items()) == list(whole[0].items())
+        assert (total, n_lines) == whole[1:]
+        assert distribute.Shares(n).count(corpus) == (counts, total, n_lines)
+
+
+def test_glove_pair_counts_of_the_shares_summed_are_the_whole_corpus_counts():
+    """What each glove worker ends with (glove.count_pairs on a WorkerShare): every share's
+    co-occurrence cells, sent as bytes and summed, are the whole corpus's, cell for cell."""
+    from embedtune.objectives.glove import cells_bytes, cooccurrence, sum_pairs
+    from embedtune.corpus import id_chunks
+
+    corpus = Corpus(SAMPLE_CORPUS, lowercase=True)
+    counts, _, _ = corpus.count()
+    index = {w: i for i, w in enumerate(counts)}
+    whole, raw = cooccurrence(id_chunks(corpus, index), len(index), 10)
+    for n in (2, 3):
+        parts = [cooccurrence(id_chunks(distribute.CorpusShare(corpus, k, n), index), len(index), 10) for k in range(n)]
+        assert all(0 < part.nnz < whole.nnz for part, _ in parts)
+        summed, summed_raw = sum_pairs([cells_bytes(*part) for part in parts], len(index))
+        assert summed_raw == raw
+        np.testing.assert_array_equal(summed.row, whole.row)
+        np.testing.assert_array_equal(summed.col, whole.col)
+        np.testing.assert_allclose(summed.data, whole.data, rtol=1e-12)   # float64 sums in another order
+
+
+def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
+    """glove on 2 workers, each counting the co-occurrences of its own lines, against one process
+    training the same global batches from the whole corpus's counts."""
+    args = [inputs.vectors, inputs.corpus, *ARGS, "--objective", "glove", "--epochs", "3"]
+    outputs = []
+    hashes = inputs.folder / "glove-hashes"
+    hashes.mkdir()
+    for name, extra, env in (("glove-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
+                             ("glove-one", [], {distribute.ENV_SHARES: "2"})):
+        out = inputs.folder / f"{name}.txt"
+        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
+        assert run.returncode == 0, run.stderr
+        outputs.append((load_text(out)[2], json.loads(run.stdout)))
+    (two, s2), (one, s1) = outputs
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
+    assert not np.array_equal(two[FROZEN:], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
+    for key in ("steps", "pairs", "words_done", "corpus_words", "glove_scale", "glove_fit_pairs"):
+        assert s2[key] == s1[key], key
+    # Each worker read only its own lines for the co-occurrences (and for the counts).
+    reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    assert reports[0]["sha256"] == reports[1]["sha256"]
+    for key in ("objective_tokens", "own_tokens"):
+        assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
+
+
 def test_share_batches_split_the_epoch_and_resume_from_a_position():
     """Two shares of the sample corpus's lines together hold every line's pairs once; a share restarted
     from a position makes the rest of its batches again, the same."""
@@ -238,20 +311,43 @@ def test_share_batches_split_the_epoch_and_resume_from_a_position():
         assert all(np.array_equal(a.tensors[key], b.tensors[key]) for key in ("center", "context", "negatives"))
 
 
+def test_sharded_gather_keeps_the_ids_order_and_shape():
+    """TensorFlow's ShardedVariable.sparse_read (what tf.gather calls in a tf.function) returns the
+    rows shard after shard and takes 1-D ids only; with embedtune.sharded's fix, rows come in the ids'
+    order for ids of any shape (per-pair negatives' [B, 1 + K])."""
+    from embedtune import sharded
+    from embedtune._tf import tf
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+    matrix = np.arange(11 * 3, dtype=np.float32).reshape(11, 3)
+    table = ShardedVariable([tf.Variable(matrix[:6]), tf.Variable(matrix[6:])])
+    gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
+    sharded.fix_sparse_read()
+    for ids in (np.array([7, 1, 3, 0, 10, 2, 7]), np.array([[7, 1, 3], [0, 10, 2]])):
+        np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[ids])
+    partition = sharded.row_partitioner(2)
+    assert partition(tf.TensorShape([64, 50]), tf.float32) == [2, 1]
+    assert partition(tf.TensorShape([63, 50]), tf.float32) == [1, 1]
+    assert partition(tf.TensorShape([3]), tf.int64) == [1]   # the step's random generator's state
+
+
 def test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process():
     """Item 4 (docs/scale-out.md): ParameterServerStrategy, 1 coordinator + 2 parameter servers + 1
     worker on loopback; the project's Trainer, unchanged, with its tables and lazy Adagrad state
-    row-sharded over the servers, steps real sgns batches; the tables equal one process's."""
+    row-sharded over the servers (embedtune.sharded), steps real sgns batches, with per-pair and with
+    shared negatives; the tables equal one process's."""
     run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "ps_sharded_table.py")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    reports = json.loads(run.stdout.strip().splitlines()[-1])
     servers = {"/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"}
-    assert report["table"] == "ShardedVariable"
-    for key in ("table_shards", "state_shards", "side_shards"):
-        assert set(report[key]) == servers and len(report[key]) == 2, key
-    assert sum(report["shard_rows"]) == report["rows"] == report["table_rows"] and min(report["shard_rows"]) > 1
-    assert report["frozen_rows_read"] > 0   # frozen words were read, from the host, never put on a server
-    assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
-    assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
-    assert report["untouched_bit_identical"]
+    assert reports["per-pair"]["context_ids_shape"] == [256, 6] and len(reports["shared"]["context_ids_shape"]) == 1
+    for report in reports.values():
+        assert report["table"] == "ShardedVariable"
+        for key in ("table_shards", "state_shards", "side_shards"):
+            assert set(report[key]) == servers and len(report[key]) == 2, key
+        assert sum(report["shard_rows"]) == report["rows"] == report["table_rows"] and min(report["shard_rows"]) > 1
+        assert report["frozen_rows_read"] > 0   # frozen words were read, from the host, never put on a server
+        assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
+        assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
+        assert report["untouched_bit_identical"]

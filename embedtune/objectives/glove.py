@@ -70,6 +70,37 @@ def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int) -> tuple[
     return total.tocoo(), raw
 
 
+def count_pairs(corpus, local_index: dict, n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
+    """``cooccurrence`` over the corpus's lines. A worker's share of a multi-worker run
+    (distribute.WorkerShare: its lines, and an all-gather of bytes) counts its own lines, and the
+    shares' counts are summed on every worker: the whole corpus's counts, as one process makes them
+    up to the order of float64 sums."""
+    counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window)
+    gather = getattr(corpus, "all_gather_bytes", None)
+    if gather is None:
+        return counts, raw
+    return sum_pairs(gather(cells_bytes(counts, raw)), n_words)
+
+
+def cells_bytes(counts: scipy.sparse.coo_matrix, raw: int) -> bytes:
+    """[cells, raw tokens] (int64), rows and cols (int32), counts (float64): what a worker sends."""
+    return b"".join([np.array([counts.nnz, raw], "<i8").tobytes(), counts.row.astype("<i4").tobytes(),
+                     counts.col.astype("<i4").tobytes(), counts.data.astype("<f8").tobytes()])
+
+
+def sum_pairs(parts: list[bytes], n_words: int) -> tuple[scipy.sparse.coo_matrix, int]:
+    """The sum of several shares' ``cells_bytes``: counts as ``cooccurrence`` returns them, raw tokens."""
+    total, raw = scipy.sparse.csr_matrix((n_words, n_words), dtype=np.float64), 0
+    for data in parts:
+        nnz, tokens = (int(x) for x in np.frombuffer(data, "<i8", 2))
+        rows = np.frombuffer(data, "<i4", nnz, 16)
+        cols = np.frombuffer(data, "<i4", nnz, 16 + 4 * nnz)
+        values = np.frombuffer(data, "<f8", nnz, 16 + 8 * nnz)
+        total = total + scipy.sparse.coo_matrix((values, (rows, cols)), shape=(n_words, n_words)).tocsr()
+        raw += tokens
+    return total.tocoo(), raw
+
+
 def _add(total, parts):
     for part in parts:
         total = total + part
@@ -140,7 +171,7 @@ class GloVe(Objective):
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
         self.batch_size = train.batch_size
         n, t = rows.n_local, rows.n_trainable
-        counts, self.raw_tokens = cooccurrence(id_chunks(corpus, rows.local_index), n, train.window)
+        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window)
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
         target = np.log(counts.data)
         f = weights(counts.data, train.x_max)
