@@ -200,7 +200,7 @@ class Trainer:
         # and with it the kernel.
         if KERNEL and self.fused:
             self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
-                                                       t.threads or cpu_cores())
+                                                       t.threads or cpu_cores(), deterministic=t.deterministic)
 
     @property
     def uses_kernel(self) -> bool:
@@ -341,7 +341,7 @@ class Trainer:
         """
         if self.uses_kernel:
             self._stale = True
-            return [self.kernel.step(batch, lr) for batch, lr in zip(tensors, lrs)]
+            return self.kernel.run(tensors, lrs)
         if len(tensors) == GROUP and self.grouped:
             return tf.unstack(self.group_step(tensors, tf.constant(lrs, tf.float32)))
         return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(tensors, lrs)]

@@ -107,11 +107,12 @@ class SkipGram(Objective):
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
         self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
 
-    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads):
-        """The numba kernel (embedtune/kernels.py): per-pair or shared negatives, as configured."""
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True):
+        """The numba kernel (embedtune/kernels.py): per-pair or shared negatives, as configured;
+        per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads."""
         from embedtune.kernels import SgnsKernel
         return SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
-                          self.shared, threads)
+                          self.shared, threads, lockfree=not deterministic)
 
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
     def side_start(self) -> np.ndarray:
