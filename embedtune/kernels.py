@@ -278,6 +278,7 @@ class SgnsKernel:
         self.batch_size = batch_size
         # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
         self.lockfree = lockfree and not shared
+        self.in_use = True   # False: the trainer steps through TensorFlow instead (Trainer.fused)
         matrix = np.asarray(matrix)
         if matrix.flags.c_contiguous:
             self.frozen, self.frozen_rows = matrix, np.ascontiguousarray(frozen_rows, np.int64)

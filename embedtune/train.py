@@ -207,6 +207,18 @@ class Trainer:
         return self.kernel is not None and self.fused
 
     @property
+    def fused(self) -> bool:
+        return self._fused
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        # Turned off by a multi-worker run (distribute.Worker.attach), and with it the kernel, which
+        # the objective is told of (sgns makes its pairs in order only for the lock-free kernel).
+        self._fused = value
+        if self.kernel is not None:
+            self.kernel.in_use = value
+
+    @property
     def trainable(self) -> tf.Variable:
         """[T + 1, dim] the trainable rows and the sink."""
         self._sync()

@@ -210,3 +210,25 @@ def test_only_per_pair_negatives_without_deterministic_are_lockfree(monkeypatch)
                                                ("shared", False, False)):
         trainer, _, _ = make_trainer(True, negatives, monkeypatch, deterministic=deterministic)
         assert trainer.kernel.lockfree == lockfree, (negatives, deterministic)
+        assert trainer.objective.pairs_in_order == lockfree
+
+
+def test_pairs_are_shuffled_unless_the_lockfree_kernel_takes_them(monkeypatch):
+    """The lock-free kernel takes a chunk's pairs as made; a batch-synchronous step (here a
+    multi-worker run's, which turns the kernel off) gets the same pairs shuffled."""
+    trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch, deterministic=False)
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+    state = trainer.rng.bit_generator.state
+    in_order = objective.units(chunk, trainer.rng)
+    trainer.fused = False   # what distribute.Worker.attach does
+    assert not trainer.uses_kernel and not objective.pairs_in_order
+    trainer.rng.bit_generator.state = state
+    shuffled = objective.units(chunk, trainer.rng)
+    assert in_order[2] == shuffled[2]   # the same seed of negatives
+    assert not np.array_equal(in_order[0], shuffled[0])
+    pairs = [sorted(zip(units[0].tolist(), units[1].tolist())) for units in (in_order, shuffled)]
+    assert pairs[0] == pairs[1] and len(pairs[0]) > 1000
+    # In order: the first offset's pairs first, each center before the next in the text.
+    ids = chunk.ids
+    assert in_order[0][0] == ids[0] and in_order[1][0] == ids[1]
