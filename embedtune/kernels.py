@@ -1,6 +1,16 @@
-"""Compiled (numba) steps for plain-sgd sgns: the TensorFlow fused step's arithmetic, on every core.
+"""Compiled (numba) steps for plain-sgd sgns, on every core.
 
-Same semantics as ``Trainer._dense_sgd`` (batch-synchronous): every gradient of a batch is taken from
+Two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
+update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
+once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.60 us of
+CPU a pair on one thread against 0.80 for the batch-synchronous kernel (step_profile.py, load 3.6),
+and recovered new words better (benchmarks/README.md, train_speed). Drawing the negatives inside it
+(word2vec's LCG over the unigram table) did not pay: 1.8-2.0 us a pair drawn as needed, 1.08-1.12
+drawn before the pair's rows against 1.02-1.30 for the host's draws (which cost 0.05 on the batch
+thread), load 3.3.
+
+With --deterministic (and with shared negatives) the batch-synchronous kernels, the TensorFlow fused
+step's arithmetic: same semantics as ``Trainer._dense_sgd``: every gradient of a batch is taken from
 the tables as they were at the batch's start, then every slice is applied, ``row -= lr * grad``, in
 batch order. Frozen words (local ids >= ``n_trainable``) are read from ``frozen`` and never written;
 padding pairs (weight 0) read and write nothing, as their slices are zero.

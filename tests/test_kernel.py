@@ -95,8 +95,13 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(negatives, monkeypatch):
         np.testing.assert_array_equal(side, results[0][2])
 
 
-def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(monkeypatch, tmp_path):
-    trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch)
+@pytest.mark.parametrize("deterministic, threads", [(True, 2), (False, 1)], ids=["synchronous", "lockfree"])
+def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(deterministic, threads, monkeypatch, tmp_path):
+    # The lock-free kernel on one thread is sequential, so its continuation can be compared bit for bit.
+    def make_trainer_(*args):
+        return make_trainer(*args, threads=threads, deterministic=deterministic)
+    trainer, corpus, _ = make_trainer_(True, "per-pair", monkeypatch)
+    assert trainer.kernel.lockfree == (not deterministic)
     batches = batches_of(trainer, corpus, 4)
     run_steps(trainer, batches[:2], [0.05, 0.05])
     saved = trainer.tf_checkpoint().write(str(tmp_path / "ckpt"))
@@ -105,7 +110,7 @@ def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(monkeypatc
     after = trainer.kernel.words.copy(), trainer.kernel.side.copy()
     assert not np.array_equal(after[0], words)
 
-    other, _, _ = make_trainer(True, "per-pair", monkeypatch)
+    other, _, _ = make_trainer_(True, "per-pair", monkeypatch)
     other.tf_checkpoint().read(saved).assert_consumed()
     other.restored()
     np.testing.assert_array_equal(bits(other.kernel.words), bits(words))
