@@ -177,10 +177,19 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
             lockfree = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix,
                                   trainer.frozen_rows, trainer.n_trainable, obj.batch_size, obj.negative, False,
                                   threads, lockfree=True)
-            lockfree.run(batches[:GROUP], [ts.LR] * GROUP)
+            # Its pairs come in the order made, not shuffled (SkipGram.pairs_in_order), as train() gives them.
+            obj.kernel = lockfree
+            state = trainer.rng.bit_generator.state
+            ordered = []
+            out["pairs, in order (lock-free)"] = cpu(lambda: ordered.extend(obj.units(c, trainer.rng) for c in chunks))
+            trainer.rng.bit_generator.state = state
+            in_order = []
+            out["batches, in order (lock-free)"] = cpu(lambda: in_order.extend(b for u in ordered for b in obj.batches(*u)))
+            obj.kernel = None
+            lockfree.run(in_order[:GROUP], [ts.LR] * GROUP)
             out[f"kernel lock-free (numba, {threads} threads, {GROUP} batches a call)"] = cpu(
-                lambda: [lockfree.run(batches[i:i + GROUP], [ts.LR] * len(batches[i:i + GROUP]))
-                         for i in range(0, len(batches), GROUP)])
+                lambda: [lockfree.run(in_order[i:i + GROUP], [ts.LR] * len(in_order[i:i + GROUP]))
+                         for i in range(0, len(in_order), GROUP)])
 
     for size in group_sizes:
         def grouped():
