@@ -2,9 +2,9 @@
 
 Two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
 update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
-once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.60 us of
-CPU a pair on one thread against 0.80 for the batch-synchronous kernel (step_profile.py, load 3.6),
-and recovered new words better (benchmarks/README.md, train_speed). Drawing the negatives inside it
+once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.54 us of
+CPU a pair on one thread against 0.71 for the batch-synchronous kernel (step_profile.py, median of 3,
+load 4.4-5.0), and recovered new words better (benchmarks/README.md, train_speed). Drawing the negatives inside it
 (word2vec's LCG over the unigram table) did not pay: 1.8-2.0 us a pair drawn as needed, 1.08-1.12
 drawn before the pair's rows against 1.02-1.30 for the host's draws (which cost 0.05 on the batch
 thread), load 3.3.

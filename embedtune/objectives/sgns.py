@@ -167,8 +167,8 @@ class SkipGram(Objective):
             return np.empty(0, np.int32), np.empty(0, np.int32), seed
         centers, contexts = np.concatenate(centers), np.concatenate(contexts)
         if self.pairs_in_order:
-            # The shuffle cost 0.035 us a pair of the batch thread's ~0.2; recovery held without it
-            # (benchmarks/README.md, train_speed).
+            # The shuffle was most of the pairs' cost (0.051 -> 0.014 us a pair, of the batch thread's
+            # ~0.16); recovery held without it (benchmarks/README.md, train_speed).
             return centers, contexts, seed
         order = rng.permutation(len(centers))
         return centers[order], contexts[order], seed
