@@ -227,6 +227,9 @@ def gensim_row(setup: Setup, corpus: Corpus) -> Vectors:
 
 
 SGNS_ROWS = [("embedtune train --objective sgns (5 epochs, form-context start)", {"objective": "sgns"}),
+             # The batch-synchronous kernel (the lock-free one is the default without it).
+             ("embedtune train --objective sgns --deterministic (5 epochs, form-context start)",
+              {"objective": "sgns", "deterministic": True}),
              ("embedtune train --objective sgns --negatives shared (5 epochs, form-context start)",
               {"objective": "sgns", "negatives": "shared"})]
 

@@ -16,7 +16,8 @@ parts    call: an empty tf.function with the same inputs (Python dispatch and ar
          same with plain sgd's two scatter_subs in the one XLA cluster (what the step runs);
          scatters as TF kernels: the two scatter_subs as TensorFlow ops (the step before);
          "loss read every step": a host sync after every step instead of every LOSS_EVERY
-kernel   the compiled step (embedtune/kernels.py) over the same batches, what train() runs for plain sgd
+kernel   the compiled step (embedtune/kernels.py) over the same batches, what train() runs for plain sgd:
+         batch-synchronous (--deterministic) and, per-pair negatives, lock-free (without it)
 groups   (``--groups S,...``) S batches per tf.function call (Trainer.group_step), against the step
 
 The parts overlap (dense includes the gathers), so they are not meant to add up exactly to the step.
@@ -170,6 +171,25 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
                             trainer.n_trainable, obj.batch_size, obj.negative, obj.shared, threads)
         kernel.step(batches[0], ts.LR)   # compiled or loaded from numba's cache outside the timing
         out[f"kernel step (numba, {threads} threads)"] = cpu(lambda: [kernel.step(b, ts.LR) for b in batches])
+        if not obj.shared:
+            # The lock-free kernel (no --deterministic): GROUP batches a call, as Trainer.run gives them.
+            from embedtune.train import GROUP
+            lockfree = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix,
+                                  trainer.frozen_rows, trainer.n_trainable, obj.batch_size, obj.negative, False,
+                                  threads, lockfree=True)
+            # Its pairs come in the order made, not shuffled (SkipGram.pairs_in_order), as train() gives them.
+            obj.kernel = lockfree
+            state = trainer.rng.bit_generator.state
+            ordered = []
+            out["pairs, in order (lock-free)"] = cpu(lambda: ordered.extend(obj.units(c, trainer.rng) for c in chunks))
+            trainer.rng.bit_generator.state = state
+            in_order = []
+            out["batches, in order (lock-free)"] = cpu(lambda: in_order.extend(b for u in ordered for b in obj.batches(*u)))
+            obj.kernel = None
+            lockfree.run(in_order[:GROUP], [ts.LR] * GROUP)
+            out[f"kernel lock-free (numba, {threads} threads, {GROUP} batches a call)"] = cpu(
+                lambda: [lockfree.run(in_order[i:i + GROUP], [ts.LR] * len(in_order[i:i + GROUP]))
+                         for i in range(0, len(in_order), GROUP)])
 
     for size in group_sizes:
         def grouped():

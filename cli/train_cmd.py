@@ -121,7 +121,9 @@ class StopRequests:
                    "threads; each step's gradients are exchanged. Under TF_CONFIG, this process is one "
                    "worker of that cluster instead. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
-              help="Op determinism and a seeded data order: two runs give byte-identical files (slower).")
+              help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
+                   "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
+                   "steps lock-free on --threads threads, as word2vec's do (results vary in the last bits).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "

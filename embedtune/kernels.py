@@ -1,6 +1,16 @@
-"""Compiled (numba) steps for plain-sgd sgns: the TensorFlow fused step's arithmetic, on every core.
+"""Compiled (numba) steps for plain-sgd sgns, on every core.
 
-Same semantics as ``Trainer._dense_sgd`` (batch-synchronous): every gradient of a batch is taken from
+Two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
+update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
+once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.54 us of
+CPU a pair on one thread against 0.71 for the batch-synchronous kernel (step_profile.py, median of 3,
+load 4.4-5.0), and recovered new words better (benchmarks/README.md, train_speed). Drawing the negatives inside it
+(word2vec's LCG over the unigram table) did not pay: 1.8-2.0 us a pair drawn as needed, 1.08-1.12
+drawn before the pair's rows against 1.02-1.30 for the host's draws (which cost 0.05 on the batch
+thread), load 3.3.
+
+With --deterministic (and with shared negatives) the batch-synchronous kernels, the TensorFlow fused
+step's arithmetic: same semantics as ``Trainer._dense_sgd``: every gradient of a batch is taken from
 the tables as they were at the batch's start, then every slice is applied, ``row -= lr * grad``, in
 batch order. Frozen words (local ids >= ``n_trainable``) are read from ``frozen`` and never written;
 padding pairs (weight 0) read and write nothing, as their slices are zero.
@@ -224,6 +234,46 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
     return _sum_in_order(losses)
 
 
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lrs,
+                 batch_size, losses):
+    """sgd steps of word2vec's sgns with per-pair negatives, lock-free (Hogwild, as word2vec's and
+    gensim's worker threads): each thread takes a contiguous block of the pairs and applies each pair
+    at once, in place, from the rows as they are then (score the 1 + K context rows against the center,
+    update the context rows, then the center), with no scratch and no second pass.
+
+    centers, contexts [N], negatives [N, K], weight [N]: several batches of ``batch_size`` pairs one
+    after another (a group, one parallel region); lrs [N / batch_size], each batch's. losses
+    [threads, N / batch_size] float64: each thread's summed loss of each batch (written). The threads
+    read and write shared rows without locks, so a row can lose or see half of a concurrent update,
+    as in word2vec; the bits follow the thread timing. With one thread it is word2vec's sequential
+    loop over the pairs in order. Frozen centers (local ids >= n_trainable) are read from ``frozen``
+    and never written; padding (weight 0) reads and writes nothing.
+    """
+    size, k1 = len(centers), negatives.shape[1] + 1
+    threads = losses.shape[0]
+    for t in prange(threads):
+        grad = np.empty(words.shape[1], np.float32)
+        losses[t, :] = 0.0
+        for b in range(t * size // threads, (t + 1) * size // threads):
+            wt = weight[b]
+            if wt == 0:
+                continue
+            lr = lrs[b // batch_size]
+            c = centers[b]
+            w = _row(words, frozen, frozen_rows, n_trainable, c)
+            grad[:] = 0
+            product, extra = 1.0, 0.0
+            for k in range(k1):
+                v = side[contexts[b] if k == 0 else negatives[b, k - 1]]
+                d, product, extra = _score(w, v, grad, k, wt, product, extra)
+                for j in range(len(v)):
+                    v[j] -= lr * (d * w[j])
+            if c < n_trainable:
+                _descend(w, lr, grad)
+            losses[t, b // batch_size] += wt * (math.log(product) + extra)
+
+
 class SgnsKernel:
     """The scratch arrays and the call of one trainer's compiled step.
 
@@ -232,8 +282,13 @@ class SgnsKernel:
     """
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
-                 n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int):
+                 n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int,
+                 lockfree: bool = False):
         self.words, self.side = words, side
+        self.batch_size = batch_size
+        # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
+        self.lockfree = lockfree and not shared
+        self.in_use = True   # False: the trainer steps through TensorFlow instead (Trainer.fused)
         matrix = np.asarray(matrix)
         if matrix.flags.c_contiguous:
             self.frozen, self.frozen_rows = matrix, np.ascontiguousarray(frozen_rows, np.int64)
@@ -251,6 +306,24 @@ class SgnsKernel:
         self.threads = max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
         # A part per thread: each walks every slice of the batch to find its own.
         self.parts = self.threads
+
+    def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
+        """Steps over ``batches`` (the objective's numpy batches) at ``lrs``, in order; their summed
+        losses. Lock-free: the whole group in one call, its pairs split among the threads."""
+        if not self.lockfree:
+            return [self.step(batch, lr) for batch, lr in zip(batches, lrs)]
+        set_num_threads(self.threads)
+        if len(batches) == 1:
+            batch = batches[0]
+            centers, contexts, negatives, weight = (batch["center"], batch["context"], batch["negatives"],
+                                                     batch["weight"])
+        else:
+            centers, contexts, negatives, weight = (np.concatenate([b[key] for b in batches])
+                                                    for key in ("center", "context", "negatives", "weight"))
+        losses = np.empty((self.threads, len(batches)), np.float64)
+        sgns_hogwild(self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, centers, contexts,
+                     negatives, weight, np.asarray(lrs, np.float32), len(batches[0]["center"]), losses)
+        return [np.float32(loss) for loss in losses.sum(axis=0)]
 
     def step(self, batch: dict, lr: float) -> np.float32:
         """One step over ``batch`` (the objective's numpy batch) at ``lr``; the summed loss."""

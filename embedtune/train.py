@@ -97,7 +97,8 @@ class Trainer:
     Plain-sgd sgns (``fused``) does not take that TensorFlow step: a compiled kernel
     (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
     same arithmetic (training CPU a pair, load 10-25: per-pair negatives 1.09 µs against 1.77, shared
-    0.72 against 1.27). The variables catch up whenever they are read.
+    0.72 against 1.27), or, per-pair without --deterministic, word2vec's lock-free one, a group of
+    batches a call (0.62 µs, load 4-6). The variables catch up whenever they are read.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
@@ -200,11 +201,23 @@ class Trainer:
         # and with it the kernel.
         if KERNEL and self.fused:
             self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
-                                                       t.threads or cpu_cores())
+                                                       t.threads or cpu_cores(), deterministic=t.deterministic)
 
     @property
     def uses_kernel(self) -> bool:
         return self.kernel is not None and self.fused
+
+    @property
+    def fused(self) -> bool:
+        return self._fused
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        # Turned off by a multi-worker run (distribute.Worker.attach), and with it the kernel, which
+        # the objective is told of (sgns makes its pairs in order only for the lock-free kernel).
+        self._fused = value
+        if self.kernel is not None:
+            self.kernel.in_use = value
 
     @property
     def trainable(self) -> tf.Variable:
@@ -341,7 +354,7 @@ class Trainer:
         """
         if self.uses_kernel:
             self._stale = True
-            return [self.kernel.step(batch, lr) for batch, lr in zip(tensors, lrs)]
+            return self.kernel.run(tensors, lrs)
         if len(tensors) == GROUP and self.grouped:
             return tf.unstack(self.group_step(tensors, tf.constant(lrs, tf.float32)))
         return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(tensors, lrs)]

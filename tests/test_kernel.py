@@ -1,8 +1,11 @@
-"""The compiled sgns step (embedtune/kernels.py) against TensorFlow's fused step on the same batches.
+"""The compiled sgns steps (embedtune/kernels.py).
 
-Both are plain sgd over the same split tables: the kernel's tables after a few steps must equal the
+The batch-synchronous kernel (--deterministic) against TensorFlow's fused step on the same batches:
+both are plain sgd over the same split tables: the kernel's tables after a few steps must equal the
 TF path's within float32 rounding, frozen rows never written, the bits the same whatever the thread
-count, and a checkpoint saved from one restoring into the other.
+count, and a checkpoint saved from one restoring into the other. The lock-free kernel (per-pair
+negatives without --deterministic): on one thread word2vec's sequential loop (a plain Python
+reference), on two frozen rows untouched and the loss falling.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ FROZEN = ("the", "to", "of", "and", "a", "in", "said", "is")   # frequent: froze
 FREEZE_TOP = 200   # GloVe's 200 most frequent words frozen, FROZEN among them
 
 
-def make_trainer(kernel: bool, negatives: str, monkeypatch, threads: int = 2, drop=("police",)) -> tuple:
-    """A trainer over the sample (``drop`` left out of GloVe: new rows), FROZEN frozen."""
+def make_trainer(kernel: bool, negatives: str, monkeypatch, threads: int = 2, drop=("police",),
+                 deterministic: bool = True) -> tuple:
+    """A trainer over the sample (``drop`` left out of GloVe: new rows), FROZEN frozen. Deterministic
+    unless asked: the batch-synchronous kernel, the TF step's arithmetic (otherwise per-pair
+    negatives take the lock-free kernel)."""
     monkeypatch.setattr(train_module, "KERNEL", kernel)
     vectors = glove(20000, drop=drop)
     config = resolve(make_config({"freeze_top": FREEZE_TOP}, batch_size=512, sample=0.0, lr=0.05, negatives=negatives, seed=3,
-                                 context_init="word", threads=threads))
+                                 context_init="word", threads=threads, deterministic=deterministic))
     corpus = Corpus(LINES)
     counts, _, _ = corpus.count()
     trainer = Trainer(vectors.matrix, make_plan(vectors, list(drop), config.vocab), counts, config, corpus=corpus)
@@ -89,8 +95,13 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(negatives, monkeypatch):
         np.testing.assert_array_equal(side, results[0][2])
 
 
-def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(monkeypatch, tmp_path):
-    trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch)
+@pytest.mark.parametrize("deterministic, threads", [(True, 2), (False, 1)], ids=["synchronous", "lockfree"])
+def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(deterministic, threads, monkeypatch, tmp_path):
+    # The lock-free kernel on one thread is sequential, so its continuation can be compared bit for bit.
+    def make_trainer_(*args):
+        return make_trainer(*args, threads=threads, deterministic=deterministic)
+    trainer, corpus, _ = make_trainer_(True, "per-pair", monkeypatch)
+    assert trainer.kernel.lockfree == (not deterministic)
     batches = batches_of(trainer, corpus, 4)
     run_steps(trainer, batches[:2], [0.05, 0.05])
     saved = trainer.tf_checkpoint().write(str(tmp_path / "ckpt"))
@@ -99,7 +110,7 @@ def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(monkeypatc
     after = trainer.kernel.words.copy(), trainer.kernel.side.copy()
     assert not np.array_equal(after[0], words)
 
-    other, _, _ = make_trainer(True, "per-pair", monkeypatch)
+    other, _, _ = make_trainer_(True, "per-pair", monkeypatch)
     other.tf_checkpoint().read(saved).assert_consumed()
     other.restored()
     np.testing.assert_array_equal(bits(other.kernel.words), bits(words))
@@ -134,3 +145,95 @@ def test_the_loss_stays_tensorflows_where_logits_are_far_below_zero(negatives, m
     k_losses = run_steps(k_trainer, batches, [0.0, 0.0])
     assert np.isfinite(k_losses).all() and k_losses[0] > 50 * batches[0]["pairs"]
     np.testing.assert_allclose(k_losses, tf_losses, rtol=1e-5)
+
+
+def sequential_sgns(words, side, frozen, n_trainable, batches, lrs):
+    """word2vec's loop in plain numpy, a pair at a time in batch order: score the true context and
+    the negatives against the center, update each context row as it is scored, then the center
+    (trainable ones only); padding skipped. Returns each batch's summed loss."""
+    losses = []
+    for batch, lr in zip(batches, lrs):
+        lr, total = np.float32(lr), 0.0
+        for c, o, negatives, wt in zip(batch["center"], batch["context"], batch["negatives"], batch["weight"]):
+            if wt == 0:
+                continue
+            w = words[c] if c < n_trainable else frozen[c - n_trainable]
+            grad = np.zeros_like(w)
+            for k, r in enumerate([o, *negatives]):
+                x = float(np.dot(w, side[r]))
+                label = 1.0 if k == 0 else 0.0
+                d = np.float32(wt * (1 / (1 + np.exp(-x)) - label))
+                total += wt * (np.logaddexp(0, -x) if k == 0 else np.logaddexp(0, x))
+                grad += d * side[r]
+                side[r] -= lr * (d * w)
+            if c < n_trainable:
+                words[c] -= lr * grad
+        losses.append(total)
+    return losses
+
+
+def test_the_lockfree_kernel_on_one_thread_is_word2vecs_sequential_loop(monkeypatch):
+    trainer, corpus, vectors = make_trainer(True, "per-pair", monkeypatch, threads=1, deterministic=False)
+    assert trainer.kernel.lockfree
+    batches = batches_of(trainer, corpus, 3)
+    lrs = [0.05, 0.04, 0.03]
+    words, side = trainer.kernel.words.copy(), trainer.kernel.side.copy()
+    frozen = vectors.matrix[trainer.frozen_rows]
+    expected = sequential_sgns(words, side, frozen, trainer.n_trainable, batches, lrs)
+    before_words, before_side = trainer.kernel.words.copy(), trainer.kernel.side.copy()
+    # Two batches in one call (a group), then the padded one alone.
+    losses = run_steps(trainer, batches[:2], lrs[:2]) + run_steps(trainer, batches[2:], lrs[2:])
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    k_words, k_side = trainer.trainable.numpy(), trainer.side.numpy()
+    assert (k_words != before_words).any(axis=1).sum() > 100
+    np.testing.assert_allclose(k_words - before_words, words - before_words, rtol=1e-3, atol=2e-6)
+    np.testing.assert_allclose(k_side - before_side, side - before_side, rtol=1e-3, atol=2e-6)
+    # Padding (center and context 0, weight 0) wrote nothing: the sinks as they were.
+    np.testing.assert_array_equal(k_words[-1], before_words[-1])
+    np.testing.assert_array_equal(k_side[-1], before_side[-1])
+
+
+def test_the_lockfree_kernel_on_two_threads_keeps_frozen_rows_and_lowers_the_loss(monkeypatch):
+    trainer, corpus, vectors = make_trainer(True, "per-pair", monkeypatch, threads=2, deterministic=False)
+    assert trainer.kernel.lockfree and trainer.kernel.threads == 2
+    batches = batches_of(trainer, corpus, 6)
+    pairs = sum(b["pairs"] for b in batches)
+    before_side = trainer.kernel.side.copy()
+    means = []
+    for _ in range(5):   # the same batches again and again: the loss per pair must fall
+        means.append(sum(run_steps(trainer, batches, [0.05] * len(batches))) / pairs)
+    assert means[-1] < 0.8 * means[0], means
+    frozen = [vectors.index[w] for w in FROZEN]
+    np.testing.assert_array_equal(bits(vectors.matrix), bits(glove(20000, drop=("police",)).matrix))
+    assert all(trainer.local_index[w] >= trainer.n_trainable for w in FROZEN) and len(frozen) == len(FROZEN)
+    np.testing.assert_array_equal(trainer.kernel.words[-1], 0)
+    np.testing.assert_array_equal(trainer.kernel.side[-1], before_side[-1])
+
+
+def test_only_per_pair_negatives_without_deterministic_are_lockfree(monkeypatch):
+    for negatives, deterministic, lockfree in (("per-pair", False, True), ("per-pair", True, False),
+                                               ("shared", False, False)):
+        trainer, _, _ = make_trainer(True, negatives, monkeypatch, deterministic=deterministic)
+        assert trainer.kernel.lockfree == lockfree, (negatives, deterministic)
+        assert trainer.objective.pairs_in_order == lockfree
+
+
+def test_pairs_are_shuffled_unless_the_lockfree_kernel_takes_them(monkeypatch):
+    """The lock-free kernel takes a chunk's pairs as made; a batch-synchronous step (here a
+    multi-worker run's, which turns the kernel off) gets the same pairs shuffled."""
+    trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch, deterministic=False)
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+    state = trainer.rng.bit_generator.state
+    in_order = objective.units(chunk, trainer.rng)
+    trainer.fused = False   # what distribute.Worker.attach does
+    assert not trainer.uses_kernel and not objective.pairs_in_order
+    trainer.rng.bit_generator.state = state
+    shuffled = objective.units(chunk, trainer.rng)
+    assert in_order[2] == shuffled[2]   # the same seed of negatives
+    assert not np.array_equal(in_order[0], shuffled[0])
+    pairs = [sorted(zip(units[0].tolist(), units[1].tolist())) for units in (in_order, shuffled)]
+    assert pairs[0] == pairs[1] and len(pairs[0]) > 1000
+    # In order: the first offset's pairs first, each center before the next in the text.
+    ids = chunk.ids
+    assert in_order[0][0] == ids[0] and in_order[1][0] == ids[1]

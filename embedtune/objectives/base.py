@@ -145,13 +145,14 @@ class Objective:
         return {}, None
 
     def compiled_step(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
-                      n_trainable: int, threads: int):
+                      n_trainable: int, threads: int, deterministic: bool = True):
         """A compiled plain-sgd step over numpy tables, or None (the default: TensorFlow's step).
 
         Asked only where the step is plain sgd (no cap, anchor or optimizer state). It steps ``words``
         ([T + 1, dim], trainable rows and the sink) and ``side`` in place, reading frozen local id
-        T + i from ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic; it has
-        ``words``, ``side`` and ``step(batch, lr) -> loss`` (the numpy batch as ``batches`` makes it)."""
+        T + i from ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``)
+        or its own lock-free one (otherwise, if it has one); it has ``words``, ``side`` and
+        ``run(batches, lrs) -> losses`` (numpy batches as ``batches`` makes them, in order)."""
         return None
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------

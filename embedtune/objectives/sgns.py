@@ -100,6 +100,7 @@ class SkipGram(Objective):
         self.context_init = train.context_init
         self.epochs = train.epochs
         self._cached: list[IdChunk] | None = None
+        self.kernel = None   # the compiled step, if the trainer asked for one (compiled_step)
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
         self.keep = keep_probabilities(rows.counts, train.sample)
         self.table = unigram_table(rows.counts)
@@ -107,11 +108,20 @@ class SkipGram(Objective):
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
         self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
 
-    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads):
-        """The numba kernel (embedtune/kernels.py): per-pair or shared negatives, as configured."""
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True):
+        """The numba kernel (embedtune/kernels.py): per-pair or shared negatives, as configured;
+        per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads."""
         from embedtune.kernels import SgnsKernel
-        return SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
-                          self.shared, threads)
+        self.kernel = SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
+                                 self.shared, threads, lockfree=not deterministic)
+        return self.kernel
+
+    @property
+    def pairs_in_order(self) -> bool:
+        """The lock-free kernel takes the pairs as made (word2vec does not shuffle either); a
+        batch-synchronous step (TensorFlow's, the deterministic kernel) needs them shuffled, or a batch
+        would hold one stretch of text at one offset."""
+        return self.kernel is not None and self.kernel.lockfree and self.kernel.in_use
 
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
     def side_start(self) -> np.ndarray:
@@ -138,7 +148,8 @@ class SkipGram(Objective):
             self._cached = kept
 
     def units(self, chunk: IdChunk, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
-        """(centers, contexts) int32 arrays for one chunk, shuffled, and the seed of its negatives."""
+        """(centers, contexts) int32 arrays for one chunk, shuffled (in order for the lock-free
+        kernel: offset by offset, ``pairs_in_order``), and the seed of its negatives."""
         ids, line = chunk.ids, chunk.line
         if len(ids):
             kept = rng.random(len(ids)) < self.keep[ids]
@@ -155,6 +166,10 @@ class SkipGram(Objective):
         if not centers:
             return np.empty(0, np.int32), np.empty(0, np.int32), seed
         centers, contexts = np.concatenate(centers), np.concatenate(contexts)
+        if self.pairs_in_order:
+            # The shuffle was most of the pairs' cost (0.051 -> 0.014 us a pair, of the batch thread's
+            # ~0.16); recovery held without it (benchmarks/README.md, train_speed).
+            return centers, contexts, seed
         order = rng.permutation(len(centers))
         return centers[order], contexts[order], seed
 
