@@ -123,7 +123,7 @@ class StopRequests:
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
                    "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
-                   "steps lock-free on --threads threads, as word2vec's do (results vary in the last bits).")
+                   "steps lock-free on --threads threads, as word2vec's do (results vary from run to run).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "
