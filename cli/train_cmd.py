@@ -220,7 +220,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         return
 
     from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
-    from embedtune.train import TrainingInterrupted, train
 
     bar = None
 
@@ -245,10 +244,15 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     if retrofit:   # seconds, no loop: no progress bar, no stop requests, no checkpoints
+        from embedtune.train import train
+
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
     with open_corpus(config, lowercase, vectors) as corpus, StopRequests() as stop:
+        count_while_importing(corpus)
+        from embedtune.train import TrainingInterrupted, train
+
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
@@ -336,6 +340,30 @@ def launch_workers(ctx, config, workers: int) -> None:
     if run.failure:
         raise EmbedtuneError(run.failure)
     ctx.exit(run.code)
+
+
+def count_while_importing(corpus) -> None:
+    """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
+    import on a thread: the import (3 s) needs nothing from the corpus, and train() counts first.
+    Both are mostly Python and share the GIL, still the two took 3.9-4.3 s against 4.8-4.9 in series
+    (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
+    until the thread is joined (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
+    error in the count is raised after the join; a failed import is raised again by the caller's own."""
+    import importlib
+    import threading
+
+    def load():
+        try:
+            importlib.import_module("embedtune.train")
+        except BaseException:   # imported again, and raised there, by the caller
+            pass
+
+    thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
+    thread.start()
+    try:
+        corpus.count()
+    finally:
+        thread.join()
 
 
 def open_corpus(config, lowercase: bool, vectors):
