@@ -6,6 +6,7 @@ import dataclasses
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -211,7 +212,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     out_format = config.to or in_format   # both names checked by merge (config.validate)
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
+    began = time.perf_counter()
     vectors = formats.load_vectors(config.vectors, format=in_format)
+    seconds = {"load_vectors": time.perf_counter() - began}   # where the command's time goes (--json)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
@@ -250,7 +253,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
     with open_corpus(config, lowercase, vectors) as corpus, StopRequests() as stop:
-        count_while_importing(corpus)
+        seconds["count_and_import"] = count_while_importing(corpus)
         from embedtune.train import TrainingInterrupted, train
 
         try:
@@ -278,7 +281,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
                 bar.close()
     if not is_chief():   # one worker of several: the chief writes the output and reports
         return
+    began = time.perf_counter()
     written = save_checked(result.vectors, vectors, result.plan, config.output, out_format)
+    seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune import checkpoint
 
@@ -290,6 +295,12 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
              lowercase=lowercase, tokenize=config.vocab.tokenize, max_frozen_change=written.worst,
              frozen_rows_checked=written.checked)
+    # The count was made before train() (while TensorFlow imported): total_seconds counts it, as
+    # train() alone does; "seconds" splits the command (the loop is train_seconds).
+    s["total_seconds"] = round(s["total_seconds"] + seconds["count_and_import"], 3)
+    seconds.update(setup=s["total_seconds"] - seconds["count_and_import"] - s["train_seconds"],
+                   loop=s["train_seconds"])
+    s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
     over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
     if s["stopped_at_limit"]:
         limit = s["stopped_at_limit"]
@@ -342,13 +353,14 @@ def launch_workers(ctx, config, workers: int) -> None:
     ctx.exit(run.code)
 
 
-def count_while_importing(corpus) -> None:
+def count_while_importing(corpus) -> float:
     """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
     import on a thread: the import (3 s) needs nothing from the corpus, and train() counts first.
     Both are mostly Python and share the GIL, still the two took 3.9-4.3 s against 4.8-4.9 in series
     (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
     until the thread is joined (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
-    error in the count is raised after the join; a failed import is raised again by the caller's own."""
+    error in the count is raised after the join; a failed import is raised again by the caller's own.
+    Returns the seconds until both were done."""
     import importlib
     import threading
 
@@ -358,12 +370,14 @@ def count_while_importing(corpus) -> None:
         except BaseException:   # imported again, and raised there, by the caller
             pass
 
+    began = time.perf_counter()
     thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
     thread.start()
     try:
         corpus.count()
     finally:
         thread.join()
+    return time.perf_counter() - began
 
 
 def open_corpus(config, lowercase: bool, vectors):
