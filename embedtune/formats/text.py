@@ -47,8 +47,9 @@ PARALLEL_MIN_BYTES = 16 << 20
 MAX_PROCESSES = 8
 # Writing renders blocks on threads (numpy releases the GIL in its array loops; the words, the
 # shortest-form fallback and the NUL squeeze hold it): GloVe 6B 50d's 400k rows rendered in 2.3 s
-# on 2 threads against 3.1 s on one (2 cores, load 3.9). The gain needs a free core: at load 5.2,
-# written with every row read back, 4.0 s against 3.7 (benchmarks/README.md, classify).
+# on 2 threads against 3.1 s on one (2 cores, load 3.9); a classify output written with its top-10k
+# check 1.59 s against 2.00 (load 2.0). The gain needs a free core: at load 5.2, written with every
+# row read back, 4.0 s against 3.7 (benchmarks/README.md, classify).
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
