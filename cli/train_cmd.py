@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -252,9 +253,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
-    with open_corpus(config, lowercase, vectors) as corpus, StopRequests() as stop:
-        seconds["count_and_import"] = count_while_importing(corpus)
-        from embedtune.train import TrainingInterrupted, train
+    # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once, as before.
+    with open_corpus(config, lowercase, vectors) as corpus, counted_first(corpus, seconds), StopRequests() as stop:
+        from embedtune.train import TrainingInterrupted, train   # imported by now (count_while_importing)
 
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
@@ -358,26 +359,47 @@ def count_while_importing(corpus) -> float:
     import on a thread: the import (3 s) needs nothing from the corpus, and train() counts first.
     Both are mostly Python and share the GIL, still the two took 3.9-4.3 s against 4.8-4.9 in series
     (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
-    until the thread is joined (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
-    error in the count is raised after the join; a failed import is raised again by the caller's own.
-    Returns the seconds until both were done."""
+    until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
+    error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
+    import; a failed import is raised again by the caller's own. Returns the seconds until both were done."""
     import importlib
     import threading
+
+    done = threading.Event()
 
     def load():
         try:
             importlib.import_module("embedtune.train")
         except BaseException:   # imported again, and raised there, by the caller
             pass
+        finally:
+            done.set()   # after the import restored fd 2
 
     began = time.perf_counter()
     thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
     thread.start()
+    pending = None
     try:
         corpus.count()
-    finally:
-        thread.join()
+    except BaseException as err:
+        pending = err
+    # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it
+    # runs on (CPython 3.11's _wait_for_tstate_lock), so is_alive() could not be trusted after it.
+    while not done.is_set():   # seconds at most: the import's
+        try:
+            done.wait()
+        except BaseException as err:   # Ctrl-C or SIGTERM while waiting
+            pending = pending or err
+    if pending is not None:
+        raise pending
     return time.perf_counter() - began
+
+
+@contextlib.contextmanager
+def counted_first(corpus, seconds: dict):
+    """count_while_importing as a step of a ``with``: its seconds in seconds["count_and_import"]."""
+    seconds["count_and_import"] = count_while_importing(corpus)
+    yield
 
 
 def open_corpus(config, lowercase: bool, vectors):
