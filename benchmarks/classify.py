@@ -138,6 +138,8 @@ def main():
     # apart, overlapping the --valid read; tables); the loop; the output written and its frozen rows
     # checked; other = Python's start, imports before TensorFlow, the report.
     parts = ("load_vectors", "count_and_import", "setup", "fit", "loop", "write", "other")
+    if not any("seconds" in runs[0] for runs in results.values()):
+        return
     print(f"\n{'row':<22} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}" for p in parts))
     for name, runs in results.items():
         if "seconds" in runs[0]:
