@@ -15,7 +15,8 @@ Rows (each run as its own process, the rows interleaved within a round, ROUNDS r
   embedtune-25-frozen   --freeze-pretrained (only new words and the classifier train), against its
                         "before" figure: the classifier fitted alone on the pretrained vectors
 Wall time is the whole command (loading 400k vectors included, for both); embedtune's also
-writes the 400k-row output, which fastText does not, so its train_seconds is printed too.
+writes the 400k-row output, which fastText does not, so its train_seconds is printed too, and
+where its wall goes (the summary's "seconds" and "fit_seconds"; "other" is the wall less those).
 
     python benchmarks/classify.py [--rounds 3] [--epochs 25]
 """
@@ -69,10 +70,12 @@ def run_embedtune(args: list[str], folder: str) -> dict:
     with open(summary) as f:
         s = json.load(f)
     v = s["valid"]
+    parts = {**s["seconds"], "fit": s["fit_seconds"]}
+    parts["other"] = wall - sum(parts[k] for k in ("load_vectors", "count_and_import", "setup", "loop", "write"))
     return {"accuracy": v["after"]["accuracy"], "before": v["before"]["accuracy"], "wall_seconds": wall,
             "train_seconds": s["train_seconds"], "total_seconds": s["total_seconds"],
             "frozen_rows_checked": s["frozen_rows_checked"], "max_frozen_change": s["max_frozen_change"],
-            "output": output}
+            "seconds": {k: round(x, 2) for k, x in parts.items()}, "output": output}
 
 
 def frozen_identical(output: str, n: int) -> bool:
@@ -130,6 +133,17 @@ def main():
         before = "" if before is None else f"{before:.4f}"
         print(f"{name:<22} {med['accuracy']:>9.4f} {before:>7} "
               f"{med['wall_seconds']:>7.1f} {med['train_seconds']:>8.1f}")
+    # Where embedtune's wall goes (medians): vectors loaded; corpus counted while TensorFlow imports;
+    # the rest of train()'s set-up (new-word starts, the objective: its classifier-alone fit, shown
+    # apart, overlapping the --valid read; tables); the loop; the output written and its frozen rows
+    # checked; other = Python's start, imports before TensorFlow, the report.
+    parts = ("load_vectors", "count_and_import", "setup", "fit", "loop", "write", "other")
+    if not any("seconds" in runs[0] for runs in results.values()):
+        return
+    print(f"\n{'row':<22} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}" for p in parts))
+    for name, runs in results.items():
+        if "seconds" in runs[0]:
+            print(f"{name:<22} " + " ".join(f"{statistics.median(r['seconds'][p] for r in runs):>8.2f}" for p in parts))
 
 
 if __name__ == "__main__":

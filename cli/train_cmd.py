@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -213,7 +215,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     out_format = config.to or in_format   # both names checked by merge (config.validate)
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
+    began = time.perf_counter()
     vectors = formats.load_vectors(config.vectors, format=in_format)
+    seconds = {"load_vectors": time.perf_counter() - began}   # where the command's time goes (--json)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
@@ -222,7 +226,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         return
 
     from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
-    from embedtune.train import TrainingInterrupted, train
 
     bar = None
 
@@ -247,10 +250,15 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     if retrofit:   # seconds, no loop: no progress bar, no stop requests, no checkpoints
+        from embedtune.train import train
+
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
-    with open_corpus(config, lowercase, vectors) as corpus, StopRequests() as stop:
+    # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once, as before.
+    with open_corpus(config, lowercase, vectors) as corpus, counted_first(corpus, seconds), StopRequests() as stop:
+        from embedtune.train import TrainingInterrupted, train   # imported by now (count_while_importing)
+
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
@@ -276,7 +284,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
                 bar.close()
     if not is_chief():   # one worker of several: the chief writes the output and reports
         return
+    began = time.perf_counter()
     written = save_checked(result.vectors, vectors, result.plan, config.output, out_format)
+    seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune import checkpoint
 
@@ -288,6 +298,12 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     s.update(vectors=config.vectors, corpus=config.corpus, output=config.output, format=out_format,
              lowercase=lowercase, tokenize=config.vocab.tokenize, max_frozen_change=written.worst,
              frozen_rows_checked=written.checked)
+    # The count was made before train() (while TensorFlow imported): total_seconds counts it, as
+    # train() alone does; "seconds" splits the command (the loop is train_seconds).
+    s["total_seconds"] = round(s["total_seconds"] + seconds["count_and_import"], 3)
+    seconds.update(setup=s["total_seconds"] - seconds["count_and_import"] - s["train_seconds"],
+                   loop=s["train_seconds"])
+    s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
     over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
     if s["stopped_at_limit"]:
         limit = s["stopped_at_limit"]
@@ -340,6 +356,54 @@ def launch_workers(ctx, config, workers: int) -> None:
     ctx.exit(run.code)
 
 
+def count_while_importing(corpus) -> float:
+    """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
+    import on a thread: the import (3 s) needs nothing from the corpus, and train() counts first.
+    Both are mostly Python and share the GIL, still the two took 3.9-4.3 s against 4.8-4.9 in series
+    (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
+    until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
+    error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
+    import; a failed import is raised again by the caller's own. Returns the seconds until both were done."""
+    import importlib
+    import threading
+
+    done = threading.Event()
+
+    def load():
+        try:
+            importlib.import_module("embedtune.train")
+        except BaseException:   # imported again, and raised there, by the caller
+            pass
+        finally:
+            done.set()   # after the import restored fd 2
+
+    began = time.perf_counter()
+    thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
+    thread.start()
+    pending = None
+    try:
+        corpus.count()
+    except BaseException as err:
+        pending = err
+    # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it
+    # runs on (CPython 3.11's _wait_for_tstate_lock), so is_alive() could not be trusted after it.
+    while not done.is_set():   # seconds at most: the import's
+        try:
+            done.wait()
+        except BaseException as err:   # Ctrl-C or SIGTERM while waiting
+            pending = pending or err
+    if pending is not None:
+        raise pending
+    return time.perf_counter() - began
+
+
+@contextlib.contextmanager
+def counted_first(corpus, seconds: dict):
+    """count_while_importing as a step of a ``with``: its seconds in seconds["count_and_import"]."""
+    seconds["count_and_import"] = count_while_importing(corpus)
+    yield
+
+
 def open_corpus(config, lowercase: bool, vectors):
     """The corpus as the objective reads it (Objective.open_corpus: plain text, or labelled lines for classify)."""
     from embedtune.config import resolve
@@ -390,7 +454,8 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
             raise EmbedtuneError(f"{what} would be written changed (largest change {written.worst:.3g}); {left}",
                                  output)
 
-    formats.save_vectors(out, output, out_format, on_written=check_block)
+    # Only blocks holding a frozen row are read back: the check compares nothing else.
+    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen)
     return written
 
 

@@ -406,3 +406,47 @@ def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path
     assert result.exit_code == 1
     assert_one_error_line(result.stderr, str(output), "1 frozen row would be written changed (largest change 0.001)")
     assert not output.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_corpus_error_found_while_tensorflow_imports_reaches_the_terminal(files, tmp_path):
+    """The corpus is counted while TensorFlow imports on a thread, and TensorFlow's import points fd 2
+    at a sink: an error in the count must wait for the import and be printed after it, on the real
+    stderr (a subprocess: CliRunner would not see fd 2), as one line naming the file and the line."""
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(b"the mat\n" * 200000 + b"the \xff dog\n")   # found a fraction of a second in
+    output = tmp_path / "out.txt"
+    # TensorFlow's import made 3 s longer, inside the sink (an import hook that waits), so the count's
+    # error surely comes while it lasts
+    code = ("import sys, time\n"
+            "class Slow:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'tensorflow':\n"
+            "            time.sleep(3)\n"
+            "sys.meta_path.insert(0, Slow())\n"
+            "from embedtune.cli.main import main\n"
+            "sys.argv[0] = 'embedtune'\n"
+            "sys.exit(main())\n")
+    result = subprocess.run([sys.executable, "-c", code, "train", str(files["vectors"]), str(corpus), "-o", str(output),
+                             *FAST], capture_output=True, timeout=300)
+    assert result.returncode == 1
+    assert_one_error_line(result.stderr.decode(), str(corpus), "line 200001", "not valid UTF-8")
+    assert not output.exists()
+
+
+def test_the_corpus_is_counted_once(files, tmp_path, monkeypatch):
+    """The command counts the corpus (while TensorFlow imports) and train() finds the count made:
+    one pass over the file for the counts, the same output as before."""
+    from embedtune.corpus import Corpus
+
+    passes = []
+    count = Corpus.count
+
+    def counted(self):
+        if self._counted is None:
+            passes.append(self.path)
+        return count(self)
+
+    monkeypatch.setattr(Corpus, "count", counted)
+    result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", *FAST])
+    assert result.exit_code == 0, result.output
+    assert passes == [str(files["corpus"])]

@@ -97,3 +97,18 @@ def test_an_interrupted_spool_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         Corpus(sentences())
     assert os.listdir(tmp_path) == []
+
+
+def test_count_is_made_once(tmp_path):
+    """count() reads the corpus once; a later call gives the same figures and digest without reading
+    it again (here the file is gone), and the counts it returns are the caller's own copy."""
+    path = tmp_path / "c.txt"
+    path.write_text("a b a\n\nc a\n", encoding="utf-8")
+    corpus = Corpus(str(path))
+    counts, total, n_lines = corpus.count()
+    digest = corpus.digest
+    assert (dict(counts), total, n_lines) == ({"a": 3, "b": 1, "c": 1}, 5, 2)
+    counts["a"] = 100
+    path.unlink()
+    again, total2, lines2 = corpus.count()
+    assert (dict(again), total2, lines2) == ({"a": 3, "b": 1, "c": 1}, 5, 2) and corpus.digest == digest

@@ -555,3 +555,71 @@ def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path)
     lines[25] = b"   \n"   # bytes 100-103: the line the cut at 104 would end range 1 with
     assert _cuts(write(tmp_path / "b", b"".join(lines)), 0, 200, 2) is None
     assert _cuts(write(tmp_path / "one", b"w " + b"1 " * 1000 + b"\n"), 0, 2003, 2) is None
+
+
+# -- the threaded text writer and its read-back ------------------------------------------------
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_text_written_on_threads_is_byte_identical_to_one_thread(tmp_path, monkeypatch, fmt):
+    """Blocks are rendered on several threads ahead of the writer and written in order: the same bytes
+    as one thread, on a file of many blocks with awkward values spread through it."""
+    import embedtune.formats.text as text
+
+    base = load_vectors(SAMPLE, limit=12000)   # 10 blocks of 1,310 rows at 50 dimensions
+    matrix = base.matrix.copy()
+    odd = awkward_vectors().matrix.ravel()
+    rng = np.random.default_rng(3)
+    spots = rng.choice(matrix.size, 400, replace=False)
+    matrix.ravel()[spots] = np.resize(odd, spots.size)
+    matrix[7000] = np.resize(odd, 50)   # a whole row of them in a later block
+    vectors = Vectors(base.words, matrix)
+    outputs = {}
+    for threads in (1, 2, 4):
+        monkeypatch.setattr(text, "WRITE_THREADS", threads)
+        monkeypatch.setattr(text, "_write_threads", lambda: threads)
+        seen = []
+        save_vectors(vectors, tmp_path / f"t{threads}", fmt, on_written=lambda a, b, r: seen.append((a, b, r.copy())))
+        outputs[threads] = (tmp_path / f"t{threads}").read_bytes()
+        assert [a for a, _, _ in seen] == list(range(0, 12000, 1310))
+        np.testing.assert_array_equal(bits(np.concatenate([r for _, _, r in seen])), bits(matrix))
+    assert outputs[1] == outputs[2] == outputs[4]
+    same(load_vectors(tmp_path / "t4", format=fmt), vectors)
+
+
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+def test_only_blocks_holding_a_checked_row_are_read_back(tmp_path, fmt):
+    """check_rows: on_written is called only for the blocks holding a row it needs (here rows 2,700 and
+    2,701 of 12,000), with those blocks' rows as read back from the bytes written; the file is unchanged."""
+    base = load_vectors(SAMPLE, limit=12000)
+    wanted = np.zeros(12000, bool)
+    wanted[[2700, 2701]] = True
+    seen = []
+    save_vectors(base, tmp_path / "some", fmt, on_written=lambda a, b, r: seen.append((a, b, r.copy())),
+                 check_rows=wanted)
+    save_vectors(base, tmp_path / "all", fmt)
+    assert (tmp_path / "some").read_bytes() == (tmp_path / "all").read_bytes()
+    assert len(seen) == 1
+    start, stop, rows = seen[0]
+    assert start <= 2700 and 2701 < stop
+    np.testing.assert_array_equal(bits(rows), bits(base.matrix[start:stop]))
+    seen.clear()
+    save_vectors(base, tmp_path / "none", fmt, on_written=lambda a, b, r: seen.append(a),
+                 check_rows=np.zeros(12000, bool))
+    assert seen == [] and (tmp_path / "none").read_bytes() == (tmp_path / "all").read_bytes()
+
+
+def test_an_error_in_on_written_on_a_threaded_write_leaves_no_file(tmp_path, monkeypatch):
+    """A check that fails on a later block (while other blocks are being rendered ahead) stops the
+    write: the error reaches the caller and no output or temporary file is left."""
+    import embedtune.formats.text as text
+
+    monkeypatch.setattr(text, "_write_threads", lambda: 4)
+    base = load_vectors(SAMPLE, limit=12000)
+
+    def fail_at_block_5(start, stop, rows):
+        if start >= 5 * 1310:
+            raise EmbedtuneError("stop here", str(tmp_path / "out.txt"))
+
+    with pytest.raises(EmbedtuneError, match="stop here"):
+        save_vectors(base, tmp_path / "out.txt", "glove", on_written=fail_at_block_5)
+    assert list(tmp_path.iterdir()) == []

@@ -39,7 +39,7 @@ class Format:
     name: str
     description: str
     read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line)
-    write: Callable  # (vectors, out, name, progress, on_written) -> None
+    write: Callable  # (vectors, out, name, progress, on_written, check_rows) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
 
 
@@ -48,8 +48,9 @@ def _text_format(name, description, header):
         reader = TextReader(source, header=header, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
         return reader.read()
 
-    def write(vectors, out, name, progress, on_written):
-        write_text(vectors, out, header=header, name=name, progress=progress, on_written=on_written)
+    def write(vectors, out, name, progress, on_written, check_rows):
+        write_text(vectors, out, header=header, name=name, progress=progress, on_written=on_written,
+                   check_rows=check_rows)
 
     return Format(name, description, read, write, rows_are_lines=True)
 
@@ -58,8 +59,8 @@ def _binary_read(source, limit, replace_bad_utf8, progress):
     return read_binary(source, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
 
 
-def _binary_write(vectors, out, name, progress, on_written):
-    write_binary(vectors, out, name=name, progress=progress, on_written=on_written)
+def _binary_write(vectors, out, name, progress, on_written, check_rows):
+    write_binary(vectors, out, name=name, progress=progress, on_written=on_written, check_rows=check_rows)
 
 
 FORMATS = {
@@ -264,7 +265,7 @@ def find_duplicates(words) -> list:
 
 # -- saving ------------------------------------------------------------------------------------
 
-def save_vectors(vectors, path, format, *, progress=None, on_written=None) -> None:
+def save_vectors(vectors, path, format, *, progress=None, on_written=None, check_rows=None) -> None:
     """Write `vectors` (words + float32 matrix [n, dim]) to `path` in `format`.
 
     vectors : Vectors, or a PatchedVectors (what training returns), read a block of rows at a time.
@@ -273,11 +274,14 @@ def save_vectors(vectors, path, format, *, progress=None, on_written=None) -> No
     progress : called as progress(rows_written, total_rows) after each block.
     on_written : called as on_written(start, stop, rows) after each block with its rows read back from
     the bytes written (float32 [stop - start, dim]); raising there leaves no output file.
+    check_rows : bool [<= n], the rows on_written needs (None: every row): a block with none of them
+    is not read back, and on_written is not called for it (the read-back was a third of a text
+    write: a run with no frozen row needs none).
     """
     fmt = get_format(format)
     name = "<stdout>" if str(path) == "-" else str(path)
     with open_target(path) as out:
-        fmt.write(vectors, out, name, progress, on_written)
+        fmt.write(vectors, out, name, progress, on_written, check_rows)
 
 
 # -- inspection --------------------------------------------------------------------------------

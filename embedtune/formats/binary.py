@@ -206,11 +206,13 @@ def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
         f"header says {count} records)", name)
 
 
-def write_binary(vectors, out, *, name: str, progress=None, on_written=None) -> None:
+def write_binary(vectors, out, *, name: str, progress=None, on_written=None, check_rows=None) -> None:
     """Write `vectors` (Vectors, or anything with `words`, `dim` and `block(start, stop)`).
 
     on_written : if given, called as on_written(start, stop, rows) with each block's rows read back
         from the very bytes written (float32 [stop - start, dim]).
+    check_rows : bool [<= n], the rows on_written needs (None: every row); a block with none of them
+        is not read back and on_written is not called for it.
     """
     words = vectors.words
     n, dim = len(words), vectors.dim
@@ -226,7 +228,7 @@ def write_binary(vectors, out, *, name: str, progress=None, on_written=None) -> 
         rows = np.ascontiguousarray(vectors.block(start, stop), dtype="<f4")
         chunk = b"".join([w + b" " + r.tobytes() + b"\n" for w, r in zip(encoded, rows)])
         out.write(chunk)
-        if on_written is not None:
+        if on_written is not None and (check_rows is None or np.any(check_rows[start:stop])):
             on_written(start, stop, _read_back(chunk, encoded, dim))
         if progress is not None:
             progress(stop, n)
