@@ -363,9 +363,13 @@ def count_while_importing(corpus) -> float:
     (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
     until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
-    import; a failed import is raised again by the caller's own. Returns the seconds until both were done."""
+    import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
+    One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
+    (distribute.Worker.count), and a whole pass would undo what the shares save."""
     import importlib
     import threading
+
+    from embedtune.distribute import cluster_from_env
 
     done = threading.Event()
 
@@ -382,7 +386,8 @@ def count_while_importing(corpus) -> float:
     thread.start()
     pending = None
     try:
-        corpus.count()
+        if cluster_from_env() is None:
+            corpus.count()
     except BaseException as err:
         pending = err
     # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it

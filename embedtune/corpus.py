@@ -343,6 +343,11 @@ class Corpus:
         return Counter(counts), self._counted[1], n_lines
 
     @property
+    def counted(self) -> bool:
+        """count() has made its pass over the whole corpus."""
+        return self._counted is not None
+
+    @property
     def shares_lines(self) -> bool:
         """Whether ``count_share`` counts what ``count`` does: not for a subclass that makes its lines
         otherwise (classify's LabelledCorpus removes the labels), which is counted whole."""

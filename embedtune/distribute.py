@@ -238,6 +238,7 @@ class Worker:
         self.current = None   # the step's Batch, made global after the step (worker_step)
         self.counted = None   # the corpus count (count), kept for finish's report
         self.own_tokens = None   # the tokens of the lines this worker counted itself
+        self.counted_whole = None   # whether the whole corpus had been counted in this process (tests)
         self.share = None   # the objective's corpus (objective_corpus), a WorkerShare
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
@@ -267,6 +268,7 @@ class Worker:
         """``corpus.count()``'s result, each worker counting only its share of the lines: the shares'
         counts are all-gathered (serialised, ShareCount.to_bytes) and merged the same on every worker.
         A corpus whose lines cannot be shared (classify's, labels removed) is counted whole."""
+        self.counted_whole = corpus.counted
         if not corpus.shares_lines:
             self.counted = corpus.count()
             return self.counted
@@ -411,6 +413,7 @@ class Worker:
         with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
             json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest(),
                        "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens,
+                       "counted_whole": self.counted_whole,
                        "objective_tokens": self.share and self.share.tokens_read}, f)
 
 

@@ -138,6 +138,7 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(counts, total, n_lines)
     assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == total == two_workers.summary["corpus_words"]
     assert 0 < reports[1]["own_tokens"] < total
+    assert reports[0]["counted_whole"] is reports[1]["counted_whole"] is False   # no whole pass before it
     assert sorted(os.listdir(inputs.folder / "hashes")) == ["worker-0.json", "worker-1.json"]
 
 
