@@ -505,7 +505,8 @@ def _parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words)
             if not NUMBER.fullmatch(token):
                 raise _NotFast
             values[i] = float(token)
-    out[:k] = values.reshape(k, dim)
+    with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
+        out[:k] = values.reshape(k, dim)
     # the words: a slice per line (a mask and cumsum over the bytes took 4x as long, profiled)
     base = start - floatparse.WIDTH
     joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
