@@ -16,8 +16,9 @@ Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 Shared negatives: the K negatives of a group of SHARED_GROUP pairs are scored against all its
 centers with one matmul, so the context table gets B + K * B / SHARED_GROUP slices a step instead of
 B * (1 + K); every (center, negative) term of word2vec's loss is still there, only drawn once for
-the group. It halves the CPU of training, but lowers the recovery benchmark's R@10 from 0.34 to
-0.28 (benchmarks/README.md, train_speed), so it is an option, not the default.
+the group. It halved the CPU of the batch-synchronous step, but costs as much as per-pair's lock-free
+kernel (0.47 against 0.48 us a pair, quiet) and lowers the recovery benchmark's R@10 from 0.56 to 0.27
+(benchmarks/README.md, train_speed), so it is an option, not the default.
 """
 
 from __future__ import annotations
