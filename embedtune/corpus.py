@@ -324,11 +324,13 @@ class Corpus:
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a
         sha256 of the bytes read (0.06 s on the 30 MB benchmark corpus, read in 3-6 s). The pass
-        is made once: a later call returns the same figures (a copy of the counts), so the command
-        can count while TensorFlow imports and train() finds the count made."""
+        is made once for two calls: the first returns a copy of the counts and keeps them, the next
+        is handed the kept ones (so the command counts while TensorFlow imports and train() finds the
+        count made, without a second copy of a large vocabulary held through training); a third
+        call reads the corpus again."""
         if self._counted is not None:
-            counts, total, n_lines = self._counted
-            return Counter(counts), total, n_lines
+            counted, self._counted = self._counted, None
+            return counted
         counts: Counter = Counter()
         n_lines = 0
         self._hash = hashlib.sha256()
@@ -344,7 +346,7 @@ class Corpus:
 
     @property
     def counted(self) -> bool:
-        """count() has made its pass over the whole corpus."""
+        """count() has made its pass over the whole corpus and keeps the figures for the next call."""
         return self._counted is not None
 
     @property

@@ -285,7 +285,6 @@ class SgnsKernel:
                  n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int,
                  lockfree: bool = False):
         self.words, self.side = words, side
-        self.batch_size = batch_size
         # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
         self.lockfree = lockfree and not shared
         self.in_use = True   # False: the trainer steps through TensorFlow instead (Trainer.fused)
@@ -313,13 +312,8 @@ class SgnsKernel:
         if not self.lockfree:
             return [self.step(batch, lr) for batch, lr in zip(batches, lrs)]
         set_num_threads(self.threads)
-        if len(batches) == 1:
-            batch = batches[0]
-            centers, contexts, negatives, weight = (batch["center"], batch["context"], batch["negatives"],
-                                                     batch["weight"])
-        else:
-            centers, contexts, negatives, weight = (np.concatenate([b[key] for b in batches])
-                                                    for key in ("center", "context", "negatives", "weight"))
+        centers, contexts, negatives, weight = (np.concatenate([b[key] for b in batches])
+                                                for key in ("center", "context", "negatives", "weight"))
         losses = np.empty((self.threads, len(batches)), np.float64)
         sgns_hogwild(self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, centers, contexts,
                      negatives, weight, np.asarray(lrs, np.float32), len(batches[0]["center"]), losses)

@@ -98,7 +98,8 @@ class Trainer:
     (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
     same arithmetic (training CPU a pair, load 10-25: per-pair negatives 1.09 µs against 1.77, shared
     0.72 against 1.27), or, per-pair without --deterministic, word2vec's lock-free one, a group of
-    batches a call (0.62 µs, load 4-6). The variables catch up whenever they are read.
+    batches a call (0.48 µs quiet, against gensim's 0.73; benchmarks/README.md, train_speed). The
+    variables catch up whenever they are read.
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,

@@ -151,8 +151,10 @@ class Objective:
         Asked only where the step is plain sgd (no cap, anchor or optimizer state). It steps ``words``
         ([T + 1, dim], trainable rows and the sink) and ``side`` in place, reading frozen local id
         T + i from ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``)
-        or its own lock-free one (otherwise, if it has one); it has ``words``, ``side`` and
-        ``run(batches, lrs) -> losses`` (numpy batches as ``batches`` makes them, in order)."""
+        or its own lock-free one (otherwise, if it has one); it has ``words``, ``side``,
+        ``run(batches, lrs) -> losses`` (numpy batches as ``batches`` makes them, in order) and
+        ``in_use``, which the trainer sets False when it steps through TensorFlow instead (a
+        multi-worker run)."""
         return None
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
