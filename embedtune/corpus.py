@@ -192,6 +192,9 @@ class Corpus:
         self._hash = None
         self.digest: str | None = None   # sha256 of the content, set by count(); resume compares it
         self._counted = None   # count()'s figures, once made
+        # Passes begun over the lines, by share ((k, n); None: the whole corpus): a multi-worker run's
+        # tests check that no worker read the whole corpus.
+        self.reads: Counter = Counter()
         if isinstance(source, (str, os.PathLike)):
             self.path = str(source)
             self.sentences = None
@@ -279,6 +282,7 @@ class Corpus:
         share's or not, so every worker's digest is the whole corpus's."""
         digest = self._hash
         k, n = share if share is not None else (0, 1)
+        self.reads[share] += 1
         if self.sentences is not None:
             for number, sentence in enumerate(self.sentences):
                 mine = number % n == k
@@ -352,7 +356,8 @@ class Corpus:
     @property
     def shares_lines(self) -> bool:
         """Whether ``count_share`` counts what ``count`` does: not for a subclass that makes its lines
-        otherwise (classify's LabelledCorpus removes the labels), which is counted whole."""
+        otherwise than through ``_numbered_lines`` (classify's LabelledCorpus makes them there: its
+        words, labels removed), which is counted whole."""
         return type(self).lines is Corpus.lines
 
     def count_share(self, share: tuple[int, int]) -> ShareCount:

@@ -161,18 +161,60 @@ class CorpusShare:
 
 class WorkerShare(CorpusShare):
     """Worker k's share of the lines, handed to an objective that reads the corpus before training
-    (glove's co-occurrence count): it counts its lines, then sums every worker's counts through
-    ``all_gather_bytes`` (a collective: every worker calls it once, in the same order)."""
+    (glove's co-occurrence count, classify's labelled lines): it reads its lines, then combines every
+    worker's figures through ``all_gather_bytes`` / ``gather_bytes`` / ``sum_arrays`` (collectives:
+    every worker calls them, in the same order). ``held`` lists the shares this process holds (its own);
+    ``chief`` whether it writes the run's figures."""
 
     def __init__(self, corpus, worker):
         super().__init__(corpus, worker.index, worker.size)
         self.all_gather_bytes = worker.all_gather_bytes
+        self.worker = worker
+        self.held, self.size, self.chief = [worker.index], worker.size, worker.chief
         self.tokens_read = 0   # debugging and tests (ENV_TABLE_HASH): the share's tokens the objective read
 
     def lines(self):
         for tokens in super().lines():
             self.tokens_read += len(tokens)
             yield tokens
+
+    def gather_bytes(self, items: list[bytes]) -> list[bytes]:
+        """Every share's item, in share order, from this worker's own (``items``, one)."""
+        return self.all_gather_bytes(items[0])
+
+    def sum_arrays(self, items: list[np.ndarray]) -> np.ndarray:
+        """The sum over every share, in share order, of float64 arrays of one shape (the same on every
+        worker, bit for bit)."""
+        return sum_in_order(self.worker.gather_array(np.asarray(items[0], np.float64)))
+
+
+class HeldShares:
+    """All ``size`` shares of a corpus's lines held by one process (``Shares``, the one-process
+    emulation of ``size`` workers), with WorkerShare's ways of combining them: the same figures, made
+    the same way, as the workers make them."""
+
+    chief = True
+
+    def __init__(self, corpus, size: int):
+        self.corpus, self.size, self.path = corpus, size, corpus.path
+        self.held = list(range(size))
+
+    def lines(self):
+        return self.corpus.lines()
+
+    def gather_bytes(self, items: list[bytes]) -> list[bytes]:
+        return list(items)
+
+    def sum_arrays(self, items: list[np.ndarray]) -> np.ndarray:
+        return sum_in_order(np.stack([np.asarray(x, np.float64) for x in items]))
+
+
+def sum_in_order(parts: np.ndarray) -> np.ndarray:
+    """parts[0] + parts[1] + ... (float64, one after another): one order of sums for workers and emulation."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
 
 
 def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, index: int, size: int,
@@ -190,17 +232,20 @@ def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, i
     from embedtune.train import Batch
 
     lines = objective.reads_lines
+    # An objective built from shares of the lines (classify from a WorkerShare / HeldShares) makes this
+    # share's chunks from the lines it holds, as one that reads the lines does.
+    own = lines or getattr(objective, "share_index", None) == index
     source = CorpusShare(corpus, index, size) if lines else corpus
     first, done_in_first = (start[CHUNK], start[BATCH]) if start else (0, 0)
     words = 0
     for number, chunk in enumerate(objective.chunks(source, local_index)):
-        raw = chunk.raw_tokens if lines else (chunk.raw_tokens * (index + 1)) // size - (chunk.raw_tokens * index) // size
+        raw = chunk.raw_tokens if own else (chunk.raw_tokens * (index + 1)) // size - (chunk.raw_tokens * index) // size
         if number < first:   # resuming: already trained
             words += raw
             continue
-        rng = np.random.default_rng([seed, size, epoch, number, index] if lines else [seed, size, epoch, number])
+        rng = np.random.default_rng([seed, size, epoch, number, index] if own else [seed, size, epoch, number])
         units = objective.units(chunk, rng)
-        if not lines:
+        if not own:
             units = tuple(u[index::size] if isinstance(u, np.ndarray) else u for u in units)
         n_units = max(len(units[0]), 1)
         done = 0
@@ -240,6 +285,7 @@ class Worker:
         self.own_tokens = None   # the tokens of the lines this worker counted itself
         self.counted_whole = None   # whether the whole corpus had been counted in this process (tests)
         self.share = None   # the objective's corpus (objective_corpus), a WorkerShare
+        self._gather_fn = None
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
 
@@ -284,6 +330,11 @@ class Worker:
         self.share = WorkerShare(corpus, self) if corpus.shares_lines else None
         return self.share if self.share is not None else corpus
 
+    def init_corpus(self, corpus):
+        """What the new words' context pass reads (embedtune.init.context_sums): this worker's share of
+        the lines, whose sums are added up over all workers there (WorkerShare.sum_arrays)."""
+        return WorkerShare(corpus, self) if corpus.shares_lines else corpus
+
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
         The lengths are gathered first; then the bytes, padded to the longest, in pieces of at most
@@ -291,14 +342,7 @@ class Worker:
         int64 (the collectives take no uint8)."""
         from embedtune._tf import tf
 
-        strategy, device = self.strategy, self.device
-
-        def replica(x):
-            with tf.device(device):   # as in attach: an unplaced input has no destination
-                x = tf.identity(x)
-            return tf.distribute.get_replica_context().all_gather(x, axis=0)
-
-        gather = tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
+        gather = self._gather()
         with _collective(self.index):
             lengths = gather(tf.constant([len(data)], tf.int64)).numpy()
             longest = -(-int(lengths.max()) // 8)   # in int64 words
@@ -309,6 +353,41 @@ class Worker:
                         for start in range(0, len(padded), piece)]
         whole = np.ascontiguousarray(np.concatenate(gathered, axis=1)).view(np.uint8)
         return [whole[k, :lengths[k]].tobytes() for k in range(self.size)]
+
+    def gather_array(self, x: np.ndarray) -> np.ndarray:
+        """[size, *x.shape]: every worker's ``x`` (float64, of one shape on all), in worker order, bit
+        for bit (sent as int64: the same bits, no arithmetic on the way)."""
+        from embedtune._tf import tf
+
+        x = np.ascontiguousarray(x, np.float64)
+        flat = x.view(np.int64).reshape(-1)
+        # In pieces of at most GATHER_PIECE bytes, all of one shape (as all_gather_bytes): the new words'
+        # context sums can be large.
+        piece = max(1, min(GATHER_PIECE // 8, flat.size))
+        padded = np.zeros(-(-flat.size // piece) * piece, np.int64)
+        padded[:flat.size] = flat
+        gather = self._gather()
+        with _collective(self.index):
+            parts = [gather(tf.constant(padded[at:at + piece])).numpy().reshape(self.size, piece)
+                     for at in range(0, len(padded), piece)]
+        whole = np.ascontiguousarray(np.concatenate(parts, axis=1)[:, :flat.size])
+        return whole.view(np.float64).reshape(self.size, *x.shape)
+
+    def _gather(self):
+        """The all-gather of a 1-D tensor along its axis, traced once a shape (the classifier's fit
+        calls it a hundred times with one shape)."""
+        if self._gather_fn is None:
+            from embedtune._tf import tf
+
+            strategy, device = self.strategy, self.device
+
+            def replica(x):
+                with tf.device(device):   # as in attach: an unplaced input has no destination
+                    x = tf.identity(x)
+                return tf.distribute.get_replica_context().all_gather(x, axis=0)
+
+            self._gather_fn = tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
+        return self._gather_fn
 
     def split(self, config):
         """The config each worker's trainer runs with: a host batch of B / N pairs."""
@@ -414,6 +493,8 @@ class Worker:
             json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest(),
                        "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens,
                        "counted_whole": self.counted_whole,
+                       # every pass begun over the corpus's lines, by share ("None": the whole corpus)
+                       "reads": {str(share): n for share, n in self.share.corpus.reads.items()} if self.share else None,
                        "objective_tokens": self.share and self.share.tokens_read}, f)
 
 
@@ -458,8 +539,13 @@ class Shares:
         return merge_counts([ShareCount.from_bytes(corpus.count_share((k, self.size)).to_bytes())
                              for k in range(self.size)])
 
+    def init_corpus(self, corpus):
+        return corpus   # one process's context pass over the whole corpus: what the workers' summed shares make
+
     def objective_corpus(self, corpus):
-        return corpus   # the whole corpus's pair counts: what the workers' summed shares make
+        """All the shares, held here (glove reads the whole corpus's pair counts from it, which the
+        workers' summed shares make; classify keeps each share's lines apart, as each worker does)."""
+        return HeldShares(corpus, self.size) if corpus.shares_lines else corpus
 
     def split(self, config):
         t = config.train
@@ -471,13 +557,19 @@ class Shares:
 
     def attach(self, trainer) -> None:
         objective = trainer.objective
-        if not hasattr(objective, "batch_size"):
+        part_of = getattr(objective, "part", None)   # classify: a share's lines and its batch shapes
+        if part_of is None and not hasattr(objective, "batch_size"):
             raise EmbedtuneError(f"{ENV_SHARES}: the {objective.name} objective's batches cannot be concatenated")
         self.seed = trainer.config.train.seed
         self.prepare = trainer.prepare
+        self.concatenate = getattr(objective, "concatenate", concatenate)
+        trainer.distinct = False   # the shares' batches can hold the same row, as the workers' gathered slices
         # One copy of the objective a share: its own batch size (B / N) and its own cache of chunks.
         self.parts = []
-        for _ in range(self.size):
+        for k in range(self.size):
+            if part_of is not None:
+                self.parts.append(part_of(k))
+                continue
             part = copy.copy(objective)
             part.batch_size = objective.batch_size // self.size
             self.parts.append(part)
@@ -499,9 +591,7 @@ class Shares:
             for k, (b, after) in enumerate(zip(current, following)):
                 shares[k] = [b.chunk, b.batch, b.words_done, int(after is not None)] if b is not None else [
                     *shares[k][:MORE], 0]
-            raws = [b.tensors if b is not None else self.padding for b in current]
-            batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
-            batch["pairs"] = sum(raw["pairs"] for raw in raws)
+            batch = self.concatenate([b.tensors if b is not None else self.padding for b in current])
             step += 1
             positions = [list(s) for s in shares]
             yield Batch(self.prepare(batch), batch["pairs"], 0, step, None,
@@ -517,6 +607,13 @@ class Shares:
 
     def finish(self, trainer) -> None:
         pass
+
+
+def concatenate(raws: list[dict]) -> dict:
+    """The shares' batches as one global batch: each entry concatenated, the pairs summed."""
+    batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
+    batch["pairs"] = sum(raw["pairs"] for raw in raws)
+    return batch
 
 
 # --- the launcher: N local workers on loopback ports --------------------------------------------------

@@ -278,6 +278,84 @@ def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
         assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
 
 
+GLOSSES = SAMPLE_VECTORS.parent / "wordnet-glosses.train.txt"
+GLOSSES_VALID = SAMPLE_VECTORS.parent / "wordnet-glosses.valid.txt"
+
+
+@pytest.fixture(scope="module")
+def glosses(inputs):
+    """200 labelled lines (24 labels) and 60 validation lines of the shipped WordNet glosses."""
+    train, valid = inputs.folder / "glosses.txt", inputs.folder / "glosses-valid.txt"
+    train.write_text("".join(open(GLOSSES, encoding="utf-8").readlines()[:200]), encoding="utf-8")
+    valid.write_text("".join(open(GLOSSES_VALID, encoding="utf-8").readlines()[:60]), encoding="utf-8")
+    return SimpleNamespace(train=str(train), valid=str(valid))
+
+
+def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list, list]:
+    """classify on 2 workers and its one-process emulation: (outputs, summaries), and the workers' reports."""
+    args = [inputs.vectors, glosses.train, "--objective", "classify", "--deterministic", "--epochs", "2",
+            "--batch-size", "16", "--freeze-top", str(FROZEN), "--init", init, "--min-count", "2", "-q",
+            "--valid", glosses.valid]
+    hashes = inputs.folder / f"{name}-hashes"
+    hashes.mkdir()
+    outputs = []
+    for run_name, extra, env in ((f"{name}-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
+                                 (f"{name}-one", [], {distribute.ENV_SHARES: "2"})):
+        out = inputs.folder / f"{run_name}.txt"
+        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
+        assert run.returncode == 0, run.stderr
+        outputs.append((out, json.loads(run.stdout)))
+    return outputs, [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+
+
+def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, glosses):
+    """Each classify worker reads, counts and holds only its own labelled lines; the label index, the
+    lines and the batch budgets are gathered, the classifier-alone fit sums every share's loss and
+    gradient at each iteration: the run equals one process training the same global batches."""
+    from embedtune.objectives.classify import LabelledCorpus
+
+    ((two, s2), (one, s1)), reports = classify_on_two_workers(inputs, glosses, "classify", "random")
+    words, written, split = load_text(two)
+    _, given, start = load_text(inputs.vectors)
+    assert words == load_text(one)[0]
+    np.testing.assert_allclose(split, load_text(one)[2], rtol=0, atol=1e-6)
+    assert written[:FROZEN] == given[:FROZEN]   # byte for byte
+    assert not np.array_equal(split[FROZEN:ROWS], start[FROZEN:]), "nothing trained"
+    assert reports[0]["sha256"] == reports[1]["sha256"]   # tables, classifier and optimizer state alike
+    for key in ("steps", "pairs", "words_done", "labels", "loss_kind", "train_lines", "train_lines_no_known_word",
+                "lines_per_batch", "corpus_words", "corpus_lines"):
+        assert s2[key] == s1[key], key
+    assert s2["labels"] == 24 and s2["train_lines"] + s2["train_lines_no_known_word"] == 200 and s2["steps"] > 20
+    assert s2["loss_history"] == pytest.approx(s1["loss_history"], rel=1e-5)
+    # The fitted classifier is the same (the "before" figure, on the chief), and so is what training made of it.
+    assert s2["valid"]["before"] == s1["valid"]["before"] and s2["valid"]["after"] == s1["valid"]["after"]
+    # The shares' counts (labels removed) merged are the whole corpus's count, in its order.
+    words = set(load_text(inputs.vectors)[0])
+    with LabelledCorpus(glosses.train, lowercase=True, tokenize="auto", vocabulary=words) as corpus:
+        whole = corpus.count()
+    assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(*whole)
+    # No worker began a pass over the whole corpus, nor over the other's share.
+    assert reports[0]["reads"] == {"(0, 2)": 1} and reports[1]["reads"] == {"(1, 2)": 1}
+    assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == whole[1] and 0 < reports[1]["own_tokens"] < whole[1]
+
+
+def test_labelled_shares_are_every_nth_line_and_the_others_are_not_decoded(tmp_path):
+    from embedtune.objectives.classify import LabelledCorpus
+
+    path = tmp_path / "labelled.txt"
+    # Line 2 (share 1 of 2) is not UTF-8 and line 4 has no label: share 0 decodes neither; share 1 names them.
+    path.write_bytes(b"__label__a x y\n\xff __label__b\n\nno label\n__label__a w\n__label__c z\n")
+    corpus = LabelledCorpus(str(path))
+    assert [(e.line, e.labels, e.tokens) for e in corpus.examples((0, 2))] == [
+        (1, ["__label__a"], ["x", "y"]), (5, ["__label__a"], ["w"])]   # line 3 is blank
+    assert list(corpus.lines(share=(0, 2))) == [["x", "y"], ["w"]]
+    with pytest.raises(EmbedtuneError) as err:
+        list(corpus.examples((1, 2)))
+    assert err.value.line == 2
+    assert [e.line for e in corpus.examples((2, 3))] == [6]
+    assert corpus.reads == {(0, 2): 1, (1, 2): 1, (2, 3): 1}   # the second pass over share 0 came from the cache
+
+
 def test_share_batches_split_the_epoch_and_resume_from_a_position():
     """Two shares of the sample corpus's lines together hold every line's pairs once; a share restarted
     from a position makes the rest of its batches again, the same."""
