@@ -142,6 +142,9 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     progress : called with the raw tokens of each chunk read
     chunk_tokens : tokens handled per vectorised step (peak memory measured at 260 bytes a
         token at window 5 with every token a target: 280 MB for the default 1M)
+    corpus : a Corpus, or a multi-worker run's share of its lines (distribute.WorkerShare), whose
+        sums are added up over all shares (``sum_arrays``); ``keep``'s draws are then each share's own
+        (the same in distribution as one process's, not the same draws)
     vocabulary : every distinct word of the corpus (its counts' keys; counted here when None)
     """
     if window < 1:
@@ -187,6 +190,13 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         contexts += np.bincount(target[has_context], minlength=n_targets)
         if progress is not None:
             progress(chunk.raw_tokens)
+    sum_arrays = getattr(corpus, "sum_arrays", None)
+    if sum_arrays is not None:
+        # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's sums,
+        # weights and contexts added up (an all-gather; float64, counts exact below 2**53), the same on
+        # every worker and the one-process sums up to their order.
+        whole = sum_arrays([np.column_stack([sums, mass, contexts.astype(np.float64)])])
+        sums, mass, contexts = whole[:, :dim], whole[:, dim], whole[:, dim + 1].astype(np.int64)
     return ContextSums(sums, mass, contexts)
 
 

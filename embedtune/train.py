@@ -645,7 +645,9 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
     # the rule `embedtune init` follows too), and the summary says so. The window is the
     # objective's (Objective.init_window).
-    init = initial_vectors(vectors, corpus, new_words, method=config.vocab.init,
+    # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
+    init = initial_vectors(vectors, corpus if worker is None else worker.init_corpus(corpus), new_words,
+                           method=config.vocab.init,
                            window=objective_class(t.objective).init_window(t),
                            counts=counts, seed=t.seed) if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, config if worker is None else worker.split(config),

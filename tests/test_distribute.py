@@ -278,6 +278,34 @@ def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
         assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
 
 
+def test_new_words_context_pass_reads_the_shares_and_equals_one_process(inputs):
+    """Each worker sums the contexts of the new words over its own lines; the sums, weights and contexts
+    added up over the workers give one process's starts within float32 rounding. Read off runs whose
+    steps cannot move a row (sgd at lr 1e-30: an update below half a float32 step of every value)."""
+    args = [inputs.vectors, inputs.corpus, *ARGS, "--optimizer", "sgd", "--lr", "1e-30", "--max-steps", "2"]
+    hashes = inputs.folder / "init-hashes"
+    hashes.mkdir()
+    outputs = []
+    for name, extra, env in (("init-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
+                             ("init-one", [], None)):
+        out = inputs.folder / f"{name}.txt"
+        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
+        assert run.returncode == 0, run.stderr
+        outputs.append((load_text(out), json.loads(run.stdout)))
+    ((words, _, two), s2), ((words1, _, one), s1) = outputs
+    assert words == words1 and s2["new"] == s1["new"] > 10
+    assert s2["new_from_context"] == s1["new_from_context"] > 10
+    assert s2["new_too_few_contexts"] == s1["new_too_few_contexts"]
+    new = slice(ROWS, None)   # the new words follow the vectors' rows
+    np.testing.assert_allclose(two[new], one[new], rtol=1e-6, atol=1e-7)
+    assert np.abs(two[new]).max() > 0.1   # context means, not word2vec's random start (|x| < 0.01 at 50d)
+    np.testing.assert_array_equal(two[:ROWS], load_text(inputs.vectors)[2])   # no step moved a row
+    reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    # Counting, the context pass and the epoch's lines: every pass a worker began was over its own share.
+    assert set(reports[0]["reads"]) == {"(0, 2)"} and set(reports[1]["reads"]) == {"(1, 2)"}
+    assert reports[0]["reads"]["(0, 2)"] >= 3
+
+
 GLOSSES = SAMPLE_VECTORS.parent / "wordnet-glosses.train.txt"
 GLOSSES_VALID = SAMPLE_VECTORS.parent / "wordnet-glosses.valid.txt"
 
