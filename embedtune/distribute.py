@@ -183,9 +183,9 @@ class WorkerShare(CorpusShare):
         return self.all_gather_bytes(items[0])
 
     def sum_arrays(self, items: list[np.ndarray]) -> np.ndarray:
-        """The sum over every share, in share order, of float64 arrays of one shape (the same on every
-        worker, bit for bit)."""
-        return sum_in_order(self.worker.gather_array(np.asarray(items[0], np.float64)))
+        """The sum over every share of float64 arrays of one shape (this worker's own: ``items``, one),
+        the same on every worker, bit for bit (Worker.sum_array)."""
+        return self.worker.sum_array(np.asarray(items[0], np.float64))
 
 
 class HeldShares:
@@ -210,7 +210,9 @@ class HeldShares:
 
 
 def sum_in_order(parts: np.ndarray) -> np.ndarray:
-    """parts[0] + parts[1] + ... (float64, one after another): one order of sums for workers and emulation."""
+    """parts[0] + parts[1] + ... (float64): the emulation's sum over the shares. The workers' ring
+    all-reduce adds the same terms in an order of its own: the same bits for 2 shares (a + b = b + a),
+    equal up to the order of float64 sums for more."""
     total = parts[0].copy()
     for part in parts[1:]:
         total += part
@@ -285,7 +287,7 @@ class Worker:
         self.own_tokens = None   # the tokens of the lines this worker counted itself
         self.counted_whole = None   # whether the whole corpus had been counted in this process (tests)
         self.share = None   # the objective's corpus (objective_corpus), a WorkerShare
-        self._gather_fn = None
+        self._gather_fn = self._sum_fn = None
         die = os.environ.get(ENV_DIE_AT, "")
         self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
 
@@ -354,24 +356,29 @@ class Worker:
         whole = np.ascontiguousarray(np.concatenate(gathered, axis=1)).view(np.uint8)
         return [whole[k, :lengths[k]].tobytes() for k in range(self.size)]
 
-    def gather_array(self, x: np.ndarray) -> np.ndarray:
-        """[size, *x.shape]: every worker's ``x`` (float64, of one shape on all), in worker order, bit
-        for bit (sent as int64: the same bits, no arithmetic on the way)."""
+    def sum_array(self, x: np.ndarray) -> np.ndarray:
+        """The sum of every worker's ``x`` (float64, of one shape on all): a ring all-reduce, in which each
+        part of the sum is added up on one worker and handed round, so every worker has the same bits,
+        and each sends and receives about 2 x its bytes whatever the number of workers (an all-gather:
+        N - 1 times). In pieces of at most GATHER_PIECE bytes, all of one shape (one trace)."""
         from embedtune._tf import tf
 
-        x = np.ascontiguousarray(x, np.float64)
-        flat = x.view(np.int64).reshape(-1)
-        # In pieces of at most GATHER_PIECE bytes, all of one shape (as all_gather_bytes): the new words'
-        # context sums can be large.
+        flat = np.ascontiguousarray(x, np.float64).reshape(-1)
         piece = max(1, min(GATHER_PIECE // 8, flat.size))
-        padded = np.zeros(-(-flat.size // piece) * piece, np.int64)
+        padded = np.zeros(-(-flat.size // piece) * piece, np.float64)
         padded[:flat.size] = flat
-        gather = self._gather()
+        if self._sum_fn is None:
+            strategy, device = self.strategy, self.device
+
+            def replica(v):
+                with tf.device(device):   # as in attach: an unplaced input has no destination
+                    v = tf.identity(v)
+                return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, v)
+
+            self._sum_fn = tf.function(lambda v: strategy.run(replica, args=(v,)), autograph=False)
         with _collective(self.index):
-            parts = [gather(tf.constant(padded[at:at + piece])).numpy().reshape(self.size, piece)
-                     for at in range(0, len(padded), piece)]
-        whole = np.ascontiguousarray(np.concatenate(parts, axis=1)[:, :flat.size])
-        return whole.view(np.float64).reshape(self.size, *x.shape)
+            parts = [self._sum_fn(tf.constant(padded[at:at + piece])).numpy() for at in range(0, len(padded), piece)]
+        return np.concatenate(parts)[:flat.size].reshape(np.shape(x))
 
     def _gather(self):
         """The all-gather of a 1-D tensor along its axis, traced once a shape (the classifier's fit
