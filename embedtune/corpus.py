@@ -277,6 +277,10 @@ class Corpus:
         the other lines are not decoded."""
         return (tokens for _, tokens in self._numbered_lines(share))
 
+    def numbered_lines(self, share: tuple[int, int] | None = None) -> Iterator[tuple[int, list[str]]]:
+        """lines() with each line's number (the same number for a line whichever share reads it)."""
+        return self._numbered_lines(share)
+
     def _numbered_lines(self, share: tuple[int, int] | None) -> Iterator[tuple[int, list[str]]]:
         """(line number, tokens) for lines(); the digest, while counting, takes every line, the
         share's or not, so every worker's digest is the whole corpus's."""
@@ -441,28 +445,36 @@ class IdChunk:
     ids: np.ndarray
     line: np.ndarray
     raw_tokens: int
+    numbers: np.ndarray | None = None   # int64 [lines of the chunk]: each line's number in the corpus (numbered)
 
 
-def id_chunks(corpus: Corpus, index: dict[str, int], chunk_tokens: int = CHUNK_TOKENS) -> Iterator[IdChunk]:
-    """Stream the corpus as chunks of ids, each chunk ending at a line boundary."""
+def id_chunks(corpus: Corpus, index: dict[str, int], chunk_tokens: int = CHUNK_TOKENS,
+              numbered: bool = False) -> Iterator[IdChunk]:
+    """Stream the corpus as chunks of ids, each chunk ending at a line boundary; ``numbered``: with
+    each line's number in the corpus (``corpus.numbered_lines``: a share of the lines numbers them as
+    the whole corpus does)."""
     ids: list[int] = []
     line_lengths: list[int] = []
+    numbers: list[int] = []
     raw = 0
     get = index.get
-    for tokens in corpus.lines():
+    lines = corpus.numbered_lines() if numbered else ((0, tokens) for tokens in corpus.lines())
+    for number, tokens in lines:
         row = [i for i in map(get, tokens) if i is not None]
         raw += len(tokens)
         if row:
             ids.extend(row)
             line_lengths.append(len(row))
+            numbers.append(number)
         if len(ids) >= chunk_tokens:
-            yield _chunk(ids, line_lengths, raw)
-            ids, line_lengths, raw = [], [], 0
+            yield _chunk(ids, line_lengths, raw, numbers if numbered else None)
+            ids, line_lengths, numbers, raw = [], [], [], 0
     if ids or raw:
-        yield _chunk(ids, line_lengths, raw)
+        yield _chunk(ids, line_lengths, raw, numbers if numbered else None)
 
 
-def _chunk(ids, line_lengths, raw) -> IdChunk:
+def _chunk(ids, line_lengths, raw, numbers=None) -> IdChunk:
     line = np.repeat(np.arange(len(line_lengths), dtype=np.int32), line_lengths)
-    return IdChunk(np.asarray(ids, dtype=np.int32), line, raw)
+    return IdChunk(np.asarray(ids, dtype=np.int32), line, raw,
+                   None if numbers is None else np.asarray(numbers, np.int64))
 

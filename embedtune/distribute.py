@@ -158,6 +158,9 @@ class CorpusShare:
     def lines(self):
         return self.corpus.lines(share=self.share)
 
+    def numbered_lines(self):
+        return self.corpus.numbered_lines(share=self.share)
+
 
 class WorkerShare(CorpusShare):
     """Worker k's share of the lines, handed to an objective that reads the corpus before training
@@ -201,6 +204,9 @@ class HeldShares:
 
     def lines(self):
         return self.corpus.lines()
+
+    def numbered_lines(self):
+        return self.corpus.numbered_lines()
 
     def gather_bytes(self, items: list[bytes]) -> list[bytes]:
         return list(items)

@@ -169,14 +169,17 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     sums = np.zeros((n_targets, dim), np.float64)
     mass = np.zeros(n_targets, np.float64)
     contexts = np.zeros(n_targets, np.int64)
-    rng = np.random.default_rng(seed)
-    for chunk in id_chunks(corpus, index, chunk_tokens):
+    for chunk in id_chunks(corpus, index, chunk_tokens, numbered=keep is not None):
         ids, line = chunk.ids, chunk.line
         target = target_of[ids]
         if keep is not None:
-            sampled = target >= 0
-            sampled[sampled] = rng.random(int(sampled.sum())) < keep[target[sampled]]
-            target = np.where(sampled, target, -1)
+            # An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the
+            # next number of a stream: a worker reading its share of the lines keeps the occurrences one
+            # process keeps, so the summed shares are one process's sums.
+            at = np.flatnonzero(target >= 0)
+            first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))   # each line's first id
+            draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
+            target[at[draws >= keep[target[at]]]] = -1
         rows, cols, has_context = _context_pairs(ids, line, target, n_pre, window)
         if len(rows):
             # Pairs as a sparse [targets, pretrained] matrix times the vectors: 25x faster than
@@ -198,6 +201,17 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         whole = sum_arrays([np.column_stack([sums, mass, contexts.astype(np.float64)])])
         sums, mass, contexts = whole[:, :dim], whole[:, dim], whole[:, dim + 1].astype(np.int64)
     return ContextSums(sums, mass, contexts)
+
+
+def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:
+    """[n] float64 draws in [0, 1), one for each (line number, place in the line) of a corpus: splitmix64's
+    mix of the three (the same draw for an occurrence whoever reads it, and in whatever order)."""
+    z = (np.uint64(seed * 0x9E3779B97F4A7C15 % (1 << 64))
+         + line.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03) + place.astype(np.uint64))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)   # uint64 arrays wrap, as the mix needs
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
 def _context_pairs(ids, line, target, n_pre, window):

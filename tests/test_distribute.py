@@ -306,6 +306,35 @@ def test_new_words_context_pass_reads_the_shares_and_equals_one_process(inputs):
     assert reports[0]["reads"]["(0, 2)"] >= 3
 
 
+@pytest.mark.parametrize("source", ["file", "sentences"])
+def test_context_sums_of_the_shares_add_up_to_the_whole_corpus_with_sampled_occurrences(source):
+    """What each worker's context pass adds up (init.context_sums on a share): every share's sums,
+    weights and contexts summed are the whole corpus's, the same occurrences kept where ``keep``
+    samples them (each occurrence's draw is its own, not the next of a stream)."""
+    from embedtune.init import context_sums, sif_weights
+    from train_fixtures import glove
+
+    vectors = glove(3000)
+    corpus = Corpus(SAMPLE_CORPUS if source == "file" else open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines(),
+                    lowercase=True)
+    counts = corpus.count()[0]
+    targets = [w for w, _ in counts.most_common(40) if w in vectors.index] + ["unseen-word"]
+    keep = np.full(len(targets), 0.3)
+    weights = sif_weights(vectors, counts)
+    whole = context_sums(vectors, corpus, targets, 5, weights, keep, seed=3, vocabulary=counts)
+    assert 0 < whole.contexts[0] < 0.5 * counts[targets[0]]   # sampled
+    for n in (2, 3):
+        parts = [context_sums(vectors, distribute.CorpusShare(corpus, k, n), targets, 5, weights, keep, seed=3,
+                              vocabulary=counts) for k in range(n)]
+        assert all(0 < p.contexts.sum() < whole.contexts.sum() for p in parts)
+        np.testing.assert_array_equal(sum(p.contexts for p in parts), whole.contexts)
+        np.testing.assert_allclose(sum(p.mass for p in parts), whole.mass, rtol=1e-12)
+        # Within a chunk the products are summed in float32 (init.context_sums): the 40 most frequent
+        # words' sums, of thousands of products each, agree to the order of those sums (2e-5 of a value,
+        # 1e-7 of the largest where values cancel).
+        np.testing.assert_allclose(sum(p.sums for p in parts), whole.sums, rtol=1e-4, atol=1e-6 * np.abs(whole.sums).max())
+
+
 GLOSSES = SAMPLE_VECTORS.parent / "wordnet-glosses.train.txt"
 GLOSSES_VALID = SAMPLE_VECTORS.parent / "wordnet-glosses.valid.txt"
 
