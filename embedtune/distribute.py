@@ -11,10 +11,12 @@ the host side is split N ways. The counting pass before training is split the sa
 counts its share of the lines and the counts are all-gathered (``Worker.count``), so every worker has
 the whole corpus's counts, the same vocabulary, plan and new words. A chunk's random
 state comes from (seed, N, epoch, chunk, k), so a share's batches depend on no other worker. An objective
-whose chunks are not read from the lines (glove's co-occurrences, classify's lines, held in memory) makes
-the same chunks on every worker, and worker k takes units k, k + N, ... of each. glove counts its
-co-occurrences by shares too (``WorkerShare``: each worker its lines, the cells summed through an
-all-gather); classify reads its labelled lines whole on every worker.
+whose chunks are not read from the lines (glove's co-occurrences, held in memory) makes the same chunks
+on every worker, and worker k takes units k, k + N, ... of each. glove counts its co-occurrences by
+shares too (``WorkerShare``: each worker its lines, the cells summed through an all-gather); classify
+holds only its share's labelled lines and trains them as its own chunks, with the figures all workers
+need alike (labels, batch budgets, the classifier-alone fit) combined over the shares. The new words'
+context pass reads each worker's share and all-reduces the sums (``Worker.init_corpus``).
 
 The step. Global step s is every worker's s-th batch. Each worker computes the loss and the sparse
 gradients of its batch; the slices of all workers are gathered (all-gather of the IndexedSlices' ids and
@@ -321,7 +323,7 @@ class Worker:
     def count(self, corpus) -> tuple[Counter, int, int]:
         """``corpus.count()``'s result, each worker counting only its share of the lines: the shares'
         counts are all-gathered (serialised, ShareCount.to_bytes) and merged the same on every worker.
-        A corpus whose lines cannot be shared (classify's, labels removed) is counted whole."""
+        A corpus whose lines cannot be shared (a Corpus subclass that makes them otherwise) is counted whole."""
         self.counted_whole = corpus.counted
         if not corpus.shares_lines:
             self.counted = corpus.count()
@@ -333,8 +335,8 @@ class Worker:
         return self.counted
 
     def objective_corpus(self, corpus):
-        """What the objective's constructor reads (glove counts its pairs there): this worker's share of
-        the lines (WorkerShare); a corpus whose lines cannot be shared (classify's) whole."""
+        """What the objective's constructor reads (glove counts its pairs there, classify keeps its
+        lines): this worker's share of the lines (WorkerShare); a corpus whose lines cannot be shared whole."""
         self.share = WorkerShare(corpus, self) if corpus.shares_lines else None
         return self.share if self.share is not None else corpus
 
