@@ -290,11 +290,11 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
 
     parts : (means [n_k, dim], targets [n_k, L]) of each share held here; n_lines : the lines of all
     shares. At each L-BFGS iteration each share's summed cross-entropy and its gradient are computed
-    apart and ``sum_arrays`` adds them up over all shares in share order (float64; across workers, an
-    all-gather), then the mean and the L2 term are taken: every worker sees the same figures, bit for
-    bit, takes the same steps and ends with the same classifier, without any worker holding every line
-    (what crosses is L * (dim + 1) + 1 float64 an iteration). Equal to ``fit_classifier`` over all the
-    lines up to the order of the sums."""
+    apart and ``sum_arrays`` adds them up over all shares (float64; across workers a ring all-reduce,
+    whose sums every worker receives bit for bit), then the mean and the L2 term are taken: every worker
+    sees the same figures, takes the same steps and ends with the same classifier, without any worker
+    holding every line (what crosses is L * (dim + 1) + 1 float64 an iteration). Equal to
+    ``fit_classifier`` over all the lines up to the order of the sums."""
     import scipy.optimize
 
     L, dim = parts[0][1].shape[1], parts[0][0].shape[1]
@@ -525,10 +525,11 @@ class Classify(Objective):
         return slices
 
     def _budget_figures(self, first: int, end: int) -> list[int]:
-        """[longest line, tokens, lines, distinct-word budget] of lines [first, end) held here: the
-        distinct words' budget is WORD_SLACK times the most distinct words seen in a few batches of
-        part_lines lines drawn with a fixed seed (the run's own random state is left alone) (before the
-        slack: combined over the shares by ``__init__``). Zeros for no line."""
+        """[longest line, tokens, lines, most distinct words] of lines [first, end) held here, the last
+        seen in a few batches of part_lines lines drawn with a fixed seed (the run's own random state is
+        left alone); zeros for no line. ``__init__`` makes the batch budgets from every share's: token
+        slots TOKEN_SLACK times the mean line length a line slot, distinct-word slots WORD_SLACK times
+        the most distinct words, each at least the longest line."""
         if end == first:
             return [0, 0, 0, 0]
         lengths = np.diff(self.starts[first:end + 1])
