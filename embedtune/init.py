@@ -143,8 +143,9 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     chunk_tokens : tokens handled per vectorised step (peak memory measured at 260 bytes a
         token at window 5 with every token a target: 280 MB for the default 1M)
     corpus : a Corpus, or a multi-worker run's share of its lines (distribute.WorkerShare), whose
-        sums are added up over all shares (``sum_arrays``); ``keep``'s draws are then each share's own
-        (the same in distribution as one process's, not the same draws)
+        sums are added up over all shares (``sum_arrays``); ``keep``'s draws are hashes of each
+        occurrence's line number and place (occurrence_uniform), so the shares keep the occurrences one
+        process keeps
     vocabulary : every distinct word of the corpus (its counts' keys; counted here when None)
     """
     if window < 1:
