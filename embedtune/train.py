@@ -531,8 +531,10 @@ def map_large_blocks() -> bool:
     TensorFlow's step (a 1M x 300 Adam run, benchmarks/memory.py, with TensorFlow's tensors already
     pooled: embedtune/_tf.py) this lowered the training loop's resident level from 2.71-2.77 to
     2.66-2.69 GB and the peak from 2.82 to 2.77 GB at the same speed (11.7k words/s against 11.2k,
-    load 4-7, one run each). Not set for the compiled sgns kernel, whose host side makes a chunk's
-    pairs far faster than TensorFlow's step takes them, so each page fault would show there.
+    load 4-7, one run each; a --max-words probe of the benchmark's command). Not set for the compiled
+    sgns kernel (not measured there): its steps are short enough that the page faults of fresh
+    blocks would show in its speed, and its batches carry no frozen rows. The setting holds for the
+    rest of the process.
     """
     try:
         return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
