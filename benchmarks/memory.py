@@ -20,9 +20,11 @@ Goals (issue 16): 1M x 300: peak <= 2 x matrix + 0.7 GB (3.1 GB); 3M x 300: <= 1
 GB here are 10^9 bytes; time -v reports KiB.
 
 --phases runs the same command once more in a child process that reads its own /proc/self/status
-(VmHWM: the peak so far, VmRSS: resident now) at the end of each phase (imports, load, corpus count,
-plan, new-word starts, trainer, first step, training, frozen-row check, writing), so the phase that
-sets the peak, and by how much, shows.
+(VmHWM: the peak, VmRSS: resident now) at the end of each phase (imports, load, corpus count, plan,
+new-word starts, trainer, the first call of the step, training, frozen-row check, writing), and
+resets VmHWM there (/proc/self/clear_refs, Linux >= 4.0), so each phase's own peak shows and the one
+that sets the whole run's peak stands out. The first call of the step is the first group of batches
+(Trainer.group_step), which compiles the step; a run's last, shorter group goes a step at a time.
 """
 
 from __future__ import annotations
@@ -143,11 +145,14 @@ def status():
     with open("/proc/self/status") as f:
         fields = dict(line.split(":", 1) for line in f)
     return int(fields["VmHWM"].split()[0]) * 1024, int(fields["VmRSS"].split()[0]) * 1024
-marks = []
 def mark(name):
     hwm, rss = status()
-    marks.append((name, hwm, rss, time.perf_counter()))
     print(f"PHASE {name} {hwm} {rss}", file=sys.stderr, flush=True)
+    try:   # the next phase's peak on its own ("5": reset VmHWM to VmRSS)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 began = time.perf_counter()
 import embedtune.cli.main as cli_main
 from embedtune import formats, init, train as train_mod
@@ -171,7 +176,8 @@ trainer_init = train_mod.Trainer.__init__
 def init_and_watch(self, *a, **k):
     trainer_init(self, *a, **k)
     mark("trainer's tables")
-    after(self, "step", "first step (compiled)", first_only=True)   # a tf.function set in __init__
+    # tf.functions set in __init__; the first full group of batches is the first call of the step
+    after(self, "group_step", "first call of the step (compiled)", first_only=True)
 train_mod.Trainer.__init__ = init_and_watch
 after(train_mod.Trainer, "trained_matrix", "training loop")
 after(train_mod, "max_frozen_change", "summary (max frozen change)")
@@ -194,14 +200,17 @@ def run_phases(size: str, out_dir: str) -> None:
         sys.exit(f"train failed ({done.returncode}):\n{done.stderr[-3000:]}")
     os.unlink(output)
     print(f"\n{size} x {DIM}, by phase (load average {os.getloadavg()[0]:.1f}); GB = 10^9 bytes")
-    print(f"{'after':<40} {'peak so far':>11} {'resident':>9} {'peak rise':>9}")
-    previous = 0
+    print(f"{'phase, up to the end of':<40} {'its peak':>9} {'resident':>9} {'peak so far':>11}")
+    phases = []
     for line in done.stderr.splitlines():
         if line.startswith("PHASE "):
             *name, hwm, rss = line[6:].split(" ")
-            hwm, rss = int(hwm), int(rss)
-            print(f"{' '.join(name):<40} {hwm / 1e9:>11.2f} {rss / 1e9:>9.2f} {(hwm - previous) / 1e9:>+9.2f}")
-            previous = hwm
+            phases.append((" ".join(name), int(hwm), int(rss)))
+    peak, overall = max(hwm for _, hwm, _ in phases), 0
+    for name, hwm, rss in phases:
+        overall = max(overall, hwm)
+        top = " <- the run's peak" if hwm == peak else ""
+        print(f"{name:<40} {hwm / 1e9:>9.2f} {rss / 1e9:>9.2f} {overall / 1e9:>11.2f}{top}")
 
 
 def main() -> None:

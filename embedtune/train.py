@@ -22,6 +22,7 @@ and progress reports in ``LossLog``. What is particular to an objective lives in
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import math
 import os
@@ -514,6 +515,33 @@ def use_threads(threads: int) -> None:
         pass
 
 
+# glibc's mallopt parameter, and the block size from which it is used: above a batch's small arrays
+# (a 4096-pair sgns batch: 16-80 KB), below its frozen rows (4096 x 300 floats: 4.9 MB) and a
+# chunk's pairs (tens of MB).
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 4 << 20
+
+
+def map_large_blocks() -> bool:
+    """Blocks of MMAP_THRESHOLD bytes or more come straight from the system and go back to it when
+    freed (glibc's mallopt; nothing elsewhere). True if it was set.
+
+    By default glibc raises that threshold to each large block freed (up to 32 MB), after which the
+    host's per-batch and per-chunk arrays stay in the heap of whichever thread freed them. On
+    TensorFlow's step (a 1M x 300 Adam run, benchmarks/memory.py, with TensorFlow's tensors already
+    pooled: embedtune/_tf.py) this lowered the training loop's resident level from 2.71-2.77 to
+    2.66-2.69 GB and the peak from 2.82 to 2.77 GB at the same speed (11.7k words/s against 11.2k,
+    load 4-7, one run each; a --max-words probe of the benchmark's command). Not set for the compiled
+    sgns kernel (not measured there): its steps are short enough that the page faults of fresh
+    blocks would show in its speed, and its batches carry no frozen rows. The setting holds for the
+    rest of the process.
+    """
+    try:
+        return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    except (OSError, AttributeError, TypeError):   # not glibc
+        return False
+
+
 class TrainingInterrupted(Exception):
     """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder)."""
 
@@ -658,6 +686,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     if worker is not None:   # gathered step, sliced batches; the split is part of the fingerprint
         worker.attach(trainer)
         settings = worker.settings(settings)
+    if not trainer.uses_kernel:
+        map_large_blocks()
     checkpoints.bind(trainer, vectors, corpus, total_words, n_lines, settings)
     pos = checkpoints.restore(note) if checkpoints.resuming else Position()
     return Run(config, vectors, corpus, plan, trainer, init, total_words, n_lines, checkpoints, pos,

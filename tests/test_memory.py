@@ -1,0 +1,118 @@
+"""Memory settings of a run (issue 16.2; the figures: benchmarks/memory.py).
+
+embedtune._tf turns on TensorFlow's pooling (BFC) allocator for CPU tensors: the steps' transient
+tensors are reused from one pool instead of piling up in glibc's per-thread arenas. These tests run
+fresh processes (the allocator is chosen when TensorFlow's runtime starts): the pool is on by
+default, a user's own choice of TF_CPU_ALLOCATOR_USE_BFC is kept, and the allocator does not change
+a single bit of a deterministic Adam run's output. On TensorFlow's step, train.setup also has glibc
+hand large blocks (4 MB and up) back to the system when they are freed (train.map_large_blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from embedtune import train as train_module
+from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS
+
+# Allocator statistics exist only for a pooling allocator: glibc's malloc has none to give.
+PROBE = """
+from embedtune._tf import tf
+tf.constant([1.0, 2.0]) * 2.0
+try:
+    tf.config.experimental.get_memory_info("CPU:0")
+    print("pool")
+except ValueError:
+    print("malloc")
+"""
+
+
+def allocator(**env) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env={**environ, **env}, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_cpu_tensors_come_from_tensorflows_pool():
+    assert allocator() == "pool"
+
+
+def test_a_users_own_allocator_choice_is_kept():
+    assert allocator(TF_CPU_ALLOCATOR_USE_BFC="false") == "malloc"
+
+
+def train(out, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    head = out.parent / "corpus.txt"
+    if not head.exists():
+        with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+            head.write_text("".join(f.readlines()[:120]), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "embedtune.cli.main", "train", str(SAMPLE_VECTORS), str(head), "--freeze-top", "5000",
+         "--optimizer", "adam", "--objective", "sgns", "--epochs", "1", "--batch-size", "256", "--deterministic",
+         "-o", str(out)], cwd=REPO, env={**environ, **env}, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_the_pool_changes_no_bit_of_a_deterministic_adam_run(tmp_path):
+    pooled = train(tmp_path / "pool.txt")
+    plain = train(tmp_path / "malloc.txt", TF_CPU_ALLOCATOR_USE_BFC="false")
+    assert "all bit-identical to the input" in pooled.stderr
+    assert (tmp_path / "pool.txt").read_bytes() == (tmp_path / "malloc.txt").read_bytes()
+    assert "Trained" in plain.stderr
+
+
+# Freed 5 MB blocks, each with a small live block after it so that the heap's top cannot shrink:
+# what stays resident once they are freed.
+LARGE_BLOCKS = """
+import sys
+import numpy as np
+from embedtune import train
+
+def resident():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+if sys.argv[1] == "map":
+    assert train.map_large_blocks()
+block = np.ones(24 << 20, np.uint8)
+del block   # glibc's own rule: blocks up to this size now come from the heap
+before = resident()
+large, small = [], []
+for _ in range(16):
+    large.append(np.ones(5 << 20, np.uint8))
+    small.append(np.ones(256 << 10, np.uint8))
+del large
+print(resident() - before)
+"""
+
+
+def kept_after_free(mode: str) -> int:
+    result = subprocess.run([sys.executable, "-c", LARGE_BLOCKS, mode], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="glibc's mallopt")
+def test_large_blocks_go_back_to_the_system_once_freed():
+    assert kept_after_free("default") > 60e6   # 80 MB freed, left in the heap by glibc's own rule
+    assert kept_after_free("map") < 20e6       # 4 MB of small blocks still live
+
+
+def test_large_blocks_setting_is_skipped_off_glibc(monkeypatch):
+    class NoMallopt:   # a C library without mallopt (macOS, musl's stubs aside)
+        def __init__(self, name):
+            pass
+
+    monkeypatch.setattr(train_module.ctypes, "CDLL", NoMallopt)
+    assert train_module.map_large_blocks() is False
