@@ -97,10 +97,12 @@ def main():
     # The 218 new words start from their contexts' mean: the same accuracy as the default
     # form-context start (0.8089 / 0.8090, frozen row 0.6623 / 0.6618) without its spelling fit.
     parser.add_argument("--init", default="context-mean")
+    parser.add_argument("--ngram-min-count", default="1")
     args = parser.parse_args()
     e = str(args.epochs)
     tuned = ["--epochs", e, "--lr", args.lr, "--batch-size", args.batch_size]
     started = [*tuned, "--init", args.init]
+    ngrams = ["--word-ngrams", "2", "--ngram-min-count", args.ngram_min_count]
     rows = {
         "fasttext-defaults": lambda folder: run_fasttext({}),
         "fasttext-25": lambda folder: run_fasttext({"epoch": args.epochs, "lr": 0.5}),
@@ -108,6 +110,10 @@ def main():
         "embedtune-25-form": lambda folder: run_embedtune(tuned, folder),
         "embedtune-25-top10k": lambda folder: run_embedtune([*started, "--freeze-top", "10000"], folder),
         "embedtune-25-frozen": lambda folder: run_embedtune([*started, "--freeze-pretrained"], folder),
+        # Word bigrams as well (fastText's -wordNgrams 2 against --word-ngrams 2): like with like.
+        "fasttext-25-ng2": lambda folder: run_fasttext({"epoch": args.epochs, "lr": 0.5, "wordNgrams": 2}),
+        "embedtune-25-ng2": lambda folder: run_embedtune([*started, *ngrams], folder),
+        "embedtune-25-top10k-ng2": lambda folder: run_embedtune([*started, *ngrams, "--freeze-top", "10000"], folder),
     }
     if args.only:
         rows = {k: v for k, v in rows.items() if k in args.only.split(",")}
@@ -117,7 +123,7 @@ def main():
         for round_ in range(args.rounds):
             for name, run in rows.items():
                 r = run(folder)
-                if name.endswith("top10k"):
+                if "top10k" in name:
                     r["first_10k_rows_identical"] = frozen_identical(r["output"], 10000)
                 r.pop("output", None)
                 r["load"] = os.getloadavg()[0]

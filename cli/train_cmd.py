@@ -84,6 +84,11 @@ class StopRequests:
                    "retrofit (to --lexicon, no CORPUS) or classify (CORPUS of labelled lines, fastText's "
                    "supervised format); auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
 @click.option("--label-prefix", help="classify: tokens starting with this are labels. [default: __label__]")
+@click.option("--word-ngrams", type=int, help="classify: word n-grams up to this length are features too, each a "
+                                              "trainable row of the classifier (never frozen, not in the output "
+                                              "vectors; fastText's -wordNgrams). [default: 1: words only]")
+@click.option("--ngram-min-count", type=int, help="classify: an n-gram becomes a row at this many occurrences in "
+                                                  "the training lines. [default: 1]")
 @click.option("--valid", type=click.Path(), help="classify: labelled lines (same format) to report accuracy on, "
                                                  "before training (classifier alone) and after.")
 @click.option("--save-classifier", type=click.Path(), help="classify: write the trained classifier here "
