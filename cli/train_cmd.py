@@ -430,7 +430,8 @@ def report_classify(result, config) -> None:
     s = result.stats
     message(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} training lines"
             + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
-               if s["train_lines_no_known_word"] else ""))
+               if s["train_lines_no_known_word"] else "")
+            + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)" if s["ngram_rows"] else ""))
     v = s["valid"]
     if v is not None:
         def figure(f):

@@ -285,8 +285,9 @@ def _sample_bigrams(path) -> set[str]:
 def test_ngram_rows_train_and_frozen_rows_keep_their_bits(trained_ngrams):
     """Every bigram of the training lines is a row (min count 1); the rows move from their start (the
     mean of their words); frozen word rows keep their bits; the output holds the words only."""
-    _, s, out, clf = trained_ngrams
+    result, s, out, clf = trained_ngrams
     assert s["word_ngrams"] == 2 and s["ngram_rows"] == len(_sample_bigrams(TRAIN)) > 20000
+    assert f"{s['ngram_rows']:,} n-gram rows (up to 2 words)" in result.output
     assert s["loss_last"] < s["loss_first"]
     before, after = load_vectors(SAMPLE_VECTORS), load_vectors(out)
     assert after.words == before.words   # no n-gram rows in the output vectors
