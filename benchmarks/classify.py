@@ -14,11 +14,15 @@ Rows (each run as its own process, the rows interleaved within a round, ROUNDS r
   embedtune-25-top10k   --freeze-top 10000 (frozen rows checked bit-identical as written, and again here)
   embedtune-25-frozen   --freeze-pretrained (only new words and the classifier train), against its
                         "before" figure: the classifier fitted alone on the pretrained vectors
+  fasttext-25-ng2       fasttext-25 with wordNgrams 2 (word bigrams hashed into fastText's 2M buckets)
+  embedtune-25-ng2      embedtune-25 with --word-ngrams 2 (each bigram of the training lines seen
+                        --ngram-min-count times, default 1, a row of its own)
+  embedtune-25-top10k-ng2  embedtune-25-top10k with --word-ngrams 2: compare it with fasttext-25-ng2
 Wall time is the whole command (loading 400k vectors included, for both); embedtune's also
 writes the 400k-row output, which fastText does not, so its train_seconds is printed too, and
 where its wall goes (the summary's "seconds" and "fit_seconds"; "other" is the wall less those).
 
-    python benchmarks/classify.py [--rounds 3] [--epochs 25]
+    python benchmarks/classify.py [--rounds 3] [--epochs 25] [--only ROW,ROW] [--ngram-min-count 1]
 """
 
 from __future__ import annotations
