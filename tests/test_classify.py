@@ -402,3 +402,24 @@ def test_ngram_keys_in_a_config_file(tmp_path):
     config.write_text('[train]\nobjective = "classify"\nword_ngrams = 7\n')
     result = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "o.txt", "--config", config])
     one_error_line(result, str(config), "'train.word_ngrams' must be")
+
+
+def test_a_resumed_run_with_ngrams_gives_the_bytes_of_an_uninterrupted_one(tmp_path):
+    """The n-gram rows live in the side table, so a checkpoint holds them and their adam state: a run
+    stopped at step 30 and resumed writes the same vectors and the same classifier (n-gram rows included)."""
+    options = ["--objective", "classify", "--word-ngrams", 2, "--freeze-top", 5000, "--min-count", 1000000,
+               "--epochs", 3, "--batch-size", 128, "--deterministic", "--seed", 2]
+    ck = ["--checkpoint-dir", tmp_path / "ck", "--checkpoint-every", 10]
+    whole = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "a.txt", "--save-classifier", tmp_path / "a.clf",
+                 *options])
+    assert whole.exit_code == 0, whole.output
+    stopped = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "b.txt", *options, *ck, "--max-steps", 30,
+                   "--keep-checkpoints"])
+    assert stopped.exit_code == 0, stopped.output
+    assert (tmp_path / "b.txt").read_bytes() != (tmp_path / "a.txt").read_bytes()
+    resumed = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "b.txt", "--save-classifier", tmp_path / "b.clf",
+                   *options, *ck, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (tmp_path / "b.txt").read_bytes() == (tmp_path / "a.txt").read_bytes()
+    assert (tmp_path / "b.clf").read_bytes() == (tmp_path / "a.clf").read_bytes()
+    assert load_classifier(tmp_path / "b.clf").ngrams
