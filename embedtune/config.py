@@ -141,7 +141,7 @@ RANGES = {
     "train.max_steps": Range(0, INT64_MAX, zero="no limit"),
     "train.max_words": Range(0, INT64_MAX, zero="no limit"),
     "train.repel": Range(0, FLOAT32_MAX, zero="off"),
-    "train.word_ngrams": Range(1, 5),
+    "train.word_ngrams": Range(1, 5),   # each length adds about a row a corpus token (classify's n-gram rows)
     "train.ngram_min_count": Range(1, INT64_MAX),
     "train.threads": Range(0, 1024, zero="all cores"),   # TensorFlow's pools; more is a typo
     "vocab.freeze_top": Range(0, INT64_MAX, zero="off"),
@@ -259,9 +259,6 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     for key in ("valid", "save_classifier"):
         if getattr(config, key) is not None and t.objective != "classify":
             bad(key, f"is used only by --objective classify (the objective here is {t.objective})")
-    for key, default in (("word_ngrams", 1), ("ngram_min_count", 1)):
-        if getattr(t, key) != default and t.objective != "classify":
-            bad(f"train.{key}", f"is used only by --objective classify (the objective here is {t.objective})")
     for key in ("format", "to"):
         name = getattr(config, key)
         if name is not None:
@@ -273,7 +270,16 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         problem = range_problem(key, value)
         if problem:
             bad(key, problem)
+    for key in _classify_only(t):   # after the ranges: a value out of range is the first thing to fix
+        if t.objective != AUTO:     # auto is decided in resolve, which says the same
+            bad(f"train.{key}", f"is used only by --objective classify (the objective here is {t.objective})")
     return config
+
+
+def _classify_only(t: TrainConfig) -> list[str]:
+    """classify's keys that ``t`` sets away from their defaults under another objective."""
+    return [key for key in ("word_ngrams", "ngram_min_count")
+            if getattr(t, key) != getattr(TrainConfig, key) and t.objective != "classify"]
 
 
 def load_config(path: str | Path, check_values: bool = True) -> Config:
@@ -337,6 +343,9 @@ def resolve(config: Config) -> Config:
     objective = t.objective
     if objective == AUTO:
         objective = "glove" if config.format == "glove" else "sgns"
+        for key in _classify_only(t):
+            raise EmbedtuneError(f"--{key.replace('_', '-')} (train.{key}) is used only by --objective classify "
+                                 f"(the objective here is {objective}: give --objective classify)")
     defaults = objective_class(objective).defaults
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
     if t.batch_size is None and "batch_size" not in chosen:

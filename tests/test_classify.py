@@ -386,6 +386,8 @@ def test_classifier_file_round_trip_with_ngrams(tmp_path):
     (["--word-ngrams", "9"], ["--word-ngrams", "must be"]),
     (["--ngram-min-count", "0"], ["--ngram-min-count", "must be"]),
     (["--objective", "sgns", "--word-ngrams", "2"], ["--word-ngrams", "only by --objective classify"]),
+    (["--objective", "auto", "--ngram-min-count", "3"], ["--ngram-min-count", "only by --objective classify",
+                                                         "the objective here is glove"]),
 ])
 def test_ngram_options_are_checked(tmp_path, options, parts):
     args = ["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "o.txt", *FAST]
