@@ -84,6 +84,11 @@ class StopRequests:
                    "retrofit (to --lexicon, no CORPUS) or classify (CORPUS of labelled lines, fastText's "
                    "supervised format); auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
 @click.option("--label-prefix", help="classify: tokens starting with this are labels. [default: __label__]")
+@click.option("--word-ngrams", type=int, help="classify: word n-grams up to this length are features too, each a "
+                                              "trainable row of the classifier (never frozen, not in the output "
+                                              "vectors; fastText's -wordNgrams). [default: 1: words only]")
+@click.option("--ngram-min-count", type=int, help="classify: an n-gram becomes a row at this many occurrences in "
+                                                  "the training lines. [default: 1]")
 @click.option("--valid", type=click.Path(), help="classify: labelled lines (same format) to report accuracy on, "
                                                  "before training (classifier alone) and after.")
 @click.option("--save-classifier", type=click.Path(), help="classify: write the trained classifier here "
@@ -425,7 +430,8 @@ def report_classify(result, config) -> None:
     s = result.stats
     message(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} training lines"
             + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
-               if s["train_lines_no_known_word"] else ""))
+               if s["train_lines_no_known_word"] else "")
+            + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)" if s["ngram_rows"] else ""))
     v = s["valid"]
     if v is not None:
         def figure(f):

@@ -56,6 +56,9 @@ class TrainConfig:
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
                                         # (GloVe's own default is 100; 2 was best on held-out words)
     label_prefix: str = "__label__"     # classify: tokens starting with this are labels (fastText's -label)
+    word_ngrams: int = 1                # classify: also word n-grams up to this length as trainable rows (fastText's
+                                        # -wordNgrams); 1 = words only
+    ngram_min_count: int = 1            # classify: an n-gram becomes a row at this many training-line occurrences
     context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
@@ -138,6 +141,8 @@ RANGES = {
     "train.max_steps": Range(0, INT64_MAX, zero="no limit"),
     "train.max_words": Range(0, INT64_MAX, zero="no limit"),
     "train.repel": Range(0, FLOAT32_MAX, zero="off"),
+    "train.word_ngrams": Range(1, 5),   # each length adds about a row a corpus token (classify's n-gram rows)
+    "train.ngram_min_count": Range(1, INT64_MAX),
     "train.threads": Range(0, 1024, zero="all cores"),   # TensorFlow's pools; more is a typo
     "vocab.freeze_top": Range(0, INT64_MAX, zero="off"),
     "vocab.min_count": Range(1, INT64_MAX),
@@ -265,7 +270,16 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
         problem = range_problem(key, value)
         if problem:
             bad(key, problem)
+    for key in _classify_only(t):   # after the ranges: a value out of range is the first thing to fix
+        if t.objective != AUTO:     # auto is decided in resolve, which says the same
+            bad(f"train.{key}", f"is used only by --objective classify (the objective here is {t.objective})")
     return config
+
+
+def _classify_only(t: TrainConfig) -> list[str]:
+    """classify's keys that ``t`` sets away from their defaults under another objective."""
+    return [key for key in ("word_ngrams", "ngram_min_count")
+            if getattr(t, key) != getattr(TrainConfig, key) and t.objective != "classify"]
 
 
 def load_config(path: str | Path, check_values: bool = True) -> Config:
@@ -329,6 +343,9 @@ def resolve(config: Config) -> Config:
     objective = t.objective
     if objective == AUTO:
         objective = "glove" if config.format == "glove" else "sgns"
+        for key in _classify_only(t):
+            raise EmbedtuneError(f"--{key.replace('_', '-')} (train.{key}) is used only by --objective classify "
+                                 f"(the objective here is {objective}: give --objective classify)")
     defaults = objective_class(objective).defaults
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
     if t.batch_size is None and "batch_size" not in chosen:

@@ -258,3 +258,170 @@ def test_anchor_slices_are_the_batches_holding_a_row():
     assert held.sum() == pytest.approx(obj.slices.sum(), rel=0.01)
     common = obj.slices > 5
     np.testing.assert_allclose(held[common], obj.slices[common], rtol=0.15)
+
+
+# --- word n-grams (--word-ngrams, fastText's -wordNgrams) ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained_ngrams(tmp_path_factory):
+    """The `trained` command with --word-ngrams 2: the first 5,000 rows frozen, --valid, --save-classifier."""
+    folder = tmp_path_factory.mktemp("classify-ngrams")
+    out, clf, summary = folder / "out.txt", folder / "clf.txt", folder / "summary.json"
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "classify", "--valid", VALID, "--freeze-top", 5000,
+                  "--word-ngrams", 2, "--save-classifier", clf, "-o", out, "--json", summary, *FAST])
+    assert result.exit_code == 0, result.output
+    return result, json.loads(summary.read_text()), out, clf
+
+
+def _sample_bigrams(path) -> set[str]:
+    """The bigrams of the lines' tokens as the run reads them (lower-cased, punctuation split off), of the
+    lines that train (a word of the vectors: no new words here)."""
+    vectors = glove(20000)
+    with LabelledCorpus(str(path), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        return {f"{a} {b}" for e in corpus.examples() if any(t in vectors.index for t in e.tokens)
+                for a, b in zip(e.tokens, e.tokens[1:])}
+
+
+def test_ngram_rows_train_and_frozen_rows_keep_their_bits(trained_ngrams):
+    """Every bigram of the training lines is a row (min count 1); the rows move from their start (the
+    mean of their words); frozen word rows keep their bits; the output holds the words only."""
+    result, s, out, clf = trained_ngrams
+    assert s["word_ngrams"] == 2 and s["ngram_rows"] == len(_sample_bigrams(TRAIN)) > 20000
+    assert f"{s['ngram_rows']:,} n-gram rows (up to 2 words)" in result.output
+    assert s["loss_last"] < s["loss_first"]
+    before, after = load_vectors(SAMPLE_VECTORS), load_vectors(out)
+    assert after.words == before.words   # no n-gram rows in the output vectors
+    assert np.array_equal(bits(after.matrix[:5000]), bits(before.matrix[:5000]))
+    assert s["frozen_rows_checked"] == 5000 and s["max_frozen_change"] == 0.0
+    saved = load_classifier(clf)
+    assert set(saved.ngrams) == _sample_bigrams(TRAIN) and saved.ngram_vectors.shape == (s["ngram_rows"], 50)
+    assert saved.ngrams.index("of the") < 5   # most frequent first
+    start = np.stack([before.matrix[[before.index[w] for w in g.split()]].mean(axis=0) for g in saved.ngrams[:50]])
+    moved = np.abs(saved.ngram_vectors[:50] - start).max(axis=1)
+    assert (moved > 1e-3).all(), moved   # every frequent bigram trained
+
+
+def test_valid_scoring_uses_the_ngram_rows(trained_ngrams):
+    """The saved classifier with its n-gram rows and the output vectors give the accuracy the run reported,
+    to the line; without the n-gram rows they do not (the rows carry part of the model)."""
+    from embedtune.objectives.classify import text_means
+
+    _, s, out, clf = trained_ngrams
+    saved, vectors = load_classifier(clf), load_vectors(out)
+    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
+    index = {w: vectors.index[w] for w in known}
+    lines = [line.split() for line in VALID.read_text().splitlines()]
+
+    def accuracy(classifier):
+        top = predict(classifier, text_means(classifier, vectors.matrix, index, [words[1:] for words in lines]))
+        return np.mean([classifier.labels[t] == words[0] for t, words in zip(top, lines)])
+
+    assert accuracy(saved) == s["valid"]["after"]["accuracy"]
+    words_only = Classifier(saved.labels, saved.weights, saved.bias)
+    assert accuracy(words_only) != s["valid"]["after"]["accuracy"]
+
+
+def test_ngrams_lift_valid_accuracy_with_most_rows_frozen(trained, trained_ngrams):
+    """The point of n-grams for frozen vocabularies: trainable signal where the words cannot move."""
+    assert trained_ngrams[1]["valid"]["after"]["accuracy"] > trained[1]["valid"]["after"]["accuracy"]
+
+
+def test_ngram_min_count_keeps_the_frequent_ngrams(tmp_path):
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=3)
+    from collections import Counter
+
+    from embedtune.objectives.classify import word_ngrams
+    counts = Counter(g for line in TRAIN.read_text().splitlines() for g in word_ngrams(line.split()[1:], 3))
+    assert set(obj.ngrams) == {g for g, c in counts.items() if c >= 3}
+    assert any(g.count(" ") == 2 for g in obj.ngrams)   # trigrams too
+    assert [counts[g] for g in obj.ngrams] == sorted((counts[g] for g in obj.ngrams), reverse=True)
+
+
+def test_batches_hold_each_ngram_once_and_rebuild_every_line():
+    """As for words: a batch lists its distinct n-gram rows once (side ids after the labels), its n-gram
+    tokens point at them and at their line, and a batch over the n-gram budget is cut at a line's end."""
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=2)
+    L, sink = len(obj.labels), len(obj.labels) + len(obj.ngrams)
+    lines = [obj.gram_ids[a:b] for a, b in zip(obj.gram_starts[:-1], obj.gram_starts[1:])]
+    words = [obj.ids[a:b] for a, b in zip(obj.starts[:-1], obj.starts[1:])]
+    obj.distinct_grams_per_batch = G = 300   # fewer than 64 lines' distinct bigrams: batches are cut
+    order = np.random.default_rng(5).permutation(obj.n_lines)
+    seen, batches = [], 0
+    for batch in obj.batches(order):
+        batches += 1
+        gram, weight, slot, segment = batch["gram"], batch["gram_weight"], batch["gram_slot"], batch["gram_segment"]
+        assert len(gram) == G + 1 and weight[-1] == 0 and (gram[weight == 0] == sink).all()
+        real = gram[weight > 0]
+        assert len(np.unique(real)) == len(real) and (real >= L).all() and (real < sink).all()
+        for k in range(batch["pairs"]):
+            line = order[len(seen)]
+            np.testing.assert_array_equal(gram[slot[segment == k]] - L, lines[line])
+            np.testing.assert_array_equal(batch["word"][batch["slot"][batch["segment"] == k]], words[line])
+            seen.append(line)
+    assert seen == list(order)
+    assert batches > -(-obj.n_lines // 64)   # some batches were cut by the n-gram budget
+
+
+def test_classifier_file_round_trip_with_ngrams(tmp_path):
+    rng = np.random.default_rng(0)
+    model = Classifier(["__label__a", "__label__b"], rng.standard_normal((2, 3)).astype(np.float32),
+                       np.array([0.1, -0.5], np.float32), ngrams=["of the", "in a big"],
+                       ngram_vectors=rng.standard_normal((2, 3)).astype(np.float32))
+    save_classifier(model, tmp_path / "c.txt")
+    assert (tmp_path / "c.txt").read_text().splitlines()[0] == "2 3 2"
+    back = load_classifier(tmp_path / "c.txt")
+    assert back.ngrams == model.ngrams and back.word_ngrams == 3
+    assert np.array_equal(bits(back.ngram_vectors), bits(model.ngram_vectors))
+    (tmp_path / "bad.txt").write_text("1 2 2\n__label__a 1 2 3\nof the 1 2\n")
+    with pytest.raises(EmbedtuneError, match="1 n-gram rows, header says 2"):
+        load_classifier(tmp_path / "bad.txt")
+
+
+@pytest.mark.parametrize("options, parts", [
+    (["--word-ngrams", "0"], ["--word-ngrams", "must be"]),
+    (["--word-ngrams", "9"], ["--word-ngrams", "must be"]),
+    (["--ngram-min-count", "0"], ["--ngram-min-count", "must be"]),
+    (["--objective", "sgns", "--word-ngrams", "2"], ["--word-ngrams", "only by --objective classify"]),
+    (["--objective", "auto", "--ngram-min-count", "3"], ["--ngram-min-count", "only by --objective classify",
+                                                         "the objective here is glove"]),
+])
+def test_ngram_options_are_checked(tmp_path, options, parts):
+    args = ["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "o.txt", *FAST]
+    result = run([*args, *(["--objective", "classify"] if "--objective" not in options else []), *options])
+    one_error_line(result, *parts)
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_ngram_keys_in_a_config_file(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[train]\nobjective = "classify"\nword_ngrams = "two"\n')
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "o.txt", "--config", config])
+    one_error_line(result, str(config), "word_ngrams")
+    config.write_text('[train]\nobjective = "classify"\nword_ngrams = 7\n')
+    result = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "o.txt", "--config", config])
+    one_error_line(result, str(config), "'train.word_ngrams' must be")
+
+
+def test_a_resumed_run_with_ngrams_gives_the_bytes_of_an_uninterrupted_one(tmp_path):
+    """The n-gram rows live in the side table, so a checkpoint holds them and their adam state: a run
+    stopped at step 30 and resumed writes the same vectors and the same classifier (n-gram rows included)."""
+    options = ["--objective", "classify", "--word-ngrams", 2, "--freeze-top", 5000, "--min-count", 1000000,
+               "--epochs", 3, "--batch-size", 128, "--deterministic", "--seed", 2]
+    ck = ["--checkpoint-dir", tmp_path / "ck", "--checkpoint-every", 10]
+    whole = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "a.txt", "--save-classifier", tmp_path / "a.clf",
+                 *options])
+    assert whole.exit_code == 0, whole.output
+    stopped = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "b.txt", *options, *ck, "--max-steps", 30,
+                   "--keep-checkpoints"])
+    assert stopped.exit_code == 0, stopped.output
+    assert (tmp_path / "b.txt").read_bytes() != (tmp_path / "a.txt").read_bytes()
+    resumed = run(["train", SAMPLE_VECTORS, TRAIN, "-o", tmp_path / "b.txt", "--save-classifier", tmp_path / "b.clf",
+                   *options, *ck, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (tmp_path / "b.txt").read_bytes() == (tmp_path / "a.txt").read_bytes()
+    assert (tmp_path / "b.clf").read_bytes() == (tmp_path / "a.clf").read_bytes()
+    assert load_classifier(tmp_path / "b.clf").ngrams

@@ -15,6 +15,16 @@ row is read by every step (a full softmax: the cost grows with the number of lab
 like sgns's and glove's: frozen rows bit-identical, slices merged, capped, lazy optimizers, the
 anchor, new words started from their contexts.
 
+Word n-grams (``--word-ngrams N``, fastText's ``-wordNgrams``): a line's features are then its words
+and its n-grams of 2 to N consecutive tokens (every token of the line, known word or not, as fastText
+takes them), the mean over both. fastText hashes n-grams into ``-bucket`` rows; here each n-gram the
+training lines hold at least ``--ngram-min-count`` times is a row of its own, in the side table after
+the label rows (a row ``dim + 1`` wide whose last value is unused), started at the mean of its words'
+starting rows. These rows are never frozen (no freeze rule names them): they give a run whose
+vocabulary is mostly frozen rows that train (top 10,000 frozen, 25 epochs: 0.82 against 0.71 with
+words alone; benchmarks/README.md). They are not written to the output vectors; --save-classifier
+writes them after the labels, and --valid reads the n-grams of its lines that have rows.
+
 Before training, the classifier is fitted alone on the starting vectors (scipy's L-BFGS on the
 mean vectors of the training lines, FIT_ITERATIONS iterations); it is both the "before" figure on
 ``--valid`` (the classifier-alone baseline) and the classifier the training starts from (fastText
@@ -44,7 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -188,12 +198,20 @@ class LabelledCorpus(Corpus):
 @dataclass
 class Classifier:
     """labels : [L] as written; weights : float32 [L, dim]; bias : float32 [L]; one_vs_all : sigmoid
-    per label (True) or softmax (False)."""
+    per label (True) or softmax (False); ngrams : [G] the word n-grams that are features (words
+    joined by one space), ngram_vectors : float32 [G, dim] their rows (--word-ngrams; none by default)."""
 
     labels: list[str]
     weights: np.ndarray
     bias: np.ndarray
     one_vs_all: bool = False
+    ngrams: list[str] = field(default_factory=list)
+    ngram_vectors: np.ndarray | None = None
+
+    @property
+    def word_ngrams(self) -> int:
+        """The longest n-gram (1: words only)."""
+        return max((g.count(" ") + 1 for g in self.ngrams), default=1)
 
     def scores(self, means: np.ndarray) -> np.ndarray:
         """[n, L] logits of mean vectors [n, dim]."""
@@ -207,14 +225,18 @@ def predict(classifier: Classifier, means: np.ndarray) -> np.ndarray:
 
 def save_classifier(classifier: Classifier, path: str) -> None:
     """Write ``labels dim`` then ``label bias w1 ... wdim`` per label (float32, shortest text that
-    reads back to the same bits), UTF-8, to a temporary file renamed into place."""
+    reads back to the same bits), UTF-8, to a temporary file renamed into place. With n-grams the
+    header is ``labels dim ngrams``, and after the labels come the n-gram rows, ``word word v1 ... vdim``
+    (an n-gram's words, then its row)."""
     from embedtune.formats.io import open_target
 
     n, dim = classifier.weights.shape
     with open_target(path) as f:
-        f.write(f"{n} {dim}\n".encode())
+        f.write((f"{n} {dim}" + (f" {len(classifier.ngrams)}" if classifier.ngrams else "") + "\n").encode())
         for label, b, w in zip(classifier.labels, classifier.bias, classifier.weights):
             f.write((" ".join([label, str(np.float32(b)), *map(str, w.astype(np.float32))]) + "\n").encode("utf-8"))
+        for gram, v in zip(classifier.ngrams, classifier.ngram_vectors if classifier.ngrams else ()):
+            f.write((" ".join([gram, *map(str, v.astype(np.float32))]) + "\n").encode("utf-8"))
 
 
 def load_classifier(path: str) -> Classifier:
@@ -222,26 +244,37 @@ def load_classifier(path: str) -> Classifier:
     try:
         with open(path, encoding="utf-8") as f:
             head = f.readline().split()
-            if len(head) != 2 or not all(h.isdigit() for h in head):
-                raise EmbedtuneError("the header should be 'labels dim', two numbers", path, 1)
-            n, dim = map(int, head)
-            labels, rows = [], []
+            if len(head) not in (2, 3) or not all(h.isdigit() for h in head):
+                raise EmbedtuneError("the header should be 'labels dim' (or 'labels dim ngrams'), numbers", path, 1)
+            n, dim, n_grams = (*map(int, head), 0)[:3]
+            labels, rows, grams, gram_rows = [], [], [], []
             for number, line in enumerate(f, 2):
                 fields = line.split()
-                if len(fields) != dim + 2:
-                    raise EmbedtuneError(f"{len(fields) - 1} values, header says {dim + 1} (bias and {dim} weights)",
-                                         path, number)
-                labels.append(fields[0])
+                if len(rows) < n:
+                    if len(fields) != dim + 2:
+                        raise EmbedtuneError(f"{len(fields) - 1} values, header says {dim + 1} (bias and {dim} "
+                                             "weights)", path, number)
+                    labels.append(fields[0])
+                    values, into = fields[1:], rows
+                else:
+                    if len(fields) < dim + 2:
+                        raise EmbedtuneError(f"an n-gram row of {len(fields)} fields: two words or more, then "
+                                             f"{dim} values", path, number)
+                    grams.append(" ".join(fields[:-dim]))
+                    values, into = fields[-dim:], gram_rows
                 try:
-                    rows.append(np.array(fields[1:], np.float32))
+                    into.append(np.array(values, np.float32))
                 except ValueError:
                     raise EmbedtuneError("a value is not a number", path, number) from None
     except (OSError, UnicodeDecodeError) as err:
         raise EmbedtuneError(f"cannot read: {err}", path) from None
     if len(rows) != n:
         raise EmbedtuneError(f"{len(rows)} labels, header says {n}", path)
+    if len(grams) != n_grams:
+        raise EmbedtuneError(f"{len(grams)} n-gram rows, header says {n_grams}", path)
     table = np.stack(rows) if rows else np.zeros((0, dim + 1), np.float32)
-    return Classifier(labels, table[:, 1:], table[:, 0])
+    return Classifier(labels, table[:, 1:], table[:, 0], ngrams=grams,
+                      ngram_vectors=np.stack(gram_rows) if gram_rows else None)
 
 
 def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
@@ -331,16 +364,45 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
     return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
 
 
-def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray, ngrams=None) -> np.ndarray:
     """[n_lines, dim] mean of ``vectors[ids]`` over each line's ids (``starts``: [n_lines + 1]
-    offsets); an empty line's mean is zero."""
+    offsets); an empty line's mean is zero. ngrams : (ngram_vectors [G, dim], ids, starts) of the
+    same lines, whose rows count in each line's mean as its words' do (fastText's -wordNgrams)."""
     import scipy.sparse
 
     lengths = np.diff(starts)
+    gram_lengths = np.diff(ngrams[2]) if ngrams is not None else 0
+    scale = 1.0 / np.maximum(lengths + gram_lengths, 1)
     # [n_lines, n_ids] of 1 / length: one sparse product (np.add.at is ~30x slower; init.py's note)
-    weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths)
-    mean = scipy.sparse.csr_matrix((weights, ids, starts), shape=(len(lengths), len(vectors)))
-    return np.asarray(mean @ vectors.astype(np.float64), np.float32)
+    mean = scipy.sparse.csr_matrix((np.repeat(scale, lengths), ids, starts), shape=(len(lengths), len(vectors)))
+    means = mean @ vectors.astype(np.float64)
+    if ngrams is not None:
+        table, gram_ids, gram_starts = ngrams
+        mean = scipy.sparse.csr_matrix((np.repeat(scale, gram_lengths), gram_ids, gram_starts),
+                                       shape=(len(lengths), len(table)))
+        means = means + mean @ table.astype(np.float64)
+    return np.asarray(means, np.float32)
+
+
+def word_ngrams(tokens: list[str], n: int) -> list[str]:
+    """A line's word n-grams of 2 to n words, each once an occurrence, words joined by a space (fastText's
+    -wordNgrams takes every token of the line, known word or not: so does this)."""
+    return [" ".join(tokens[i:i + k]) for k in range(2, n + 1) for i in range(len(tokens) - k + 1)]
+
+
+def text_means(classifier: Classifier, vectors: np.ndarray, index: dict, lines: list[list[str]]) -> np.ndarray:
+    """[n, dim] the classifier's input for token lines: the mean of the rows of their words in ``index``
+    (word -> row of ``vectors``) and of their n-grams the classifier has, as the run computed it."""
+    ids = [[index[w] for w in tokens if w in index] for tokens in lines]
+    starts = np.cumsum([0] + [len(i) for i in ids])
+    ngrams = None
+    if classifier.ngrams:
+        gram_index = {g: i for i, g in enumerate(classifier.ngrams)}
+        gram_ids = [[gram_index[g] for g in word_ngrams(tokens, classifier.word_ngrams) if g in gram_index]
+                    for tokens in lines]
+        ngrams = (classifier.ngram_vectors, np.asarray([i for g in gram_ids for i in g], np.int64),
+                  np.cumsum([0] + [len(g) for g in gram_ids]))
+    return line_means(vectors, np.asarray([i for line in ids for i in line], np.int64), starts, ngrams)
 
 
 def scores(classifier: Classifier, means: np.ndarray, gold: list[list[int]]) -> dict:
@@ -371,15 +433,18 @@ class Classify(Objective):
     # benchmarks/README.md). batch_size counts lines; window: new words' context window for their start.
     defaults = {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256}
     learning_rates = {"adam": 0.01}   # same sweep
-    settings = ("label_prefix",)
+    settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
-        """The classifier: a row a label (bounded here by the lines); the corpus kept as int32 ids with an
-        int64 offset a line."""
-        return (min(corpus_lines, 1 << 16) + 1) * (dim + 1) * 4, corpus_words * 4 + corpus_lines * 8
+        """The classifier: a row a label (bounded here by the lines), and with --word-ngrams N at most
+        N - 1 n-gram rows a corpus word; the corpus kept as int32 ids with an int64 offset a line (and
+        its n-grams' likewise)."""
+        grams = (train.word_ngrams - 1) * corpus_words
+        return ((min(corpus_lines, 1 << 16) + grams + 1) * (dim + 1) * 4,
+                (corpus_words + grams) * 4 + corpus_lines * 8 * (1 + (grams > 0)))
 
     @classmethod
     def open_corpus(cls, source, config, **options) -> LabelledCorpus:
@@ -402,11 +467,15 @@ class Classify(Objective):
         self.corpus_path = source.path
         self.lines_per_batch = train.batch_size
         index = rows.local_index
+        self.word_ngrams, self.ngram_min_count = train.word_ngrams, train.ngram_min_count
+        if shares is not None and self.word_ngrams > 1:
+            # The n-gram rows' list would have to be gathered across workers as the labels are (not built).
+            raise EmbedtuneError("--word-ngrams runs in one process: several workers do not share n-gram rows yet")
         held = [None] if shares is None else [(k, shares.size) for k in shares.held]
         # A worker's config already holds its part of the batch; the emulation's (all shares held) the whole.
         self.part_lines = train.batch_size // shares.size if shares is not None and len(held) > 1 else train.batch_size
         self.share_index = shares.held[0] if shares is not None and len(held) == 1 else None
-        ids, starts, line_labels = [], [0], []
+        ids, starts, line_labels, line_grams = [], [0], [], []
         figures = []   # each held share's: label counts, lines, raw tokens, skipped lines, several labels
         self.line_range = {}   # share -> its lines' [first, end) among those held
         for share in held:
@@ -423,6 +492,8 @@ class Classify(Objective):
                 line_labels.append(example.labels)
                 label_counts.update(example.labels)
                 several = several or len(set(example.labels)) > 1
+                if self.word_ngrams > 1:
+                    line_grams.append(word_ngrams(example.tokens, self.word_ngrams))
             self.line_range[share and share[0]] = (first, len(line_labels))
             figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
                             "skipped": skipped, "several": several})
@@ -452,12 +523,14 @@ class Classify(Objective):
             budgets[:, 3].max()
         self.tokens_per_batch = int(max(most_tokens, np.ceil(TOKEN_SLACK * (tokens / n_lines) * self.part_lines)))
         self.words_per_batch = min(self.tokens_per_batch, int(max(most_tokens, np.ceil(WORD_SLACK * most_distinct))))
-        self.side_fixed_from = None   # every label row trains
+        self.side_fixed_from = None   # every label row and n-gram row trains
         self._shares = shares
 
         # The classifier alone on the starting vectors: the "before" figure and the training's start.
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
-        means = line_means(start, self.ids, self.starts)
+        self._ngram_rows(line_grams, start)
+        means = line_means(start, self.ids, self.starts, self._ngram_features(self.ngram_start, self.gram_ids,
+                                                                               self.gram_starts))
         began = time.perf_counter()
         if shares is None:
             # The fit (TensorFlow's ops and L-BFGS, which release the GIL) on a thread while this one reads
@@ -472,7 +545,7 @@ class Classify(Objective):
             weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
         self.fit_seconds = time.perf_counter() - began
         self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
-                                           self.one_vs_all)
+                                           self.one_vs_all, self.ngrams, self.ngram_start)
         self.before = self._evaluate(start, self.start_classifier) if self.valid else None
 
     def part(self, k: int) -> Classify:
@@ -493,6 +566,40 @@ class Classify(Objective):
                                            for k, raw in enumerate(raws)]).astype(np.int32)
         batch["pairs"] = sum(raw["pairs"] for raw in raws)
         return batch
+
+    def _ngram_rows(self, line_grams: list[list[str]], start: np.ndarray) -> None:
+        """The n-gram rows (--word-ngrams): the training lines' n-grams seen at least ngram_min_count
+        times, most frequent first (ties by text, so runs and resumes agree), as side rows after the
+        labels, each line's as ids; each starts at the mean of its words' starting rows (words of the
+        run; zero with none), so that a line's mean starts near its words' mean and the fitted
+        classifier still fits."""
+        self.ngrams: list[str] = []
+        self.gram_ids = self.gram_starts = self.ngram_start = None
+        self.grams_per_batch = self.distinct_grams_per_batch = 0
+        if self.word_ngrams < 2:
+            return
+        counts = Counter(g for grams in line_grams for g in grams)
+        self.ngrams = sorted((g for g, c in counts.items() if c >= self.ngram_min_count), key=lambda g: (-counts[g], g))
+        self.ngram_index = {g: i for i, g in enumerate(self.ngrams)}
+        gram_ids, gram_starts = [], [0]
+        for grams in line_grams:
+            gram_ids.extend(i for i in map(self.ngram_index.get, grams) if i is not None)
+            gram_starts.append(len(gram_ids))
+        self.gram_ids = np.asarray(gram_ids, np.int32)
+        self.gram_starts = np.asarray(gram_starts, np.int64)
+        index = self.rows.local_index
+        words = [[i for i in map(index.get, g.split(" ")) if i is not None] for g in self.ngrams]
+        self.ngram_start = line_means(start, np.asarray([i for w in words for i in w], np.int64),
+                                      np.cumsum([0] + [len(w) for w in words]))
+        if len(self.gram_ids):
+            lengths = np.diff(self.gram_starts)
+            self.grams_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
+            self.distinct_grams_per_batch = min(self.grams_per_batch,
+                                                self._distinct_budget(self.gram_ids, self.gram_starts))
+
+    def _ngram_features(self, table, ids, starts):
+        """line_means' ``ngrams`` argument, or None without n-gram rows."""
+        return None if not self.ngrams else (table, ids, starts)
 
     @cached_property
     def slices(self) -> np.ndarray:
@@ -541,6 +648,18 @@ class Classify(Objective):
             most = max(most, len(np.unique(flat)))
         return [int(lengths.max()), int(lengths.sum()), int(end - first), most]
 
+    def _distinct_budget(self, ids: np.ndarray, starts: np.ndarray) -> int:
+        """Distinct n-gram slots a batch (one process: n-grams are not built by shares): WORD_SLACK
+        times the most distinct ``ids`` seen in a few batches of lines drawn with a fixed seed (the run's
+        own random state is left alone), and at least a line's (_budget_figures does the words')."""
+        B, rng = self.lines_per_batch, np.random.default_rng(0)
+        most = 0
+        for _ in range(WORD_SAMPLES):
+            take = rng.choice(self.n_lines, min(B, self.n_lines), replace=False)
+            flat = np.concatenate([ids[starts[i]:starts[i + 1]] for i in take])
+            most = max(most, len(np.unique(flat)))
+        return int(max(np.diff(starts).max(), np.ceil(WORD_SLACK * most)))
+
     def _targets(self, gold: list[list[int]]) -> np.ndarray:
         targets = np.zeros((len(gold), len(self.labels)), np.float32)
         for row, labels in enumerate(gold):
@@ -554,7 +673,7 @@ class Classify(Objective):
         if corpus.valid is None:
             return None
         index = self.rows.local_index
-        ids, starts, gold = [], [0], []
+        ids, starts, gold, gram_ids, gram_starts = [], [0], [], [], [0]
         unseen, first_unseen, no_word = 0, None, 0
         for example in corpus.valid_examples():
             labels = sorted({self.label_index[l] for l in example.labels if l in self.label_index})
@@ -567,22 +686,31 @@ class Classify(Objective):
             ids.extend(local)
             starts.append(len(ids))
             gold.append(labels)
+            if self.ngrams:   # n-grams the training lines made rows of; the others are ignored, as unknown words
+                gram_ids.extend(i for i in map(self.ngram_index.get, word_ngrams(example.tokens, self.word_ngrams))
+                                if i is not None)
+                gram_starts.append(len(gram_ids))
         return {"path": corpus.valid, "ids": np.asarray(ids, np.int32), "starts": np.asarray(starts, np.int64),
+                "gram_ids": np.asarray(gram_ids, np.int32), "gram_starts": np.asarray(gram_starts, np.int64),
                 "gold": gold, "unseen": unseen, "first_unseen": first_unseen, "no_word": no_word}
 
     def _evaluate(self, local_vectors: np.ndarray, classifier: Classifier) -> dict:
+        """--valid's figures for these local rows and this classifier (its n-gram rows included)."""
         v = self.valid
-        figures = scores(classifier, line_means(local_vectors, v["ids"], v["starts"]), v["gold"])
-        return figures
+        ngrams = self._ngram_features(classifier.ngram_vectors, v["gram_ids"], v["gram_starts"])
+        return scores(classifier, line_means(local_vectors, v["ids"], v["starts"], ngrams), v["gold"])
 
     def report(self, words, side) -> tuple[dict, Classifier]:
         """The summary's figures and the trained classifier, given the local rows [n_local, dim] and
         the side table [L + 1, dim + 1] as trained (callables: see Objective.report)."""
         local_vectors, side = words(), side()
-        dim = self.rows.dim
-        classifier = Classifier(self.labels, side[:-1, :dim].copy(), side[:-1, dim].copy(), self.one_vs_all)
+        dim, L = self.rows.dim, len(self.labels)
+        classifier = Classifier(self.labels, side[:L, :dim].copy(), side[:L, dim].copy(), self.one_vs_all,
+                                self.ngrams, side[L:L + len(self.ngrams), :dim].copy() if self.ngrams else None)
         figures = {
             "labels": len(self.labels),
+            "word_ngrams": self.word_ngrams,
+            "ngram_rows": len(self.ngrams),
             "loss_kind": "one-vs-all" if self.one_vs_all else "softmax",
             "train_lines": self.train_lines,
             "train_lines_no_known_word": self.skipped,
@@ -600,10 +728,13 @@ class Classify(Objective):
 
     # --- host side: lines -> fixed-size batches ----------------------------------------------------
     def side_start(self) -> np.ndarray:
-        """[L + 1, dim + 1] the fitted classifier (weights, then bias); the last row is the sink."""
+        """[L + G + 1, dim + 1] the fitted classifier (weights, then bias), then the G n-gram rows (their
+        starts; the last column unused), then the sink."""
         c = self.start_classifier
-        table = np.concatenate([c.weights, c.bias[:, None]], axis=1)
-        return np.concatenate([table, np.zeros((1, table.shape[1]), np.float32)]).astype(np.float32)
+        table = [np.concatenate([c.weights, c.bias[:, None]], axis=1)]
+        if self.ngrams:
+            table.append(np.concatenate([self.ngram_start, np.zeros((len(self.ngrams), 1), np.float32)], axis=1))
+        return np.concatenate([*table, np.zeros((1, table[0].shape[1]), np.float32)]).astype(np.float32)
 
     def chunks(self, corpus, local_index) -> Iterator[LinesChunk]:
         yield LinesChunk(self.raw_tokens if self.share_index is None else self.share_raw[self.share_index])
@@ -636,23 +767,18 @@ class Classify(Objective):
                    "slot": np.full(T, W, np.int32), "segment": np.full(T, B, np.int32),
                    "targets": np.zeros((B, len(self.labels)), np.float32), "pairs": 0}
             return
+        if self.ngrams:
+            TG, G = self.grams_per_batch, self.distinct_grams_per_batch
+            gram_starts, gram_lengths = self.gram_starts[:-1], np.diff(self.gram_starts)
         at = 0
         while at < len(order):
-            # The most lines from ``at`` on that fit the token budget, then the distinct-word one.
-            take = order[at:at + B]
-            ends = np.cumsum(lengths[take])
-            take = take[:max(np.searchsorted(ends, T, side="right"), 1)]
-            n, ends = lengths[take], ends[:len(take)]
-            flat = self.ids[np.arange(ends[-1]) + np.repeat(starts[take] - (ends - n), n)]
-            words, slot = self._distinct(flat)
-            if len(words) > W:
-                _, first = np.unique(flat, return_index=True)
-                seen = np.zeros(len(flat), np.int64)
-                seen[first] = 1
-                distinct = np.cumsum(seen)[ends - 1]   # distinct words up to each line's end
-                take = take[:max(np.searchsorted(distinct, W, side="right"), 1)]
-                flat = flat[:ends[len(take) - 1]]
-                words, slot = self._distinct(flat)
+            # The most lines from ``at`` on that fit the token budget, then the distinct-word one (then
+            # the n-grams' two, which may cut the lines again).
+            take, flat, words, slot = self._cut(order[at:at + B], self.ids, starts, lengths, T, W)
+            if self.ngrams:
+                fewer, gram_flat, grams, gram_slot = self._cut(take, self.gram_ids, gram_starts, gram_lengths, TG, G)
+                if len(fewer) < len(take):
+                    take, flat, words, slot = self._cut(fewer, self.ids, starts, lengths, T, W)
             at += len(take)
             used, n_words = len(flat), len(words)
             word = np.zeros(W + 1, np.int32)
@@ -665,26 +791,60 @@ class Classify(Objective):
             segment[:used] = np.repeat(np.arange(len(take), dtype=np.int32), lengths[take])
             targets = np.zeros((B, len(self.labels)), np.float32)
             targets[:len(take)] = self.targets[take]
-            yield {"word": word, "weight": weight, "slot": slots, "segment": segment, "targets": targets,
-                   "pairs": len(take)}
+            batch = {"word": word, "weight": weight, "slot": slots, "segment": segment, "targets": targets,
+                     "pairs": len(take)}
+            if self.ngrams:
+                # Side ids: label rows are [0, L), n-gram g is row L + g; padding reads the sink row.
+                L, sink = len(self.labels), len(self.labels) + len(self.ngrams)
+                gram = np.full(G + 1, sink, np.int32)
+                gram[:len(grams)] = L + grams
+                gram_weight = np.zeros(G + 1, np.float32)
+                gram_weight[:len(grams)] = 1
+                gram_slots = np.full(TG, G, np.int32)
+                gram_slots[:len(gram_flat)] = gram_slot
+                gram_segment = np.full(TG, B, np.int32)
+                gram_segment[:len(gram_flat)] = np.repeat(np.arange(len(take), dtype=np.int32), gram_lengths[take])
+                batch.update(gram=gram, gram_weight=gram_weight, gram_slot=gram_slots, gram_segment=gram_segment)
+            yield batch
 
-    def _distinct(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _cut(self, take: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, T: int, W: int):
+        """(the most lines of ``take`` from its start, and at least one, whose ``ids`` fit in T tokens and W
+        distinct ids; those lines' ids in order; their distinct ids, sorted; each id's place among them)."""
+        ends = np.cumsum(lengths[take])
+        take = take[:max(np.searchsorted(ends, T, side="right"), 1)]
+        n, ends = lengths[take], ends[:len(take)]
+        flat = ids[np.arange(ends[-1]) + np.repeat(starts[take] - (ends - n), n)]
+        words, slot = self._distinct(flat, ids)
+        if len(words) > W:
+            _, first = np.unique(flat, return_index=True)
+            seen = np.zeros(len(flat) + 1, np.int64)
+            seen[first + 1] = 1
+            distinct = np.cumsum(seen)[ends]   # distinct ids up to each line's end (a line may have none)
+            take = take[:max(np.searchsorted(distinct, W, side="right"), 1)]
+            flat = flat[:ends[len(take) - 1]]
+            words, slot = self._distinct(flat, ids)
+        return take, flat, words, slot
+
+    def _distinct(self, flat: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the distinct ids of ``flat``, sorted; each token's index among them): np.unique's, by a
-        mark a local row where the rows are few against the tokens, instead of a sort (with the tokens
-        taken in one indexing: 0.55 ms of CPU a 1,024-line batch against 1.56, load 9)."""
-        if self.rows.n_local > 16 * len(flat):
+        mark a row where the rows are few against the tokens, instead of a sort (with the tokens
+        taken in one indexing: 0.55 ms of CPU a 1,024-line batch against 1.56, load 9). ``ids``: the
+        word ids (local rows) or the n-gram ids."""
+        rows = self.rows.n_local if ids is self.ids else len(self.ngrams)
+        if rows > 16 * len(flat):
             return np.unique(flat, return_inverse=True)
-        present = np.zeros(self.rows.n_local, bool)
+        present = np.zeros(rows, bool)
         present[flat] = True
         words = np.flatnonzero(present)
-        place = np.empty(self.rows.n_local, np.int32)
+        place = np.empty(rows, np.int32)
         place[words] = np.arange(len(words), dtype=np.int32)
         return words, place[flat]
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
-        """[L] every label row (a full softmax)."""
-        return tf.range(len(self.labels), dtype=tf.int32)
+        """[L] every label row (a full softmax), then with n-grams [G + 1] the batch's n-gram rows."""
+        labels = tf.range(len(self.labels), dtype=tf.int32)
+        return tf.concat([labels, batch["gram"]], 0) if self.ngrams else labels
 
     def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
         """Summed loss of the batch's lines. words : [rows of "word", [W + 1, dim]]; side : [L, dim + 1].
@@ -692,12 +852,20 @@ class Classify(Objective):
         A token counts where its word is real (its slot's weight): padding, and every token of a
         batch whose weights the trainer zeroed (a multi-worker run's empty share), count for nothing,
         and a line without a counted token drops out of the loss."""
-        B, dim = self.lines_per_batch, self.rows.dim
+        B, dim, L = self.lines_per_batch, self.rows.dim, len(self.labels)
         weight = tf.gather(batch["weight"], batch["slot"])
         tokens = _gather_dense_gradient(words[0], batch["slot"]) * weight[:, None]
         sums = tf.math.unsorted_segment_sum(tokens, batch["segment"], B + 1)[:B]
         counts = tf.math.unsorted_segment_sum(weight, batch["segment"], B + 1)[:B]
         means = sums / tf.maximum(counts, 1.0)[:, None]
+        if self.ngrams:
+            # n-gram rows count in a line's mean as its words do; a line still needs a counted word.
+            gram_weight = tf.gather(batch["gram_weight"], batch["gram_slot"])
+            grams = _gather_dense_gradient(side[L:, :dim], batch["gram_slot"]) * gram_weight[:, None]
+            gram_sums = tf.math.unsorted_segment_sum(grams, batch["gram_segment"], B + 1)[:B]
+            gram_counts = tf.math.unsorted_segment_sum(gram_weight, batch["gram_segment"], B + 1)[:B]
+            means = (sums + gram_sums) / tf.maximum(counts + gram_counts, 1.0)[:, None]
+            side = side[:L]
         logits = tf.matmul(means, side[:, :dim], transpose_b=True) + side[:, dim]
         if self.one_vs_all:
             per_line = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["targets"], logits=logits),
