@@ -351,6 +351,9 @@ def launch_workers(ctx, config, workers: int) -> None:
     from embedtune.config import resolve
 
     t = resolve(config).train   # the batch size is the objective's unless given
+    if t.objective == "classify" and t.word_ngrams > 1:
+        raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
+                             "n-gram rows' list gathered as the labels are; not built)")
     distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
     threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
     message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "

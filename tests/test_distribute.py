@@ -183,6 +183,17 @@ def test_workers_need_files_not_standard_input(inputs):
     assert "Error: --workers: every worker reads CORPUS, so it must be a file, not standard input" in result.output
 
 
+def test_word_ngrams_with_workers_is_refused_before_any_worker_starts(inputs):
+    out = inputs.folder / "x.txt"
+    result = CliRunner().invoke(cli, ["train", inputs.vectors, str(SAMPLE_VECTORS.parent / "wordnet-glosses.train.txt"), "-o", str(out),
+                                      "--objective", "classify", "--word-ngrams", "2", "--workers", "2"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: --workers: --word-ngrams runs in one process (the workers would need the n-gram rows' list "
+        "gathered as the labels are; not built)")
+    assert "Starting" not in result.output and not out.exists()
+
+
 def test_cluster_from_tf_config():
     hosts = ["localhost:1", "localhost:2", "localhost:3"]
     spec = {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": 2}}
