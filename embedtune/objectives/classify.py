@@ -277,6 +277,14 @@ def load_classifier(path: str) -> Classifier:
                       ngram_vectors=np.stack(gram_rows) if gram_rows else None)
 
 
+def _summed_cross_entropy(X, W, b, Y, one_vs_all: bool) -> tf.Tensor:
+    """The classifier's cross-entropy of targets Y over inputs X, summed over the lines."""
+    Z = tf.matmul(X, W, transpose_b=True) + b
+    if one_vs_all:
+        return tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
+    return tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
+
+
 def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
                    iterations: int = FIT_ITERATIONS, l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
     """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
@@ -296,12 +304,7 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
         W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
         with tf.GradientTape() as tape:
             tape.watch([W, b])
-            Z = tf.matmul(X, W, transpose_b=True) + b
-            if one_vs_all:
-                loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
-            else:
-                loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
-            loss = loss / n + 0.5 * l2 * tf.reduce_sum(W * W)
+            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all) / n + 0.5 * l2 * tf.reduce_sum(W * W)
         gW, gb = tape.gradient(loss, [W, b])
         return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
 
@@ -337,11 +340,7 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
         W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
         with tf.GradientTape() as tape:
             tape.watch([W, b])
-            Z = tf.matmul(X, W, transpose_b=True) + b
-            if one_vs_all:
-                loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
-            else:
-                loss = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
+            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all)
         gW, gb = tape.gradient(loss, [W, b])
         return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
 
