@@ -49,6 +49,7 @@ but 4 GB for a million lines and a thousand labels; a sparse form would be neede
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
 from collections import Counter
@@ -577,19 +578,29 @@ class Classify(Objective):
         self.grams_per_batch = self.distinct_grams_per_batch = 0
         if self.word_ngrams < 2:
             return
-        counts = Counter(g for grams in line_grams for g in grams)
-        self.ngrams = sorted((g for g, c in counts.items() if c >= self.ngram_min_count), key=lambda g: (-counts[g], g))
+        # Flat, then numpy where it can be: the same rows, ids and starts as a loop a line and an
+        # n-gram (_ngram_rows 2.6-2.9 -> 1.3-1.5 s of CPU for the 1.3M bigrams of the WordNet noun glosses,
+        # two runs each, load 1.0-1.4; the results cmp-identical).
+        flat = [g for grams in line_grams for g in grams]
+        counts = Counter(flat)
+        # Most frequent first, ties by text: sorted by text, then a stable sort by count.
+        kept = sorted(g for g, c in counts.items() if c >= self.ngram_min_count)
+        by_count = np.argsort(-np.fromiter(map(counts.__getitem__, kept), np.int64, len(kept)), kind="stable")
+        self.ngrams = [kept[i] for i in by_count]
         self.ngram_index = {g: i for i, g in enumerate(self.ngrams)}
-        gram_ids, gram_starts = [], [0]
-        for grams in line_grams:
-            gram_ids.extend(i for i in map(self.ngram_index.get, grams) if i is not None)
-            gram_starts.append(len(gram_ids))
-        self.gram_ids = np.asarray(gram_ids, np.int32)
-        self.gram_starts = np.asarray(gram_starts, np.int64)
+        ids = np.fromiter(map(self.ngram_index.get, flat, itertools.repeat(-1)), np.int64, len(flat))
+        line = np.repeat(np.arange(len(line_grams)), [len(grams) for grams in line_grams])
+        known = ids >= 0
+        self.gram_ids = ids[known].astype(np.int32)
+        self.gram_starts = np.concatenate([[0], np.cumsum(np.bincount(line[known], minlength=len(line_grams)))])
         index = self.rows.local_index
-        words = [[i for i in map(index.get, g.split(" ")) if i is not None] for g in self.ngrams]
-        self.ngram_start = line_means(start, np.asarray([i for w in words for i in w], np.int64),
-                                      np.cumsum([0] + [len(w) for w in words]))
+        # Each n-gram's words, in order (tokens hold no space): one split of them all, not a list each.
+        words = " ".join(self.ngrams).split(" ") if self.ngrams else []
+        of_gram = np.repeat(np.arange(len(self.ngrams)), [g.count(" ") + 1 for g in self.ngrams])
+        word_ids = np.fromiter((-1 if i is None else i for i in map(index.get, words)), np.int64, len(words))
+        found = word_ids >= 0
+        self.ngram_start = line_means(start, word_ids[found], np.concatenate(
+            [[0], np.cumsum(np.bincount(of_gram[found], minlength=len(self.ngrams)))]))
         if len(self.gram_ids):
             lengths = np.diff(self.gram_starts)
             self.grams_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
