@@ -376,14 +376,7 @@ class Worker:
         padded = np.zeros(-(-flat.size // piece) * piece, np.float64)
         padded[:flat.size] = flat
         if self._sum_fn is None:
-            strategy, device = self.strategy, self.device
-
-            def replica(v):
-                with tf.device(device):   # as in attach: an unplaced input has no destination
-                    v = tf.identity(v)
-                return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, v)
-
-            self._sum_fn = tf.function(lambda v: strategy.run(replica, args=(v,)), autograph=False)
+            self._sum_fn = self._collective_fn(lambda context, v: context.all_reduce(tf.distribute.ReduceOp.SUM, v))
         with _collective(self.index):
             parts = [self._sum_fn(tf.constant(padded[at:at + piece])).numpy() for at in range(0, len(padded), piece)]
         return np.concatenate(parts)[:flat.size].reshape(np.shape(x))
@@ -392,17 +385,21 @@ class Worker:
         """The all-gather of a 1-D tensor along its axis, traced once a shape (the classifier's fit
         calls it a hundred times with one shape)."""
         if self._gather_fn is None:
-            from embedtune._tf import tf
-
-            strategy, device = self.strategy, self.device
-
-            def replica(x):
-                with tf.device(device):   # as in attach: an unplaced input has no destination
-                    x = tf.identity(x)
-                return tf.distribute.get_replica_context().all_gather(x, axis=0)
-
-            self._gather_fn = tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
+            self._gather_fn = self._collective_fn(lambda context, x: context.all_gather(x, axis=0))
         return self._gather_fn
+
+    def _collective_fn(self, collective):
+        """A tf.function running ``collective(replica context, x)`` on this worker's replica."""
+        from embedtune._tf import tf
+
+        strategy, device = self.strategy, self.device
+
+        def replica(x):
+            with tf.device(device):   # as in attach: an unplaced input has no destination
+                x = tf.identity(x)
+            return collective(tf.distribute.get_replica_context(), x)
+
+        return tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
 
     def split(self, config):
         """The config each worker's trainer runs with: a host batch of B / N pairs."""
