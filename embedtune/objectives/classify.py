@@ -650,24 +650,14 @@ class Classify(Objective):
         if end == first:
             return [0, 0, 0, 0]
         lengths = np.diff(self.starts[first:end + 1])
-        B, rng = self.part_lines, np.random.default_rng(0)
-        most = 0
-        for _ in range(WORD_SAMPLES):
-            take = first + rng.choice(end - first, min(B, end - first), replace=False)
-            flat = np.concatenate([self.ids[self.starts[i]:self.starts[i + 1]] for i in take])
-            most = max(most, len(np.unique(flat)))
+        most = _most_distinct(self.ids, self.starts, first, end, self.part_lines)
         return [int(lengths.max()), int(lengths.sum()), int(end - first), most]
 
     def _distinct_budget(self, ids: np.ndarray, starts: np.ndarray) -> int:
         """Distinct n-gram slots a batch (one process: n-grams are not built by shares): WORD_SLACK
         times the most distinct ``ids`` seen in a few batches of lines drawn with a fixed seed (the run's
         own random state is left alone), and at least a line's (_budget_figures does the words')."""
-        B, rng = self.lines_per_batch, np.random.default_rng(0)
-        most = 0
-        for _ in range(WORD_SAMPLES):
-            take = rng.choice(self.n_lines, min(B, self.n_lines), replace=False)
-            flat = np.concatenate([ids[starts[i]:starts[i + 1]] for i in take])
-            most = max(most, len(np.unique(flat)))
+        most = _most_distinct(ids, starts, 0, self.n_lines, self.lines_per_batch)
         return int(max(np.diff(starts).max(), np.ceil(WORD_SLACK * most)))
 
     def _targets(self, gold: list[list[int]]) -> np.ndarray:
@@ -883,6 +873,17 @@ class Classify(Objective):
         else:
             per_line = tf.nn.softmax_cross_entropy_with_logits(labels=batch["targets"], logits=logits)
         return tf.reduce_sum(tf.where(counts > 0, per_line, 0.0))
+
+
+def _most_distinct(ids: np.ndarray, starts: np.ndarray, first: int, end: int, lines: int) -> int:
+    """The most distinct ``ids`` in WORD_SAMPLES batches of ``lines`` lines drawn from lines [first, end)
+    with a fixed seed (the run's own random state is left alone): what a batch's distinct slots follow."""
+    rng, most = np.random.default_rng(0), 0
+    for _ in range(WORD_SAMPLES):
+        take = first + rng.choice(end - first, min(lines, end - first), replace=False)
+        flat = np.concatenate([ids[starts[i]:starts[i + 1]] for i in take])
+        most = max(most, len(np.unique(flat)))
+    return most
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
