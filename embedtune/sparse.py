@@ -15,6 +15,10 @@ repeats are merged first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from embedtune._tf import tf
 
 
@@ -133,3 +137,23 @@ OPTIMIZERS = {cls.name: cls for cls in (SGD, Adagrad, Adam)}
 
 def make_optimizer(name: str, table: tf.Variable) -> LazyOptimizer:
     return OPTIMIZERS[name](table)
+
+
+@dataclass
+class Update:
+    """How the trainer updates its two tables, for an objective's compiled step (Objective.compiled_step)."""
+
+    optimizer: str
+    clip_norm: float
+    anchor: float
+    optimizers: dict   # "word", "side" -> LazyOptimizer
+
+    @property
+    def plain_sgd(self) -> bool:
+        """No cap, no anchor, no optimizer state: each slice added as it comes."""
+        return self.optimizer == "sgd" and not self.clip_norm and not self.anchor
+
+    def state(self, table: str) -> dict[str, np.ndarray]:
+        """A numpy copy of ``table``'s optimizer state, by its variables' names (made when asked: a large
+        sgns table's adam moments are not copied for a step that does not take them)."""
+        return {name: np.array(var.numpy()) for name, var in self.optimizers[table].variables().items()}

@@ -46,7 +46,7 @@ from embedtune.objectives import Objective, objective_class
 from embedtune.objectives.rows import LocalRows
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
-from embedtune.sparse import cap_rows, make_optimizer, merge_rows
+from embedtune.sparse import Update, cap_rows, make_optimizer, merge_rows
 from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
@@ -131,7 +131,7 @@ class Trainer:
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
         self._trainable = tf.Variable(start, name="trainable_words")
-        self.kernel = None    # the objective's compiled step, for plain sgd (set below)
+        self.kernel = None    # the objective's compiled step, if it has one (set below)
         self._stale = False   # the kernel's tables hold steps the variables do not
         # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
         # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
@@ -196,18 +196,21 @@ class Trainer:
         self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
         self.step = tf.function(self._step, autograph=False)
         self.group_step = tf.function(self._group_step, autograph=False)
-        # Plain sgd: the objective's compiled step, if it has one (sgns: embedtune/kernels.py), steps
-        # numpy tables (``start`` and ``side``, which the variables copied), the authoritative ones
-        # while it is in use; the variables catch up when read (``trainable``, ``side``: checkpoints,
+        # The objective's compiled step, if it has one for this update (sgns: plain sgd; classify:
+        # without an anchor; embedtune/kernels.py), steps numpy tables (``start`` and ``side``, which
+        # the variables copied) and its copy of the optimizer state, the authoritative ones while it
+        # is in use; the variables catch up when read (``trainable``, ``side``: checkpoints,
         # TensorBoard, the result). A multi-worker run turns ``fused`` off before its first step,
         # and with it the kernel.
-        if KERNEL and self.fused:
+        if KERNEL:
+            update = Update(t.optimizer, self.clip_norm, self.anchor, {"word": self.word_opt, "side": self.side_opt})
             self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
-                                                       t.threads or cpu_cores(), deterministic=t.deterministic)
+                                                       t.threads or cpu_cores(), deterministic=t.deterministic,
+                                                       update=update)
 
     @property
     def uses_kernel(self) -> bool:
-        return self.kernel is not None and self.fused
+        return self.kernel is not None and self.kernel.in_use
 
     @property
     def fused(self) -> bool:
@@ -222,6 +225,19 @@ class Trainer:
             self.kernel.in_use = value
 
     @property
+    def distinct(self) -> bool:
+        """Each row is in a batch at most once (Objective.distinct_ids), so not merged."""
+        return self._distinct
+
+    @distinct.setter
+    def distinct(self, value: bool) -> None:
+        # Turned off where batches can repeat a row (gathered from several workers; the emulation's
+        # concatenated shares): a kernel that updates each of a batch's rows once (classify's) steps no more.
+        self._distinct = value
+        if not value and self.kernel is not None and self.kernel.distinct_rows:
+            self.kernel.in_use = False
+
+    @property
     def trainable(self) -> tf.Variable:
         """[T + 1, dim] the trainable rows and the sink."""
         self._sync()
@@ -233,17 +249,26 @@ class Trainer:
         self._sync()
         return self._side
 
+    def _kernel_state(self):
+        """(variable, the kernel's numpy copy) of each table and each of its optimizer's variables."""
+        yield self._trainable, self.kernel.words
+        yield self._side, self.kernel.side
+        for opt, state in ((self.word_opt, self.kernel.word_state), (self.side_opt, self.kernel.side_state)):
+            for name, var in opt.variables().items():
+                if name in state:
+                    yield var, state[name]
+
     def _sync(self) -> None:
         if self._stale:
             self._stale = False
-            self._trainable.assign(self.kernel.words)
-            self._side.assign(self.kernel.side)
+            for var, value in self._kernel_state():
+                var.assign(value)
 
     def restored(self) -> None:
-        """The variables were restored from a checkpoint: the kernel's tables take their values."""
+        """The variables were restored from a checkpoint: the kernel's tables and optimizer state take their values."""
         if self.kernel is not None:
-            self.kernel.words[...] = self._trainable.numpy()
-            self.kernel.side[...] = self._side.numpy()
+            for var, value in self._kernel_state():
+                value[...] = var.numpy()
             self._stale = False
 
     def prepare(self, batch: dict) -> dict:

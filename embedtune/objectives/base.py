@@ -12,8 +12,8 @@ Adding an objective ``name``:
    the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
    them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
-   ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster plain-sgd
-   step than TensorFlow's).
+   ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
+   TensorFlow's).
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
@@ -145,16 +145,18 @@ class Objective:
         return {}, None
 
     def compiled_step(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
-                      n_trainable: int, threads: int, deterministic: bool = True):
-        """A compiled plain-sgd step over numpy tables, or None (the default: TensorFlow's step).
+                      n_trainable: int, threads: int, deterministic: bool = True, update=None):
+        """A compiled step over numpy tables, or None (the default, and for an update it does not
+        take: TensorFlow's step).
 
-        Asked only where the step is plain sgd (no cap, anchor or optimizer state). It steps ``words``
-        ([T + 1, dim], trainable rows and the sink) and ``side`` in place, reading frozen local id
-        T + i from ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``)
-        or its own lock-free one (otherwise, if it has one); it has ``words``, ``side``,
-        ``run(batches, lrs) -> losses`` (numpy batches as ``batches`` makes them, in order) and
-        ``in_use``, which the trainer sets False when it steps through TensorFlow instead (a
-        multi-worker run)."""
+        ``update`` (sparse.Update): the optimizer, cap and anchor, and the optimizer's state
+        (``update.state``). The step updates ``words`` ([T + 1, dim], trainable rows and the sink),
+        ``side`` and its copies of the state in place, reading frozen local id T + i from
+        ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``) or its
+        own lock-free one (otherwise, if it has one); it has ``words``, ``side``, ``word_state`` and
+        ``side_state`` (the state's copies, by variable name; empty for plain sgd), ``run(batches,
+        lrs) -> losses`` (numpy batches as ``batches`` makes them, in order) and ``in_use``, which
+        the trainer sets False when it steps through TensorFlow instead (a multi-worker run)."""
         return None
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------

@@ -840,6 +840,16 @@ class Classify(Objective):
         place[words] = np.arange(len(words), dtype=np.int32)
         return words, place[flat]
 
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
+        """The numba step (embedtune/kernels.py, classify_step): the TensorFlow step's arithmetic and
+        lazy optimizers (sgd, adagrad, adam, with the cap), deterministic whatever the thread count.
+        Not with an anchor (its proximal step is TensorFlow's alone)."""
+        if update is None or update.anchor:
+            return None
+        from embedtune.kernels import ClassifyKernel
+        return ClassifyKernel(words, side, matrix, frozen_rows, n_trainable, len(self.labels), self.one_vs_all,
+                              update, threads)
+
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
         """[L] every label row (a full softmax), then with n-grams [G + 1] the batch's n-gram rows."""

@@ -1,0 +1,155 @@
+"""classify's compiled step (embedtune/kernels.py, classify_step) against TensorFlow's step.
+
+Both take the same batches from the same tables: after a few steps the tables and the optimizer's
+state must agree within float32 rounding, for each optimizer, with and without word n-grams and a cap,
+softmax and one-vs-all; frozen rows are never written; the bits do not depend on the thread count;
+an anchor (a proximal step the kernel has not) leaves the step to TensorFlow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedtune import train as train_module
+from embedtune.config import resolve
+from embedtune.objectives.classify import LabelledCorpus
+from embedtune.train import Checkpoints, setup
+
+from train_fixtures import REPO, bits, glove, make_config, with_paths
+
+TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
+FREEZE_TOP = 3000
+
+
+def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, **train):
+    """A classify trainer set up on the sample (GloVe's FREEZE_TOP most frequent rows frozen), no step taken."""
+    monkeypatch.setattr(train_module, "KERNEL", kernel)
+    vectors = glove(20000)
+    config = resolve(with_paths(make_config({"freeze_top": FREEZE_TOP, "min_count": 1000000}, objective="classify",
+                                            batch_size=128, threads=threads, seed=4, **train), corpus=str(path)))
+    with LabelledCorpus(str(path), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        trainer = setup(vectors, corpus, config, Checkpoints(None, 0)).trainer
+    assert trainer.uses_kernel == kernel
+    return trainer, vectors
+
+
+def some_batches(trainer, n: int) -> list[dict]:
+    obj = trainer.objective
+    made = list(obj.batches(np.random.default_rng(1).permutation(obj.n_lines)))
+    assert len(made) > n and made[-1]["pairs"] < obj.lines_per_batch   # the last one is padded
+    return made[: n - 1] + [made[-1]]
+
+
+def run_steps(trainer, batches, lrs) -> list[float]:
+    return [float(loss) for loss in trainer.run([trainer.prepare(b) for b in batches], lrs)]
+
+
+def state(trainer) -> dict[str, np.ndarray]:
+    """The tables and every optimizer variable, as the variables hold them (the kernel's synced)."""
+    out = {"trainable": trainer.trainable.numpy(), "side": trainer.side.numpy()}
+    for table, opt in (("word", trainer.word_opt), ("side", trainer.side_opt)):
+        out.update({f"{table}_{name}": np.asarray(var.numpy()) for name, var in opt.variables().items()})
+    return out
+
+
+CASES = {
+    "adam": dict(optimizer="adam", lr=0.01),
+    "adam-ngrams": dict(optimizer="adam", lr=0.01, word_ngrams=2),
+    "adagrad-capped": dict(optimizer="adagrad", lr=0.2, clip_norm=0.05),
+    "sgd-ngrams": dict(optimizer="sgd", lr=0.05, word_ngrams=3),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_kernel_steps_as_tensorflows_step_within_float32_rounding(case, monkeypatch):
+    train = CASES[case]
+    tf_trainer, vectors = make_trainer(False, monkeypatch, **train)
+    batches = some_batches(tf_trainer, 5)
+    k_trainer, _ = make_trainer(True, monkeypatch, **train)
+    before = state(k_trainer)
+    lrs = [train["lr"] * f for f in (1.0, 0.9, 0.8, 1.0, 0.5)]
+    tf_losses = run_steps(tf_trainer, batches, lrs)
+    k_losses = run_steps(k_trainer, batches, lrs)
+    np.testing.assert_allclose(k_losses, tf_losses, rtol=2e-5)
+    tf_state, k_state = state(tf_trainer), state(k_trainer)
+    assert tf_state.keys() == k_state.keys()
+    moved = (k_state["trainable"] != before["trainable"]).any(axis=1)
+    assert moved.sum() > 200 and (k_state["side"] != before["side"]).any(axis=1).sum() >= len(k_trainer.objective.labels)
+    for name, value in k_state.items():
+        if value.ndim == 0:   # adam's iterations
+            assert value == tf_state[name], name
+            continue
+        # The change from the start, so that the step's rounding shows; the sinks apart.
+        k_moved, tf_moved = (value - before[name])[:-1], (tf_state[name] - before[name])[:-1]
+        if train["optimizer"] != "adam":
+            np.testing.assert_allclose(k_moved, tf_moved, rtol=2e-3, atol=2e-6, err_msg=name)
+            continue
+        # Adam's step is lr * m / sqrt(v), whatever the gradient's size: where a row's gradient is a
+        # few 1e-6 (softmax - target in float32 on confident lines, which the kernel takes in float64),
+        # its rounding moves the row by a part of lr. Nearly every row agrees to float32 rounding, and
+        # the others within the steps' lr.
+        scale = np.abs(tf_moved).max()
+        touched = (tf_moved != 0).any(axis=1)
+        close = np.isclose(k_moved, tf_moved, rtol=2e-3, atol=2e-6 * scale / lrs[0]).all(axis=1)
+        assert touched.sum() >= 20 and close[touched].mean() > 0.98, (name, touched.sum(), close[touched].mean())
+        assert np.abs(k_moved - tf_moved).max() <= 0.1 * scale, name
+    # The sinks: the TF path may write frozen words' and padding's slices there; the kernel nothing.
+    np.testing.assert_array_equal(k_state["trainable"][-1], before["trainable"][-1])
+    np.testing.assert_array_equal(k_state["side"][-1], before["side"][-1])
+    # Frozen words were read in every batch, yet their rows kept their bits.
+    np.testing.assert_array_equal(bits(vectors.matrix[:FREEZE_TOP]), bits(glove(20000).matrix[:FREEZE_TOP]))
+
+
+def test_one_vs_all_steps_as_tensorflow(tmp_path, monkeypatch):
+    """Lines with several labels: sigmoid cross-entropy a label (one-vs-all), the kernel as TensorFlow."""
+    lines = TRAIN.read_text().splitlines()
+    several = tmp_path / "several.txt"
+    # Every third line also carries the next line's first label.
+    several.write_text("\n".join(line if i % 3 else line.split()[0] + " " + lines[(i + 1) % len(lines)].split()[0]
+                                 + " " + " ".join(line.split()[1:])
+                                 for i, line in enumerate(lines)) + "\n")
+    tf_trainer, _ = make_trainer(False, monkeypatch, path=several, optimizer="adam", lr=0.01)
+    assert tf_trainer.objective.one_vs_all
+    batches = some_batches(tf_trainer, 3)
+    k_trainer, _ = make_trainer(True, monkeypatch, path=several, optimizer="adam", lr=0.01)
+    before = state(k_trainer)
+    np.testing.assert_allclose(run_steps(k_trainer, batches, [0.01] * 3), run_steps(tf_trainer, batches, [0.01] * 3),
+                               rtol=2e-5)
+    for name in ("trainable", "side"):
+        np.testing.assert_allclose((state(k_trainer)[name] - before[name])[:-1],
+                                   (state(tf_trainer)[name] - before[name])[:-1], rtol=2e-3, atol=2e-6)
+
+
+def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
+    results = []
+    for threads in (1, 2, 3):
+        trainer, _ = make_trainer(True, monkeypatch, threads=threads, optimizer="adam", lr=0.01, word_ngrams=2)
+        losses = run_steps(trainer, some_batches(trainer, 4), [0.01] * 4)
+        results.append((losses, {name: bits(value) for name, value in state(trainer).items()}))
+    for losses, tables in results[1:]:
+        assert losses == results[0][0]
+        for name, value in tables.items():
+            np.testing.assert_array_equal(value, results[0][1][name], err_msg=name)
+
+
+def test_an_anchor_leaves_the_step_to_tensorflow(monkeypatch):
+    monkeypatch.setattr(train_module, "KERNEL", True)
+    trainer, _ = make_trainer(False, monkeypatch, anchor=0.5)
+    assert trainer.kernel is None
+
+
+def test_a_worker_steps_through_tensorflow(monkeypatch):
+    """What distribute.Worker.attach does: the step goes through TensorFlow, and batches are tensors."""
+    trainer, _ = make_trainer(True, monkeypatch)
+    trainer.fused = False
+    assert not trainer.uses_kernel
+    assert not isinstance(trainer.prepare(some_batches(trainer, 2)[0])["word"], np.ndarray)
+
+
+def test_batches_that_can_repeat_a_row_step_through_tensorflow(monkeypatch):
+    """The emulation of several workers concatenates their batches, which can repeat a row: the kernel,
+    which updates each of a batch's rows once, gives the step back to TensorFlow's merging one."""
+    trainer, _ = make_trainer(True, monkeypatch)
+    trainer.distinct = False   # what distribute.Shares.attach and Worker.attach do
+    assert not trainer.uses_kernel
