@@ -18,6 +18,8 @@ Rows (each run as its own process, the rows interleaved within a round, ROUNDS r
   embedtune-25-ng2      embedtune-25 with --word-ngrams 2 (each bigram of the training lines seen
                         --ngram-min-count times, default 1, a row of its own) and --lr 0.024 (--ngram-lr)
   embedtune-25-top10k-ng2  embedtune-25-top10k with --word-ngrams 2: compare it with fasttext-25-ng2
+  embedtune-25-frozen-ng2  embedtune-25-frozen with --word-ngrams 2: the n-gram rows and the classifier
+                        train, every pretrained row frozen
 Wall time is the whole command (loading 400k vectors included, for both); embedtune's also
 writes the 400k-row output, which fastText does not, so its train_seconds is printed too, and
 where its wall goes (the summary's "seconds" and "fit_seconds"; "other" is the wall less those).
@@ -122,6 +124,7 @@ def main():
         "fasttext-25-ng2": lambda folder: run_fasttext({"epoch": args.epochs, "lr": 0.5, "wordNgrams": 2}),
         "embedtune-25-ng2": lambda folder: run_embedtune([*started, *ngrams], folder),
         "embedtune-25-top10k-ng2": lambda folder: run_embedtune([*started, *ngrams, "--freeze-top", "10000"], folder),
+        "embedtune-25-frozen-ng2": lambda folder: run_embedtune([*started, *ngrams, "--freeze-pretrained"], folder),
     }
     if args.only:
         rows = {k: v for k, v in rows.items() if k in args.only.split(",")}

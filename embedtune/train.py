@@ -101,6 +101,11 @@ class Trainer:
     0.72 against 1.27), or, per-pair without --deterministic, word2vec's lock-free one, a group of
     batches a call (0.48 µs quiet, against gensim's 0.73; benchmarks/README.md, train_speed). The
     variables catch up whenever they are read.
+
+    classify without an anchor takes a compiled kernel too, with any of the lazy optimizers and the
+    cap (kernels.classify_step, TensorFlow's step's arithmetic): its batches' rows are few and read
+    once, so TensorFlow's per-op cost was most of its step (word bigrams on the benchmark: loop
+    16.5-19.5 s through TensorFlow, 7.4 s compiled; benchmarks/README.md, classify).
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
