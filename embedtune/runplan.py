@@ -20,6 +20,7 @@ from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, pick_new_words
 from embedtune.objectives import objective_class
+from embedtune.objectives.base import COMPILED
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
 
@@ -136,7 +137,9 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
     n_local = run.trainable_in_corpus + run.frozen_in_corpus
     rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
-    side, batches = objective_class(t.objective).memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
+    objective = objective_class(t.objective)
+    side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
+    compiled = COMPILED and objective.compiles(t)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
@@ -148,6 +151,10 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
         "trainable_rows": 2 * rows,
         "anchor_starts": rows if t.anchor else 0,
         "optimizer_slots": OPTIMIZER_SLOTS[t.optimizer] * (rows + side),
+        # The objective's compiled step (Objective.compiles) steps numpy copies: of the side table, and
+        # of the optimizer's state (the trainable rows' copy is the start counted above).
+        "compiled_step_copies": ((1 + OPTIMIZER_SLOTS[t.optimizer]) * side + OPTIMIZER_SLOTS[t.optimizer] * rows
+                                 if compiled else 0),
         "side_table": side,
         "pairs_and_batches": batches,
         # The output is the input matrix with the trained rows put in place, written a block at a

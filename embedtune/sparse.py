@@ -148,11 +148,6 @@ class Update:
     anchor: float
     optimizers: dict   # "word", "side" -> LazyOptimizer
 
-    @property
-    def plain_sgd(self) -> bool:
-        """No cap, no anchor, no optimizer state: each slice added as it comes."""
-        return self.optimizer == "sgd" and not self.clip_norm and not self.anchor
-
     def state(self, table: str) -> dict[str, np.ndarray]:
         """A numpy copy of ``table``'s optimizer state, by its variables' names (made when asked: a large
         sgns table's adam moments are not copied for a step that does not take them)."""

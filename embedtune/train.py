@@ -43,6 +43,7 @@ from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import Objective, objective_class
+from embedtune.objectives.base import COMPILED
 from embedtune.objectives.rows import LocalRows
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
@@ -51,9 +52,7 @@ from embedtune.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
-# Plain-sgd sgns steps through the compiled kernel (embedtune/kernels.py); EMBEDTUNE_KERNEL=0: through
-# TensorFlow's fused step, the same arithmetic (the A/B benchmark and the tests compare the two).
-KERNEL = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
+KERNEL = COMPILED   # objectives.base: the objectives' compiled steps, unless EMBEDTUNE_KERNEL=0
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)
 # Batches per tf.function call (Trainer.run): the call's fixed cost (Python dispatch, the executor)
 # is spread over them. A divisor of LOSS_EVERY, so that a call ends where the loss is read.
@@ -207,7 +206,7 @@ class Trainer:
         # is in use; the variables catch up when read (``trainable``, ``side``: checkpoints,
         # TensorBoard, the result). A multi-worker run turns ``fused`` off before its first step,
         # and with it the kernel.
-        if KERNEL:
+        if KERNEL and self.objective.compiles(t):
             update = Update(t.optimizer, self.clip_norm, self.anchor, {"word": self.word_opt, "side": self.side_opt})
             self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
                                                        t.threads or cpu_cores(), deterministic=t.deterministic,

@@ -8,6 +8,8 @@ an anchor (a proximal step the kernel has not) leaves the step to TensorFlow.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from embedtune.config import resolve
 from embedtune.objectives.classify import LabelledCorpus
 from embedtune.train import Checkpoints, setup
 
-from train_fixtures import REPO, bits, glove, make_config, with_paths
+from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, run, with_paths
 
 TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
 FREEZE_TOP = 3000
@@ -153,3 +155,17 @@ def test_batches_that_can_repeat_a_row_step_through_tensorflow(monkeypatch):
     trainer, _ = make_trainer(True, monkeypatch)
     trainer.distinct = False   # what distribute.Shares.attach and Worker.attach do
     assert not trainer.uses_kernel
+
+
+def test_the_dry_runs_memory_estimate_counts_the_kernels_copies():
+    """The kernel steps numpy copies of the side table and of the optimizer's state (adam: two)."""
+    def parts(*options):
+        result = run(["train", SAMPLE_VECTORS, TRAIN, "-o", "-", "--objective", "classify", "--dry-run", "--json",
+                      "--min-count", 1000000, *options])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["memory_parts_bytes"]
+
+    adam, anchored = parts(), parts("--anchor", "0.5")
+    assert adam["optimizer_slots"] == 2 * (adam["trainable_rows"] // 2 + adam["side_table"])
+    assert adam["compiled_step_copies"] == 3 * adam["side_table"] + adam["trainable_rows"]   # two slots of the rows
+    assert anchored["compiled_step_copies"] == 0   # the anchor's step is TensorFlow's

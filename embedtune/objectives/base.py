@@ -36,12 +36,17 @@ row per local word plus a sink row; rows from ``side_fixed_from`` on are read bu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 import numpy as np
 
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
+
+# The objectives' compiled steps (compiled_step, embedtune/kernels.py); EMBEDTUNE_KERNEL=0: TensorFlow's
+# step, the same arithmetic (the A/B benchmarks and the tests compare the two).
+COMPILED = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
 
 
 class Objective:
@@ -144,10 +149,15 @@ class Objective:
         Called once after the loop; the callables cost nothing to an objective that does not call them."""
         return {}, None
 
+    @classmethod
+    def compiles(cls, train) -> bool:
+        """Whether ``compiled_step`` gives a step for this resolved [train] config (the trainer asks
+        only then; the dry run counts the step's copies of the tables)."""
+        return False
+
     def compiled_step(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                       n_trainable: int, threads: int, deterministic: bool = True, update=None):
-        """A compiled step over numpy tables, or None (the default, and for an update it does not
-        take: TensorFlow's step).
+        """A compiled step over numpy tables (asked where ``compiles``; the default: TensorFlow's step).
 
         ``update`` (sparse.Update): the optimizer, cap and anchor, and the optimizer's state
         (``update.state``). The step updates ``words`` ([T + 1, dim], trainable rows and the sink),

@@ -840,12 +840,14 @@ class Classify(Objective):
         place[words] = np.arange(len(words), dtype=np.int32)
         return words, place[flat]
 
+    @classmethod
+    def compiles(cls, train) -> bool:
+        """Any optimizer, with or without the cap; not with an anchor (its proximal step is TensorFlow's alone)."""
+        return not train.anchor
+
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
         """The numba step (embedtune/kernels.py, classify_step): the TensorFlow step's arithmetic and
-        lazy optimizers (sgd, adagrad, adam, with the cap), deterministic whatever the thread count.
-        Not with an anchor (its proximal step is TensorFlow's alone)."""
-        if update is None or update.anchor:
-            return None
+        lazy optimizers (sgd, adagrad, adam, with the cap), deterministic whatever the thread count."""
         from embedtune.kernels import ClassifyKernel
         return ClassifyKernel(words, side, matrix, frozen_rows, n_trainable, len(self.labels), self.one_vs_all,
                               update, threads)

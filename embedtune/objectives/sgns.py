@@ -109,11 +109,14 @@ class SkipGram(Objective):
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
         self.slices = (rows.counts * self.keep * (self.window + 1))[:rows.n_trainable]
 
+    @classmethod
+    def compiles(cls, train) -> bool:
+        """Plain sgd: no cap, no anchor, no optimizer state."""
+        return train.optimizer == "sgd" and not train.clip_norm and not train.anchor
+
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
         """The numba kernel (embedtune/kernels.py) for plain sgd: per-pair or shared negatives, as
         configured; per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads."""
-        if update is not None and not update.plain_sgd:
-            return None
         from embedtune.kernels import SgnsKernel
         self.kernel = SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
                                  self.shared, threads, lockfree=not deterministic)
