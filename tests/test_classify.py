@@ -339,6 +339,28 @@ def test_ngram_min_count_keeps_the_frequent_ngrams(tmp_path):
     assert [counts[g] for g in obj.ngrams] == sorted((counts[g] for g in obj.ngrams), reverse=True)
 
 
+def test_ngram_rows_are_each_lines_ngrams_in_order():
+    """Each training line's n-gram ids are its word_ngrams (2-grams in order, then 3-grams) that have a
+    row, the rows ordered most frequent first, ties by text, and each row starts at its words' mean."""
+    from collections import Counter
+
+    from embedtune.objectives.classify import word_ngrams
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=2)
+        lines = [e.tokens for e in corpus.examples() if any(t in obj.rows.local_index for t in e.tokens)]
+    counts = Counter(g for tokens in lines for g in word_ngrams(tokens, 3))
+    assert obj.ngrams == sorted((g for g, c in counts.items() if c >= 2), key=lambda g: (-counts[g], g))
+    assert len(lines) == obj.n_lines and obj.gram_ids.dtype == np.int32
+    for k, tokens in enumerate(lines):
+        got = [obj.ngrams[i] for i in obj.gram_ids[obj.gram_starts[k]:obj.gram_starts[k + 1]]]
+        assert got == [g for g in word_ngrams(tokens, 3) if counts[g] >= 2]
+    rows = obj.rows.vectors(np.arange(obj.rows.n_local)).astype(np.float64)
+    for g, start in zip(obj.ngrams[::97], obj.ngram_start[::97]):
+        ids = [obj.rows.local_index[w] for w in g.split() if w in obj.rows.local_index]
+        np.testing.assert_allclose(start, rows[ids].mean(axis=0) if ids else 0.0, atol=1e-6)
+
+
 def test_batches_hold_each_ngram_once_and_rebuild_every_line():
     """As for words: a batch lists its distinct n-gram rows once (side ids after the labels), its n-gram
     tokens point at them and at their line, and a batch over the n-gram budget is cut at a line's end."""
