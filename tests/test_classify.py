@@ -134,6 +134,32 @@ def test_valid_labels_never_trained_are_a_note(trained):
     assert "valid.txt (first: line 501) had only labels the training lines never have" in result.output
 
 
+def test_words_are_lowered_and_split_token_by_token(tmp_path):
+    """A line's words read as each token lower-cased and split alone, whatever the line's layout:
+    the label first or not, odd whitespace, a final sigma at a token's end, letters that lower-case
+    into two characters."""
+    from itertools import chain
+
+    from embedtune.corpus import Tokenizer
+    vectors = glove(20000)
+    lines = ["__label__A ΟΔΟΣ ΣΑΣ. Σ x", "__label__B Hello,\x1cWorld! (Über) İstanbul", "  __label__C   a  b ",
+             "foo __label__D bar", "__label__E __label__F two labels", "__label__G x__label__y inside",
+             "__label____label__ z", "\u00a0__label__I\u2003MiXeD\u3000Case\x85next", "__label__J ΑΣ\u00a0Β σΣ",
+             "__label__K can't U.S., e-mail: :) ;-)"]
+    path = tmp_path / "tricky.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = Tokenizer(vectors.index)
+    for lowercase in (True, False):
+        with LabelledCorpus(str(path), lowercase=lowercase, tokenize="auto", vocabulary=vectors.index) as corpus:
+            examples = list(corpus.examples())
+        assert len(examples) == len(lines)
+        for example, line in zip(examples, lines):
+            raw = line.split()
+            words = [(t.lower() if lowercase else t) for t in raw if not t.startswith("__label__")]
+            assert example.labels == [t for t in raw if t.startswith("__label__")]
+            assert example.tokens == list(chain.from_iterable(tokenizer[w] for w in words)), line
+
+
 def test_classify_options_need_the_objective(tmp_path):
     result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "sgns", "--valid", VALID, "-o", tmp_path / "o.txt"])
     one_error_line(result, "--valid", "only by --objective classify")

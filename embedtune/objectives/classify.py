@@ -174,6 +174,13 @@ class LabelledCorpus(Corpus):
             raw = text.split()
             if not raw:
                 continue
+            if len(raw) > 1 and raw[0].startswith(prefix) and text.count(prefix) == 1:
+                # The usual line, one label and then words, without a test a token. Lower-cased whole:
+                # str.lower maps no character to or from whitespace, and its one rule that reads the
+                # neighbours (a final sigma) stops at whitespace, so each token is as if lowered alone.
+                yield Example(number, raw[:1], self._tokens(text.lower().split()[1:] if self.lowercase
+                                                            else raw[1:]))
+                continue
             labels = [token for token in raw if token.startswith(prefix)]
             words = [token for token in raw if not token.startswith(prefix)]
             if not labels:
