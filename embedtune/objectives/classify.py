@@ -589,8 +589,8 @@ class Classify(Objective):
         # The n-grams as numbers, not strings: each distinct token an int, each k-gram the rank of (its
         # first k - 1 tokens' (k-1)-gram, its last token), counted and ranked by np.unique; only the
         # rows kept are joined into text, to sort ties by it. The same rows, ids and starts as a string
-        # an occurrence (word_ngrams, a Counter, a dict lookup each) in 0.84-0.93 s against 2.2-2.4 s
-        # for the WordNet noun glosses' 1.3M bigrams (two runs each, load 1.4-1.7).
+        # an occurrence (word_ngrams, a Counter, a dict lookup each) in 0.84-1.19 s against 2.20-2.37 s
+        # for the WordNet noun glosses' 1.3M bigrams (three runs each, load 1.1-1.7).
         n_lines = len(line_tokens)
         tokens = list(itertools.chain.from_iterable(line_tokens))
         lengths = np.fromiter(map(len, line_tokens), np.int64, n_lines)
