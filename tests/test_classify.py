@@ -134,6 +134,32 @@ def test_valid_labels_never_trained_are_a_note(trained):
     assert "valid.txt (first: line 501) had only labels the training lines never have" in result.output
 
 
+def test_words_are_lowered_and_split_token_by_token(tmp_path):
+    """A line's words read as each token lower-cased and split alone, whatever the line's layout:
+    the label first or not, odd whitespace, a final sigma at a token's end, letters that lower-case
+    into two characters."""
+    from itertools import chain
+
+    from embedtune.corpus import Tokenizer
+    vectors = glove(20000)
+    lines = ["__label__A ΟΔΟΣ ΣΑΣ. Σ x", "__label__B Hello,\x1cWorld! (Über) İstanbul", "  __label__C   a  b ",
+             "foo __label__D bar", "__label__E __label__F two labels", "__label__G x__label__y inside",
+             "__label____label__ z", "\u00a0__label__I\u2003MiXeD\u3000Case\x85next", "__label__J ΑΣ\u00a0Β σΣ",
+             "__label__K can't U.S., e-mail: :) ;-)"]
+    path = tmp_path / "tricky.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = Tokenizer(vectors.index)
+    for lowercase in (True, False):
+        with LabelledCorpus(str(path), lowercase=lowercase, tokenize="auto", vocabulary=vectors.index) as corpus:
+            examples = list(corpus.examples())
+        assert len(examples) == len(lines)
+        for example, line in zip(examples, lines):
+            raw = line.split()
+            words = [(t.lower() if lowercase else t) for t in raw if not t.startswith("__label__")]
+            assert example.labels == [t for t in raw if t.startswith("__label__")]
+            assert example.tokens == list(chain.from_iterable(tokenizer[w] for w in words)), line
+
+
 def test_classify_options_need_the_objective(tmp_path):
     result = run(["train", SAMPLE_VECTORS, TRAIN, "--objective", "sgns", "--valid", VALID, "-o", tmp_path / "o.txt"])
     one_error_line(result, "--valid", "only by --objective classify")
@@ -337,6 +363,28 @@ def test_ngram_min_count_keeps_the_frequent_ngrams(tmp_path):
     assert set(obj.ngrams) == {g for g, c in counts.items() if c >= 3}
     assert any(g.count(" ") == 2 for g in obj.ngrams)   # trigrams too
     assert [counts[g] for g in obj.ngrams] == sorted((counts[g] for g in obj.ngrams), reverse=True)
+
+
+def test_ngram_rows_are_each_lines_ngrams_in_order():
+    """Each training line's n-gram ids are its word_ngrams (2-grams in order, then 3-grams) that have a
+    row, the rows ordered most frequent first, ties by text, and each row starts at its words' mean."""
+    from collections import Counter
+
+    from embedtune.objectives.classify import word_ngrams
+    vectors = glove(20000)
+    with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
+        obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=2)
+        lines = [e.tokens for e in corpus.examples() if any(t in obj.rows.local_index for t in e.tokens)]
+    counts = Counter(g for tokens in lines for g in word_ngrams(tokens, 3))
+    assert obj.ngrams == sorted((g for g, c in counts.items() if c >= 2), key=lambda g: (-counts[g], g))
+    assert len(lines) == obj.n_lines and obj.gram_ids.dtype == np.int32
+    for k, tokens in enumerate(lines):
+        got = [obj.ngrams[i] for i in obj.gram_ids[obj.gram_starts[k]:obj.gram_starts[k + 1]]]
+        assert got == [g for g in word_ngrams(tokens, 3) if counts[g] >= 2]
+    rows = obj.rows.vectors(np.arange(obj.rows.n_local)).astype(np.float64)
+    for g, start in zip(obj.ngrams[::97], obj.ngram_start[::97]):
+        ids = [obj.rows.local_index[w] for w in g.split() if w in obj.rows.local_index]
+        np.testing.assert_allclose(start, rows[ids].mean(axis=0) if ids else 0.0, atol=1e-6)
 
 
 def test_batches_hold_each_ngram_once_and_rebuild_every_line():

@@ -450,3 +450,31 @@ def test_the_corpus_is_counted_once(files, tmp_path, monkeypatch):
     result = run(["train", files["vectors"], files["corpus"], "-o", tmp_path / "out.txt", *FAST])
     assert result.exit_code == 0, result.output
     assert passes == [str(files["corpus"])]
+
+
+def test_count_while_importing_runs_no_collection_and_freezes_what_it_made():
+    """The corpus count and TensorFlow's import run without Python's cyclic collector (its full
+    collections re-scanned the growing heap and found nothing to free), which is on again after, with
+    what they made frozen out of later collections."""
+    import gc
+
+    from embedtune.cli.train_cmd import count_while_importing
+    from embedtune.corpus import Corpus
+
+    collections = []
+
+    def seen(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.unfreeze()
+    gc.callbacks.append(seen)
+    try:
+        with Corpus(str(REPO / "data" / "sample" / "wordnet-glosses.train.txt"), lowercase=True) as corpus:
+            count_while_importing(corpus)
+            assert corpus.counted
+        assert collections == [] and gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.callbacks.remove(seen)
+        gc.unfreeze()

@@ -63,6 +63,20 @@ def test_each_distinct_token_is_split_once():
     assert sorted(calls) == ["said", "said."]
 
 
+def test_a_line_of_tokens_that_stay_is_itself_else_each_tokens_pieces():
+    """Tokenizer.tokens: a line whose tokens all stay as they are (seen before) comes back as it is;
+    any other line as each token's pieces in order, the same either way as token by token."""
+    from itertools import chain
+
+    tokenizer = Tokenizer(VOCAB)
+    lines = [["said", "the", "minister"], ["said.", "u.s.,", "the"], ["said", "the"], ["¿¡", "the"], []]
+    for line in lines * 2:   # the second time every token is remembered
+        assert tokenizer.tokens(list(line)) == list(chain.from_iterable(Tokenizer(VOCAB)[t] for t in line))
+    assert {"said", "the", "minister"} <= tokenizer.whole and not {"said.", "u.s.,", "u.s."} & tokenizer.whole
+    same = ["said", "the"]
+    assert tokenizer.tokens(same) is same   # no copy of a line that stays
+
+
 def test_lower_case_first_then_look_up(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text('"The minister SAID. U.S., E-mail\n', encoding="utf-8")

@@ -174,6 +174,13 @@ class LabelledCorpus(Corpus):
             raw = text.split()
             if not raw:
                 continue
+            if len(raw) > 1 and raw[0].startswith(prefix) and text.count(prefix) == 1:
+                # The usual line, one label and then words, without a test a token. Lower-cased whole:
+                # str.lower maps no character to or from whitespace, and its one rule that reads the
+                # neighbours (a final sigma) stops at whitespace, so each token is as if lowered alone.
+                yield Example(number, raw[:1], self._tokens(text.lower().split()[1:] if self.lowercase
+                                                            else raw[1:]))
+                continue
             labels = [token for token in raw if token.startswith(prefix)]
             words = [token for token in raw if not token.startswith(prefix)]
             if not labels:
@@ -475,7 +482,7 @@ class Classify(Objective):
         # A worker's config already holds its part of the batch; the emulation's (all shares held) the whole.
         self.part_lines = train.batch_size // shares.size if shares is not None and len(held) > 1 else train.batch_size
         self.share_index = shares.held[0] if shares is not None and len(held) == 1 else None
-        ids, starts, line_labels, line_grams = [], [0], [], []
+        ids, starts, line_labels, line_tokens = [], [0], [], []
         figures = []   # each held share's: label counts, lines, raw tokens, skipped lines, several labels
         self.line_range = {}   # share -> its lines' [first, end) among those held
         for share in held:
@@ -493,7 +500,7 @@ class Classify(Objective):
                 label_counts.update(example.labels)
                 several = several or len(set(example.labels)) > 1
                 if self.word_ngrams > 1:
-                    line_grams.append(word_ngrams(example.tokens, self.word_ngrams))
+                    line_tokens.append(example.tokens)
             self.line_range[share and share[0]] = (first, len(line_labels))
             figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
                             "skipped": skipped, "several": several})
@@ -528,7 +535,7 @@ class Classify(Objective):
 
         # The classifier alone on the starting vectors: the "before" figure and the training's start.
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
-        self._ngram_rows(line_grams, start)
+        self._ngram_rows(line_tokens, start)
         means = line_means(start, self.ids, self.starts, self._ngram_features(self.ngram_start, self.gram_ids,
                                                                                self.gram_starts))
         began = time.perf_counter()
@@ -567,37 +574,73 @@ class Classify(Objective):
         batch["pairs"] = sum(raw["pairs"] for raw in raws)
         return batch
 
-    def _ngram_rows(self, line_grams: list[list[str]], start: np.ndarray) -> None:
-        """The n-gram rows (--word-ngrams): the training lines' n-grams seen at least ngram_min_count
-        times, most frequent first (ties by text, so runs and resumes agree), as side rows after the
-        labels, each line's as ids; each starts at the mean of its words' starting rows (words of the
-        run; zero with none), so that a line's mean starts near its words' mean and the fitted
-        classifier still fits."""
+    def _ngram_rows(self, line_tokens: list[list[str]], start: np.ndarray) -> None:
+        """The n-gram rows (--word-ngrams): the n-grams of 2 to word_ngrams tokens of the training lines
+        (``line_tokens``: each line's tokens) seen at least ngram_min_count times, most frequent first (ties
+        by text, so runs and resumes agree), as side rows after the labels, each line's as ids (a line's
+        2-grams in order, then its 3-grams, ...: ``word_ngrams``' order); each starts at the mean of its
+        words' starting rows (words of the run; zero with none), so that a line's mean starts near its
+        words' mean and the fitted classifier still fits."""
         self.ngrams: list[str] = []
         self.gram_ids = self.gram_starts = self.ngram_start = None
         self.grams_per_batch = self.distinct_grams_per_batch = 0
         if self.word_ngrams < 2:
             return
-        # Flat, then numpy where it can be: the same rows, ids and starts as a loop a line and an
-        # n-gram (_ngram_rows 2.6-2.9 -> 1.3-1.5 s of CPU for the 1.3M bigrams of the WordNet noun glosses,
-        # two runs each, load 1.0-1.4; the results cmp-identical).
-        flat = [g for grams in line_grams for g in grams]
-        counts = Counter(flat)
+        # The n-grams as numbers, not strings: each distinct token an int, each k-gram the rank of (its
+        # first k - 1 tokens' (k-1)-gram, its last token), counted and ranked by np.unique; only the
+        # rows kept are joined into text, to sort ties by it. The same rows, ids and starts as a string
+        # an occurrence (word_ngrams, a Counter, a dict lookup each) in 0.84-1.19 s against 2.20-2.37 s
+        # for the WordNet noun glosses' 1.3M bigrams (three runs each, load 1.1-1.7).
+        n_lines = len(line_tokens)
+        tokens = list(itertools.chain.from_iterable(line_tokens))
+        lengths = np.fromiter(map(len, line_tokens), np.int64, n_lines)
+        line_of = np.repeat(np.arange(n_lines), lengths)
+        left = np.repeat(np.cumsum(lengths), lengths) - np.arange(len(tokens))   # tokens to the line's end
+        seen: dict[str, int] = {}   # token -> where it first occurs
+        token_ids = np.fromiter(map(seen.setdefault, tokens, itertools.count()), np.int64, len(tokens))
+        width = len(tokens) + 1   # every token id and k-gram rank is below it
+        prefix = token_ids        # at each place, the id of the (k-1)-gram starting there
+        gram_at, gram_line, first, size = [], [], [], []   # per k: each occurrence's gram, its line; each gram's first place
+        for k in range(2, self.word_ngrams + 1):
+            at = np.flatnonzero(left >= k)
+            _, first_k, rank = np.unique(prefix[at] * width + token_ids[at + k - 1], return_index=True,
+                                         return_inverse=True)
+            offset = sum(map(len, first))
+            gram_at.append(offset + rank)
+            gram_line.append(line_of[at])
+            first.append(at[first_k])
+            size.append(np.full(len(first_k), k))
+            prefix = np.zeros(len(tokens), np.int64)
+            prefix[at] = rank
+        # Occurrences in word_ngrams' order: by line (stable: within a line by k, then place).
+        gram_line = np.concatenate(gram_line)
+        order = np.argsort(gram_line, kind="stable")
+        gram_at, gram_line = np.concatenate(gram_at)[order], gram_line[order]
+        first, size = np.concatenate(first), np.concatenate(size)
+        counts = np.bincount(gram_at, minlength=len(first))
+        kept = np.flatnonzero(counts >= self.ngram_min_count)
+        texts = [" ".join(tokens[p:p + k]) for p, k in zip(first[kept].tolist(), size[kept].tolist())]
         # Most frequent first, ties by text: sorted by text, then a stable sort by count.
-        kept = sorted(g for g, c in counts.items() if c >= self.ngram_min_count)
-        by_count = np.argsort(-np.fromiter(map(counts.__getitem__, kept), np.int64, len(kept)), kind="stable")
-        self.ngrams = [kept[i] for i in by_count]
+        by_text = np.array(sorted(range(len(kept)), key=texts.__getitem__), np.int64)
+        by_count = by_text[np.argsort(-counts[kept[by_text]], kind="stable")]
+        self.ngrams = [texts[i] for i in by_count.tolist()]
         self.ngram_index = {g: i for i, g in enumerate(self.ngrams)}
-        ids = np.fromiter(map(self.ngram_index.get, flat, itertools.repeat(-1)), np.int64, len(flat))
-        line = np.repeat(np.arange(len(line_grams)), [len(grams) for grams in line_grams])
+        row = np.full(len(first), -1, np.int64)
+        row[kept[by_count]] = np.arange(len(kept))
+        ids = row[gram_at]
         known = ids >= 0
         self.gram_ids = ids[known].astype(np.int32)
-        self.gram_starts = np.concatenate([[0], np.cumsum(np.bincount(line[known], minlength=len(line_grams)))])
+        self.gram_starts = np.concatenate([[0], np.cumsum(np.bincount(gram_line[known], minlength=n_lines))])
+        # Each n-gram's words, in order: the tokens from its first place on.
         index = self.rows.local_index
-        # Each n-gram's words, in order (tokens hold no space): one split of them all, not a list each.
-        words = " ".join(self.ngrams).split(" ") if self.ngrams else []
-        of_gram = np.repeat(np.arange(len(self.ngrams)), [g.count(" ") + 1 for g in self.ngrams])
-        word_ids = np.fromiter((-1 if i is None else i for i in map(index.get, words)), np.int64, len(words))
+        local = np.full(len(tokens) + 1, -1, np.int64)   # token id -> local row (-1: not a word of the run)
+        local[np.fromiter(seen.values(), np.int64, len(seen))] = np.fromiter(
+            map(index.get, seen, itertools.repeat(-1)), np.int64, len(seen))
+        gram_size = size[kept[by_count]]
+        of_gram = np.repeat(np.arange(len(self.ngrams)), gram_size)
+        places = np.repeat(first[kept[by_count]], gram_size) + np.arange(len(of_gram)) \
+            - np.repeat(np.cumsum(gram_size) - gram_size, gram_size)
+        word_ids = local[token_ids[places]]
         found = word_ids >= 0
         self.ngram_start = line_means(start, word_ids[found], np.concatenate(
             [[0], np.cumsum(np.bincount(of_gram[found], minlength=len(self.ngrams)))]))
