@@ -637,6 +637,17 @@ def _read_back(text: bytes, dim: int, n: int) -> np.ndarray:
         return np.array([line.rsplit(b" ", dim)[1:] for line in lines], np.float64).astype(np.float32)
 
 
+def render_lines(words, rows) -> bytes:
+    """Text lines ``word v1 ... vdim`` for words [k] and rows [k, dim], as the vectors are written
+    (float32, the shortest %g text that reads back to the same bits), a block at a time."""
+    block = max(1, (1 << 16) // max(rows.shape[1], 1))
+    parts, digits = [], 0   # most values need the same number of digits: each block tells the next
+    for start in range(0, len(words), block):
+        text, digits = _render_lines(words[start:start + block], rows[start:start + block], digits)
+        parts.append(text)
+    return b"".join(parts)
+
+
 def _render_lines(words, rows, digits_hint=0):
     """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count)."""
     k, dim = rows.shape

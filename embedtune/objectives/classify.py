@@ -237,14 +237,16 @@ def save_classifier(classifier: Classifier, path: str) -> None:
     header is ``labels dim ngrams``, and after the labels come the n-gram rows, ``word word v1 ... vdim``
     (an n-gram's words, then its row)."""
     from embedtune.formats.io import open_target
+    from embedtune.formats.text import render_lines
 
     n, dim = classifier.weights.shape
     with open_target(path) as f:
         f.write((f"{n} {dim}" + (f" {len(classifier.ngrams)}" if classifier.ngrams else "") + "\n").encode())
-        for label, b, w in zip(classifier.labels, classifier.bias, classifier.weights):
-            f.write((" ".join([label, str(np.float32(b)), *map(str, w.astype(np.float32))]) + "\n").encode("utf-8"))
-        for gram, v in zip(classifier.ngrams, classifier.ngram_vectors if classifier.ngrams else ()):
-            f.write((" ".join([gram, *map(str, v.astype(np.float32))]) + "\n").encode("utf-8"))
+        # The vectors' text writer's lines (shortest %g a value): the 304,903 bigram rows of the
+        # benchmark took 7.8 s as numpy's str a value.
+        f.write(render_lines(classifier.labels, np.concatenate([classifier.bias[:, None], classifier.weights], axis=1)))
+        if classifier.ngrams:
+            f.write(render_lines(classifier.ngrams, classifier.ngram_vectors))
 
 
 def load_classifier(path: str) -> Classifier:
