@@ -360,6 +360,20 @@ def _by_key(keys, n_keys):
 
 
 @njit(inline="always")
+def _row_gradient(g, tokens, segment, dsum, weight):
+    """A row's gradient into ``g``: the sum over its ``tokens`` (in batch order) of their line's d loss /
+    d token (``dsum`` [B, dim]), times the row's weight; g's columns past dim (an n-gram row's unused
+    one) zero."""
+    g[:] = 0
+    for i in range(len(tokens)):
+        d = dsum[segment[tokens[i]]]
+        for j in range(len(d)):
+            g[j] += d[j]
+    for j in range(len(g)):
+        g[j] = weight * g[j]
+
+
+@njit(inline="always")
 def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
     """One row's lazy update by its merged gradient ``g`` (capped first), as sparse.py's optimizers:
     sgd row -= lr g; adagrad (m: the accumulator) m += g^2, row -= lr / (sqrt(m) + eps) g; adam m, v
@@ -521,13 +535,7 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
             c = word[s]
             if weight[s] == 0 or c >= n_trainable:
                 continue
-            g[:] = 0
-            for i in range(word_starts[s], word_starts[s + 1]):
-                d = dsum[segment[word_tokens[i]]]
-                for j in range(dim):
-                    g[j] += d[j]
-            for j in range(dim):
-                g[j] = weight[s] * g[j]
+            _row_gradient(g, word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
             _update(words[c], g, word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
     # ... and each n-gram row of the batch.
     for p in prange(parts):
@@ -536,13 +544,7 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
             r = gram[s]
             if gram_weight[s] == 0 or r >= sink:
                 continue
-            g[:] = 0
-            for i in range(gram_starts[s], gram_starts[s + 1]):
-                d = dsum[gram_segment[gram_tokens[i]]]
-                for j in range(dim):
-                    g[j] += d[j]
-            for j in range(dim):
-                g[j] = gram_weight[s] * g[j]
+            _row_gradient(g, gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dsum, gram_weight[s])
             _update(side[r], g, side_m[r * has_m], side_v[r * has_v], optimizer, lr, side_lr, clip_norm)
     return _sum_in_order(losses)
 
