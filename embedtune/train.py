@@ -103,8 +103,9 @@ class Trainer:
 
     classify without an anchor takes a compiled kernel too, with any of the lazy optimizers and the
     cap (kernels.classify_step, TensorFlow's step's arithmetic): its batches' rows are few and read
-    once, so TensorFlow's per-op cost was most of its step (word bigrams on the benchmark: loop
-    16.5-19.5 s through TensorFlow, 7.4 s compiled; benchmarks/README.md, classify).
+    once, so TensorFlow's per-op cost was most of its step (the benchmark's loop, quiet: 16.8 s through
+    TensorFlow with word bigrams, 5.6-6.3 s compiled; words alone 7.0 and 2.4 s; benchmarks/README.md,
+    classify).
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
