@@ -1,6 +1,8 @@
-"""Compiled (numba) steps for plain-sgd sgns, on every core.
+"""Compiled (numba) steps, on every core: plain-sgd sgns, and classify with any lazy optimizer
+(``classify_step``, at the end: TensorFlow's step's arithmetic, bits that do not depend on the thread
+count).
 
-Two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
+sgns: two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
 update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
 once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.54 us of
 CPU a pair on one thread against 0.71 for the batch-synchronous kernel (step_profile.py, median of 3,
