@@ -276,12 +276,23 @@ def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, context
             losses[t, b // batch_size] += wt * (math.log(product) + extra)
 
 
-class SgnsKernel:
-    """The scratch arrays and the call of one trainer's compiled step.
+def frozen_source(matrix, frozen_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the matrix frozen rows are read from, frozen local id T + i -> its row there): the input matrix
+    itself in C order; a Fortran-ordered one is read a row at a time across the whole table, so only
+    the corpus's frozen rows are copied, once, in C order."""
+    matrix = np.asarray(matrix)
+    if matrix.flags.c_contiguous:
+        return matrix, np.ascontiguousarray(frozen_rows, np.int64)
+    return np.ascontiguousarray(matrix[frozen_rows], np.float32), np.arange(len(frozen_rows), dtype=np.int64)
 
-    frozen : the matrix frozen rows are read from (C order: a Fortran-ordered one is read a row at a
-    time across the whole table, so only the corpus's frozen rows are copied, once, in C order).
-    """
+
+def kernel_threads(threads: int) -> int:
+    """The threads a kernel runs on: at most what numba was started with (NUMBA_NUM_THREADS)."""
+    return max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
+
+
+class SgnsKernel:
+    """The scratch arrays and the call of one trainer's compiled step (frozen rows: ``frozen_source``)."""
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                  n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int,
@@ -292,12 +303,7 @@ class SgnsKernel:
         self.in_use = True   # False: the trainer steps through TensorFlow instead (Trainer.fused)
         self.word_state, self.side_state = {}, {}   # plain sgd: no optimizer state
         self.distinct_rows = False   # a row repeated in a batch gets each of its slices
-        matrix = np.asarray(matrix)
-        if matrix.flags.c_contiguous:
-            self.frozen, self.frozen_rows = matrix, np.ascontiguousarray(frozen_rows, np.int64)
-        else:
-            self.frozen = np.ascontiguousarray(matrix[frozen_rows], np.float32)
-            self.frozen_rows = np.arange(len(frozen_rows), dtype=np.int64)
+        self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable = n_trainable
         self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)
         self.centers_now = np.empty((batch_size, words.shape[1]), np.float32)
@@ -305,8 +311,7 @@ class SgnsKernel:
         self.owners = np.empty((batch_size, negative + 2), np.int32)
         self.losses = np.empty(batch_size, np.float64)
         self.step_fn = sgns_shared if shared else sgns_per_pair
-        # At most what numba was started with (NUMBA_NUM_THREADS).
-        self.threads = max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
+        self.threads = kernel_threads(threads)
         # A part per thread: each walks every slice of the batch to find its own.
         self.parts = self.threads
 
@@ -563,12 +568,7 @@ class ClassifyKernel:
         self.words, self.side = words, side
         self.in_use = True
         self.distinct_rows = True   # each of a batch's rows is updated once: the batch must not repeat one
-        matrix = np.asarray(matrix)
-        if matrix.flags.c_contiguous:
-            self.frozen, self.frozen_rows = matrix, np.ascontiguousarray(frozen_rows, np.int64)
-        else:
-            self.frozen = np.ascontiguousarray(matrix[frozen_rows], np.float32)
-            self.frozen_rows = np.arange(len(frozen_rows), dtype=np.int64)
+        self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
         self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)
         # The optimizer's state, by the names of its variables (Trainer._sync assigns them back).
@@ -577,7 +577,7 @@ class ClassifyKernel:
         for table, state, width in (("word", self.word_state, words.shape[1]), ("side", self.side_state, side.shape[1])):
             stand_in = np.zeros((1, width), np.float32)
             self._rows[table] = (state.get("m", state.get("accumulator", stand_in)), state.get("v", stand_in))
-        self.threads = max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
+        self.threads = kernel_threads(threads)
         self._no_grams = (np.full(1, len(side) - 1, np.int32), np.zeros(1, np.float32), np.zeros(0, np.int32),
                           np.zeros(0, np.int32))
 

@@ -141,11 +141,11 @@ def make_optimizer(name: str, table: tf.Variable) -> LazyOptimizer:
 
 @dataclass
 class Update:
-    """How the trainer updates its two tables, for an objective's compiled step (Objective.compiled_step)."""
+    """How the trainer updates its two tables, for an objective's compiled step (Objective.compiled_step;
+    whether there is one for an anchor is Objective.compiles's to say)."""
 
     optimizer: str
     clip_norm: float
-    anchor: float
     optimizers: dict   # "word", "side" -> LazyOptimizer
 
     def state(self, table: str) -> dict[str, np.ndarray]:

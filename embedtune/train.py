@@ -208,7 +208,7 @@ class Trainer:
         # TensorBoard, the result). A multi-worker run turns ``fused`` off before its first step,
         # and with it the kernel.
         if KERNEL and self.objective.compiles(t):
-            update = Update(t.optimizer, self.clip_norm, self.anchor, {"word": self.word_opt, "side": self.side_opt})
+            update = Update(t.optimizer, self.clip_norm, {"word": self.word_opt, "side": self.side_opt})
             self.kernel = self.objective.compiled_step(start, side, matrix, self.frozen_rows, self.n_trainable,
                                                        t.threads or cpu_cores(), deterministic=t.deterministic,
                                                        update=update)

@@ -24,15 +24,16 @@ TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
 FREEZE_TOP = 3000
 
 
-def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, **train):
-    """A classify trainer set up on the sample (GloVe's FREEZE_TOP most frequent rows frozen), no step taken."""
+def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, compiled: bool | None = None, **train):
+    """A classify trainer set up on the sample (GloVe's FREEZE_TOP most frequent rows frozen), no step taken;
+    compiled steps on with ``kernel``, and its step the compiled one where ``compiled`` (default: ``kernel``)."""
     monkeypatch.setattr(train_module, "KERNEL", kernel)
     vectors = glove(20000)
     config = resolve(with_paths(make_config({"freeze_top": FREEZE_TOP, "min_count": 1000000}, objective="classify",
                                             batch_size=128, threads=threads, seed=4, **train), corpus=str(path)))
     with LabelledCorpus(str(path), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
         trainer = setup(vectors, corpus, config, Checkpoints(None, 0)).trainer
-    assert trainer.uses_kernel == kernel
+    assert trainer.uses_kernel == (kernel if compiled is None else compiled)
     return trainer, vectors
 
 
@@ -136,9 +137,8 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
 
 
 def test_an_anchor_leaves_the_step_to_tensorflow(monkeypatch):
-    monkeypatch.setattr(train_module, "KERNEL", True)
-    trainer, _ = make_trainer(False, monkeypatch, anchor=0.5)
-    assert trainer.kernel is None
+    trainer, _ = make_trainer(True, monkeypatch, compiled=False, anchor=0.5)
+    assert trainer.kernel is None and trainer.anchor == 0.5
 
 
 def test_a_worker_steps_through_tensorflow(monkeypatch):

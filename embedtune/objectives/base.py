@@ -159,7 +159,7 @@ class Objective:
                       n_trainable: int, threads: int, deterministic: bool = True, update=None):
         """A compiled step over numpy tables (asked where ``compiles``; the default: TensorFlow's step).
 
-        ``update`` (sparse.Update): the optimizer, cap and anchor, and the optimizer's state
+        ``update`` (sparse.Update): the optimizer and the cap, and the optimizer's state
         (``update.state``). The step updates ``words`` ([T + 1, dim], trainable rows and the sink),
         ``side`` and its copies of the state in place, reading frozen local id T + i from
         ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``) or its
