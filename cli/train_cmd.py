@@ -346,9 +346,10 @@ def launch_workers(ctx, config, workers: int) -> None:
     if config.train.objective == "retrofit":
         raise EmbedtuneError("--workers: retrofit runs in one process (it takes seconds)")
     for key in ("vectors", "corpus"):
-        if getattr(config, key) == "-":
+        path = getattr(config, key)
+        if path == "-" or not os.path.isfile(path):   # a pipe (<(...), a FIFO) is read once
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
-                                 "not standard input")
+                                 f"not {'standard input' if path == '-' else 'a pipe'}")
     from embedtune.config import resolve
 
     t = resolve(config).train   # the batch size is the objective's unless given

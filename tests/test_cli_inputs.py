@@ -19,7 +19,7 @@ from embedtune.cli.main import COMMANDS, cli
 from embedtune.config import RANGES, Config, merge
 from embedtune.errors import EmbedtuneError
 
-from train_fixtures import SAMPLE_VECTORS
+from train_fixtures import SAMPLE_VECTORS, one_error_line
 
 GLOVE_LINES = SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)
 
@@ -335,3 +335,72 @@ def test_a_word_list_from_a_pipe_is_read_once_and_counts(tmp_path):
                  "--freeze-list", fifo)
     assert result.exit_code == 0, result.stderr
     assert "Plan: 20 frozen, 180 trainable, 0 new rows" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# VECTORS from a pipe: `embedtune train <(zcat v.txt.gz) ...` reads it once
+
+
+def feed(fifo: Path, data: bytes) -> None:
+    """Write ``data`` into ``fifo`` a block at a time, opening it again whenever the reader closed it,
+    as `<(cat FILE)` goes on writing into the one pipe: a reader that opens the path twice gets the
+    rest of the bytes on its second open, never the start (nor a hang)."""
+    done = 0
+    while done < len(data):
+        try:
+            with open(fifo, "wb", buffering=0) as f:
+                while done < len(data):
+                    done += f.write(data[done:done + 4096])
+        except BrokenPipeError:
+            continue
+
+
+def pipe_of(tmp_path: Path, data: bytes) -> Path:
+    import threading
+
+    fifo = tmp_path / "vectors.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=feed, args=(fifo, data), daemon=True).start()
+    return fifo
+
+
+PIPED = b"".join(GLOVE_LINES[:2000])   # more than the format's peek and a pipe's buffer hold
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["text", "gzip"])
+def test_convert_reads_vectors_from_a_pipe_once(tmp_path, compress):
+    import gzip
+
+    fifo = pipe_of(tmp_path, gzip.compress(PIPED) if compress else PIPED)
+    result = run("convert", fifo, tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.txt").read_bytes() == PIPED
+
+
+def test_init_reads_vectors_from_a_pipe_once(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the zzqnew of and zzqnew to the zzqnew in\n" * 5)
+    result = run("init", pipe_of(tmp_path, PIPED), corpus, "-o", tmp_path / "out.txt", "--min-count", "2")
+    assert result.exit_code == 0, result.output
+    out = (tmp_path / "out.txt").read_bytes()
+    assert out.startswith(PIPED) and out[len(PIPED):].startswith(b"zzqnew ")
+
+
+def test_train_reads_vectors_from_a_pipe_once(tmp_path):
+    corpus = tmp_path / "c.txt"
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:200]]
+    corpus.write_text("\n".join(" ".join(words[i:i + 20]) for i in range(0, 200, 20)) + "\n")
+    result = run("train", pipe_of(tmp_path, PIPED), corpus, "-o", tmp_path / "out.txt", "--epochs", "1",
+                 "--objective", "sgns", "--freeze-top", "100")
+    assert result.exit_code == 0, result.output
+    assert "Plan: 100 frozen, 1,900 trainable, 0 new rows" in result.stderr
+    assert (tmp_path / "out.txt").read_bytes().splitlines()[:100] == PIPED.splitlines()[:100]
+
+
+def test_binary_bytes_in_a_message_are_escaped(tmp_path):
+    damaged = tmp_path / "v.txt"
+    damaged.write_bytes(b"\xe0\x8b\x01\x02zz\xff\n" + GLOVE_LINES[0])
+    result = run("convert", damaged, tmp_path / "out.txt")
+    line = one_error_line(result, "line 1: expected a word followed by numbers")
+    assert line.isascii() and line.isprintable(), line
+    assert r"'\xe0\x8b\x01\x02zz\xff'" in line

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -210,8 +211,8 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
 def _written_value(path, table: Table, row: int, col: int) -> str | None:
     """Value ``col`` of text row ``row`` as the file spells it, when that is a finite number that
     float32 rounds to infinity (1e39); None otherwise. Reads the file again up to that line: only
-    on this error path, and never standard input (it cannot be read twice)."""
-    if not table.rows_are_lines or str(path) == "-":
+    on this error path, and never a pipe (standard input, a FIFO: it cannot be read twice)."""
+    if not table.rows_are_lines or str(path) == "-" or not os.path.isfile(path):
         return None
     target, number, line, pending = table.first_row + row, 1, None, b""
     try:
