@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 
 
 QUIET = "embedtune.quiet"   # key of click's ctx.meta, which every context of one invocation shares
@@ -54,6 +54,41 @@ def format_name(ctx, param, value):
         raise click.ClickException(f"{param.opts[0]}: unknown format '{value}' "
                                    f"(expected one of {', '.join(FORMAT_NAMES)})")
     return value
+
+
+ALLOW_NAN_HELP = "Keep rows with NaN or infinity (default: error)."
+DROP_NAN_HELP = ("Leave out rows with NaN or infinity, with a note naming them (default: error): such a row "
+                 "cannot train, and as a context it would make NaN of every row it touches.")
+
+
+def reader_options(nan_help: str = ALLOW_NAN_HELP):
+    """--keep-first-duplicate, --allow-nan and --replace-bad-utf8: what the vectors reader's errors
+    recommend, so every command that reads VECTORS takes them (passed on to formats.load_vectors)."""
+    def decorate(command):
+        for option in reversed((
+                click.option("--keep-first-duplicate", is_flag=True,
+                             help="Keep the first row of a repeated word (default: error)."),
+                click.option("--allow-nan", is_flag=True, help=nan_help),
+                click.option("--replace-bad-utf8", is_flag=True,
+                             help="Replace bytes in words that are not UTF-8 (default: error)."))):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False):
+    """VECTORS as train and init read them: with --allow-nan, rows with NaN or infinity left out (a note)."""
+    from embedtune import formats
+
+    vectors = formats.load_vectors(path, format=format, keep_first_duplicate=keep_first_duplicate,
+                                   allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8)
+    if allow_nan:
+        vectors, left_out = formats.without_nonfinite(vectors)
+        if left_out:
+            message(f"Note: left out {counted(len(left_out), 'row')} with NaN or infinity (--allow-nan; "
+                    f"first: {', '.join(repr(w) for w in left_out[:5])})")
+    return vectors
 
 
 def reports_errors(func):

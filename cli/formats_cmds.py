@@ -13,7 +13,7 @@ import sys
 import click
 
 from embedtune.cli.common import (check_input_file, check_writable_file, format_name, message,
-                                  quiet_option, reports_errors, show_progress)
+                                  quiet_option, reader_options, reports_errors, show_progress)
 from embedtune.errors import EmbedtuneError, counted
 
 FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"
@@ -131,9 +131,7 @@ def _report_lines(s: dict) -> list[str]:
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
               help="Read IN as this format; default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
-@click.option("--keep-first-duplicate", is_flag=True, help="Keep the first row of a repeated word (default: error).")
-@click.option("--allow-nan", is_flag=True, help="Keep rows with NaN or infinity (default: error).")
-@click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 (default: error).")
+@reader_options()
 @quiet_option
 @reports_errors
 def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_duplicate, allow_nan,

@@ -12,9 +12,9 @@ import time
 
 import click
 
-from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_file,
-                                  check_writable_folder,
-                                  format_name, message, quiet_option, reports_errors, show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_inputs_and_outputs, check_pattern,
+                                  check_writable_file, check_writable_folder, format_name, load_training_vectors,
+                                  message, quiet_option, reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives import CHOICES as OBJECTIVES, objective_class
@@ -156,11 +156,12 @@ class StopRequests:
 @click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
+@reader_options(DROP_NAN_HELP)
 @click.pass_context
 @quiet_option
 @reports_errors
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, overwrite_checkpoints,
-              keep_checkpoints, workers, **options):
+              keep_checkpoints, workers, keep_first_duplicate, allow_nan, replace_bad_utf8, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (gzip or bzip2 too) or '-' for standard input: one sentence
@@ -222,7 +223,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     began = time.perf_counter()
-    vectors = formats.load_vectors(config.vectors, format=in_format)
+    vectors = load_training_vectors(config.vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the command's time goes (--json)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:

@@ -106,7 +106,7 @@ def test_a_value_beyond_float32_is_named_as_written(tmp_path):
     result = run("convert", path, tmp_path / "out.txt")
     assert result.stderr.splitlines() == [
         f"Error: {path} line 3: value 2 is -1e39, beyond float32's range (largest 3.4028235e+38); "
-        "--allow-nan keeps it as -inf"]
+        "--allow-nan accepts it (as -inf)"]
 
 
 def test_a_settings_mismatch_on_resume_says_what_an_unset_value_means(tmp_path):
@@ -404,3 +404,43 @@ def test_binary_bytes_in_a_message_are_escaped(tmp_path):
     line = one_error_line(result, "line 1: expected a word followed by numbers")
     assert line.isascii() and line.isprintable(), line
     assert r"'\xe0\x8b\x01\x02zz\xff'" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader's hints (--keep-first-duplicate, --allow-nan, --replace-bad-utf8) work in train and init
+
+
+def _damaged(kind: str) -> bytes:
+    lines = GLOVE_LINES[:300]
+    if kind == "duplicate":
+        return b"".join(lines) + lines[5]
+    if kind == "nan":
+        fields = lines[7].split(b" ")
+        fields[3] = b"nan"
+        return b"".join(lines[:7]) + b" ".join(fields) + b"".join(lines[8:])
+    word = lines[9].split(b" ", 1)[0]
+    return b"".join(lines[:9]) + b"ab\xffc" + lines[9][len(word):] + b"".join(lines[10:])
+
+
+HINTS = {"duplicate": "--keep-first-duplicate", "nan": "--allow-nan", "utf8": "--replace-bad-utf8"}
+
+
+@pytest.mark.parametrize("command", ["train", "init"])
+@pytest.mark.parametrize("kind", list(HINTS))
+def test_following_the_readers_hint_makes_the_command_succeed(tmp_path, command, kind):
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(_damaged(kind))
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:300]]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(" ".join(words[i:i + 30]) + " zzqnew" for i in range(0, 300, 30)) + "\n")
+    args = [command, vectors, corpus, "-o", tmp_path / "out.txt"]
+    if command == "train":
+        args += ["--epochs", "1", "--objective", "sgns", "--max-steps", "2"]
+    one_error_line(run(*args), HINTS[kind])
+    assert not (tmp_path / "out.txt").exists()
+    result = run(*args, HINTS[kind])
+    assert result.exit_code == 0, result.output
+    out = (tmp_path / "out.txt").read_bytes()
+    assert b"nan" not in out
+    if kind == "nan":
+        assert "Note: left out 1 row with NaN or infinity" in result.stderr

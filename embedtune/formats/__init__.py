@@ -31,7 +31,7 @@ from embedtune.vectors import Vectors
 
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
-    "summarize_vectors",
+    "summarize_vectors", "without_nonfinite",
 ]
 
 
@@ -191,9 +191,9 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
             written = _written_value(path, table, row, col) if np.isinf(value) else None
             if written is not None:
                 raise table.error(row, f"value {col + 1} is {written}, beyond float32's range (largest "
-                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan keeps it as {value}")
+                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan accepts it (as {value})")
             raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
-                                   f"--allow-nan keeps such rows)")
+                                   f"--allow-nan accepts such rows)")
     vectors = Vectors(table.words, table.matrix)
     if len(vectors.index) == len(vectors.words):
         return vectors  # no duplicates (the index, built anyway, tells without another pass)
@@ -206,6 +206,19 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     keep = np.ones(len(table.words), bool)
     keep[[row for row, _ in duplicates]] = False
     return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
+
+
+def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
+    """``vectors`` without its rows holding NaN or infinity, and the words of those rows: what
+    training and init read with --allow-nan (such a row cannot train, and as a context it would
+    turn every row it touches into NaN)."""
+    bad = _nonfinite_rows(vectors.matrix)
+    if not bad.size:
+        return vectors, []
+    keep = np.ones(len(vectors), bool)
+    keep[bad] = False
+    return Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep]), \
+        [vectors.words[int(r)] for r in bad]
 
 
 def _written_value(path, table: Table, row: int, col: int) -> str | None:
