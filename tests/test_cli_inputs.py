@@ -444,3 +444,38 @@ def test_following_the_readers_hint_makes_the_command_succeed(tmp_path, command,
     assert b"nan" not in out
     if kind == "nan":
         assert "Note: left out 1 row with NaN or infinity" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# A usage error is one line, as every other error is (exit code 2, as click and shells have it)
+
+
+@pytest.mark.parametrize("args, parts", [
+    (["train", "{v}", "{v}", "-o", "{out}", "--workers", "0"], ["'--workers'", "0", "x>=1"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--objective", "cbow"], ["'--objective'", "'cbow'", "'sgns'"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--checkpoint-dir", "{v}"], ["'--checkpoint-dir'", "is a file"]),
+    (["train", "{v}", "-o", "{out}", "--objective", "retrofit"], ["--objective retrofit needs --lexicon"]),
+    (["train", "{v}", "-o", "{out}"], ["missing CORPUS"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "five"], ["'--epochs'", "'five'", "integer"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--bogus"], ["No such option '--bogus'"]),
+    (["--bogus", "inspect", "{v}"], ["No such option '--bogus'"]),
+    (["nosuch"], ["No such command 'nosuch'"]),
+    (["convert", "{v}"], ["Missing argument 'OUT'"]),
+    (["convert", "{v}", "{out}", "--limit", "0"], ["'--limit'", "0", "x>=1"]),
+    (["init", "{v}", "{v}", "-o", "{out}", "--min-count", "0"], ["--min-count", "must be at least 1, got 0"]),
+    (["init", "{v}", "{v}", "-o", "{out}", "--init", "nope"], ["'--init'", "'nope'", "'alacarte'"]),
+    (["lexicon", "wordnet", "{out}", "-o", "{out}"], ["'FOLDER'", "does not exist"]),
+    (["neighbors", "{v}"], ["Missing argument"]),
+])
+def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts):
+    result = run(*[a.format(v=small, out=tmp_path / "out.txt") for a in args])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    one_error_line(result, *parts)
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_no_command_still_shows_the_help():
+    result = run()
+    assert "Usage: " in result.output and "Commands:" in result.output
