@@ -122,7 +122,8 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
     "frozen_file",
     type=INPUT,
     metavar="FILE",
-    help="Words (one per line, '#' lines skipped) that must be bit-identical in NEW; exit 1 if any is not.",
+    help="Words that must be bit-identical in NEW, one per line (every non-empty line is a word, '#...' "
+         "too: GloVe holds such words); exit 1 if any is not.",
 )
 @click.option(
     "--config",
