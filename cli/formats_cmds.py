@@ -127,7 +127,8 @@ def _report_lines(s: dict) -> list[str]:
 @click.argument("input_path", metavar="IN")
 @click.argument("output_path", metavar="OUT")
 @click.option("--to", "to_format", metavar="NAME", callback=format_name,
-              help=f"Write OUT in this format ({FORMAT_HELP}); default: IN's format.")
+              help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin, fasttext for "
+                   "*.vec, else IN's format (--to that OUT's name contradicts is an error).")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
               help="Read IN as this format; default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
@@ -156,7 +157,7 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
     check_input_file(input_path, "vectors file", missing="no such file")
     check_writable_file(output_path, None)
     in_format = formats.check_format_name(format_) if format_ else formats.detect_format(input_path)
-    out_format = formats.check_format_name(to_format or in_format)
+    out_format = formats.output_format(output_path, to_format, in_format)
     with _reading(input_path) as bar:
         vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
                                        allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar)

@@ -46,7 +46,8 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
                    "none: whitespace tokens as they are (pre-tokenized corpora).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
+@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
+                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @reader_options(DROP_NAN_HELP)
@@ -84,7 +85,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     from embedtune.vectors import Vectors
 
     in_format = format_ or formats.detect_format(vectors)
-    out_format = formats.check_format_name(to or in_format)
+    out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
     lower = {"yes": True, "no": False}.get(lowercase)

@@ -153,7 +153,8 @@ class StopRequests:
                    "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
                    "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
+@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
+                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
 @reader_options(DROP_NAN_HELP)
@@ -219,7 +220,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     from embedtune.init import is_lowercase_vocabulary
 
     in_format = config.format or formats.detect_format(config.vectors)
-    out_format = config.to or in_format   # both names checked by merge (config.validate)
+    out_format = formats.output_format(config.output, config.to, in_format)   # --to, else -o's extension
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     began = time.perf_counter()

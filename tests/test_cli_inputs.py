@@ -479,3 +479,46 @@ def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts)
 def test_no_command_still_shows_the_help():
     result = run()
     assert "Usage: " in result.output and "Commands:" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The output's extension chooses its format (gensim's names), unless --to says otherwise
+
+
+@pytest.mark.parametrize("name, header, binary", [
+    ("out.bin", b"50 50\n", True), ("out.w2v.bin", b"50 50\n", True), ("out.bin.gz", b"50 50\n", True),
+    ("out.vec", b"50 50\n", False), ("out.vec.bz2", b"50 50\n", False), ("out.txt", b"", False),
+])
+@pytest.mark.parametrize("command", ["convert", "train", "init"])
+def test_the_output_name_chooses_the_format(small, tmp_path, command, name, header, binary):
+    from embedtune.formats import load_vectors
+    from embedtune.formats.io import Source
+
+    out = tmp_path / name
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(" ".join(line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:50]) + "\n")
+    args = {"convert": ["convert", small, out],
+            "train": ["train", small, corpus, "-o", out, "--objective", "sgns", "--epochs", "1"],
+            "init": ["init", small, corpus, "-o", out]}[command]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    with Source(out) as written:   # decompressed
+        data = b"".join(iter(lambda: written.read(1 << 20), b""))
+    assert (data.split(b"\n", 1)[0].endswith(b" 50") if header else data.startswith(GLOVE_LINES[0]))
+    assert (b"\x00" in data) == binary
+    if command == "convert":
+        assert load_vectors(out).matrix.tobytes() == load_vectors(small).matrix.tobytes()
+
+
+@pytest.mark.parametrize("command", ["convert", "train", "init"])
+@pytest.mark.parametrize("name, to", [("out.bin", "glove"), ("out.vec.gz", "word2vec-binary"),
+                                      ("out.bin", "fasttext")])
+def test_to_that_the_output_name_contradicts_is_an_error(small, tmp_path, command, name, to):
+    out = tmp_path / name
+    args = {"convert": ["convert", small, out],
+            "train": ["train", small, small, "-o", out],
+            "init": ["init", small, small, "-o", out]}[command]
+    result = run(*args, "--to", to)
+    one_error_line(result, str(out), f"but --to says {to}")
+    assert result.exit_code == 1 and "Loading" not in result.stderr
+    assert not out.exists()

@@ -31,7 +31,7 @@ from embedtune.vectors import Vectors
 
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
-    "summarize_vectors", "without_nonfinite",
+    "output_format", "summarize_vectors", "without_nonfinite",
 ]
 
 
@@ -86,6 +86,31 @@ def get_format(name: str) -> Format:
 def check_format_name(name: str) -> str:
     """`name` if it is a format name, else an EmbedtuneError listing the names."""
     return get_format(name).name
+
+
+# An output name's extension (before .gz / .bz2) -> the formats it means, the first when it decides:
+# gensim's users name word2vec binary files .bin and fastText's text .vec.
+EXTENSIONS = {".bin": ("word2vec-binary",), ".vec": ("fasttext", "word2vec")}
+
+
+def output_format(path, to: str | None, in_format: str) -> str:
+    """The format to write ``path`` in: ``to`` if given, else the one its extension means (.bin, .vec),
+    else ``in_format``. ``to`` that the extension contradicts (``--to glove -o x.bin``) is an error,
+    before any work."""
+    name = str(path).lower()
+    for suffix in (".gz", ".bz2"):
+        name = name.removesuffix(suffix)
+    ext = next((e for e in EXTENSIONS if name.endswith(e)), None) if str(path) != "-" else None
+    implied = EXTENSIONS.get(ext, ())
+    if to is not None:
+        check_format_name(to)
+        if implied and to not in implied:
+            raise EmbedtuneError(f"the name ends in {ext}, which means {' or '.join(implied)}, but --to says {to}; "
+                                 f"rename the output or drop --to", str(path))
+        return to
+    if implied:
+        return in_format if in_format in implied else implied[0]
+    return check_format_name(in_format)
 
 
 # -- detection ---------------------------------------------------------------------------------
