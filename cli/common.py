@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import stat
 import sys
 
 import click
@@ -170,8 +171,27 @@ def check_writable_file(target: str | None, option: str | None) -> None:
     if not os.path.isdir(folder):
         raise EmbedtuneError(f"{prefix}{'the ' if option else ''}folder {folder} does not exist", target)
     if os.path.exists(target) and not os.path.isfile(target):
+        _try_device(target, prefix)
         return
     _try_create_in(folder, target, prefix)
+
+
+def _try_device(target: str, prefix: str) -> None:
+    # A device is written where it is (open_target): /dev/full refuses every write, even one of no
+    # bytes, so such a write tells before the run, and writes nothing to /dev/null or a terminal.
+    # A FIFO is left alone: opening it would wait for its reader.
+    if not stat.S_ISCHR(os.stat(target).st_mode):
+        return
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot open for writing: {err.strerror or err}", target) from None
+    try:
+        os.write(fd, b"")
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot write: {err.strerror or err}", target) from None
+    finally:
+        os.close(fd)
 
 
 def check_writable_folder(folder: str | None, option: str) -> None:

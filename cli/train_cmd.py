@@ -57,6 +57,21 @@ class StopRequests:
             signal.signal(sig, handler)
 
 
+def workers_bound(ctx, param, value):
+    """Click callback of --workers: 1 to the CPU cores this process may use. Each worker is a process
+    with its own TensorFlow runtime (about 0.9 GB) and at least one thread; more than the cores only
+    take turns (2 workers on 2 cores ran at 0.22 times one process's words/s: README)."""
+    if value is None:
+        return None
+    from embedtune.distribute import local_cores
+
+    cores = local_cores()
+    if not 1 <= value <= cores:
+        raise click.BadParameter(f"{value} is not in the range 1 to {cores} (the CPU cores this process may "
+                                 "use; each worker is a process of its own)", param=param)
+    return value
+
+
 @click.command("train", epilog=RULES_HELP)
 @click.argument("vectors", required=False)
 @click.argument("corpus", required=False)
@@ -124,10 +139,10 @@ class StopRequests:
 @click.option("--threads", type=int,
               help="CPU threads of TensorFlow's thread pools and of the compiled sgns step (plain sgd, "
                    "as gensim's workers). [default: 0 = all cores]")
-@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+@click.option("--workers", type=int, metavar="N", callback=workers_bound,
               help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
-                   "threads; each step's gradients are exchanged. Under TF_CONFIG, this process is one "
-                   "worker of that cluster instead. [default: 1]")
+                   "threads; each step's gradients are exchanged. At most the CPU cores this process may "
+                   "use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
                    "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
@@ -213,8 +228,11 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):
         raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
-    if workers and workers > 1 and not dry_run and not os.environ.get("EMBEDTUNE_LAUNCHED"):
-        launch_workers(ctx, config, workers)   # a launched worker runs on, below
+    if workers and workers > 1 and not os.environ.get("EMBEDTUNE_LAUNCHED"):
+        if dry_run:
+            check_workers(config, workers)
+        else:
+            launch_workers(ctx, config, workers)   # a launched worker runs on, below
 
     from embedtune import formats
     from embedtune.init import is_lowercase_vocabulary
@@ -230,7 +248,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
     if dry_run:
-        _dry_run(vectors, config, lowercase, out_format, resume, json_out)
+        _dry_run(vectors, config, lowercase, out_format, resume, json_out, workers or 1)
         return
 
     from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
@@ -339,8 +357,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         write_json(s, json_out)
 
 
-def launch_workers(ctx, config, workers: int) -> None:
-    """`--workers N`: run this same command as N local workers and end as they do."""
+def check_workers(config, workers: int):
+    """What --workers N refuses, before any work (a dry run checks it too); returns the resolved
+    train config."""
     from embedtune import distribute
 
     if os.environ.get("TF_CONFIG"):
@@ -359,6 +378,14 @@ def launch_workers(ctx, config, workers: int) -> None:
         raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
                              "n-gram rows' list gathered as the labels are; not built)")
     distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
+    return t
+
+
+def launch_workers(ctx, config, workers: int) -> None:
+    """`--workers N`: run this same command as N local workers and end as they do."""
+    from embedtune import distribute
+
+    t = check_workers(config, workers)
     threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
     message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "
             "worker 0 reports")
@@ -487,7 +514,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
+def _dry_run(vectors, config, lowercase, out_format, resume, json_out, workers):
     """Count the corpus, apply the rules and report the plan; train nothing, write nothing."""
     from embedtune.runplan import describe, plan_run
 
@@ -499,7 +526,7 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         if config.valid:   # classify: its lines are checked as training would read them
             for _ in corpus.valid_examples():
                 pass
-    d = describe(run, vectors)
+    d = describe(run, vectors, workers)
     d.update(dry_run=True, to=out_format, lowercase=lowercase)
     if json_out:
         write_json(d, json_out)
@@ -521,9 +548,12 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         ("new words", f"start: {d['init']}" if d["new"] else "none"),
         ("objective", f"{d['objective']}: {settings}"),
         ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
-        ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak (an estimate from the table "
-                   "sizes, MiB: " + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
-                                              for k, v in d["memory_parts_bytes"].items() if v) + ")"),
+        ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak "
+                   + (f"in all: {workers} worker processes of {d['memory_per_worker_bytes'] / mib:,.0f} MiB each and "
+                      f"the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
+                   + "(an estimate from the table sizes, MiB" + (" a worker" if workers > 1 else "") + ": "
+                   + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
+                               for k, v in d["memory_parts_bytes"].items() if v) + ")"),
     ]
     click.echo("Dry run: every check passed; nothing trained, nothing written.")
     for name, value in lines:
