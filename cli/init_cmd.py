@@ -74,7 +74,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
                              ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
         problem = range_problem(key, value)
         if problem:
-            raise click.BadParameter(problem, param_hint=name)
+            raise EmbedtuneError(f"{name} {problem}")
     check_inputs_and_outputs(vectors, corpus, output, json_out)
 
     import numpy as np

@@ -67,8 +67,9 @@ def workers_bound(ctx, param, value):
 
     cores = local_cores()
     if not 1 <= value <= cores:
-        raise click.BadParameter(f"{value} is not in the range 1 to {cores} (the CPU cores this process may "
-                                 "use; each worker is a process of its own)", param=param)
+        # A value check, as --epochs' is (exit 1), not a command line click cannot parse (exit 2).
+        raise click.ClickException(f"--workers must be between 1 and {cores} (the CPU cores this process may "
+                                   f"use; each worker is a process of its own), got {value}")
     return value
 
 
@@ -147,7 +148,7 @@ def workers_bound(ctx, param, value):
               help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
                    "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
                    "steps lock-free on --threads threads, as word2vec's do (results vary from run to run).")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
+@click.option("--checkpoint-dir", type=click.Path(), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "
                                               "one is skipped for the one before, with a note).")
@@ -161,7 +162,7 @@ def workers_bound(ctx, param, value):
               help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
 @click.option("--max-words", type=int, metavar="N",
               help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit).")
-@click.option("--logdir", type=click.Path(file_okay=False),
+@click.option("--logdir", type=click.Path(),
               help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR.")
 @click.option("--dry-run", is_flag=True,
               help="Check everything that needs no training (config, files, lists, patterns, outputs), print "

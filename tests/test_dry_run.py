@@ -186,7 +186,7 @@ def early_cases(folder, locked):
         (["train", v, c, "-o", f"{locked}/out.txt"], f"cannot write in {locked}"),
         (["train", v, c, "-o", out, "--json", f"{locked}/s.json"], f"cannot write in {locked}"),
         (["train", v, c, "-o", out, "--logdir", f"{locked}/logs"], f"--logdir: cannot write in {locked}"),
-        (["train", v, c, "-o", out, "--checkpoint-dir", str(folder / "a-file")], "is a file"),
+        (["train", v, c, "-o", out, "--checkpoint-dir", str(folder / "a-file")], "--checkpoint-dir: not a folder"),
         (["train", v, c, "-o", out, "--resume"], "--resume needs --checkpoint-dir"),
         (["train", v, c, "-o", out, "--max-steps", "-1"], "--max-steps must be 0 (no limit) or positive"),
         (["train", v, c, "-o", f"{locked}/out.txt", "--dry-run"], f"cannot write in {locked}"),
@@ -259,9 +259,9 @@ def test_workers_are_bounded_by_the_cores(folder, monkeypatch):
     args = ["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt", "--dry-run"]
     assert run([*args, "--workers", "2"]).exit_code == 0
     result = run([*args, "--workers", "3"])
-    assert result.exit_code == 2
-    assert result.stderr.splitlines() == ["Error: Invalid value for '--workers': 3 is not in the range 1 to 2 (the "
-                                          "CPU cores this process may use; each worker is a process of its own)"]
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == ["Error: --workers must be between 1 and 2 (the CPU cores this process "
+                                          "may use; each worker is a process of its own), got 3"]
 
 
 def test_a_dry_run_with_workers_refuses_what_the_workers_would(folder):
