@@ -78,11 +78,13 @@ def reader_options(nan_help: str = ALLOW_NAN_HELP):
     return decorate
 
 
-def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False):
-    """VECTORS as train and init read them: with --allow-nan, rows with NaN or infinity left out (a note)."""
+def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False,
+                          limit=None):
+    """VECTORS as train, init, eval and neighbors read them: with --allow-nan, rows with NaN or
+    infinity left out (a note), since none of them can use such a row."""
     from embedtune import formats
 
-    vectors = formats.load_vectors(path, format=format, keep_first_duplicate=keep_first_duplicate,
+    vectors = formats.load_vectors(path, format=format, limit=limit, keep_first_duplicate=keep_first_duplicate,
                                    allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8)
     if allow_nan:
         vectors, left_out = formats.without_nonfinite(vectors)

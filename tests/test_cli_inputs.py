@@ -445,6 +445,21 @@ def test_following_the_readers_hint_makes_the_command_succeed(tmp_path, command,
         assert "Note: left out 1 row with NaN or infinity" in result.stderr
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # numpy's all-NaN warnings would reach standard error
+@pytest.mark.parametrize("command", ["diff", "eval", "neighbors"])
+@pytest.mark.parametrize("kind", list(HINTS))
+def test_the_readers_hints_work_in_the_commands_that_compare(tmp_path, command, kind):
+    vectors, clean, pairs = tmp_path / "v.txt", tmp_path / "clean.txt", tmp_path / "pairs.tsv"
+    vectors.write_bytes(_damaged(kind))
+    clean.write_bytes(b"".join(GLOVE_LINES[:300]))
+    pairs.write_text("the\tof\t1.0\nand\tto\t2.0\nin\ta\t3.0\n")
+    args = {"diff": ["diff", vectors, clean], "eval": ["eval", vectors, "--similarity", pairs],
+            "neighbors": ["neighbors", vectors, "the"]}[command]
+    one_error_line(run(*args), HINTS[kind])
+    result = run(*args, HINTS[kind])
+    assert result.exit_code == 0, result.output
+
+
 # ---------------------------------------------------------------------------------------------
 # A usage error is one line, as every other error is (exit code 2, as click and shells have it)
 
