@@ -59,7 +59,7 @@ def format_name(ctx, param, value):
 
 ALLOW_NAN_HELP = "Keep rows with NaN or infinity (default: error)."
 DROP_NAN_HELP = ("Leave out rows with NaN or infinity, with a note naming them (default: error): such a row "
-                 "cannot train, and as a context it would make NaN of every row it touches.")
+                 "cannot be used (as a context it would make NaN of every row it touches).")
 
 
 def reader_options(nan_help: str = ALLOW_NAN_HELP):
