@@ -84,8 +84,11 @@ _parked: dict = {}
 def open_source(path) -> "Source":
     """A Source for `path`; for a pipe the one detect_format peeked at, so nothing read is lost."""
     source = _parked.pop(str(path), None)
-    if source is not None and source._is_still(path):
-        return source
+    if source is not None:
+        if source._is_still(path):
+            return source
+        source._reading = True   # closed for good, not parked again
+        source.close()
     return Source(path)
 
 
