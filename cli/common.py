@@ -6,11 +6,12 @@ import contextlib
 import functools
 import json
 import os
+import stat
 import sys
 
 import click
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 
 
 QUIET = "embedtune.quiet"   # key of click's ctx.meta, which every context of one invocation shares
@@ -54,6 +55,43 @@ def format_name(ctx, param, value):
         raise click.ClickException(f"{param.opts[0]}: unknown format '{value}' "
                                    f"(expected one of {', '.join(FORMAT_NAMES)})")
     return value
+
+
+ALLOW_NAN_HELP = "Keep rows with NaN or infinity (default: error)."
+DROP_NAN_HELP = ("Leave out rows with NaN or infinity, with a note naming them (default: error): such a row "
+                 "cannot be used (as a context it would make NaN of every row it touches).")
+
+
+def reader_options(nan_help: str = ALLOW_NAN_HELP):
+    """--keep-first-duplicate, --allow-nan and --replace-bad-utf8: what the vectors reader's errors
+    recommend, so every command that reads VECTORS takes them (passed on to formats.load_vectors)."""
+    def decorate(command):
+        for option in reversed((
+                click.option("--keep-first-duplicate", is_flag=True,
+                             help="Keep the first row of a repeated word (default: error)."),
+                click.option("--allow-nan", is_flag=True, help=nan_help),
+                click.option("--replace-bad-utf8", is_flag=True,
+                             help="Replace bytes in words that are not UTF-8 (default: error)."))):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False,
+                          limit=None):
+    """VECTORS as train, init, eval and neighbors read them: with --allow-nan, rows with NaN or
+    infinity left out (a note), since none of them can use such a row."""
+    from embedtune import formats
+
+    vectors = formats.load_vectors(path, format=format, limit=limit, keep_first_duplicate=keep_first_duplicate,
+                                   allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8)
+    if allow_nan:
+        vectors, left_out = formats.without_nonfinite(vectors)
+        if left_out:
+            message(f"Note: left out {counted(len(left_out), 'row')} with NaN or infinity (--allow-nan; "
+                    f"first: {', '.join(repr(w) for w in left_out[:5])})")
+    return vectors
 
 
 def reports_errors(func):
@@ -135,8 +173,27 @@ def check_writable_file(target: str | None, option: str | None) -> None:
     if not os.path.isdir(folder):
         raise EmbedtuneError(f"{prefix}{'the ' if option else ''}folder {folder} does not exist", target)
     if os.path.exists(target) and not os.path.isfile(target):
+        _try_device(target, prefix)
         return
     _try_create_in(folder, target, prefix)
+
+
+def _try_device(target: str, prefix: str) -> None:
+    # A device is written where it is (open_target): /dev/full refuses every write, even one of no
+    # bytes, so such a write tells before the run, and writes nothing to /dev/null or a terminal.
+    # A FIFO is left alone: opening it would wait for its reader.
+    if not stat.S_ISCHR(os.stat(target).st_mode):
+        return
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot open for writing: {err.strerror or err}", target) from None
+    try:
+        os.write(fd, b"")
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot write: {err.strerror or err}", target) from None
+    finally:
+        os.close(fd)
 
 
 def check_writable_folder(folder: str | None, option: str) -> None:

@@ -11,18 +11,24 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_input_file, check_pattern, format_name, message, quiet,
-                                  quiet_option, reports_errors)
+from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_pattern, format_name,
+                                  load_training_vectors, message, quiet, quiet_option, reader_options,
+                                  reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
 INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
 
 
-def _load(path, format=None, limit=None):
+def _load(path, format=None, limit=None, drop_nan=False, **reading):
+    """A vectors file; ``reading``: the reader options (--keep-first-duplicate, --allow-nan,
+    --replace-bad-utf8); ``drop_nan``: --allow-nan leaves NaN/inf rows out (eval, neighbors cannot
+    score them) instead of keeping them (diff compares their bits)."""
     from embedtune.formats import load_vectors
 
     message(f"reading {path}")
-    return load_vectors(path, format=format, limit=limit)
+    if drop_nan:
+        return load_training_vectors(path, format, limit=limit, **reading)
+    return load_vectors(path, format=format, limit=limit, **reading)
 
 
 FORMAT = click.option(
@@ -122,7 +128,8 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
     "frozen_file",
     type=INPUT,
     metavar="FILE",
-    help="Words (one per line, '#' lines skipped) that must be bit-identical in NEW; exit 1 if any is not.",
+    help="Words that must be bit-identical in NEW, one per line (every non-empty line is a word, '#...' "
+         "too: GloVe holds such words); exit 1 if any is not.",
 )
 @click.option(
     "--config",
@@ -135,9 +142,10 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), metavar="N", help="How many most-moved words to list.")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on standard output.")
+@reader_options()
 @quiet_option
 @reports_errors
-def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
+def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **reading):
     """Compare two vectors files row by row, matching rows by word.
 
     Counts rows that are bit-identical, changed (with the largest and mean L2 change and the
@@ -182,8 +190,8 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json):
         frozen_words = [word for _, word in read_word_list(frozen_file)]
     if config is not None and format_ is None:
         format_ = config.format
-    old_vectors = _load(old, format_)
-    new_vectors = _load(new, format_)
+    old_vectors = _load(old, format_, **reading)
+    new_vectors = _load(new, format_, **reading)
     if old_vectors.dim != new_vectors.dim:
         raise EmbedtuneError(
             f"{new_vectors.dim}-dimensional vectors, but {old} has {old_vectors.dim}; "
@@ -292,10 +300,12 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
 @click.option("--case-sensitive", is_flag=True, help="Match benchmark words exactly (default: ignore case).")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON on standard output.")
+@reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
 def eval_cmd(
-    vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json
+    vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json,
+    **reading
 ):
     """Score vectors on word-similarity and analogy benchmarks (gensim's figures, fast).
 
@@ -320,7 +330,7 @@ def eval_cmd(
         similarity, analogies = similarity or [], analogies or []
 
     def score(path):
-        v = _load(path, format_, limit)
+        v = _load(path, format_, limit, drop_nan=True, **reading)
         message(f"scoring {path}")
         # Shown only when scoring takes over a second (delay=1), on a terminal, without -q.
         with tqdm(desc="analogies", unit="question", file=sys.stderr, delay=1, dynamic_ncols=True,
@@ -399,9 +409,10 @@ def _neighbor_lines(words, sides, k) -> list[str]:
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Read only the first N words of each file.")
 @FORMAT
 @click.option("--json", "as_json", is_flag=True, help="Print the neighbours as JSON on standard output.")
+@reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
-def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
+def neighbors_cmd(vectors, words, k, against, limit, format_, as_json, **reading):
     """Show the nearest neighbours of WORDS by cosine over the whole vocabulary.
 
     Words missing from a file are reported on standard error; the others are still shown.
@@ -418,7 +429,7 @@ def neighbors_cmd(vectors, words, k, against, limit, format_, as_json):
     paths = [vectors] + ([against] if against else [])
     results = []
     for path in paths:
-        v = _load(path, format_, limit)
+        v = _load(path, format_, limit, drop_nan=True, **reading)
         result = nearest_neighbors(v, words, k=k)
         _report_unknown(path, v, result.unknown)
         results.append(result)

@@ -13,7 +13,7 @@ import sys
 import click
 
 from embedtune.cli.common import (check_input_file, check_writable_file, format_name, message,
-                                  quiet_option, reports_errors, show_progress)
+                                  quiet_option, reader_options, reports_errors, show_progress)
 from embedtune.errors import EmbedtuneError, counted
 
 FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"
@@ -127,13 +127,12 @@ def _report_lines(s: dict) -> list[str]:
 @click.argument("input_path", metavar="IN")
 @click.argument("output_path", metavar="OUT")
 @click.option("--to", "to_format", metavar="NAME", callback=format_name,
-              help=f"Write OUT in this format ({FORMAT_HELP}); default: IN's format.")
+              help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin, fasttext for "
+                   "*.vec, else IN's format (--to that OUT's name contradicts is an error).")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
               help="Read IN as this format; default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
-@click.option("--keep-first-duplicate", is_flag=True, help="Keep the first row of a repeated word (default: error).")
-@click.option("--allow-nan", is_flag=True, help="Keep rows with NaN or infinity (default: error).")
-@click.option("--replace-bad-utf8", is_flag=True, help="Replace bytes in words that are not UTF-8 (default: error).")
+@reader_options()
 @quiet_option
 @reports_errors
 def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_duplicate, allow_nan,
@@ -158,7 +157,7 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
     check_input_file(input_path, "vectors file", missing="no such file")
     check_writable_file(output_path, None)
     in_format = formats.check_format_name(format_) if format_ else formats.detect_format(input_path)
-    out_format = formats.check_format_name(to_format or in_format)
+    out_format = formats.output_format(output_path, to_format, in_format)
     with _reading(input_path) as bar:
         vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
                                        allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar)

@@ -9,8 +9,8 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_inputs_and_outputs, format_name, message, quiet_option,
-                                  reports_errors, show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, check_inputs_and_outputs, format_name, load_training_vectors,
+                                  message, quiet_option, reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
@@ -46,13 +46,15 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
                    "none: whitespace tokens as they are (pre-tokenized corpora).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
+@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
+                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
+@reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
 def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
-             lowercase, tokenize, seed, format_, to, json_out):
+             lowercase, tokenize, seed, format_, to, json_out, keep_first_duplicate, allow_nan, replace_bad_utf8):
     """Add CORPUS's new words to VECTORS, each starting from its contexts and spelling.
 
     A new word is a CORPUS word missing from VECTORS seen at least --min-count
@@ -72,7 +74,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
                              ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
         problem = range_problem(key, value)
         if problem:
-            raise click.BadParameter(problem, param_hint=name)
+            raise EmbedtuneError(f"{name} {problem}")
     check_inputs_and_outputs(vectors, corpus, output, json_out)
 
     import numpy as np
@@ -83,9 +85,9 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     from embedtune.vectors import Vectors
 
     in_format = format_ or formats.detect_format(vectors)
-    out_format = formats.check_format_name(to or in_format)
+    out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
-    pretrained = formats.load_vectors(vectors, format=in_format)
+    pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
     lower = {"yes": True, "no": False}.get(lowercase)
     if lower is None:
         lower = is_lowercase_vocabulary(pretrained)

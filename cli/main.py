@@ -74,10 +74,34 @@ def interrupts_unwind():
             signal.signal(signal.SIGTERM, saved)
 
 
+class UsageLine(click.UsageError):
+    """A usage error shown as every other error is: one line, `Error: ...` (exit code 2, as click and
+    shells have it), not click's usage block; the message names the option, the value and what is allowed."""
+
+    def show(self, file=None):
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+@contextlib.contextmanager
+def usage_errors_in_one_line():
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:   # `embedtune` alone: the help is the answer
+        raise
+    except UsageLine:
+        raise
+    except click.UsageError as err:
+        raise UsageLine(err.format_message(), err.ctx) from None
+
+
 class LazyGroup(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):
+        with usage_errors_in_one_line():   # the group's own options and command name
+            return super().make_context(info_name, args, parent=parent, **extra)
+
     def invoke(self, ctx):
         # Around the whole command: importing it, reading, spooling and writing.
-        with interrupts_unwind():
+        with interrupts_unwind(), usage_errors_in_one_line():
             return super().invoke(ctx)
 
     def list_commands(self, ctx):

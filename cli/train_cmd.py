@@ -12,9 +12,9 @@ import time
 
 import click
 
-from embedtune.cli.common import (check_input_file, check_inputs_and_outputs, check_pattern, check_writable_file,
-                                  check_writable_folder,
-                                  format_name, message, quiet_option, reports_errors, show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_inputs_and_outputs, check_pattern,
+                                  check_writable_file, check_writable_folder, format_name, load_training_vectors,
+                                  message, quiet_option, reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives import CHOICES as OBJECTIVES, objective_class
@@ -55,6 +55,22 @@ class StopRequests:
     def __exit__(self, *exc):
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)
+
+
+def workers_bound(ctx, param, value):
+    """Click callback of --workers: 1 to the CPU cores this process may use. Each worker is a process
+    with its own TensorFlow runtime (about 0.9 GB) and at least one thread; more than the cores only
+    take turns (2 workers on 2 cores ran at 0.22 times one process's words/s: README)."""
+    if value is None:
+        return None
+    from embedtune.distribute import local_cores
+
+    cores = local_cores()
+    if not 1 <= value <= cores:
+        # A value check, as --epochs' is (exit 1), not a command line click cannot parse (exit 2).
+        raise click.ClickException(f"--workers must be between 1 and {cores} (the CPU cores this process may "
+                                   f"use; each worker is a process of its own), got {value}")
+    return value
 
 
 @click.command("train", epilog=RULES_HELP)
@@ -124,15 +140,15 @@ class StopRequests:
 @click.option("--threads", type=int,
               help="CPU threads of TensorFlow's thread pools and of the compiled sgns step (plain sgd, "
                    "as gensim's workers). [default: 0 = all cores]")
-@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+@click.option("--workers", type=int, metavar="N", callback=workers_bound,
               help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
-                   "threads; each step's gradients are exchanged. Under TF_CONFIG, this process is one "
-                   "worker of that cluster instead. [default: 1]")
+                   "threads; each step's gradients are exchanged. At most the CPU cores this process may "
+                   "use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
 @click.option("--deterministic", is_flag=True, default=None,
               help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
                    "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
                    "steps lock-free on --threads threads, as word2vec's do (results vary from run to run).")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Write checkpoints to this folder.")
+@click.option("--checkpoint-dir", type=click.Path(), help="Write checkpoints to this folder.")
 @click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "
                                               "one is skipped for the one before, with a note).")
@@ -146,21 +162,23 @@ class StopRequests:
               help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
 @click.option("--max-words", type=int, metavar="N",
               help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit).")
-@click.option("--logdir", type=click.Path(file_okay=False),
+@click.option("--logdir", type=click.Path(),
               help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR.")
 @click.option("--dry-run", is_flag=True,
               help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
                    "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
                    "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
 @click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: that of VECTORS).", callback=format_name)
+@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
+                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               help="Print the summary as JSON on standard output, or write it to FILE.")
+@reader_options(DROP_NAN_HELP)
 @click.pass_context
 @quiet_option
 @reports_errors
 def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resume, dry_run, overwrite_checkpoints,
-              keep_checkpoints, workers, **options):
+              keep_checkpoints, workers, keep_first_duplicate, allow_nan, replace_bad_utf8, **options):
     """Fine-tune VECTORS on CORPUS, updating only the rows the rules allow.
 
     CORPUS is a text file (gzip or bzip2 too) or '-' for standard input: one sentence
@@ -211,24 +229,27 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):
         raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
-    if workers and workers > 1 and not dry_run and not os.environ.get("EMBEDTUNE_LAUNCHED"):
-        launch_workers(ctx, config, workers)   # a launched worker runs on, below
+    if workers and workers > 1 and not os.environ.get("EMBEDTUNE_LAUNCHED"):
+        if dry_run:
+            check_workers(config, workers)
+        else:
+            launch_workers(ctx, config, workers)   # a launched worker runs on, below
 
     from embedtune import formats
     from embedtune.init import is_lowercase_vocabulary
 
     in_format = config.format or formats.detect_format(config.vectors)
-    out_format = config.to or in_format   # both names checked by merge (config.validate)
+    out_format = formats.output_format(config.output, config.to, in_format)   # --to, else -o's extension
     config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
     message(f"Loading {config.vectors} ...")
     began = time.perf_counter()
-    vectors = formats.load_vectors(config.vectors, format=in_format)
+    vectors = load_training_vectors(config.vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the command's time goes (--json)
     lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
     if lowercase is None:
         lowercase = is_lowercase_vocabulary(vectors)
     if dry_run:
-        _dry_run(vectors, config, lowercase, out_format, resume, json_out)
+        _dry_run(vectors, config, lowercase, out_format, resume, json_out, workers or 1)
         return
 
     from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
@@ -337,8 +358,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         write_json(s, json_out)
 
 
-def launch_workers(ctx, config, workers: int) -> None:
-    """`--workers N`: run this same command as N local workers and end as they do."""
+def check_workers(config, workers: int):
+    """What --workers N refuses, before any work (a dry run checks it too); returns the resolved
+    train config."""
     from embedtune import distribute
 
     if os.environ.get("TF_CONFIG"):
@@ -346,9 +368,10 @@ def launch_workers(ctx, config, workers: int) -> None:
     if config.train.objective == "retrofit":
         raise EmbedtuneError("--workers: retrofit runs in one process (it takes seconds)")
     for key in ("vectors", "corpus"):
-        if getattr(config, key) == "-":
+        path = getattr(config, key)
+        if path == "-" or not os.path.isfile(path):   # a pipe (<(...), a FIFO) is read once
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
-                                 "not standard input")
+                                 f"not {'standard input' if path == '-' else 'a pipe'}")
     from embedtune.config import resolve
 
     t = resolve(config).train   # the batch size is the objective's unless given
@@ -356,6 +379,14 @@ def launch_workers(ctx, config, workers: int) -> None:
         raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
                              "n-gram rows' list gathered as the labels are; not built)")
     distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
+    return t
+
+
+def launch_workers(ctx, config, workers: int) -> None:
+    """`--workers N`: run this same command as N local workers and end as they do."""
+    from embedtune import distribute
+
+    t = check_workers(config, workers)
     threads = t.threads or distribute.worker_threads(workers, distribute.local_cores())
     message(f"Starting {workers} workers ({threads} thread{'s' if threads != 1 else ''} each); "
             "worker 0 reports")
@@ -484,7 +515,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
+def _dry_run(vectors, config, lowercase, out_format, resume, json_out, workers):
     """Count the corpus, apply the rules and report the plan; train nothing, write nothing."""
     from embedtune.runplan import describe, plan_run
 
@@ -496,7 +527,7 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         if config.valid:   # classify: its lines are checked as training would read them
             for _ in corpus.valid_examples():
                 pass
-    d = describe(run, vectors)
+    d = describe(run, vectors, workers)
     d.update(dry_run=True, to=out_format, lowercase=lowercase)
     if json_out:
         write_json(d, json_out)
@@ -518,9 +549,12 @@ def _dry_run(vectors, config, lowercase, out_format, resume, json_out):
         ("new words", f"start: {d['init']}" if d["new"] else "none"),
         ("objective", f"{d['objective']}: {settings}"),
         ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
-        ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak (an estimate from the table "
-                   "sizes, MiB: " + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
-                                              for k, v in d["memory_parts_bytes"].items() if v) + ")"),
+        ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak "
+                   + (f"in all: {workers} worker processes of {d['memory_per_worker_bytes'] / mib:,.0f} MiB each and "
+                      f"the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
+                   + "(an estimate from the table sizes, MiB" + (" a worker" if workers > 1 else "") + ": "
+                   + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
+                               for k, v in d["memory_parts_bytes"].items() if v) + ")"),
     ]
     click.echo("Dry run: every check passed; nothing trained, nothing written.")
     for name, value in lines:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 
 from embedtune.config import Config, TrainConfig, VocabConfig, _build, load_config, merge
@@ -98,6 +98,8 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
+    else:
+        corpus = checked_sentences(corpus)
     objective = objective_class(resolve(config).train.objective)   # classify reads labelled lines
     with objective.open_corpus(corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
                                vocabulary=vectors.index) as text:
@@ -105,3 +107,46 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     # train returns the input matrix with the trained rows put in place (PatchedVectors, for writing
     # a block at a time); a caller of the library gets a plain Vectors of its own.
     return out if isinstance(out, Vectors) else Vectors(out.words, out.matrix)
+
+
+def checked_sentences(sentences):
+    """``sentences`` as Corpus reads them, each checked as it is read: a str, or an iterable of str
+    tokens. Anything else (bytes, an int token) is an EmbedtuneError naming the sentence's index,
+    the type found and what is expected, not a TypeError from deep in the reading. A one-pass
+    iterator stays one (Corpus spools it); a re-iterable stays re-iterable."""
+    if isinstance(sentences, (bytes, bytearray)) or not isinstance(sentences, Iterable):
+        raise EmbedtuneError(f"corpus is {type(sentences).__name__}; expected a path, or sentences: an iterable "
+                             "of str or of lists of str tokens")
+    if isinstance(sentences, Iterator):
+        return (_checked(number, sentence) for number, sentence in enumerate(sentences))
+    return _CheckedSentences(sentences)
+
+
+class _CheckedSentences:
+    def __init__(self, sentences):
+        self.sentences = sentences
+
+    def __iter__(self):
+        return (_checked(number, sentence) for number, sentence in enumerate(self.sentences))
+
+
+def _checked(number: int, sentence):
+    if isinstance(sentence, str):
+        return sentence
+    expected = "expected a str or a list of str tokens"
+    if isinstance(sentence, (bytes, bytearray)):
+        raise EmbedtuneError(f"sentences[{number}] is {type(sentence).__name__} ({_short(sentence)}); "
+                             f"{expected} (decode bytes first)")
+    if not isinstance(sentence, Iterable):
+        raise EmbedtuneError(f"sentences[{number}] is {type(sentence).__name__} ({_short(sentence)}); {expected}")
+    tokens = sentence if isinstance(sentence, (list, tuple)) else list(sentence)
+    if not all(isinstance(token, str) for token in tokens):
+        at, token = next((i, t) for i, t in enumerate(tokens) if not isinstance(t, str))
+        raise EmbedtuneError(f"sentences[{number}][{at}] is {type(token).__name__} ({_short(token)}); "
+                             f"{expected}" + (" (decode bytes first)" if isinstance(token, bytes) else ""))
+    return tokens
+
+
+def _short(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -8,6 +8,7 @@ Evaluation gives the figures of gensim's ``KeyedVectors.evaluate_word_pairs`` /
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -213,6 +214,13 @@ def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) 
                 added_words.append(w)
                 if len(added_words) == examples:
                     break
+    with warnings.catch_warnings():
+        # Rows kept with NaN (--allow-nan) have no change to measure: when every changed row is one,
+        # the figure is NaN, which is the answer, not a warning on standard error.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        figures = (np.nanmax(rc.l2), np.nanmean(rc.l2), np.nanmin(rc.cosine), np.nanmean(rc.cosine)) \
+            if n_changed else (None,) * 4
+    l2_max, l2_mean, cosine_min, cosine_mean = (None if f is None else float(f) for f in figures)
     return Diff(
         old_words=len(old.index),
         new_words=len(new.index),
@@ -221,10 +229,10 @@ def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) 
         changed=n_changed,
         added=n_added,
         removed=len(rc.removed_words),
-        l2_max=float(np.nanmax(rc.l2)) if n_changed else None,
-        l2_mean=float(np.nanmean(rc.l2)) if n_changed else None,
-        cosine_min=float(np.nanmin(rc.cosine)) if n_changed else None,
-        cosine_mean=float(np.nanmean(rc.cosine)) if n_changed else None,
+        l2_max=l2_max,
+        l2_mean=l2_mean,
+        cosine_min=cosine_min,
+        cosine_mean=cosine_mean,
         most_moved=most_moved,
         added_words=added_words,
         removed_words=rc.removed_words[:examples],

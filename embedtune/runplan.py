@@ -31,6 +31,11 @@ OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-siz
 # TensorFlow, XLA's compiled step and the Python process around them: the quickstart's peak RSS
 # was 747 MiB (TF 2.21 on CPU, 1 epoch, /usr/bin/time -v) with about 45 MiB of it in the parts below.
 RUNTIME_BYTES = 700 * 2**20
+# --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
+# tf.distribute's (gRPC, collectives); the launcher holds Python and click. The quickstart (sgns,
+# --max-steps 60, VmHWM of each process): one process 808 MiB, 2 workers 923-953 MiB each, launcher 55.
+WORKER_RUNTIME_BYTES = 140 * 2**20
+LAUNCHER_BYTES = 55 * 2**20
 # form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
 # pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
 # piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
@@ -122,9 +127,10 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
                + DEFAULT_BUCKETS * 8)             # bucket -> column
 
 
-def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
-    """Bytes each part of a run will hold at its peak (the end, when the output is written while the
-    tables still live): an estimate from the table sizes, not a measurement.
+def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
+    """Bytes each part of a run's process (of each worker's, with ``workers`` > 1) will hold at its
+    peak (the end, when the output is written while the tables still live): an estimate from the
+    table sizes, not a measurement.
 
     Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
     50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,359 MiB estimated, 1,224
@@ -162,16 +168,20 @@ def estimate_memory(run: RunPlan, vectors: Vectors) -> dict[str, int]:
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
         "spelling_model_fit": form_fit_bytes(run, vectors),
         "tensorflow_and_python": RUNTIME_BYTES,
+        "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
     }
     return parts
 
 
-def describe(run: RunPlan, vectors: Vectors) -> dict:
-    """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate."""
+def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
+    """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate
+    (of ``workers`` local worker processes and their launcher, when more than one)."""
     c, t = run.config, run.config.train
     settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
     settings["lr"] = learning_rate(t)
-    parts = estimate_memory(run, vectors)
+    parts = estimate_memory(run, vectors, workers)
+    per_worker = sum(parts.values())
+    launcher = LAUNCHER_BYTES if workers > 1 else 0
     return {
         "vectors": c.vectors,
         "format": c.format,
@@ -192,6 +202,9 @@ def describe(run: RunPlan, vectors: Vectors) -> dict:
         "max_words": t.max_words or None,
         "checkpoint_dir": t.checkpoint_dir,
         "logdir": t.logdir,
-        "memory_estimate_bytes": sum(parts.values()),
+        "workers": workers,
+        "memory_estimate_bytes": workers * per_worker + launcher,
+        "memory_per_worker_bytes": per_worker,
+        "memory_launcher_bytes": launcher,
         "memory_parts_bytes": parts,
     }

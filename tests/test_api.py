@@ -130,3 +130,17 @@ def test_fine_tune_retrofit_reads_a_lexicon_not_a_corpus():
         embedtune.fine_tune(before, ["a b"], objective="retrofit", lexicon=str(lexicon))
     with pytest.raises(embedtune.EmbedtuneError, match="needs a corpus"):
         embedtune.fine_tune(before, objective="sgns")
+
+
+@pytest.mark.parametrize("corpus, message", [
+    ([b"the cat sat"], "sentences[0] is bytes (b'the cat sat'); expected a str or a list of str tokens (decode bytes first)"),
+    (["the cat", ["the", 5]], "sentences[1][1] is int (5); expected a str or a list of str tokens"),
+    (iter([["a"], [b"a"]]), "sentences[1][0] is bytes (b'a')"),
+    ([["a"], 7], "sentences[1] is int (7); expected a str or a list of str tokens"),
+    (5, "corpus is int; expected a path, or sentences"),
+])
+def test_sentences_of_the_wrong_type_are_embedtune_errors(corpus, message):
+    with pytest.raises(embedtune.EmbedtuneError) as err:
+        embedtune.fine_tune(embedtune.Vectors(["a", "b"], np.ones((2, 2), np.float32)), corpus, epochs=1,
+                            min_count=1)
+    assert message in str(err.value)

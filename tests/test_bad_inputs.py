@@ -511,7 +511,7 @@ def _(f):
 
 @case("output-on-a-full-disk")
 def _(f):
-    return f.args(output="/dev/full"), ["Error: /dev/full: cannot write: No space left on device"]
+    return f.args(output="/dev/full"), ["Error: /dev/full: -o: cannot write: No space left on device"]
 
 
 @case("output-folder-missing")

@@ -351,3 +351,14 @@ def test_commands_do_not_import_tensorflow(tiny, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_check_frozen_reads_a_hash_line_as_a_word_as_its_help_says(tmp_path):
+    old, new, frozen = tmp_path / "old.txt", tmp_path / "new.txt", tmp_path / "frozen.txt"
+    old.write_text("#tag 1 2\nb 3 4\n")
+    new.write_text("#tag 1 2.5\nb 3 4\n")
+    frozen.write_text("#tag\n")
+    result = run("diff", old, new, "--check-frozen", frozen)
+    assert result.exit_code == 1 and "#tag" in result.output
+    help_text = " ".join(run("diff", "--help").output.split())
+    assert "lines skipped" not in help_text and "every non-empty line is a word" in help_text

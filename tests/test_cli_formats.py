@@ -145,7 +145,7 @@ BAD = [
     ("header smaller", b"1 2\na 1 2\nb 3 4\n", "line 3: more rows than the header says (expected 1, got at least 2)"),
     ("wrong count", b"a 1 2\nb 3 4 5\n", "line 2: wrong number of values (expected 2 as on line 1, got 3)"),
     ("not a number", b"a 1 2\nb 3 four\n", "line 2: value 2 is not a number (expected a number, got 'four')"),
-    ("nan", b"a 1 2\nb nan 4\n", "line 2: value 1 is nan (expected a finite number; --allow-nan keeps such rows)"),
+    ("nan", b"a 1 2\nb nan 4\n", "line 2: value 1 is nan (expected a finite number; --allow-nan accepts such rows)"),
     ("inf", b"a 1 inf\n", "line 1: value 2 is inf"),
     ("empty", b"", "line 1: empty file (expected vectors)"),
     ("duplicate", b"a 1 2\nb 3 4\na 5 6\n", "line 3: duplicate word 'a' (first on line 1; --keep-first-duplicate"),

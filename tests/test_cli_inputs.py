@@ -19,7 +19,7 @@ from embedtune.cli.main import COMMANDS, cli
 from embedtune.config import RANGES, Config, merge
 from embedtune.errors import EmbedtuneError
 
-from train_fixtures import SAMPLE_VECTORS
+from train_fixtures import SAMPLE_VECTORS, one_error_line
 
 GLOVE_LINES = SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)
 
@@ -106,7 +106,7 @@ def test_a_value_beyond_float32_is_named_as_written(tmp_path):
     result = run("convert", path, tmp_path / "out.txt")
     assert result.stderr.splitlines() == [
         f"Error: {path} line 3: value 2 is -1e39, beyond float32's range (largest 3.4028235e+38); "
-        "--allow-nan keeps it as -inf"]
+        "--allow-nan accepts it (as -inf)"]
 
 
 def test_a_settings_mismatch_on_resume_says_what_an_unset_value_means(tmp_path):
@@ -165,9 +165,8 @@ def test_float_options_must_be_finite(key, value):
 ])
 def test_init_checks_the_same_ranges_before_reading(small, tmp_path, option, value, message):
     result = run("init", small, small, "-o", tmp_path / "out.txt", option, value)
-    assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for {option}: {message}" or \
-        message in result.stderr.splitlines()[-1]
+    assert result.exit_code == 1   # as train's same checks
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"Error: {option} {message}")
     assert "Loading" not in result.stderr
 
 
@@ -335,3 +334,218 @@ def test_a_word_list_from_a_pipe_is_read_once_and_counts(tmp_path):
                  "--freeze-list", fifo)
     assert result.exit_code == 0, result.stderr
     assert "Plan: 20 frozen, 180 trainable, 0 new rows" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# VECTORS from a pipe: `embedtune train <(zcat v.txt.gz) ...` reads it once
+
+
+def feed(fifo: Path, data: bytes) -> None:
+    """Write ``data`` into ``fifo`` a block at a time, opening it again whenever the reader closed it,
+    as `<(cat FILE)` goes on writing into the one pipe: a reader that opens the path twice gets the
+    rest of the bytes on its second open, never the start (nor a hang)."""
+    done = 0
+    while done < len(data):
+        try:
+            with open(fifo, "wb", buffering=0) as f:
+                while done < len(data):
+                    done += f.write(data[done:done + 4096])
+        except BrokenPipeError:
+            continue
+
+
+def pipe_of(tmp_path: Path, data: bytes) -> Path:
+    import threading
+
+    fifo = tmp_path / "vectors.fifo"
+    os.mkfifo(fifo)
+    threading.Thread(target=feed, args=(fifo, data), daemon=True).start()
+    return fifo
+
+
+PIPED = b"".join(GLOVE_LINES[:2000])   # more than the format's peek and a pipe's buffer hold
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["text", "gzip"])
+def test_convert_reads_vectors_from_a_pipe_once(tmp_path, compress):
+    import gzip
+
+    fifo = pipe_of(tmp_path, gzip.compress(PIPED) if compress else PIPED)
+    result = run("convert", fifo, tmp_path / "out.txt")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.txt").read_bytes() == PIPED
+
+
+def test_init_reads_vectors_from_a_pipe_once(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the zzqnew of and zzqnew to the zzqnew in\n" * 5)
+    result = run("init", pipe_of(tmp_path, PIPED), corpus, "-o", tmp_path / "out.txt", "--min-count", "2")
+    assert result.exit_code == 0, result.output
+    out = (tmp_path / "out.txt").read_bytes()
+    assert out.startswith(PIPED) and out[len(PIPED):].startswith(b"zzqnew ")
+
+
+def test_train_reads_vectors_from_a_pipe_once(tmp_path):
+    corpus = tmp_path / "c.txt"
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:200]]
+    corpus.write_text("\n".join(" ".join(words[i:i + 20]) for i in range(0, 200, 20)) + "\n")
+    result = run("train", pipe_of(tmp_path, PIPED), corpus, "-o", tmp_path / "out.txt", "--epochs", "1",
+                 "--objective", "sgns", "--freeze-top", "100")
+    assert result.exit_code == 0, result.output
+    assert "Plan: 100 frozen, 1,900 trainable, 0 new rows" in result.stderr
+    assert (tmp_path / "out.txt").read_bytes().splitlines()[:100] == PIPED.splitlines()[:100]
+
+
+def test_binary_bytes_in_a_message_are_escaped(tmp_path):
+    damaged = tmp_path / "v.txt"
+    damaged.write_bytes(b"\xe0\x8b\x01\x02zz\xff\n" + GLOVE_LINES[0])
+    result = run("convert", damaged, tmp_path / "out.txt")
+    line = one_error_line(result, "line 1: expected a word followed by numbers")
+    assert line.isascii() and line.isprintable(), line
+    assert r"'\xe0\x8b\x01\x02zz\xff'" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader's hints (--keep-first-duplicate, --allow-nan, --replace-bad-utf8) work in train and init
+
+
+def _damaged(kind: str) -> bytes:
+    lines = GLOVE_LINES[:300]
+    if kind == "duplicate":
+        return b"".join(lines) + lines[5]
+    if kind == "nan":
+        fields = lines[7].split(b" ")
+        fields[3] = b"nan"
+        return b"".join(lines[:7]) + b" ".join(fields) + b"".join(lines[8:])
+    word = lines[9].split(b" ", 1)[0]
+    return b"".join(lines[:9]) + b"ab\xffc" + lines[9][len(word):] + b"".join(lines[10:])
+
+
+HINTS = {"duplicate": "--keep-first-duplicate", "nan": "--allow-nan", "utf8": "--replace-bad-utf8"}
+
+
+@pytest.mark.parametrize("command", ["train", "init"])
+@pytest.mark.parametrize("kind", list(HINTS))
+def test_following_the_readers_hint_makes_the_command_succeed(tmp_path, command, kind):
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(_damaged(kind))
+    words = [line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:300]]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(" ".join(words[i:i + 30]) + " zzqnew" for i in range(0, 300, 30)) + "\n")
+    args = [command, vectors, corpus, "-o", tmp_path / "out.txt"]
+    if command == "train":
+        args += ["--epochs", "1", "--objective", "sgns", "--max-steps", "2"]
+    one_error_line(run(*args), HINTS[kind])
+    assert not (tmp_path / "out.txt").exists()
+    result = run(*args, HINTS[kind])
+    assert result.exit_code == 0, result.output
+    out = (tmp_path / "out.txt").read_bytes()
+    assert b"nan" not in out
+    if kind == "nan":
+        assert "Note: left out 1 row with NaN or infinity" in result.stderr
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # numpy's all-NaN warnings would reach standard error
+@pytest.mark.parametrize("command", ["diff", "eval", "neighbors"])
+@pytest.mark.parametrize("kind", list(HINTS))
+def test_the_readers_hints_work_in_the_commands_that_compare(tmp_path, command, kind):
+    vectors, clean, pairs = tmp_path / "v.txt", tmp_path / "clean.txt", tmp_path / "pairs.tsv"
+    vectors.write_bytes(_damaged(kind))
+    clean.write_bytes(b"".join(GLOVE_LINES[:300]))
+    pairs.write_text("the\tof\t1.0\nand\tto\t2.0\nin\ta\t3.0\n")
+    args = {"diff": ["diff", vectors, clean], "eval": ["eval", vectors, "--similarity", pairs],
+            "neighbors": ["neighbors", vectors, "the"]}[command]
+    one_error_line(run(*args), HINTS[kind])
+    result = run(*args, HINTS[kind])
+    assert result.exit_code == 0, result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# A usage error is one line, as every other error is (exit code 2, as click and shells have it)
+
+
+@pytest.mark.parametrize("args, parts", [
+    (["train", "{v}", "{v}", "-o", "{out}", "--objective", "cbow"], ["'--objective'", "'cbow'", "'sgns'"]),
+    (["train", "{v}", "-o", "{out}", "--objective", "retrofit"], ["--objective retrofit needs --lexicon"]),
+    (["train", "{v}", "-o", "{out}"], ["missing CORPUS"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "five"], ["'--epochs'", "'five'", "integer"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--bogus"], ["No such option '--bogus'"]),
+    (["--bogus", "inspect", "{v}"], ["No such option '--bogus'"]),
+    (["nosuch"], ["No such command 'nosuch'"]),
+    (["convert", "{v}"], ["Missing argument 'OUT'"]),
+    (["convert", "{v}", "{out}", "--limit", "0"], ["'--limit'", "0", "x>=1"]),
+    (["init", "{v}", "{v}", "-o", "{out}", "--init", "nope"], ["'--init'", "'nope'", "'alacarte'"]),
+    (["lexicon", "wordnet", "{out}", "-o", "{out}"], ["'FOLDER'", "does not exist"]),
+    (["neighbors", "{v}"], ["Missing argument"]),
+])
+def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts):
+    result = run(*[a.format(v=small, out=tmp_path / "out.txt") for a in args])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    one_error_line(result, *parts)
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("args, line", [
+    (["train", "{v}", "{v}", "-o", "{out}", "--workers", "0"], "Error: --workers must be between 1 and"),
+    (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "0"], "Error: --epochs must be at least 1, got 0"),
+    (["init", "{v}", "{v}", "-o", "{out}", "--min-count", "0"], "Error: --min-count must be at least 1, got 0"),
+    (["train", "{v}", "{v}", "-o", "{out}", "--checkpoint-dir", "{v}"], "Error: {v}: --checkpoint-dir: not a folder"),
+    (["train", "{v}", "{v}", "-o", "{out}", "--logdir", "{v}"], "Error: {v}: --logdir: not a folder"),
+    (["convert", "{v}", "{out}", "--to", "bogus"], "Error: --to: unknown format 'bogus'"),
+])
+def test_a_value_that_parses_but_is_wrong_is_one_line_and_exit_code_1(small, tmp_path, args, line):
+    result = run(*[a.format(v=small, out=tmp_path / "out.txt") for a in args])
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "" and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(line.format(v=small)), result.stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_no_command_still_shows_the_help():
+    result = run()
+    assert "Usage: " in result.output and "Commands:" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The output's extension chooses its format (gensim's names), unless --to says otherwise
+
+
+@pytest.mark.parametrize("name, header, binary", [
+    ("out.bin", b"50 50\n", True), ("out.w2v.bin", b"50 50\n", True), ("out.bin.gz", b"50 50\n", True),
+    ("out.vec", b"50 50\n", False), ("out.vec.bz2", b"50 50\n", False), ("out.txt", b"", False),
+])
+@pytest.mark.parametrize("command", ["convert", "train", "init"])
+def test_the_output_name_chooses_the_format(small, tmp_path, command, name, header, binary):
+    from embedtune.formats import load_vectors
+    from embedtune.formats.io import Source
+
+    out = tmp_path / name
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(" ".join(line.split(b" ", 1)[0].decode() for line in GLOVE_LINES[:50]) + "\n")
+    args = {"convert": ["convert", small, out],
+            "train": ["train", small, corpus, "-o", out, "--objective", "sgns", "--epochs", "1"],
+            "init": ["init", small, corpus, "-o", out]}[command]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    with Source(out) as written:   # decompressed
+        data = b"".join(iter(lambda: written.read(1 << 20), b""))
+    assert (data.split(b"\n", 1)[0].endswith(b" 50") if header else data.startswith(GLOVE_LINES[0]))
+    assert (b"\x00" in data) == binary
+    if command == "convert":
+        assert load_vectors(out).matrix.tobytes() == load_vectors(small).matrix.tobytes()
+
+
+@pytest.mark.parametrize("command", ["convert", "train", "init"])
+@pytest.mark.parametrize("name, to", [("out.bin", "glove"), ("out.vec.gz", "word2vec-binary"),
+                                      ("out.bin", "fasttext")])
+def test_to_that_the_output_name_contradicts_is_an_error(small, tmp_path, command, name, to):
+    out = tmp_path / name
+    args = {"convert": ["convert", small, out],
+            "train": ["train", small, small, "-o", out],
+            "init": ["init", small, small, "-o", out]}[command]
+    result = run(*args, "--to", to)
+    one_error_line(result, str(out), f"but --to says {to}")
+    assert result.exit_code == 1 and "Loading" not in result.stderr
+    assert not out.exists()

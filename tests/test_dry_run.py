@@ -186,7 +186,7 @@ def early_cases(folder, locked):
         (["train", v, c, "-o", f"{locked}/out.txt"], f"cannot write in {locked}"),
         (["train", v, c, "-o", out, "--json", f"{locked}/s.json"], f"cannot write in {locked}"),
         (["train", v, c, "-o", out, "--logdir", f"{locked}/logs"], f"--logdir: cannot write in {locked}"),
-        (["train", v, c, "-o", out, "--checkpoint-dir", str(folder / "a-file")], "is a file"),
+        (["train", v, c, "-o", out, "--checkpoint-dir", str(folder / "a-file")], "--checkpoint-dir: not a folder"),
         (["train", v, c, "-o", out, "--resume"], "--resume needs --checkpoint-dir"),
         (["train", v, c, "-o", out, "--max-steps", "-1"], "--max-steps must be 0 (no limit) or positive"),
         (["train", v, c, "-o", f"{locked}/out.txt", "--dry-run"], f"cannot write in {locked}"),
@@ -229,3 +229,51 @@ def test_the_modules_a_dry_run_uses_import_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------------------------
+# --workers in the dry run: its memory, its bound, its refusals; an output that cannot be written
+
+
+def test_the_memory_estimate_counts_every_worker_process(folder):
+    def plan(workers):
+        result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "-", "--objective", "sgns",
+                      "--dry-run", "--json", "--workers", str(workers)])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    one, two = plan(1), plan(2)
+    assert one["memory_estimate_bytes"] == one["memory_per_worker_bytes"] == sum(one["memory_parts_bytes"].values())
+    # Each worker holds what one process does and tf.distribute's runtime; the launcher waits beside them.
+    per_worker = two["memory_per_worker_bytes"]
+    assert per_worker == sum(two["memory_parts_bytes"].values())
+    assert per_worker - one["memory_per_worker_bytes"] == two["memory_parts_bytes"]["distribution_runtime"] > 0
+    assert two["memory_estimate_bytes"] == 2 * per_worker + two["memory_launcher_bytes"]
+    assert two["memory_launcher_bytes"] > 0 and two["workers"] == 2
+
+
+def test_workers_are_bounded_by_the_cores(folder, monkeypatch):
+    from embedtune import distribute
+
+    monkeypatch.setattr(distribute, "local_cores", lambda: 2)
+    args = ["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt", "--dry-run"]
+    assert run([*args, "--workers", "2"]).exit_code == 0
+    result = run([*args, "--workers", "3"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == ["Error: --workers must be between 1 and 2 (the CPU cores this process "
+                                          "may use; each worker is a process of its own), got 3"]
+
+
+def test_a_dry_run_with_workers_refuses_what_the_workers_would(folder):
+    result = run(["train", folder / "glove.txt", "-", "-o", folder / "tuned.txt", "--workers", "2", "--dry-run"],
+                 input="the of and\n")
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "--workers: every worker reads CORPUS, so it must be a file")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_dry_run_fails_on_an_output_that_cannot_be_written(folder):
+    result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "/dev/full", "--dry-run"])
+    assert result.exit_code == 1
+    assert_one_error_line(result.stderr, "Error: /dev/full: -o: cannot write: No space left on device")
+    assert run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "/dev/null", "--dry-run"]).exit_code == 0

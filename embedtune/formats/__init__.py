@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +31,7 @@ from embedtune.vectors import Vectors
 
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
-    "summarize_vectors",
+    "output_format", "summarize_vectors", "without_nonfinite",
 ]
 
 
@@ -85,6 +86,31 @@ def get_format(name: str) -> Format:
 def check_format_name(name: str) -> str:
     """`name` if it is a format name, else an EmbedtuneError listing the names."""
     return get_format(name).name
+
+
+# An output name's extension (before .gz / .bz2) -> the formats it means, the first when it decides:
+# gensim's users name word2vec binary files .bin and fastText's text .vec.
+EXTENSIONS = {".bin": ("word2vec-binary",), ".vec": ("fasttext", "word2vec")}
+
+
+def output_format(path, to: str | None, in_format: str) -> str:
+    """The format to write ``path`` in: ``to`` if given, else the one its extension means (.bin, .vec),
+    else ``in_format``. ``to`` that the extension contradicts (``--to glove -o x.bin``) is an error,
+    before any work."""
+    name = str(path).lower()
+    for suffix in (".gz", ".bz2"):
+        name = name.removesuffix(suffix)
+    ext = next((e for e in EXTENSIONS if name.endswith(e)), None) if str(path) != "-" else None
+    implied = EXTENSIONS.get(ext, ())
+    if to is not None:
+        check_format_name(to)
+        if implied and to not in implied:
+            raise EmbedtuneError(f"the name ends in {ext}, which means {' or '.join(implied)}, but --to says {to}; "
+                                 f"rename the output or drop --to", str(path))
+        return to
+    if implied:
+        return in_format if in_format in implied else implied[0]
+    return check_format_name(in_format)
 
 
 # -- detection ---------------------------------------------------------------------------------
@@ -190,9 +216,9 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
             written = _written_value(path, table, row, col) if np.isinf(value) else None
             if written is not None:
                 raise table.error(row, f"value {col + 1} is {written}, beyond float32's range (largest "
-                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan keeps it as {value}")
+                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan accepts it (as {value})")
             raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
-                                   f"--allow-nan keeps such rows)")
+                                   f"--allow-nan accepts such rows)")
     vectors = Vectors(table.words, table.matrix)
     if len(vectors.index) == len(vectors.words):
         return vectors  # no duplicates (the index, built anyway, tells without another pass)
@@ -207,11 +233,24 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
 
 
+def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
+    """``vectors`` without its rows holding NaN or infinity, and the words of those rows: what
+    training and init read with --allow-nan (such a row cannot train, and as a context it would
+    turn every row it touches into NaN)."""
+    bad = _nonfinite_rows(vectors.matrix)
+    if not bad.size:
+        return vectors, []
+    keep = np.ones(len(vectors), bool)
+    keep[bad] = False
+    return Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep]), \
+        [vectors.words[int(r)] for r in bad]
+
+
 def _written_value(path, table: Table, row: int, col: int) -> str | None:
     """Value ``col`` of text row ``row`` as the file spells it, when that is a finite number that
     float32 rounds to infinity (1e39); None otherwise. Reads the file again up to that line: only
-    on this error path, and never standard input (it cannot be read twice)."""
-    if not table.rows_are_lines or str(path) == "-":
+    on this error path, and never a pipe (standard input, a FIFO: it cannot be read twice)."""
+    if not table.rows_are_lines or str(path) == "-" or not os.path.isfile(path):
         return None
     target, number, line, pending = table.first_row + row, 1, None, b""
     try:

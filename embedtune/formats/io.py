@@ -17,6 +17,7 @@ import bz2
 import contextlib
 import gzip
 import os
+import stat
 import sys
 import zlib
 
@@ -75,16 +76,19 @@ def _os_error(path, action: str, err: OSError) -> EmbedtuneError:
     return EmbedtuneError(f"cannot {action}: {reason}", path=display_name(path))
 
 
-_parked_stdin = None  # a standard-input Source that was only peeked at (by detect_format)
+# Sources of a pipe ('-', a FIFO, `<(...)`'s /dev/fd/N) that were only peeked at (by detect_format),
+# by path: a pipe can be read once, so the next reader continues from the bytes already taken.
+_parked: dict = {}
 
 
 def open_source(path) -> "Source":
-    """A Source for `path`; for '-' the one detect_format peeked at, so nothing read is lost."""
-    global _parked_stdin
-    if str(path) == STDIO and _parked_stdin is not None:
-        source, _parked_stdin = _parked_stdin, None
-        if source._raw is sys.stdin.buffer:  # not a standard input replaced since (tests do that)
+    """A Source for `path`; for a pipe the one detect_format peeked at, so nothing read is lost."""
+    source = _parked.pop(str(path), None)
+    if source is not None:
+        if source._is_still(path):
             return source
+        source._reading = True   # closed for good, not parked again
+        source.close()
     return Source(path)
 
 
@@ -101,6 +105,7 @@ class Source:
         self._file = None
         self._owned = None
         self.size = None
+        self.pipe = True   # cannot be opened a second time at its start (until a stat says otherwise)
         if self.path == STDIO:
             raw = sys.stdin.buffer
         else:
@@ -114,7 +119,9 @@ class Source:
                 raise _os_error(self.path, "open for reading", err) from None
             self._owned = raw
             try:
-                self.size = os.fstat(raw.fileno()).st_size
+                info = os.fstat(raw.fileno())
+                self.size = info.st_size
+                self.pipe = not stat.S_ISREG(info.st_mode)
             except OSError:
                 self.size = None
         self._raw = raw
@@ -208,10 +215,19 @@ class Source:
         except (OSError, EOFError, zlib.error) as err:
             raise EmbedtuneError(f"damaged {self.compression} data ({err})", path=self.name) from None
 
+    def _is_still(self, path) -> bool:
+        """Whether `path` still names the file this Source reads (tests replace standard input)."""
+        if self.path == STDIO:
+            return self._raw is sys.stdin.buffer
+        try:
+            here, there = os.fstat(self._raw.fileno()), os.stat(path)
+        except (OSError, ValueError):
+            return False
+        return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
     def close(self) -> None:
-        global _parked_stdin
-        if self.path == STDIO and not self._reading:
-            _parked_stdin = self  # only peeked at: the next reader of '-' continues from here
+        if self.pipe and not self._reading:
+            _parked[self.path] = self  # only peeked at: the next reader of the pipe continues from here
             return
         if self._stream is not None:
             self._stream.close()

@@ -70,7 +70,10 @@ def parse_header(line: bytes):
 
 
 def _shorten(data: bytes, limit: int = 40) -> str:
-    text = data.decode("utf-8", errors="replace")
+    """The start of a line for a message; bytes that are not UTF-8 and control bytes are escaped
+    (\\x8b), so binary data (a compressed or damaged file) never puts raw bytes on a terminal."""
+    text = data[:limit * 4].decode("utf-8", errors="backslashreplace")
+    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
