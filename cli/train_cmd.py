@@ -59,8 +59,8 @@ class StopRequests:
 
 def workers_bound(ctx, param, value):
     """Click callback of --workers: 1 to the CPU cores this process may use. Each worker is a process
-    with its own TensorFlow runtime (about 0.9 GB) and at least one thread; more than the cores only
-    take turns (2 workers on 2 cores ran at 0.22 times one process's words/s: README)."""
+    with its own TensorFlow runtime and at least one thread; more than the cores only take turns
+    (README, "Several workers (`--workers N`, `TF_CONFIG`)")."""
     if value is None:
         return None
     from embedtune.distribute import local_cores
