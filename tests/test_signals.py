@@ -65,12 +65,19 @@ def finish(process: subprocess.Popen, what: str) -> tuple[int, str]:
     return process.returncode, stderr.decode()
 
 
-def assert_gone(process: subprocess.Popen, what: str) -> None:
+def alive(pid: int) -> bool:
+    s = _stat(str(pid))
+    return s is not None and s[0] != "Z"
+
+
+def assert_gone(process: subprocess.Popen, what: str, others=()) -> None:
+    """Nothing left of the command's process group, nor of ``others`` (processes in sessions of
+    their own, as `--workers` starts them)."""
     deadline = time.monotonic() + 5   # an orphan is read by init a moment later
-    while (left := group(process.pid)) and time.monotonic() < deadline:
+    while (left := group(process.pid) + [p for p in others if alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.02)
-    if left:
-        os.killpg(process.pid, signal.SIGKILL)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
     assert not left, f"{what}: processes {left} outlived the command"
 
 
@@ -115,3 +122,55 @@ def test_a_signal_while_two_processes_read_a_big_file_stops_both(big_text, tmp_p
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, f"{what}\n{stderr}"
         assert_gone(process, what)
         assert os.listdir(out.parent) == ([out.name] if code == 0 else []), what
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal to `train --workers 2`'s launcher in the loop
+
+TRAIN = ["--epochs", "1", "--batch-size", "512", "--deterministic", "--seed", "3"]
+EVERY = 5   # steps between checkpoints
+
+
+@pytest.fixture(scope="module")
+def vectors_2k(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("vectors-2k") / "glove.2k.txt"
+    path.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:2000]))
+    return path
+
+
+def wait_for(process, ready, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"ended (exit {process.returncode}) before {what}:\n{process.communicate()[1].decode()}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"no {what} after {WAIT} s")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_launcher_stops_every_worker_at_once_with_a_checkpoint(vectors_2k, tmp_path, sig):
+    """SIGTERM once went to TensorFlow's own handler in the chief (its coordination service takes it
+    for a preemption notice), so the workers trained on; the launcher exits as the chief does."""
+    from train_fixtures import SAMPLE_CORPUS
+
+    out, checkpoints = tmp_path / "out" / "tuned.txt", tmp_path / "ckpt"
+    out.parent.mkdir()
+    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", out, *TRAIN, "--workers", "2",
+                     "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY])
+    wait_for(process, lambda: checkpoints.is_dir() and any(n.startswith("ckpt-") and "." not in n
+                                                            for n in os.listdir(checkpoints)), "checkpoint")
+    workers = children(process.pid)
+    assert len(workers) == 2, workers
+    began = time.monotonic()
+    stop(process, sig, to_group=False)   # the workers run in sessions of their own: only the launcher hears it
+    code, stderr = finish(process, sig.name)
+    assert code == CODES[sig], stderr
+    assert time.monotonic() - began < 15, f"took {time.monotonic() - began:.1f} s to stop"
+    assert "Traceback" not in stderr and "Error:" not in stderr, stderr
+    tail = " ".join(stderr.strip().splitlines()[-2:])
+    assert "checkpoint written to" in tail and "--resume" in tail, stderr
+    assert_gone(process, sig.name, workers)
+    assert os.listdir(out.parent) == []
+
