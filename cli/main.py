@@ -15,7 +15,7 @@ import sys
 import click
 
 from embedtune import __version__
-from embedtune.cli.common import quiet_option
+from embedtune.cli.common import closed_pipe, quiet_option
 
 # command name -> "module:attribute", relative to this package
 COMMANDS = {
@@ -78,7 +78,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         # Around the whole command: importing it, reading, spooling and writing.
         with interrupts_unwind():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:   # before click's own handler, which exits 1 and hides the signal
+                raise click.exceptions.Exit(closed_pipe()) from None
 
     def list_commands(self, ctx):
         return [name for name in COMMANDS if self._available(name)]
@@ -128,6 +131,12 @@ def main():
         code = done.code
     else:
         code = 0
+    try:   # what is still buffered: its reader may be gone too
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = closed_pipe()
+    except (OSError, ValueError):
+        pass
     if "tensorflow" in sys.modules:
         exit_now(code)
     sys.exit(code)

@@ -174,3 +174,31 @@ def test_a_signal_to_the_launcher_stops_every_worker_at_once_with_a_checkpoint(v
     assert_gone(process, sig.name, workers)
     assert os.listdir(out.parent) == []
 
+
+# ---------------------------------------------------------------------------------------------
+# a reader that goes away: `embedtune ... -o - | head -c 100`, `embedtune convert ... - | false`
+
+
+def read_then_close(process: subprocess.Popen, n: int) -> tuple[int, str]:
+    if n:
+        process.stdout.read(n)
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=WAIT)
+    return process.returncode, stderr.decode()
+
+
+@pytest.mark.parametrize("n", [0, 100])
+def test_convert_to_a_closed_pipe_exits_141(big_text, n):
+    """It exited 0, so `set -o pipefail` saw a cut-short file as a success."""
+    code, stderr = read_then_close(start(["convert", big_text, "-", "--to", "word2vec"]), n)
+    assert code == 141, stderr   # 128 + SIGPIPE, as `cat` gives
+    assert stderr == "", stderr  # nor "Exception ignored ... BrokenPipeError" at exit
+
+
+def test_train_to_a_closed_pipe_exits_141(vectors_2k):
+    from train_fixtures import SAMPLE_CORPUS
+
+    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", "-", "-q", *TRAIN, "--max-steps", "5"])
+    code, stderr = read_then_close(process, 100)
+    assert code == 141, stderr
+    assert stderr == "", stderr
