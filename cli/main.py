@@ -135,7 +135,7 @@ def main():
         sys.stdout.flush()
     except BrokenPipeError:
         code = closed_pipe()
-    except (OSError, ValueError):
+    except (OSError, ValueError):   # another failure: Python's own flush at exit reports it, as before
         pass
     if "tensorflow" in sys.modules:
         exit_now(code)

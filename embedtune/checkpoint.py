@@ -254,8 +254,8 @@ class Folder:
 def _os_reason(err) -> str:
     """The OS's words in a TensorFlow I/O error ("...tempstate123; No space left on device [Op:SaveV2]"
     -> "No space left on device"), not its op names and temporary paths."""
-    text = (err.message or "").strip().splitlines()[0] if err.message else ""
-    text = text.split(" [Op:")[0]
+    lines = (err.message or "").strip().splitlines()
+    text = lines[0].split(" [Op:")[0] if lines else ""
     return text.rsplit("; ", 1)[-1] if "; " in text else text or type(err).__name__
 
 
