@@ -56,7 +56,7 @@ def _terminate(signum, frame):
 @contextlib.contextmanager
 def interrupts_unwind():
     """Ctrl-C exits 130 and SIGTERM 143 (128 + the signal, as a shell reports them), after the
-    cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then 130)."""
+    cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then the same codes)."""
     try:
         saved = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:   # not the main thread: signals cannot be handled here anyway
