@@ -57,10 +57,12 @@ def _terminate(signum, frame):
 def interrupts_unwind():
     """Ctrl-C exits 130 and SIGTERM 143 (128 + the signal, as a shell reports them), after the
     cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then the same codes)."""
+    saved = {}
     try:
-        saved = signal.signal(signal.SIGTERM, _terminate)
+        for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, signal.default_int_handler)):
+            saved[sig] = signal.signal(sig, handler)
     except ValueError:   # not the main thread: signals cannot be handled here anyway
-        saved = None
+        pass
     try:
         yield
     except KeyboardInterrupt:
@@ -70,8 +72,12 @@ def interrupts_unwind():
         click.echo("\nTerminated (SIGTERM).", err=True)
         raise click.exceptions.Exit(143) from None
     finally:
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _exit_at_once(signum, frame):
+    os._exit(128 + signum)
 
 
 class LazyGroup(click.Group):
@@ -125,6 +131,11 @@ def cli():
 
 
 def main():
+    # Outside the command (its arguments parsed, or its work done and the process on its way out)
+    # nothing is left to clean up: a signal ends the process at once with its code (130, 143). Python's
+    # own Ctrl-C there printed a traceback, or click's "Aborted!" with exit 1.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_at_once)
     try:
         cli(prog_name="embedtune")
     except SystemExit as done:

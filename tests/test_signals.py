@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -202,3 +203,36 @@ def test_train_to_a_closed_pipe_exits_141(vectors_2k):
     code, stderr = read_then_close(process, 100)
     assert code == 141, stderr
     assert stderr == "", stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal after the command's work, on the way out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_the_command_is_done_exits_with_its_code_and_no_traceback(tmp_path, sig):
+    """Once the command had returned, its handlers were gone: Ctrl-C printed Python's traceback (and
+    SIGTERM ended the process by its default action). The signal here arrives just as `cli` returns."""
+    small = tmp_path / "v.txt"
+    small.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:50]))
+    out = tmp_path / "out.txt"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from embedtune.cli import main
+
+        command = main.cli
+
+        def cli(*args, **kwargs):
+            try:
+                command(*args, **kwargs)
+            finally:
+                os.kill(os.getpid(), signal.{sig.name})
+
+        main.cli = cli
+        sys.argv = ["embedtune", "convert", {str(small)!r}, {str(out)!r}]
+        main.main()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stderr
+    assert "Traceback" not in done.stderr and "Aborted!" not in done.stderr, done.stderr
+    assert out.read_bytes() == small.read_bytes()   # the command had finished: its output is whole
