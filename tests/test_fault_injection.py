@@ -3,7 +3,8 @@
 being written), of `convert` (reading, writing) and of `train --workers 2` (set-up, the loop).
 
 Every run must exit 130 (SIGINT) or 143 (SIGTERM), or 0 if it had finished; leave no output file
-unless it is complete, and no temporary or `.partial` file; print no traceback; leave no process;
+unless it is complete (the bytes of an uninterrupted run: a signal after the rename may still exit
+130/143), and no temporary or `.partial` file; print no traceback; leave no process;
 and where it left a checkpoint, `--resume` must give the bytes of an uninterrupted run (one process;
 the workers' resume is test_distribute's killed-worker test). A phase is
 found by what the run shows (a line on standard error, a checkpoint folder, a temporary output file),
@@ -167,8 +168,6 @@ def interrupt(moment: Moment, args, out: Path, checkpoints: Path) -> tuple[int, 
         problems.append(f"processes {left} outlived it")
     if left := leftovers(out.parent, checkpoints):
         problems.append(f"left {left}")
-    if code != 0 and out.exists() and moment.command == "convert":
-        problems.append("an output file")
     problem = f"{moment}: {'; '.join(problems)}\n{stderr}" if problems else ""
     return code, stderr, problem
 
@@ -192,7 +191,9 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         checkpoints = folder / "ckpt"
         if moment.command == "convert":
             out = folder / "out" / "big.vec"
-            _, _, problem = interrupt(moment, ["convert", big_text, out, "--to", "word2vec"], out, checkpoints)
+            code, stderr, problem = interrupt(moment, ["convert", big_text, out, "--to", "word2vec"], out, checkpoints)
+            if not problem and out.exists() and out.read_bytes() != converted.result(timeout=WAIT):
+                problem = f"{moment}: exit {code} and an output that is not the uninterrupted convert's\n{stderr}"
             return problem
         out = folder / "out" / "tuned.txt"
         workers = "--workers" in moment.command
@@ -213,7 +214,14 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
                     f"run's\n{stderr}\n--- resumed:\n{resumed.stderr}")
         return ""
 
+    def convert_reference() -> bytes:
+        out = tmp_path / "converted.vec"
+        done = subprocess.run([*start_args(), "convert", str(big_text), str(out), "--to", "word2vec"],
+                              capture_output=True, text=True, timeout=WAIT)
+        assert done.returncode == 0, done.stderr
+        return out.read_bytes()
+
     with ThreadPoolExecutor(3) as pool:
-        uninterrupted = pool.submit(reference)
+        uninterrupted, converted = pool.submit(reference), pool.submit(convert_reference)
         problems = [p for p in pool.map(scenario, range(len(draw)), draw) if p]
     assert not problems, "\n\n".join(problems)
