@@ -103,12 +103,24 @@ def reports_errors(func):
             return func(*args, **kwargs)
         except EmbedtuneError as err:
             raise click.ClickException(str(err)) from None
-        except BrokenPipeError:
-            # `embedtune ... -o - | head`: the reader went away; not an error of ours.
-            sys.stderr.close()
-            sys.exit(0)
 
     return wrapper
+
+
+CLOSED_PIPE = 141   # 128 + SIGPIPE: what a shell reports for `cat` whose reader went away
+
+
+def closed_pipe() -> int:
+    """`embedtune ... -o - | head`: the reader went away, so the output was cut short, and the exit
+    code must say so (as `cat`'s does) for `set -o pipefail` to see it. Nothing is printed, as `cat`
+    prints nothing. Both streams are pointed at /dev/null first: Python's own flush at exit would
+    otherwise find the pipe closed again and print "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    return CLOSED_PIPE
 
 
 def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json_out: str | None,

@@ -15,7 +15,7 @@ import sys
 import click
 
 from embedtune import __version__
-from embedtune.cli.common import quiet_option
+from embedtune.cli.common import closed_pipe, quiet_option
 
 # command name -> "module:attribute", relative to this package
 COMMANDS = {
@@ -56,11 +56,13 @@ def _terminate(signum, frame):
 @contextlib.contextmanager
 def interrupts_unwind():
     """Ctrl-C exits 130 and SIGTERM 143 (128 + the signal, as a shell reports them), after the
-    cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then 130)."""
+    cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then the same codes)."""
+    saved = {}
     try:
-        saved = signal.signal(signal.SIGTERM, _terminate)
+        for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, signal.default_int_handler)):
+            saved[sig] = signal.signal(sig, handler)
     except ValueError:   # not the main thread: signals cannot be handled here anyway
-        saved = None
+        pass
     try:
         yield
     except KeyboardInterrupt:
@@ -70,8 +72,12 @@ def interrupts_unwind():
         click.echo("\nTerminated (SIGTERM).", err=True)
         raise click.exceptions.Exit(143) from None
     finally:
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _exit_at_once(signum, frame):
+    os._exit(128 + signum)
 
 
 class UsageLine(click.UsageError):
@@ -102,7 +108,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         # Around the whole command: importing it, reading, spooling and writing.
         with interrupts_unwind(), usage_errors_in_one_line():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:   # before click's own handler, which exits 1 and hides the signal
+                raise click.exceptions.Exit(closed_pipe()) from None
 
     def list_commands(self, ctx):
         return [name for name in COMMANDS if self._available(name)]
@@ -146,12 +155,23 @@ def cli():
 
 
 def main():
+    # Outside the command (its arguments parsed, or its work done and the process on its way out)
+    # nothing is left to clean up: a signal ends the process at once with its code (130, 143). Python's
+    # own Ctrl-C there printed a traceback, or click's "Aborted!" with exit 1.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_at_once)
     try:
         cli(prog_name="embedtune")
     except SystemExit as done:
         code = done.code
     else:
         code = 0
+    try:   # what is still buffered: its reader may be gone too
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = closed_pipe()
+    except (OSError, ValueError):   # another failure: Python's own flush at exit reports it, as before
+        pass
     if "tensorflow" in sys.modules:
         exit_now(code)
     sys.exit(code)

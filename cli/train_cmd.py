@@ -31,18 +31,25 @@ Options on the command line override the [vocab] and [train] tables of --config.
 
 
 class StopRequests:
-    """Ctrl-C or SIGTERM asks the loop to stop after the current step (a second Ctrl-C stops at once)."""
+    """Ctrl-C or SIGTERM asks the loop to stop after the current step (a second Ctrl-C stops at once).
+    ``code``: the exit code of the first signal, 130 for SIGINT and 143 for SIGTERM (128 + the signal,
+    as a shell reports it, and as every other command and phase exits)."""
 
     def __init__(self):
         self.requested = False
+        self.code = None
         self.saved = {}
 
     def _handler(self, signum, frame):
         if self.requested and signum == signal.SIGINT:
             click.echo("\nStopped at once; a --resume starts from the last checkpoint written, if any.", err=True)
             raise SystemExit(130)
+        if self.requested:
+            return
         self.requested = True
-        click.echo("\nStopping after this step (Ctrl-C again to stop at once) ...", err=True)
+        self.code = 128 + signum
+        why = "Ctrl-C again" if signum == signal.SIGINT else "SIGTERM; Ctrl-C"
+        click.echo(f"\nStopping after this step ({why} to stop at once) ...", err=True)
 
     def __enter__(self):
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -50,7 +57,10 @@ class StopRequests:
                 self.saved[sig] = signal.signal(sig, self._handler)
             except ValueError:   # not the main thread (e.g. inside a test runner thread)
                 pass
-        return lambda: self.requested
+        return self
+
+    def __call__(self) -> bool:
+        return self.requested
 
     def __exit__(self, *exc):
         for sig, handler in self.saved.items():
@@ -305,7 +315,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             else:
                 click.echo(f"Interrupted at {where}; no --checkpoint-dir was given, so nothing was saved.",
                            err=True)
-            ctx.exit(130)
+            ctx.exit(stop.code or 130)
         finally:
             if bar is not None:
                 bar.close()

@@ -223,6 +223,8 @@ class Folder:
         name = f"{PREFIX}{position.steps}"
         final = os.path.join(self.directory, name)
         partial = final + PARTIAL
+        from embedtune._tf import tf
+
         try:
             shutil.rmtree(partial, ignore_errors=True)
             os.makedirs(partial)
@@ -234,14 +236,27 @@ class Folder:
             shutil.rmtree(final, ignore_errors=True)
             os.rename(partial, final)
         except OSError as err:
-            shutil.rmtree(partial, ignore_errors=True)
             raise EmbedtuneError(f"cannot write a checkpoint: {err.strerror or err}", self.directory) from None
+        except tf.errors.OpError as err:   # TensorFlow's writer: a full disk is a ResourceExhaustedError
+            raise EmbedtuneError(f"cannot write a checkpoint: {_os_reason(err)}", self.directory) from None
+        finally:
+            # However the save ends (an error, a second Ctrl-C), no half-written checkpoint stays.
+            if os.path.isdir(partial):
+                shutil.rmtree(partial, ignore_errors=True)
         if name in self._written:
             self._written.remove(name)
         self._written.append(name)
         while len(self._written) > self.keep:
             shutil.rmtree(os.path.join(self.directory, self._written.pop(0)), ignore_errors=True)
         return final
+
+
+def _os_reason(err) -> str:
+    """The OS's words in a TensorFlow I/O error ("...tempstate123; No space left on device [Op:SaveV2]"
+    -> "No space left on device"), not its op names and temporary paths."""
+    lines = (err.message or "").strip().splitlines()
+    text = lines[0].split(" [Op:")[0] if lines else ""
+    return text.rsplit("; ", 1)[-1] if "; " in text else text or type(err).__name__
 
 
 def remove(directory: str) -> bool:

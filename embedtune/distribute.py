@@ -319,6 +319,12 @@ class Worker:
             timeout_seconds=timeout, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         self.device = self.strategy.extended.worker_devices[0]
+        # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
+        # only records), so the command's handler never ran: the worker trained on. Put it back.
+        try:
+            signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+        except (ValueError, TypeError):   # not the main thread; or a handler not set from Python
+            pass
 
     def count(self, corpus) -> tuple[Counter, int, int]:
         """``corpus.count()``'s result, each worker counting only its share of the lines: the shares'
@@ -668,17 +674,22 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
     Worker 0 (the chief) keeps this process's standard output and error; the others' output is
     dropped and their error kept for the report. The first worker to fail stops the others (SIGKILL);
     a SIGINT or SIGTERM to the launcher is passed to the chief, which stops after its
-    step with a checkpoint, as a single process does.
+    step with a checkpoint, as a single process does; the launcher then ends the others and exits
+    130 for SIGINT, 143 for SIGTERM.
     """
     ports = free_ports(workers)
     hosts = [f"localhost:{port}" for port in ports]
     procs: list[subprocess.Popen] = []
     logs = []
     forwarded = {}
+    stopped_by = []   # the signals passed on to the chief
 
     def forward(signum, frame):
         if procs and procs[0].poll() is None:
+            stopped_by.append(signum)
             procs[0].send_signal(signum)
+        elif callable(forwarded.get(signum)):   # no chief to stop (not started, or gone): as if not launching
+            forwarded[signum](signum, frame)
 
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -712,6 +723,11 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
         while time.monotonic() < deadline and any(p.poll() is None for p in procs):
             time.sleep(0.05)
         codes = [p.poll() for p in procs]
+        if stopped_by and codes[0] in (128 + stopped_by[0], -stopped_by[0]):
+            # The chief stopped as asked (or, not yet running Python, was ended by the signal); the
+            # others were left waiting for it. 130 for SIGINT, 143 for SIGTERM, as a shell reports them.
+            _stop(procs)
+            return Launch(128 + stopped_by[0], None)
         failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
         causes = [k for k in failed if codes[k] != PEER_LOST] or failed
         culprit = causes[0]

@@ -141,7 +141,8 @@ def interrupted(vectors, tmp_path_factory) -> dict:
 
 
 def assert_stopped_with_a_checkpoint(stage, signal_name):
-    assert stage["code"] == 130, f"{signal_name}: exit {stage['code']}\n{stage['stderr']}"
+    code = {"SIGINT": 130, "SIGTERM": 143}[signal_name]   # 128 + the signal, as a shell reports it
+    assert stage["code"] == code, f"{signal_name}: exit {stage['code']}\n{stage['stderr']}"
     assert "Traceback" not in stage["stderr"]
     # The step under way is finished and saved: a checkpoint at or after the one the run was
     # stopped at, named in a message that says how to go on.
@@ -156,7 +157,7 @@ def test_ctrl_c_finishes_the_step_writes_a_checkpoint_says_how_to_resume_and_exi
     assert_stopped_with_a_checkpoint(interrupted["ctrl-c"], "SIGINT")
 
 
-def test_sigterm_does_the_same_in_a_resumed_run(interrupted):
+def test_sigterm_does_the_same_in_a_resumed_run_and_exits_143(interrupted):
     stage = interrupted["sigterm"]
     assert_stopped_with_a_checkpoint(stage, "SIGTERM")
     assert stage["steps"][-1] > interrupted["ctrl-c"]["steps"][-1]

@@ -28,6 +28,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import signal
 import stat
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ MAX_PROCESSES = 8
 # row read back, 4.0 s against 3.7 (benchmarks/README.md, classify).
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
@@ -221,10 +223,17 @@ class TextReader:
         try:
             for a, b in zip(cuts[1:-1], cuts[2:]):
                 receive, send = ctx.Pipe(duplex=False)
-                child = ctx.Process(target=_read_range_in_child, args=(source.path, a, b, self.replace_bad_utf8, send),
-                                    daemon=True)
-                child.start()
-                send.close()
+                readers = [r for _, r in children] + [receive]
+                child = ctx.Process(target=_read_range_in_child,
+                                    args=(source.path, a, b, self.replace_bad_utf8, send, readers), daemon=True)
+                # Ctrl-C and SIGTERM wait until the child has set its own handlers: between the fork
+                # and that, the parent's copied handlers would run in the child.
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+                try:
+                    child.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    send.close()
                 children.append((child, receive))
             try:
                 words, first, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
@@ -254,10 +263,12 @@ class TextReader:
                 offset += n * first_dim * 4
                 words.extend(more_words)
         finally:
+            # However the read ends (done, given up, interrupted): no child outlives it. A child
+            # still sending gets EPIPE once its reader is closed, and SIGTERM ends it where it is.
             for child, receive in children:
                 receive.close()
-                if child.is_alive():
-                    child.terminate()
+                child.terminate()
+            for child, _ in children:
                 child.join()
         if self.progress is not None:
             self.progress(source.size, source.size)
@@ -398,8 +409,18 @@ def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progre
     return words, matrix, reader.dim
 
 
-def _read_range_in_child(path, start, stop, replace_bad_utf8, send) -> None:
-    """A forked child's work: ('ok', rows, dim, words) then the rows' bytes, or ('error',)."""
+def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> None:
+    """A forked child's work: ('ok', rows, dim, words) then the rows' bytes, or ('error',).
+
+    readers : the read ends of every child's pipe, which the fork copied; closed here so that a
+    send fails at once when the parent stops reading, instead of blocking on a full pipe forever."""
+    # Interrupts are the parent's to handle and report: Ctrl-C reaches the whole process group, so
+    # the child ignores it; the parent's terminate() must end the child at once, not unwind it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    for reader in readers:
+        reader.close()
     try:
         words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8)
         send.send(("ok", len(words), dim, words))

@@ -1,0 +1,237 @@
+"""Signals and closed pipes through the real command: every stop is prompt, reported by its exit code
+(130 for Ctrl-C, 143 for SIGTERM, 141 for a closed output pipe, as a shell reports them), leaves no
+process, no traceback and no half-written file. Processes, signals and pipes are real."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
+
+SAMPLE_LINES = SAMPLE_VECTORS.read_bytes().splitlines()
+WAIT = 60   # seconds a stopped command may take before the test calls it hung
+SEED = 24   # the random moments below are drawn from this, so a failure reproduces
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def start(args, **kwargs) -> subprocess.Popen:
+    """The command in a process group of its own, so that a signal can reach the group as Ctrl-C
+    does, and what is left of the group can be found afterwards."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)],
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, **kwargs)
+
+
+def _stat(pid: str) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()   # state, ppid, pgrp, ...
+
+
+def children(pid: int) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and (s := _stat(p)) and s[1] == str(pid)]
+
+
+def group(pgid: int) -> list[int]:
+    """Live processes of a process group (zombies wait only for their parent to read them)."""
+    return [int(p) for p in os.listdir("/proc")
+            if p.isdigit() and (s := _stat(p)) and s[2] == str(pgid) and s[0] != "Z"]
+
+
+def stop(process: subprocess.Popen, sig, to_group: bool) -> None:
+    if to_group:
+        os.killpg(process.pid, sig)   # Ctrl-C at a terminal reaches every process of the job
+    else:
+        process.send_signal(sig)      # timeout(1), systemd and Kubernetes signal the one process
+
+
+def finish(process: subprocess.Popen, what: str) -> tuple[int, str]:
+    """(exit code, standard error); a process that does not end within WAIT fails the test (and is killed)."""
+    try:
+        _, stderr = process.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"hung: no exit {WAIT} s after {what}")
+    return process.returncode, stderr.decode()
+
+
+def alive(pid: int) -> bool:
+    s = _stat(str(pid))
+    return s is not None and s[0] != "Z"
+
+
+def assert_gone(process: subprocess.Popen, what: str, others=()) -> None:
+    """Nothing left of the command's process group, nor of ``others`` (processes in sessions of
+    their own, as `--workers` starts them)."""
+    deadline = time.monotonic() + 5   # an orphan is read by init a moment later
+    while (left := group(process.pid) + [p for p in others if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{what}: processes {left} outlived the command"
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal while a big text file is read by two processes (formats/text.py's _read_parallel)
+
+
+@pytest.fixture(scope="module")
+def big_text(tmp_path_factory) -> Path:
+    """The GloVe sample four times over, renamed: 34 MB, past the 32 MiB at which two processes read."""
+    path = tmp_path_factory.mktemp("big-text") / "big.txt"
+    with open(path, "wb") as f:
+        for copy in range(4):
+            f.writelines(line.replace(b" ", f"_{copy} ".encode(), 1) + b"\n" for line in SAMPLE_LINES)
+    assert path.stat().st_size >= 32 << 20
+    return path
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: the file is read in one process")
+def test_a_signal_while_two_processes_read_a_big_file_stops_both(big_text, tmp_path):
+    """Once, SIGTERM here left the parent waiting for a child that blocked on a pipe nobody read
+    (2 runs in 13 hung for good), and Ctrl-C printed the child's traceback (3 in 10)."""
+    draw = random.Random(SEED)
+    for run in range(14):
+        sig = signal.SIGTERM if run % 2 == 0 else signal.SIGINT
+        to_group = sig == signal.SIGINT or run % 4 == 0
+        out = tmp_path / f"out{run}" / "big.vec"
+        out.parent.mkdir()
+        process = start(["convert", big_text, out, "--to", "word2vec"])
+        deadline = time.monotonic() + WAIT
+        while not children(process.pid):   # the child that reads the second half
+            assert process.poll() is None, f"run {run}: ended before its reading child started"
+            assert time.monotonic() < deadline, f"run {run}: no reading child after {WAIT} s"
+            time.sleep(0.002)
+        delay = draw.uniform(0, 0.3)
+        time.sleep(delay)
+        what = f"run {run}: {sig.name} to the {'group' if to_group else 'process'} {delay:.3f} s into the read"
+        stop(process, sig, to_group)
+        code, stderr = finish(process, what)
+        assert code in (CODES[sig], 0), f"{what}: exit {code}\n{stderr}"
+        assert "Traceback" not in stderr and "Exception ignored" not in stderr, f"{what}\n{stderr}"
+        assert_gone(process, what)
+        # An output only if complete: a signal just after the rename still exits 130/143 (main's exit).
+        assert [n for n in os.listdir(out.parent) if n != out.name] == [], what
+        if code == 0 or out.exists():
+            assert out.read_bytes().count(b"\n") == 1 + 4 * len(SAMPLE_LINES), what
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal to `train --workers 2`'s launcher in the loop
+
+TRAIN = ["--epochs", "1", "--batch-size", "512", "--deterministic", "--seed", "3"]
+EVERY = 5   # steps between checkpoints
+
+
+@pytest.fixture(scope="module")
+def vectors_2k(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("vectors-2k") / "glove.2k.txt"
+    path.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:2000]))
+    return path
+
+
+def wait_for(process, ready, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"ended (exit {process.returncode}) before {what}:\n{process.communicate()[1].decode()}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"no {what} after {WAIT} s")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_launcher_stops_every_worker_at_once_with_a_checkpoint(vectors_2k, tmp_path, sig):
+    """SIGTERM once went to TensorFlow's own handler in the chief (its coordination service takes it
+    for a preemption notice), so the workers trained on; the launcher exits as the chief does."""
+    out, checkpoints = tmp_path / "out" / "tuned.txt", tmp_path / "ckpt"
+    out.parent.mkdir()
+    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", out, *TRAIN, "--workers", "2",
+                     "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY])
+    wait_for(process, lambda: checkpoints.is_dir() and any(n.startswith("ckpt-") and "." not in n
+                                                            for n in os.listdir(checkpoints)), "checkpoint")
+    workers = children(process.pid)
+    assert len(workers) == 2, workers
+    began = time.monotonic()
+    stop(process, sig, to_group=False)   # the workers run in sessions of their own: only the launcher hears it
+    code, stderr = finish(process, sig.name)
+    assert code == CODES[sig], stderr
+    assert time.monotonic() - began < 15, f"took {time.monotonic() - began:.1f} s to stop"
+    assert "Traceback" not in stderr and "Error:" not in stderr, stderr
+    tail = " ".join(stderr.strip().splitlines()[-2:])
+    assert "checkpoint written to" in tail and "--resume" in tail, stderr
+    assert_gone(process, sig.name, workers)
+    assert os.listdir(out.parent) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# a reader that goes away: `embedtune ... -o - | head -c 100`, `embedtune convert ... - | false`
+
+
+def read_then_close(process: subprocess.Popen, n: int) -> tuple[int, str]:
+    if n:
+        process.stdout.read(n)
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=WAIT)
+    return process.returncode, stderr.decode()
+
+
+@pytest.mark.parametrize("n", [0, 100])
+def test_convert_to_a_closed_pipe_exits_141(big_text, n):
+    """It exited 0, so `set -o pipefail` saw a cut-short file as a success."""
+    code, stderr = read_then_close(start(["convert", big_text, "-", "--to", "word2vec"]), n)
+    assert code == 141, stderr   # 128 + SIGPIPE, as `cat` gives
+    assert stderr == "", stderr  # nor "Exception ignored ... BrokenPipeError" at exit
+
+
+def test_train_to_a_closed_pipe_exits_141(vectors_2k):
+    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", "-", "-q", *TRAIN, "--max-steps", "5"])
+    code, stderr = read_then_close(process, 100)
+    assert code == 141, stderr
+    assert stderr == "", stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal after the command's work, on the way out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_the_command_is_done_exits_with_its_code_and_no_traceback(tmp_path, sig):
+    """Once the command had returned, its handlers were gone: Ctrl-C printed Python's traceback (and
+    SIGTERM ended the process by its default action). The signal here arrives just as `cli` returns."""
+    small = tmp_path / "v.txt"
+    small.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:50]))
+    out = tmp_path / "out.txt"
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from embedtune.cli import main
+
+        command = main.cli
+
+        def cli(*args, **kwargs):
+            try:
+                command(*args, **kwargs)
+            finally:
+                os.kill(os.getpid(), signal.{sig.name})
+
+        main.cli = cli
+        sys.argv = ["embedtune", "convert", {str(small)!r}, {str(out)!r}]
+        main.main()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stderr
+    assert "Traceback" not in done.stderr and "Aborted!" not in done.stderr, done.stderr
+    assert out.read_bytes() == small.read_bytes()   # the command had finished: its output is whole
