@@ -62,11 +62,12 @@ from embedtune.errors import EmbedtuneError
 
 ENV_LAUNCHED = "EMBEDTUNE_LAUNCHED"    # "1" in a worker started by `--workers`: the launcher reports its failures
 ENV_THREADS = "EMBEDTUNE_WORKER_THREADS"   # TensorFlow threads of a launched worker (cores // N)
-# A collective that waits longer than this for a peer fails the step (a dead machine in a real cluster;
-# the launcher stops its own workers as soon as one exits). Generous: the counts' exchange (the first
-# collective) waits for the slowest worker to load its vectors and count its share of the corpus.
+# Seconds after which a collective waiting for a peer fails the step; unset or 0: none. None by default:
+# TensorFlow times each collective with a thread of its own that sleeps the whole timeout, so a step's
+# collectives left thousands of sleeping threads a second until a worker could start no more (SIGABRT,
+# "Resource temporarily unavailable"). A dead peer is still found: the launcher stops its own workers as
+# soon as one exits, and in a cluster TensorFlow's coordination service reports a peer that stops.
 ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
-COLLECTIVE_TIMEOUT = 1800.0
 # Debugging and tests: each worker writes worker-K.json (a hash of its tables) into this folder at the end.
 ENV_TABLE_HASH = "EMBEDTUNE_DEBUG_TABLE_HASH"
 # Tests: "K:S" makes worker K kill itself with SIGKILL before its step S.
@@ -314,9 +315,9 @@ class Worker:
         """Join the cluster. Before any TensorFlow variable exists: the strategy sets up the runtime."""
         from embedtune._tf import tf
 
-        timeout = float(os.environ.get(ENV_TIMEOUT, COLLECTIVE_TIMEOUT))
+        timeout = float(os.environ.get(ENV_TIMEOUT) or 0)
         options = tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=timeout, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+            timeout_seconds=timeout or None, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         self.device = self.strategy.extended.worker_devices[0]
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it

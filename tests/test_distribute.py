@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -161,6 +162,45 @@ def test_killed_worker_stops_the_run_with_one_line_then_resume_finishes(inputs, 
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["resumed"] is True
     assert out.read_bytes() == two_workers.output.read_bytes()   # as if never interrupted
+
+
+def thread_counts(parent: int) -> dict[int, int]:
+    """The number of threads of each child process of ``parent`` (from /proc)."""
+    counts = {}
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                counts[int(entry)] = len(os.listdir(f"/proc/{entry}/task"))
+        except (OSError, ValueError, IndexError):   # gone meanwhile, or not a process
+            pass
+    return counts
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_a_workers_threads_do_not_grow_with_its_steps(inputs, tmp_path):
+    """TensorFlow times a collective with a thread that sleeps the whole timeout: with a timeout set,
+    each step left threads behind until a worker could start no more and aborted (SIGABRT) minutes in."""
+    out, ckpt = tmp_path / "out.txt", tmp_path / "ckpt"
+    run = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", inputs.vectors, inputs.corpus,
+                            *ARGS, "--epochs", "8", "-o", str(out), "--workers", "2", "--checkpoint-dir", str(ckpt),
+                            "--checkpoint-every", "20", "--keep-checkpoints"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    early, most = None, {}
+    try:
+        while run.poll() is None:
+            counts = thread_counts(run.pid)
+            most.update({pid: max(n, most.get(pid, 0)) for pid, n in counts.items()})
+            if early is None and (ckpt / "ckpt-20").exists():
+                early = counts   # 20 steps in: the runtime's own threads have started
+            time.sleep(0.1)
+    finally:
+        run.kill()
+    assert run.wait() == 0, run.stderr.read()
+    steps = max(int(name.split("-")[1]) for name in os.listdir(ckpt) if name.startswith("ckpt-"))
+    assert early and steps >= 200, (early, steps)
+    grown = {pid: most[pid] - early[pid] for pid in early}
+    assert max(grown.values()) < 100, (early, most)
 
 
 @pytest.mark.parametrize("extra, message", [
