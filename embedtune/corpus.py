@@ -20,7 +20,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -116,15 +117,22 @@ class Tokenizer(dict):
     longest first (``.)`` -> ``.`` ``)``); punctuation the vectors lack is dropped, so it can never
     become a new word.
 
-    vocabulary : the vectors' words (a dict or set), already lower-cased where the corpus is.
+    vocabulary : the vectors' words (a dict or set), already lower-cased where the corpus is; it
+        must not change once tokens are split (splits are remembered, and so is an index of its words).
     Used as ``tokenizer[raw]`` -> tuple of tokens: each distinct raw token is split once and
     remembered (up to TOKEN_CACHE_LIMIT), which keeps the cost to a dict lookup per token.
+
+    Splitting costs time linear in the token's length (times the length of the vectors' longest
+    punctuation word): the candidates are looked up by the word left between the punctuation, in an
+    index of the vectors' words that begin or end with punctuation, never tried cut by cut (a line of
+    thousands of quotes took minutes that way).
     """
 
     def __init__(self, vocabulary):
         super().__init__()
         self.vocabulary = vocabulary
         self.whole: set[str] = set()   # remembered tokens that stay as they are (most of them)
+        self._index: tuple[dict, dict] | None = None   # _affixes(), made when first needed
 
     def __missing__(self, token: str) -> tuple[str, ...]:
         pieces = self.split(token)
@@ -141,42 +149,86 @@ class Tokenizer(dict):
             return raw
         return list(chain.from_iterable(map(self.__getitem__, raw)))
 
+    def _affixes(self) -> tuple[dict, dict]:
+        """(middle -> [(leading run, trailing run)] of the vectors' words that begin or end with
+        punctuation around a middle that does neither; a trie of the words that are all punctuation).
+        Only words whose first or last character is punctuation are looked at, picked in C."""
+        if self._index is None:
+            words = self.vocabulary
+            first, last = itemgetter(slice(None, 1)), itemgetter(slice(-1, None))
+            ends = set(map(first, words)) | set(map(last, words))
+            marks = {c for c in ends if c and _is_punctuation(c)}
+            affixed = set(compress(words, map(marks.__contains__, map(first, words))))
+            affixed.update(compress(words, map(marks.__contains__, map(last, words))))
+            middles: dict[str, list[tuple[str, str]]] = {}
+            trie: dict = {}
+            for word in affixed:
+                lead, trail = _punctuation_ends(word)
+                if lead == len(word):
+                    node = trie
+                    for char in word:
+                        node = node.setdefault(char, {})
+                    node[""] = True   # a word ends here ("" is no character)
+                else:
+                    middles.setdefault(word[lead:len(word) - trail], []).append(
+                        (word[:lead], word[len(word) - trail:]))
+            self._index = middles, trie
+        return self._index
+
     def split(self, token: str) -> tuple[str, ...]:
-        vocabulary = self.vocabulary
-        if token in vocabulary:
+        if token in self.vocabulary:
             return (token,)
         n = len(token)
-        lead = 0
-        while lead < n and _is_punctuation(token[lead]):
-            lead += 1
+        lead, trail = _punctuation_ends(token)
         if lead == n:
             return self._run(token)
-        trail = 0
-        while _is_punctuation(token[n - 1 - trail]):
-            trail += 1
         if lead == 0 and trail == 0:
             return (token,)
-        cut = (lead, trail)
-        for removed in range(1, lead + trail + 1):
-            found = next(((i, removed - i) for i in range(max(0, removed - trail), min(lead, removed) + 1)
-                          if token[i:n - (removed - i)] in vocabulary), None)
-            if found:
-                cut = found
-                break
-        i, j = cut
+        # A word the vectors have inside the token is its middle with the end of the leading run and
+        # the start of the trailing one: the fewest cut wins, then the one that cuts less in front.
+        # Nothing found cuts both runs whole, the middle kept whether the vectors have it or not.
+        middle = token[lead:n - trail]
+        before, after = token[:lead], token[n - trail:]
+        kept = (0, 0)
+        for head, tail in self._affixes()[0].get(middle, ()):
+            if (len(head) + len(tail), len(head)) > (sum(kept), kept[0]) \
+                    and before.endswith(head) and after.startswith(tail):
+                kept = (len(head), len(tail))
+        i, j = lead - kept[0], trail - kept[1]
         return self._run(token[:i]) + (token[i:n - j],) + self._run(token[n - j:])
 
     def _run(self, run: str) -> tuple[str, ...]:
         """A run of punctuation as the longest pieces the vectors have; pieces they lack dropped."""
-        pieces, start = [], 0
-        while start < len(run):
-            stop = next((k for k in range(len(run), start, -1) if run[start:k] in self.vocabulary), None)
+        trie = self._affixes()[1]
+        pieces, start, n = [], 0, len(run)
+        while start < n:
+            node, stop = trie, None
+            for k in range(start, n):
+                node = node.get(run[k])
+                if node is None:
+                    break
+                if "" in node:
+                    stop = k + 1
             if stop is None:
                 start += 1
                 continue
             pieces.append(run[start:stop])
             start = stop
         return tuple(pieces)
+
+
+def _punctuation_ends(token: str) -> tuple[int, int]:
+    """(leading, trailing) punctuation characters of a token; (n, 0) when it is all punctuation."""
+    n = len(token)
+    lead = 0
+    while lead < n and _is_punctuation(token[lead]):
+        lead += 1
+    if lead == n:
+        return n, 0
+    trail = 0
+    while _is_punctuation(token[n - 1 - trail]):
+        trail += 1
+    return lead, trail
 
 
 class Corpus:
