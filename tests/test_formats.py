@@ -308,6 +308,10 @@ BAD_TEXT = [
     ("duplicate word", b"a 1 2\nb 3 4\na 5 6\n", "line 3: duplicate word 'a' (first on line 1"),
     ("bad utf-8", b"a 1 2\nb\xff 3 4\n", "line 2: word is not valid UTF-8 (byte 0xff at column 2"),
     ("bad header", b"2 x\na 1 2\n", "line 1: expected a header 'COUNT DIM'"),
+    # two whole numbers are a header (`5 50` is one), so a minus sign is a damaged header, not a GloVe row
+    ("negative count", b"-5 2\na 1 2\nb 3 4\n", "line 1: header says -5 rows (a count cannot be negative)"),
+    ("negative count alone", b"-5 50\n", "line 1: header says -5 rows (a count cannot be negative)"),
+    ("negative dimension", b"2 -2\na 1 2\nb 3 4\n", "line 1: header says dimension -2 (expected at least 1)"),
 ]
 
 
@@ -356,6 +360,8 @@ BAD_BINARY = [
      "record 2: duplicate word 'a' (first on record 1"),
     ("bad utf-8", b"1 1\n\xe9t\xe9 " + np.float32([1]).tobytes() + b"\n",
      "record 1: word is not valid UTF-8 (byte 0xe9 at column 1"),
+    ("negative count", b"-2 2\na " + np.float32([1, 2]).tobytes() + b"\n",
+     "line 1: header says -2 rows (a count cannot be negative)"),
 ]
 
 
@@ -364,7 +370,8 @@ def test_bad_binary_input(tmp_path, case, data, message):
     path = write(tmp_path / "bad.bin", data)
     with pytest.raises(EmbedtuneError) as err:
         load_vectors(path, format="word2vec-binary")
-    assert str(err.value).startswith(f"{path}: {message}"), str(err.value)
+    separator = " " if message.startswith("line ") else ": "
+    assert str(err.value).startswith(f"{path}{separator}{message}"), str(err.value)
 
 
 def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):

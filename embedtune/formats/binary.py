@@ -34,7 +34,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     newline = head.find(b"\n")
     if not head:
         raise EmbedtuneError("empty file (expected a header 'COUNT DIM')", name, 1)
-    sizes = parse_header(head[:newline]) if newline >= 0 else None
+    sizes = parse_header(head[:newline], name) if newline >= 0 else None
     if sizes is None:
         first = head[:newline if newline >= 0 else 40][:40].decode("utf-8", "replace")
         raise EmbedtuneError(f"expected a header 'COUNT DIM' (two whole numbers), got '{first}'", name, 1)

@@ -53,6 +53,7 @@ MAX_PROCESSES = 8
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
+_SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
                     re.IGNORECASE)
@@ -63,10 +64,21 @@ class _NotFast(Exception):
     """The block needs the per-line reader."""
 
 
-def parse_header(line: bytes):
-    """b'400000 50' -> (400000, 50); anything else -> None."""
+def parse_header(line: bytes, name: str):
+    """b'400000 50' -> (400000, 50); anything else -> None, but two whole numbers with a minus sign
+    are an error: a first line of two whole numbers is a header (the readers take ``5 50`` as one),
+    and a count or dimension cannot be negative, so ``-5 50`` is a damaged header, not a GloVe row."""
     match = _HEADER.fullmatch(line)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    signed = _SIGNED_HEADER.fullmatch(line)
+    if signed:
+        count, dim = int(signed.group(1)), int(signed.group(2))
+        if count < 0:
+            raise EmbedtuneError(f"header says {count} rows (a count cannot be negative)", name, 1)
+        if dim < 0:
+            raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
+    return None
 
 
 def _shorten(data: bytes, limit: int = 40) -> str:
@@ -100,7 +112,7 @@ class TextReader:
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
         if self.header:
-            sizes = parse_header(first)
+            sizes = parse_header(first, self.name)
             if sizes is None:
                 raise EmbedtuneError(
                     f"expected a header 'COUNT DIM' (two whole numbers), got '{_shorten(first)}'", self.name, 1)
@@ -204,7 +216,7 @@ class TextReader:
         if self.header:
             head = source.peek(1 << 16)
             newline = head.find(b"\n")
-            sizes = parse_header(head[:newline]) if newline >= 0 else None
+            sizes = parse_header(head[:newline], self.name) if newline >= 0 else None
             if sizes is None or sizes[1] < 1:
                 return None
             count, dim = sizes
