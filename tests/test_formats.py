@@ -363,6 +363,16 @@ BAD_BINARY = [
     ("negative count", b"-2 2\na " + np.float32([1, 2]).tobytes() + b"\n",
      "line 1: header says -2 rows (a count cannot be negative)"),
 ]
+# A word with a space in it, as another tool may write: the reader ends the word at the space and
+# takes what follows for the vector, so the next record's "word" is a vector's bytes (not UTF-8, or
+# empty), or the last record's leaves data over. The message names the record and the two parts.
+SPACED = "record 2: word 'new' is followed by 'york' and a space where its vector should begin: " \
+         "a word with a space in it ('new york')?"
+for _words, _newline in [(["a", "new york", "b", "c"], b"\n"), (["a", "new york", "b", "c"], b""),
+                         (["a", "new york"], b"\n"), (["a", "new york", "b"], b"")]:
+    _records = b"".join(w.encode() + b" " + np.float32([1, 2, 3, 4]).tobytes() + _newline for w in _words)
+    BAD_BINARY.append((f"word with a space, {len(_words)} records{', no newlines' * (not _newline)}",
+                       b"%d 4\n" % len(_words) + _records, SPACED))
 
 
 @pytest.mark.parametrize("case,data,message", BAD_BINARY, ids=[c[0] for c in BAD_BINARY])
@@ -372,6 +382,9 @@ def test_bad_binary_input(tmp_path, case, data, message):
         load_vectors(path, format="word2vec-binary")
     separator = " " if message.startswith("line ") else ": "
     assert str(err.value).startswith(f"{path}{separator}{message}"), str(err.value)
+    if message == SPACED:   # replacing bad bytes in words does not make misread records a word
+        with pytest.raises(EmbedtuneError, match="a word with a space in it"):
+            load_vectors(path, format="word2vec-binary", replace_bad_utf8=True)
 
 
 def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
