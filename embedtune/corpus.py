@@ -9,6 +9,7 @@ standard input is spooled once to a temporary file so it can be read again.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import hashlib
@@ -65,6 +66,7 @@ def _open_binary(path: str):
 
 
 MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace
+HEAD_BYTES = 1 << 16  # what Corpus.check_start reads: enough to tell binary data or another encoding
 
 
 def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
@@ -94,6 +96,11 @@ def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
         yield number, offset, data[:cut]
         carry = data[cut + 1:]
         offset += cut + 1
+
+
+def _decode(data: bytes, final: bool = True) -> str:
+    """UTF-8 ``data`` as text; not ``final``: an incomplete character at the end is no error (it is left out)."""
+    return data.decode("utf-8") if final else codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
 
 
 TOKENIZE = ("auto", "none")
@@ -373,16 +380,7 @@ class Corpus:
                         digest.update(piece)
                     if (number - 1) % n != k:
                         continue
-                    if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
-                        piece = piece[len(UTF8_BOM):]
-                    try:
-                        text = piece.decode("utf-8")
-                    except UnicodeDecodeError as err:
-                        raise EmbedtuneError(
-                            f"not valid UTF-8 text (byte {offset + err.start + 1} of the line: {err.reason}); "
-                            "is this a corpus file?", self.path, number) from None
-                    if "\x00" in text:
-                        raise EmbedtuneError("contains NUL bytes; is this a text corpus?", self.path, number)
+                    text = self._text(piece, self.path, number, offset)
                     if lower:
                         text = text.lower()
                     tokens = self._tokens(text.split())
@@ -390,6 +388,52 @@ class Corpus:
                         yield number, tokens
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+
+    @classmethod
+    def _text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
+        """A piece of line ``number`` (from byte ``offset`` of the line) as text, or the error that says
+        why it is not: not UTF-8, or NUL bytes. ``final``: False for a piece cut off at an arbitrary
+        byte (check_start's last), whose end may be part of a character."""
+        if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
+            piece = piece[len(UTF8_BOM):]
+        try:
+            text = _decode(piece, final)
+        except UnicodeDecodeError as err:
+            raise EmbedtuneError(
+                f"not valid UTF-8 text (byte {offset + err.start + 1} of the line: {err.reason}); "
+                "is this a corpus file?", path, number) from None
+        if "\x00" in text:
+            raise EmbedtuneError("contains NUL bytes; is this a text corpus?", path, number)
+        return text
+
+    @classmethod
+    def check_start(cls, path: str) -> None:
+        """The errors that the first HEAD_BYTES of the corpus file at ``path`` would give when read (binary
+        data, NUL bytes, another encoding than UTF-8, a compression not read), raised now: a command checks
+        them before it loads the vectors and imports TensorFlow, which take seconds before the corpus is
+        read. Standard input and other pipes are left alone: what is read from them cannot be put back."""
+        for _ in cls._head(path):
+            pass
+
+    @classmethod
+    def _head(cls, path: str) -> Iterator[tuple[int, str, bool]]:
+        """(line number, text, whole) of each line in the first HEAD_BYTES of a corpus file, checked as
+        a full read checks them; ``whole`` is False for a last line the head cuts off. Nothing for
+        standard input, pipes or no path."""
+        if path is None or path == "-" or not os.path.isfile(path):
+            return
+        try:
+            with _open_binary(path) as raw:
+                head = raw.read(HEAD_BYTES)
+        except (OSError, EOFError, ValueError) as err:   # as in a full read: a damaged .gz or .bz2
+            raise EmbedtuneError(f"cannot read: {err}", path) from None
+        cut = len(head) == HEAD_BYTES
+        lines = head.split(b"\n")
+        for number, line in enumerate(lines, 1):
+            whole = not (cut and number == len(lines))
+            # with its newline, as the full read decodes it: the message for a bad last byte depends on it
+            text = cls._text(line if number == len(lines) else line + b"\n", path, number, 0, final=whole)
+            yield number, text, whole
 
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a
