@@ -352,9 +352,9 @@ BAD_BINARY = [
     ("truncated record", b"2 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([3]).tobytes(),
      "record 2: file ends inside the record (expected 8 bytes of vector, got 4"),
     ("missing records", b"3 2\na " + np.float32([1, 2]).tobytes() + b"\n",
-     "file ends early (expected 3 records as the header says, got 1)"),
+     "record 2: file ends early (expected 3 records as the header says, got 1)"),
     ("extra records", b"1 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([1, 2]).tobytes(),
-     "more data after 1 records (expected 1 as the header says)"),
+     "record 2: more data after 1 records (expected 1 as the header says)"),
     ("nan", b"1 2\na " + np.float32([1, np.nan]).tobytes() + b"\n", "record 1: value 2 is nan"),
     ("duplicate", b"2 1\na " + np.float32([1]).tobytes() + b"\na " + np.float32([2]).tobytes() + b"\n",
      "record 2: duplicate word 'a' (first on record 1"),
@@ -395,6 +395,28 @@ def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
             load_vectors(path)
         assert str(err.value).startswith(f"{path} line 1: header says 4000000000 rows of ")
         assert "too many for the file's size (expected at least" in str(err.value)
+
+
+def test_a_header_beyond_what_numpy_can_address_in_a_compressed_file_is_an_error(tmp_path):
+    """A compressed file's size says nothing of its rows, so the header's count goes to the allocation:
+    more than numpy can address raised its ValueError (found by tests/test_properties.py's readers)."""
+    for name, data in [("t.txt.gz", b"4611686018427387904 8\na 1 2 3 4 5 6 7 8\n"),
+                       ("b.bin.gz", b"1 4611686018427387904\na " + np.float32([1, 2]).tobytes())]:
+        path = write(tmp_path / name, gzip.compress(data))
+        with pytest.raises(EmbedtuneError) as err:
+            load_vectors(path)
+        assert str(err.value).startswith(f"{path} line 1: not enough memory for ")
+        assert str(err.value).endswith(" bytes) as the header says")
+
+
+def test_a_binary_header_of_no_records_reads_alike_from_any_source(tmp_path):
+    """`0 2` and nothing after: no vectors, whether mapped (a plain file) or read in blocks (gzip, or
+    standard input), where an empty matrix raised a TypeError (found by tests/test_properties.py)."""
+    plain = write(tmp_path / "v.bin", b"0 2\n")
+    packed = write(tmp_path / "v.bin.gz", gzip.compress(b"0 2\n"))
+    for path in (plain, packed):
+        vectors = load_vectors(path, format="word2vec-binary")
+        assert vectors.words == [] and vectors.matrix.shape == (0, 2)
 
 
 def test_missing_input_and_unknown_format(tmp_path):

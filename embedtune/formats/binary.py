@@ -53,8 +53,8 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         if sys.byteorder != "little":
             matrix.byteswap(inplace=True)
         return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
-    matrix = new_matrix(wanted, dim)
-    flat = memoryview(matrix).cast("B")
+    matrix = new_matrix(wanted, dim, name, 1)
+    flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
 
     buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
@@ -102,7 +102,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         if rest:
             _raise_spaced_word(raw_words, matrix, count - 1, name)
             raise EmbedtuneError(
-                f"more data after {count} records (expected {count} as the header says)", name)
+                f"record {count + 1}: more data after {count} records (expected {count} as the header says)", name)
     if progress is not None:
         progress(source.consumed(), source.size)
     if sys.byteorder != "little":  # the format is little-endian
@@ -231,7 +231,8 @@ def _raise_spaced_word(raw_words, matrix, row: int, name) -> None:
 def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
     """The data ended inside record `row` + 1; `left` is what there is of it."""
     if not left.strip():
-        raise EmbedtuneError(f"file ends early (expected {count} records as the header says, got {row})", name)
+        raise EmbedtuneError(
+            f"record {row + 1}: file ends early (expected {count} records as the header says, got {row})", name)
     got = max(0, len(left) - space - 1) if space >= 0 else 0
     raise EmbedtuneError(
         f"record {row + 1}: file ends inside the record (expected {row_bytes} bytes of vector, got {got}; "

@@ -40,8 +40,9 @@ def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
             f"(expected at least {count * min_row_bytes} bytes, got {source.size})", source.name, 1)
 
 
-def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """An uninitialised float32 matrix [rows, dim] for a reader to fill, on ordinary pages.
+def new_matrix(rows: int, dim: int, name: str | None = None, line: int | None = None) -> np.ndarray:
+    """An uninitialised float32 matrix [rows, dim] for a reader to fill, on ordinary pages; ``name``
+    and ``line``: the file, and the line whose figures ask for it (1: the header's), for the error.
 
     numpy asks Linux for transparent huge pages for big arrays; with the common setting
     defrag=madvise the kernel then compacts memory on every huge-page fault, which on a busy
@@ -59,9 +60,11 @@ def new_matrix(rows: int, dim: int) -> np.ndarray:
     previous = _set_madvise_hugepage(False)
     try:
         return np.empty((rows, dim), np.float32)
-    except MemoryError:
-        raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values "
-                             f"({rows * dim * 4 / 1e9:.1f} GB)") from None
+    except (MemoryError, ValueError):   # ValueError: more than numpy can address (a damaged header)
+        size = 4 * rows * dim
+        size = f"{size / 1e9:.1f} GB" if size < 10**18 else f"more than 10^{len(str(size)) - 1} bytes"
+        raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values ({size})"
+                             f"{' as the header says' if line == 1 else ''}", name, line) from None
     finally:
         _set_madvise_hugepage(previous)
 

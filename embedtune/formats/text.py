@@ -145,7 +145,7 @@ class TextReader:
         exact_count = count is not None and (self.limit is None or self.limit >= count)
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
-        matrix = new_matrix(wanted, self.dim) if count is not None else None
+        matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
         blocks = []
         words = []
         rows = 0
@@ -187,7 +187,7 @@ class TextReader:
             raise EmbedtuneError(
                 f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
         if matrix is None:
-            matrix = new_matrix(rows, self.dim)
+            matrix = new_matrix(rows, self.dim, self.name)
             if blocks:
                 np.concatenate(blocks, out=matrix)
         return words, matrix, first_row_line
@@ -252,7 +252,7 @@ class TextReader:
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
-            matrix = new_matrix(rows, first_dim)
+            matrix = new_matrix(rows, first_dim, self.name)
             matrix[:len(words)] = first
             del first
             flat = memoryview(matrix.reshape(-1).view(np.uint8))
