@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import warnings
 import io
 import os
 import sys
@@ -417,6 +418,20 @@ def test_a_binary_header_of_no_records_reads_alike_from_any_source(tmp_path):
     for path in (plain, packed):
         vectors = load_vectors(path, format="word2vec-binary")
         assert vectors.words == [] and vectors.matrix.shape == (0, 2)
+
+
+def test_a_value_beyond_float32_in_a_tab_separated_file_is_inf_without_a_warning(tmp_path):
+    """The per-line reader (tabs between values, among the lines the fast ones pass on) cast its
+    doubles with a RuntimeWarning on overflow, which the fast readers do not give: a library user saw
+    it beside load_vectors's own error (found by tests/test_properties.py's readers, run with warnings
+    as errors)."""
+    path = write(tmp_path / "v.txt", b"the\t1\t2\nof\t3.4e39\t1\n")   # tabs: the per-line reader
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vectors = load_vectors(path, allow_nan=True)
+        with pytest.raises(EmbedtuneError, match="line 2: value 1 is 3.4e39, beyond float32's range"):
+            load_vectors(path)
+    assert np.isposinf(vectors["of"][0])
 
 
 def test_missing_input_and_unknown_format(tmp_path):

@@ -356,8 +356,10 @@ class TextReader:
                         self.name, number)
                 rows[i, k] = float(token)
             words.append(self._decode(word, number))
-        # double first, then float32: the same rounding as numpy's reader and every other tool
-        return words, rows.astype(np.float32)
+        # double first, then float32: the same rounding as numpy's reader and every other tool; a value
+        # beyond float32 becomes inf without a RuntimeWarning, as in the fast parsers: load_vectors names it
+        with np.errstate(over="ignore"):
+            return words, rows.astype(np.float32)
 
     def _decode(self, word: bytes, number: int) -> str:
         try:
