@@ -422,18 +422,19 @@ class Corpus:
         standard input, pipes or no path."""
         if path is None or path == "-" or not os.path.isfile(path):
             return
-        try:
-            with _open_binary(path) as raw:
-                head = raw.read(HEAD_BYTES)
-        except (OSError, EOFError, ValueError) as err:   # as in a full read: a damaged .gz or .bz2
-            raise EmbedtuneError(f"cannot read: {err}", path) from None
-        cut = len(head) == HEAD_BYTES
-        lines = head.split(b"\n")
-        for number, line in enumerate(lines, 1):
-            whole = not (cut and number == len(lines))
-            # with its newline, as the full read decodes it: the message for a bad last byte depends on it
-            text = cls._text(line if number == len(lines) else line + b"\n", path, number, 0, final=whole)
-            yield number, text, whole
+        with _open_binary(path) as raw:
+            number, left = 0, HEAD_BYTES
+            while left > 0:
+                try:   # line by line, as a full read: an error in a line comes before damage after it
+                    line = raw.readline(left)
+                except (OSError, EOFError, ValueError) as err:   # a damaged .gz or .bz2
+                    raise EmbedtuneError(f"cannot read: {err}", path) from None
+                if not line:
+                    return
+                number += 1
+                left -= len(line)
+                whole = line.endswith(b"\n") or left > 0   # else cut by the head's end
+                yield number, cls._text(line, path, number, 0, final=whole), whole
 
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a

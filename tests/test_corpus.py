@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import lzma
 import os
 import tempfile
@@ -138,6 +139,9 @@ START_CASES = {
     "gzip of bad utf-8": gzip.compress(b"the cat\ncaf\xe9\n"),
     "bzip2 of nul bytes": bz2.compress(b"the cat\x00\n"),
     "damaged gzip": gzip.compress(b"the cat sat\n" * 100)[:-30] + b"\x00" * 30,
+    # the damage some 30 KB into the stream: a full read meets the bad line first
+    "bad utf-8, then a damaged gzip": gzip.compress(b"the cat\ncaf\xe9\n" + "".join(
+        hashlib.sha256(b"%d" % i).hexdigest() + "\n" for i in range(2000)).encode())[:30_000],
     "xz": lzma.compress(b"the cat\n"),
     "bad byte just inside the head": b"a" * (HEAD - 1) + b"\xff\n",
 }
