@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import gc
 import gzip
 import warnings
 import io
@@ -432,6 +433,19 @@ def test_a_value_beyond_float32_in_a_tab_separated_file_is_inf_without_a_warning
         with pytest.raises(EmbedtuneError, match="line 2: value 1 is 3.4e39, beyond float32's range"):
             load_vectors(path)
     assert np.isposinf(vectors["of"][0])
+
+
+def test_a_damaged_stream_found_on_opening_leaves_no_file_open(tmp_path):
+    """A gzip stream cut inside its header fails while the source is made, before a `with` holds it:
+    its file was left to the garbage collector, with a ResourceWarning (found by
+    tests/test_properties.py's readers, run with warnings as errors)."""
+    path = write(tmp_path / "v.txt", b"\x1f\x8b\x08\x00")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(EmbedtuneError, match="damaged gzip data"):
+            load_vectors(path)
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_missing_input_and_unknown_format(tmp_path):

@@ -153,7 +153,8 @@ def vectors_like(draw):
     lines = []
     for _ in range(n):
         k = dim + draw(st.sampled_from([0, 0, 0, 0, -1, 1]))
-        word = draw(st.sampled_from([b"the", b"of", b"\xff", "é".encode(), b"a\x00b", b"1", b"-5", b"\xc2\xa0", b"x" * 100]))
+        word = draw(st.sampled_from([b"the", b"of", b"\xff", "é".encode(), b"a\x00b", b"1", b"-5", b"\xc2\xa0",
+                                     b"x" * 100]))
         separator = draw(st.sampled_from([b" ", b" ", b"\t", b"  "]))
         lines.append(word + separator + separator.join(draw(VALUE) for _ in range(max(0, k))))
     head = draw(st.sampled_from([b"", b"", b"%d %d\n" % (n, dim), b"%d %d\n" % (n + 1, dim)]))
@@ -178,7 +179,8 @@ def binary_like(draw):
 FILES = st.tuples(
     st.one_of(st.binary(max_size=2000),
               st.lists(st.one_of(st.sampled_from(PIECES),
-                                 st.builds(lambda c, n: c.encode() * n, st.sampled_from(PUNCTUATION), st.integers(1, 3000)),
+                                 st.builds(lambda c, n: c.encode() * n, st.sampled_from(PUNCTUATION),
+                                           st.integers(1, 3000)),
                                  st.binary(max_size=8)), max_size=40).map(b"".join),
               vectors_like(), binary_like()),
     st.sampled_from([None, None, None, gzip.compress, bz2.compress]))

@@ -120,27 +120,33 @@ class Source:
                 self.size = os.fstat(raw.fileno()).st_size
             except OSError:
                 self.size = None
-        self._raw = raw
-        self._raw_read = 0
-        magic = self._read_raw(3)
-        self.compression = None
-        if magic.startswith(_GZIP_MAGIC):
-            self.compression = "gzip"
-        elif magic == _BZIP2_MAGIC:
-            self.compression = "bzip2"
-        self._magic = magic
-        if self.compression is None:
-            self._stream = None
-        else:
-            inner = _Prefixed(magic, self)
-            self._stream = gzip.GzipFile(fileobj=inner, mode="rb") if self.compression == "gzip" else bz2.BZ2File(inner)
-        self._head = b""
-        self._head_pos = 0
-        self._reading = False
-        # A byte-order mark (Windows editors write one) is not part of the first word or header.
-        self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
-        if self.bom:
-            self._head = self._head[len(UTF8_BOM):]
+        try:   # a damaged stream fails here, before a `with` holds the source: close the file
+            self._raw = raw
+            self._raw_read = 0
+            magic = self._read_raw(3)
+            self.compression = None
+            if magic.startswith(_GZIP_MAGIC):
+                self.compression = "gzip"
+            elif magic == _BZIP2_MAGIC:
+                self.compression = "bzip2"
+            self._magic = magic
+            if self.compression is None:
+                self._stream = None
+            else:
+                inner = _Prefixed(magic, self)
+                self._stream = (gzip.GzipFile(fileobj=inner, mode="rb") if self.compression == "gzip"
+                                else bz2.BZ2File(inner))
+            self._head = b""
+            self._head_pos = 0
+            self._reading = False
+            # A byte-order mark (Windows editors write one) is not part of the first word or header.
+            self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
+            if self.bom:
+                self._head = self._head[len(UTF8_BOM):]
+        except BaseException:
+            if self._owned is not None:
+                self._owned.close()
+            raise
 
     def _read_raw(self, n: int) -> bytes:
         try:
