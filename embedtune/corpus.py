@@ -131,8 +131,8 @@ class Tokenizer(dict):
 
     Splitting costs time linear in the token's length (times the length of the vectors' longest
     punctuation word): the candidates are looked up by the word left between the punctuation, in an
-    index of the vectors' words that begin or end with punctuation, never tried cut by cut (a line of
-    thousands of quotes took minutes that way).
+    index of the vectors' words that begin or end with punctuation, never tried cut by cut (cubic in
+    a run of punctuation; benchmarks/README.md, tokenize_split).
     """
 
     def __init__(self, vocabulary):

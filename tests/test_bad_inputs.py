@@ -690,7 +690,7 @@ print(json.dumps(results))
 
 def test_a_corpus_that_is_bad_from_its_first_bytes_is_refused_before_the_vectors_load(tmp_path):
     """Binary data, NUL bytes or another encoding in a corpus's first 64 KiB: the error a full read
-    gives, before the vectors are read and TensorFlow is imported (8-12 s on a large file), in train
+    gives, before the vectors are read and TensorFlow is imported (seconds on a large file), in train
     (plain and labelled corpora, --valid) and init. In a fresh process, where TensorFlow is not yet
     imported: the run stops with it still absent. A corpus on standard input is read as before."""
     from embedtune.corpus import Corpus
