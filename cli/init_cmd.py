@@ -84,6 +84,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     from embedtune.init import initial_vectors, is_lowercase_vocabulary, pick_new_words
     from embedtune.vectors import Vectors
 
+    Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
     in_format = format_ or formats.detect_format(vectors)
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")

@@ -17,7 +17,7 @@ from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_inputs_
                                   message, quiet_option, reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.objectives import CHOICES as OBJECTIVES, objective_class
+from embedtune.objectives import CHOICES as OBJECTIVES, check_corpus_start, objective_class
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -239,6 +239,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):
         raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
+    if not retrofit:   # binary data or another encoding shows in the first bytes (pipes are not peeked)
+        check_corpus_start(config)
     if workers and workers > 1 and not os.environ.get("EMBEDTUNE_LAUNCHED"):
         if dry_run:
             check_workers(config, workers)

@@ -9,6 +9,7 @@ standard input is spooled once to a temporary file so it can be read again.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import hashlib
@@ -20,7 +21,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -64,6 +66,7 @@ def _open_binary(path: str):
 
 
 MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace
+HEAD_BYTES = 1 << 16  # what Corpus.check_start reads: enough to tell binary data or another encoding
 
 
 def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
@@ -95,6 +98,11 @@ def _pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
         offset += cut + 1
 
 
+def _decode(data: bytes, final: bool = True) -> str:
+    """UTF-8 ``data`` as text; not ``final``: an incomplete character at the end is no error (it is left out)."""
+    return data.decode("utf-8") if final else codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+
+
 TOKENIZE = ("auto", "none")
 # Distinct raw tokens remembered with their split (a corpus has far fewer distinct tokens than
 # tokens); past this many, new ones are split each time they occur, so memory stays bounded.
@@ -116,15 +124,22 @@ class Tokenizer(dict):
     longest first (``.)`` -> ``.`` ``)``); punctuation the vectors lack is dropped, so it can never
     become a new word.
 
-    vocabulary : the vectors' words (a dict or set), already lower-cased where the corpus is.
+    vocabulary : the vectors' words (a dict or set), already lower-cased where the corpus is; it
+        must not change once tokens are split (splits are remembered, and so is an index of its words).
     Used as ``tokenizer[raw]`` -> tuple of tokens: each distinct raw token is split once and
     remembered (up to TOKEN_CACHE_LIMIT), which keeps the cost to a dict lookup per token.
+
+    Splitting costs time linear in the token's length (times the length of the vectors' longest
+    punctuation word): the candidates are looked up by the word left between the punctuation, in an
+    index of the vectors' words that begin or end with punctuation, never tried cut by cut (cubic in
+    a run of punctuation; benchmarks/README.md, tokenize_split).
     """
 
     def __init__(self, vocabulary):
         super().__init__()
         self.vocabulary = vocabulary
         self.whole: set[str] = set()   # remembered tokens that stay as they are (most of them)
+        self._index: tuple[dict, dict] | None = None   # _affixes(), made when first needed
 
     def __missing__(self, token: str) -> tuple[str, ...]:
         pieces = self.split(token)
@@ -141,42 +156,86 @@ class Tokenizer(dict):
             return raw
         return list(chain.from_iterable(map(self.__getitem__, raw)))
 
+    def _affixes(self) -> tuple[dict, dict]:
+        """(middle -> [(leading run, trailing run)] of the vectors' words that begin or end with
+        punctuation around a middle that does neither; a trie of the words that are all punctuation).
+        Only words whose first or last character is punctuation are looked at, picked in C."""
+        if self._index is None:
+            words = self.vocabulary
+            first, last = itemgetter(slice(None, 1)), itemgetter(slice(-1, None))
+            ends = set(map(first, words)) | set(map(last, words))
+            marks = {c for c in ends if c and _is_punctuation(c)}
+            affixed = set(compress(words, map(marks.__contains__, map(first, words))))
+            affixed.update(compress(words, map(marks.__contains__, map(last, words))))
+            middles: dict[str, list[tuple[str, str]]] = {}
+            trie: dict = {}
+            for word in affixed:
+                lead, trail = _punctuation_ends(word)
+                if lead == len(word):
+                    node = trie
+                    for char in word:
+                        node = node.setdefault(char, {})
+                    node[""] = True   # a word ends here ("" is no character)
+                else:
+                    middles.setdefault(word[lead:len(word) - trail], []).append(
+                        (word[:lead], word[len(word) - trail:]))
+            self._index = middles, trie
+        return self._index
+
     def split(self, token: str) -> tuple[str, ...]:
-        vocabulary = self.vocabulary
-        if token in vocabulary:
+        if token in self.vocabulary:
             return (token,)
         n = len(token)
-        lead = 0
-        while lead < n and _is_punctuation(token[lead]):
-            lead += 1
+        lead, trail = _punctuation_ends(token)
         if lead == n:
             return self._run(token)
-        trail = 0
-        while _is_punctuation(token[n - 1 - trail]):
-            trail += 1
         if lead == 0 and trail == 0:
             return (token,)
-        cut = (lead, trail)
-        for removed in range(1, lead + trail + 1):
-            found = next(((i, removed - i) for i in range(max(0, removed - trail), min(lead, removed) + 1)
-                          if token[i:n - (removed - i)] in vocabulary), None)
-            if found:
-                cut = found
-                break
-        i, j = cut
+        # A word the vectors have inside the token is its middle with the end of the leading run and
+        # the start of the trailing one: the fewest cut wins, then the one that cuts less in front.
+        # Nothing found cuts both runs whole, the middle kept whether the vectors have it or not.
+        middle = token[lead:n - trail]
+        before, after = token[:lead], token[n - trail:]
+        kept = (0, 0)
+        for head, tail in self._affixes()[0].get(middle, ()):
+            if (len(head) + len(tail), len(head)) > (sum(kept), kept[0]) \
+                    and before.endswith(head) and after.startswith(tail):
+                kept = (len(head), len(tail))
+        i, j = lead - kept[0], trail - kept[1]
         return self._run(token[:i]) + (token[i:n - j],) + self._run(token[n - j:])
 
     def _run(self, run: str) -> tuple[str, ...]:
         """A run of punctuation as the longest pieces the vectors have; pieces they lack dropped."""
-        pieces, start = [], 0
-        while start < len(run):
-            stop = next((k for k in range(len(run), start, -1) if run[start:k] in self.vocabulary), None)
+        trie = self._affixes()[1]
+        pieces, start, n = [], 0, len(run)
+        while start < n:
+            node, stop = trie, None
+            for k in range(start, n):
+                node = node.get(run[k])
+                if node is None:
+                    break
+                if "" in node:
+                    stop = k + 1
             if stop is None:
                 start += 1
                 continue
             pieces.append(run[start:stop])
             start = stop
         return tuple(pieces)
+
+
+def _punctuation_ends(token: str) -> tuple[int, int]:
+    """(leading, trailing) punctuation characters of a token; (n, 0) when it is all punctuation."""
+    n = len(token)
+    lead = 0
+    while lead < n and _is_punctuation(token[lead]):
+        lead += 1
+    if lead == n:
+        return n, 0
+    trail = 0
+    while _is_punctuation(token[n - 1 - trail]):
+        trail += 1
+    return lead, trail
 
 
 class Corpus:
@@ -321,16 +380,7 @@ class Corpus:
                         digest.update(piece)
                     if (number - 1) % n != k:
                         continue
-                    if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
-                        piece = piece[len(UTF8_BOM):]
-                    try:
-                        text = piece.decode("utf-8")
-                    except UnicodeDecodeError as err:
-                        raise EmbedtuneError(
-                            f"not valid UTF-8 text (byte {offset + err.start + 1} of the line: {err.reason}); "
-                            "is this a corpus file?", self.path, number) from None
-                    if "\x00" in text:
-                        raise EmbedtuneError("contains NUL bytes; is this a text corpus?", self.path, number)
+                    text = self._text(piece, self.path, number, offset)
                     if lower:
                         text = text.lower()
                     tokens = self._tokens(text.split())
@@ -338,6 +388,53 @@ class Corpus:
                         yield number, tokens
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+
+    @classmethod
+    def _text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
+        """A piece of line ``number`` (from byte ``offset`` of the line) as text, or the error that says
+        why it is not: not UTF-8, or NUL bytes. ``final``: False for a piece cut off at an arbitrary
+        byte (check_start's last), whose end may be part of a character."""
+        if number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
+            piece = piece[len(UTF8_BOM):]
+        try:
+            text = _decode(piece, final)
+        except UnicodeDecodeError as err:
+            raise EmbedtuneError(
+                f"not valid UTF-8 text (byte {offset + err.start + 1} of the line: {err.reason}); "
+                "is this a corpus file?", path, number) from None
+        if "\x00" in text:
+            raise EmbedtuneError("contains NUL bytes; is this a text corpus?", path, number)
+        return text
+
+    @classmethod
+    def check_start(cls, path: str) -> None:
+        """The errors that the first HEAD_BYTES of the corpus file at ``path`` would give when read (binary
+        data, NUL bytes, another encoding than UTF-8, a compression not read), raised now: a command checks
+        them before it loads the vectors and imports TensorFlow, which take seconds before the corpus is
+        read. Standard input and other pipes are left alone: what is read from them cannot be put back."""
+        for _ in cls._head(path):
+            pass
+
+    @classmethod
+    def _head(cls, path: str) -> Iterator[tuple[int, str, bool]]:
+        """(line number, text, whole) of each line in the first HEAD_BYTES of a corpus file, checked as
+        a full read checks them; ``whole`` is False for a last line the head cuts off. Nothing for
+        standard input, pipes or no path."""
+        if path is None or path == "-" or not os.path.isfile(path):
+            return
+        with _open_binary(path) as raw:
+            number, left = 0, HEAD_BYTES
+            while left > 0:
+                try:   # line by line, as a full read: an error in a line comes before damage after it
+                    line = raw.readline(left)
+                except (OSError, EOFError, ValueError) as err:   # a damaged .gz or .bz2
+                    raise EmbedtuneError(f"cannot read: {err}", path) from None
+                if not line:
+                    return
+                number += 1
+                left -= len(line)
+                whole = line.endswith(b"\n") or left > 0   # else cut by the head's end
+                yield number, cls._text(line, path, number, 0, final=whole), whole
 
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -660,3 +661,73 @@ def test_a_single_200_mb_line_is_read_in_bounded_memory(tmp_path, tmp_path_facto
         assert snapshot(tmp_path) == before
     finally:
         path.unlink()   # pytest keeps the last few temporary folders
+
+
+# ---------------------------------------------------------------------------------------------
+# the corpus's first bytes, checked before the vectors load and TensorFlow imports (issue 24)
+
+EARLY_RUN = """
+import json, sys
+import click
+import embedtune.formats
+from embedtune.cli.main import cli
+
+loaded = []
+load_vectors = embedtune.formats.load_vectors
+embedtune.formats.load_vectors = lambda *a, **k: loaded.append(a) or load_vectors(*a, **k)
+results = []
+for args in json.loads(sys.argv[1]):
+    loaded.clear()
+    try:
+        cli(args, prog_name="embedtune", standalone_mode=False)
+        error = None
+    except click.ClickException as err:
+        error = err.format_message()
+    results.append({"error": error, "vectors_loaded": bool(loaded), "tensorflow": "tensorflow" in sys.modules})
+print(json.dumps(results))
+"""
+
+
+def test_a_corpus_that_is_bad_from_its_first_bytes_is_refused_before_the_vectors_load(tmp_path):
+    """Binary data, NUL bytes or another encoding in a corpus's first 64 KiB: the error a full read
+    gives, before the vectors are read and TensorFlow is imported (seconds on a large file), in train
+    (plain and labelled corpora, --valid) and init. In a fresh process, where TensorFlow is not yet
+    imported: the run stops with it still absent. A corpus on standard input is read as before."""
+    from embedtune.corpus import Corpus
+    from embedtune.objectives.classify import LabelledCorpus
+
+    folder = Folder(tmp_path)
+    good_labelled = folder.file("labelled.txt", "".join(f"__label__x {line}\n" for line in CORPUS_LINES))
+    cases = {
+        "binary junk": (folder.file("junk.txt", bytes(range(256)) * 64), Corpus, []),
+        "nul bytes": (folder.file("nul.txt", "the year\n".encode() + b"of \x00 the\n"), Corpus, []),
+        "latin-1, gzip": (folder.file("latin1.gz", gzip.compress(b"the year\ncaf\xe9 the\n")), Corpus, []),
+        "labelled, latin-1": (folder.file("l.txt", b"__label__a the\n__label__b caf\xe9\n"), LabelledCorpus,
+                              ["--objective", "classify"]),
+    }
+    runs, expected = [], []
+    for corpus, reader, options in cases.values():
+        with pytest.raises(Exception) as err, reader(str(corpus)) as full:
+            full.count()
+        expected.append(str(err.value))
+        runs.append(["-q", "train", str(folder.vectors), str(corpus), "-o", str(folder.output), *FAST, *options])
+    valid = cases["labelled, latin-1"][0]
+    runs.append(["-q", "train", str(folder.vectors), str(good_labelled), "-o", str(folder.output), "--objective",
+                 "classify", "--valid", str(valid), *FAST])
+    expected.append(expected[-1])
+    runs.append(["-q", "init", str(folder.vectors), str(cases["nul bytes"][0]), "-o", str(folder.output)])
+    expected.append(expected[1])
+    result = subprocess.run([sys.executable, "-c", EARLY_RUN, json.dumps(runs)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(result.stdout)
+    assert [o["error"] for o in outcomes] == expected
+    assert not any(o["vectors_loaded"] or o["tensorflow"] for o in outcomes), outcomes
+    assert not folder.output.exists()
+
+    # standard input is not peeked at: it is read (spooled) as before, and its errors come as before
+    piped = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "-q", "train", str(folder.vectors), "-",
+                            "-o", str(folder.output), *FAST], input=cases["nul bytes"][0].read_bytes(),
+                           capture_output=True, timeout=300)
+    assert piped.returncode == 1
+    assert_one_error_line(piped.stderr.decode(), "Error: - line 2: contains NUL bytes")

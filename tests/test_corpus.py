@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import lzma
 import os
 import tempfile
@@ -112,3 +113,84 @@ def test_count_is_made_once(tmp_path):
     path.unlink()
     again, total2, lines2 = corpus.count()
     assert (dict(again), total2, lines2) == ({"a": 3, "b": 1, "c": 1}, 5, 2) and corpus.digest == digest
+
+
+# --- check_start: the first bytes' errors, before the vectors load (issue 24) ---
+
+def full_read_error(path, reader=Corpus):
+    with pytest.raises(EmbedtuneError) as err:
+        with reader(str(path)) as corpus:
+            corpus.count()
+    return str(err.value)
+
+
+def labelled_corpus():
+    from embedtune.objectives.classify import LabelledCorpus
+
+    return LabelledCorpus
+
+
+HEAD = 1 << 16
+START_CASES = {
+    "binary junk": bytes(range(256)) * 64,
+    "nul bytes": b"the cat\nsat \x00 on\n",
+    "bad utf-8 on line 3": b"the year\nof the\ncaf\xe9 the\n",
+    "latin-1 after a byte order mark": b"\xef\xbb\xbfthe\ncaf\xe9\n",
+    "gzip of bad utf-8": gzip.compress(b"the cat\ncaf\xe9\n"),
+    "bzip2 of nul bytes": bz2.compress(b"the cat\x00\n"),
+    "damaged gzip": gzip.compress(b"the cat sat\n" * 100)[:-30] + b"\x00" * 30,
+    # the damage some 30 KB into the stream: a full read meets the bad line first
+    "bad utf-8, then a damaged gzip": gzip.compress(b"the cat\ncaf\xe9\n" + "".join(
+        hashlib.sha256(b"%d" % i).hexdigest() + "\n" for i in range(2000)).encode())[:30_000],
+    "xz": lzma.compress(b"the cat\n"),
+    "bad byte just inside the head": b"a" * (HEAD - 1) + b"\xff\n",
+}
+
+
+@pytest.mark.parametrize("case", START_CASES)
+def test_check_start_raises_what_a_full_read_raises(tmp_path, case):
+    path = tmp_path / "c.txt"
+    path.write_bytes(START_CASES[case])
+    expected = full_read_error(path)
+    with pytest.raises(EmbedtuneError) as err:
+        Corpus.check_start(str(path))
+    assert str(err.value) == expected
+
+
+@pytest.mark.parametrize("case", ["binary junk", "bad utf-8 on line 3", "latin-1 after a byte order mark"])
+def test_check_start_of_labelled_lines_raises_what_their_full_read_raises(tmp_path, case):
+    reader = labelled_corpus()
+    path = tmp_path / "c.txt"
+    path.write_bytes(START_CASES[case].replace(b"the", b"__label__a the"))
+    expected = full_read_error(path, reader)
+    with pytest.raises(EmbedtuneError) as err:
+        reader.check_start(str(path))
+    assert str(err.value) == expected
+
+
+@pytest.mark.parametrize("data", [
+    TEXT.encode(),
+    b"\xef\xbb\xbf" + TEXT.encode(),
+    b"__label__x " + b"a" * (HEAD - 12) + "é".encode() + b"\n",   # a character cut by the end of the head
+    b"__label__x " + b"a" * (HEAD + 10) + b"\n",                  # a first line longer than the head
+    b"__label__x the cat\n" * (HEAD // 19 + 1) + b"caf\xe9\n",         # bad bytes beyond the head: the full read's
+    b"",
+], ids=["text", "bom", "cut character", "long line", "bad bytes later", "empty"])
+def test_check_start_passes_what_begins_well(tmp_path, data):
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    Corpus.check_start(str(path))
+    if not data.startswith((b"\xef", b"the")):
+        labelled_corpus().check_start(str(path))
+
+
+def test_check_start_leaves_standard_input_and_pipes_alone(tmp_path, monkeypatch):
+    class Unreadable:
+        def __getattr__(self, name):
+            raise AssertionError("standard input was read")
+
+    monkeypatch.setattr("sys.stdin", Unreadable())
+    Corpus.check_start("-")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    Corpus.check_start(str(fifo))   # opening a FIFO with no writer would block: it is not opened

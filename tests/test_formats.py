@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bz2
+import gc
 import gzip
+import warnings
 import io
 import os
 import sys
@@ -308,6 +310,10 @@ BAD_TEXT = [
     ("duplicate word", b"a 1 2\nb 3 4\na 5 6\n", "line 3: duplicate word 'a' (first on line 1"),
     ("bad utf-8", b"a 1 2\nb\xff 3 4\n", "line 2: word is not valid UTF-8 (byte 0xff at column 2"),
     ("bad header", b"2 x\na 1 2\n", "line 1: expected a header 'COUNT DIM'"),
+    # two whole numbers are a header (`5 50` is one), so a minus sign is a damaged header, not a GloVe row
+    ("negative count", b"-5 2\na 1 2\nb 3 4\n", "line 1: header says -5 rows (a count cannot be negative)"),
+    ("negative count alone", b"-5 50\n", "line 1: header says -5 rows (a count cannot be negative)"),
+    ("negative dimension", b"2 -2\na 1 2\nb 3 4\n", "line 1: header says dimension -2 (expected at least 1)"),
 ]
 
 
@@ -348,15 +354,27 @@ BAD_BINARY = [
     ("truncated record", b"2 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([3]).tobytes(),
      "record 2: file ends inside the record (expected 8 bytes of vector, got 4"),
     ("missing records", b"3 2\na " + np.float32([1, 2]).tobytes() + b"\n",
-     "file ends early (expected 3 records as the header says, got 1)"),
+     "record 2: file ends early (expected 3 records as the header says, got 1)"),
     ("extra records", b"1 2\na " + np.float32([1, 2]).tobytes() + b"\nb " + np.float32([1, 2]).tobytes(),
-     "more data after 1 records (expected 1 as the header says)"),
+     "record 2: more data after 1 records (expected 1 as the header says)"),
     ("nan", b"1 2\na " + np.float32([1, np.nan]).tobytes() + b"\n", "record 1: value 2 is nan"),
     ("duplicate", b"2 1\na " + np.float32([1]).tobytes() + b"\na " + np.float32([2]).tobytes() + b"\n",
      "record 2: duplicate word 'a' (first on record 1"),
     ("bad utf-8", b"1 1\n\xe9t\xe9 " + np.float32([1]).tobytes() + b"\n",
      "record 1: word is not valid UTF-8 (byte 0xe9 at column 1"),
+    ("negative count", b"-2 2\na " + np.float32([1, 2]).tobytes() + b"\n",
+     "line 1: header says -2 rows (a count cannot be negative)"),
 ]
+# A word with a space in it, as another tool may write: the reader ends the word at the space and
+# takes what follows for the vector, so the next record's "word" is a vector's bytes (not UTF-8, or
+# empty), or the last record's leaves data over. The message names the record and the two parts.
+SPACED = "record 2: word 'new' is followed by 'york' and a space where its vector should begin: " \
+         "a word with a space in it ('new york')?"
+for _words, _newline in [(["a", "new york", "b", "c"], b"\n"), (["a", "new york", "b", "c"], b""),
+                         (["a", "new york"], b"\n"), (["a", "new york", "b"], b"")]:
+    _records = b"".join(w.encode() + b" " + np.float32([1, 2, 3, 4]).tobytes() + _newline for w in _words)
+    BAD_BINARY.append((f"word with a space, {len(_words)} records{', no newlines' * (not _newline)}",
+                       b"%d 4\n" % len(_words) + _records, SPACED))
 
 
 @pytest.mark.parametrize("case,data,message", BAD_BINARY, ids=[c[0] for c in BAD_BINARY])
@@ -364,7 +382,11 @@ def test_bad_binary_input(tmp_path, case, data, message):
     path = write(tmp_path / "bad.bin", data)
     with pytest.raises(EmbedtuneError) as err:
         load_vectors(path, format="word2vec-binary")
-    assert str(err.value).startswith(f"{path}: {message}"), str(err.value)
+    separator = " " if message.startswith("line ") else ": "
+    assert str(err.value).startswith(f"{path}{separator}{message}"), str(err.value)
+    if message == SPACED:   # replacing bad bytes in words does not make misread records a word
+        with pytest.raises(EmbedtuneError, match="a word with a space in it"):
+            load_vectors(path, format="word2vec-binary", replace_bad_utf8=True)
 
 
 def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
@@ -375,6 +397,55 @@ def test_a_damaged_header_count_is_an_error_not_a_huge_allocation(tmp_path):
             load_vectors(path)
         assert str(err.value).startswith(f"{path} line 1: header says 4000000000 rows of ")
         assert "too many for the file's size (expected at least" in str(err.value)
+
+
+def test_a_header_beyond_what_numpy_can_address_in_a_compressed_file_is_an_error(tmp_path):
+    """A compressed file's size says nothing of its rows, so the header's count goes to the allocation:
+    more than numpy can address raised its ValueError (found by tests/test_properties.py's readers)."""
+    for name, data in [("t.txt.gz", b"4611686018427387904 8\na 1 2 3 4 5 6 7 8\n"),
+                       ("b.bin.gz", b"1 4611686018427387904\na " + np.float32([1, 2]).tobytes())]:
+        path = write(tmp_path / name, gzip.compress(data))
+        with pytest.raises(EmbedtuneError) as err:
+            load_vectors(path)
+        assert str(err.value).startswith(f"{path} line 1: not enough memory for ")
+        assert str(err.value).endswith(" bytes) as the header says")
+
+
+def test_a_binary_header_of_no_records_reads_alike_from_any_source(tmp_path):
+    """`0 2` and nothing after: no vectors, whether mapped (a plain file) or read in blocks (gzip, or
+    standard input), where an empty matrix raised a TypeError (found by tests/test_properties.py)."""
+    plain = write(tmp_path / "v.bin", b"0 2\n")
+    packed = write(tmp_path / "v.bin.gz", gzip.compress(b"0 2\n"))
+    for path in (plain, packed):
+        vectors = load_vectors(path, format="word2vec-binary")
+        assert vectors.words == [] and vectors.matrix.shape == (0, 2)
+
+
+def test_a_value_beyond_float32_in_a_tab_separated_file_is_inf_without_a_warning(tmp_path):
+    """The per-line reader (tabs between values, among the lines the fast ones pass on) cast its
+    doubles with a RuntimeWarning on overflow, which the fast readers do not give: a library user saw
+    it beside load_vectors's own error (found by tests/test_properties.py's readers, run with warnings
+    as errors)."""
+    path = write(tmp_path / "v.txt", b"the\t1\t2\nof\t3.4e39\t1\n")   # tabs: the per-line reader
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vectors = load_vectors(path, allow_nan=True)
+        with pytest.raises(EmbedtuneError, match="line 2: value 1 is 3.4e39, beyond float32's range"):
+            load_vectors(path)
+    assert np.isposinf(vectors["of"][0])
+
+
+def test_a_damaged_stream_found_on_opening_leaves_no_file_open(tmp_path):
+    """A gzip stream cut inside its header fails while the source is made, before a `with` holds it:
+    its file was left to the garbage collector, with a ResourceWarning (found by
+    tests/test_properties.py's readers, run with warnings as errors)."""
+    path = write(tmp_path / "v.txt", b"\x1f\x8b\x08\x00")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(EmbedtuneError, match="damaged gzip data"):
+            load_vectors(path)
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_missing_input_and_unknown_format(tmp_path):

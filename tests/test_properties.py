@@ -6,12 +6,23 @@ dimensions, values such as -0.0 and subnormals), and so are the batch size, the 
 optimizer, the objective and the window. Checked on every example: frozen rows and unused rows keep their
 bits, the batches cover the pairs, under plain SGD no row moves further than the cap allows,
 and the result written in every format reads back to exactly what was trained.
+
+Then the readers (issue 24): random bytes, punctuation runs and damaged vectors files, plain and
+compressed, through every vectors format, the corpus and labelled-lines readers, the early checks
+and the tokenizer: each gives a result or the library's own error naming the file and a line, no
+other exception, no warning, within a time budget per MiB.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import math
+import re
+import signal
 import tempfile
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +30,7 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from embedtune.config import DEFAULT_LR
-from embedtune.corpus import Corpus
+from embedtune.corpus import Corpus, Tokenizer
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import FORMAT_NAMES, load_vectors, save_vectors
 from embedtune.train import train
@@ -112,3 +123,123 @@ def test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly(run):
                 back = load_vectors(path, format=fmt)
                 assert back.words == out.words, fmt
                 np.testing.assert_array_equal(bits(back.matrix), bits(out.matrix), err_msg=f"{fmt}{suffix}")
+
+
+# --- Every reader on random bytes: a result or the library's own error, in time (issue 24) ---
+
+# Budget for reading one file with every reader (15 reads): generous, so that it holds on a slow,
+# shared CI machine; a reader that is quadratic in a line, or hangs, takes far longer.
+READ_SECONDS_PER_MIB = 5.0
+READ_SLACK_SECONDS = 3.0
+HANG_SECONDS = 60   # a read still running then is stopped, and the example fails
+# Errors about the whole file, with no line to name: the compressed stream itself is damaged or not read.
+WHOLE_FILE = re.compile(r": (damaged (gzip|bzip2) data|cannot read: |is (xz|zstd|zip)-compressed)")
+FUZZ_VOCABULARY = {"the", "of", ".", ",", '"', "(", ")", "...", "u.s.", "e-mail", ":)", "'s", "--"}
+PUNCTUATION = '"\'()[]{}.,;:!?-–—…«»“”#$%&*+/<=>@\\^_`|~'
+PIECES = [b"3 2\n", b"2 3\n", b"-5 50\n", b"0 0\n", b"1 1\n", b"4000000000 3\n", b"9" * 30 + b" 2\n", b"the", b"of",
+          b" ", b"\t", b"\n", b"\r\n", b"0.5", b"-1e3", b"nan", b"inf", b"1e999", b"x4", b"\x00", b"\xff", b"\xc3",
+          b"\xef\xbb\xbf", b"__label__a", b"__label__", b"__label__x the\n", "é".encode(), "😀".encode(), b"\x0b",
+          b"\x1c", "\u2028".encode(), "\u00a0".encode()]
+VALUE = st.one_of(st.floats(width=32).map(lambda f: repr(f).encode()),
+                  st.sampled_from([b"1", b"-0", b".5", b"1e-45", b"3.4e39", b"NaN", b"-inf", b"1.", b"0x1", b"1_0",
+                                   "１".encode(), b"", b"--1", b"1e", b"\x00"]))
+
+
+@st.composite
+def vectors_like(draw):
+    """Text rows (`word v1 ... vDIM`, a header or not), now and then a value too many or too few, a
+    value that is not one, a word that is not UTF-8 or has a NUL, tabs, CRLF, a byte order mark."""
+    dim, n = draw(st.integers(1, 4)), draw(st.integers(0, 30))
+    lines = []
+    for _ in range(n):
+        k = dim + draw(st.sampled_from([0, 0, 0, 0, -1, 1]))
+        word = draw(st.sampled_from([b"the", b"of", b"\xff", "é".encode(), b"a\x00b", b"1", b"-5", b"\xc2\xa0",
+                                     b"x" * 100]))
+        separator = draw(st.sampled_from([b" ", b" ", b"\t", b"  "]))
+        lines.append(word + separator + separator.join(draw(VALUE) for _ in range(max(0, k))))
+    head = draw(st.sampled_from([b"", b"", b"%d %d\n" % (n, dim), b"%d %d\n" % (n + 1, dim)]))
+    return (draw(st.sampled_from([b"", b"\xef\xbb\xbf"])) + head + draw(st.sampled_from([b"\n", b"\r\n"])).join(lines)
+            + draw(st.sampled_from([b"", b"\n"])))
+
+
+@st.composite
+def binary_like(draw):
+    """word2vec binary records, the header's count or dimension now and then wrong, words with a space,
+    a newline, bad UTF-8 or 300 bytes, the vectors random bytes."""
+    n, dim = draw(st.integers(0, 4)), draw(st.integers(1, 3))
+    words = draw(st.lists(st.sampled_from([b"the", b"new york", b"", b"\xff", b"a\nb", b"\n", b"x" * 300]),
+                          min_size=n, max_size=n))
+    records = b"".join(word + b" " + draw(st.binary(min_size=4 * dim, max_size=4 * dim))
+                       + draw(st.sampled_from([b"\n", b""])) for word in words)
+    head = draw(st.sampled_from([b"%d %d\n" % (n, dim), b"%d %d\n" % (n + 1, dim), b"%d %d\n" % (n, dim + 1),
+                                 b"-1 2\n"]))
+    return head + records + draw(st.binary(max_size=4))
+
+
+FILES = st.tuples(
+    st.one_of(st.binary(max_size=2000),
+              st.lists(st.one_of(st.sampled_from(PIECES),
+                                 st.builds(lambda c, n: c.encode() * n, st.sampled_from(PUNCTUATION),
+                                           st.integers(1, 3000)),
+                                 st.binary(max_size=8)), max_size=40).map(b"".join),
+              vectors_like(), binary_like()),
+    st.sampled_from([None, None, None, gzip.compress, bz2.compress]))
+
+
+class _TookTooLong(Exception):
+    pass
+
+
+def read_with_every_reader(path: str) -> None:
+    """Every vectors format (detected and each by name, bad UTF-8 refused and replaced), the corpus
+    (plain and tokenized), labelled lines, and both commands' early checks of a corpus."""
+    from embedtune.objectives.classify import LabelledCorpus
+
+    def whole(reader, **options):
+        with reader(path, **options) as corpus:
+            corpus.count()
+
+    reads = [lambda fmt=fmt, replace=replace: load_vectors(path, format=fmt, replace_bad_utf8=replace)
+             for fmt in (None, *FORMAT_NAMES) for replace in (False, True)]
+    reads += [lambda: whole(Corpus), lambda: whole(Corpus, lowercase=True, tokenize="auto", vocabulary=FUZZ_VOCABULARY),
+              lambda: whole(LabelledCorpus), lambda: Corpus.check_start(path), lambda: LabelledCorpus.check_start(path)]
+    for read in reads:
+        try:
+            read()
+        except EmbedtuneError as err:
+            message = str(err)
+            assert message.startswith(path), message
+            assert re.match(r" line \d+: |: record \d+: ", message[len(path):]) or WHOLE_FILE.match(
+                message[len(path):]), message
+
+
+@settings(max_examples=1200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(file=FILES)
+def test_every_reader_parses_or_names_the_file_and_line_in_time(file):
+    """Random bytes, runs of punctuation, damaged vectors files (text and binary, plain or compressed)
+    through every reader: a result, or an EmbedtuneError naming the file and a line (or a record; or
+    the compressed stream as a whole), never another exception or a warning, and within a time budget
+    per MiB. The tokenizer splits the same text without any error."""
+    data, compress = file
+    raw = compress(data) if compress else data
+
+    def stop(signum, frame):
+        raise _TookTooLong(f"a read ran past {HANG_SECONDS} s")
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = str(Path(folder) / ("v.gz" if compress is gzip.compress else "v.txt"))
+        Path(path).write_bytes(raw)
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.alarm(HANG_SECONDS)
+        try:
+            began = time.perf_counter()
+            read_with_every_reader(path)
+            Tokenizer(FUZZ_VOCABULARY).tokens(data.decode("utf-8", "replace").split())
+            seconds = time.perf_counter() - began
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+    budget = READ_SLACK_SECONDS + READ_SECONDS_PER_MIB * max(len(data), len(raw)) / 2**20
+    assert seconds <= budget, f"{seconds:.1f} s to read {len(data):,} bytes (budget {budget:.1f} s)"

@@ -9,6 +9,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from embedtune.cli.main import cli
@@ -152,3 +154,152 @@ def test_train_takes_the_option_and_reports_it(tmp_path):
     assert summary["tokenize"] == "none"
     added = load_vectors(tmp_path / "o.txt").words[20000:]
     assert "said." in added
+
+
+# --- The split is linear in a token's length and gives exactly the tokens it gave before. ---
+
+class ReferenceTokenizer:
+    """Tokenizer.split as it was before it became linear (issue 24): it tries every cut of the leading
+    and trailing punctuation in turn, and every piece of a run longest first. Kept as the definition of
+    the tokens, which must not change (trained vectors and resumed runs depend on them)."""
+
+    def __init__(self, vocabulary):
+        self.vocabulary = vocabulary
+
+    def split(self, token):
+        vocabulary = self.vocabulary
+        if token in vocabulary:
+            return (token,)
+        n = len(token)
+        lead = 0
+        while lead < n and punctuation(token[lead]):
+            lead += 1
+        if lead == n:
+            return self._run(token)
+        trail = 0
+        while punctuation(token[n - 1 - trail]):
+            trail += 1
+        if lead == 0 and trail == 0:
+            return (token,)
+        cut = (lead, trail)
+        for removed in range(1, lead + trail + 1):
+            found = next(((i, removed - i) for i in range(max(0, removed - trail), min(lead, removed) + 1)
+                          if token[i:n - (removed - i)] in vocabulary), None)
+            if found:
+                cut = found
+                break
+        i, j = cut
+        return self._run(token[:i]) + (token[i:n - j],) + self._run(token[n - j:])
+
+    def _run(self, run):
+        pieces, start = [], 0
+        while start < len(run):
+            stop = next((k for k in range(len(run), start, -1) if run[start:k] in self.vocabulary), None)
+            if stop is None:
+                start += 1
+                continue
+            pieces.append(run[start:stop])
+            start = stop
+        return tuple(pieces)
+
+
+def shipped_texts():
+    """The text files shipped in data/sample and gensim's test corpora: real tokens, as written."""
+    import gensim.test.utils
+
+    gensim_data = Path(gensim.test.utils.datapath(""))
+    paths = sorted(ROOT.glob("data/sample/*.txt")) + sorted(ROOT.glob("data/sample/*.cor"))
+    paths += sorted(gensim_data.glob("*.cor")) + sorted(gensim_data.glob("*.txt"))
+    for path in paths:
+        try:
+            yield path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
+@pytest.fixture(scope="module")
+def sample_vocabulary():
+    return load_vectors(SAMPLE_VECTORS).index
+
+
+def test_real_tokens_split_as_before(sample_vocabulary):
+    """Every distinct whitespace token of the shipped texts (as written and lower-cased: 390k) splits
+    as the reference does, against the sample vectors and against the small vocabulary."""
+    tokens = set()
+    for text in shipped_texts():
+        tokens.update(text.split())
+        tokens.update(text.lower().split())
+    assert len(tokens) > 100_000
+    for vocabulary in (sample_vocabulary, VOCAB):
+        tokenizer, reference = Tokenizer(vocabulary), ReferenceTokenizer(vocabulary)
+        assert [t for t in tokens if tokenizer.split(t) != reference.split(t)] == []
+
+
+# Characters a split turns on: ASCII and Unicode punctuation and symbols (quotes, brackets, dashes,
+# an emoji), apostrophes, hyphens, digits, letters with and without case, a combining mark, a
+# non-breaking space (not punctuation, not split on by str.split), and a lone surrogate.
+PUNCTUATION = '"\'()[]{}.,;:!?-–—…«»“”‘’¿¡#$%&*+/<=>@\\^_`|~€😀'
+OTHERS = "aUsé0789ßİ\u0301\u00a0\ud800"
+PIECE = st.one_of(
+    st.text(st.sampled_from(PUNCTUATION), min_size=1, max_size=4),
+    st.text(st.sampled_from(PUNCTUATION + OTHERS), min_size=1, max_size=4),
+    st.builds(lambda char, n: char * n, st.sampled_from(PUNCTUATION), st.integers(1, 40)),   # runs
+    st.sampled_from(sorted(VOCAB) + ["o'neill", "e-mail", "1990s", "'s", "u.s", "--"]),
+)
+TOKEN = st.lists(PIECE, min_size=0, max_size=8).map("".join)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(vocabulary=st.sets(TOKEN, max_size=30), tokens=st.lists(TOKEN, min_size=1, max_size=20))
+def test_random_tokens_split_as_before(vocabulary, tokens):
+    """Random tokens of punctuation runs, brackets, quotes and words, against random vocabularies of
+    the same pieces (words wrapped in punctuation, runs of it) and the small one: the same split."""
+    vocabulary |= set(draw_free_words(tokens))
+    for words in (vocabulary, VOCAB, vocabulary | VOCAB):
+        tokenizer, reference = Tokenizer(words), ReferenceTokenizer(words)
+        for token in tokens:
+            assert tokenizer.split(token) == reference.split(token), (token, words)
+
+
+def draw_free_words(tokens):
+    """Parts of the tokens themselves, so that a random vocabulary holds what is inside them: each
+    token without its first and last character, and its halves."""
+    for token in tokens:
+        n = len(token)
+        yield token[1:n - 1]
+        yield token[:n // 2]
+        yield token[n // 2:]
+
+
+# Python expressions, made in the child process
+PATHOLOGICAL = ["'\"' * 20_000", "'(' * 1_000 + 'said' + ')' * 1_000", "'(' * 20_000 + 'said' + ')' * 20_000",
+                "'.,;:!' * 4_000", "('\"' * 20_000 + ' ') * 3 + 'said'", "'-' * 20_000 + 'e-mail' + '.' * 20_000"]
+
+
+def test_punctuation_runs_take_time_linear_in_their_length():
+    """Lines of tens of thousands of quotes or brackets, cubic when every cut was tried
+    (issue 24): each is tokenized in well under a second, in a child process that is stopped if not."""
+    script = (
+        "import sys, time\n"
+        "from embedtune.corpus import Tokenizer\n"
+        f"vocabulary = set({sorted(VOCAB)!r}) | {{'\"\"', '--', '((', '))', '.\"', 'said)', '(said'}}\n"
+        f"for line in [{', '.join(PATHOLOGICAL)}]:\n"
+        "    start = time.process_time()\n"
+        "    Tokenizer(vocabulary).tokens(line.split())\n"
+        "    print(time.process_time() - start, flush=True)\n")
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"tokenizing took more than 60 s; seconds per line until then: {err.stdout!r}")
+    assert result.returncode == 0, result.stderr
+    seconds = [float(s) for s in result.stdout.split()]
+    assert len(seconds) == len(PATHOLOGICAL) and max(seconds) < 1.0, seconds
+
+
+def test_pathological_lines_split_as_before():
+    """Shorter versions of the lines above, which the reference tokenizes in a moment: the same tokens."""
+    vocabulary = VOCAB | {'""', "--", "((", "))", '."', "said)", "(said"}
+    for line in ['"' * 300, "(" * 40 + "said" + ")" * 40, "(" * 40 + "it" + ")" * 3, ".,;:!" * 60,
+                 "-" * 50 + "e-mail" + "." * 50, '"(' * 30 + "said" + ')."' * 30]:
+        tokenizer, reference = Tokenizer(vocabulary), ReferenceTokenizer(vocabulary)
+        assert tokenizer.tokens(line.split()) == [p for t in line.split() for p in reference.split(t)]

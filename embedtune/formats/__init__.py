@@ -131,7 +131,7 @@ def _detect(source: Source) -> str:
     if not head.strip():
         raise EmbedtuneError("empty file (expected vectors)", source.name, 1)
     newline = head.find(b"\n")
-    sizes = parse_header(head[:newline] if newline >= 0 else head)
+    sizes = parse_header(head[:newline] if newline >= 0 else head, source.name)
     if sizes is None:
         return "glove"
     dim = sizes[1]

@@ -34,7 +34,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     newline = head.find(b"\n")
     if not head:
         raise EmbedtuneError("empty file (expected a header 'COUNT DIM')", name, 1)
-    sizes = parse_header(head[:newline]) if newline >= 0 else None
+    sizes = parse_header(head[:newline], name) if newline >= 0 else None
     if sizes is None:
         first = head[:newline if newline >= 0 else 40][:40].decode("utf-8", "replace")
         raise EmbedtuneError(f"expected a header 'COUNT DIM' (two whole numbers), got '{first}'", name, 1)
@@ -52,9 +52,9 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
             progress(source.size, source.size)
         if sys.byteorder != "little":
             matrix.byteswap(inplace=True)
-        return _decode_words(raw_words, name, replace_bad_utf8), matrix, 2
-    matrix = new_matrix(wanted, dim)
-    flat = memoryview(matrix).cast("B")
+        return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
+    matrix = new_matrix(wanted, dim, name, 1)
+    flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
 
     buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
@@ -70,6 +70,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         stop = space + 1 + row_bytes
         if space < 0 or stop > end:
             if ended:
+                _raise_spaced_word(raw_words, matrix, row - 1, name)
                 _raise_truncated(name, row, count, buf[pos:end], space - pos if space >= 0 else -1, row_bytes)
             if space < 0 and end - pos > MAX_WORD_BYTES:
                 raise EmbedtuneError(
@@ -99,13 +100,14 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
             ended = got == 0
             rest = bytes(view[:got]).strip()
         if rest:
+            _raise_spaced_word(raw_words, matrix, count - 1, name)
             raise EmbedtuneError(
-                f"more data after {count} records (expected {count} as the header says)", name)
+                f"record {count + 1}: more data after {count} records (expected {count} as the header says)", name)
     if progress is not None:
         progress(source.consumed(), source.size)
     if sys.byteorder != "little":  # the format is little-endian
         matrix.byteswap(inplace=True)
-    return _decode_words(raw_words, name, replace_bad_utf8), matrix, 2
+    return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
 
 
 def _read_mapped(source, start: int, count: int, wanted: int, dim: int):
@@ -175,19 +177,23 @@ def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
     return raw_words, matrix
 
 
-def _decode_words(raw_words, name, replace_bad_utf8):
+def _decode_words(raw_words, matrix, name, replace_bad_utf8):
     """All words checked in one decode call and kept as bytes (a WordList: 3M words as str took
-    190 MB more) when they are fine; one by one to name the bad one."""
+    190 MB more) when they are fine; one by one to name the bad one (or the word with a space in it
+    that made the reader take a vector's bytes for it, ``_raise_spaced_word``)."""
     words = WordList.from_bytes(raw_words)
     if words is not None:
         return words
     words = []
     for row, word in enumerate(raw_words):
         if not word:
+            _raise_spaced_word(raw_words, matrix, row - 1, name)
             raise EmbedtuneError(f"record {row + 1}: empty word", name)
         try:
             words.append(word.decode("utf-8"))
         except UnicodeDecodeError as err:
+            # --replace-bad-utf8 mends a word's bytes, not records misread after a word with a space
+            _raise_spaced_word(raw_words, matrix, row - 1, name)
             if not replace_bad_utf8:
                 raise EmbedtuneError(
                     f"record {row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
@@ -196,10 +202,37 @@ def _decode_words(raw_words, name, replace_bad_utf8):
     return words
 
 
+def _raise_spaced_word(raw_words, matrix, row: int, name) -> None:
+    """An error naming record ``row`` (0-based) if its vector begins with text and a space: a word
+    with a space in it ("new york"), which this format cannot hold (a word ends at its first space),
+    so the reader took the word's second part for the vector's first bytes and misread the records
+    after it; what it reports then (a next word that is not UTF-8, an empty word, a file ending
+    inside a record or data after the last) does not say why. Only asked about the record just
+    before such a failure: a vector's own bytes begin with a printable byte and a space too rarely
+    to name a record for that alone."""
+    if not 0 <= row < min(len(raw_words), len(matrix)):
+        return
+    vector = matrix[row].astype("<f4").tobytes()
+    space = vector.find(b" ")
+    if space < 1:
+        return
+    try:
+        word, rest = bytes(raw_words[row]).decode("utf-8"), vector[:space].decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    if not (word + rest).isprintable():
+        return
+    raise EmbedtuneError(
+        f"record {row + 1}: word '{word}' is followed by '{rest}' and a space where its vector should begin: "
+        f"a word with a space in it ('{word} {rest}')? word2vec binary ends a word at its first space, so "
+        f"the records from here on are misread", name)
+
+
 def _raise_truncated(name, row, count, left: bytes, space: int, row_bytes: int):
     """The data ended inside record `row` + 1; `left` is what there is of it."""
     if not left.strip():
-        raise EmbedtuneError(f"file ends early (expected {count} records as the header says, got {row})", name)
+        raise EmbedtuneError(
+            f"record {row + 1}: file ends early (expected {count} records as the header says, got {row})", name)
     got = max(0, len(left) - space - 1) if space >= 0 else 0
     raise EmbedtuneError(
         f"record {row + 1}: file ends inside the record (expected {row_bytes} bytes of vector, got {got}; "

@@ -41,8 +41,9 @@ def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
             f"(expected at least {count * min_row_bytes} bytes, got {source.size})", source.name, 1)
 
 
-def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """An uninitialised float32 matrix [rows, dim] for a reader to fill, on ordinary pages.
+def new_matrix(rows: int, dim: int, name: str | None = None, line: int | None = None) -> np.ndarray:
+    """An uninitialised float32 matrix [rows, dim] for a reader to fill, on ordinary pages; ``name``
+    and ``line``: the file, and the line whose figures ask for it (1: the header's), for the error.
 
     numpy asks Linux for transparent huge pages for big arrays; with the common setting
     defrag=madvise the kernel then compacts memory on every huge-page fault, which on a busy
@@ -60,9 +61,11 @@ def new_matrix(rows: int, dim: int) -> np.ndarray:
     previous = _set_madvise_hugepage(False)
     try:
         return np.empty((rows, dim), np.float32)
-    except MemoryError:
-        raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values "
-                             f"({rows * dim * 4 / 1e9:.1f} GB)") from None
+    except (MemoryError, ValueError):   # ValueError: more than numpy can address (a damaged header)
+        size = 4 * rows * dim
+        size = f"{size / 1e9:.1f} GB" if size < 10**18 else f"more than 10^{len(str(size)) - 1} bytes"
+        raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values ({size})"
+                             f"{' as the header says' if line == 1 else ''}", name, line) from None
     finally:
         _set_madvise_hugepage(previous)
 
@@ -124,27 +127,33 @@ class Source:
                 self.pipe = not stat.S_ISREG(info.st_mode)
             except OSError:
                 self.size = None
-        self._raw = raw
-        self._raw_read = 0
-        magic = self._read_raw(3)
-        self.compression = None
-        if magic.startswith(_GZIP_MAGIC):
-            self.compression = "gzip"
-        elif magic == _BZIP2_MAGIC:
-            self.compression = "bzip2"
-        self._magic = magic
-        if self.compression is None:
-            self._stream = None
-        else:
-            inner = _Prefixed(magic, self)
-            self._stream = gzip.GzipFile(fileobj=inner, mode="rb") if self.compression == "gzip" else bz2.BZ2File(inner)
-        self._head = b""
-        self._head_pos = 0
-        self._reading = False
-        # A byte-order mark (Windows editors write one) is not part of the first word or header.
-        self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
-        if self.bom:
-            self._head = self._head[len(UTF8_BOM):]
+        try:   # a damaged stream fails here, before a `with` holds the source: close the file
+            self._raw = raw
+            self._raw_read = 0
+            magic = self._read_raw(3)
+            self.compression = None
+            if magic.startswith(_GZIP_MAGIC):
+                self.compression = "gzip"
+            elif magic == _BZIP2_MAGIC:
+                self.compression = "bzip2"
+            self._magic = magic
+            if self.compression is None:
+                self._stream = None
+            else:
+                inner = _Prefixed(magic, self)
+                self._stream = (gzip.GzipFile(fileobj=inner, mode="rb") if self.compression == "gzip"
+                                else bz2.BZ2File(inner))
+            self._head = b""
+            self._head_pos = 0
+            self._reading = False
+            # A byte-order mark (Windows editors write one) is not part of the first word or header.
+            self.bom = self.peek(len(UTF8_BOM)) == UTF8_BOM
+            if self.bom:
+                self._head = self._head[len(UTF8_BOM):]
+        except BaseException:
+            if self._owned is not None:
+                self._owned.close()
+            raise
 
     def _read_raw(self, n: int) -> bytes:
         try:

@@ -55,6 +55,7 @@ WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
+_SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
                     re.IGNORECASE)
@@ -65,10 +66,21 @@ class _NotFast(Exception):
     """The block needs the per-line reader."""
 
 
-def parse_header(line: bytes):
-    """b'400000 50' -> (400000, 50); anything else -> None."""
+def parse_header(line: bytes, name: str):
+    """b'400000 50' -> (400000, 50); anything else -> None, but two whole numbers with a minus sign
+    are an error: a first line of two whole numbers is a header (the readers take ``5 50`` as one),
+    and a count or dimension cannot be negative, so ``-5 50`` is a damaged header, not a GloVe row."""
     match = _HEADER.fullmatch(line)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    signed = _SIGNED_HEADER.fullmatch(line)
+    if signed:
+        count, dim = int(signed.group(1)), int(signed.group(2))
+        if count < 0:
+            raise EmbedtuneError(f"header says {count} rows (a count cannot be negative)", name, 1)
+        if dim < 0:
+            raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
+    return None
 
 
 def _shorten(data: bytes, limit: int = 40) -> str:
@@ -105,7 +117,7 @@ class TextReader:
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
         if self.header:
-            sizes = parse_header(first)
+            sizes = parse_header(first, self.name)
             if sizes is None:
                 raise EmbedtuneError(
                     f"expected a header 'COUNT DIM' (two whole numbers), got '{_shorten(first)}'", self.name, 1)
@@ -138,7 +150,7 @@ class TextReader:
         exact_count = count is not None and (self.limit is None or self.limit >= count)
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
-        matrix = new_matrix(wanted, self.dim) if count is not None else None
+        matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
         blocks = []
         words = []
         rows = 0
@@ -180,7 +192,7 @@ class TextReader:
             raise EmbedtuneError(
                 f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
         if matrix is None:
-            matrix = new_matrix(rows, self.dim)
+            matrix = new_matrix(rows, self.dim, self.name)
             if blocks:
                 np.concatenate(blocks, out=matrix)
         return words, matrix, first_row_line
@@ -209,7 +221,7 @@ class TextReader:
         if self.header:
             head = source.peek(1 << 16)
             newline = head.find(b"\n")
-            sizes = parse_header(head[:newline]) if newline >= 0 else None
+            sizes = parse_header(head[:newline], self.name) if newline >= 0 else None
             if sizes is None or sizes[1] < 1:
                 return None
             count, dim = sizes
@@ -252,7 +264,7 @@ class TextReader:
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
-            matrix = new_matrix(rows, first_dim)
+            matrix = new_matrix(rows, first_dim, self.name)
             matrix[:len(words)] = first
             del first
             flat = memoryview(matrix.reshape(-1).view(np.uint8))
@@ -358,8 +370,10 @@ class TextReader:
                         self.name, number)
                 rows[i, k] = float(token)
             words.append(self._decode(word, number))
-        # double first, then float32: the same rounding as numpy's reader and every other tool
-        return words, rows.astype(np.float32)
+        # double first, then float32: the same rounding as numpy's reader and every other tool; a value
+        # beyond float32 becomes inf without a RuntimeWarning, as in the fast parsers: load_vectors names it
+        with np.errstate(over="ignore"):
+            return words, rows.astype(np.float32)
 
     def _decode(self, word: bytes, number: int) -> str:
         try:

@@ -24,3 +24,13 @@ CHOICES = (AUTO, *OBJECTIVES)   # what train.objective and --objective accept
 def objective_class(name: str) -> type[Objective]:
     """The class registered as ``name`` (a resolved objective, not "auto")."""
     return OBJECTIVES[name]
+
+
+def check_corpus_start(config) -> None:
+    """The first bytes of the config's corpus and --valid files, as its objective reads them (auto:
+    plain text), checked before the vectors load (Corpus.check_start); standard input and pipes are
+    left alone."""
+    objective = config.train.objective
+    reader = Objective if objective == AUTO else objective_class(objective)
+    for path in (config.corpus, config.valid):
+        reader.check_corpus_start(path, config)

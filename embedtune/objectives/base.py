@@ -125,6 +125,13 @@ class Objective:
         return Corpus(source, **options)
 
     @classmethod
+    def check_corpus_start(cls, path, config) -> None:
+        """Corpus.check_start for the corpus as this objective reads it (as open_corpus opens it)."""
+        from embedtune.corpus import Corpus
+
+        Corpus.check_start(path)
+
+    @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int) -> tuple[int, int]:
         """The dry run's estimate (embedtune/runplan.py), in bytes, of what this objective holds at
         its peak: (its side table, its pairs and batches on the host). Here: a table one float wide

@@ -63,7 +63,7 @@ import numpy as np
 from embedtune._tf import lazy as tf
 
 from embedtune.config import TrainConfig
-from embedtune.corpus import UTF8_BOM, Corpus, _open_binary, _pieces
+from embedtune.corpus import UTF8_BOM, Corpus, _decode, _open_binary, _pieces
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
@@ -86,6 +86,19 @@ class Example:
     line: int            # line number in the file, from 1
     labels: list[str]    # as written, prefix included
     tokens: list[str]    # lower-cased and split as the corpus reader does
+
+
+def _labels_and_words(raw: list[str], prefix: str, path: str, number: int) -> tuple[list[str], list[str]]:
+    """A labelled line's whitespace tokens as (labels, words); a line without either is an error."""
+    labels = [token for token in raw if token.startswith(prefix)]
+    words = [token for token in raw if not token.startswith(prefix)]
+    if not labels:
+        raise EmbedtuneError(f"no label (a token starting with {prefix!r}); the format is "
+                             f"'{prefix}LABEL word word ...'", path, number)
+    if not words:
+        raise EmbedtuneError("labels but no words; the format is "
+                             f"'{prefix}LABEL word word ...'", path, number)
+    return labels, words
 
 
 class LabelledCorpus(Corpus):
@@ -137,19 +150,31 @@ class LabelledCorpus(Corpus):
                         digest.update(piece)
                     if (number - 1) % n != k:
                         continue
-                    if offset:
-                        raise EmbedtuneError("a line over 1 MiB; one example per line is expected", self.path,
-                                             number)
-                    if number == 1 and piece.startswith(UTF8_BOM):
-                        piece = piece[len(UTF8_BOM):]
-                    try:
-                        text = piece.decode("utf-8")
-                    except UnicodeDecodeError as err:
-                        raise EmbedtuneError(f"not valid UTF-8 text (byte {err.start + 1} of the line: "
-                                             f"{err.reason})", self.path, number) from None
-                    yield number, text
+                    yield number, self._text(piece, self.path, number, offset)
         except (OSError, EOFError, ValueError) as err:
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+
+    @classmethod
+    def check_start(cls, path: str, label_prefix: str = LABEL_PREFIX) -> None:
+        """Corpus.check_start, and each whole line of the head has a label and a word, which a full read
+        checks as it goes: an error there comes before one further on."""
+        for number, text, whole in cls._head(path):
+            raw = text.split()
+            if whole and raw:
+                _labels_and_words(raw, label_prefix, path, number)
+
+    @classmethod
+    def _text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
+        """Corpus._text for labelled lines: a line is one example, so a line cut in pieces is an error."""
+        if offset:
+            raise EmbedtuneError("a line over 1 MiB; one example per line is expected", path, number)
+        if number == 1 and piece.startswith(UTF8_BOM):
+            piece = piece[len(UTF8_BOM):]
+        try:
+            return _decode(piece, final)
+        except UnicodeDecodeError as err:
+            raise EmbedtuneError(f"not valid UTF-8 text (byte {err.start + 1} of the line: "
+                                 f"{err.reason})", path, number) from None
 
     def examples(self, share: tuple[int, int] | None = None) -> Iterator[Example]:
         """Every non-blank line as an Example (of ``share``'s lines only, as Corpus.lines); a line
@@ -181,14 +206,7 @@ class LabelledCorpus(Corpus):
                 yield Example(number, raw[:1], self._tokens(text.lower().split()[1:] if self.lowercase
                                                             else raw[1:]))
                 continue
-            labels = [token for token in raw if token.startswith(prefix)]
-            words = [token for token in raw if not token.startswith(prefix)]
-            if not labels:
-                raise EmbedtuneError(f"no label (a token starting with {prefix!r}); the format is "
-                                     f"'{prefix}LABEL word word ...'", self.path, number)
-            if not words:
-                raise EmbedtuneError("labels but no words; the format is "
-                                     f"'{prefix}LABEL word word ...'", self.path, number)
+            labels, words = _labels_and_words(raw, prefix, self.path, number)
             if self.lowercase:
                 words = [w.lower() for w in words]
             yield Example(number, labels, self._tokens(words))
@@ -458,6 +476,10 @@ class Classify(Objective):
     @classmethod
     def open_corpus(cls, source, config, **options) -> LabelledCorpus:
         return LabelledCorpus(source, label_prefix=config.train.label_prefix, valid=config.valid, **options)
+
+    @classmethod
+    def check_corpus_start(cls, path, config) -> None:
+        LabelledCorpus.check_start(path, config.train.label_prefix)
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
         """corpus : the LabelledCorpus, or shares of its lines (a multi-worker run's distribute.WorkerShare,
