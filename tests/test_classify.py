@@ -110,6 +110,7 @@ def test_several_labels_a_line_train_one_vs_all(tmp_path):
 @pytest.mark.parametrize("bad, what", [
     ("a line with no label at all", "no label"),
     ("__label__noun.act __label__noun.state", "labels but no words"),
+    ("__label__noun.act a NUL\x00 byte", "contains NUL bytes"),   # as the plain corpus reader says
 ])
 def test_bad_lines_are_one_error_line_and_no_output(tmp_path, bad, what):
     lines = TRAIN.read_text().splitlines()[:40]

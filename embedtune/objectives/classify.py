@@ -63,7 +63,7 @@ import numpy as np
 from embedtune._tf import lazy as tf
 
 from embedtune.config import TrainConfig
-from embedtune.corpus import UTF8_BOM, Corpus, _decode, _open_binary, _pieces
+from embedtune.corpus import Corpus, _open_binary, _pieces
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
@@ -168,13 +168,7 @@ class LabelledCorpus(Corpus):
         """Corpus._text for labelled lines: a line is one example, so a line cut in pieces is an error."""
         if offset:
             raise EmbedtuneError("a line over 1 MiB; one example per line is expected", path, number)
-        if number == 1 and piece.startswith(UTF8_BOM):
-            piece = piece[len(UTF8_BOM):]
-        try:
-            return _decode(piece, final)
-        except UnicodeDecodeError as err:
-            raise EmbedtuneError(f"not valid UTF-8 text (byte {err.start + 1} of the line: "
-                                 f"{err.reason})", path, number) from None
+        return super()._text(piece, path, number, offset, final)
 
     def examples(self, share: tuple[int, int] | None = None) -> Iterator[Example]:
         """Every non-blank line as an Example (of ``share``'s lines only, as Corpus.lines); a line
