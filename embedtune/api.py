@@ -77,10 +77,15 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     from embedtune import formats
     from embedtune.config import resolve
     from embedtune.init import is_lowercase_vocabulary
-    from embedtune.objectives import objective_class
-    from embedtune.train import train   # imports TensorFlow: only when training
+    from embedtune.objectives import check_corpus_start, objective_class
 
     config = options_config(options, config)
+    if isinstance(corpus, (str, os.PathLike)):
+        corpus = os.fspath(corpus)
+        config = dataclasses.replace(config, corpus=corpus)
+        check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
+    from embedtune.train import train   # imports TensorFlow: only when training
+
     if not isinstance(vectors, Vectors):
         path = os.fspath(vectors)
         in_format = config.format or formats.detect_format(path)
@@ -95,10 +100,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
         return train(vectors, None, config, progress=progress, resume=resume).vectors
     if corpus is None:
         raise EmbedtuneError("fine_tune needs a corpus (only objective='retrofit' reads a lexicon instead)")
-    if isinstance(corpus, (str, os.PathLike)):
-        corpus = os.fspath(corpus)
-        config = dataclasses.replace(config, corpus=corpus)
-    else:
+    if not isinstance(corpus, str):
         corpus = checked_sentences(corpus)
     objective = objective_class(resolve(config).train.objective)   # classify reads labelled lines
     with objective.open_corpus(corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,

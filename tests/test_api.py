@@ -87,6 +87,19 @@ def test_a_missing_file_is_an_embedtune_error(tmp_path):
         embedtune.fine_tune(embedtune.Vectors(["a"], np.ones((1, 2), np.float32)), str(tmp_path / "nope.txt"))
 
 
+def test_a_binary_corpus_is_named_before_the_vectors_load_or_tensorflow_imports(tmp_path):
+    """As `embedtune train` does: the corpus's first bytes tell, before seconds of loading and importing
+    (the vectors path names no file, so an error about it would have come first)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"a fine line\nthen a NUL\x00 byte\n")
+    script = (f"import sys, embedtune\n"
+              f"try:\n    embedtune.fine_tune({str(tmp_path / 'no-vectors.txt')!r}, {str(corpus)!r})\n"
+              f"except embedtune.EmbedtuneError as err:\n"
+              f"    print(err, 'tensorflow' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout == f"{corpus} line 2: contains NUL bytes; is this a text corpus? False\n", done.stderr
+
+
 def test_options_build_the_config_the_command_line_builds():
     quickstart = ROOT / "configs" / "quickstart.toml"
     options = {"epochs": 2, "lr": 1, "tokenize": "none", "freeze_pretrained": True, "format": "glove"}
