@@ -42,6 +42,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange, set_num_threads  # noqa: E402  (after the wait policy)
 
+from embedtune.optim_constants import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
+
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
 PARALLEL = {"fusion": False}
@@ -395,7 +397,7 @@ def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
             scale = clip_norm / norm
             for j in range(len(g)):
                 g[j] = g[j] * scale
-    eps = np.float32(1e-7)
+    eps = np.float32(EPSILON)
     if optimizer == SGD:
         for j in range(len(row)):
             row[j] -= lr * g[j]
@@ -405,7 +407,7 @@ def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
             m[j] = a
             row[j] -= lr / (np.sqrt(a) + eps) * g[j]
     else:
-        b1, b2 = np.float32(0.9), np.float32(0.999)
+        b1, b2 = np.float32(ADAM_BETA_1), np.float32(ADAM_BETA_2)
         c1, c2 = np.float32(1) - b1, np.float32(1) - b2
         for j in range(len(row)):
             mj = b1 * m[j] + c1 * g[j]
@@ -587,7 +589,8 @@ class ClassifyKernel:
             return lr
         state["iterations"][...] += 1
         t = np.float32(state["iterations"])
-        return np.float32(lr * np.sqrt(np.float32(1) - np.float32(0.999) ** t) / (np.float32(1) - np.float32(0.9) ** t))
+        return np.float32(lr * np.sqrt(np.float32(1) - np.float32(ADAM_BETA_2) ** t)
+                          / (np.float32(1) - np.float32(ADAM_BETA_1) ** t))
 
     def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
         set_num_threads(self.threads)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune._tf import tf
+from embedtune.optim_constants import ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2, EPSILON
 
 
 def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False,
@@ -87,7 +88,7 @@ class SGD(LazyOptimizer):
 class Adagrad(LazyOptimizer):
     name = "adagrad"
 
-    def __init__(self, table, initial_accumulator=0.1, epsilon=1e-7):
+    def __init__(self, table, initial_accumulator=ADAGRAD_INITIAL_ACCUMULATOR, epsilon=EPSILON):
         super().__init__(table)
         self.epsilon = epsilon
         self.accumulator = tf.Variable(
@@ -110,7 +111,7 @@ class Adam(LazyOptimizer):
 
     name = "adam"
 
-    def __init__(self, table, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    def __init__(self, table, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2, epsilon=EPSILON):
         super().__init__(table)
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         base = table.name.split(":")[0]
