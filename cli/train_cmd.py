@@ -390,7 +390,7 @@ def check_workers(config, workers: int):
     if t.objective == "classify" and t.word_ngrams > 1:
         raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
                              "n-gram rows' list gathered as the labels are; not built)")
-    distribute.batch_part(t.batch_size, workers, shared=t.negatives == "shared" and t.objective != "glove")
+    distribute.batch_part(t, workers)
     return t
 
 

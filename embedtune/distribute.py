@@ -127,9 +127,11 @@ def is_chief() -> bool:
     return cluster is None or cluster.chief
 
 
-def batch_part(batch_size: int, workers: int, shared: bool) -> int:
-    """Each worker's part of a global batch; an error unless the parts are equal (and, with shared
-    negatives, whole groups), as the single-process equivalence needs."""
+def batch_part(t, workers: int) -> int:
+    """Each worker's part of the global batch of train config ``t``; an error unless the parts are equal
+    (and, with sgns's shared negatives, whole groups), as the single-process equivalence needs. One rule
+    for the launcher's early check and the workers' split."""
+    batch_size, shared = t.batch_size, t.objective == "sgns" and t.negatives == "shared"
     if batch_size % workers:
         raise EmbedtuneError(f"--batch-size {batch_size} does not split evenly over {workers} workers")
     part = batch_size // workers
@@ -411,7 +413,7 @@ class Worker:
     def split(self, config):
         """The config each worker's trainer runs with: a host batch of B / N pairs."""
         t = config.train
-        part = batch_part(t.batch_size, self.size, shared=t.objective == "sgns" and t.negatives == "shared")
+        part = batch_part(t, self.size)
         return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=part))
 
     def settings(self, settings: dict) -> dict:
@@ -568,7 +570,7 @@ class Shares:
 
     def split(self, config):
         t = config.train
-        batch_part(t.batch_size, self.size, shared=t.objective == "sgns" and t.negatives == "shared")
+        batch_part(t, self.size)
         return config   # the trainer steps over whole global batches
 
     def settings(self, settings: dict) -> dict:

@@ -216,6 +216,15 @@ def test_batch_must_split_into_equal_parts(inputs, extra, message):
     assert not (inputs.folder / "x.txt").exists()
 
 
+def test_the_launchers_batch_check_is_the_workers_own(inputs, glosses):
+    """--negatives shared groups sgns's pairs only: classify's lines split in any equal parts, before the
+    launch (the dry run's check) as in the workers."""
+    result = CliRunner().invoke(cli, ["train", inputs.vectors, glosses.train, "-o", str(inputs.folder / "x.txt"),
+                                      "--objective", "classify", "--workers", "2", "--batch-size", "40",
+                                      "--negatives", "shared", "--dry-run"])
+    assert result.exit_code == 0, result.output
+
+
 def test_workers_need_files_not_standard_input(inputs):
     result = CliRunner().invoke(cli, ["train", inputs.vectors, "-", "-o", str(inputs.folder / "x.txt"),
                                       "--workers", "2"], input="a b c\n")
