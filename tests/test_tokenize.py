@@ -134,7 +134,7 @@ def run_init(tmp_path, *extra):
 
 def test_quickstart_new_words_neither_begin_nor_end_with_punctuation(tmp_path):
     summary, added, pretrained = run_init(tmp_path)
-    assert summary["tokenize"] == "auto" and summary["new"] == len(added) == 97   # the README's figures
+    assert summary["tokenize"] == "auto" and summary["new"] == len(added) == 97   # the figures in docs/train-command.md
     assert [w for w in added if punctuation(w[0]) or punctuation(w[-1])] == []
     assert "said" in pretrained and "said." not in added
     # the raw whitespace tokens, as before --tokenize: most new words were such junk
