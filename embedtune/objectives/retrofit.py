@@ -25,7 +25,7 @@ SimLex-999 gain / WordSim-353 change): synonyms alone +0.067 / -0.006; with anto
 term keeps the update exact and was kept.
 
 The closed form is exact where the sparse step would only approach the same minimiser, and takes
-about 1.5 s for 400k rows; so there are no batches, learning rate or checkpoints. Frozen rows are
+seconds (benchmarks/README.md, retrofit); so there are no batches, learning rate or checkpoints. Frozen rows are
 read as neighbours and never written: they pull their neighbours and keep their bits. Lexicon
 words that are not in the vectors are counted and reported, never added.
 """
