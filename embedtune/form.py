@@ -174,9 +174,9 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
         kept (the model then predicts exactly for them, and for any word whose pieces they share),
         so the full [n_used, dim] table (0.58 GB for 100k words at 300 dimensions) is never built.
 
-    The first rows, not a sample of all: on the recovery benchmark's rare validation words, 100k
-    rows spread over GloVe's 400k gave R@10 0.30 (with the context start) against 0.38 for the
-    first 100k; near relatives of a word (``threaten`` for ``threatens``) must be in the fit.
+    The first rows, not a sample of all: on the recovery benchmark's rare validation words a sample
+    spread over GloVe's rows recovered fewer words than the first rows (benchmarks/README.md,
+    recovery); near relatives of a word (``threaten`` for ``threatens``) must be in the fit.
 
     The normal equations (M^T M + ridge I) E = M^T V, M = ``piece_matrix``, are solved by
     conjugate gradient from E = 0, a block of columns at a time (one sparse product per round

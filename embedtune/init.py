@@ -41,8 +41,8 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 METHODS = ("alacarte", "context-mean", "form-context", "random")
-DEFAULT_METHOD = "form-context"   # recovery benchmark, 5.1M tokens, test R@10 after train: rare words 0.37
-                                  # against 0.24 for alacarte, frequent words 0.58 against 0.52
+DEFAULT_METHOD = "form-context"   # the best test R@10 after training on the recovery benchmark, rare and
+                                  # frequent words (benchmarks/README.md, recovery)
 DEFAULT_WINDOW = 5          # words on each side
 DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
 DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 = every word weighs 1

@@ -527,9 +527,8 @@ def cpu_cores() -> int:
 
 def use_threads(threads: int) -> None:
     """TensorFlow's intra- and inter-op thread pools. Steps run one at a time: two lock-free steps at
-    once (gensim's workers) cut wall time by a quarter under load but moved new words far from their
-    true vectors (recovery benchmark, per-pair negatives: median rank 611 against 38, R@10 0.17
-    against 0.34), so they were taken out. The pools can be set only before TensorFlow
+    once (gensim's workers) cut wall time under load but moved new words far from their true vectors
+    (benchmarks/README.md, train_speed), so they were taken out. The pools can be set only before TensorFlow
     starts its runtime; in a process where it has started (a test, a notebook) they stay as
     they are."""
     try:

@@ -21,8 +21,8 @@ takes them), the mean over both. fastText hashes n-grams into ``-bucket`` rows; 
 training lines hold at least ``--ngram-min-count`` times is a row of its own, in the side table after
 the label rows (a row ``dim + 1`` wide whose last value is unused), started at the mean of its words'
 starting rows. These rows are never frozen (no freeze rule names them): they give a run whose
-vocabulary is mostly frozen rows that train (top 10,000 frozen, 25 epochs: 0.82 against 0.71 with
-words alone; benchmarks/README.md). They are not written to the output vectors; --save-classifier
+vocabulary is mostly frozen rows that train, and a higher accuracy there (benchmarks/README.md,
+classify). They are not written to the output vectors; --save-classifier
 writes them after the labels, and --valid reads the n-grams of its lines that have rows.
 
 Before training, the classifier is fitted alone on the starting vectors (scipy's L-BFGS on the
