@@ -146,7 +146,7 @@ def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json
 
 
 # Cheap checks: each costs a stat or a compile, so every command runs them before TensorFlow is
-# imported (2-3 s) and before a vectors file is read (seconds for 400k rows).
+# imported and before a vectors file is read, which take seconds.
 
 def check_input_file(path: str | None, what: str, missing: str | None = None) -> None:
     """A file to read (not '-'): it exists, is not a folder, and may be read.

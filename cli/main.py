@@ -1,7 +1,7 @@
 """`embedtune` command group.
 
 Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
-`convert` never pay for importing TensorFlow (2-3 s, 0.5 GB).
+`convert` never pay for importing TensorFlow (seconds and hundreds of MB).
 """
 
 from __future__ import annotations
@@ -178,9 +178,8 @@ def main():
 
 
 def exit_now(code) -> None:
-    """End a command that imported TensorFlow without the interpreter's teardown of it: 0.9-1.4 s of
-    a process's wall after its work was done (TensorFlow imported and one op run, 3 runs, load 4),
-    about 1.5 s of a classify run's (3 runs each way, load 5). Everything the command writes is
+    """End a command that imported TensorFlow without the interpreter's teardown of it, which takes
+    seconds of wall after the work is done (benchmarks/README.md, classify). Everything the command writes is
     closed by then (outputs are renamed into place, the corpus spool removed); the atexit handlers
     still run and the standard streams are flushed. A stream that cannot be flushed (a closed pipe)
     falls back to the usual exit, which reports it as before."""

@@ -410,9 +410,9 @@ def launch_workers(ctx, config, workers: int) -> None:
 
 def count_while_importing(corpus) -> float:
     """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
-    import on a thread: the import (3 s) needs nothing from the corpus, and train() counts first.
-    Both are mostly Python and share the GIL, still the two took 3.9-4.3 s against 4.8-4.9 in series
-    (the WordNet glosses, 2 cores, load 3.4-4.1; benchmarks/README.md, classify). Nothing is printed
+    import on a thread: the import needs nothing from the corpus, and train() counts first. Both are
+    mostly Python and share the GIL, still together they take less time than in series
+    (benchmarks/README.md, classify). Nothing is printed
     until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
@@ -436,9 +436,8 @@ def count_while_importing(corpus) -> float:
     began = time.perf_counter()
     # Python's cyclic collector is off while both run, and what they made is frozen after (gc.freeze:
     # kept for the run, never scanned again). Its full collections re-scanned the growing heap
-    # (TensorFlow's modules, the corpus's lines) with the GIL held and found nothing to free: on the
-    # WordNet glosses, 7 of them here took 0.92 s, and the next one, in classify's --valid read while
-    # the classifier is fitted, 0.31 s (gc.callbacks, one classify run, load 3.1).
+    # (TensorFlow's modules, the corpus's lines) with the GIL held and found nothing to free
+    # (benchmarks/README.md, classify).
     collecting = gc.isenabled()
     gc.disable()
     thread = threading.Thread(target=load, name="embedtune-import", daemon=True)

@@ -16,13 +16,10 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # TensorFlow's pooling (BFC) allocator for CPU tensors, read once when its runtime starts. With
-# glibc's malloc, each step's transient tensors (a 1M x 300 Adam run: about 30 MB each, [4096 x 6 x
-# 300] side rows and their gradients) were left in whichever thread's arena freed them, and resident
-# memory swung by ~0.2 GB from second to second over the live tensors (a probe of benchmarks/memory.py's
-# command: 2.67-2.90 GB, peaks 2.91-3.05 GB in five runs); the pool reuses the same blocks on every
-# thread, so the loop held one level (2.71-2.77 GB, peak 2.82) at the same speed (11.2k words/s
-# against 11.5k, load 7). With train.map_large_blocks the whole run's peak went from 3.11 to 2.80 GB
-# (median of 3; benchmarks/README.md, memory). A user's own setting of the variable is kept.
+# glibc's malloc, each step's transient tensors ([4096 x 6 x 300] side rows and their gradients in a
+# 1M x 300 Adam run) were left in whichever thread's arena freed them, and resident memory swung from
+# second to second; the pool reuses the same blocks on every thread, so the loop holds one level at
+# the same speed (benchmarks/README.md, memory). A user's own setting of the variable is kept.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 

@@ -78,8 +78,8 @@ def fingerprint(words: list[str], frozen_bytes: bytes, corpus_words: int, corpus
         h.update(b"\n")
     h.update(frozen_bytes)
     if matrix is not None:
-        # The values too: a vectors file edited in place, same words, must not resume. sha256 reads
-        # 400k x 50 float32 (80 MB) in about 0.2 s, next to minutes of loading it as text.
+        # The values too: a vectors file edited in place, same words, must not resume. Hashing the
+        # matrix is cheap next to loading it as text (benchmarks/README.md, io).
         h.update(np.ascontiguousarray(matrix, np.float32).data)
     corpus = {"words": corpus_words, "lines": corpus_lines}
     if corpus_digest is not None:

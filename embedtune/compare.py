@@ -18,8 +18,8 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 # Rows compared per step. 8192 x 300 float32 is 9 MiB per side: the temporaries stay small
-# enough to be reused rather than freshly paged in, which measured 1.5x faster than 65536
-# on a 400k x 300 diff (and bounds the extra memory whatever the vocabulary size).
+# enough to be reused rather than freshly paged in, faster than larger steps (benchmarks/README.md,
+# eval_speed), and the extra memory is bounded whatever the vocabulary size.
 CHUNK_ROWS = 8192
 # Query words scored per matrix product in nearest_neighbors: 256 x 400k float32 scores is 400 MiB.
 QUERY_CHUNK = 256
@@ -392,7 +392,7 @@ class Evaluation:
 # Analogy questions are answered ANALOGY_BATCH at a time, each batch one (batch x dim) @ (dim x
 # TILE_ROWS) product per tile of the vocabulary: 256 x 65536 float32 scores is 64 MiB, and the
 # product then runs near the machine's matrix-product speed (one question at a time, as gensim
-# does, is a matrix-vector product per question and took 83 s for two 20k-row files).
+# does, is a matrix-vector product per question; benchmarks/README.md, eval_speed).
 ANALOGY_BATCH = 256
 TILE_ROWS = 65536
 # A question's first threshold is its 8th best score among the first SEED_ROWS words (the most
@@ -585,7 +585,8 @@ def _analogy_answers(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
                     continue
                 hits = np.greater_equal(scores[:, lo:hi], threshold[:, None],
                                         out=hits_buffer[: b * (hi - lo)].reshape(b, hi - lo))
-                # flatnonzero, then divmod: np.nonzero on the 2-D mask measured 50x slower.
+                # flatnonzero, then divmod: np.nonzero on the 2-D mask is far slower (benchmarks/README.md,
+                # eval_speed).
                 q, col = np.divmod(np.flatnonzero(hits), hi - lo)
                 col += lo
                 kept_q = np.concatenate((kept_q, q))

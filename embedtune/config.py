@@ -43,8 +43,8 @@ class TrainConfig:
     epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
     window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
     negative: int = 5                   # negative samples per (center, context) pair
-    negatives: str = "per-pair"         # sgns: per-pair (word2vec's) | shared by 16 pairs: half the CPU, lower
-                                        # recovery R@10 (0.28 vs 0.34; benchmarks/README.md), so not the default
+    negatives: str = "per-pair"         # sgns: per-pair (word2vec's) | shared by 16 pairs: no cheaper than per-pair's
+                                        # lock-free kernel and lower recovery R@10 (benchmarks/README.md, train_speed)
     sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
     lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
@@ -59,7 +59,7 @@ class TrainConfig:
     word_ngrams: int = 1                # classify: also word n-grams up to this length as trainable rows (fastText's
                                         # -wordNgrams); 1 = words only
     ngram_min_count: int = 1            # classify: an n-gram becomes a row at this many training-line occurrences
-    context_init: str = "zeros"         # zeros (word2vec) | word: measured on data/sample, 3 epochs: loss 2.73 vs 24.0
+    context_init: str = "zeros"         # zeros (word2vec) | word; zeros: lower loss (benchmarks/README.md, recovery)
     seed: int = 1
     dim: int | None = None              # None: the dimension of the vectors file
     deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)

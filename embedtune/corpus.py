@@ -438,7 +438,7 @@ class Corpus:
 
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a
-        sha256 of the bytes read (0.06 s on the 30 MB benchmark corpus, read in 3-6 s). The pass
+        sha256 of the bytes read (cheap next to the read: benchmarks/README.md, io). The pass
         is made once for two calls: the first returns a copy of the counts and keeps them, the next
         is handed the kept ones (so the command counts while TensorFlow imports and train() finds the
         count made, without a second copy of a large vocabulary held through training); a third

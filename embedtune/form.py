@@ -61,9 +61,9 @@ def piece_matrix(words: list[str], buckets: int) -> scipy.sparse.csr_matrix:
     pieces in one bucket, add up).
 
     Hashed in numpy, all words at once: the code points of every ``<word>`` in one array, and
-    each n-gram length hashed for all its pieces in n vectorised FNV rounds (100k GloVe words:
-    0.1 s against 0.8 s for a Python loop of zlib.crc32 per piece, which also held the GIL the
-    corpus pass runs under).
+    each n-gram length hashed for all its pieces in n vectorised FNV rounds: far cheaper than a
+    Python loop of zlib.crc32 per piece, which also held the GIL the corpus pass runs under
+    (benchmarks/README.md, recovery, "The fit rebuilt for time").
     """
     wrapped = "".join(f"<{w}>" for w in words)
     codes = np.frombuffer(wrapped.encode("utf-32-le", "surrogatepass"), np.uint32)
@@ -146,8 +146,8 @@ def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations
     x = np.zeros((len(keep), r.shape[1]), np.float32)
     z = inv * r
     p = z.copy()
-    # float32 dot products (4x faster than float64 sums on [482k, 32]): they only size the steps;
-    # the residual reported is summed in float64.
+    # float32 dot products (faster than float64 sums; benchmarks/README.md, recovery): they only size
+    # the steps; the residual reported is summed in float64.
     rz = np.einsum("ij,ij->j", r, z)
     for _ in range(iterations):
         ap = mt @ (m @ p)
@@ -174,9 +174,9 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
         kept (the model then predicts exactly for them, and for any word whose pieces they share),
         so the full [n_used, dim] table (0.58 GB for 100k words at 300 dimensions) is never built.
 
-    The first rows, not a sample of all: on the recovery benchmark's rare validation words, 100k
-    rows spread over GloVe's 400k gave R@10 0.30 (with the context start) against 0.38 for the
-    first 100k; near relatives of a word (``threaten`` for ``threatens``) must be in the fit.
+    The first rows, not a sample of all: on the recovery benchmark's rare validation words a sample
+    spread over GloVe's rows recovered fewer words than the first rows (benchmarks/README.md,
+    recovery); near relatives of a word (``threaten`` for ``threatens``) must be in the fit.
 
     The normal equations (M^T M + ridge I) E = M^T V, M = ``piece_matrix``, are solved by
     conjugate gradient from E = 0, a block of columns at a time (one sparse product per round
@@ -195,7 +195,8 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     hashed = time.perf_counter() - began
     # Columns renumbered to the used buckets only, in the order the rows first use them: a word's
     # pieces and the frequent words' pieces then sit together in the work arrays, which the
-    # sparse products read row by row (1.2-2x faster than bucket order, which scatters them).
+    # sparse products read row by row (faster than bucket order, which scatters them; benchmarks/README.md,
+    # recovery).
     first = np.full(buckets, len(full.indices), np.int64)
     np.minimum.at(first, full.indices, np.arange(len(full.indices)))
     used = np.flatnonzero(first < len(full.indices))

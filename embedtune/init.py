@@ -41,14 +41,14 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 METHODS = ("alacarte", "context-mean", "form-context", "random")
-DEFAULT_METHOD = "form-context"   # recovery benchmark, 5.1M tokens, test R@10 after train: rare words 0.37
-                                  # against 0.24 for alacarte, frequent words 0.58 against 0.52
+DEFAULT_METHOD = "form-context"   # the best test R@10 after training on the recovery benchmark, rare and
+                                  # frequent words (benchmarks/README.md, recovery)
 DEFAULT_WINDOW = 5          # words on each side
 DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
 DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 = every word weighs 1
 DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
 DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
-DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, 2.4x faster
+DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, and faster
 DEFAULT_FORM_K = 10.0       # form-context: the contexts weigh n / (n + k); best of 5/10/20/40 on the rare
                             # validation words (benchmarks/recovery.py --rare), as in the rare-words note
 
@@ -140,8 +140,8 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     keep : [n_targets] probability that an occurrence of each target is used (None: all are);
         the contexts of "the" are many and all alike, so a sample of them does
     progress : called with the raw tokens of each chunk read
-    chunk_tokens : tokens handled per vectorised step (peak memory measured at 260 bytes a
-        token at window 5 with every token a target: 280 MB for the default 1M)
+    chunk_tokens : tokens handled per vectorised step; peak memory grows with it
+        (benchmarks/README.md, recovery)
     corpus : a Corpus, or a multi-worker run's share of its lines (distribute.WorkerShare), whose
         sums are added up over all shares (``sum_arrays``); ``keep``'s draws are hashes of each
         occurrence's line number and place (occurrence_uniform), so the shares keep the occurrences one
@@ -153,7 +153,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     n_pre, dim = len(vectors), vectors.dim
     # Ids: pretrained words keep their row; targets without a vector follow them. Only the words
     # the corpus holds need one (every token is looked up, in a dict: WordIndex is slower per word),
-    # so the dict holds those, not the vectors' 3M words (a copy of 170 MB and more at 3M rows).
+    # so the dict holds those, not a copy of all the vectors' words (benchmarks/README.md, memory).
     if vocabulary is None:
         vocabulary = corpus.count()[0]
     vocabulary = list(vocabulary)
@@ -183,10 +183,10 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
             target[at[draws >= keep[target[at]]]] = -1
         rows, cols, has_context = _context_pairs(ids, line, target, n_pre, window)
         if len(rows):
-            # Pairs as a sparse [targets, pretrained] matrix times the vectors: 25x faster than
-            # np.add.at, and the [pairs, dim] gather is never built; COO (duplicates left in)
-            # multiplies 1.7x faster than building CSR. float32 products per chunk (relative
-            # error ~1e-6) are summed in float64 across chunks.
+            # Pairs as a sparse [targets, pretrained] matrix times the vectors: far faster than
+            # np.add.at, and the [pairs, dim] gather is never built; COO (duplicates left in) rather
+            # than building CSR, faster too (benchmarks/README.md, recovery). float32 products per
+            # chunk (relative error ~1e-6) are summed in float64 across chunks.
             pair_weights = np.ones(len(rows), np.float32) if weights is None else weights[cols]
             pairs = scipy.sparse.coo_matrix((pair_weights, (rows, cols)), shape=(n_targets, n_pre))
             sums += pairs @ vectors.matrix
@@ -246,8 +246,8 @@ def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     """
     x = np.asarray(x, np.float64)
     v = np.asarray(v, np.float64)
-    # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim] (1.4 s for 5k x 50
-    # where OpenBLAS runs more threads than cores; the answers agree to 1e-9 on GloVe).
+    # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim], which is slow where
+    # OpenBLAS runs more threads than cores; the answers agree to 1e-9 on GloVe.
     try:
         return np.linalg.solve(x.T @ x, x.T @ v).T
     except np.linalg.LinAlgError:   # fewer independent fitting words than dimensions
@@ -356,9 +356,8 @@ def release_freed_memory() -> None:
     """Hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere).
 
     The spelling model's fit frees its work arrays, but those under glibc's mmap threshold (which
-    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists: a 300d fit
-    of 100k words left 70 MB resident after the model was dropped, and 0 after malloc_trim
-    (/proc/self/status VmRSS). Left there, they add to the peak of the training that follows.
+    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists until trimmed
+    (benchmarks/README.md, memory). Left there, they add to the peak of the training that follows.
     """
     try:
         ctypes.CDLL(None).malloc_trim(0)
@@ -414,9 +413,8 @@ def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str],
         return found
     # The form fit needs no corpus, so it runs in a second thread during the corpus pass (both spend
     # most of their time in numpy/scipy, which let go of the GIL, and the fit's hashing is numpy
-    # too); the result does not depend on the overlap. Recovery benchmark's rare split, load 11-15
-    # on 2 cores: this start cost 4.7-5.0 CPU-seconds against alacarte's 2.9-3.3, so the fit adds
-    # about 1.7 s of CPU, which a free second core hides and a busy machine does not.
+    # too); the result does not depend on the overlap. The fit's CPU is hidden by a free second core,
+    # not on a busy machine (benchmarks/README.md, recovery).
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         fitting = pool.submit(fit_form, vectors, words=list(new_words), **(form_options or {}))
         found = initial_vectors(vectors, corpus, new_words, side, **context_options)

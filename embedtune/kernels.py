@@ -4,12 +4,10 @@ count).
 
 sgns: two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
 update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
-once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It cost 0.54 us of
-CPU a pair on one thread against 0.71 for the batch-synchronous kernel (step_profile.py, median of 3,
-load 4.4-5.0), and recovered new words better (benchmarks/README.md, train_speed). Drawing the negatives inside it
-(word2vec's LCG over the unigram table) did not pay: 1.8-2.0 us a pair drawn as needed, 1.08-1.12
-drawn before the pair's rows against 1.02-1.30 for the host's draws (which cost 0.05 on the batch
-thread), load 3.3.
+once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It costs less CPU
+a pair than the batch-synchronous kernel and recovered new words better (benchmarks/README.md,
+train_speed). The negatives come from the host: drawing them inside it (word2vec's LCG over the
+unigram table) did not pay (benchmarks/README.md, train_speed, "What was measured and left out").
 
 With --deterministic (and with shared negatives) the batch-synchronous kernels, the TensorFlow fused
 step's arithmetic: same semantics as ``Trainer._dense_sgd``: every gradient of a batch is taken from
@@ -22,9 +20,9 @@ scratch arrays; the updates are applied in parallel by row (each part of the tab
 thread, which walks the whole batch in order), so every row gets its slices in the batch's order,
 as XLA's scatter gives them; the loss is summed in pair order.
 
-Why a kernel: TensorFlow's best CPU step (XLA dense part and scatters, gathers outside XLA, 10
-batches a call) cost 0.88 us of CPU a pair on one thread; its gathers, scatters and call overhead
-are most of it (benchmarks/README.md, train_speed).
+Why a kernel: in TensorFlow's best CPU step (XLA dense part and scatters, gathers outside XLA, 10
+batches a call) the gathers, scatters and call overhead are most of the cost (benchmarks/README.md,
+train_speed).
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ import os
 import numpy as np
 
 # numba's OpenMP threads wait at the end of each parallel loop (two a step). Spinning there (libgomp's
-# default) made 2 threads 5x slower than 1 on a busy machine (load 8 on 2 cores: 8.5 against 1.5 us a
-# pair); sleeping, 2 threads cost 0.97 to 1.7. Read when numba first starts its threads; a value the
-# user set is kept.
+# default) made 2 threads far slower than 1 on a busy machine; they sleep instead (benchmarks/README.md,
+# train_speed). Read when numba first starts its threads; a value the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange, set_num_threads  # noqa: E402  (after the wait policy)
@@ -47,8 +44,8 @@ from embedtune.optim_constants import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa:
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
 PARALLEL = {"fusion": False}
-# Sums may be reordered (the dot products vectorise; with the loss's fewer logarithms, one thread
-# 0.99 -> 0.56 us a pair, load 9 and 7) and multiply-adds fused; the code is fixed at compile time, so
+# Sums may be reordered (the dot products vectorise: benchmarks/README.md, train_speed) and
+# multiply-adds fused; the code is fixed at compile time, so
 # the bits still do not change from run to run. Not "fast" as a whole: NaN and infinity must stay
 # visible to the divergence checks.
 FASTMATH = {"reassoc", "contract"}

@@ -3,7 +3,7 @@ freeze plan, the objective's settings as resolved and the memory its tables will
 
 ``embedtune train --dry-run`` reports it and stops. It imports numpy and the plan, corpus and init
 code only, so a check of a config and its lists costs the reading of the files, not TensorFlow's
-import (2-3 s, 0.5 GB).
+import (seconds and hundreds of MB).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from embedtune.vectors import Vectors
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
                    "deterministic")
 OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-sized variable per slot
-# TensorFlow, XLA's compiled step and the Python process around them: the quickstart's peak RSS
-# was 747 MiB (TF 2.21 on CPU, 1 epoch, /usr/bin/time -v) with about 45 MiB of it in the parts below.
+# TensorFlow, XLA's compiled step and the Python process around them: calibrated against the
+# quickstart's peak RSS less the parts below (benchmarks/README.md, memory).
 RUNTIME_BYTES = 700 * 2**20
 # --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
-# tf.distribute's (gRPC, collectives); the launcher holds Python and click. The quickstart (sgns,
-# --max-steps 60, VmHWM of each process): one process 808 MiB, 2 workers 923-953 MiB each, launcher 55.
+# tf.distribute's (gRPC, collectives); the launcher holds Python and click. Calibrated against the
+# quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
 WORKER_RUNTIME_BYTES = 140 * 2**20
 LAUNCHER_BYTES = 55 * 2**20
 # form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
@@ -132,12 +132,9 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     peak (the end, when the output is written while the tables still live): an estimate from the
     table sizes, not a measurement.
 
-    Checked against peak RSS (/usr/bin/time -v, --max-steps 100, 400k x 50 GloVe rows, --freeze-top
-    50000, the 1.5M-token benchmark corpus, form-context starts): sgns 1,359 MiB estimated, 1,224
-    measured (1,555 and 1,327 before the spelling model's fit kept only the new words' buckets);
-    glove 2,109 estimated, 1,530 measured before that change (its pair count is bounded from above:
-    the real one is known only after counting; and the spelling model's fit is freed before the
-    pairs are made).
+    Checked against peak RSS (benchmarks/README.md, memory): it errs high, glove's most (its pair
+    count is bounded from above: the real one is known only after counting; and the spelling
+    model's fit is freed before the pairs are made).
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new

@@ -8,7 +8,7 @@ the optimizer state. Nothing here reads or writes a whole table, so a step costs
 same at 10k rows as at 1M.
 
 Why not Keras optimizers: Keras 3 Adam, Adagrad, RMSprop and momentum SGD update their
-state densely (a step at V=1M cost 430-1800 ms against 3-10 ms at V=10k) and move rows
+state densely (a step's cost grows with the vocabulary: benchmarks/README.md, train_speed) and move rows
 that got no gradient; their results also differ when a row repeats in a batch unless
 repeats are merged first.
 """
@@ -33,7 +33,7 @@ def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = F
         routes frozen rows and padding there.
     distinct : the indices below ``sink`` are known to be distinct (an objective whose batches
         are already merged: classify), so only the sink's slices are dropped; tf.unique and the
-        sum were half of classify's step (2.8 of 6.2 ms a batch of 1,024 lines, load 9)
+        sum were half of classify's step (benchmarks/README.md, classify)
     """
     indices, values = grad.indices, grad.values
     if sink is not None:

@@ -11,8 +11,7 @@ Tags (step = the training step):
 "Start" is where this process started the rows: after --resume, the rows of the checkpoint.
 
 The row changes are means over a fixed sample of at most ROW_SAMPLE rows of each kind, picked once:
-the whole table read back every point cost 128 ms for 400k x 50 rows (2 busy cores), a sample of
-10,000 rows 7.5 ms.
+reading the whole table back at every point costs far more (benchmarks/README.md, train_speed).
 
 Neither objective has figures of its own that change while it trains (glove's scale is fitted once,
 before), so none are written.

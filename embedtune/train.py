@@ -83,29 +83,23 @@ class Trainer:
 
     ``corpus`` is read by objectives that count before training (glove).
 
-    Where an sgns step's CPU goes (``python benchmarks/step_profile.py``; one thread, per (center,
-    context) pair, per-pair negatives; the step is memory-bound: each pair reads and writes 1 + 6 rows
-    at random places of the tables): the rows' gathers by TensorFlow's kernels outside XLA (the
-    XLA-compiled gather cost twice as much), the dense part and, for plain sgd, the two scatter_subs
-    in one XLA cluster (``dense_sgd``; TensorFlow's scatter kernel cost 1.7x XLA's), GROUP batches
-    per call (``run``) to spread the call's fixed cost. Measured (µs of CPU a pair, per-pair / shared
-    negatives, load 11): gathers 0.38 / 0.24, dense part 0.30 / 0.34, scatters 0.47 / 0.16, the call
-    0.07 / 0.07; the step 0.88 / 0.47 with 10 batches a call (2.25 / 0.95 before this layout). The
-    host side (pairs, negatives, frozen rows, tensors: 0.45 / 0.33) runs ahead on the batch thread
-    (``prefetch``). More: benchmarks/README.md, train_speed.
+    The sgns step through TensorFlow is memory-bound (each pair reads and writes 1 + 6 rows at random
+    places of the tables), so it is laid out to spend the least there: the rows' gathers by
+    TensorFlow's kernels outside XLA (cheaper than XLA's gather), the dense part and, for plain sgd,
+    the two scatter_subs in one XLA cluster (``dense_sgd``; cheaper than TensorFlow's scatter kernel),
+    GROUP batches per call (``run``) to spread the call's fixed cost. The host side (pairs, negatives,
+    frozen rows, tensors) runs ahead on the batch thread (``prefetch``). Where the CPU goes:
+    ``python benchmarks/step_profile.py`` (benchmarks/README.md, train_speed).
 
     Plain-sgd sgns (``fused``) does not take that TensorFlow step: a compiled kernel
     (embedtune/kernels.py, ``kernel``) steps numpy copies of the two tables on every core, with the
-    same arithmetic (training CPU a pair, load 10-25: per-pair negatives 1.09 µs against 1.77, shared
-    0.72 against 1.27), or, per-pair without --deterministic, word2vec's lock-free one, a group of
-    batches a call (0.48 µs quiet, against gensim's 0.73; benchmarks/README.md, train_speed). The
-    variables catch up whenever they are read.
+    same arithmetic, or, per-pair without --deterministic, word2vec's lock-free one, a group of
+    batches a call; either costs less CPU a pair than TensorFlow's step (benchmarks/README.md,
+    train_speed). The variables catch up whenever they are read.
 
     classify without an anchor takes a compiled kernel too, with any of the lazy optimizers and the
     cap (kernels.classify_step, TensorFlow's step's arithmetic): its batches' rows are few and read
-    once, so TensorFlow's per-op cost was most of its step (the benchmark's loop, quiet: 16.8 s through
-    TensorFlow with word bigrams, 5.6-6.3 s compiled; words alone 7.0 and 2.4 s; benchmarks/README.md,
-    classify).
+    once, so TensorFlow's per-op cost was most of its step (benchmarks/README.md, classify).
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
@@ -144,9 +138,9 @@ class Trainer:
         self.frozen_rows = frozen_rows if len(frozen_rows) else np.zeros(1, np.int64)
         self.n_frozen = len(frozen_rows)
         # Local id -> the matrix row prepare reads for it (trainable ids read any frozen row; the step
-        # takes theirs from the variable): one indexing, 0.07 us a pair against 0.085 for clipping and
-        # indexing twice. Not np.take: on a Fortran-ordered matrix (the benchmark's GloVe .npy) it
-        # cost 6.5 us a pair against fancy indexing's 0.8.
+        # takes theirs from the variable): one indexing, cheaper than clipping and indexing twice. Not
+        # np.take: it is slow on a Fortran-ordered matrix such as the benchmark's GloVe .npy
+        # (benchmarks/README.md, train_speed, "A cheaper prepare").
         self.source_rows = np.concatenate([np.full(self.n_trainable, self.frozen_rows[0]), self.frozen_rows])
         self.dim = dim
 
@@ -194,8 +188,8 @@ class Trainer:
         # An objective whose batches hold each row once is not merged (sparse.merge_rows); gradients
         # gathered from several workers can repeat a row, so a multi-worker run merges them.
         self.distinct = self.objective.distinct_ids
-        # No autograph: the step has no tensor-dependent Python control flow, and tracing it
-        # took 1.06 s with autograph against 0.33 s without.
+        # No autograph: the step has no tensor-dependent Python control flow, and autograph only
+        # slows its tracing (benchmarks/README.md, train_speed).
         self.dense = tf.function(self._dense, jit_compile=JIT, autograph=False)
         self.gradients = tf.function(self._gradients, autograph=False)
         self.dense_sgd = tf.function(self._dense_sgd, jit_compile=JIT, autograph=False)
@@ -340,9 +334,9 @@ class Trainer:
 
     def _dense_sgd(self, batch, words, word_ids, side, side_ids, lr):
         """Plain sgd's whole update, in one XLA cluster: the dense part and both scatter_subs.
-        XLA's scatter on the CPU took 1.1 us a pair against 1.9 for TensorFlow's kernel (with its
-        IndexedSlices and the lr product), and it walks the slices in order, as deterministic as
-        TensorFlow's. Frozen rows' and padding's slices land on the sink rows, which nothing reads."""
+        XLA's scatter on the CPU costs less than TensorFlow's kernel (with its IndexedSlices and the lr
+        product; benchmarks/README.md, train_speed), and it walks the slices in order, as deterministic
+        as TensorFlow's. Frozen rows' and padding's slices land on the sink rows, which nothing reads."""
         loss, word_grads, side_ids, side_grads = self._dense(batch, words, side, side_ids)
         self.trainable.scatter_sub(tf.IndexedSlices(lr * word_grads, word_ids))
         self.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
@@ -533,9 +527,8 @@ def cpu_cores() -> int:
 
 def use_threads(threads: int) -> None:
     """TensorFlow's intra- and inter-op thread pools. Steps run one at a time: two lock-free steps at
-    once (gensim's workers) cut wall time by a quarter under load but moved new words far from their
-    true vectors (recovery benchmark, per-pair negatives: median rank 611 against 38, R@10 0.17
-    against 0.34), so they were taken out. The pools can be set only before TensorFlow
+    once (gensim's workers) cut wall time under load but moved new words far from their true vectors
+    (benchmarks/README.md, train_speed), so they were taken out. The pools can be set only before TensorFlow
     starts its runtime; in a process where it has started (a test, a notebook) they stay as
     they are."""
     try:
@@ -558,13 +551,11 @@ def map_large_blocks() -> bool:
 
     By default glibc raises that threshold to each large block freed (up to 32 MB), after which the
     host's per-batch and per-chunk arrays stay in the heap of whichever thread freed them. On
-    TensorFlow's step (a 1M x 300 Adam run, benchmarks/memory.py, with TensorFlow's tensors already
-    pooled: embedtune/_tf.py) this lowered the training loop's resident level from 2.71-2.77 to
-    2.66-2.69 GB and the peak from 2.82 to 2.77 GB at the same speed (11.7k words/s against 11.2k,
-    load 4-7, one run each; a --max-words probe of the benchmark's command). Not set for the compiled
-    sgns kernel (not measured there): its steps are short enough that the page faults of fresh
-    blocks would show in its speed, and its batches carry no frozen rows. The setting holds for the
-    rest of the process.
+    TensorFlow's step (with its tensors already pooled: embedtune/_tf.py) handing them back lowers the
+    training loop's resident level and peak at the same speed (benchmarks/README.md, memory). Not set
+    for the compiled sgns kernel: its steps are short enough that the page faults of fresh blocks
+    would show in its speed, and its batches carry no frozen rows. The setting holds for the rest of
+    the process.
     """
     try:
         return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
@@ -583,10 +574,9 @@ class TrainingInterrupted(Exception):
 
 CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
 # A mean loss (over LOSS_EVERY steps) above this many times the first step's is divergence. The
-# first step's loss is taken before any update, so it is the start whatever the lr. Measured
-# largest ratio of a normal run: 1.23 (quickstart, sgns: new words' starts lift the first
-# reports), 1.06 (quickstart, glove); runs that blow up pass 10x in their first report: 300-word
-# sgns (the sample corpus, no new words) 4e6x at the default lr, 62x at --lr 0.014.
+# first step's loss is taken before any update, so it is the start whatever the lr. 10x lies well
+# above the ratios of normal runs and below what diverging runs pass in their first report
+# (benchmarks/README.md, train_speed).
 DIVERGED = 10
 
 

@@ -16,8 +16,8 @@ SLOTS_PER_WORD = 2.5   # at least; the table's size is a power of two (at most 5
 class WordList(Sequence):
     """A list of words kept as UTF-8 bytes in one block, a str made only for the word asked for.
 
-    3M words as Python str take about 190 MB, their list 24 MB more; as one block of bytes and
-    its offsets, 60 MB. The word2vec binary reader returns one (the 3M-row GoogleNews case, issue
+    One block of bytes and its offsets takes a fraction of the memory of 3M Python str and their
+    list (benchmarks/README.md, memory). The word2vec binary reader returns one (the 3M-row GoogleNews case, issue
     16), other readers a plain list. Reads like a list: ``len``, ``words[i]``, ``words[i:j]``
     (a list of str), iteration, ``==`` with any sequence of words, ``+`` (a list).
 
@@ -102,15 +102,15 @@ class WordIndex(Mapping):
     """word -> row over a list of words, like ``{w: i for i, w in enumerate(words)}`` (the last row
     of a repeated word; iteration in first-seen order) without a Python dict.
 
-    A dict of 3M words holds 3M int objects and an 8M-slot table of entries: about 260 MB, 7% of a
-    3M x 300 matrix, more than issue 16's 3M memory goal was missed by. Here the index is one
-    int32 array of rows by ``hash(word)`` with linear probing (2.5 to 5 slots a word: 34 MB for
-    3M words), filled with numpy, a few rounds in all; a lookup probes about 1.3 slots and compares
+    A dict of 3M words holds 3M int objects and an 8M-slot table of entries, more memory than issue
+    16's 3M memory goal was missed by (benchmarks/README.md, memory). Here the index is one int32 array
+    of rows by ``hash(word)`` with linear probing (2.5 to 5 slots a word), filled with numpy, a few
+    rounds in all; a lookup probes about 1.3 slots and compares
     the word itself, so a hash that two words share never gives a wrong row. It keeps ``words``
     (not copied), which must not change afterwards.
 
-    A lookup cost 1.3x a dict's (3M words, 200k lookups, half of them misses, on the busy 2-core
-    machine); code that looks up every corpus token makes a dict of the words it needs first
+    A lookup costs somewhat more than a dict's (benchmarks/README.md, memory); code that looks up
+    every corpus token makes a dict of the words it needs first
     (init.context_sums), and ``rows`` answers many words at once with numpy.
     """
 

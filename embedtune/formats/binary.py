@@ -115,8 +115,8 @@ def _read_mapped(source, start: int, count: int, wanted: int, dim: int):
     buffered way (standard input, compressed data, or anything amiss, which that way names exactly).
 
     The records are found by one `find` per word on the map and their vectors copied into the matrix
-    a batch at a time by one fancy-indexing call, with no read buffer in between: 1.3 against 2.0 s
-    of CPU for the 1M x 300 benchmark file (benchmarks/README.md, io). Pages already read are let go
+    a batch at a time by one fancy-indexing call, with no read buffer in between: less CPU than the
+    buffered reader (benchmarks/README.md, io). Pages already read are let go
     as the reading moves on, so the resident size stays about the matrix's.
     """
     if source.compression is not None or source.size is None or source.bom:
@@ -178,9 +178,9 @@ def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
 
 
 def _decode_words(raw_words, matrix, name, replace_bad_utf8):
-    """All words checked in one decode call and kept as bytes (a WordList: 3M words as str took
-    190 MB more) when they are fine; one by one to name the bad one (or the word with a space in it
-    that made the reader take a vector's bytes for it, ``_raise_spaced_word``)."""
+    """All words checked in one decode call and kept as bytes (a WordList, far smaller than str
+    objects: benchmarks/README.md, memory) when they are fine; one by one to name the bad one (or the
+    word with a space in it that made the reader take a vector's bytes for it, ``_raise_spaced_word``)."""
     words = WordList.from_bytes(raw_words)
     if words is not None:
         return words

@@ -1,7 +1,7 @@
 """Exact, fast text -> float: plain decimals parsed on whole arrays, eight digits at a time.
 
-numpy's own text reader (`np.loadtxt`) spends about 170 ns on each value of a GloVe file: it reads
-decoded Python text and calls a general float parser per field. The values
+numpy's own text reader (`np.loadtxt`) is slow on a GloVe file's values (benchmarks/README.md, io): it
+reads decoded Python text and calls a general float parser per field. The values
 of nearly every vectors file are plain decimals of a few digits (`-0.41242`, `4.0071`), and for those
 a correctly rounded result needs no general parser: with the digits as an integer M < 2**53 and f
 digits after the point, M / 10**f is one IEEE division of two exact doubles, hence correctly rounded,
@@ -12,10 +12,7 @@ So each value is taken as the 16 bytes that end where it ends (one gather from a
 the bytes before its start are replaced by '0' (leading zeros change nothing), the point is dropped by
 moving the digits before it one byte along, and two 8-digit halves are read with the SWAR
 multiplications of simdjson's `parse_eight_digits_unrolled` on uint64 words; a value of at most 8
-bytes (93% of GloVe's) needs only the second word. Measured on GloVe 6B 50d (CPU, load about 10):
-56 ns a value against 107 ns with both words for every value (a 1 MB piece, best of 30); the first
-20 MB with the words cut out too (text.py) 110-124 ms against 417 ms for `np.loadtxt`, about 174 ns
-a value (best of 7; benchmarks/README.md, io).
+bytes (93% of GloVe's) needs only the second word, about half the work (benchmarks/README.md, io).
 
 Anything else (an exponent, nan, inf, a sign '+', more than 15 characters, a stray byte) is reported
 back, not guessed: `parse_decimals` returns the indices it could not parse and the caller parses those

@@ -47,8 +47,8 @@ def new_matrix(rows: int, dim: int, name: str | None = None, line: int | None = 
 
     numpy asks Linux for transparent huge pages for big arrays; with the common setting
     defrag=madvise the kernel then compacts memory on every huge-page fault, which on a busy
-    machine took 3 of the 4.5 s of loading a 1M x 300 file (filling 1.2 GB: 2.7-3.4 s of system
-    time with huge pages, 0.5-0.7 s without). Readers write each page once, sequentially.
+    machine was most of a large file's load (benchmarks/README.md, io). Readers write each page
+    once, sequentially.
     """
     try:
         from numpy._core.multiarray import _set_madvise_hugepage

@@ -4,9 +4,9 @@ One line per word: the word, then DIM numbers, separated by single spaces. The l
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
 Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
-and parses its values as plain decimals on whole arrays (floatparse.py: 3x faster than `np.loadtxt`
-on GloVe, the same bits). A block that is not one word and dim values after single spaces on every
-line goes to numpy's C text reader (`np.loadtxt`, about twice as fast as `np.fromstring`); a block
+and parses its values as plain decimals on whole arrays (floatparse.py: faster than `np.loadtxt` on
+GloVe, the same bits; benchmarks/README.md, io). A block that is not one word and dim values after single
+spaces on every line goes to numpy's C text reader (`np.loadtxt`, faster than `np.fromstring`); a block
 neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
 halves until the odd lines are isolated, and those go through a per-line reader that handles every
 case and names the exact line of any error.
@@ -41,16 +41,14 @@ from embedtune.formats.floattext import format_slots
 from embedtune.formats.io import UTF8_BOM, check_header_fits, new_matrix
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
-PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache: 1 MB pieces 2x faster than 8 MB
+PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
 MAX_PROCESSES = 8
 # Writing renders blocks on threads (numpy releases the GIL in its array loops; the words, the
-# shortest-form fallback and the NUL squeeze hold it): GloVe 6B 50d's 400k rows rendered in 2.3 s
-# on 2 threads against 3.1 s on one (2 cores, load 3.9); a classify output written with its top-10k
-# check 1.59 s against 2.00 (load 2.0). The gain needs a free core: at load 5.2, written with every
-# row read back, 4.0 s against 3.7 (benchmarks/README.md, classify).
+# shortest-form fallback and the NUL squeeze hold it). The gain needs a free core
+# (benchmarks/README.md, classify).
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -488,7 +486,7 @@ def _parse_fast(body: bytes, dim: int, n: int):
 
 def _parse_columns(body: bytes, dim: int, n: int):
     """The common case: every line is a word, then dim values, each after one space (floatparse.py).
-    About 3x faster than np.loadtxt on GloVe; _NotFast for anything else."""
+    Faster than np.loadtxt on GloVe (benchmarks/README.md, io); _NotFast for anything else."""
     if b"\r" in body:
         body = body.replace(b"\r\n", b"\n")
         if b"\r" in body:
@@ -545,7 +543,7 @@ def _parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words)
             values[i] = float(token)
     with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
         out[:k] = values.reshape(k, dim)
-    # the words: a slice per line (a mask and cumsum over the bytes took 4x as long, profiled)
+    # the words: a slice per line (cheaper than a mask and cumsum over the bytes; benchmarks/README.md, io)
     base = start - floatparse.WIDTH
     joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
     try:
@@ -637,8 +635,8 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None, on_writt
         return
     # A block's hint is the digit count of the last block written when it is handed out: the hint only
     # saves work (the text is the same), but a stale one costs it (the first rows of a table are the
-    # most frequent words, trained to 9 digits in most runs: held as every block's hint, GloVe's 5-digit
-    # rest took 2.9 s to render instead of 2.0, load 3.2).
+    # most frequent words, trained to 9 digits in most runs: held as every block's hint, it slowed the
+    # rendering of GloVe's 5-digit rest; benchmarks/README.md, io).
     text, rows, digits = render(blocks[0], digits)
     emit(blocks[0], text, rows)
     rest = iter(blocks[1:])

@@ -99,9 +99,9 @@ class Objective:
     def init_window(cls, train) -> int:
         """The context window that new words' starting vectors are taken from (embedtune.init).
 
-        init's own window (5, the best on the recovery benchmark's validation words: R@10 0.43 and
-        median rank 18 against 0.43 and 25.5 at 10), unless the objective trains on such windows
-        itself (sgns: its training window)."""
+        init's own window (5, the best on the recovery benchmark's validation words:
+        benchmarks/README.md, recovery), unless the objective trains on such windows itself (sgns:
+        its training window)."""
         return INIT_WINDOW
 
     @classmethod

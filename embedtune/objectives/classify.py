@@ -21,8 +21,8 @@ takes them), the mean over both. fastText hashes n-grams into ``-bucket`` rows; 
 training lines hold at least ``--ngram-min-count`` times is a row of its own, in the side table after
 the label rows (a row ``dim + 1`` wide whose last value is unused), started at the mean of its words'
 starting rows. These rows are never frozen (no freeze rule names them): they give a run whose
-vocabulary is mostly frozen rows that train (top 10,000 frozen, 25 epochs: 0.82 against 0.71 with
-words alone; benchmarks/README.md). They are not written to the output vectors; --save-classifier
+vocabulary is mostly frozen rows that train, and a higher accuracy there (benchmarks/README.md,
+classify). They are not written to the output vectors; --save-classifier
 writes them after the labels, and --valid reads the n-grams of its lines that have rows.
 
 Before training, the classifier is fitted alone on the starting vectors (scipy's L-BFGS on the
@@ -72,7 +72,8 @@ LABEL_PREFIX = "__label__"
 FIT_ITERATIONS = 100   # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
 FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on separable labels
 # The examples are kept after the first full read, up to this many tokens, for the passes after it
-# (new-word starts, the objective): reading and splitting took ~1.5 s a pass of the 6.5 MB glosses.
+# (new-word starts, the objective): reading and splitting each pass again costs more than keeping them
+# (benchmarks/README.md, classify).
 CACHE_TOKENS = 1 << 22
 TOKEN_SLACK = 1.25     # a batch's token slots: this many times the mean line length per line slot
 WORD_SLACK = 1.25      # a batch's distinct-word slots: this many times the most of WORD_SAMPLES sampled batches
@@ -254,8 +255,8 @@ def save_classifier(classifier: Classifier, path: str) -> None:
     n, dim = classifier.weights.shape
     with open_target(path) as f:
         f.write((f"{n} {dim}" + (f" {len(classifier.ngrams)}" if classifier.ngrams else "") + "\n").encode())
-        # The vectors' text writer's lines (shortest %g a value): the 304,903 bigram rows of the
-        # benchmark took 7.8 s as numpy's str a value.
+        # The vectors' text writer's lines (shortest %g a value): numpy's str a value was slow on the
+        # benchmark's bigram rows (benchmarks/README.md, classify).
         f.write(render_lines(classifier.labels, np.concatenate([classifier.bias[:, None], classifier.weights], axis=1)))
         if classifier.ngrams:
             f.write(render_lines(classifier.ngrams, classifier.ngram_vectors))
@@ -312,10 +313,9 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
     """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
     cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
 
-    L-BFGS (scipy) on a loss and gradient computed by TensorFlow: numpy's matmuls (OpenBLAS) took
-    0.6 s a call against TensorFlow's 0.02 s for [65k, 50] x [50, 26] on the shared 2-core machine
-    under load. On the WordNet noun glosses validation accuracy reaches its plateau within about
-    100 iterations (benchmarks/README.md)."""
+    L-BFGS (scipy) on a loss and gradient computed by TensorFlow: numpy's matmuls (OpenBLAS) were far
+    slower on a loaded machine (benchmarks/README.md, classify). On the WordNet noun glosses validation
+    accuracy reaches its plateau within about 100 iterations (benchmarks/README.md)."""
     import scipy.optimize
 
     L, dim = targets.shape[1], means.shape[1]
@@ -394,7 +394,7 @@ def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray, ngrams=
     lengths = np.diff(starts)
     gram_lengths = np.diff(ngrams[2]) if ngrams is not None else 0
     scale = 1.0 / np.maximum(lengths + gram_lengths, 1)
-    # [n_lines, n_ids] of 1 / length: one sparse product (np.add.at is ~30x slower; init.py's note)
+    # [n_lines, n_ids] of 1 / length: one sparse product (np.add.at is far slower; init.py's note)
     mean = scipy.sparse.csr_matrix((np.repeat(scale, lengths), ids, starts), shape=(len(lengths), len(vectors)))
     means = mean @ vectors.astype(np.float64)
     if ngrams is not None:
@@ -607,8 +607,8 @@ class Classify(Objective):
         # The n-grams as numbers, not strings: each distinct token an int, each k-gram the rank of (its
         # first k - 1 tokens' (k-1)-gram, its last token), counted and ranked by np.unique; only the
         # rows kept are joined into text, to sort ties by it. The same rows, ids and starts as a string
-        # an occurrence (word_ngrams, a Counter, a dict lookup each) in 0.84-1.19 s against 2.20-2.37 s
-        # for the WordNet noun glosses' 1.3M bigrams (three runs each, load 1.1-1.7).
+        # an occurrence (word_ngrams, a Counter, a dict lookup each), in about half the time
+        # (benchmarks/README.md, classify).
         n_lines = len(line_tokens)
         tokens = list(itertools.chain.from_iterable(line_tokens))
         lengths = np.fromiter(map(len, line_tokens), np.int64, n_lines)
@@ -816,9 +816,9 @@ class Classify(Objective):
 
         The step gathers, and the trainer merges and updates, each distinct row once: a row repeated
         in a batch (``the``, ``of``: 13.9k tokens but 4.3k distinct words in 1,024 glosses) comes
-        back from the step already summed, and the trainer does not merge it (``distinct_ids``). With
-        that and token slots 1.25x the mean instead of 2x, against a slot a token, the step's CPU went
-        from 8.6 to 5.1 ms a batch of 1,024 glosses (adam, load 8-9; benchmarks/README.md, classify)."""
+        back from the step already summed, and the trainer does not merge it (``distinct_ids``). That
+        and token slots 1.25x the mean instead of 2x, against a slot a token, cut the step's CPU
+        (benchmarks/README.md, classify)."""
         B, T, W = self.lines_per_batch, self.tokens_per_batch, self.words_per_batch
         starts, lengths = self.starts[:-1], np.diff(self.starts)
         if not self.n_lines:   # a worker whose share has no usable line: its padding has the shape, nothing in it
@@ -888,9 +888,8 @@ class Classify(Objective):
 
     def _distinct(self, flat: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the distinct ids of ``flat``, sorted; each token's index among them): np.unique's, by a
-        mark a row where the rows are few against the tokens, instead of a sort (with the tokens
-        taken in one indexing: 0.55 ms of CPU a 1,024-line batch against 1.56, load 9). ``ids``: the
-        word ids (local rows) or the n-gram ids."""
+        mark a row where the rows are few against the tokens, instead of a sort, which cost more
+        (benchmarks/README.md, classify). ``ids``: the word ids (local rows) or the n-gram ids."""
         rows = self.rows.n_local if ids is self.ids else len(self.ngrams)
         if rows > 16 * len(flat):
             return np.unique(flat, return_inverse=True)
@@ -962,8 +961,7 @@ def _most_distinct(ids: np.ndarray, starts: np.ndarray, first: int, end: int, li
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
     """tf.gather(params, ids) whose gradient is the dense [len(params), dim] sum, made in the step's XLA
     cluster: tf.gather's own (IndexedSlices of one slice a token) leaves the cluster and is summed
-    by TensorFlow's kernels (with token slots 1.25x the mean, not 2x: the gradients of a 1,024-line
-    batch 3.4 -> 2.4 ms of CPU, load 9)."""
+    by TensorFlow's kernels, at a higher CPU cost (benchmarks/README.md, classify)."""
     @tf.custom_gradient
     def gather(params):
         def grad(upstream):

@@ -152,11 +152,11 @@ class GloVe(Objective):
 
     name = "glove"
     # The anchor (with x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation
-    # words (benchmarks/recovery.py --sweep-train; benchmarks/README.md): on 5.1M tokens anchor 8
-    # gave R@10 0.60 (median rank 5), anchors 0.5-16 0.57-0.60; on 1.5M tokens all gave 0.46-0.48.
+    # words (benchmarks/recovery.py --sweep-train): the best on 5.1M tokens, all alike on 1.5M
+    # (benchmarks/README.md, recovery).
     defaults = {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5}
     # Adagrad at 0.1 (same benchmark); sgd at 0.01-0.1 and adam at 0.001-0.03 did worse there
-    # (1.5M tokens: R@10 <= 0.46 and <= 0.48 against adagrad's 0.50).
+    # (benchmarks/README.md, recovery).
     learning_rates = {"adagrad": 0.1}
     settings = ("window", "x_max")
 

@@ -18,14 +18,13 @@ Faruqui's update (his script sweeps the rows in place, Gauss-Seidel; Jacobi has 
 point and is one matmul; a round shrinks the largest distance to it by a factor
 (1 + repel) / (α + 1 + repel) at least).
 
-The antonym term pulls q_i toward -q_j. On GloVe 6B 50d with WordNet (benchmarks/retrofit.py;
-SimLex-999 gain / WordSim-353 change): synonyms alone +0.067 / -0.006; with antonyms at repel 0.3
-+0.104 / -0.008; a hinge on the cosine instead (counter-fitting's, one projection step per round)
-+0.111 / -0.021; larger weights of either trade more WordSim-353 for SimLex-999. The quadratic
-term keeps the update exact and was kept.
+The antonym term pulls q_i toward -q_j: on GloVe 6B 50d with WordNet it raises the SimLex-999 gain
+over synonyms alone about as much as counter-fitting's hinge on the cosine, for less WordSim-353 lost
+(benchmarks/retrofit.py; benchmarks/README.md, retrofit). The quadratic term keeps the update exact
+and was kept.
 
 The closed form is exact where the sparse step would only approach the same minimiser, and takes
-about 1.5 s for 400k rows; so there are no batches, learning rate or checkpoints. Frozen rows are
+seconds (benchmarks/README.md, retrofit); so there are no batches, learning rate or checkpoints. Frozen rows are
 read as neighbours and never written: they pull their neighbours and keep their bits. Lexicon
 words that are not in the vectors are counted and reported, never added.
 """
@@ -137,11 +136,9 @@ def adjacency(lexicon: Lexicon, n: int) -> scipy.sparse.csr_matrix:
 FROZEN_PULL = 2.0
 """How much more a frozen neighbour weighs than a moving one. Two rows that both move each cover
 half the distance between them; a frozen one cannot, so the moving row is given its pull twice
-over, within the same total (1 for synonyms, repel for antonyms). Measured with GloVe's 10,000 most
-frequent rows frozen (benchmarks/README.md, retrofit), SimLex-999 gain at 1 and 2: +0.039 and +0.044
-(WordNet lexicons, repel 0.3), +0.046 and +0.053 (with --similar); at repel 0.5 and --similar
-+0.047, +0.055, and +0.060 at 4, WordSim-353 -0.004, -0.004, -0.006. Without frozen rows it changes
-nothing."""
+over, within the same total (1 for synonyms, repel for antonyms). With GloVe's 10,000 most frequent
+rows frozen, 2 gave a larger SimLex-999 gain than 1 at no WordSim-353 cost (benchmarks/README.md,
+retrofit). Without frozen rows it changes nothing."""
 
 
 def _pull(graph: scipy.sparse.csr_matrix, moving: np.ndarray, frozen: np.ndarray, total: float,

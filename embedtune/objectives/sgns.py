@@ -8,8 +8,8 @@ subsampling (word2vec's formula), a dynamic window (each center draws its reach 
 1..window, so near words count more), windows never crossing a line. Negatives are
 drawn on the host with the batches (numpy, ahead of the step, from a generator seeded by the chunk's
 random state, so that a resumed run draws the same) from a unigram^0.75 table over the training
-vocabulary: TensorFlow's stateful generator and table gather cost 0.32 us a pair on the step's
-thread against 0.08 for numpy on the batch thread (benchmarks/README.md, train_speed). Either per pair
+vocabulary: cheaper on the batch thread than TensorFlow's stateful generator and table gather on the
+step's thread (benchmarks/README.md, train_speed). Either per pair
 (word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
 Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 
@@ -17,8 +17,8 @@ Shared negatives: the K negatives of a group of SHARED_GROUP pairs are scored ag
 centers with one matmul, so the context table gets B + K * B / SHARED_GROUP slices a step instead of
 B * (1 + K); every (center, negative) term of word2vec's loss is still there, only drawn once for
 the group. It halved the CPU of the batch-synchronous step, but costs as much as per-pair's lock-free
-kernel (0.47 against 0.48 us a pair, quiet) and lowers the recovery benchmark's R@10 from 0.56 to 0.27
-(benchmarks/README.md, train_speed), so it is an option, not the default.
+kernel and lowers the recovery benchmark's R@10 (benchmarks/README.md, train_speed), so it is an
+option, not the default.
 """
 
 from __future__ import annotations
@@ -173,8 +173,8 @@ class SkipGram(Objective):
             return np.empty(0, np.int32), np.empty(0, np.int32), seed
         centers, contexts = np.concatenate(centers), np.concatenate(contexts)
         if self.pairs_in_order:
-            # The shuffle was most of the pairs' cost (0.051 -> 0.014 us a pair, of the batch thread's
-            # ~0.16); recovery held without it (benchmarks/README.md, train_speed).
+            # The shuffle was most of the pairs' cost; recovery held without it (benchmarks/README.md,
+            # train_speed).
             return centers, contexts, seed
         order = rng.permutation(len(centers))
         return centers[order], contexts[order], seed
