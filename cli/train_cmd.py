@@ -70,7 +70,7 @@ class StopRequests:
 def workers_bound(ctx, param, value):
     """Click callback of --workers: 1 to the CPU cores this process may use. Each worker is a process
     with its own TensorFlow runtime and at least one thread; more than the cores only take turns
-    (README, "Several workers (`--workers N`, `TF_CONFIG`)")."""
+    (docs/workers.md)."""
     if value is None:
         return None
     from embedtune.distribute import local_cores

@@ -28,7 +28,7 @@ class VocabConfig:
     freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
     min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
     max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
-    init: str = "form-context"          # start of new words: form-context | alacarte | context-mean | random (see README)
+    init: str = "form-context"          # start of new words: form-context | alacarte | context-mean | random (docs/new-words.md)
     lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
     tokenize: str = "auto"              # auto (split punctuation off where the vectors lack the token) | none
     strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
@@ -50,7 +50,7 @@ class TrainConfig:
     min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
     batch_size: int | None = None       # pairs per step (classify: lines); None: the objective's, else DEFAULT_BATCH_SIZE
     optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
-    clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; see README)
+    clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; docs/training.md)
     anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
     repel: float | None = None          # retrofit: weight of the antonym term (None: 0.3; see objectives/retrofit.py)
     x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
@@ -78,7 +78,7 @@ class Config:
     lexicon: str | None = None          # retrofit: synonyms, 'word neighbour ...' per line (Faruqui's format)
     antonyms: str | None = None         # retrofit: antonyms, same format
     valid: str | None = None            # classify: labelled lines to report accuracy on, before and after
-    save_classifier: str | None = None  # classify: write the trained classifier here (README: its format)
+    save_classifier: str | None = None  # classify: write the trained classifier here (docs/classify.md: its format)
     output: str | None = None           # output vectors file; "-" = stdout
     format: str | None = None           # input vectors format (None: detect)
     to: str | None = None               # output format (None: same as the input)
@@ -114,7 +114,7 @@ class Range:
     zero: str = ""
 
     def text(self) -> str:
-        """The range as README and --help say it."""
+        """The range as docs/training.md and --help say it."""
         low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
         return low if self.high in (INT64_MAX, FLOAT32_MAX) else f"{self.low:g} .. {self.high:,}"
 
