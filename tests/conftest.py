@@ -4,7 +4,6 @@
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject.toml): one test process per core, at most 4. Many tests start TensorFlow in
     processes of their own (a worker each under --workers 2), so more would only trade memory for turns."""
-    import os
+    from embedtune.distribute import local_cores   # no TensorFlow: the cores this process may use
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, 4))
+    return max(1, min(local_cores(), 4))
