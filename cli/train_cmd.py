@@ -481,7 +481,8 @@ def open_corpus(config, lowercase: bool, vectors):
 
 def report_classify(result, config) -> None:
     """classify's own lines: labels, skipped lines, --valid before and after; --save-classifier written."""
-    from embedtune.objectives.classify import save_classifier, valid_note
+    from embedtune.objectives.classifier import save_classifier
+    from embedtune.objectives.classify import valid_note
 
     s = result.stats
     message(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} training lines"

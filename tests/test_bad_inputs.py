@@ -694,7 +694,7 @@ def test_a_corpus_that_is_bad_from_its_first_bytes_is_refused_before_the_vectors
     (plain and labelled corpora, --valid) and init. In a fresh process, where TensorFlow is not yet
     imported: the run stops with it still absent. A corpus on standard input is read as before."""
     from embedtune.corpus import Corpus
-    from embedtune.objectives.classify import LabelledCorpus
+    from embedtune.corpus.labelled import LabelledCorpus
 
     folder = Folder(tmp_path)
     good_labelled = folder.file("labelled.txt", "".join(f"__label__x {line}\n" for line in CORPUS_LINES))

@@ -15,7 +15,7 @@ import pytest
 
 from embedtune import train as train_module
 from embedtune.config import resolve
-from embedtune.objectives.classify import LabelledCorpus
+from embedtune.corpus.labelled import LabelledCorpus
 from embedtune.train import Checkpoints, setup
 
 from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, run, with_paths

@@ -125,7 +125,7 @@ def full_read_error(path, reader=Corpus):
 
 
 def labelled_corpus():
-    from embedtune.objectives.classify import LabelledCorpus
+    from embedtune.corpus.labelled import LabelledCorpus
 
     return LabelledCorpus
 

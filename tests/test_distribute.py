@@ -429,7 +429,7 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
     """Each classify worker reads, counts and holds only its own labelled lines; the label index, the
     lines and the batch budgets are gathered, the classifier-alone fit sums every share's loss and
     gradient at each iteration: the run equals one process training the same global batches."""
-    from embedtune.objectives.classify import LabelledCorpus
+    from embedtune.corpus.labelled import LabelledCorpus
 
     ((two, s2), (one, s1)), reports = classify_on_two_workers(inputs, glosses, "classify", "random")
     words, written, split = load_text(two)
@@ -457,7 +457,7 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
 
 
 def test_labelled_shares_are_every_nth_line_and_the_others_are_not_decoded(tmp_path):
-    from embedtune.objectives.classify import LabelledCorpus
+    from embedtune.corpus.labelled import LabelledCorpus
 
     path = tmp_path / "labelled.txt"
     # Line 2 (share 1 of 2) is not UTF-8 and line 4 has no label: share 0 decodes neither; share 1 names them.

@@ -193,7 +193,7 @@ class _TookTooLong(Exception):
 def read_with_every_reader(path: str) -> None:
     """Every vectors format (detected and each by name, bad UTF-8 refused and replaced), the corpus
     (plain and tokenized), labelled lines, and both commands' early checks of a corpus."""
-    from embedtune.objectives.classify import LabelledCorpus
+    from embedtune.corpus.labelled import LabelledCorpus
 
     def whole(reader, **options):
         with reader(path, **options) as corpus:

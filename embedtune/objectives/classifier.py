@@ -1,0 +1,238 @@
+"""The classifier of the classify objective (fastText's supervised model): the mean of a line's
+feature vectors -> a linear layer -> softmax over the labels, or one sigmoid per label; its file
+format (--save-classifier), its fit on fixed vectors (scipy's L-BFGS, alone or summed over workers'
+shares) and its scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtune._tf import lazy as tf
+
+from embedtune.errors import EmbedtuneError
+
+FIT_ITERATIONS = 100   # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
+FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on separable labels
+
+
+@dataclass
+class Classifier:
+    """labels : [L] as written; weights : float32 [L, dim]; bias : float32 [L]; one_vs_all : sigmoid
+    per label (True) or softmax (False); ngrams : [G] the word n-grams that are features (words
+    joined by one space), ngram_vectors : float32 [G, dim] their rows (--word-ngrams; none by default)."""
+
+    labels: list[str]
+    weights: np.ndarray
+    bias: np.ndarray
+    one_vs_all: bool = False
+    ngrams: list[str] = field(default_factory=list)
+    ngram_vectors: np.ndarray | None = None
+
+    @property
+    def word_ngrams(self) -> int:
+        """The longest n-gram (1: words only)."""
+        return max((g.count(" ") + 1 for g in self.ngrams), default=1)
+
+    def scores(self, means: np.ndarray) -> np.ndarray:
+        """[n, L] logits of mean vectors [n, dim]."""
+        return (tf.matmul(means, self.weights, transpose_b=True) + self.bias).numpy()   # see fit_classifier
+
+
+def predict(classifier: Classifier, means: np.ndarray) -> np.ndarray:
+    """[n] the top label's index for each mean vector [n, dim]."""
+    return np.argmax(classifier.scores(means), axis=1)
+
+
+def save_classifier(classifier: Classifier, path: str) -> None:
+    """Write ``labels dim`` then ``label bias w1 ... wdim`` per label (float32, shortest text that
+    reads back to the same bits), UTF-8, to a temporary file renamed into place. With n-grams the
+    header is ``labels dim ngrams``, and after the labels come the n-gram rows, ``word word v1 ... vdim``
+    (an n-gram's words, then its row)."""
+    from embedtune.formats.io import open_target
+    from embedtune.formats.text import render_lines
+
+    n, dim = classifier.weights.shape
+    with open_target(path) as f:
+        f.write((f"{n} {dim}" + (f" {len(classifier.ngrams)}" if classifier.ngrams else "") + "\n").encode())
+        # The vectors' text writer's lines (shortest %g a value): numpy's str a value was slow on the
+        # benchmark's bigram rows (benchmarks/README.md, classify).
+        f.write(render_lines(classifier.labels, np.concatenate([classifier.bias[:, None], classifier.weights], axis=1)))
+        if classifier.ngrams:
+            f.write(render_lines(classifier.ngrams, classifier.ngram_vectors))
+
+
+def load_classifier(path: str) -> Classifier:
+    """Read a file written by ``save_classifier``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.readline().split()
+            if len(head) not in (2, 3) or not all(h.isdigit() for h in head):
+                raise EmbedtuneError("the header should be 'labels dim' (or 'labels dim ngrams'), numbers", path, 1)
+            n, dim, n_grams = (*map(int, head), 0)[:3]
+            labels, rows, grams, gram_rows = [], [], [], []
+            for number, line in enumerate(f, 2):
+                fields = line.split()
+                if len(rows) < n:
+                    if len(fields) != dim + 2:
+                        raise EmbedtuneError(f"{len(fields) - 1} values, header says {dim + 1} (bias and {dim} "
+                                             "weights)", path, number)
+                    labels.append(fields[0])
+                    values, into = fields[1:], rows
+                else:
+                    if len(fields) < dim + 2:
+                        raise EmbedtuneError(f"an n-gram row of {len(fields)} fields: two words or more, then "
+                                             f"{dim} values", path, number)
+                    grams.append(" ".join(fields[:-dim]))
+                    values, into = fields[-dim:], gram_rows
+                try:
+                    into.append(np.array(values, np.float32))
+                except ValueError:
+                    raise EmbedtuneError("a value is not a number", path, number) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise EmbedtuneError(f"cannot read: {err}", path) from None
+    if len(rows) != n:
+        raise EmbedtuneError(f"{len(rows)} labels, header says {n}", path)
+    if len(grams) != n_grams:
+        raise EmbedtuneError(f"{len(grams)} n-gram rows, header says {n_grams}", path)
+    table = np.stack(rows) if rows else np.zeros((0, dim + 1), np.float32)
+    return Classifier(labels, table[:, 1:], table[:, 0], ngrams=grams,
+                      ngram_vectors=np.stack(gram_rows) if gram_rows else None)
+
+
+def _summed_cross_entropy(X, W, b, Y, one_vs_all: bool) -> tf.Tensor:
+    """The classifier's cross-entropy of targets Y over inputs X, summed over the lines."""
+    Z = tf.matmul(X, W, transpose_b=True) + b
+    if one_vs_all:
+        return tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
+    return tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
+
+
+def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
+                   iterations: int = FIT_ITERATIONS, l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+    """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
+    cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
+
+    L-BFGS (scipy) on a loss and gradient computed by TensorFlow: numpy's matmuls (OpenBLAS) were far
+    slower on a loaded machine (benchmarks/README.md, classify). On the WordNet noun glosses validation
+    accuracy reaches its plateau within about 100 iterations (benchmarks/README.md)."""
+    import scipy.optimize
+
+    L, dim = targets.shape[1], means.shape[1]
+    X, Y = tf.constant(means, tf.float32), tf.constant(targets, tf.float32)
+    n = float(len(means))
+
+    def loss_and_grad(params):
+        W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
+        with tf.GradientTape() as tape:
+            tape.watch([W, b])
+            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all) / n + 0.5 * l2 * tf.reduce_sum(W * W)
+        gW, gb = tape.gradient(loss, [W, b])
+        return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
+
+    step = tf.function(loss_and_grad, autograph=False)
+
+    def fun(params):
+        loss, grad = step(tf.constant(params, tf.float32))
+        return float(loss), grad.numpy().astype(np.float64)
+
+    result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
+                                     options={"maxiter": iterations})
+    return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+
+
+def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_all: bool, n_lines: int,
+                             sum_arrays, iterations: int = FIT_ITERATIONS,
+                             l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+    """``fit_classifier``'s fit over lines held in shares (a multi-worker run: each worker its own).
+
+    parts : (means [n_k, dim], targets [n_k, L]) of each share held here; n_lines : the lines of all
+    shares. At each L-BFGS iteration each share's summed cross-entropy and its gradient are computed
+    apart and ``sum_arrays`` adds them up over all shares (float64; across workers a ring all-reduce,
+    whose sums every worker receives bit for bit), then the mean and the L2 term are taken: every worker
+    sees the same figures, takes the same steps and ends with the same classifier, without any worker
+    holding every line (what crosses is L * (dim + 1) + 1 float64 an iteration). Equal to
+    ``fit_classifier`` over all the lines up to the order of the sums."""
+    import scipy.optimize
+
+    L, dim = parts[0][1].shape[1], parts[0][0].shape[1]
+    held = [(tf.constant(m, tf.float32), tf.constant(t, tf.float32)) for m, t in parts]
+
+    def share_loss_and_grad(params, X, Y):
+        W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
+        with tf.GradientTape() as tape:
+            tape.watch([W, b])
+            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all)
+        gW, gb = tape.gradient(loss, [W, b])
+        return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
+
+    step = tf.function(share_loss_and_grad, autograph=False)
+
+    def fun(params):
+        p = tf.constant(params, tf.float32)
+        mine = []
+        for X, Y in held:
+            loss, grad = step(p, X, Y)
+            mine.append(np.concatenate([[float(loss)], grad.numpy().astype(np.float64)]))
+        total = sum_arrays(mine)
+        W = params[: L * dim].astype(np.float32).astype(np.float64)
+        grad = total[1:] / n_lines
+        grad[: L * dim] += l2 * W
+        return total[0] / n_lines + 0.5 * l2 * float(W @ W), grad
+
+    result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
+                                     options={"maxiter": iterations})
+    return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+
+
+def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray, ngrams=None) -> np.ndarray:
+    """[n_lines, dim] mean of ``vectors[ids]`` over each line's ids (``starts``: [n_lines + 1]
+    offsets); an empty line's mean is zero. ngrams : (ngram_vectors [G, dim], ids, starts) of the
+    same lines, whose rows count in each line's mean as its words' do (fastText's -wordNgrams)."""
+    import scipy.sparse
+
+    lengths = np.diff(starts)
+    gram_lengths = np.diff(ngrams[2]) if ngrams is not None else 0
+    scale = 1.0 / np.maximum(lengths + gram_lengths, 1)
+    # [n_lines, n_ids] of 1 / length: one sparse product (np.add.at is far slower; init.py's note)
+    mean = scipy.sparse.csr_matrix((np.repeat(scale, lengths), ids, starts), shape=(len(lengths), len(vectors)))
+    means = mean @ vectors.astype(np.float64)
+    if ngrams is not None:
+        table, gram_ids, gram_starts = ngrams
+        mean = scipy.sparse.csr_matrix((np.repeat(scale, gram_lengths), gram_ids, gram_starts),
+                                       shape=(len(lengths), len(table)))
+        means = means + mean @ table.astype(np.float64)
+    return np.asarray(means, np.float32)
+
+
+def word_ngrams(tokens: list[str], n: int) -> list[str]:
+    """A line's word n-grams of 2 to n words, each once an occurrence, words joined by a space (fastText's
+    -wordNgrams takes every token of the line, known word or not: so does this)."""
+    return [" ".join(tokens[i:i + k]) for k in range(2, n + 1) for i in range(len(tokens) - k + 1)]
+
+
+def text_means(classifier: Classifier, vectors: np.ndarray, index: dict, lines: list[list[str]]) -> np.ndarray:
+    """[n, dim] the classifier's input for token lines: the mean of the rows of their words in ``index``
+    (word -> row of ``vectors``) and of their n-grams the classifier has, as the run computed it."""
+    ids = [[index[w] for w in tokens if w in index] for tokens in lines]
+    starts = np.cumsum([0] + [len(i) for i in ids])
+    ngrams = None
+    if classifier.ngrams:
+        gram_index = {g: i for i, g in enumerate(classifier.ngrams)}
+        gram_ids = [[gram_index[g] for g in word_ngrams(tokens, classifier.word_ngrams) if g in gram_index]
+                    for tokens in lines]
+        ngrams = (classifier.ngram_vectors, np.asarray([i for g in gram_ids for i in g], np.int64),
+                  np.cumsum([0] + [len(g) for g in gram_ids]))
+    return line_means(vectors, np.asarray([i for line in ids for i in line], np.int64), starts, ngrams)
+
+
+def scores(classifier: Classifier, means: np.ndarray, gold: list[list[int]]) -> dict:
+    """fastText's test figures: P@1 (= accuracy with one label a line) and R@1 over ``gold`` label sets."""
+    n = len(gold)
+    if not n:
+        return {"lines": 0, "accuracy": None, "precision_at_1": None, "recall_at_1": None}
+    top = predict(classifier, means)
+    hits = sum(int(t in g) for t, g in zip(top, gold))
+    return {"lines": n, "accuracy": hits / n, "precision_at_1": hits / n,
+            "recall_at_1": hits / sum(map(len, gold))}
