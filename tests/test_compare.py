@@ -11,7 +11,8 @@ from gensim.test.utils import datapath
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embedtune import compare
+from embedtune.compare import diff as diff_module
+from embedtune.compare import evaluation as evaluation_module
 from embedtune.compare import (
     Evaluation,
     check_frozen,
@@ -120,13 +121,13 @@ def test_diff_finds_exactly_the_changed_rows(n, data, chunk, shuffle):
         matrix[i, i % 5] = np.nextafter(matrix[i, i % 5], np.float32(np.inf))  # the smallest change there is
     order = np.random.default_rng(n).permutation(n) if shuffle else np.arange(n)
     b = Vectors([a.words[i] for i in order], matrix[order])
-    old_chunk = compare.CHUNK_ROWS
-    compare.CHUNK_ROWS = chunk
+    old_chunk = diff_module.CHUNK_ROWS
+    diff_module.CHUNK_ROWS = chunk
     try:
         d = diff_vectors(a, b, top=n)
         frozen = check_frozen(a, b, a.words)
     finally:
-        compare.CHUNK_ROWS = old_chunk
+        diff_module.CHUNK_ROWS = old_chunk
     expected = {a.words[i] for i in changed}
     assert d.changed == len(changed) and d.identical == n - len(changed)
     assert {m.word for m in d.most_moved} == expected
@@ -205,9 +206,9 @@ def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim
 def test_analogies_in_small_batches_and_tiles_equal_gensims(glove, gensim_glove, monkeypatch, case_insensitive):
     """Batches, vocabulary tiles and first thresholds cut at odd places give gensim's answers
     question by question (tiles of 997 rows: an answer is often in a later tile than the seed)."""
-    monkeypatch.setattr(compare, "ANALOGY_BATCH", 37)
-    monkeypatch.setattr(compare, "TILE_ROWS", 997)
-    monkeypatch.setattr(compare, "SEED_ROWS", 50)
+    monkeypatch.setattr(evaluation_module, "ANALOGY_BATCH", 37)
+    monkeypatch.setattr(evaluation_module, "TILE_ROWS", 997)
+    monkeypatch.setattr(evaluation_module, "SEED_ROWS", 50)
     path = datapath("questions-words.txt")
     score, sections = _gensim_sections(gensim_glove, path, 4000, case_insensitive)
     ours = evaluate_analogies(glove, path, restrict_vocab=4000, case_insensitive=case_insensitive)
