@@ -392,15 +392,15 @@ def test_logdir_holds_tensorboard_scalars_at_the_loss_points(files, tmp_path):
 def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path, monkeypatch):
     """Issue 11.10: the check reads the frozen rows back from the bytes written, so a fault in writing
     (here: the formatter prints one frozen value wrong) is caught, not reported as 'no change'."""
-    import embedtune.formats.text as text
+    import embedtune.formats.textwrite as textwrite
 
-    render = text._render_lines
+    render = textwrite._render_lines
 
     def wrong_first_value(words, rows, digits_hint=0):
         data, digits = render(words, rows, digits_hint)
         return data.replace(b"the 0.418 ", b"the 0.419 ", 1), digits
 
-    monkeypatch.setattr(text, "_render_lines", wrong_first_value)
+    monkeypatch.setattr(textwrite, "_render_lines", wrong_first_value)
     output = tmp_path / "out.txt"
     result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-top", 1000, *FAST])
     assert result.exit_code == 1

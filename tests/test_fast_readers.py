@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedtune import EmbedtuneError, load_vectors
-from embedtune.formats import binary, floatparse, text
+from embedtune.formats import binary, floatparse, textparse
 from embedtune.formats.io import Source
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
@@ -69,7 +69,7 @@ def test_decimals_parse_to_the_correctly_rounded_double(seed):
 
 def _loadtxt_reference(body: bytes, dim: int):
     n = body.count(b"\n")
-    return text._parse_loadtxt(body, dim, n)
+    return textparse.parse_loadtxt(body, dim, n)
 
 
 def test_columns_parser_equals_numpy_reader_on_glove_in_small_pieces(monkeypatch):
@@ -77,8 +77,8 @@ def test_columns_parser_equals_numpy_reader_on_glove_in_small_pieces(monkeypatch
     body = b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:3000])
     words, matrix = _loadtxt_reference(body, 50)
     for piece in (1 << 20, 4096, 700):
-        monkeypatch.setattr(text, "PIECE_BYTES", piece)
-        got_words, got = text._parse_columns(body, 50, body.count(b"\n"))
+        monkeypatch.setattr(textparse, "PIECE_BYTES", piece)
+        got_words, got = textparse.parse_columns(body, 50, body.count(b"\n"))
         assert got_words == words
         assert np.array_equal(bits(got), bits(matrix)), piece
 
@@ -87,7 +87,7 @@ def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly():
     lines = [b"caf\xc3\xa9 -0.41242 4.0071e-05 +1 .5", b"x1 5. -0 1E3 -.25", b"nan? nan -inf 0.1 2",
              b"\xe6\x97\xa5 123456789012345 -1.5e-45 3.4028235e38 0"]
     body = b"\r\n".join(lines) + b"\r\n"
-    words, matrix = text._parse_columns(body, 4, 4)
+    words, matrix = textparse.parse_columns(body, 4, 4)
     ref_words, ref = _loadtxt_reference(body.replace(b"\r\n", b"\n"), 4)
     assert words == ref_words == ["café", "x1", "nan?", "日"]
     assert np.array_equal(bits(matrix), bits(ref))
@@ -104,8 +104,8 @@ def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly():
     b"new york 1 2\nb 3 4\n",     # a word with a space
 ])
 def test_columns_parser_refuses_what_it_cannot_read_exactly(body):
-    with pytest.raises(text._NotFast):
-        text._parse_columns(body, 2, body.count(b"\n"))
+    with pytest.raises(textparse.NotFast):
+        textparse.parse_columns(body, 2, body.count(b"\n"))
 
 
 def test_columns_parser_hands_files_full_of_exponents_to_numpy(monkeypatch):
@@ -113,9 +113,9 @@ def test_columns_parser_hands_files_full_of_exponents_to_numpy(monkeypatch):
     rng = np.random.default_rng(0)
     values = rng.standard_normal((200, 8)).astype(np.float32)
     body = b"".join(b"w%d " % i + b" ".join(b"%.6e" % v for v in row) + b"\n" for i, row in enumerate(values))
-    with pytest.raises(text._NotFast):
-        text._parse_columns(body, 8, 200)
-    words, matrix = text._parse_fast(body, 8, 200)
+    with pytest.raises(textparse.NotFast):
+        textparse.parse_columns(body, 8, 200)
+    words, matrix = textparse.parse_fast(body, 8, 200)
     assert words == ["w%d" % i for i in range(200)]
     assert np.array_equal(bits(matrix), bits(np.array([[float(b"%.6e" % v) for v in row] for row in values])))
 

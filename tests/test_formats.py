@@ -634,7 +634,7 @@ def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path)
 def test_text_written_on_threads_is_byte_identical_to_one_thread(tmp_path, monkeypatch, fmt):
     """Blocks are rendered on several threads ahead of the writer and written in order: the same bytes
     as one thread, on a file of many blocks with awkward values spread through it."""
-    import embedtune.formats.text as text
+    import embedtune.formats.textwrite as textwrite
 
     base = load_vectors(SAMPLE, limit=12000)   # 10 blocks of 1,310 rows at 50 dimensions
     matrix = base.matrix.copy()
@@ -646,8 +646,8 @@ def test_text_written_on_threads_is_byte_identical_to_one_thread(tmp_path, monke
     vectors = Vectors(base.words, matrix)
     outputs = {}
     for threads in (1, 2, 4):
-        monkeypatch.setattr(text, "WRITE_THREADS", threads)
-        monkeypatch.setattr(text, "_write_threads", lambda: threads)
+        monkeypatch.setattr(textwrite, "WRITE_THREADS", threads)
+        monkeypatch.setattr(textwrite, "_write_threads", lambda: threads)
         seen = []
         save_vectors(vectors, tmp_path / f"t{threads}", fmt, on_written=lambda a, b, r: seen.append((a, b, r.copy())))
         outputs[threads] = (tmp_path / f"t{threads}").read_bytes()
@@ -682,9 +682,9 @@ def test_only_blocks_holding_a_checked_row_are_read_back(tmp_path, fmt):
 def test_an_error_in_on_written_on_a_threaded_write_leaves_no_file(tmp_path, monkeypatch):
     """A check that fails on a later block (while other blocks are being rendered ahead) stops the
     write: the error reaches the caller and no output or temporary file is left."""
-    import embedtune.formats.text as text
+    import embedtune.formats.textwrite as textwrite
 
-    monkeypatch.setattr(text, "_write_threads", lambda: 4)
+    monkeypatch.setattr(textwrite, "_write_threads", lambda: 4)
     base = load_vectors(SAMPLE, limit=12000)
 
     def fail_at_block_5(start, stop, rows):

@@ -26,7 +26,9 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.binary import read_binary, write_binary
 from embedtune.formats.io import Source, display_name, open_source, open_target
-from embedtune.formats.text import NUMBER, TextReader, parse_header, write_text
+from embedtune.formats.text import TextReader, parse_header
+from embedtune.formats.textparse import NUMBER
+from embedtune.formats.textwrite import write_text
 from embedtune.vectors import Vectors
 
 __all__ = [

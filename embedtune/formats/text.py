@@ -22,46 +22,26 @@ the exact error and line.
 
 from __future__ import annotations
 
-import collections
-import io
-import itertools
 import multiprocessing
 import os
 import re
 import signal
 import stat
-import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats import floatparse
-from embedtune.formats.floattext import format_slots
 from embedtune.formats.io import UTF8_BOM, check_header_fits, new_matrix
+from embedtune.formats.textparse import NUMBER, NotFast, nth_newline, parse_fast
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
-PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
 MAX_PROCESSES = 8
-# Writing renders blocks on threads (numpy releases the GIL in its array loops; the words, the
-# shortest-form fallback and the NUL squeeze hold it). The gain needs a free core
-# (benchmarks/README.md, classify).
-WRITE_THREADS = 4
-WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 _SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
-# what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
-NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
-                    re.IGNORECASE)
-ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
-
-
-class _NotFast(Exception):
-    """The block needs the per-line reader."""
 
 
 def parse_header(line: bytes, name: str):
@@ -169,7 +149,7 @@ class TextReader:
                 body = body + b"\n" if body else b""
             if wanted is not None and rows + n_body > wanted:
                 take = wanted - rows
-                cut = _nth_newline(body, take)
+                cut = nth_newline(body, take)
                 if exact_count and body[cut + 1:].strip():
                     raise EmbedtuneError(
                         f"more rows than the header says (expected {count}, got at least {count + 1})",
@@ -321,8 +301,8 @@ class TextReader:
     def _parse_lines(self, body: bytes, line: int, n: int):
         """body: n whole lines, each ending in a newline -> (words, float32 [n, dim])."""
         try:
-            return _parse_fast(body, self.dim, n)
-        except (ValueError, _NotFast):
+            return parse_fast(body, self.dim, n)
+        except (ValueError, NotFast):
             pass
         if n <= SLOW_LINES:
             return self._parse_slow(body, line)
@@ -470,237 +450,3 @@ def _cuts(path: str, start: int, size: int, parts: int):
             cuts.append(cut)
     cuts.append(size)
     return cuts
-
-
-def _parse_fast(body: bytes, dim: int, n: int):
-    """n whole lines of a word and dim values each -> (words, float32 [n, dim]); ValueError or _NotFast
-    when the block needs the careful reader (the caller then splits it, down to single lines)."""
-    first = body[:body.find(b"\n") + 1]
-    if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
-        body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
-    try:
-        return _parse_columns(body, dim, n)
-    except _NotFast:
-        return _parse_loadtxt(body, dim, n)
-
-
-def _parse_columns(body: bytes, dim: int, n: int):
-    """The common case: every line is a word, then dim values, each after one space (floatparse.py).
-    Faster than np.loadtxt on GloVe (benchmarks/README.md, io); _NotFast for anything else."""
-    if b"\r" in body:
-        body = body.replace(b"\r\n", b"\n")
-        if b"\r" in body:
-            raise _NotFast
-    # 16 bytes of padding: floatparse looks at the 16 bytes that end where a value ends
-    text = np.empty(len(body) + floatparse.WIDTH, np.uint8)
-    text[:floatparse.WIDTH] = ord("0")
-    text[floatparse.WIDTH:] = np.frombuffer(body, np.uint8)
-    matrix = np.empty((n, dim), np.float32)
-    words = []
-    row = 0
-    start = floatparse.WIDTH
-    while start < text.size:
-        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - floatparse.WIDTH) + 1 + floatparse.WIDTH
-        k = _parse_piece(body, text, start, stop, dim, matrix[row:], words)
-        row += k
-        start = stop
-    if row != n:
-        raise _NotFast
-    return words, matrix
-
-
-def _parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) -> int:
-    """The lines in text[start:stop] (body after 16 bytes of padding) into out[:k] and words; -> k, the
-    number of lines."""
-    piece = text[start:stop]
-    seps = np.flatnonzero((piece == 32) | (piece == 10))
-    k = seps.size // (dim + 1)
-    if seps.size != k * (dim + 1) or k == 0:
-        raise _NotFast
-    rows = seps.reshape(k, dim + 1)
-    # each line's last separator a newline: then every line has exactly dim spaces
-    if not (piece[rows[:, dim]] == 10).all() or rows[-1, dim] != piece.size - 1:
-        raise _NotFast
-    line_starts = np.empty(k, np.intp)
-    line_starts[0] = 0
-    line_starts[1:] = rows[:-1, dim] + 1
-    if (rows[:, 0] <= line_starts).any():  # an empty word (the line starts with a space)
-        raise _NotFast
-    lengths = np.empty(seps.size, np.intp)
-    np.subtract(seps[1:], seps[:-1], out=lengths[:-1])
-    lengths = lengths.reshape(k, dim + 1)[:, :dim].ravel() - 1
-    ends = rows[:, 1:].ravel() + start
-    values = np.empty(k * dim, np.float64)
-    odd = floatparse.parse_decimals(text, ends, lengths, values)
-    if odd.size:
-        # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed
-        if odd.size > max(64, values.size >> 6):
-            raise _NotFast
-        for i in odd.tolist():
-            token = text[ends[i] - lengths[i]:ends[i]].tobytes()
-            if not NUMBER.fullmatch(token):
-                raise _NotFast
-            values[i] = float(token)
-    with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
-        out[:k] = values.reshape(k, dim)
-    # the words: a slice per line (cheaper than a mask and cumsum over the bytes; benchmarks/README.md, io)
-    base = start - floatparse.WIDTH
-    joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
-    try:
-        piece_words = joined.decode("utf-8").split(" ")
-    except UnicodeDecodeError:
-        raise _NotFast from None
-    words.extend(piece_words)
-    return k
-
-
-def _parse_loadtxt(body: bytes, dim: int, n: int):
-    words = []
-    add = words.append
-
-    def word_column(text):
-        add(text)
-        return 0.0
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        table = np.loadtxt(io.BytesIO(body), dtype=np.float32, delimiter=" ", comments=None, quotechar=None,
-                           encoding="utf-8", converters={0: word_column}, ndmin=2)
-    # loadtxt skips blank lines and splits at a lone '\r': the row count catches both
-    if table.shape != (n, dim + 1) or len(words) != n:
-        raise _NotFast
-    return words, table[:, 1:]
-
-
-def _nth_newline(body: bytes, k: int) -> int:
-    """Index of the k-th newline (k >= 1), or -1 for k == 0."""
-    if k == 0:
-        return -1
-    return int(np.flatnonzero(np.frombuffer(body, np.uint8) == 10)[k - 1])
-
-
-def check_text_words(words, name):
-    """Words that would not read back as themselves are refused before anything is written."""
-    for row, word in enumerate(words):
-        if not word or word != word.strip(ASCII_SPACE) or "\n" in word or "\r" in word:
-            raise EmbedtuneError(
-                f"cannot write word {word!r} (row {row + 1}): a word cannot be empty, start or end "
-                f"with whitespace, or contain a line break", name)
-        parts = word.split(" ")
-        if len(parts) > 1 and NUMBER.fullmatch(parts[-1].encode("utf-8", "replace")):
-            raise EmbedtuneError(
-                f"cannot write word {word!r} (row {row + 1}): a word with spaces cannot end in a number, "
-                f"it would read back as an extra value", name)
-
-
-def write_text(vectors, out, *, header: bool, name: str, progress=None, on_written=None, check_rows=None) -> None:
-    """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked.
-
-    vectors : Vectors or anything with `words`, `dim` and `block(start, stop)` (read a block at a time).
-    on_written : if given, called as on_written(start, stop, rows) with each block's rows as they read
-        back from the very text written (float32 [stop - start, dim]); this parses the output once more.
-    check_rows : bool [<= n], the rows on_written needs read back (None: every row); a block with none
-        of them is not parsed again and on_written is not called for it.
-
-    Blocks are rendered (and read back) on up to WRITE_THREADS threads, a few blocks ahead of the
-    writer, and written in order: the text is the same as from one thread.
-    """
-    words = vectors.words
-    n, dim = len(words), vectors.dim
-    check_text_words(words, name)
-    if header:
-        out.write(b"%d %d\n" % (n, dim))
-    rows_per_block = max(1, (1 << 16) // max(dim, 1))
-    blocks = [(start, min(n, start + rows_per_block)) for start in range(0, n, rows_per_block)]
-
-    def render(block, digits):
-        start, stop = block
-        text, digits = _render_lines(words[start:stop], vectors.block(start, stop), digits)
-        wanted = on_written is not None and (check_rows is None or bool(np.any(check_rows[start:stop])))
-        return text, _read_back(text, dim, stop - start) if wanted else None, digits
-
-    def emit(block, text, rows):
-        out.write(text)
-        if rows is not None:
-            on_written(block[0], block[1], rows)
-        if progress is not None:
-            progress(block[1], n)
-
-    threads = min(_write_threads(), len(blocks) - 1)
-    digits = 0  # most values of a file need the same number of digits: tell the next block
-    if threads <= 1:
-        for block in blocks:
-            text, rows, digits = render(block, digits)
-            emit(block, text, rows)
-        return
-    # A block's hint is the digit count of the last block written when it is handed out: the hint only
-    # saves work (the text is the same), but a stale one costs it (the first rows of a table are the
-    # most frequent words, trained to 9 digits in most runs: held as every block's hint, it slowed the
-    # rendering of GloVe's 5-digit rest; benchmarks/README.md, io).
-    text, rows, digits = render(blocks[0], digits)
-    emit(blocks[0], text, rows)
-    rest = iter(blocks[1:])
-    with ThreadPoolExecutor(threads) as pool:
-        try:
-            pending = collections.deque((block, pool.submit(render, block, digits))
-                                        for block in itertools.islice(rest, threads * WRITE_AHEAD))
-            while pending:
-                block, future = pending.popleft()
-                text, rows, digits = future.result()
-                emit(block, text, rows)
-                following = next(rest, None)
-                if following is not None:
-                    pending.append((following, pool.submit(render, following, digits)))
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-
-
-def _write_threads() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (OSError, AttributeError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, WRITE_THREADS))
-
-
-def _read_back(text: bytes, dim: int, n: int) -> np.ndarray:
-    """float32 [n, dim]: the values of n lines as written, parsed as the reader parses them."""
-    try:
-        return _parse_fast(text, dim, n)[1]
-    except (ValueError, _NotFast):  # words with spaces: the last dim fields are the values
-        lines = text.split(b"\n")[:n]
-        return np.array([line.rsplit(b" ", dim)[1:] for line in lines], np.float64).astype(np.float32)
-
-
-def render_lines(words, rows) -> bytes:
-    """Text lines ``word v1 ... vdim`` for words [k] and rows [k, dim], as the vectors are written
-    (float32, the shortest %g text that reads back to the same bits), a block at a time."""
-    block = max(1, (1 << 16) // max(rows.shape[1], 1))
-    parts, digits = [], 0   # most values need the same number of digits: each block tells the next
-    for start in range(0, len(words), block):
-        text, digits = _render_lines(words[start:start + block], rows[start:start + block], digits)
-        parts.append(text)
-    return b"".join(parts)
-
-
-def _render_lines(words, rows, digits_hint=0):
-    """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count)."""
-    k, dim = rows.shape
-    encoded = [w.encode("utf-8") for w in words]
-    values = np.ascontiguousarray(rows, dtype=np.float32).ravel()
-    lo = np.empty(values.size, np.uint64)
-    hi = np.empty(values.size, np.uint64)
-    digits = format_slots(values, lo, hi, digits_hint) if values.size else digits_hint
-    joined = b"".join(encoded)
-    if b"\0" in joined:  # the padding is squeezed out as NULs, so such words go line by line
-        slots = np.stack([lo, hi], axis=1).reshape(k, dim * 2)
-        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots)), digits
-    # one row of uint64 per line: the word (NUL padded), 2 per value, then the newline
-    width = (max(map(len, encoded)) + 7) // 8
-    lines = np.zeros((k, width + 2 * dim + 1), np.uint64)
-    lines[:, :width] = np.array(encoded, dtype=f"S{8 * width}").view(np.uint64).reshape(k, width)
-    lines[:, width:width + 2 * dim:2] = lo.reshape(k, dim)
-    lines[:, width + 1:width + 2 * dim:2] = hi.reshape(k, dim)
-    lines[:, -1] = ord("\n")
-    return lines.tobytes().translate(None, b"\0"), digits

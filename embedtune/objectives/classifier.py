@@ -51,7 +51,7 @@ def save_classifier(classifier: Classifier, path: str) -> None:
     header is ``labels dim ngrams``, and after the labels come the n-gram rows, ``word word v1 ... vdim``
     (an n-gram's words, then its row)."""
     from embedtune.formats.io import open_target
-    from embedtune.formats.text import render_lines
+    from embedtune.formats.textwrite import render_lines
 
     n, dim = classifier.weights.shape
     with open_target(path) as f:

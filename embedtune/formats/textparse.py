@@ -1,0 +1,130 @@
+"""Parsing a block of whole text lines (a word and DIM values each) into words and a float32 matrix:
+the fast paths (floatparse.py on whole arrays, numpy's columns, ``np.loadtxt``) that text.py's reader and
+textwrite.py's read-back both use."""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+
+import numpy as np
+
+from embedtune.formats import floatparse
+
+# what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
+NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
+                    re.IGNORECASE)
+ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
+PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
+
+
+class NotFast(Exception):
+    """The block needs the per-line reader."""
+
+
+def parse_fast(body: bytes, dim: int, n: int):
+    """n whole lines of a word and dim values each -> (words, float32 [n, dim]); ValueError or NotFast
+    when the block needs the careful reader (the caller then splits it, down to single lines)."""
+    first = body[:body.find(b"\n") + 1]
+    if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
+        body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
+    try:
+        return parse_columns(body, dim, n)
+    except NotFast:
+        return parse_loadtxt(body, dim, n)
+
+
+def parse_columns(body: bytes, dim: int, n: int):
+    """The common case: every line is a word, then dim values, each after one space (floatparse.py).
+    Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for anything else."""
+    if b"\r" in body:
+        body = body.replace(b"\r\n", b"\n")
+        if b"\r" in body:
+            raise NotFast
+    # 16 bytes of padding: floatparse looks at the 16 bytes that end where a value ends
+    text = np.empty(len(body) + floatparse.WIDTH, np.uint8)
+    text[:floatparse.WIDTH] = ord("0")
+    text[floatparse.WIDTH:] = np.frombuffer(body, np.uint8)
+    matrix = np.empty((n, dim), np.float32)
+    words = []
+    row = 0
+    start = floatparse.WIDTH
+    while start < text.size:
+        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - floatparse.WIDTH) + 1 + floatparse.WIDTH
+        k = parse_piece(body, text, start, stop, dim, matrix[row:], words)
+        row += k
+        start = stop
+    if row != n:
+        raise NotFast
+    return words, matrix
+
+
+def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) -> int:
+    """The lines in text[start:stop] (body after 16 bytes of padding) into out[:k] and words; -> k, the
+    number of lines."""
+    piece = text[start:stop]
+    seps = np.flatnonzero((piece == 32) | (piece == 10))
+    k = seps.size // (dim + 1)
+    if seps.size != k * (dim + 1) or k == 0:
+        raise NotFast
+    rows = seps.reshape(k, dim + 1)
+    # each line's last separator a newline: then every line has exactly dim spaces
+    if not (piece[rows[:, dim]] == 10).all() or rows[-1, dim] != piece.size - 1:
+        raise NotFast
+    line_starts = np.empty(k, np.intp)
+    line_starts[0] = 0
+    line_starts[1:] = rows[:-1, dim] + 1
+    if (rows[:, 0] <= line_starts).any():  # an empty word (the line starts with a space)
+        raise NotFast
+    lengths = np.empty(seps.size, np.intp)
+    np.subtract(seps[1:], seps[:-1], out=lengths[:-1])
+    lengths = lengths.reshape(k, dim + 1)[:, :dim].ravel() - 1
+    ends = rows[:, 1:].ravel() + start
+    values = np.empty(k * dim, np.float64)
+    odd = floatparse.parse_decimals(text, ends, lengths, values)
+    if odd.size:
+        # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed
+        if odd.size > max(64, values.size >> 6):
+            raise NotFast
+        for i in odd.tolist():
+            token = text[ends[i] - lengths[i]:ends[i]].tobytes()
+            if not NUMBER.fullmatch(token):
+                raise NotFast
+            values[i] = float(token)
+    with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
+        out[:k] = values.reshape(k, dim)
+    # the words: a slice per line (cheaper than a mask and cumsum over the bytes; benchmarks/README.md, io)
+    base = start - floatparse.WIDTH
+    joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
+    try:
+        piece_words = joined.decode("utf-8").split(" ")
+    except UnicodeDecodeError:
+        raise NotFast from None
+    words.extend(piece_words)
+    return k
+
+
+def parse_loadtxt(body: bytes, dim: int, n: int):
+    words = []
+    add = words.append
+
+    def word_column(text):
+        add(text)
+        return 0.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = np.loadtxt(io.BytesIO(body), dtype=np.float32, delimiter=" ", comments=None, quotechar=None,
+                           encoding="utf-8", converters={0: word_column}, ndmin=2)
+    # loadtxt skips blank lines and splits at a lone '\r': the row count catches both
+    if table.shape != (n, dim + 1) or len(words) != n:
+        raise NotFast
+    return words, table[:, 1:]
+
+
+def nth_newline(body: bytes, k: int) -> int:
+    """Index of the k-th newline (k >= 1), or -1 for k == 0."""
+    if k == 0:
+        return -1
+    return int(np.flatnonzero(np.frombuffer(body, np.uint8) == 10)[k - 1])
