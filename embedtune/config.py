@@ -119,8 +119,10 @@ INIT_RANGES = {
 
 
 # --- the dataclasses, built from the declarations on first use --------------------------------------
+# First use, not import: the registry loads objectives from other packages (entry points), whose
+# modules may import this one's functions.
 _built: dict = {}
-_building: set = set()
+_state = {"building": False}
 _LAZY = ("Config", "VocabConfig", "TrainConfig", "RANGES")
 
 
@@ -137,11 +139,11 @@ def owners() -> dict[tuple[str, str], str]:
 def _classes() -> dict:
     if _built:
         return _built
-    if _building or registry.loading():
+    if _state["building"] or registry.loading():
         # An objective module imported by the registry asked for the dataclasses, which need its keys.
         raise ImportError("embedtune.config's dataclasses are built from the objectives' keys: an objective "
                           "module must not use Config or TrainConfig at import (import them inside functions)")
-    _building.add(True)
+    _state["building"] = True
     try:
         keys, owner = list(KEYS), {}
         seen = {(k.table, k.name): "the shared keys" for k in KEYS}
@@ -153,25 +155,26 @@ def _classes() -> dict:
                 seen[where] = f"objective {name}'s"
                 owner[where] = name
                 keys.append(key)
-        vocab = _dataclass("VocabConfig", [k for k in keys if k.table == "vocab"],
+        vocab = _dataclass("VocabConfig", _fields(keys, "vocab"),
                            "Which rows may move. Freeze rules win over train rules; see embedtune.plan.")
-        train = _dataclass("TrainConfig", [k for k in keys if k.table == "train"],
+        train = _dataclass("TrainConfig", _fields(keys, "train"),
                            "None: decided by the objective (its class's ``defaults``; see ``resolve``).")
-        top = [(k.name, k.annotation, dataclasses.field(default=k.default)) for k in keys if k.table == ""]
-        config = _dataclass("Config", [], "The whole config: the file's top level, [vocab] and [train].", fields_=[
-            *top, ("vocab", vocab, dataclasses.field(default_factory=vocab)),
-            ("train", train, dataclasses.field(default_factory=train))])
+        config = _dataclass("Config", [*_fields(keys, ""), ("vocab", vocab, dataclasses.field(default_factory=vocab)),
+                                       ("train", train, dataclasses.field(default_factory=train))],
+                            "The whole config: the file's top level, [vocab] and [train].")
         ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
         _built.update(Config=config, VocabConfig=vocab, TrainConfig=train, RANGES={**ranges, **INIT_RANGES},
                       keys=tuple(keys), owners=owner, by_key={(k.table, k.name): k for k in keys})
         return _built
     finally:
-        _building.clear()
+        _state["building"] = False
 
 
+def _fields(keys: list[Key], table: str) -> list:
+    return [(k.name, k.annotation, dataclasses.field(default=k.default)) for k in keys if k.table == table]
 
-def _dataclass(name: str, keys: list[Key], doc: str, fields_: list | None = None):
-    fields_ = fields_ or [(k.name, k.annotation, dataclasses.field(default=k.default)) for k in keys]
+
+def _dataclass(name: str, fields_: list, doc: str):
     cls = dataclasses.make_dataclass(name, fields_, frozen=True)
     cls.__module__, cls.__qualname__, cls.__doc__ = __name__, name, doc   # pickled and shown by this name
     return cls

@@ -163,13 +163,21 @@ def test_it_trains_under_two_workers(plugin, tmp_path, corpus):
     assert summary["loss_last"] < summary["loss_first"] and given != default
 
 
-def test_an_entry_point_that_fails_to_load_is_an_error_naming_it(tmp_path):
+@pytest.mark.parametrize("module, why", [
+    ("", "ModuleNotFoundError"),
+    # the config's dataclasses are built from the objectives' keys, this module's included
+    ("from embedtune.config import TrainConfig\n", "must not use Config or TrainConfig at import"),
+])
+def test_an_entry_point_that_fails_to_load_is_an_error_naming_it(tmp_path, module, why):
+    if module:
+        (tmp_path / "broken_objective.py").write_text(module)
     info = tmp_path / "broken-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[embedtune.objectives]\nbroken = no_such_module_here:Broken\n")
+    (info / "entry_points.txt").write_text("[embedtune.objectives]\nbroken = broken_objective:Broken\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     result = embedtune(env, "train", "--help")
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
-    assert line.startswith("Error: objective 'broken' (entry point no_such_module_here:Broken") and "failed to load" in line
+    assert line.startswith("Error: objective 'broken' (entry point broken_objective:Broken") and "failed to load" in line
+    assert why in line

@@ -24,7 +24,8 @@ Adding an objective ``name``:
    built from the objectives' keys.
 3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.train.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
-   (tests/test_objectives.py shows the smallest such objective).
+   (tests/test_objectives.py shows the smallest such objective; tests/test_plugin_objective.py the
+   same with an option of its own, registered by an entry point).
 
 An objective solved in closed form, without a corpus or the loop (retrofit), sets
 ``closed_form = True`` and implements ``fit`` instead of the batch methods.
