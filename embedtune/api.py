@@ -13,8 +13,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from embedtune import config as configs
-from embedtune.config import _build, all_keys, load_config, merge
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
@@ -28,6 +26,8 @@ _NOT_OPTIONS = {"vectors", "corpus", "output", "to"}
 def _option_names() -> dict[str, str]:
     """option name -> the config table it belongs to ("" for the top level): every declared key,
     the shared ones and the registered objectives' own."""
+    from embedtune.config import all_keys   # imports the objectives: `import embedtune` stays light
+
     return {key.name: key.table for key in all_keys() if key.name not in _NOT_OPTIONS}
 
 
@@ -35,6 +35,9 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
     """The Config that ``embedtune train`` builds from these options over ``config`` (a Config, a
     TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
     EmbedtuneError naming the option."""
+    from embedtune import config as configs
+    from embedtune.config import _build, load_config, merge
+
     source = None
     if isinstance(config, (str, os.PathLike)):
         source = str(config)
