@@ -35,8 +35,9 @@ AUTO = registry.AUTO
 
 # Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
 # a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
-# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB of ids). Seeds
-# are numpy's and TensorFlow's common range. Counts that only compare with corpus counts go up to int64.
+# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB
+# of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
+# counts go up to int64.
 KEYS: tuple[Key, ...] = (
     # the file's top level: inputs and outputs (arguments and hand-written options on the command line)
     Key("vectors", str, table="", option=False, help="Pretrained vectors file."),
@@ -262,6 +263,9 @@ def validate(config, source: str | None = None, options: frozenset = frozenset()
 
     source : the config file the values came from; options : names given on the command line,
     which an error names as options (``--window``) rather than as keys of the file.
+    An objective's key declared ``only`` is refused under another objective: a top-level one (a file
+    only that objective reads) at once, "auto" included; a [train] one under "auto" in ``resolve``,
+    which names the objective auto stands for.
     """
     t = config.train
 
