@@ -16,6 +16,7 @@ import click
 
 from embedtune import __version__
 from embedtune.cli.common import closed_pipe, quiet_option
+from embedtune.errors import EmbedtuneError
 
 # command name -> "module:attribute", relative to this package
 COMMANDS = {
@@ -127,6 +128,8 @@ class LazyGroup(click.Group):
             if exc.name == f"{__package__}.{module_name}":
                 return None
             raise
+        except EmbedtuneError as err:   # an objective's entry point that fails to load (train's options)
+            raise click.ClickException(str(err)) from None
         return getattr(module, attr, None)
 
     def _available(self, name):

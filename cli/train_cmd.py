@@ -15,9 +15,10 @@ import click
 from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_inputs_and_outputs, check_pattern,
                                   check_writable_file, check_writable_folder, format_name, load_training_vectors,
                                   message, quiet_option, reader_options, reports_errors, show_progress, write_json)
-from embedtune.config import NEGATIVES, OPTIMIZERS, Config, load_config, merge
+from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
+from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.objectives import CHOICES as OBJECTIVES, check_corpus_start, objective_class
+from embedtune.objectives import check_corpus_start, objective_class
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -83,106 +84,36 @@ def workers_bound(ctx, param, value):
     return value
 
 
-@click.command("train", epilog=RULES_HELP)
+@click.command("train", cls=SectionedCommand, epilog=RULES_HELP)
 @click.argument("vectors", required=False)
 @click.argument("corpus", required=False)
-@click.option("-o", "--output", help="Output vectors file ('-' = standard output).")
-@click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML config (see configs/default.toml); options override it.")
-@click.option("--freeze-list", type=click.Path(), help="File of words to freeze, one per line.")
-@click.option("--train-list", type=click.Path(), help="File of words to train; the rest are frozen.")
-@click.option("--freeze-top", type=int, help="Freeze the first N rows of VECTORS (the most frequent words).")
-@click.option("--freeze-pattern", help="Freeze pretrained words matching this regex.")
-@click.option("--train-pattern", help="Train words matching this regex; the rest are frozen.")
-@click.option("--freeze-pretrained", is_flag=True, default=None, help="Freeze every pretrained row: only new words train.")
-@click.option("--min-count", type=int, help="Add corpus words seen this often as new rows. [default: 5]")
-@click.option("--max-new", type=int, help="Add at most this many new words, most frequent first (0 = all).")
-@click.option("--init", type=click.Choice(["alacarte", "context-mean", "form-context", "random"]),
-              help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
-                   "spelling (form-context: better for rare words), or random. [default: form-context]")
-@click.option("--lowercase", type=click.Choice(["auto", "yes", "no"]),
-              help="Lower-case the corpus; auto follows the vectors (GloVe is lower-case). [default: auto]")
-@click.option("--tokenize", type=click.Choice(["auto", "none"]),
-              help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
-                   "none: whitespace tokens as they are (pre-tokenized corpora). [default: auto]")
-@click.option("--strict-lists", is_flag=True, default=None, help="A list word missing from the vocabulary is an error.")
-@click.option("--objective", type=click.Choice(OBJECTIVES),
-              help="sgns (skip-gram, word2vec's), glove (GloVe's least squares on co-occurrence counts) or "
-                   "retrofit (to --lexicon, no CORPUS) or classify (CORPUS of labelled lines, fastText's "
-                   "supervised format); auto: glove for GloVe-format VECTORS, else sgns. [default: auto]")
-@click.option("--label-prefix", help="classify: tokens starting with this are labels. [default: __label__]")
-@click.option("--word-ngrams", type=int, help="classify: word n-grams up to this length are features too, each a "
-                                              "trainable row of the classifier (never frozen, not in the output "
-                                              "vectors; fastText's -wordNgrams). [default: 1: words only]")
-@click.option("--ngram-min-count", type=int, help="classify: an n-gram becomes a row at this many occurrences in "
-                                                  "the training lines. [default: 1]")
-@click.option("--valid", type=click.Path(), help="classify: labelled lines (same format) to report accuracy on, "
-                                                 "before training (classifier alone) and after.")
-@click.option("--save-classifier", type=click.Path(), help="classify: write the trained classifier here "
-                                                           "('labels dim', then 'label bias w1 ... wdim' a line).")
-@click.option("--lexicon", type=click.Path(), help="retrofit: synonyms, 'word neighbour neighbour ...' per line "
-                                                  "(UTF-8; Faruqui's format; see `embedtune lexicon`).")
-@click.option("--antonyms", type=click.Path(), help="retrofit: antonyms in the same format, pulled apart.")
-@click.option("--repel", type=float, help="retrofit: weight of the antonym term. [default: 0.3]")
-@click.option("--epochs", type=int, help="Passes over the corpus (glove: over the counted pairs; retrofit: rounds "
-                                         "of its update). [default: 5; retrofit: 20]")
-@click.option("--dim", type=int, help="Expected dimension (default: that of VECTORS); a mismatch is an error.")
-@click.option("--window", type=int, help="Maximum context distance. [default: 5 sgns, 10 glove]")
-@click.option("--negative", type=int, help="sgns: negative samples per pair. [default: 5]")
-@click.option("--negatives", type=click.Choice(NEGATIVES),
-              help="sgns: negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs "
-                   "(half the CPU; lower quality on the recovery benchmark). [default: per-pair]")
-@click.option("--x-max", type=float, help="glove: a count x weighs min(1, (x / X_MAX)^0.75). [default: 2]")
-@click.option("--sample", type=float, help="sgns: subsampling threshold for frequent words (0 = off). [default: 1e-3]")
-@click.option("--lr", type=float, help="Starting learning rate, decayed linearly. "
-                                        "[default: 0.025 sgd, 0.05 adagrad (0.1 with glove), 0.001 adam]")
-@click.option("--batch-size", type=int, help="Pairs per step (classify: lines). [default: 4096; classify: 256]")
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS),
-              help="Lazy optimizer (only the batch's rows). [default: sgd for sgns, adagrad for glove, adam for "
-                   "classify]")
-@click.option("--clip-norm", type=float, help="Cap on each row's merged gradient L2 norm per step (0 = none). [default: 0]")
-@click.option("--anchor", "anchor", type=float, metavar="RHO",
-              help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
-                   f"over the steps that read the row (0 = off). [default: 0 sgns, "
-                   f"{objective_class('glove').defaults['anchor']:g} glove; retrofit: alpha of its update, "
-                   f"{objective_class('retrofit').defaults['anchor']:g}]")
-@click.option("--seed", type=int, help="Random seed. [default: 1]")
-@click.option("--threads", type=int,
-              help="CPU threads of TensorFlow's thread pools and of the compiled sgns step (plain sgd, "
-                   "as gensim's workers). [default: 0 = all cores]")
-@click.option("--workers", type=int, metavar="N", callback=workers_bound,
-              help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
-                   "threads; each step's gradients are exchanged. At most the CPU cores this process may "
-                   "use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
-@click.option("--deterministic", is_flag=True, default=None,
-              help="Op determinism, a seeded data order and sgns's batch-synchronous step: two runs give "
-                   "byte-identical files (slower). Without it, plain-sgd sgns with per-pair negatives "
-                   "steps lock-free on --threads threads, as word2vec's do (results vary from run to run).")
-@click.option("--checkpoint-dir", type=click.Path(), help="Write checkpoints to this folder.")
-@click.option("--checkpoint-every", type=int, help="Steps between checkpoints. [default: every 5 minutes]")
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in --checkpoint-dir (a damaged "
-                                              "one is skipped for the one before, with a note).")
-@click.option("--overwrite-checkpoints", is_flag=True,
-              help="A new run (no --resume) deletes the checkpoints it finds in --checkpoint-dir; without it, "
-                   "it refuses such a folder.")
-@click.option("--keep-checkpoints", is_flag=True,
-              help="Keep the checkpoints once the output is written (by default a run that ends deletes them; "
-                   "an interrupted one keeps its newest 3).")
-@click.option("--max-steps", type=int, metavar="N",
-              help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
-@click.option("--max-words", type=int, metavar="N",
-              help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit).")
-@click.option("--logdir", type=click.Path(),
-              help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR.")
-@click.option("--dry-run", is_flag=True,
-              help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
-                   "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
-                   "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
-@click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
-                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
-@click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
-              help="Print the summary as JSON on standard output, or write it to FILE.")
+@key_options   # every config key's option, from the declarations (embedtune/config.py, each objective's keys)
+@option("--workers", type=int, metavar="N", callback=workers_bound, section=RUNS,
+        help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
+             "threads; each step's gradients are exchanged. At most the CPU cores this process may "
+             "use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
+@option("--resume", is_flag=True, section=RUNS,
+        help="Continue from the newest checkpoint in --checkpoint-dir (a damaged one is skipped for the one "
+             "before, with a note).")
+@option("--overwrite-checkpoints", is_flag=True, section=RUNS,
+        help="A new run (no --resume) deletes the checkpoints it finds in --checkpoint-dir; without it, "
+             "it refuses such a folder.")
+@option("--keep-checkpoints", is_flag=True, section=RUNS,
+        help="Keep the checkpoints once the output is written (by default a run that ends deletes them; "
+             "an interrupted one keeps its newest 3).")
+@option("--dry-run", is_flag=True, section=RUNS,
+        help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
+             "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
+             "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
+@option("-o", "--output", section=IO, help="Output vectors file ('-' = standard output).")
+@option("-c", "--config", "config_path", type=click.Path(dir_okay=False), section=IO,
+        help="TOML config (see configs/default.toml); options override it.")
+@option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name, section=IO)
+@option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
+                     "that of VECTORS; --to that the name contradicts is an error).", callback=format_name,
+        section=IO)
+@option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]", section=IO,
+        help="Print the summary as JSON on standard output, or write it to FILE.")
 @reader_options(DROP_NAN_HELP)
 @click.pass_context
 @quiet_option

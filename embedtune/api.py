@@ -11,33 +11,38 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import fields
+from typing import TYPE_CHECKING
 
-from embedtune.config import Config, TrainConfig, VocabConfig, _build, load_config, merge
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
+if TYPE_CHECKING:   # built from the objectives' keys on first use (embedtune.config)
+    from embedtune.config import Config
+
 # Keys of Config that are arguments or outputs here, not options.
-_NOT_OPTIONS = {"vectors", "corpus", "output", "to", "vocab", "train"}
+_NOT_OPTIONS = {"vectors", "corpus", "output", "to"}
 
 
 def _option_names() -> dict[str, str]:
-    """option name -> the config table it belongs to ("" for the top level)."""
-    names = {f.name: "" for f in fields(Config) if f.name not in _NOT_OPTIONS}
-    names.update({f.name: "vocab" for f in fields(VocabConfig)})
-    names.update({f.name: "train" for f in fields(TrainConfig)})
-    return names
+    """option name -> the config table it belongs to ("" for the top level): every declared key,
+    the shared ones and the registered objectives' own."""
+    from embedtune.config import all_keys   # imports the objectives: `import embedtune` stays light
+
+    return {key.name: key.table for key in all_keys() if key.name not in _NOT_OPTIONS}
 
 
 def options_config(options: dict, config: Config | str | os.PathLike | None = None) -> Config:
     """The Config that ``embedtune train`` builds from these options over ``config`` (a Config, a
     TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
     EmbedtuneError naming the option."""
+    from embedtune import config as configs
+    from embedtune.config import _build, load_config, merge
+
     source = None
     if isinstance(config, (str, os.PathLike)):
         source = str(config)
         config = load_config(config, check_values=False)
-    config = config if config is not None else Config()
+    config = config if config is not None else configs.Config()
     known = _option_names()
     table: dict = {"vocab": {}, "train": {}}
     for name, value in options.items():
@@ -49,7 +54,7 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
         if value is None:
             continue
         (table[known[name]] if known[name] else table)[name] = value
-    typed = _build(Config, table, "fine_tune()")   # types checked, ints taken as floats where floats go
+    typed = _build(configs.Config, table, "fine_tune()")   # types checked, ints taken as floats where floats go
     flat = {name: getattr(typed, name) if not known[name] else getattr(getattr(typed, known[name]), name)
             for name in options if options[name] is not None}
     return merge(config, flat, source=source)

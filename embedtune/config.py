@@ -1,7 +1,9 @@
 """The training config: one TOML file (stdlib tomllib) into frozen dataclasses.
 
-Every default lives here, once. A config file holds only what differs from these
-defaults; an unknown key or a value of the wrong type is an error naming the key
+Every shared key is declared here, once (``KEYS``); each objective declares its own keys on its class
+(``Objective.keys``), and the dataclasses ``Config``, ``VocabConfig`` and ``TrainConfig`` are built from
+both on first use, so ``config.train.word_ngrams`` works as a plain attribute. A config file holds only
+what differs from the defaults; an unknown key or a value of the wrong type is an error naming the key
 and the file. Command-line options override the file (see ``merge``).
 Paths in a config are relative to the directory embedtune is run from.
 """
@@ -10,153 +12,189 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
+from embedtune import objectives as registry
 from embedtune.errors import EmbedtuneError
+from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, Range
 
-
-@dataclass(frozen=True)
-class VocabConfig:
-    """Which rows may move. Freeze rules win over train rules; see embedtune.plan."""
-
-    freeze_list: str | None = None      # file, one word per line: these rows frozen
-    train_list: str | None = None       # file, one word per line: these rows trainable, the rest frozen
-    freeze_top: int = 0                 # freeze the first N rows of the vectors file (most frequent)
-    freeze_pattern: str | None = None   # regex (re.search): matching pretrained words frozen
-    train_pattern: str | None = None    # regex: matching words trainable, the rest frozen
-    freeze_pretrained: bool = False     # freeze every pretrained row: only new words train
-    min_count: int = 5                  # a corpus word not in the vectors becomes a new row at this count
-    max_new: int = 0                    # keep at most this many new words, most frequent first (0 = all)
-    init: str = "form-context"          # start of new words: form-context | alacarte | context-mean | random (docs/new-words.md)
-    lowercase: str = "auto"             # auto (follow the vectors: GloVe is lower-case) | yes | no
-    tokenize: str = "auto"              # auto (split punctuation off where the vectors lack the token) | none
-    strict_lists: bool = False          # a list word missing from the vocabulary is an error, not a note
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """None: decided by the objective (its class's ``defaults``; see ``resolve``)."""
-
-    objective: str = "auto"             # auto (glove for GloVe-format vectors, else sgns) | sgns | glove | retrofit
-                                        # | classify (labelled lines, fastText's supervised format)
-    epochs: int | None = None           # None: 5 (sgns, glove); 20 rounds for retrofit
-    window: int | None = None           # maximum distance; None: 5 for sgns (each center draws 1..5), 10 for glove
-    negative: int = 5                   # negative samples per (center, context) pair
-    negatives: str = "per-pair"         # sgns: per-pair (word2vec's) | shared by 16 pairs: no cheaper than per-pair's
-                                        # lock-free kernel and lower recovery R@10 (benchmarks/README.md, train_speed)
-    sample: float = 1e-3                # frequent-word subsampling threshold (0 = off)
-    lr: float | None = None             # None: 0.025 for sgd, 0.05 for adagrad (glove: 0.1), 0.001 for adam
-    min_lr_fraction: float = 1e-4       # linear decay ends at lr * this
-    batch_size: int | None = None       # pairs per step (classify: lines); None: the objective's, else DEFAULT_BATCH_SIZE
-    optimizer: str | None = None        # sgd | adagrad | adam, all lazy (only the batch's rows)
-    clip_norm: float = 0.0              # cap on each merged row gradient's L2 norm (0 = no cap; docs/training.md)
-    anchor: float | None = None         # L2 pull of each trainable row toward its start, per epoch (0 = off)
-    repel: float | None = None          # retrofit: weight of the antonym term (None: 0.3; see objectives/retrofit.py)
-    x_max: float = 2.0                  # glove: a co-occurrence count weighs min(1, (count / x_max)^0.75)
-                                        # (GloVe's own default is 100; 2 was best on held-out words)
-    label_prefix: str = "__label__"     # classify: tokens starting with this are labels (fastText's -label)
-    word_ngrams: int = 1                # classify: also word n-grams up to this length as trainable rows (fastText's
-                                        # -wordNgrams); 1 = words only
-    ngram_min_count: int = 1            # classify: an n-gram becomes a row at this many training-line occurrences
-    context_init: str = "zeros"         # zeros (word2vec) | word; zeros: lower loss (benchmarks/README.md, recovery)
-    seed: int = 1
-    dim: int | None = None              # None: the dimension of the vectors file
-    deterministic: bool = False         # op determinism: two runs give byte-identical output (slower)
-    threads: int = 0                    # CPU threads of TensorFlow's pools and the sgns kernel (0 = all cores)
-    checkpoint_dir: str | None = None   # write checkpoints here (and --resume from here)
-    checkpoint_every: int = 0           # steps between checkpoints (0 = every 5 minutes)
-    max_steps: int = 0                  # stop after this many steps, output written as usual (0 = no limit)
-    max_words: int = 0                  # stop after this many raw corpus words, all epochs (0 = no limit)
-    logdir: str | None = None           # write TensorBoard scalars (loss, words/s, lr, row changes) here
-
-
-@dataclass(frozen=True)
-class Config:
-    vectors: str | None = None          # pretrained vectors file
-    corpus: str | None = None           # text corpus, one sentence or paragraph per line; "-" = stdin
-    lexicon: str | None = None          # retrofit: synonyms, 'word neighbour ...' per line (Faruqui's format)
-    antonyms: str | None = None         # retrofit: antonyms, same format
-    valid: str | None = None            # classify: labelled lines to report accuracy on, before and after
-    save_classifier: str | None = None  # classify: write the trained classifier here (docs/classify.md: its format)
-    output: str | None = None           # output vectors file; "-" = stdout
-    format: str | None = None           # input vectors format (None: detect)
-    to: str | None = None               # output format (None: same as the input)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-
+__all__ = ["Config", "TrainConfig", "VocabConfig", "RANGES", "Key", "Range", "load_config", "merge", "validate",
+           "resolve", "learning_rate", "range_problem", "all_keys"]
 
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
-DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise (classify: lines)
+DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise
 # Each objective's defaults (window, optimizer, anchor, epochs, ...) and the learning rates it
 # starts better at live on its class (embedtune/objectives/); ``resolve`` and ``learning_rate``
 # read them there, and train.objective's values are that registry's names.
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
 INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
-CONTEXT_INITS = ("zeros", "word")
-NEGATIVES = ("shared", "per-pair")   # embedtune.objectives.sgns.NEGATIVES
+AUTO = registry.AUTO
 
-
-FLOAT32_MAX = 3.4028234663852886e38
-INT64_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a number may take: low..high; ``low_open``: low itself is not allowed;
-    ``zero``: what 0 means, where it is allowed and means something special."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    zero: str = ""
-
-    def text(self) -> str:
-        """The range as docs/training.md and --help say it."""
-        low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
-        return low if self.high in (INT64_MAX, FLOAT32_MAX) else f"{self.low:g} .. {self.high:,}"
-
-
-# Every number of the config, and of `embedtune init`'s options, with the values it may take.
 # Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
 # a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
-# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 sgns pairs (0.8 GB of ids). Seeds are numpy's and TensorFlow's
-# common range. Counts that only compare with corpus counts go up to int64.
-RANGES = {
-    "train.epochs": Range(1, 1_000_000),
-    "train.window": Range(1, 100),
-    "train.negative": Range(1, 100),
-    "train.sample": Range(0, 1, zero="off"),
-    "train.lr": Range(0, FLOAT32_MAX, low_open=True),
-    "train.min_lr_fraction": Range(0, 1),
-    "train.batch_size": Range(1, 1 << 20),
-    "train.clip_norm": Range(0, FLOAT32_MAX, zero="no cap"),
-    "train.anchor": Range(0, FLOAT32_MAX, zero="off"),
-    "train.x_max": Range(0, FLOAT32_MAX, low_open=True),
-    "train.seed": Range(0, 2**32 - 1),
-    "train.dim": Range(1, 1 << 16),
-    "train.checkpoint_every": Range(0, INT64_MAX, zero="every 5 minutes"),
-    "train.max_steps": Range(0, INT64_MAX, zero="no limit"),
-    "train.max_words": Range(0, INT64_MAX, zero="no limit"),
-    "train.repel": Range(0, FLOAT32_MAX, zero="off"),
-    "train.word_ngrams": Range(1, 5),   # each length adds about a row a corpus token (classify's n-gram rows)
-    "train.ngram_min_count": Range(1, INT64_MAX),
-    "train.threads": Range(0, 1024, zero="all cores"),   # TensorFlow's pools; more is a typo
-    "vocab.freeze_top": Range(0, INT64_MAX, zero="off"),
-    "vocab.min_count": Range(1, INT64_MAX),
-    "vocab.max_new": Range(0, INT64_MAX, zero="all"),
-    # embedtune init's own options
+# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB
+# of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
+# counts go up to int64.
+KEYS: tuple[Key, ...] = (
+    # the file's top level: inputs and outputs (arguments and hand-written options on the command line)
+    Key("vectors", str, table="", option=False, help="Pretrained vectors file."),
+    Key("corpus", str, table="", option=False, help='Text corpus, one sentence or paragraph per line; "-" = stdin.'),
+    Key("output", str, table="", option=False, help='Output vectors file; "-" = stdout.'),
+    Key("format", str, table="", option=False, help="Input vectors format (None: detect)."),
+    Key("to", str, table="", option=False, help="Output format (None: the same as the input)."),
+    # [vocab]: which rows may move; freeze rules win over train rules (embedtune.plan)
+    Key("freeze_list", str, table="vocab", path=True, section=ROWS, help="File of words to freeze, one per line."),
+    Key("train_list", str, table="vocab", path=True, section=ROWS,
+        help="File of words to train; the rest are frozen."),
+    Key("freeze_top", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="off"), section=ROWS,
+        help="Freeze the first N rows of VECTORS (the most frequent words).", shown_default="0 = off"),
+    Key("freeze_pattern", str, table="vocab", section=ROWS, help="Freeze pretrained words matching this regex."),
+    Key("train_pattern", str, table="vocab", section=ROWS,
+        help="Train words matching this regex; the rest are frozen."),
+    Key("freeze_pretrained", bool, False, table="vocab", section=ROWS,
+        help="Freeze every pretrained row: only new words train."),
+    Key("min_count", int, 5, table="vocab", range=Range(1, INT64_MAX), section=NEW_WORDS,
+        help="Add corpus words seen this often as new rows."),
+    Key("max_new", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
+        help="Add at most this many new words, most frequent first (0 = all)."),
+    Key("init", str, "form-context", table="vocab", choices=INITS, section=NEW_WORDS,
+        help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
+             "spelling (form-context: better for rare words), or random (docs/new-words.md)."),
+    Key("lowercase", str, "auto", table="vocab", choices=LOWERCASE, section=IO,
+        help="Lower-case the corpus; auto: when the vectors' own words are lower-case."),
+    Key("tokenize", str, "auto", table="vocab", choices=TOKENIZE, section=IO,
+        help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
+             "none: whitespace tokens as they are (pre-tokenized corpora)."),
+    Key("strict_lists", bool, False, table="vocab", section=ROWS,
+        help="A list word missing from the vocabulary is an error."),
+    # [train]: the keys every objective shares; None is decided by the objective (its class's
+    # ``defaults``; see ``resolve``)
+    Key("objective", str, AUTO, section=TRAINING, help="What to train (each objective's options are in a "
+        "section of their own below)."),
+    Key("epochs", int, range=Range(1, 1_000_000), section=TRAINING,
+        help="Passes over the corpus (or the objective's rounds)."),
+    Key("window", int, range=Range(1, 100), section=TRAINING, help="Maximum context distance."),
+    Key("lr", float, range=Range(0, FLOAT32_MAX, low_open=True), section=TRAINING,
+        help="Starting learning rate, decayed linearly."),
+    Key("min_lr_fraction", float, 1e-4, range=Range(0, 1), option=False,
+        help="The linear decay ends at lr * this."),
+    Key("batch_size", int, range=Range(1, 1 << 20), section=TRAINING,
+        help="Training units (pairs, lines) per step."),
+    Key("optimizer", str, choices=OPTIMIZERS, section=TRAINING,
+        help="Lazy optimizer (only the batch's rows)."),
+    Key("clip_norm", float, 0.0, range=Range(0, FLOAT32_MAX, zero="no cap"), section=TRAINING,
+        help="Cap on each row's merged gradient L2 norm per step (0 = none; docs/training.md)."),
+    Key("anchor", float, range=Range(0, FLOAT32_MAX, zero="off"), metavar="RHO", section=TRAINING,
+        help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
+             "over the steps that read the row (0 = off)."),
+    Key("seed", int, 1, range=Range(0, 2**32 - 1), section=TRAINING, help="Random seed."),
+    Key("dim", int, range=Range(1, 1 << 16), section=TRAINING,
+        help="Expected dimension (default: that of VECTORS); a mismatch is an error."),
+    Key("deterministic", bool, False, section=TRAINING,
+        help="Op determinism, a seeded data order and batch-synchronous compiled steps: two runs give "
+             "byte-identical files (slower). Without it, a compiled step may run lock-free on --threads "
+             "threads, as word2vec's do (results vary from run to run)."),
+    # TensorFlow's pools; more is a typo
+    Key("threads", int, 0, range=Range(0, 1024, zero="all cores"), section=TRAINING,
+        help="CPU threads of TensorFlow's thread pools and of the compiled steps (plain sgd, as gensim's "
+             "workers).", shown_default="0 = all cores"),
+    Key("checkpoint_dir", str, path=True, section=RUNS, help="Write checkpoints to this folder."),
+    Key("checkpoint_every", int, 0, range=Range(0, INT64_MAX, zero="every 5 minutes"), section=RUNS,
+        help="Steps between checkpoints.", shown_default="every 5 minutes"),
+    Key("max_steps", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
+        help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI."),
+    Key("max_words", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
+        help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit)."),
+    Key("logdir", str, path=True, section=RUNS,
+        help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR."),
+)
+# embedtune init's own options, checked against the same kind of range
+INIT_RANGES = {
     "init.min_contexts": Range(1, INT64_MAX),
     "init.fit_min_count": Range(1, INT64_MAX),
     "init.sif": Range(0, FLOAT32_MAX, zero="all weigh 1"),
 }
 
 
+# --- the dataclasses, built from the declarations on first use --------------------------------------
+# First use, not import: the registry loads objectives from other packages (entry points), whose
+# modules may import this one's functions.
+_built: dict = {}
+_state = {"building": False}
+_LAZY = ("Config", "VocabConfig", "TrainConfig", "RANGES")
+
+
+def all_keys() -> tuple[Key, ...]:
+    """Every key: the shared ones, then each registered objective's own, in the registry's order."""
+    return _classes()["keys"]
+
+
+def owners() -> dict[tuple[str, str], str]:
+    """(table, name) -> the objective that declares the key, for the objectives' own keys."""
+    return _classes()["owners"]
+
+
+def _classes() -> dict:
+    if _built:
+        return _built
+    if _state["building"] or registry.loading():
+        # An objective module imported by the registry asked for the dataclasses, which need its keys.
+        raise ImportError("embedtune.config's dataclasses are built from the objectives' keys: an objective "
+                          "module must not use Config or TrainConfig at import (import them inside functions)")
+    _state["building"] = True
+    try:
+        keys, owner = list(KEYS), {}
+        seen = {(k.table, k.name): "the shared keys" for k in KEYS}
+        for name, cls in registry.registered().items():
+            for key in cls.keys:
+                where = (key.table, key.name)
+                if where in seen:
+                    raise EmbedtuneError(f"objective {name}: key '{key.name}' is already one of {seen[where]}")
+                seen[where] = f"objective {name}'s"
+                owner[where] = name
+                keys.append(key)
+        vocab = _dataclass("VocabConfig", _fields(keys, "vocab"),
+                           "Which rows may move. Freeze rules win over train rules; see embedtune.plan.")
+        train = _dataclass("TrainConfig", _fields(keys, "train"),
+                           "None: decided by the objective (its class's ``defaults``; see ``resolve``).")
+        config = _dataclass("Config", [*_fields(keys, ""), ("vocab", vocab, dataclasses.field(default_factory=vocab)),
+                                       ("train", train, dataclasses.field(default_factory=train))],
+                            "The whole config: the file's top level, [vocab] and [train].")
+        ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
+        _built.update(Config=config, VocabConfig=vocab, TrainConfig=train, RANGES={**ranges, **INIT_RANGES},
+                      keys=tuple(keys), owners=owner, by_key={(k.table, k.name): k for k in keys})
+        return _built
+    finally:
+        _state["building"] = False
+
+
+def _fields(keys: list[Key], table: str) -> list:
+    return [(k.name, k.annotation, dataclasses.field(default=k.default)) for k in keys if k.table == table]
+
+
+def _dataclass(name: str, fields_: list, doc: str):
+    cls = dataclasses.make_dataclass(name, fields_, frozen=True)
+    cls.__module__, cls.__qualname__, cls.__doc__ = __name__, name, doc   # pickled and shown by this name
+    return cls
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _key(table: str, name: str) -> Key:
+    return _classes()["by_key"][(table, name)]
+
+
+# --- checks -------------------------------------------------------------------------------------
 def range_problem(key: str, value) -> str | None:
     """What is wrong with ``value`` for ``key`` of RANGES ("must be ..., got ..."), or None."""
-    r = RANGES[key]
+    r = _classes()["RANGES"][key]
     if isinstance(value, float) and (value != value or abs(value) == float("inf")):
         return f"must be a finite number, got {value}"
     if isinstance(value, float) and abs(value) > FLOAT32_MAX:
@@ -173,63 +211,63 @@ def range_problem(key: str, value) -> str | None:
     return None
 
 
-def _numbers(config: Config):
-    """(key, value) for every number of the config that is set."""
-    for table, values in (("train", config.train), ("vocab", config.vocab)):
-        for f in fields(values):
-            key = f"{table}.{f.name}"
-            value = getattr(values, f.name)
-            if key in RANGES and value is not None:
-                yield key, value
+def _values(config, *tables: str):
+    """(key, value) for every key of these tables, in declaration order."""
+    for key in all_keys():
+        if key.table in tables:
+            holder = getattr(config, key.table) if key.table else config
+            yield key, getattr(holder, key.name)
 
 
 def _type_name(tp) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
-def _allowed_types(annotation: str):
-    # Annotations are strings (from __future__ import annotations): "int", "float | None", ...
-    names = [part.strip() for part in annotation.split("|")]
-    table = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None)}
-    return [table[name] for name in names if name in table]
-
-
-def _check_value(key: str, value, annotation: str, source: str):
-    types = _allowed_types(annotation)
-    if isinstance(value, bool) and bool not in types:
-        raise EmbedtuneError(f"key '{key}' must be {_type_name(types[0])}, got {value!r}", path=source)
-    if float in types and isinstance(value, int) and not isinstance(value, bool):
+def _check_value(key: Key, where: str, value, source: str):
+    if isinstance(value, bool) and key.type is not bool:
+        raise EmbedtuneError(f"key '{where}' must be {_type_name(key.type)}, got {value!r}", path=source)
+    if key.type is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if not isinstance(value, tuple(t for t in types if t is not type(None))):
-        raise EmbedtuneError(f"key '{key}' must be {_type_name(types[0])}, got {value!r}", path=source)
+    if not isinstance(value, key.type):
+        raise EmbedtuneError(f"key '{where}' must be {_type_name(key.type)}, got {value!r}", path=source)
     return value
 
 
 def _build(cls, table: dict, source: str, prefix: str = ""):
     known = {f.name: f for f in fields(cls)}
+    name_of = prefix.rstrip(".")
     values = {}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in known:
             raise EmbedtuneError(f"unknown key '{prefix}{key}' (known: {', '.join(sorted(known))})", path=source)
-        f = known[name]
-        if f.name in ("vocab", "train"):
+        if name in ("vocab", "train") and not prefix:
             if not isinstance(value, dict):
                 raise EmbedtuneError(f"'{key}' must be a table ([{key}])", path=source)
-            sub = VocabConfig if f.name == "vocab" else TrainConfig
-            values[name] = _build(sub, value, source, prefix=f"{key}.")
+            values[name] = _build(known[name].type, value, source, prefix=f"{key}.")
         else:
-            values[name] = _check_value(prefix + key, value, f.type, source)
+            values[name] = _check_value(_key(name_of, name), prefix + key, value, source)
     return cls(**values)
 
 
-def validate(config: Config, source: str | None = None, options: frozenset = frozenset()) -> Config:
+def _away(t, objective: str) -> list[tuple[Key, str]]:
+    """(key, owner) for the [train] keys that only their objective reads, set away from their
+    defaults under ``objective``."""
+    return [(key, owner) for (table, name), owner in owners().items()
+            if table == "train" and owner != objective and (key := _key(table, name)).only
+            and getattr(t, name) != key.default]
+
+
+def validate(config, source: str | None = None, options: frozenset = frozenset()):
     """Check values that have a type but not every value makes sense.
 
     source : the config file the values came from; options : names given on the command line,
     which an error names as options (``--window``) rather than as keys of the file.
+    An objective's key declared ``only`` is refused under another objective: a top-level one (a file
+    only that objective reads) at once, "auto" included; a [train] one under "auto" in ``resolve``,
+    which names the objective auto stands for.
     """
-    t, v = config.train, config.vocab
+    t = config.train
 
     def bad(key, text):
         name = key.split(".")[-1]
@@ -237,28 +275,16 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
             raise EmbedtuneError(f"--{name.replace('_', '-')} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
 
-    if t.optimizer is not None and t.optimizer not in OPTIMIZERS:
-        bad("train.optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {t.optimizer!r}")
-    from embedtune.objectives import AUTO, OBJECTIVES   # the objective modules import this one
-
-    if t.objective != AUTO and t.objective not in OBJECTIVES:
-        bad("train.objective", f"must be one of {', '.join((AUTO, *OBJECTIVES))}, got {t.objective!r}")
-    if t.context_init not in CONTEXT_INITS:
-        bad("train.context_init", f"must be one of {', '.join(CONTEXT_INITS)}, got {t.context_init!r}")
-    if t.negatives not in NEGATIVES:
-        bad("train.negatives", f"must be one of {', '.join(NEGATIVES)}, got {t.negatives!r}")
-    if v.init not in INITS:
-        bad("vocab.init", f"must be one of {', '.join(INITS)}, got {v.init!r}")
-    if v.lowercase not in LOWERCASE:
-        bad("vocab.lowercase", f"must be one of {', '.join(LOWERCASE)}, got {v.lowercase!r}")
-    if v.tokenize not in TOKENIZE:
-        bad("vocab.tokenize", f"must be one of {', '.join(TOKENIZE)}, got {v.tokenize!r}")
-    for key in ("lexicon", "antonyms"):
-        if getattr(config, key) is not None and t.objective != "retrofit":
-            bad(key, f"is read only by --objective retrofit (the objective here is {t.objective})")
-    for key in ("valid", "save_classifier"):
-        if getattr(config, key) is not None and t.objective != "classify":
-            bad(key, f"is used only by --objective classify (the objective here is {t.objective})")
+    objectives = registry.registered()
+    if t.objective != AUTO and t.objective not in objectives:
+        bad("train.objective", f"must be one of {', '.join((AUTO, *objectives))}, got {t.objective!r}")
+    for key, value in _values(config, "train", "vocab"):
+        if key.choices and value is not None and value not in key.choices:
+            bad(f"{key.table}.{key.name}", f"must be one of {', '.join(key.choices)}, got {value!r}")
+    for key, value in _values(config, ""):   # an objective's file, given to another objective (auto too)
+        owner = owners().get(("", key.name))
+        if owner and key.only and value != key.default and t.objective != owner:
+            bad(key.name, f"is {key.only} only by --objective {owner} (the objective here is {t.objective})")
     for key in ("format", "to"):
         name = getattr(config, key)
         if name is not None:
@@ -266,23 +292,18 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
 
             if name not in FORMAT_NAMES:
                 bad(key, f"must be one of {', '.join(FORMAT_NAMES)}, got {name!r}")
-    for key, value in _numbers(config):
-        problem = range_problem(key, value)
-        if problem:
-            bad(key, problem)
-    for key in _classify_only(t):   # after the ranges: a value out of range is the first thing to fix
-        if t.objective != AUTO:     # auto is decided in resolve, which says the same
-            bad(f"train.{key}", f"is used only by --objective classify (the objective here is {t.objective})")
+    for key, value in _values(config, "train", "vocab"):
+        if key.range is not None and value is not None:
+            problem = range_problem(f"{key.table}.{key.name}", value)
+            if problem:
+                bad(f"{key.table}.{key.name}", problem)
+    if t.objective != AUTO:   # after the ranges: a value out of range is the first thing to fix; auto: resolve
+        for key, owner in _away(t, t.objective):
+            bad(f"train.{key.name}", f"is {key.only} only by --objective {owner} (the objective here is {t.objective})")
     return config
 
 
-def _classify_only(t: TrainConfig) -> list[str]:
-    """classify's keys that ``t`` sets away from their defaults under another objective."""
-    return [key for key in ("word_ngrams", "ngram_min_count")
-            if getattr(t, key) != getattr(TrainConfig, key) and t.objective != "classify"]
-
-
-def load_config(path: str | Path, check_values: bool = True) -> Config:
+def load_config(path: str | Path, check_values: bool = True):
     """Read a TOML config file: keys and types always, values unless ``check_values`` is False
     (when command-line options will be merged over it first; see ``merge``)."""
     source = str(path)
@@ -299,66 +320,56 @@ def load_config(path: str | Path, check_values: bool = True) -> Config:
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:
         raise EmbedtuneError(f"not valid UTF-8 TOML: {err.reason}", path=source) from None
-    config = _build(Config, table, source)
+    config = _build(_classes()["Config"], table, source)
     return validate(config, source) if check_values else config
 
 
-def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
+def merge(config, overrides: dict, source: str | None = None):
     """Apply command-line values (None = not given) over a config, then check the values.
 
     overrides : flat dict of names from Config, VocabConfig or TrainConfig.
     source : the config file ``config`` was read from, for messages.
     """
-    top, vocab, train = {}, {}, {}
-    vocab_names = {f.name for f in fields(VocabConfig)}
-    train_names = {f.name for f in fields(TrainConfig)}
+    tables = {"": {}, "vocab": {}, "train": {}}
+    table_of = {k.name: k.table for k in all_keys()}
     for name, value in overrides.items():
-        if value is None:
-            continue
-        if name in vocab_names:
-            vocab[name] = value
-        elif name in train_names:
-            train[name] = value
-        else:
-            top[name] = value
+        if value is not None:
+            tables[table_of.get(name, "")][name] = value
     return validate(
         dataclasses.replace(
             config,
-            **top,
-            vocab=dataclasses.replace(config.vocab, **vocab),
-            train=dataclasses.replace(config.train, **train),
+            **tables[""],
+            vocab=dataclasses.replace(config.vocab, **tables["vocab"]),
+            train=dataclasses.replace(config.train, **tables["train"]),
         ),
         source,
-        frozenset(top) | frozenset(vocab) | frozenset(train),
+        frozenset(tables[""]) | frozenset(tables["vocab"]) | frozenset(tables["train"]),
     )
 
 
-def resolve(config: Config) -> Config:
-    """The config with every "decided later" value decided: the objective (auto: glove when
-    ``config.format`` is GloVe's, since GloVe's objective made such vectors; sgns otherwise), then
-    the window, optimizer and anchor that objective uses by default. Idempotent."""
-    from embedtune.objectives import AUTO, objective_class
-
+def resolve(config):
+    """The config with every "decided later" value decided: the objective (auto: the one declared
+    for ``config.format``, since that objective made such vectors, else the registry's default; see
+    ``objectives.auto_objective``), then the window, optimizer and anchor that objective uses by
+    default. Idempotent."""
     t = config.train
     objective = t.objective
     if objective == AUTO:
-        objective = "glove" if config.format == "glove" else "sgns"
-        for key in _classify_only(t):
-            raise EmbedtuneError(f"--{key.replace('_', '-')} (train.{key}) is used only by --objective classify "
-                                 f"(the objective here is {objective}: give --objective classify)")
-    defaults = objective_class(objective).defaults
+        objective = registry.auto_objective(config.format)
+        for key, owner in _away(t, objective):
+            raise EmbedtuneError(f"{key.flag} (train.{key.name}) is {key.only} only by --objective {owner} "
+                                 f"(the objective here is {objective}: give --objective {owner})")
+    defaults = registry.objective_class(objective).defaults
     chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
     if t.batch_size is None and "batch_size" not in chosen:
         chosen["batch_size"] = DEFAULT_BATCH_SIZE
     return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
 
 
-def learning_rate(train: TrainConfig) -> float:
+def learning_rate(train) -> float:
     """The starting learning rate of a resolved config."""
     if train.lr is not None:
         return train.lr
-    from embedtune.objectives import OBJECTIVES
-
-    objective = OBJECTIVES.get(train.objective)   # "auto" unresolved: the optimizer's own
+    objective = registry.registered().get(train.objective)   # "auto" unresolved: the optimizer's own
     rates = objective.learning_rates if objective is not None else {}
     return rates.get(train.optimizer, DEFAULT_LR[train.optimizer])

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from embedtune.config import VocabConfig
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.vectors import Vectors, WordList
+
+if TYPE_CHECKING:   # an annotation only: the config imports the objectives, which import this module
+    from embedtune.config import VocabConfig
 
 MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
 

@@ -471,6 +471,7 @@ def test_the_readers_hints_work_in_the_commands_that_compare(tmp_path, command, 
     (["train", "{v}", "-o", "{out}"], ["missing CORPUS"]),
     (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "five"], ["'--epochs'", "'five'", "integer"]),
     (["train", "{v}", "{v}", "-o", "{out}", "--bogus"], ["No such option '--bogus'"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--negatives", "some"], ["'--negatives'", "'some'", "'per-pair'"]),
     (["--bogus", "inspect", "{v}"], ["No such option '--bogus'"]),
     (["nosuch"], ["No such command 'nosuch'"]),
     (["convert", "{v}"], ["Missing argument 'OUT'"]),
@@ -491,6 +492,8 @@ def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts)
 @pytest.mark.parametrize("args, line", [
     (["train", "{v}", "{v}", "-o", "{out}", "--workers", "0"], "Error: --workers must be between 1 and"),
     (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "0"], "Error: --epochs must be at least 1, got 0"),
+    # an objective's own option, checked as the shared ones are
+    (["train", "{v}", "{v}", "-o", "{out}", "--x-max", "0"], "Error: --x-max must be positive, got 0.0"),
     (["init", "{v}", "{v}", "-o", "{out}", "--min-count", "0"], "Error: --min-count must be at least 1, got 0"),
     (["train", "{v}", "{v}", "-o", "{out}", "--checkpoint-dir", "{v}"], "Error: {v}: --checkpoint-dir: not a folder"),
     (["train", "{v}", "{v}", "-o", "{out}", "--logdir", "{v}"], "Error: {v}: --logdir: not a folder"),

@@ -189,3 +189,54 @@ def test_the_learning_rate_follows_the_optimizer_unless_given():
     assert learning_rate(TrainConfig(optimizer="adam", lr=0.5)) == 0.5
     assert learning_rate(TrainConfig(objective="glove", optimizer="adagrad")) == 0.1
     assert learning_rate(TrainConfig(objective="glove", optimizer="sgd")) == 0.025
+
+
+# ---------------------------------------------------------------------------------------------
+# the declarations: the dataclasses, their defaults and ranges come from the keys
+
+
+def test_the_dataclasses_hold_exactly_the_declared_keys_with_their_defaults():
+    from embedtune.config import RANGES, all_keys
+
+    for table, cls in (("", Config), ("vocab", VocabConfig), ("train", TrainConfig)):
+        declared = [k for k in all_keys() if k.table == table]
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("vocab", "train")]
+        assert names == [k.name for k in declared], table
+        defaults = cls()
+        assert all(getattr(defaults, k.name) == k.default for k in declared), table
+    ranges = {f"{k.table}.{k.name}": k.range for k in all_keys() if k.range is not None}
+    assert {key: r for key, r in RANGES.items() if not key.startswith("init.")} == ranges
+
+
+def test_each_objective_declares_its_own_keys_and_config_py_only_the_shared_ones():
+    from embedtune.config import KEYS, owners
+
+    shared = {k.name for k in KEYS}
+    assert not shared & {"negative", "negatives", "sample", "context_init", "x_max", "repel", "label_prefix",
+                         "word_ngrams", "ngram_min_count", "lexicon", "antonyms", "valid", "save_classifier"}
+    assert owners()[("train", "x_max")] == "glove" and owners()[("", "lexicon")] == "retrofit"
+    assert owners()[("train", "word_ngrams")] == owners()[("", "valid")] == "classify"
+    assert TrainConfig().word_ngrams == 1 and Config().save_classifier is None   # plain attributes
+
+
+def test_config_py_names_no_objective():
+    text = (REPO / "embedtune" / "config.py").read_text(encoding="utf-8").lower()
+    for name in ("sgns", "glove", "retrofit", "classify"):
+        assert name not in text, name
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[train]\nobjective = "sgns"\nword_ngrams = 2\n',
+     "'train.word_ngrams' is used only by --objective classify (the objective here is sgns)"),
+    ('valid = "v.txt"\n', "'valid' is used only by --objective classify (the objective here is auto)"),
+    ('antonyms = "a.txt"\n[train]\nobjective = "glove"\n',
+     "'antonyms' is read only by --objective retrofit (the objective here is glove)"),
+])
+def test_a_key_of_another_objective_is_an_error_where_its_objective_says_so(tmp_path, text, message):
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: {message}"
+
+
+def test_keys_of_another_objective_that_it_does_not_refuse_are_left_alone(tmp_path):
+    path = write(tmp_path, '[train]\nobjective = "classify"\nnegative = 7\nx_max = 3.0\nlabel_prefix = "#"\n')
+    assert load_config(path).train.negative == 7

@@ -209,3 +209,53 @@ def test_the_dry_runs_memory_estimate_asks_each_objective_for_its_own_part(adjac
         assert isinstance(side, int) and isinstance(batches, int) and side > 0 and batches >= 0, name
     assert objective_class("sgns").memory(resolve(make_config(objective="sgns")).train, 50, 999, 10**6, 10**4)[0] \
         == 1000 * 50 * 4
+
+
+# ---------------------------------------------------------------------------------------------
+# what the registry and the command line take from the objectives' declarations
+
+
+def test_auto_is_declared_by_the_objectives():
+    from embedtune.objectives import auto_objective
+
+    assert [name for name, cls in OBJECTIVES.items() if cls.auto_default] == ["sgns"]
+    assert auto_objective("glove") == "glove" and auto_objective("word2vec") == auto_objective(None) == "sgns"
+    assert resolve(make_config(objective="auto")).train.objective == "sgns"
+
+
+def test_train_offers_each_declared_key_as_an_option_in_its_objectives_section():
+    from embedtune.cli.options import objective_section
+    from embedtune.cli.train_cmd import train_cmd as train_command
+    from embedtune.config import all_keys, owners
+
+    params = {p.name: p for p in train_command.params}
+    for key in all_keys():
+        if not key.option:   # a key of the file only, or an argument or option written by hand
+            continue
+        option = params[key.name]
+        assert option.opts == [key.flag], key.name
+        owner = owners().get((key.table, key.name))
+        assert option.section == (objective_section(owner) if owner else key.section), key.name
+
+
+def test_the_library_and_the_command_layer_around_the_objectives_name_none_of_them():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for path in (root / "embedtune" / "config.py", root / "embedtune" / "keys.py", root / "cli" / "options.py"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert not [name for name in OBJECTIVES if name in text], path
+
+
+def test_the_objectives_and_the_plan_do_not_import_the_config_at_module_level():
+    # config imports the registry (its dataclasses are built from the objectives' keys): an import the
+    # other way, outside `if TYPE_CHECKING:`, would close a circle.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "embedtune"
+    for path in [root / "plan.py", *sorted((root / "objectives").glob("*.py"))]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+        modules += [a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names]
+        assert "embedtune.config" not in modules, path

@@ -7,20 +7,25 @@ else: the split tables, freezing, merging, capping, the optimizers, checkpoints 
 Adding an objective ``name``:
 
 1. One file, ``embedtune/objectives/<name>.py``, with ``class <Name>(Objective)``. It sets
-   ``name``, ``defaults`` (a value for each config key left to the objective: at least window,
-   optimizer, anchor and epochs), ``settings`` (the keys it reads beyond the shared ones, which
-   the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
+   ``name``, ``help`` (its line in ``--objective``'s help), ``keys`` (its own config keys and their
+   options, ``embedtune.keys.Key``), ``defaults`` (a value for each config key left to the
+   objective: at least window, optimizer, anchor and epochs), ``settings`` (the keys it reads beyond
+   the shared ones, which the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
    them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
    TensorFlow's).
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
-2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
-   ``train.objective`` values and the CLI's ``--objective`` choices come from that table.
+2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,`` (or, from
+   another package, an entry point ``<name> = "module:<Name>"`` in the group ``embedtune.objectives``).
+   The config's ``train.objective`` values and keys and the CLI's ``--objective`` choices and options
+   come from that table. The module must not use embedtune.config's dataclasses at import: they are
+   built from the objectives' keys.
 3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.train.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
-   (tests/test_objectives.py shows the smallest such objective).
+   (tests/test_objectives.py shows the smallest such objective; tests/test_plugin_objective.py the
+   same with an option of its own, registered by an entry point).
 
 An objective solved in closed form, without a corpus or the loop (retrofit), sets
 ``closed_form = True`` and implements ``fit`` instead of the batch methods.
@@ -43,6 +48,7 @@ from typing import ClassVar
 import numpy as np
 
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
+from embedtune.keys import Key
 
 # The objectives' compiled steps (compiled_step, embedtune/kernels.py); EMBEDTUNE_KERNEL=0: TensorFlow's
 # step, the same arithmetic (the A/B benchmarks and the tests compare the two).
@@ -55,6 +61,11 @@ class Objective:
     Class attributes (read without building one, by the config, the dry run and the CLI):
 
     name : the ``--objective`` value
+    help : what it trains, a few words for ``--objective``'s help
+    keys : its own config keys (``embedtune.keys.Key``): ``config.train.<name>`` (or ``config.<name>``
+        for ``table=""``), checked and offered as options of ``embedtune train`` in a section of their own
+    for_formats : vector formats for which ``--objective auto`` means this objective (the one that made
+        such vectors); auto_default : the objective auto means otherwise (exactly one of the registry)
     defaults : {config key: value} for keys of ``TrainConfig`` left unset (None), such as
         {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}; ``config.resolve`` fills
         them in
@@ -75,6 +86,10 @@ class Objective:
     """
 
     name: ClassVar[str] = ""
+    help: ClassVar[str] = ""
+    keys: ClassVar[tuple[Key, ...]] = ()
+    for_formats: ClassVar[tuple[str, ...]] = ()
+    auto_default: ClassVar[bool] = False
     defaults: ClassVar[dict] = {}
     learning_rates: ClassVar[dict] = {}
     settings: ClassVar[tuple] = ()

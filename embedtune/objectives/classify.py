@@ -57,18 +57,22 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embedtune._tf import lazy as tf
 
-from embedtune.config import TrainConfig
 from embedtune.corpus.labelled import LabelledCorpus
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classifier import (Classifier, fit_classifier, fit_classifier_by_shares, line_means, scores,
                                              word_ngrams)
 from embedtune.objectives.rows import LocalRows
+
+if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
+    from embedtune.config import TrainConfig
 
 TOKEN_SLACK = 1.25     # a batch's token slots: this many times the mean line length per line slot
 WORD_SLACK = 1.25      # a batch's distinct-word slots: this many times the most of WORD_SAMPLES sampled batches
@@ -88,6 +92,22 @@ class Classify(Objective):
     """fastText's supervised model over the local rows of a run (trainable ids first, then frozen)."""
 
     name = "classify"
+    help = "CORPUS of labelled lines, fastText's supervised format"
+    keys = (
+        Key("label_prefix", str, "__label__", help="Tokens starting with this are labels (fastText's -label)."),
+        # each length adds about a row a corpus token (the n-gram rows)
+        Key("word_ngrams", int, 1, range=Range(1, 5), only="used", shown_default="1: words only",
+            help="Word n-grams up to this length are features too, each a trainable row of the classifier "
+                 "(never frozen, not in the output vectors; fastText's -wordNgrams)."),
+        Key("ngram_min_count", int, 1, range=Range(1, INT64_MAX), only="used",
+            help="An n-gram becomes a row at this many occurrences in the training lines."),
+        Key("valid", str, table="", path=True, only="used",
+            help="Labelled lines (same format) to report accuracy on, before training (classifier alone) "
+                 "and after."),
+        Key("save_classifier", str, table="", path=True, only="used",
+            help="Write the trained classifier here ('labels dim', then 'label bias w1 ... wdim' a line; "
+                 "docs/classify.md)."),
+    )
     # Chosen on the WordNet noun glosses' validation split, 5 epochs (benchmarks/classify.py,
     # benchmarks/README.md). batch_size counts lines; window: new words' context window for their start.
     defaults = {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256}

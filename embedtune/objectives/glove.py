@@ -21,16 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse
 
 from embedtune._tf import lazy as tf
-from embedtune.config import TrainConfig
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
+
+if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
+    from embedtune.config import TrainConfig
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
@@ -151,6 +155,13 @@ class GloVe(Objective):
     """The GloVe objective over the local rows of a run (trainable ids first, then frozen ones)."""
 
     name = "glove"
+    help = "GloVe's least squares on co-occurrence counts"
+    for_formats = ("glove",)   # --objective auto: GloVe's objective made such vectors
+    keys = (
+        # GloVe's own default is 100; 2 was best on held-out words (benchmarks/README.md, recovery)
+        Key("x_max", float, 2.0, range=Range(0, FLOAT32_MAX, low_open=True),
+            help="A co-occurrence count x weighs min(1, (x / X_MAX)^0.75)."),
+    )
     # The anchor (with x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation
     # words (benchmarks/recovery.py --sweep-train): the best on 5.1M tokens, all alike on 1.5M
     # (benchmarks/README.md, recovery).

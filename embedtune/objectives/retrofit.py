@@ -33,16 +33,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse
 
-from embedtune.config import Config
 from embedtune.errors import EmbedtuneError
 from embedtune.init import is_lowercase_vocabulary
+from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
+
+if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
+    from embedtune.config import Config
 
 UNKNOWN_SHOWN = 5   # lexicon words missing from the vectors, shown by name in the summary
 
@@ -252,6 +256,14 @@ class Retrofit(Objective):
     never by the loop (no corpus, batches, learning rate or checkpoints)."""
 
     name = "retrofit"
+    help = "to --lexicon, no CORPUS"
+    keys = (
+        Key("lexicon", str, table="", path=True, only="read",
+            help="Synonyms, 'word neighbour neighbour ...' per line (UTF-8; Faruqui's format; see "
+                 "`embedtune lexicon`)."),
+        Key("antonyms", str, table="", path=True, only="read", help="Antonyms in the same format, pulled apart."),
+        Key("repel", float, range=Range(0, FLOAT32_MAX, zero="off"), help="Weight of the antonym term."),
+    )
     # Faruqui et al.'s anchor (alpha = 1); 20 rounds: the update's fixed point to 1e-5 (each round
     # shrinks the distance to it by (1 + repel) / (2 + repel) at least); repel 0.3 measured in
     # benchmarks/retrofit.py (benchmarks/README.md).

@@ -24,14 +24,18 @@ option, not the default.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embedtune._tf import lazy as tf
-from embedtune.config import TrainConfig
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
+from embedtune.keys import Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.objectives.rows import LocalRows
+
+if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
+    from embedtune.config import TrainConfig
 
 UNIGRAM_POWER = 0.75
 NEGATIVES = ("shared", "per-pair")
@@ -70,6 +74,19 @@ class SkipGram(Objective):
     """SGNS over the local rows of a run; its own table (the side table) holds context vectors."""
 
     name = "sgns"
+    help = "skip-gram, word2vec's"
+    auto_default = True   # --objective auto, for vectors no other objective made
+    keys = (
+        Key("negative", int, 5, range=Range(1, 100), help="Negative samples per pair."),
+        Key("negatives", str, "per-pair", choices=NEGATIVES,
+            help="Negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs (half the CPU; "
+                 "lower quality on the recovery benchmark)."),
+        Key("sample", float, 1e-3, range=Range(0, 1, zero="off"),
+            help="Subsampling threshold for frequent words (0 = off)."),
+        # zeros: lower loss (benchmarks/README.md, recovery)
+        Key("context_init", str, "zeros", choices=("zeros", "word"), option=False,
+            help="Start of the context table: zeros (word2vec) | word."),
+    )
     defaults = {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}   # word2vec's
     settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids

@@ -1,0 +1,183 @@
+"""An objective is one file, truly (issue 25, item 3): ``Adjacent`` below, with a key of its own
+(``target``), is defined in this test file alone, registered through an entry point (no line of the
+package changes), and run by `embedtune train` from the command line, from a config file and under
+--workers 2.
+
+Each pair of neighbouring words on a line should score TARGET: loss = 1/2 sum (w_a . w_b + b_a + b_b -
+target)^2, with a bias per word as its own table (tests/test_objectives.py's toy, with ``target`` an option).
+
+This module is imported by the entry point inside `embedtune`, while the registry loads: it imports
+no embedtune.config dataclasses and no trainer at module level (the config is built from the
+objectives' keys, this one's included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedtune._tf import lazy as tf
+from embedtune.corpus import id_chunks
+from embedtune.keys import FLOAT32_MAX, Key, Range
+from embedtune.objectives.base import Objective
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+SAMPLE_VECTORS = REPO / "data" / "sample" / "glove.6B.50d.20k.txt"
+SAMPLE_CORPUS = REPO / "data" / "sample" / "lee_background.cor"
+
+
+class Adjacent(Objective):
+    name = "adjacent"
+    help = "neighbouring words score --target"
+    keys = (Key("target", float, 2.0, range=Range(0, FLOAT32_MAX, low_open=True),
+                help="The score each pair of neighbouring words should have."),)
+    defaults = {"window": 1, "optimizer": "adagrad", "anchor": 0.0, "epochs": 2}
+    learning_rates = {"adagrad": 0.2}
+    settings = ("window", "target")
+    word_keys = ("left", "right")
+
+    def __init__(self, rows, train, corpus=None):
+        self.rows = rows
+        self.target = train.target
+        self.batch_size = train.batch_size
+        self.side_fixed_from = rows.n_trainable   # frozen words keep their bias
+        self.slices = (2.0 * rows.counts)[: rows.n_trainable]   # a word is in about two pairs per occurrence
+
+    def side_start(self):
+        return np.zeros((self.rows.n_local + 1, 1), np.float32)
+
+    def chunks(self, corpus, local_index):
+        return id_chunks(corpus, local_index)
+
+    def units(self, chunk, rng):
+        same_line = chunk.line[1:] == chunk.line[:-1]
+        left, right = chunk.ids[:-1][same_line], chunk.ids[1:][same_line]
+        order = rng.permutation(len(left))
+        return left[order], right[order]
+
+    def batches(self, left, right):
+        size = self.batch_size
+        for start in range(0, len(left), size):
+            n = len(left[start:start + size])
+            batch = {"left": np.zeros(size, np.int32), "right": np.zeros(size, np.int32),
+                     "weight": np.zeros(size, np.float32), "pairs": n}
+            batch["left"][:n], batch["right"][:n] = left[start:start + n], right[start:start + n]
+            batch["weight"][:n] = 1
+            yield batch
+
+    def side_ids(self, batch, rng, real, sink):
+        return tf.where(real[:, None], tf.stack([batch["left"], batch["right"]], axis=1), sink)
+
+    def loss(self, words, side, batch):
+        score = tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
+        return 0.5 * tf.reduce_sum(batch["weight"] * tf.square(score - self.target))
+
+
+# ---------------------------------------------------------------------------------------------
+# registered as another package would: an entry point, found on the subprocess's path
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory) -> dict:
+    """The environment of a process that has ``Adjacent`` registered (a dist-info folder on its path)."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "toy_objectives-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-objectives\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[embedtune.objectives]\nadjacent = {Path(__file__).stem}:Adjacent\n")
+    path = os.pathsep.join([str(site), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:40]
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def embedtune(env, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def trained(env, corpus, out: Path, *options):
+    """Train Adjacent for a few deterministic steps; (the output's sha256, the --json summary)."""
+    result = embedtune(env, "-q", "train", SAMPLE_VECTORS, corpus, "-o", out, "--objective", "adjacent",
+                       "--freeze-top", 1000, "--batch-size", 64, "--deterministic", "--epochs", 1, "--json",
+                       *options)
+    assert result.returncode == 0, result.stderr
+    return hashlib.sha256(out.read_bytes()).hexdigest(), json.loads(result.stdout)
+
+
+def test_its_option_is_listed_under_its_own_section_of_the_help(plugin):
+    result = embedtune(plugin, "train", "--help")
+    assert result.returncode == 0, result.stderr
+    sections = result.stdout.split("\n\n")
+    own = next(s for s in sections if s.startswith("--objective adjacent"))
+    assert "neighbouring words score --target" in own and "--target FLOAT" in own and "[default: 2]" in own
+    assert "adjacent" in next(s for s in sections if "--objective [" in s)   # one of --objective's choices
+
+
+def test_a_bad_value_of_its_option_is_one_error_line(plugin, tmp_path, corpus):
+    result = embedtune(plugin, "train", SAMPLE_VECTORS, corpus, "-o", tmp_path / "o.txt", "--objective", "adjacent",
+                       "--target", "0")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["Error: --target must be positive, got 0.0"]
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_its_option_changes_the_result_from_the_command_line_and_from_a_config_file(plugin, tmp_path, corpus):
+    default, summary = trained(plugin, corpus, tmp_path / "default.txt")
+    assert summary["objective"] == "adjacent" and summary["steps"] > 0
+    assert summary["loss_last"] < summary["loss_first"]   # it learns
+    given, _ = trained(plugin, corpus, tmp_path / "given.txt", "--target", "1.5")
+    assert given != default
+    config = tmp_path / "run.toml"
+    config.write_text('[train]\nobjective = "adjacent"\ntarget = 1.5\n', encoding="utf-8")
+    from_file, _ = trained(plugin, corpus, tmp_path / "file.txt", "--config", config)
+    assert from_file == given
+
+
+def test_a_bad_value_in_a_config_file_names_the_key_and_the_file(plugin, tmp_path, corpus):
+    config = tmp_path / "run.toml"
+    config.write_text('[train]\nobjective = "adjacent"\ntarget = "high"\n', encoding="utf-8")
+    result = embedtune(plugin, "train", SAMPLE_VECTORS, corpus, "-o", tmp_path / "o.txt", "--config", config)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"Error: {config}: key 'train.target' must be a number, got 'high'"]
+
+
+def test_it_trains_under_two_workers(plugin, tmp_path, corpus):
+    default, _ = trained(plugin, corpus, tmp_path / "default.txt", "--workers", "2")
+    given, summary = trained(plugin, corpus, tmp_path / "given.txt", "--workers", "2", "--target", "1.5")
+    assert (summary["objective"], summary["workers"]) == ("adjacent", 2)
+    assert summary["loss_last"] < summary["loss_first"] and given != default
+
+
+@pytest.mark.parametrize("module, why", [
+    ("", "ModuleNotFoundError"),
+    # the config's dataclasses are built from the objectives' keys, this module's included
+    ("from embedtune.config import TrainConfig\n", "must not use Config or TrainConfig at import"),
+])
+def test_an_entry_point_that_fails_to_load_is_an_error_naming_it(tmp_path, module, why):
+    if module:
+        (tmp_path / "broken_objective.py").write_text(module)
+    info = tmp_path / "broken-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[embedtune.objectives]\nbroken = broken_objective:Broken\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    result = embedtune(env, "train", "--help")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("Error: objective 'broken' (entry point broken_objective:Broken") and "failed to load" in line
+    assert why in line
