@@ -63,7 +63,7 @@ import numpy as np
 
 from embedtune._tf import lazy as tf
 
-from embedtune.corpus.labelled import LabelledCorpus
+from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
@@ -94,7 +94,7 @@ class Classify(Objective):
     name = "classify"
     help = "CORPUS of labelled lines, fastText's supervised format"
     keys = (
-        Key("label_prefix", str, "__label__", help="Tokens starting with this are labels (fastText's -label)."),
+        Key("label_prefix", str, LABEL_PREFIX, help="Tokens starting with this are labels (fastText's -label)."),
         # each length adds about a row a corpus token (the n-gram rows)
         Key("word_ngrams", int, 1, range=Range(1, 5), only="used", shown_default="1: words only",
             help="Word n-grams up to this length are features too, each a trainable row of the classifier "
