@@ -458,7 +458,7 @@ def test_count_while_importing_runs_no_collection_and_freezes_what_it_made():
     what they made frozen out of later collections."""
     import gc
 
-    from embedtune.cli.train_cmd import count_while_importing
+    from embedtune.run import count_while_importing
     from embedtune.corpus import Corpus
 
     collections = []
