@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
@@ -211,12 +210,13 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise click.UsageError(problem)
     workers = workers or 1
     check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers)
-    if workers > 1 and not dry_run and not os.environ.get("EMBEDTUNE_LAUNCHED"):
+    from embedtune.distribute import PEER_LOST, PeerLost, launched
+
+    if workers > 1 and not dry_run and not launched():
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
-    loading = lambda path: message(f"Loading {path} ...")  # noqa: E731
     if dry_run:
-        plan = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers, on_load=loading,
+        plan = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers, on_load=say_loading,
                                      note=note)
         if json_out:
             write_json(plan.description, json_out)
@@ -227,13 +227,11 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             click.echo(line)
         return
 
-    from embedtune.distribute import PEER_LOST, PeerLost, launched
-
     bar = ProgressBar()
     stop = StopRequests()
     try:
         result = embedtune.run.run(config, reading=reading, resume=resume, overwrite_checkpoints=overwrite_checkpoints,
-                                   keep_checkpoints=keep_checkpoints, on_load=loading, on_plan=say_plan,
+                                   keep_checkpoints=keep_checkpoints, on_load=say_loading, on_plan=say_plan,
                                    progress=bar, note=note, stop=stop)
     except PeerLost as lost:
         if launched():   # the launcher names the worker that went first
@@ -256,6 +254,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         message(line)
     if json_out:
         write_json(result.stats, json_out)
+
+
+def say_loading(path: str) -> None:
+    message(f"Loading {path} ...")
 
 
 def note(text: str) -> None:

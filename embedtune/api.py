@@ -1,4 +1,5 @@
-"""Fine-tuning from Python: one call that does what `embedtune train` does, and returns the vectors.
+"""Fine-tuning from Python: one call that does what `embedtune train` does (both run
+embedtune.run.run), and returns the vectors.
 
 The options are the command line's, underscored (``freeze_top=5000``), and become the same
 :class:`embedtune.config.Config` the command builds: checked by ``config._build`` (names, types)
@@ -88,10 +89,11 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
         config = dataclasses.replace(config, corpus=corpus)
     if not isinstance(vectors, Vectors):
         config = dataclasses.replace(config, vectors=os.fspath(vectors))
-    if not objective_of(config).reads_corpus() and corpus is not None:   # retrofit reads config.lexicon
+    reads_corpus = objective_of(config).reads_corpus()
+    if not reads_corpus and corpus is not None:   # retrofit reads config.lexicon
         raise EmbedtuneError(f"objective {config.train.objective} reads no corpus; pass lexicon= (and antonyms=) "
                              "instead")
-    if objective_of(config).reads_corpus() and corpus is None:
+    if reads_corpus and corpus is None:
         raise EmbedtuneError("fine_tune needs a corpus (only objective='retrofit' reads a lexicon instead)")
     result = run(config, vectors=vectors if isinstance(vectors, Vectors) else None,
                  sentences=None if corpus is None or isinstance(corpus, str) else checked_sentences(corpus),

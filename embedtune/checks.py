@@ -175,7 +175,9 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
         raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
     # Binary data or another encoding shows in the first bytes (pipes are not peeked).
     check_corpus_start(config)
-    if workers > 1 and not os.environ.get("EMBEDTUNE_LAUNCHED"):   # a launched worker was checked by its launcher
+    from embedtune.distribute import launched
+
+    if workers > 1 and not launched():   # a launched worker was checked by its launcher
         check_workers(config, workers)
 
 

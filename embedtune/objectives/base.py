@@ -13,7 +13,9 @@ Adding an objective ``name``:
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
    them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
-   TensorFlow's).
+   TensorFlow's); and what a run reads, refuses and reports (``reads_corpus``, ``input_files``,
+   ``output_files``, ``check_run``, ``dry_run_lines``, ``report_lines``, ``write_outputs``, ...):
+   embedtune/run.py and the command ask these, and name no objective.
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,``. The config's
