@@ -231,8 +231,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     stop = StopRequests()
     try:
         result = embedtune.run.run(config, reading=reading, resume=resume, overwrite_checkpoints=overwrite_checkpoints,
-                                   keep_checkpoints=keep_checkpoints, on_load=say_loading, on_plan=say_plan,
-                                   progress=bar, note=note, stop=stop)
+                                   keep_checkpoints=keep_checkpoints, own_process=True, on_load=say_loading,
+                                   on_plan=say_plan, progress=bar, note=note, stop=stop)
     except PeerLost as lost:
         if launched():   # the launcher names the worker that went first
             ctx.exit(PEER_LOST)

@@ -125,7 +125,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
 
 def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable | None = None,
         reading: Reading = Reading(), resume: bool = False, overwrite_checkpoints: bool = False,
-        keep_checkpoints: bool = False,
+        keep_checkpoints: bool = False, own_process: bool = False,
         on_load: Callable[[str], None] | None = None, on_plan: Callable[[Plan], None] | None = None,
         progress: Callable | None = None, note: Callable[[str], None] | None = None,
         stop: contextlib.AbstractContextManager | None = None) -> RunResult:
@@ -135,6 +135,9 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     reading : how VECTORS is read
     resume, overwrite_checkpoints : as embedtune.train.train takes them; keep_checkpoints: leave them
         once the output is written (else removed then, and only then)
+    own_process : the process ends with this run (the command's): what the count and TensorFlow's
+        import made is frozen out of the cyclic collector for the rest of it (count_while_importing);
+        a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
         progress : given an embedtune.train.Progress now and then; note : told the text of each note
     stop : a context manager entered once the corpus is counted, for the training alone (the command's
@@ -155,7 +158,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
                                                               tokenize=config.vocab.tokenize,
                                                               vocabulary=vectors.index))
             # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
-            seconds["count_and_import"] = count_while_importing(corpus)
+            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process)
         from embedtune.train import train   # imported by now, when counted (count_while_importing)
 
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
@@ -223,7 +226,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def count_while_importing(corpus) -> float:
+def count_while_importing(corpus, freeze: bool = True) -> float:
     """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
     import on a thread: the import needs nothing from the corpus, and train() counts first. Both are
     mostly Python and share the GIL, still together they take less time than in series
@@ -232,7 +235,8 @@ def count_while_importing(corpus) -> float:
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
     One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
-    (distribute.Worker.count), and a whole pass would undo what the shares save."""
+    (distribute.Worker.count), and a whole pass would undo what the shares save. ``freeze`` False: the
+    collector is only off while both run (a library caller's process lives on)."""
     import importlib
     import threading
 
@@ -270,7 +274,8 @@ def count_while_importing(corpus) -> float:
             done.wait()
         except BaseException as err:   # Ctrl-C or SIGTERM while waiting
             pending = pending or err
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     if collecting:
         gc.enable()
     if pending is not None:
