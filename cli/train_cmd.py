@@ -216,14 +216,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
     if dry_run:
-        plan = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers, on_load=say_loading,
-                                     note=note)
+        decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
+                                        on_load=say_loading, note=note)
         if json_out:
-            write_json(plan.description, json_out)
+            write_json(decided.description, json_out)
             if json_out == "-":
                 return
         click.echo("Dry run: every check passed; nothing trained, nothing written.")
-        for line in plan.lines:
+        for line in decided.lines:
             click.echo(line)
         return
 

@@ -142,7 +142,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         progress : given an embedtune.train.Progress now and then; note : told the text of each note
     stop : a context manager entered once the corpus is counted, for the training alone (the command's
         takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.train.train)
-    Raises EmbedtuneError, embedtune.train.TrainingInterrupted and distribute.PeerLost.
+    Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
     """
     from embedtune.objectives import check_corpus_start, objective_class
 
