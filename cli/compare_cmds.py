@@ -11,9 +11,9 @@ import sys
 
 import click
 
-from embedtune.cli.common import (DROP_NAN_HELP, check_input_file, check_pattern, format_name,
-                                  load_training_vectors, message, quiet, quiet_option, reader_options,
-                                  reports_errors)
+from embedtune.checks import check_input_file, check_pattern
+from embedtune.cli.common import (DROP_NAN_HELP, format_name, load_training_vectors, message, quiet, quiet_option,
+                                  reader_options, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
 INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input

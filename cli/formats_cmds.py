@@ -12,8 +12,8 @@ import sys
 
 import click
 
-from embedtune.cli.common import (check_input_file, check_writable_file, format_name, message,
-                                  quiet_option, reader_options, reports_errors, show_progress)
+from embedtune.checks import check_input_file, check_writable_file
+from embedtune.cli.common import format_name, message, quiet_option, reader_options, reports_errors, show_progress
 from embedtune.errors import EmbedtuneError, counted
 
 FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"

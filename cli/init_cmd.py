@@ -9,8 +9,9 @@ import sys
 
 import click
 
-from embedtune.cli.common import (DROP_NAN_HELP, check_inputs_and_outputs, format_name, load_training_vectors,
-                                  message, quiet_option, reader_options, reports_errors, show_progress, write_json)
+from embedtune.checks import check_inputs_and_outputs
+from embedtune.cli.common import (DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option,
+                                  reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from embedtune.cli.common import check_writable_file, message, quiet_option, reports_errors, write_json
+from embedtune.checks import check_writable_file
+from embedtune.cli.common import message, quiet_option, reports_errors, write_json
 from embedtune.errors import EmbedtuneError
 
 

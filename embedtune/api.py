@@ -1,4 +1,5 @@
-"""Fine-tuning from Python: one call that does what `embedtune train` does, and returns the vectors.
+"""Fine-tuning from Python: one call that does what `embedtune train` does (both run
+embedtune.run.run), and returns the vectors.
 
 The options are the command line's, underscored (``freeze_top=5000``), and become the same
 :class:`embedtune.config.Config` the command builds: checked by ``config._build`` (names, types)
@@ -61,7 +62,9 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
 
 
 def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Config | str | os.PathLike | None = None,
-              progress: Callable | None = None, resume: bool = False, **options) -> Vectors:
+              progress: Callable | None = None, resume: bool = False, note: Callable[[str], None] | None = None,
+              keep_first_duplicate: bool = False, allow_nan: bool = False, replace_bad_utf8: bool = False,
+              **options) -> Vectors:
     """Fine-tune ``vectors`` on ``corpus`` and return the result; ``embedtune train`` from Python.
 
     vectors : a path (any supported format, detected; ``format=`` to name it) or a :class:`Vectors`.
@@ -72,6 +75,9 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     config : a TOML config file or a Config; ``options`` override it, as on the command line.
     progress : called with an :class:`embedtune.train.Progress` now and then.
     resume : continue from the newest checkpoint in ``checkpoint_dir``.
+    note : called with the text of each note (a damaged checkpoint skipped, rows left out by ``allow_nan``).
+    keep_first_duplicate, allow_nan, replace_bad_utf8 : how a vectors path is read, as the command's
+        options of those names (``allow_nan`` leaves such rows out: no run can use them).
     options : the options of ``embedtune train``, underscored: ``freeze_top=5000``,
         ``freeze_list="words.txt"``, ``objective="sgns"``, ``epochs=1``, ``tokenize="none"``, ...
         (``embedtune train --help``; ``configs/default.toml`` lists every one with its default).
@@ -79,39 +85,27 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     Returns a new Vectors: the pretrained words in their order (frozen rows bit-identical), then
     the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
     """
-    from embedtune import formats
-    from embedtune.config import resolve
-    from embedtune.init import is_lowercase_vocabulary
-    from embedtune.objectives import check_corpus_start, objective_class
+    from embedtune.checks import objective_of
+    from embedtune.run import Reading, run
 
     config = options_config(options, config)
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
-        check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
-    from embedtune.train import train   # imports TensorFlow: only when training
-
     if not isinstance(vectors, Vectors):
-        path = os.fspath(vectors)
-        in_format = config.format or formats.detect_format(path)
-        config = dataclasses.replace(config, vectors=path, format=in_format)   # objective auto follows it
-        vectors = formats.load_vectors(path, format=in_format)
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    if lowercase is None:
-        lowercase = is_lowercase_vocabulary(vectors)
-    if config.train.objective == "retrofit":   # reads config.lexicon, not a corpus
-        if corpus is not None:
-            raise EmbedtuneError("objective retrofit reads no corpus; pass lexicon= (and antonyms=) instead")
-        return train(vectors, None, config, progress=progress, resume=resume).vectors
-    if corpus is None:
+        config = dataclasses.replace(config, vectors=os.fspath(vectors))
+    reads_corpus = objective_of(config).reads_corpus()
+    if not reads_corpus and corpus is not None:   # retrofit reads config.lexicon
+        raise EmbedtuneError(f"objective {config.train.objective} reads no corpus; pass lexicon= (and antonyms=) "
+                             "instead")
+    if reads_corpus and corpus is None:
         raise EmbedtuneError("fine_tune needs a corpus (only objective='retrofit' reads a lexicon instead)")
-    if not isinstance(corpus, str):
-        corpus = checked_sentences(corpus)
-    objective = objective_class(resolve(config).train.objective)   # classify reads labelled lines
-    with objective.open_corpus(corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
-                               vocabulary=vectors.index) as text:
-        out = train(vectors, text, config, progress=progress, resume=resume).vectors
-    # train returns the input matrix with the trained rows put in place (PatchedVectors, for writing
+    result = run(config, vectors=vectors if isinstance(vectors, Vectors) else None,
+                 sentences=None if corpus is None or isinstance(corpus, str) else checked_sentences(corpus),
+                 reading=Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), resume=resume,
+                 progress=progress, note=note)
+    out = result.vectors
+    # The run returns the input matrix with the trained rows put in place (PatchedVectors, for writing
     # a block at a time); a caller of the library gets a plain Vectors of its own.
     return out if isinstance(out, Vectors) else Vectors(out.words, out.matrix)
 

@@ -26,6 +26,16 @@ class EmbedtuneError(Exception):
         return f"{where}: {self.message}" if where else self.message
 
 
+class TrainingInterrupted(Exception):
+    """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder).
+    Here, not in the trainer, so that a command catches it without importing TensorFlow."""
+
+    def __init__(self, checkpoint: str | None, position):
+        self.checkpoint = checkpoint
+        self.position = position   # embedtune.checkpoint.Position
+        super().__init__(f"stopped at step {position.steps}")
+
+
 def counted(n: int, noun: str, plural: str | None = None, grouped: bool = True) -> str:
     """'1 word', '2,000 words' ('2000 words' unless ``grouped``): a count and its noun, for messages."""
     number = f"{n:,}" if grouped else f"{n}"

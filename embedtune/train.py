@@ -40,7 +40,7 @@ from embedtune import checkpoint, distribute
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, TrainingInterrupted
 from embedtune.init import initial_vectors, random_vectors
 from embedtune.objectives import Objective, objective_class
 from embedtune.objectives.base import COMPILED
@@ -561,15 +561,6 @@ def map_large_blocks() -> bool:
         return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
     except (OSError, AttributeError, TypeError):   # not glibc
         return False
-
-
-class TrainingInterrupted(Exception):
-    """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder)."""
-
-    def __init__(self, checkpoint: str | None, position: Position):
-        self.checkpoint = checkpoint
-        self.position = position
-        super().__init__(f"stopped at step {position.steps}")
 
 
 CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds

@@ -157,3 +157,24 @@ def test_sentences_of_the_wrong_type_are_embedtune_errors(corpus, message):
         embedtune.fine_tune(embedtune.Vectors(["a", "b"], np.ones((2, 2), np.float32)), corpus, epochs=1,
                             min_count=1)
     assert message in str(err.value)
+
+
+def test_fine_tune_reads_vectors_as_the_command_does_and_leaves_the_heap_alone(tmp_path, lines):
+    """The reader options are the command's (here --allow-nan: the row left out, with a note), and the
+    run's count leaves a library caller's cyclic collector as it was (the command freezes its heap)."""
+    import gc
+
+    words = SAMPLE_VECTORS.read_text(encoding="utf-8").splitlines()[:3000]
+    first = words[0].split(" ")
+    words[0] = " ".join([first[0], "nan", *first[2:]])
+    vectors = tmp_path / "v.txt"
+    vectors.write_text("\n".join(words) + "\n", encoding="utf-8")
+    notes = []
+    frozen = gc.get_freeze_count()
+    out = embedtune.fine_tune(vectors, lines, allow_nan=True, note=notes.append, epochs=1, min_count=1000,
+                              objective="sgns", seed=1)
+    assert first[0] not in out.index and len(out) == 2999
+    assert any(n.startswith("left out 1 row with NaN or infinity") for n in notes), notes
+    assert gc.get_freeze_count() <= frozen and gc.isenabled()   # frozen by an earlier test: may be freed
+    with pytest.raises(embedtune.EmbedtuneError, match="value 1 is nan"):
+        embedtune.fine_tune(vectors, lines, epochs=1, objective="sgns")

@@ -236,14 +236,14 @@ def test_a_signal_while_convert_writes_leaves_no_temporary_file(big, tmp_path, s
 def test_an_interrupt_while_the_output_folder_is_probed_leaves_no_probe_file(tmp_path, monkeypatch):
     """The writability probe (check_writable_file) is removed however the check ends: the signal test
     above once caught the process between creating it and removing it."""
-    from embedtune.cli import common
+    from embedtune import checks
 
     def interrupted(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(common.os, "close", interrupted)
+    monkeypatch.setattr(checks.os, "close", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        common.check_writable_file(str(tmp_path / "out.txt"), "-o")
+        checks.check_writable_file(str(tmp_path / "out.txt"), "-o")
     monkeypatch.undo()
     assert os.listdir(tmp_path) == []
 

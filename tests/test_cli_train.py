@@ -458,7 +458,7 @@ def test_count_while_importing_runs_no_collection_and_freezes_what_it_made():
     what they made frozen out of later collections."""
     import gc
 
-    from embedtune.cli.train_cmd import count_while_importing
+    from embedtune.run import count_while_importing
     from embedtune.corpus import Corpus
 
     collections = []
@@ -478,3 +478,13 @@ def test_count_while_importing_runs_no_collection_and_freezes_what_it_made():
     finally:
         gc.callbacks.remove(seen)
         gc.unfreeze()
+
+
+def test_the_command_names_no_objective():
+    """`embedtune train` is options -> embedtune.run -> messages: what differs by objective is the
+    objective's to say (Objective's run hooks), so cli/ has no branch on a name."""
+    source = (REPO / "cli" / "train_cmd.py").read_text(encoding="utf-8")
+    body = source[source.index("def train_cmd("):]
+    common = (REPO / "cli" / "common.py").read_text(encoding="utf-8")
+    for name in ("sgns", "glove", "retrofit", "classify"):
+        assert f'"{name}"' not in body and f'"{name}"' not in common, name

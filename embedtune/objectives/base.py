@@ -14,7 +14,9 @@ Adding an objective ``name``:
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
    them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
-   TensorFlow's).
+   TensorFlow's); and what a run reads, refuses and reports (``reads_corpus``, ``input_files``,
+   ``output_files``, ``check_run``, ``dry_run_lines``, ``report_lines``, ``write_outputs``, ...):
+   embedtune/run.py and the command ask these, and name no objective.
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,`` (or, from
@@ -47,6 +49,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from embedtune.errors import counted
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.keys import Key
 
@@ -152,6 +155,114 @@ class Objective:
         its peak: (its side table, its pairs and batches on the host). Here: a table one float wide
         (a bias a word) and nothing kept on the host."""
         return (n_local + 1) * 4, 0
+
+    # --- what a run reads, refuses and reports (embedtune/run.py and the command around it) ---------
+    # Read from the class, before the vectors load: the command names no objective, it asks these.
+    @classmethod
+    def reads_corpus(cls) -> bool:
+        """Whether a run reads CORPUS (retrofit reads its lexicons instead)."""
+        return True
+
+    @classmethod
+    def argument_problem(cls, config) -> str | None:
+        """What the run's arguments lack or have too much of for this objective, as a usage error
+        (exit 2), or None; CORPUS missing is the run's own check, from ``reads_corpus``."""
+        return None
+
+    @classmethod
+    def input_files(cls, config) -> list[tuple[str | None, str]]:
+        """(path, what) of the files this objective reads besides VECTORS and CORPUS, as the config
+        names them (None: not given): checked before any work, and never an output's target."""
+        return []
+
+    @classmethod
+    def output_files(cls, config) -> list[tuple[str | None, str]]:
+        """(path, option) of the files this objective writes besides the output vectors (None: not
+        given), checked to be writable before any work; ``write_outputs`` writes them."""
+        return []
+
+    @classmethod
+    def check_run(cls, config, resume: bool, workers: int) -> None:
+        """Raise EmbedtuneError for a run this objective refuses before any work: a --resume, a
+        checkpoint folder or ``workers`` > 1 local processes it cannot take."""
+
+    @classmethod
+    def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
+        """The dry run's description (plain data, for --json) of a run of resolved ``config``: the
+        corpus counted and the rules applied as training would (embedtune/runplan.py)."""
+        from embedtune.runplan import describe, plan_run
+
+        with cls.open_corpus(config.corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
+                             vocabulary=vectors.index) as corpus:
+            run = plan_run(vectors, corpus, config, resume=resume)
+            cls.dry_run_reads(corpus)
+        return describe(run, vectors, workers)
+
+    @classmethod
+    def dry_run_reads(cls, corpus) -> None:
+        """Read what training would read beyond the counted corpus, for its errors (classify: --valid)."""
+
+    @classmethod
+    def dry_run_lines(cls, d: dict, config) -> list[str]:
+        """The dry run's report, a line each, from its description ``d`` (``dry_run``'s, with ``to``
+        and ``lowercase`` added)."""
+        settings = ", ".join(f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
+                             for key, value in d["settings"].items())
+        limits = [f"{d[k]:,} {k.split('_')[1]}" for k in ("max_steps", "max_words") if d[k]]
+        mib, workers = 2**20, d["workers"]
+        lines = [
+            ("vectors", f"{d['vectors']} ({d['format']}, {d['rows']:,} rows, {d['dim']} dimensions)"),
+            ("corpus", f"{d['corpus']} ({d['corpus_words']:,} words, {d['corpus_lines']:,} lines, "
+                       f"{d['distinct_words']:,} distinct{', lower-cased' if d['lowercase'] else ''})"),
+            ("output", f"{d['output']} ({d['to']})"),
+            ("rows", f"{d['frozen']:,} frozen, {d['trainable']:,} trainable, {d['new']:,} new; in the corpus: "
+                     f"{d['trainable_in_corpus']:,} to train, {d['frozen_in_corpus']:,} frozen"),
+            *[("missing", f"{m['count']:,} words of {path} are not in the vocabulary (first: {', '.join(m['first'])})")
+              for path, m in d["missing_list_words"].items()],
+            ("new words", f"start: {d['init']}" if d["new"] else "none"),
+            ("objective", f"{d['objective']}: {settings}"),
+            ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
+            ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak "
+                       + (f"in all: {workers} worker processes of {d['memory_per_worker_bytes'] / mib:,.0f} MiB "
+                          f"each and the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
+                       + "(an estimate from the table sizes, MiB" + (" a worker" if workers > 1 else "") + ": "
+                       + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
+                                   for k, v in d["memory_parts_bytes"].items() if v) + ")"),
+        ]
+        return [f"{name:<10} {value}" for name, value in lines]
+
+    @classmethod
+    def write_outputs(cls, result, config) -> None:
+        """Write this objective's own outputs (``output_files``) from a finished run's ``result``
+        (embedtune.run.RunResult), after the output vectors."""
+
+    @classmethod
+    def report_lines(cls, result, config) -> list[str]:
+        """What the command says after a run, a line each (notes start with "Note: "), from
+        ``result`` (embedtune.run.RunResult: its ``stats`` are the --json summary)."""
+        s = result.stats
+        over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
+        if s["stopped_at_limit"]:
+            limit = s["stopped_at_limit"]
+            over = (f"{s['steps']:,} steps, {s['words_done']:,} of {s['corpus_words'] * s['epochs']:,} words "
+                    f"(stopped at --{limit.replace('_', '-')} {getattr(config.train, limit):,})")
+        lines = [
+            f"Trained {counted(s['trained_rows'], 'row')} ({s['new']:,} new) with {s['objective']} over {over}: "
+            f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
+            f"({s['total_seconds']:.1f} s with counting and starts); "
+            f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
+            f"{s['frozen_rows_checked']:,} frozen rows read back from the output as written: all bit-identical "
+            f"to the input as read"]
+        if s["new"]:
+            spelling = (f"{s['new_from_spelling_only']:,} had too few contexts and started from their spelling "
+                        "alone, " if s["init"] == "form-context" else "")
+            lines.append(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
+                         f"{spelling}{s['new_too_few_contexts']:,} had too few contexts and started random")
+        if s.get("init_note"):
+            lines.append(f"Note: {s['init_note']}")
+        if config.output != "-":
+            lines.append(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+        return lines
 
     # --- checks and figures ----------------------------------------------------------------------
     def check(self, corpus) -> None:

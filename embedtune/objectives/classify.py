@@ -67,8 +67,8 @@ from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
-from embedtune.objectives.classifier import (Classifier, fit_classifier, fit_classifier_by_shares, line_means, scores,
-                                             word_ngrams)
+from embedtune.objectives.classifier import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
+                                             save_classifier, scores, word_ngrams)
 from embedtune.objectives.rows import LocalRows
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
@@ -603,6 +603,58 @@ class Classify(Objective):
         else:
             per_line = tf.nn.softmax_cross_entropy_with_logits(labels=batch["targets"], logits=logits)
         return tf.reduce_sum(tf.where(counts > 0, per_line, 0.0))
+
+    # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
+    @classmethod
+    def input_files(cls, config) -> list[tuple[str | None, str]]:
+        return [(config.valid, "--valid file")]
+
+    @classmethod
+    def output_files(cls, config) -> list[tuple[str | None, str]]:
+        return [(config.save_classifier, "--save-classifier")]
+
+    @classmethod
+    def check_run(cls, config, resume: bool, workers: int) -> None:
+        if workers > 1 and config.train.word_ngrams > 1:
+            raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
+                                 "n-gram rows' list gathered as the labels are; not built)")
+
+    @classmethod
+    def dry_run_reads(cls, corpus) -> None:
+        for _ in corpus.valid_examples():   # checked as training would read them
+            pass
+
+    @classmethod
+    def write_outputs(cls, result, config) -> None:
+        if config.save_classifier:
+            save_classifier(result.model, config.save_classifier)
+
+    @classmethod
+    def report_lines(cls, result, config) -> list[str]:
+        """The run's lines, then labels, skipped lines, --valid before and after, the classifier written."""
+        lines = super().report_lines(result, config)
+        s = result.stats
+        lines.append(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} "
+                     "training lines"
+                     + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
+                        if s["train_lines_no_known_word"] else "")
+                     + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)"
+                        if s["ngram_rows"] else ""))
+        v = s["valid"]
+        if v is not None:
+            def figure(f):
+                if f["accuracy"] is None:
+                    return "no line"
+                r1 = (f"; P@1 {f['precision_at_1']:.4f}, R@1 {f['recall_at_1']:.4f}"
+                      if s["loss_kind"] == "one-vs-all" else "")
+                return f"{f['accuracy']:.4f}{r1}"
+            lines.append(f"Valid {v['path']} ({v['after']['lines']:,} lines): accuracy before {figure(v['before'])} "
+                         f"(classifier alone), after {figure(v['after'])}")
+            if note := valid_note(s):
+                lines.append(f"Note: {note}")
+        if config.save_classifier:
+            lines.append(f"Wrote the classifier to {config.save_classifier}")
+        return lines
 
 
 def _most_distinct(ids: np.ndarray, starts: np.ndarray, first: int, end: int, lines: int) -> int:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import is_lowercase_vocabulary
 from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
@@ -274,3 +274,70 @@ class Retrofit(Objective):
     @classmethod
     def fit(cls, vectors: Vectors, config: Config, on_plan=None, resume: bool = False):
         return fit(vectors, config, on_plan, resume)
+
+    # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
+    @classmethod
+    def reads_corpus(cls) -> bool:
+        return False
+
+    @classmethod
+    def argument_problem(cls, config) -> str | None:
+        if config.lexicon is None:
+            return "--objective retrofit needs --lexicon FILE (or lexicon = in --config)"
+        if config.corpus is not None:
+            return "--objective retrofit reads no CORPUS; give --lexicon (and --antonyms) instead"
+        return None
+
+    @classmethod
+    def input_files(cls, config) -> list[tuple[str | None, str]]:
+        return [(config.lexicon, "lexicon file"), (config.antonyms, "lexicon file")]
+
+    @classmethod
+    def check_run(cls, config, resume: bool, workers: int) -> None:
+        if resume or config.train.checkpoint_dir:
+            raise EmbedtuneError("retrofit takes seconds and keeps no checkpoints; drop --resume and --checkpoint-dir")
+        if workers > 1:
+            raise EmbedtuneError("--workers: retrofit runs in one process (it takes seconds)")
+
+    @classmethod
+    def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
+        """The rules applied and the lexicons read against the vectors; nothing retrofitted."""
+        plan, lowercase, synonyms, antonyms = plan_retrofit(vectors, config)
+        t = config.train
+        return {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,
+                "output": config.output, "to": None, "lowercase": lowercase,
+                "settings": {"epochs": t.epochs, "anchor": t.anchor, "repel": t.repel if antonyms else None},
+                "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
+
+    @classmethod
+    def dry_run_lines(cls, d: dict, config) -> list[str]:
+        lines = [f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable"]
+        for key in ("lexicon", "antonyms"):
+            lex = d[key]
+            if lex is not None:
+                lines.append(f"{key:<10} {getattr(config, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
+                             f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
+        s = d["settings"]
+        lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
+                     + (f", repel {s['repel']:g}" if d["antonyms"] else ""))
+        return lines
+
+    @classmethod
+    def report_lines(cls, result, config) -> list[str]:
+        s = result.stats
+        lines = []
+        for key in ("lexicon", "antonyms"):
+            lex = s[key]
+            if lex is None:
+                continue
+            lines.append(f"{getattr(config, key)}: {lex['lines']:,} lines, {lex['words']:,} words, "
+                         f"{lex['pairs_in_vectors']:,} pairs in the vectors; {lex['words_not_in_vectors']:,} words "
+                         f"not in the vectors (not added)"
+                         + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
+        lines.append(f"Retrofitted {s['trained_rows']:,} rows in {s['epochs']} rounds (anchor {s['anchor']:g}"
+                     + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
+                     f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
+                     f"largest change on a frozen row: {s['max_frozen_change']}")
+        if config.output != "-":
+            lines.append(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
+        return lines

@@ -1,0 +1,196 @@
+"""Cheap checks of the files a command names, made before any work: each costs a stat, a compile or
+the creation of an empty file, so commands run them before TensorFlow is imported and before a
+vectors file is read, which take seconds. Each raises EmbedtuneError naming the file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+
+from embedtune.errors import EmbedtuneError
+
+
+def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json_out: str | None,
+                             other_inputs: tuple = ()) -> None:
+    """Refuse, before any work, what would fail or destroy something at the end: both inputs on
+    standard input, JSON and vectors both on standard output, an output that is an input (by
+    samefile, not by spelling; ``other_inputs`` are inputs too), a folder, in a folder that does
+    not exist or cannot be written; an input that does not exist."""
+    if vectors == "-" and corpus == "-":
+        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    if json_out == "-" and output == "-":
+        raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
+    for option, target in (("-o", output), ("--json", json_out)):
+        if not target or target == "-":
+            continue
+        for source in (vectors, corpus, *other_inputs):
+            if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
+                    and os.path.samefile(source, target):
+                raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
+        check_writable_file(target, option)
+    check_input_file(vectors, "vectors file", missing="no such file")   # the words of formats.io
+    check_input_file(corpus, "corpus file")
+
+
+def check_input_file(path: str | None, what: str, missing: str | None = None) -> None:
+    """A file to read (not '-'): it exists, is not a folder, and may be read.
+
+    what : "corpus file", ...; missing : the message when it does not exist (default: "no such WHAT")
+    """
+    if not path or path == "-":
+        return
+    if not os.path.exists(path):
+        raise EmbedtuneError(missing or f"no such {what}", path)
+    if os.path.isdir(path):
+        raise EmbedtuneError(f"is a folder, expected a {what}", path)
+    if not os.access(path, os.R_OK):
+        raise EmbedtuneError("cannot open for reading: permission denied", path)
+
+
+def check_pattern(pattern: str | None, option: str) -> None:
+    if pattern is None:
+        return
+    from embedtune.plan import compile_pattern
+
+    compile_pattern(pattern, option.lstrip("-").replace("-", "_"))
+
+
+def check_writable_file(target: str | None, option: str | None) -> None:
+    """The file ``target`` can be written where the writer will write it: its folder exists and a file
+    can be created in it (tried, as the writer's temporary file is, and removed at once). A target
+    that exists and is not a regular file (/dev/null, a pipe) is opened as it is, so it is left alone.
+    option : the option that named it, for the message (None: an argument, named by its path only)."""
+    if not target or target == "-":
+        return
+    prefix = f"{option}: " if option else ""
+    if os.path.isdir(target):
+        raise EmbedtuneError(f"{prefix}is a folder, expected a file name", target)
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise EmbedtuneError(f"{prefix}{'the ' if option else ''}folder {folder} does not exist", target)
+    if os.path.exists(target) and not os.path.isfile(target):
+        _try_device(target, prefix)
+        return
+    _try_create_in(folder, target, prefix)
+
+
+def _try_device(target: str, prefix: str) -> None:
+    # A device is written where it is (open_target): /dev/full refuses every write, even one of no
+    # bytes, so such a write tells before the run, and writes nothing to /dev/null or a terminal.
+    # A FIFO is left alone: opening it would wait for its reader.
+    if not stat.S_ISCHR(os.stat(target).st_mode):
+        return
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot open for writing: {err.strerror or err}", target) from None
+    try:
+        os.write(fd, b"")
+    except OSError as err:
+        raise EmbedtuneError(f"{prefix}cannot write: {err.strerror or err}", target) from None
+    finally:
+        os.close(fd)
+
+
+def check_writable_folder(folder: str | None, option: str) -> None:
+    """A folder the run will create or write into: not a file, and its nearest existing folder
+    (itself, or the one it will be made in) lets a file be created."""
+    if not folder:
+        return
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise EmbedtuneError(f"{option}: not a folder", folder)
+    existing = os.path.abspath(folder)
+    while not os.path.isdir(existing):
+        parent = os.path.dirname(existing)
+        if os.path.exists(existing) or parent == existing:
+            raise EmbedtuneError(f"{option}: cannot be made: {existing} is not a folder", folder)
+        existing = parent
+    _try_create_in(existing, folder, f"{option}: ")
+
+
+def _try_create_in(folder: str, target: str, prefix: str) -> None:
+    # Permission bits do not tell (root ignores them; a read-only mount or /sys refuses anyway):
+    # only creating a file does, exactly as the writer will at the end.
+    # Removed in ``finally``: a signal (Ctrl-C, SIGTERM raised as an exception) may arrive at any point.
+    probe = os.path.join(folder, f".embedtune-probe.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as err:
+            raise EmbedtuneError(f"{prefix}cannot write in {folder}: {err.strerror or err}", target) from None
+        os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):   # not made (refused), or gone
+            os.unlink(probe)
+
+
+# --- `embedtune train`'s checks, before the vectors load --------------------------------------------
+
+def objective_of(config):
+    """The objective class of an unresolved config; "auto" reads plain text as sgns and glove do (which
+    of the two it is follows the vectors' format, known once they are detected)."""
+    from embedtune.objectives import AUTO, Objective, objective_class
+
+    return Objective if config.train.objective == AUTO else objective_class(config.train.objective)
+
+
+def missing_argument(config) -> str | None:
+    """What a run's arguments lack or have too much of (a usage error), or None."""
+    objective = objective_of(config)
+    for key in ("vectors", "corpus", "output") if objective.reads_corpus() else ("vectors", "output"):
+        if getattr(config, key) is None:
+            return f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)"
+    return objective.argument_problem(config)
+
+
+def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str | None = None,
+              workers: int = 1) -> None:
+    """Everything about a run's inputs and outputs that can be checked before hours of training, and
+    before TensorFlow and the vectors load: each check costs a stat or a compile. A dry run writes no
+    vectors, so its plan may go to standard output whatever -o says."""
+    from embedtune.objectives import check_corpus_start
+
+    objective = objective_of(config)
+    objective.check_run(config, resume, workers)
+    inputs = [(path, what) for path, what in objective.input_files(config) if path]
+    check_inputs_and_outputs(config.vectors, config.corpus, config.output,
+                             None if dry_run and json_out == "-" else json_out,
+                             other_inputs=tuple(path for path, _ in inputs))
+    for path, what in inputs:
+        check_input_file(path, what)
+    for path, option in objective.output_files(config):
+        if path and not dry_run:
+            check_writable_file(path, option)
+    v, t = config.vocab, config.train
+    check_input_file(v.freeze_list, "word-list file")   # a stat: a list may be a pipe, read once
+    check_input_file(v.train_list, "word-list file")
+    check_pattern(v.freeze_pattern, "--freeze-pattern")
+    check_pattern(v.train_pattern, "--train-pattern")
+    check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
+    check_writable_folder(t.logdir, "--logdir")
+    if resume and not t.checkpoint_dir:
+        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
+    if resume and not os.path.exists(t.checkpoint_dir):
+        raise EmbedtuneError("--resume: no such folder (no checkpoint was written there)", t.checkpoint_dir)
+    # Binary data or another encoding shows in the first bytes (pipes are not peeked).
+    check_corpus_start(config)
+    from embedtune.distribute import launched
+
+    if workers > 1 and not launched():   # a launched worker was checked by its launcher
+        check_workers(config, workers)
+
+
+def check_workers(config, workers: int) -> None:
+    """What --workers N refuses beyond the objective's own refusals (Objective.check_run)."""
+    from embedtune import distribute
+    from embedtune.config import resolve
+
+    if os.environ.get("TF_CONFIG"):
+        raise EmbedtuneError("--workers starts its own workers; under TF_CONFIG run one process per worker")
+    for key in ("vectors", "corpus"):
+        path = getattr(config, key)
+        if path is not None and (path == "-" or not os.path.isfile(path)):   # a pipe (<(...), a FIFO) is read once
+            raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
+                                 f"not {'standard input' if path == '-' else 'a pipe'}")
+    distribute.batch_part(resolve(config).train, workers)   # the batch size is the objective's unless given

@@ -1,0 +1,283 @@
+"""One whole fine-tune: ``embedtune train`` and ``embedtune.fine_tune`` both call ``run``.
+
+load the vectors -> decide lower-casing -> open the corpus as the objective reads it -> count it
+(while TensorFlow imports) -> train -> write the output, its frozen rows read back as written ->
+remove the checkpoints -> the objective's own outputs -> the summary. ``dry_run`` stops after the
+plan, without TensorFlow. The caller is told what happens through callbacks and gets a result;
+nothing here prints. The checks that need no loading are embedtune/checks.py's (``check_run``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from embedtune.config import Config, resolve
+from embedtune.errors import EmbedtuneError, counted
+from embedtune.plan import Plan
+from embedtune.vectors import Vectors
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How VECTORS is read, as the reader's own errors recommend: keep the first row of a repeated
+    word, leave out rows with NaN or infinity (no run can use one), replace bytes that are not UTF-8."""
+
+    keep_first_duplicate: bool = False
+    allow_nan: bool = False
+    replace_bad_utf8: bool = False
+
+
+@dataclass
+class RunResult:
+    """A finished run.
+
+    vectors : the input's rows with the trained ones in place, then the new words
+    stats : the summary (``--json``), with ``seconds`` split into load_vectors, count_and_import,
+        setup, loop and write
+    written : the frozen rows' read-back (embedtune.train.FrozenRowsCheck), None when nothing was
+        written (no output, or a worker of several that is not the chief)
+    report : what to tell the person who ran it, a line each (Objective.report_lines)
+    """
+
+    vectors: Vectors
+    plan: Plan
+    stats: dict
+    config: Config                 # resolved
+    lowercase: bool
+    model: object | None = None    # the objective's own trained part that is not vectors (classify's classifier)
+    written: object | None = None
+    report: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DryRun:
+    """A run decided, not made: its description (``--json``) and report, a line each."""
+
+    description: dict
+    lines: list[str]
+
+
+def load_training_vectors(path: str, format: str | None, reading: Reading = Reading(), limit: int | None = None,
+                          note: Callable[[str], None] | None = None) -> Vectors:
+    """VECTORS as train, init, eval and neighbors read them: with ``allow_nan``, rows with NaN or
+    infinity left out (``note`` says which), since none of them can use such a row."""
+    from embedtune import formats
+
+    vectors = formats.load_vectors(path, format=format, limit=limit, **dataclasses.asdict(reading))
+    if reading.allow_nan:
+        vectors, left_out = formats.without_nonfinite(vectors)
+        if left_out and note is not None:
+            note(f"left out {counted(len(left_out), 'row')} with NaN or infinity (--allow-nan; "
+                 f"first: {', '.join(repr(w) for w in left_out[:5])})")
+    return vectors
+
+
+def decide_lowercase(config: Config, vectors: Vectors) -> bool:
+    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case)."""
+    from embedtune.init import is_lowercase_vocabulary
+
+    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
+    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
+
+
+@dataclass
+class _Loaded:
+    vectors: Vectors
+    config: Config          # resolved: the objective follows the detected format
+    out_format: str | None
+    lowercase: bool
+    seconds: dict
+
+
+def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
+    """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
+    from embedtune import formats
+
+    if vectors is None:
+        in_format = config.format or formats.detect_format(config.vectors)
+        config = dataclasses.replace(config, format=in_format)   # --objective auto follows it
+    out_format = formats.output_format(config.output, config.to, config.format) if config.output else None
+    began = time.perf_counter()
+    if vectors is None:
+        if on_load is not None:
+            on_load(config.vectors)
+        vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
+    seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
+    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config, vectors), seconds)
+
+
+def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
+            on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None) -> DryRun:
+    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow."""
+    from embedtune.objectives import objective_class
+
+    loaded = _load(config, None, reading, on_load, note)
+    objective = objective_class(loaded.config.train.objective)
+    d = objective.dry_run(loaded.vectors, loaded.config, loaded.lowercase, resume, workers)
+    d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)
+    return DryRun(d, objective.dry_run_lines(d, loaded.config))
+
+
+def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable | None = None,
+        reading: Reading = Reading(), resume: bool = False, overwrite_checkpoints: bool = False,
+        keep_checkpoints: bool = False, own_process: bool = False,
+        on_load: Callable[[str], None] | None = None, on_plan: Callable[[Plan], None] | None = None,
+        progress: Callable | None = None, note: Callable[[str], None] | None = None,
+        stop: contextlib.AbstractContextManager | None = None) -> RunResult:
+    """Fine-tune ``config.vectors`` (or ``vectors``) on ``config.corpus`` (or ``sentences``), write
+    ``config.output`` when it is set, and return the result.
+
+    reading : how VECTORS is read
+    resume, overwrite_checkpoints : as embedtune.train.train takes them; keep_checkpoints: leave them
+        once the output is written (else removed then, and only then)
+    own_process : the process ends with this run (the command's): what the count and TensorFlow's
+        import made is frozen out of the cyclic collector for the rest of it (count_while_importing);
+        a library caller's heap is left as it was
+    on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
+        progress : given an embedtune.train.Progress now and then; note : told the text of each note
+    stop : a context manager entered once the corpus is counted, for the training alone (the command's
+        takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.train.train)
+    Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
+    """
+    from embedtune.objectives import check_corpus_start, objective_class
+
+    check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
+    loaded = _load(config, vectors, reading, on_load, note)
+    config, vectors, seconds = loaded.config, loaded.vectors, loaded.seconds
+    objective = objective_class(config.train.objective)
+    with contextlib.ExitStack() as held:
+        corpus = None
+        if objective.reads_corpus():
+            source = config.corpus if sentences is None else sentences
+            corpus = held.enter_context(objective.open_corpus(source, config, lowercase=loaded.lowercase,
+                                                              tokenize=config.vocab.tokenize,
+                                                              vocabulary=vectors.index))
+            # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
+            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process)
+        from embedtune.train import train   # imported by now, when counted (count_while_importing)
+
+        # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
+        polled = held.enter_context(stop) if stop is not None and not objective.closed_form else None
+        result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
+                       overwrite_checkpoints=overwrite_checkpoints, note=note)
+    out = RunResult(result.vectors, result.plan, result.stats, config, loaded.lowercase, result.model)
+    from embedtune.distribute import is_chief
+
+    if config.output is None or not is_chief():   # one worker of several: the chief writes and reports
+        return out
+    began = time.perf_counter()
+    out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format)
+    seconds["write"] = time.perf_counter() - began
+    if config.train.checkpoint_dir and not keep_checkpoints:
+        from embedtune import checkpoint
+
+        # Only now: until the output is written, the checkpoints are all there is of the run.
+        if not checkpoint.remove(config.train.checkpoint_dir) and note is not None:
+            note(f"another run is using {config.train.checkpoint_dir}; its checkpoints were left")
+    objective.write_outputs(out, config)
+    summarize(out, loaded.out_format, seconds, corpus is not None)
+    out.report = objective.report_lines(out, config)
+    return out
+
+
+def summarize(out: RunResult, out_format: str, seconds: dict, looped: bool) -> None:
+    """The run's stats completed as the summary: its files, the frozen rows' read-back and, for a run
+    of the loop, where its time went."""
+    s, config = out.stats, out.config
+    s.update(vectors=config.vectors, **({"corpus": config.corpus} if looped else {}), output=config.output,
+             format=out_format)
+    if looped:
+        s.update(lowercase=out.lowercase, tokenize=config.vocab.tokenize)
+    s.update(max_frozen_change=out.written.worst, frozen_rows_checked=out.written.checked)
+    if not looped:
+        return
+    # The count was made before train() (while TensorFlow imported): total_seconds counts it, as
+    # train() alone does; "seconds" splits the run (the loop is train_seconds).
+    s["total_seconds"] = round(s["total_seconds"] + seconds["count_and_import"], 3)
+    seconds.update(setup=s["total_seconds"] - seconds["count_and_import"] - s["train_seconds"],
+                   loop=s["train_seconds"])
+    s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
+
+
+def save_checked(out, vectors, plan, output: str, out_format: str):
+    """Write ``out`` with its frozen rows checked as written (read back from the output's bytes)
+    against the input as read; a difference is an error before the output is renamed into place.
+    Returns the check (checked: rows compared, worst: the largest change, 0.0)."""
+    from embedtune import formats
+    from embedtune.train import FrozenRowsCheck
+
+    written = FrozenRowsCheck(vectors.matrix, plan.frozen)
+
+    def check_block(start, stop, rows):
+        written(start, stop, rows)
+        if written.changed:
+            what = "1 frozen row" if written.changed == 1 else f"{written.changed:,} frozen rows"
+            left = "nothing was written" if output != "-" else "the output stops here"
+            raise EmbedtuneError(f"{what} would be written changed (largest change {written.worst:.3g}); {left}",
+                                 output)
+
+    # Only blocks holding a frozen row are read back: the check compares nothing else.
+    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen)
+    return written
+
+
+def count_while_importing(corpus, freeze: bool = True) -> float:
+    """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
+    import on a thread: the import needs nothing from the corpus, and train() counts first. Both are
+    mostly Python and share the GIL, still together they take less time than in series
+    (benchmarks/README.md, classify). Nothing is printed
+    until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
+    error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
+    import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
+    One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
+    (distribute.Worker.count), and a whole pass would undo what the shares save. ``freeze`` False: the
+    collector is only off while both run (a library caller's process lives on)."""
+    import importlib
+    import threading
+
+    from embedtune.distribute import cluster_from_env
+
+    done = threading.Event()
+
+    def load():
+        try:
+            importlib.import_module("embedtune.train")
+        except BaseException:   # imported again, and raised there, by the caller
+            pass
+        finally:
+            done.set()   # after the import restored fd 2
+
+    began = time.perf_counter()
+    # Python's cyclic collector is off while both run, and what they made is frozen after (gc.freeze:
+    # kept for the run, never scanned again). Its full collections re-scanned the growing heap
+    # (TensorFlow's modules, the corpus's lines) with the GIL held and found nothing to free
+    # (benchmarks/README.md, classify).
+    collecting = gc.isenabled()
+    gc.disable()
+    thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
+    thread.start()
+    pending = None
+    try:
+        if cluster_from_env() is None:
+            corpus.count()
+    except BaseException as err:
+        pending = err
+    # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it
+    # runs on (CPython 3.11's _wait_for_tstate_lock), so is_alive() could not be trusted after it.
+    while not done.is_set():   # seconds at most: the import's
+        try:
+            done.wait()
+        except BaseException as err:   # Ctrl-C or SIGTERM while waiting
+            pending = pending or err
+    if freeze:
+        gc.freeze()
+    if collecting:
+        gc.enable()
+    if pending is not None:
+        raise pending
+    return time.perf_counter() - began
