@@ -1,4 +1,4 @@
-"""`embedtune train`: options and messages; the work is embedtune.train."""
+"""`embedtune train`: options and messages; the work is embedtune.training."""
 
 from __future__ import annotations
 
@@ -264,6 +264,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         _dry_run(vectors, config, lowercase, out_format, resume, json_out, workers or 1)
         return
 
+    from embedtune import distribute
     from embedtune.distribute import PEER_LOST, PeerLost, is_chief, launched
 
     bar = None
@@ -289,19 +290,19 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     if retrofit:   # seconds, no loop: no progress bar, no stop requests, no checkpoints
-        from embedtune.train import train
+        from embedtune.training import train
 
         result = train(vectors, None, config, on_plan=on_plan, resume=resume)
         finish_retrofit(result, vectors, config, out_format, json_out)
         return
     # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once, as before.
     with open_corpus(config, lowercase, vectors) as corpus, counted_first(corpus, seconds), StopRequests() as stop:
-        from embedtune.train import TrainingInterrupted, train   # imported by now (count_while_importing)
+        from embedtune.training import TrainingInterrupted, train   # imported by now (count_while_importing)
 
         try:
             result = train(vectors, corpus, config, progress=on_progress, on_plan=on_plan,
                            resume=resume, stop=stop, overwrite_checkpoints=overwrite_checkpoints,
-                           note=lambda text: message(f"Note: {text}"))
+                           note=lambda text: message(f"Note: {text}"), strategy=distribute.strategy_from_env())
         except PeerLost as lost:
             if launched():   # the launcher names the worker that went first
                 ctx.exit(PEER_LOST)
@@ -417,7 +418,7 @@ def count_while_importing(corpus) -> float:
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
     One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
-    (distribute.Worker.count), and a whole pass would undo what the shares save."""
+    (distribute.strategy.Worker.count), and a whole pass would undo what the shares save."""
     import importlib
     import threading
 
@@ -427,7 +428,7 @@ def count_while_importing(corpus) -> float:
 
     def load():
         try:
-            importlib.import_module("embedtune.train")
+            importlib.import_module("embedtune.training.loop")
         except BaseException:   # imported again, and raised there, by the caller
             pass
         finally:
@@ -509,7 +510,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     against the input as read; a difference is an error before the output is renamed into place.
     Returns the check (checked: rows compared, worst: the largest change, 0.0)."""
     from embedtune import formats
-    from embedtune.train import FrozenRowsCheck
+    from embedtune.training import FrozenRowsCheck
 
     written = FrozenRowsCheck(vectors.matrix, plan.frozen)
 

@@ -65,7 +65,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     corpus : None for ``objective="retrofit"`` (it reads ``lexicon=``); else a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
         (a list, a re-iterable like gensim's corpora, or a generator, spooled to a temporary file).
     config : a TOML config file or a Config; ``options`` override it, as on the command line.
-    progress : called with an :class:`embedtune.train.Progress` now and then.
+    progress : called with an :class:`embedtune.training.Progress` now and then.
     resume : continue from the newest checkpoint in ``checkpoint_dir``.
     options : the options of ``embedtune train``, underscored: ``freeze_top=5000``,
         ``freeze_list="words.txt"``, ``objective="sgns"``, ``epochs=1``, ``tokenize="none"``, ...
@@ -84,7 +84,8 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
         check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
-    from embedtune.train import train   # imports TensorFlow: only when training
+    from embedtune.distribute import strategy_from_env
+    from embedtune.training import train   # imports TensorFlow: only when training
 
     if not isinstance(vectors, Vectors):
         path = os.fspath(vectors)
@@ -105,7 +106,8 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     objective = objective_class(resolve(config).train.objective)   # classify reads labelled lines
     with objective.open_corpus(corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
                                vocabulary=vectors.index) as text:
-        out = train(vectors, text, config, progress=progress, resume=resume).vectors
+        out = train(vectors, text, config, progress=progress, resume=resume,
+                    strategy=strategy_from_env()).vectors
     # train returns the input matrix with the trained rows put in place (PatchedVectors, for writing
     # a block at a time); a caller of the library gets a plain Vectors of its own.
     return out if isinstance(out, Vectors) else Vectors(out.words, out.matrix)
