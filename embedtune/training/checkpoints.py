@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from embedtune._tf import tf
 
@@ -16,6 +17,9 @@ from embedtune.config import TrainConfig
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
+
+if TYPE_CHECKING:
+    from embedtune.training.tblog import ScalarLog
 
 CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
 # A mean loss (over LOSS_EVERY steps) above this many times the first step's is divergence. The

@@ -43,7 +43,6 @@ class TrainResult:
     model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
 
 
-
 class TrainingInterrupted(Exception):
     """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder)."""
 
@@ -51,28 +50,6 @@ class TrainingInterrupted(Exception):
         self.checkpoint = checkpoint
         self.position = position
         super().__init__(f"stopped at step {position.steps}")
-
-
-
-def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
-    """Why an epoch made no training pair, and what to change."""
-    t = config.train
-    why = f"no line has two words of the training vocabulary within --window ({t.window}) of each other"
-    if total_words == n_lines:
-        why = "every line holds a single word, and context windows never cross a line"
-    else:
-        why += objective_class(t.objective).no_pairs_hint(t)
-    return f"no training pairs: {why}"
-
-
-def settings_for_resume(config: Config) -> dict:
-    """The settings a resumed run must share with the checkpoint (not where or how often to save,
-    nor on how many threads)."""
-    settings = dataclasses.asdict(config.train)
-    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads"):
-        settings.pop(key, None)
-    settings["vocab"] = dataclasses.asdict(config.vocab)
-    return settings
 
 
 def train(vectors: Vectors, corpus: Corpus | None, config: Config,
@@ -300,3 +277,23 @@ def limit_reached(train: TrainConfig, pos: Position) -> str | None:
         return "max_words"
     return None
 
+
+def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
+    """Why an epoch made no training pair, and what to change."""
+    t = config.train
+    why = f"no line has two words of the training vocabulary within --window ({t.window}) of each other"
+    if total_words == n_lines:
+        why = "every line holds a single word, and context windows never cross a line"
+    else:
+        why += objective_class(t.objective).no_pairs_hint(t)
+    return f"no training pairs: {why}"
+
+
+def settings_for_resume(config: Config) -> dict:
+    """The settings a resumed run must share with the checkpoint (not where or how often to save,
+    nor on how many threads)."""
+    settings = dataclasses.asdict(config.train)
+    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads"):
+        settings.pop(key, None)
+    settings["vocab"] = dataclasses.asdict(config.vocab)
+    return settings

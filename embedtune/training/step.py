@@ -20,7 +20,7 @@ from embedtune._tf import tf
 
 from embedtune import kernels
 from embedtune.cores import local_cores
-from embedtune.training.batches import GROUP
+from embedtune.training import batches as batching
 from embedtune.training.optimizers import Update, cap_rows, merge_rows
 
 JIT = os.environ.get("EMBEDTUNE_JIT", "1") == "1"   # EMBEDTUNE_JIT=0: no XLA, for debugging the step
@@ -156,7 +156,7 @@ class TensorFlowStep(Step):
     def run(self, batches, lrs):
         """A full group (GROUP batches) is one call; a shorter one (where the loop must act between
         batches) goes a step at a time, so that only one group length is ever traced."""
-        if len(batches) == GROUP and self.grouped:
+        if len(batches) == batching.GROUP and self.grouped:
             return tf.unstack(self.group_step(batches, tf.constant(lrs, tf.float32)))
         return [self.step(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(batches, lrs)]
 
