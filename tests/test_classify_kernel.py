@@ -28,7 +28,7 @@ FREEZE_TOP = 3000
 
 
 def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, compiled: bool | None = None,
-                 strategy=None, **train):
+                 strategy=None, note=None, **train):
     """A classify trainer set up on the sample (GloVe's FREEZE_TOP most frequent rows frozen), no step taken;
     compiled steps on with ``kernel``, and its step the compiled one where ``compiled`` (default: ``kernel``)."""
     monkeypatch.setattr(kernels, "KERNEL", kernel)
@@ -36,7 +36,7 @@ def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, compil
     config = resolve(with_paths(make_config({"freeze_top": FREEZE_TOP, "min_count": 1000000}, objective="classify",
                                             batch_size=128, threads=threads, seed=4, **train), corpus=str(path)))
     with LabelledCorpus(str(path), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
-        trainer = setup(vectors, corpus, config, Checkpoints(None, 0), strategy=strategy).trainer
+        trainer = setup(vectors, corpus, config, Checkpoints(None, 0), note=note, strategy=strategy).trainer
     assert trainer.uses_kernel == (kernel if compiled is None else compiled)
     return trainer, vectors
 
@@ -165,9 +165,11 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
             np.testing.assert_array_equal(value, results[0][1][name], err_msg=name)
 
 
-def test_an_anchor_leaves_the_step_to_tensorflow(monkeypatch):
-    trainer, _ = make_trainer(True, monkeypatch, compiled=False, anchor=0.5)
+def test_an_anchor_leaves_the_step_to_tensorflow_and_says_so(monkeypatch):
+    notes = []
+    trainer, _ = make_trainer(True, monkeypatch, compiled=False, note=notes.append, anchor=0.5)
     assert trainer.kernel is None and trainer.anchor == 0.5
+    assert notes == ["--anchor: classify steps through TensorFlow's step, not its compiled one"]
 
 
 class TensorFlowMerging(OneProcess):

@@ -549,3 +549,43 @@ def test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process
         assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
         assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
         assert report["untouched_bit_identical"]
+
+
+def test_training_never_imports_distribute_and_the_layers_import_alone():
+    """The loop takes a strategy and never imports embedtune.distribute; no import circle (top-level or
+    inside functions) runs through training/, distribute/ or kernels/; each imports alone without TensorFlow."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "embedtune"
+    imports = {}
+    for path in root.rglob("*.py"):
+        name = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        imports[name] = found
+    for name, found in imports.items():
+        if name.startswith("embedtune.training"):
+            assert not any(m.startswith("embedtune.distribute") for m in found), name
+    layers = ("embedtune.training", "embedtune.distribute", "embedtune.kernels")
+    # A module naming its own package (``from embedtune.training import batches``) is no circle: the
+    # packages' __init__ import their modules lazily or not at all.
+    graph = {name: {m for m in found if m in imports and m != name and not name.startswith(m + ".")}
+             for name, found in imports.items()}
+
+    def reaches(start, goal, seen):
+        for m in graph.get(start, ()):
+            if m == goal or (m not in seen and (seen.add(m) or reaches(m, goal, seen))):
+                return True
+        return False
+
+    assert [name for name in graph if name.startswith(layers) and reaches(name, name, set())] == []
+    for module in ("embedtune.training", "embedtune.distribute", "embedtune.kernels", "embedtune.training.optimizers"):
+        check = subprocess.run([sys.executable, "-c", f"import sys, {module}; print('tensorflow' in sys.modules)"],
+                               capture_output=True, text=True, timeout=120)
+        assert check.stdout.split() == ["False"], (module, check.stderr[-500:])
