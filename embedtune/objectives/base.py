@@ -25,6 +25,11 @@ Adding an objective ``name``:
 An objective solved in closed form, without a corpus or the loop (retrofit), sets
 ``closed_form = True`` and implements ``fit`` instead of the batch methods.
 
+The step and the workers ask an objective only through declared methods with defaults: a compiled
+step (``compiles``, ``why_not_compiled``, ``compiled_step``); how its batches split over workers
+(``reads_lines``, ``share_index``, ``batch_unit``, ``padding_batch``; and ``part`` and ``concatenate`` for
+the tests' one-process emulation of several workers).
+
 Local ids. The trainer gives the corpus words of a run local ids, trainable words first:
 ``[0, rows.n_trainable)`` trainable, then frozen ones (``LocalRows``). Word-table ids in a batch
 are local ids; the step reads trainable rows from the variable and frozen rows from the input
