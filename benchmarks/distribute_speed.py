@@ -128,28 +128,30 @@ def step_costs(steps: int = 30) -> None:
     """Median CPU ms of trainer.gradients and of the whole trainer.step, on one thread."""
     import train_speed
     from embedtune._tf import tf
-    from embedtune.train import use_threads
+    from embedtune.training.host import use_threads
+    from embedtune.training.step import TensorFlowStep
 
     use_threads(1)
     for dim in (50, 300):
         train_speed.STEP_DIM, train_speed.STEP_TRAINABLE = dim, 20_000
         trainer = train_speed.make_step_trainer(20_000, "sgd")
-        trainer.fused = False   # a worker's step: gradients, then the scatters (distribute.Worker.attach)
+        # a worker's step: gradients, then the scatters (distribute.strategy.GatheredStep)
+        trainer.step = TensorFlowStep(trainer, fused=False, grouped=False, distinct=False)
         data = train_speed.fixed_batch(trainer)
         lr = tf.constant(0.025, tf.float32)
         for _ in range(5):
-            float(trainer.gradients(data)[0])
-            float(trainer.step(data, lr))
+            float(trainer.step.gradients(data)[0])
+            float(trainer.step.step(data, lr))
         grads, whole = [], []
         for _ in range(5):
             began = time.process_time()
             for _ in range(steps):
-                out = trainer.gradients(data)
+                out = trainer.step.gradients(data)
             float(out[0])
             grads.append((time.process_time() - began) / steps * 1000)
             began = time.process_time()
             for _ in range(steps):
-                loss = trainer.step(data, lr)
+                loss = trainer.step.step(data, lr)
             float(loss)
             whole.append((time.process_time() - began) / steps * 1000)
         g, w = statistics.median(grads), statistics.median(whole)

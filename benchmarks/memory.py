@@ -155,7 +155,8 @@ def mark(name):
         pass
 began = time.perf_counter()
 import embedtune.cli.main as cli_main
-from embedtune import formats, init, train as train_mod
+from embedtune import formats, init
+from embedtune.training import loop as train_mod
 from embedtune.corpus import Corpus
 mark("imports (TensorFlow, embedtune)")
 def after(owner, name, label, first_only=False):
@@ -176,8 +177,9 @@ trainer_init = train_mod.Trainer.__init__
 def init_and_watch(self, *a, **k):
     trainer_init(self, *a, **k)
     mark("trainer's tables")
-    # tf.functions set in __init__; the first full group of batches is the first call of the step
-    after(self, "group_step", "first call of the step (compiled)", first_only=True)
+    # TensorFlow's step: the first full group of batches is the first call of the step
+    if hasattr(self.step, "group_step"):
+        after(self.step, "group_step", "first call of the step (compiled)", first_only=True)
 train_mod.Trainer.__init__ = init_and_watch
 after(train_mod.Trainer, "trained_matrix", "training loop")
 after(train_mod, "max_frozen_change", "summary (max frozen change)")

@@ -177,7 +177,7 @@ def train_vectors(setup: Setup, options: dict) -> tuple[Vectors, dict]:
     """`embedtune train` on GloVe input (its defaults, then ``options``) with every GloVe row frozen,
     so only new words train. Returns (vectors, summary)."""
     from embedtune.config import Config, merge
-    from embedtune.train import train
+    from embedtune.training import train
 
     config = merge(Config(format="glove"), {"freeze_pretrained": True, **options})
     with Corpus(setup.corpus_path, lowercase=True) as lowered:  # what `lowercase auto` gives for GloVe
@@ -267,7 +267,7 @@ def run_rows(setup: Setup, swept: InitParams | None, unit_glove, only: list[str]
     if any(name.startswith("embedtune train") for name, _ in chosen):
         # TensorFlow's import (2-5 s) is the process's, not a row's: without this the first train
         # row of the first round paid it (form-context's, 23.1 CPU-s against 18.0 in the next round).
-        import embedtune.train  # noqa: F401
+        import embedtune.training.loop  # noqa: F401
     table = {}
     for _ in range(repeat):
         for name, run in chosen:

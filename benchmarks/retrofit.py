@@ -34,7 +34,7 @@ import numpy as np
 
 from embedtune import formats
 from embedtune.config import Config, TrainConfig, VocabConfig
-from embedtune.train import train
+from embedtune.training import train
 from embedtune.vectors import Vectors
 from embedtune.wordnet import format_lexicon, wordnet_lexicons
 

@@ -56,11 +56,11 @@ def corpus_head(tokens: int) -> str:
 def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
     from embedtune.config import Config, TrainConfig, VocabConfig, resolve
     from embedtune.corpus import Corpus
-    from embedtune import train as train_module
+    from embedtune import kernels
     from embedtune.runplan import plan_rows
-    from embedtune.train import Trainer
+    from embedtune.training.tables import Trainer
 
-    train_module.KERNEL = False   # TensorFlow's step, part by part; the kernel is timed apart (profile)
+    kernels.KERNEL = False   # TensorFlow's step, part by part; the kernel is timed apart (profile)
 
     train_list = "/tmp/embedtune-profile-trainable.txt"
     with open(train_list, "w", encoding="utf-8") as f:
@@ -85,7 +85,7 @@ def cpu(fn) -> float:
 
 def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
     """CPU seconds of each part over the whole corpus head, and the pair count."""
-    from embedtune.train import LOSS_EVERY
+    from embedtune.training.batches import LOSS_EVERY
 
     obj = trainer.objective
     out = {}
@@ -113,7 +113,7 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
     def steps(read_every):
         pending = []
         for i, t in enumerate(tensors):
-            pending.append(trainer.step(t, lr))
+            pending.append(trainer.step.step(t, lr))
             if (i + 1) % read_every == 0:
                 float(tf.add_n(pending))
                 pending = []
@@ -121,7 +121,7 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
             float(tf.add_n(pending))
 
     empty = tf.function(lambda batch, lr: lr, autograph=False)
-    gathers = tf.function(trainer._gather, autograph=False)
+    gathers = tf.function(trainer.step._gather, autograph=False)
     gathered = gathers(tensors[0])
     words, word_ids, side, side_ids = gathered
     word_ids = tf.concat(word_ids, 0)
@@ -133,18 +133,18 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
         trainer.side.scatter_sub(tf.IndexedSlices(lr * side_grads, side_ids))
         return lr
 
-    _, word_grads, flat_side_ids, side_grads = trainer.dense(tensors[0], words, side, side_ids)
+    _, word_grads, flat_side_ids, side_grads = trainer.step.dense(tensors[0], words, side, side_ids)
     scatter_args = (word_ids, word_grads, flat_side_ids, side_grads, lr)
     dense_args = (tensors[0], words, side, side_ids)
     sgd_args = (tensors[0], words, word_ids, side, side_ids, lr)
 
     # Warm up (tracing, XLA compiles) outside the timings.
-    for fn in (lambda: trainer.step(tensors[0], lr), lambda: empty(tensors[0], lr),
-               lambda: gathers(tensors[0])[2], lambda: trainer.dense(*dense_args)[0],
-               lambda: trainer.dense_sgd(*sgd_args), lambda: scatter_tf(*scatter_args)):
+    for fn in (lambda: trainer.step.step(tensors[0], lr), lambda: empty(tensors[0], lr),
+               lambda: gathers(tensors[0])[2], lambda: trainer.step.dense(*dense_args)[0],
+               lambda: trainer.step.dense_sgd(*sgd_args), lambda: scatter_tf(*scatter_args)):
         float(tf.reduce_sum(fn()))
     for size in group_sizes:
-        float(trainer.group_step(tensors[:size], tf.fill([size], lr))[0])
+        float(trainer.step.group_step(tensors[:size], tf.fill([size], lr))[0])
 
     def each(fn, last):
         def run():
@@ -157,15 +157,15 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
     out["step, loss read every step"] = cpu(lambda: steps(1))
     out["call (empty tf.function)"] = cpu(each(lambda t: empty(t, lr), lambda r: r))
     out["gathers + negatives (TF kernels)"] = cpu(each(gathers, lambda r: r[2]))
-    out["dense (XLA)"] = cpu(each(lambda t: trainer.dense(*dense_args), lambda r: r[0]))
-    out["dense + scatters (XLA, sgd)"] = cpu(each(lambda t: trainer.dense_sgd(*sgd_args), lambda r: r))
+    out["dense (XLA)"] = cpu(each(lambda t: trainer.step.dense(*dense_args), lambda r: r[0]))
+    out["dense + scatters (XLA, sgd)"] = cpu(each(lambda t: trainer.step.dense_sgd(*sgd_args), lambda r: r))
     out["scatters as TF kernels"] = cpu(each(lambda t: scatter_tf(*scatter_args), lambda r: r))
     if trainer.merge:
         out["gradients (gathers + dense)"] = cpu(each(trainer.gradients, lambda r: r[0]))
-    if trainer.fused:
+    if trainer.step.fused:
         # The compiled step (embedtune/kernels.py) on copies of the same tables, as train() runs it
         # for plain sgd: the numpy batches as they are (no prepare), on --threads threads.
-        from embedtune.kernels import SgnsKernel
+        from embedtune.kernels.sgns import SgnsKernel
         obj = trainer.objective
         kernel = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix, trainer.frozen_rows,
                             trainer.n_trainable, obj.batch_size, obj.negative, obj.shared, threads)
@@ -173,7 +173,7 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
         out[f"kernel step (numba, {threads} threads)"] = cpu(lambda: [kernel.step(b, ts.LR) for b in batches])
         if not obj.shared:
             # The lock-free kernel (no --deterministic): GROUP batches a call, as Trainer.run gives them.
-            from embedtune.train import GROUP
+            from embedtune.training.batches import GROUP
             lockfree = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix,
                                   trainer.frozen_rows, trainer.n_trainable, obj.batch_size, obj.negative, False,
                                   threads, lockfree=True)
@@ -197,9 +197,9 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
             for start in range(0, len(tensors), size):
                 group = tensors[start:start + size]
                 if len(group) < size:   # the tail: one at a time (another length would trace again)
-                    pending.append(tf.stack([trainer.step(t, lr) for t in group]))
+                    pending.append(tf.stack([trainer.step.step(t, lr) for t in group]))
                 else:
-                    pending.append(trainer.group_step(group, tf.fill([size], lr)))
+                    pending.append(trainer.step.group_step(group, tf.fill([size], lr)))
                 if len(pending) * size >= LOSS_EVERY:
                     float(tf.reduce_sum(pending[-1]))
                     pending = []
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from embedtune.train import use_threads
+    from embedtune.training.host import use_threads
     from embedtune._tf import tf
 
     use_threads(args.threads)

@@ -118,13 +118,13 @@ def count_tokens(path: str) -> tuple[int, int]:
 
 def run_embedtune(words, matrix, trainable_words, corpus, workdir, kernel: bool = True, **settings) -> dict:
     """``settings``: [train] values other than the comparison's (negatives, threads, ...); ``kernel``
-    False: TensorFlow's fused step instead of the compiled one (embedtune.train.KERNEL)."""
-    from embedtune import train as train_module
+    False: TensorFlow's fused step instead of the compiled one (embedtune.kernels.KERNEL)."""
+    from embedtune import kernels
     from embedtune.config import Config, TrainConfig, VocabConfig
     from embedtune.corpus import Corpus
-    from embedtune.train import train
+    from embedtune.training import train
 
-    train_module.KERNEL = kernel
+    kernels.KERNEL = kernel
     from embedtune.vectors import Vectors
 
     train_list = os.path.join(workdir, "trainable-words.txt")
@@ -311,7 +311,7 @@ def make_step_trainer(n_rows: int, optimizer: str):
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
     from embedtune.config import Config, TrainConfig
     from embedtune.plan import Plan
-    from embedtune.train import Trainer
+    from embedtune.training.tables import Trainer
 
     rng = np.random.default_rng(SEED)
     words = [f"w{i}" for i in range(n_rows)]
@@ -354,7 +354,7 @@ def time_steps(trainers: dict, warmup: int, steps: int, repeats: int = 7) -> dic
     batches = {key: fixed_batch(trainer) for key, trainer in trainers.items()}
     for key, trainer in trainers.items():
         for _ in range(warmup):
-            loss = trainer.step(batches[key], lr)
+            loss = trainer.step.step(batches[key], lr)
         float(loss)
     wall = {key: [] for key in trainers}
     cpu = {key: [] for key in trainers}
@@ -362,7 +362,7 @@ def time_steps(trainers: dict, warmup: int, steps: int, repeats: int = 7) -> dic
         for key, trainer in trainers.items():
             began, cpu_began = time.perf_counter(), time.process_time()
             for _ in range(steps):
-                loss = trainer.step(batches[key], lr)
+                loss = trainer.step.step(batches[key], lr)
             float(loss)   # wait for the last step
             wall[key].append((time.perf_counter() - began) / steps * 1000)
             cpu[key].append((time.process_time() - cpu_began) / steps * 1000)
@@ -396,7 +396,7 @@ def memory_child(rows: int, dim: int, trainable_fraction: float, corpus: str, to
     """In a fresh process: train a [rows, dim] table with Adam; print peak memory as JSON."""
     from embedtune.config import Config, TrainConfig, VocabConfig
     from embedtune.corpus import Corpus
-    from embedtune.train import train
+    from embedtune.training import train
     from embedtune.vectors import Vectors
 
     baseline = peak_rss_gb()
@@ -531,7 +531,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     workdir = tempfile.mkdtemp(prefix="embedtune-bench-")
     corpus = corpus_path(args.quick, workdir)
-    import embedtune.train  # noqa: F401  (TensorFlow loads here, outside every timing)
+    import embedtune.training.loop  # noqa: F401  (TensorFlow loads here, outside every timing)
     import tensorflow as tf
 
     print(f"embedtune train_speed: {os.cpu_count()} cores, TensorFlow {tf.__version__}, "

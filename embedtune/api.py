@@ -73,7 +73,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     corpus : None for ``objective="retrofit"`` (it reads ``lexicon=``); else a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
         (a list, a re-iterable like gensim's corpora, or a generator, spooled to a temporary file).
     config : a TOML config file or a Config; ``options`` override it, as on the command line.
-    progress : called with an :class:`embedtune.train.Progress` now and then.
+    progress : called with an :class:`embedtune.training.Progress` now and then.
     resume : continue from the newest checkpoint in ``checkpoint_dir``.
     note : called with the text of each note (a damaged checkpoint skipped, rows left out by ``allow_nan``).
     keep_first_duplicate, allow_nan, replace_bad_utf8 : how a vectors path is read, as the command's

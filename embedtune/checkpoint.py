@@ -60,7 +60,7 @@ class Position:
     loss_history: list = field(default_factory=list)
     loss_start: float | None = None  # loss per pair of the run's first step, before any update
     # A multi-worker run's position in each worker's share of the lines, [chunk, batch, words, more]
-    # a worker (distribute.py); None in one process
+    # a worker (embedtune/distribute/); None in one process
     shares: list | None = None
 
 

@@ -39,7 +39,7 @@ class RunResult:
     vectors : the input's rows with the trained ones in place, then the new words
     stats : the summary (``--json``), with ``seconds`` split into load_vectors, count_and_import,
         setup, loop and write
-    written : the frozen rows' read-back (embedtune.train.FrozenRowsCheck), None when nothing was
+    written : the frozen rows' read-back (embedtune.training.FrozenRowsCheck), None when nothing was
         written (no output, or a worker of several that is not the chief)
     report : what to tell the person who ran it, a line each (Objective.report_lines)
     """
@@ -133,15 +133,15 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     ``config.output`` when it is set, and return the result.
 
     reading : how VECTORS is read
-    resume, overwrite_checkpoints : as embedtune.train.train takes them; keep_checkpoints: leave them
+    resume, overwrite_checkpoints : as embedtune.training.train takes them; keep_checkpoints: leave them
         once the output is written (else removed then, and only then)
     own_process : the process ends with this run (the command's): what the count and TensorFlow's
         import made is frozen out of the cyclic collector for the rest of it (count_while_importing);
         a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
-        progress : given an embedtune.train.Progress now and then; note : told the text of each note
+        progress : given an embedtune.training.Progress now and then; note : told the text of each note
     stop : a context manager entered once the corpus is counted, for the training alone (the command's
-        takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.train.train)
+        takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
     """
     from embedtune.objectives import check_corpus_start, objective_class
@@ -159,12 +159,14 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
                                                               vocabulary=vectors.index))
             # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
             seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process)
-        from embedtune.train import train   # imported by now, when counted (count_while_importing)
+        from embedtune.distribute import strategy_from_env
+        from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
         polled = held.enter_context(stop) if stop is not None and not objective.closed_form else None
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
-                       overwrite_checkpoints=overwrite_checkpoints, note=note)
+                       overwrite_checkpoints=overwrite_checkpoints, note=note,
+                       strategy=strategy_from_env())
     out = RunResult(result.vectors, result.plan, result.stats, config, loaded.lowercase, result.model)
     from embedtune.distribute import is_chief
 
@@ -209,7 +211,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     against the input as read; a difference is an error before the output is renamed into place.
     Returns the check (checked: rows compared, worst: the largest change, 0.0)."""
     from embedtune import formats
-    from embedtune.train import FrozenRowsCheck
+    from embedtune.training import FrozenRowsCheck
 
     written = FrozenRowsCheck(vectors.matrix, plan.frozen)
 
@@ -246,7 +248,7 @@ def count_while_importing(corpus, freeze: bool = True) -> float:
 
     def load():
         try:
-            importlib.import_module("embedtune.train")
+            importlib.import_module("embedtune.training.loop")
         except BaseException:   # imported again, and raised there, by the caller
             pass
         finally:

@@ -14,20 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune import checkpoint
+from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, pick_new_words
 from embedtune.objectives import objective_class
-from embedtune.objectives.base import COMPILED
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
                    "deterministic")
-OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # sparse.py: a table-sized variable per slot
+OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # training/optimizers.py: a table-sized variable per slot
 # TensorFlow, XLA's compiled step and the Python process around them: calibrated against the
 # quickstart's peak RSS less the parts below (benchmarks/README.md, memory).
 RUNTIME_BYTES = 700 * 2**20
@@ -142,7 +141,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
     objective = objective_class(t.objective)
     side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
-    compiled = COMPILED and objective.compiles(t)
+    compiled = kernels.KERNEL and objective.compiles(t)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))

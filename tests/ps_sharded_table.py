@@ -46,7 +46,8 @@ def free_ports(n):
 
 
 def setup_run(vectors, corpus, config):
-    from embedtune.train import Checkpoints, setup
+    from embedtune.training.checkpoints import Checkpoints
+    from embedtune.training.loop import setup
 
     return setup(vectors, corpus, config, Checkpoints(None, 0))
 
@@ -58,7 +59,7 @@ def compare(strategy, coordinator, vectors, lines, config):
     from embedtune._tf import tf
     from embedtune.checkpoint import Position
     from embedtune.corpus import Corpus
-    from embedtune.train import epoch_batches
+    from embedtune.training.batches import epoch_batches
 
     single = setup_run(vectors, Corpus(lines), config).trainer
     with strategy.scope():
@@ -72,8 +73,8 @@ def compare(strategy, coordinator, vectors, lines, config):
     lr = tf.constant(0.05, tf.float32)
     touched = set()
     for tensors in batches:
-        single.step(tensors, lr)
-        coordinator.schedule(sharded.step, args=(tensors, lr))
+        single.step.step(tensors, lr)
+        coordinator.schedule(sharded.step.step, args=(tensors, lr))
         coordinator.join()   # in order, one at a time: the one-process order of updates
         real = tensors["weight"].numpy() > 0
         touched.update(int(i) for i in tensors["center"].numpy()[real] if i < single.n_trainable)
@@ -116,7 +117,7 @@ def main():
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(2)
-        from embedtune import sharded as sharding
+        import sharded as sharding
         from embedtune.config import Config, TrainConfig, VocabConfig, resolve
         from train_fixtures import SAMPLE_CORPUS, glove
 

@@ -568,12 +568,12 @@ def test_the_catalogue_holds_at_least_25_cases():
 
 @pytest.mark.parametrize("where", ["missing-folder", "folder", "json-missing-folder"])
 def test_an_output_that_cannot_be_written_is_refused_before_training(tmp_path, monkeypatch, where):
-    import embedtune.train
+    import embedtune.training
 
     def must_not_train(*args, **kwargs):
         raise AssertionError("training started although the output cannot be written")
 
-    monkeypatch.setattr(embedtune.train, "train", must_not_train)
+    monkeypatch.setattr(embedtune.training, "train", must_not_train)
     folder = Folder(tmp_path)
     output = {"missing-folder": ["-o", tmp_path / "results" / "tuned.txt"],
               "folder": ["-o", tmp_path],

@@ -211,7 +211,8 @@ def test_fine_tune_trains_classify_from_python_as_the_command_does(tmp_path):
 def _objective(vectors, corpus, **train):
     """The classify objective of a run set up on the sample (no step taken)."""
     from embedtune.config import resolve
-    from embedtune.train import Checkpoints, setup
+    from embedtune.training.checkpoints import Checkpoints
+    from embedtune.training.loop import setup
 
     config = resolve(with_paths(make_config({"min_count": 1000000}, objective="classify", **train),
                                 corpus=str(corpus.path)))
@@ -252,7 +253,7 @@ def test_unmerged_step_trains_as_the_merged_one(monkeypatch):
     """Classify's batches hold each row once, so the trainer skips merging (distinct_ids); the result
     is the merged step's, to float rounding, with adam (merged rows) and an anchor (slices counted)."""
     from embedtune.objectives.classify import Classify
-    from embedtune.train import train
+    from embedtune.training import train
 
     vectors = glove(20000)
     results = []

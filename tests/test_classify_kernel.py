@@ -1,4 +1,4 @@
-"""classify's compiled step (embedtune/kernels.py, classify_step) against TensorFlow's step.
+"""classify's compiled step (embedtune/kernels/classify.py) against TensorFlow's step.
 
 Both take the same batches from the same tables: after a few steps the tables and the optimizer's
 state must agree within float32 rounding, for each optimizer, with and without word n-grams and a cap,
@@ -13,10 +13,13 @@ import json
 import numpy as np
 import pytest
 
-from embedtune import train as train_module
+from embedtune import kernels
 from embedtune.config import resolve
 from embedtune.corpus.labelled import LabelledCorpus
-from embedtune.train import Checkpoints, setup
+from embedtune.training.checkpoints import Checkpoints
+from embedtune.training.loop import setup
+from embedtune.training.step import TensorFlowStep
+from embedtune.training.strategy import OneProcess
 
 from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, run, with_paths
 
@@ -24,15 +27,16 @@ TRAIN = REPO / "data" / "sample" / "wordnet-glosses.train.txt"
 FREEZE_TOP = 3000
 
 
-def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, compiled: bool | None = None, **train):
+def make_trainer(kernel: bool, monkeypatch, path=TRAIN, threads: int = 2, compiled: bool | None = None,
+                 strategy=None, note=None, **train):
     """A classify trainer set up on the sample (GloVe's FREEZE_TOP most frequent rows frozen), no step taken;
     compiled steps on with ``kernel``, and its step the compiled one where ``compiled`` (default: ``kernel``)."""
-    monkeypatch.setattr(train_module, "KERNEL", kernel)
+    monkeypatch.setattr(kernels, "KERNEL", kernel)
     vectors = glove(20000)
     config = resolve(with_paths(make_config({"freeze_top": FREEZE_TOP, "min_count": 1000000}, objective="classify",
                                             batch_size=128, threads=threads, seed=4, **train), corpus=str(path)))
     with LabelledCorpus(str(path), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
-        trainer = setup(vectors, corpus, config, Checkpoints(None, 0)).trainer
+        trainer = setup(vectors, corpus, config, Checkpoints(None, 0), note=note, strategy=strategy).trainer
     assert trainer.uses_kernel == (kernel if compiled is None else compiled)
     return trainer, vectors
 
@@ -161,25 +165,35 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
             np.testing.assert_array_equal(value, results[0][1][name], err_msg=name)
 
 
-def test_an_anchor_leaves_the_step_to_tensorflow(monkeypatch):
-    trainer, _ = make_trainer(True, monkeypatch, compiled=False, anchor=0.5)
+def test_an_anchor_leaves_the_step_to_tensorflow_and_says_so(monkeypatch):
+    notes = []
+    trainer, _ = make_trainer(True, monkeypatch, compiled=False, note=notes.append, anchor=0.5)
     assert trainer.kernel is None and trainer.anchor == 0.5
+    assert notes == ["--anchor: classify steps through TensorFlow's step, not its compiled one"]
+
+
+class TensorFlowMerging(OneProcess):
+    """A strategy whose batches can repeat a row (a multi-worker step's gathered slices): TensorFlow's step."""
+
+    def make_step(self, trainer, words, side, note):
+        return TensorFlowStep(trainer, fused=False, grouped=False, distinct=False)
 
 
 def test_a_worker_steps_through_tensorflow(monkeypatch):
-    """What distribute.Worker.attach does: the step goes through TensorFlow, and batches are tensors."""
-    trainer, _ = make_trainer(True, monkeypatch)
-    trainer.fused = False
-    assert not trainer.uses_kernel
+    """A strategy's own step is the run's, chosen at set-up: the step goes through TensorFlow, and batches are
+    tensors; the objective's compiled step is never built."""
+    trainer, _ = make_trainer(True, monkeypatch, compiled=False, strategy=TensorFlowMerging())
+    assert not trainer.uses_kernel and trainer.kernel is None and not trainer.step.distinct
     assert not isinstance(trainer.prepare(some_batches(trainer, 2)[0])["word"], np.ndarray)
 
 
 def test_batches_that_can_repeat_a_row_step_through_tensorflow(monkeypatch):
-    """The emulation of several workers concatenates their batches, which can repeat a row: the kernel,
-    which updates each of a batch's rows once, gives the step back to TensorFlow's merging one."""
-    trainer, _ = make_trainer(True, monkeypatch)
-    trainer.distinct = False   # what distribute.Shares.attach and Worker.attach do
-    assert not trainer.uses_kernel
+    """The emulation of several workers (tests/debug_worker.py) concatenates their batches, which can repeat a
+    row: the kernel, which updates each of a batch's rows once, is not chosen; TensorFlow's merging step is."""
+    from debug_worker import Shares
+
+    trainer, _ = make_trainer(True, monkeypatch, compiled=False, strategy=Shares(2))
+    assert not trainer.uses_kernel and not trainer.step.distinct
 
 
 def test_the_dry_runs_memory_estimate_counts_the_kernels_copies():

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import cli
-from embedtune.train import LOSS_EVERY
+from embedtune.training.batches import LOSS_EVERY
 
 from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS, bits, glove, read_text_vectors, write_glove_text
 

@@ -1,4 +1,4 @@
-"""Training on several workers (embedtune/distribute.py): the real command with --workers 2 on
+"""Training on several workers (embedtune/distribute/): the real command with --workers 2 on
 loopback ports, each worker reading its own share of the lines, against one process training the same
 global batches (EMBEDTUNE_DEBUG_SHARES=2), and a ParameterServerStrategy run on sharded tables.
 
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import debug_worker
 from embedtune import distribute
 from embedtune.cli.main import cli
 from embedtune.distribute import Cluster, cluster_from_env
@@ -34,7 +35,8 @@ ARGS = ["--objective", "sgns", "--deterministic", "--epochs", "2", "--batch-size
 
 
 def embedtune(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", *args], capture_output=True,
+    """The command, with the test-only hooks of tests/debug_worker.py (their environment variables)."""
+    return subprocess.run([sys.executable, debug_worker.__file__, "train", *args], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -61,7 +63,7 @@ def two_workers(inputs):
     out, hashes = inputs.folder / "two.txt", inputs.folder / "hashes"
     hashes.mkdir()
     run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "--workers", "2", "-o", str(out),
-                    "--json", str(inputs.folder / "two.json"), env={distribute.ENV_TABLE_HASH: str(hashes)})
+                    "--json", str(inputs.folder / "two.json"), env={debug_worker.ENV_TABLE_HASH: str(hashes)})
     assert run.returncode == 0, run.stderr
     return SimpleNamespace(output=out, hashes=hashes, summary=json.loads((inputs.folder / "two.json").read_text()),
                            stderr=run.stderr)
@@ -69,10 +71,10 @@ def two_workers(inputs):
 
 def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_workers):
     """Each worker reads its own share of the lines; one process training the two shares' batches
-    concatenated (distribute.Shares) makes the same global batches, so the tables agree."""
+    concatenated (debug_worker.Shares) makes the same global batches, so the tables agree."""
     one = inputs.folder / "one.txt"
     run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(one), "--json", str(inputs.folder / "one.json"),
-                    env={distribute.ENV_SHARES: "2"})
+                    env={debug_worker.ENV_SHARES: "2"})
     assert run.returncode == 0, run.stderr
     words, _, single = load_text(one)
     words2, _, split = load_text(two_workers.output)
@@ -98,7 +100,7 @@ def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inp
     lines = open(inputs.corpus, encoding="utf-8").read().splitlines()
     lopsided.write_text("".join(f"{line}\n{line.split()[0]}\n" for line in lines), encoding="utf-8")
     outputs = []
-    for name, extra, env in (("lop-two", ["--workers", "2"], None), ("lop-one", [], {distribute.ENV_SHARES: "2"})):
+    for name, extra, env in (("lop-two", ["--workers", "2"], None), ("lop-one", [], {debug_worker.ENV_SHARES: "2"})):
         out = inputs.folder / f"{name}.txt"
         run = embedtune(inputs.vectors, str(lopsided), *ARGS, *extra, "-o", str(out), "--json", "-", env=env)
         assert run.returncode == 0, run.stderr
@@ -116,7 +118,7 @@ def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inp
     args = [inputs.vectors, str(lopsided), *ARGS, "--workers", "2", "-o", str(out), "--checkpoint-dir", str(ckpt),
             "--checkpoint-every", "5"]
     die_at = s2["steps"] // 2 + 7
-    run = embedtune(*args, env={distribute.ENV_DIE_AT: f"0:{die_at}"})
+    run = embedtune(*args, env={debug_worker.ENV_DIE_AT: f"0:{die_at}"})
     assert run.returncode != 0 and not out.exists()
     state = json.loads((ckpt / f"ckpt-{(die_at - 1) // 5 * 5}" / "state.json").read_text())["position"]
     assert state["epoch"] == 2 and state["shares"][1] == [0, 0, 0, 0] and state["shares"][0][3] == 1
@@ -136,7 +138,7 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     words = load_text(inputs.vectors)[0]
     corpus = Corpus(inputs.corpus, lowercase=True, tokenize="auto", vocabulary=set(words))   # as train reads it
     counts, total, n_lines = corpus.count()
-    assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(counts, total, n_lines)
+    assert reports[0]["counts"] == reports[1]["counts"] == debug_worker.counts_digest(counts, total, n_lines)
     assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == total == two_workers.summary["corpus_words"]
     assert 0 < reports[1]["own_tokens"] < total
     assert reports[0]["counted_whole"] is reports[1]["counted_whole"] is False   # no whole pass before it
@@ -148,7 +150,7 @@ def test_killed_worker_stops_the_run_with_one_line_then_resume_finishes(inputs, 
     one = [inputs.vectors, inputs.corpus, *ARGS, "-o", str(out), "--checkpoint-dir", str(ckpt),
            "--checkpoint-every", "12"]
     args = [*one, "--workers", "2"]
-    run = embedtune(*args, env={distribute.ENV_DIE_AT: "1:30"})   # worker 1 kill -9s itself before step 30
+    run = embedtune(*args, env={debug_worker.ENV_DIE_AT: "1:30"})   # worker 1 kill -9s itself before step 30
     assert run.returncode == 1
     assert run.stdout == ""
     assert run.stderr == "Error: worker 1 exited (killed by SIGKILL)\n"
@@ -290,7 +292,7 @@ def test_counts_of_the_shares_merged_are_the_whole_corpus_count(source):
         counts, total, n_lines = merge_counts([ShareCount.from_bytes(p.to_bytes()) for p in parts])
         assert list(counts.items()) == list(whole[0].items())
         assert (total, n_lines) == whole[1:]
-        assert distribute.Shares(n).count(corpus) == (counts, total, n_lines)
+        assert debug_worker.Shares(n).count(corpus) == (counts, total, n_lines)
 
 
 def test_glove_pair_counts_of_the_shares_summed_are_the_whole_corpus_counts():
@@ -320,8 +322,8 @@ def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
     outputs = []
     hashes = inputs.folder / "glove-hashes"
     hashes.mkdir()
-    for name, extra, env in (("glove-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
-                             ("glove-one", [], {distribute.ENV_SHARES: "2"})):
+    for name, extra, env in (("glove-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
+                             ("glove-one", [], {debug_worker.ENV_SHARES: "2"})):
         out = inputs.folder / f"{name}.txt"
         run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
         assert run.returncode == 0, run.stderr
@@ -346,7 +348,7 @@ def test_new_words_context_pass_reads_the_shares_and_equals_one_process(inputs):
     hashes = inputs.folder / "init-hashes"
     hashes.mkdir()
     outputs = []
-    for name, extra, env in (("init-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
+    for name, extra, env in (("init-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
                              ("init-one", [], None)):
         out = inputs.folder / f"{name}.txt"
         run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
@@ -416,8 +418,8 @@ def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list
     hashes = inputs.folder / f"{name}-hashes"
     hashes.mkdir()
     outputs = []
-    for run_name, extra, env in ((f"{name}-two", ["--workers", "2"], {distribute.ENV_TABLE_HASH: str(hashes)}),
-                                 (f"{name}-one", [], {distribute.ENV_SHARES: "2"})):
+    for run_name, extra, env in ((f"{name}-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
+                                 (f"{name}-one", [], {debug_worker.ENV_SHARES: "2"})):
         out = inputs.folder / f"{run_name}.txt"
         run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
         assert run.returncode == 0, run.stderr
@@ -450,7 +452,7 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
     words = set(load_text(inputs.vectors)[0])
     with LabelledCorpus(glosses.train, lowercase=True, tokenize="auto", vocabulary=words) as corpus:
         whole = corpus.count()
-    assert reports[0]["counts"] == reports[1]["counts"] == distribute.counts_digest(*whole)
+    assert reports[0]["counts"] == reports[1]["counts"] == debug_worker.counts_digest(*whole)
     # No worker began a pass over the whole corpus, nor over the other's share.
     assert reports[0]["reads"] == {"(0, 2)": 1} and reports[1]["reads"] == {"(1, 2)": 1}
     assert reports[0]["own_tokens"] + reports[1]["own_tokens"] == whole[1] and 0 < reports[1]["own_tokens"] < whole[1]
@@ -511,7 +513,7 @@ def test_sharded_gather_keeps_the_ids_order_and_shape():
     """TensorFlow's ShardedVariable.sparse_read (what tf.gather calls in a tf.function) returns the
     rows shard after shard and takes 1-D ids only; with embedtune.sharded's fix, rows come in the ids'
     order for ids of any shape (per-pair negatives' [B, 1 + K])."""
-    from embedtune import sharded
+    import sharded
     from embedtune._tf import tf
     from tensorflow.python.distribute.sharded_variable import ShardedVariable
 
@@ -547,3 +549,43 @@ def test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process
         assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
         assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
         assert report["untouched_bit_identical"]
+
+
+def test_training_never_imports_distribute_and_the_layers_import_alone():
+    """The loop takes a strategy and never imports embedtune.distribute; no import circle (top-level or
+    inside functions) runs through training/, distribute/ or kernels/; each imports alone without TensorFlow."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "embedtune"
+    imports = {}
+    for path in root.rglob("*.py"):
+        name = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        imports[name] = found
+    for name, found in imports.items():
+        if name.startswith("embedtune.training"):
+            assert not any(m.startswith("embedtune.distribute") for m in found), name
+    layers = ("embedtune.training", "embedtune.distribute", "embedtune.kernels")
+    # A module naming its own package (``from embedtune.training import batches``) is no circle: the
+    # packages' __init__ import their modules lazily or not at all.
+    graph = {name: {m for m in found if m in imports and m != name and not name.startswith(m + ".")}
+             for name, found in imports.items()}
+
+    def reaches(start, goal, seen):
+        for m in graph.get(start, ()):
+            if m == goal or (m not in seen and (seen.add(m) or reaches(m, goal, seen))):
+                return True
+        return False
+
+    assert [name for name in graph if name.startswith(layers) and reaches(name, name, set())] == []
+    for module in ("embedtune.training", "embedtune.distribute", "embedtune.kernels", "embedtune.training.optimizers"):
+        check = subprocess.run([sys.executable, "-c", f"import sys, {module}; print('tensorflow' in sys.modules)"],
+                               capture_output=True, text=True, timeout=120)
+        assert check.stdout.split() == ["False"], (module, check.stderr[-500:])

@@ -12,7 +12,7 @@ from embedtune.config import Config, merge, resolve
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.glove import cooccurrence, fit_scale_and_biases, weights
-from embedtune.train import train
+from embedtune.training import train
 from train_fixtures import HIDDEN, bits, glove, make_config, sample_lines, true_ranks
 
 # ---------------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def test_glove_training_leaves_frozen_rows_bit_identical():
 
 def glove_trainer(vectors, lines, config):
     from embedtune.plan import make_plan
-    from embedtune.train import Trainer
+    from embedtune.training.tables import Trainer
 
     corpus = Corpus(lines)
     counts, _, _ = corpus.count()
@@ -121,12 +121,12 @@ def test_glove_loss_over_all_pairs_falls():
     batches = [trainer.prepare(b) for b in epoch_batches(trainer, corpus)]
 
     def total_loss():
-        return sum(float(trainer.gradients(b)[0]) for b in batches)
+        return sum(float(trainer.step.gradients(b)[0]) for b in batches)
 
     losses = [total_loss()]
     for _ in range(3):
         for batch in batches:
-            trainer.step(batch, tf.constant(0.1))
+            trainer.step.step(batch, tf.constant(0.1))
         losses.append(total_loss())
     assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
     assert losses[-1] < 0.98 * losses[0], losses
@@ -138,7 +138,7 @@ def test_glove_keeps_the_fitted_biases_of_frozen_words():
     fitted = trainer.side.numpy().copy()
     assert 0.01 < trainer.objective.scale < 1 and trainer.objective.fit_pairs > 1000
     for batch in epoch_batches(trainer, corpus):
-        trainer.step(trainer.prepare(batch), tf.constant(0.5))
+        trainer.step.step(trainer.prepare(batch), tf.constant(0.5))
     after = trainer.side.numpy()
     t = trainer.n_trainable
     np.testing.assert_array_equal(bits(after[t:]), bits(fitted[t:]))   # frozen words' biases (and the sink)
@@ -154,7 +154,7 @@ def test_glove_with_the_anchor_converges_to_the_minimiser_of_the_loss_as_written
 
     from embedtune.init import initial_vectors
     from embedtune.plan import make_plan
-    from embedtune.train import Trainer
+    from embedtune.training.tables import Trainer
 
     vectors = glove(20000, drop=("police",))
     known = set(vectors.words)

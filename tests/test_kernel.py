@@ -1,4 +1,4 @@
-"""The compiled sgns steps (embedtune/kernels.py).
+"""The compiled sgns steps (embedtune/kernels/sgns.py).
 
 The batch-synchronous kernel (--deterministic) against TensorFlow's fused step on the same batches:
 both are plain sgd over the same split tables: the kernel's tables after a few steps must equal the
@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedtune import train as train_module
+from embedtune import kernels
 from embedtune.config import resolve
 from embedtune.corpus import Corpus
 from embedtune.plan import make_plan
-from embedtune.train import Trainer
+from embedtune.training.step import TensorFlowStep
+from embedtune.training.tables import Trainer
 
 from train_fixtures import bits, glove, make_config, sample_lines
 
@@ -31,7 +32,7 @@ def make_trainer(kernel: bool, negatives: str, monkeypatch, threads: int = 2, dr
     """A trainer over the sample (``drop`` left out of GloVe: new rows), FROZEN frozen. Deterministic
     unless asked: the batch-synchronous kernel, the TF step's arithmetic (otherwise per-pair
     negatives take the lock-free kernel)."""
-    monkeypatch.setattr(train_module, "KERNEL", kernel)
+    monkeypatch.setattr(kernels, "KERNEL", kernel)
     vectors = glove(20000, drop=drop)
     config = resolve(make_config({"freeze_top": FREEZE_TOP}, batch_size=512, sample=0.0, lr=0.05, negatives=negatives, seed=3,
                                  context_init="word", threads=threads, deterministic=deterministic))
@@ -59,7 +60,7 @@ def run_steps(trainer, batches, lrs) -> list[float]:
 @pytest.mark.parametrize("negatives", ["per-pair", "shared"])
 def test_the_kernel_steps_as_tensorflows_fused_step_within_float32_rounding(negatives, monkeypatch):
     tf_trainer, corpus, _ = make_trainer(False, negatives, monkeypatch)
-    assert tf_trainer.fused
+    assert tf_trainer.step.fused
     batches = batches_of(tf_trainer, corpus, 6)
     k_trainer, _, vectors = make_trainer(True, negatives, monkeypatch)
     lrs = [0.05, 0.04, 0.03, 0.05, 0.02, 0.05]
@@ -120,15 +121,26 @@ def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(determinis
     np.testing.assert_array_equal(bits(other.kernel.side), bits(after[1]))
 
 
-def test_steps_other_than_plain_sgd_stay_on_tensorflow(monkeypatch):
-    monkeypatch.setattr(train_module, "KERNEL", True)
+def test_steps_other_than_plain_sgd_stay_on_tensorflow_and_say_why_once(monkeypatch):
+    """The step is chosen once, at set-up; a config that rules out the compiled step says so once,
+    naming the option; EMBEDTUNE_KERNEL=0 (KERNEL False) chooses TensorFlow's step without a note."""
     vectors = glove(2000)
     corpus = Corpus(LINES)
     counts, _, _ = corpus.count()
-    for changes in ({"optimizer": "adagrad"}, {"clip_norm": 1.0}, {"anchor": 0.1}):
+    for kernel, changes, why in ((True, {"optimizer": "adagrad"}, "--optimizer adagrad"),
+                                 (True, {"clip_norm": 1.0}, "--clip-norm"), (True, {"anchor": 0.1}, "--anchor"),
+                                 (False, {}, None), (True, {}, None)):
+        monkeypatch.setattr(kernels, "KERNEL", kernel)
         config = resolve(make_config({}, batch_size=512, **changes))
-        trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus)
-        assert trainer.kernel is None and not trainer.uses_kernel, changes
+        notes = []
+        trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus,
+                          note=notes.append)
+        assert trainer.uses_kernel == (kernel and not changes), changes
+        assert (trainer.kernel is None) == (not trainer.uses_kernel)
+        if why is None:
+            assert notes == [], changes
+        else:
+            assert notes == [f"{why}: sgns steps through TensorFlow's step, not its compiled one"], notes
 
 
 @pytest.mark.parametrize("negatives", ["per-pair", "shared"])
@@ -220,16 +232,20 @@ def test_only_per_pair_negatives_without_deterministic_are_lockfree(monkeypatch)
 
 def test_pairs_are_shuffled_unless_the_lockfree_kernel_takes_them(monkeypatch):
     """The lock-free kernel takes a chunk's pairs as made; a batch-synchronous step (here a
-    multi-worker run's, which turns the kernel off) gets the same pairs shuffled."""
+    multi-worker run's, TensorFlow's) gets the same pairs shuffled."""
     trainer, corpus, _ = make_trainer(True, "per-pair", monkeypatch, deterministic=False)
     objective = trainer.objective
     chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
     state = trainer.rng.bit_generator.state
     in_order = objective.units(chunk, trainer.rng)
-    trainer.fused = False   # what distribute.Worker.attach does
-    assert not trainer.uses_kernel and not objective.pairs_in_order
-    trainer.rng.bit_generator.state = state
-    shuffled = objective.units(chunk, trainer.rng)
+    # A multi-worker run's step is TensorFlow's, chosen at set-up: the objective builds no kernel.
+    counts, _, _ = corpus.count()
+    worker_like = Trainer(trainer.matrix, trainer.plan, counts, trainer.config, corpus=corpus,
+                          make_step=lambda tr, words, side, note: TensorFlowStep(tr, fused=False, grouped=False,
+                                                                                 distinct=False))
+    assert not worker_like.uses_kernel and not worker_like.objective.pairs_in_order
+    worker_like.rng.bit_generator.state = state
+    shuffled = worker_like.objective.units(chunk, worker_like.rng)
     assert in_order[2] == shuffled[2]   # the same seed of negatives
     assert not np.array_equal(in_order[0], shuffled[0])
     pairs = [sorted(zip(units[0].tolist(), units[1].tolist())) for units in (in_order, shuffled)]

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from embedtune import train as train_module
+from embedtune.training import host
 from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS
 
 # Allocator statistics exist only for a pooling allocator: glibc's malloc has none to give.
@@ -75,14 +75,14 @@ def test_the_pool_changes_no_bit_of_a_deterministic_adam_run(tmp_path):
 LARGE_BLOCKS = """
 import sys
 import numpy as np
-from embedtune import train
+from embedtune.training import host
 
 def resident():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 if sys.argv[1] == "map":
-    assert train.map_large_blocks()
+    assert host.map_large_blocks()
 block = np.ones(24 << 20, np.uint8)
 del block   # glibc's own rule: blocks up to this size now come from the heap
 before = resident()
@@ -114,5 +114,5 @@ def test_large_blocks_setting_is_skipped_off_glibc(monkeypatch):
         def __init__(self, name):
             pass
 
-    monkeypatch.setattr(train_module.ctypes, "CDLL", NoMallopt)
-    assert train_module.map_large_blocks() is False
+    monkeypatch.setattr(host.ctypes, "CDLL", NoMallopt)
+    assert host.map_large_blocks() is False

@@ -17,7 +17,8 @@ from embedtune.config import learning_rate, resolve, validate
 from embedtune.corpus import Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives import OBJECTIVES, Objective, objective_class
-from embedtune.train import TrainingInterrupted, no_pairs_message, train
+from embedtune.errors import TrainingInterrupted
+from embedtune.training import no_pairs_message, train
 
 from train_fixtures import bits, glove, make_config, sample_lines
 

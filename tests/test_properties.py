@@ -33,7 +33,7 @@ from embedtune.config import DEFAULT_LR
 from embedtune.corpus import Corpus, Tokenizer
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import FORMAT_NAMES, load_vectors, save_vectors
-from embedtune.train import train
+from embedtune.training import train
 from embedtune.vectors import Vectors
 
 from train_fixtures import bits, make_config

@@ -371,7 +371,7 @@ def test_pruning_follows_the_order_this_run_wrote_in_not_step_numbers(tmp_path):
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_folder_and_no_lock(tmp_path):
     from embedtune.corpus import Corpus
     from embedtune.errors import EmbedtuneError
-    from embedtune.train import train
+    from embedtune.training import train
     from train_fixtures import glove, make_config
 
     made, given = tmp_path / "made", tmp_path / "given"

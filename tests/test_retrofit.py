@@ -14,7 +14,7 @@ import pytest
 
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.retrofit import Lexicon, adjacency, read_lexicon, retrofit
-from embedtune.train import train
+from embedtune.training import train
 from embedtune.wordnet import wordnet_lexicons
 
 from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, one_error_line, read_text_vectors, run, with_paths

@@ -18,7 +18,7 @@ from embedtune.config import TrainConfig, resolve
 from embedtune.corpus import Corpus, IdChunk
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
-from embedtune.train import train
+from embedtune.training import train
 
 from train_fixtures import SAMPLE_CORPUS, bits, glove, make_config, run, sample_lines, write_glove_text
 
@@ -141,7 +141,7 @@ def test_later_epochs_take_the_corpus_ids_from_the_first():
 DETERMINISTIC_RUNS = """
 import numpy as np
 from embedtune.corpus import Corpus, IdChunk
-from embedtune.train import train
+from embedtune.training import train
 from train_fixtures import bits, glove, make_config, sample_lines
 
 vectors = glove(20000)
@@ -163,13 +163,14 @@ def test_deterministic_runs_with_either_negatives_and_any_threads_give_the_same_
 
 GROUPED_RUNS = """
 import numpy as np
-import embedtune.train as training
+import embedtune.training.batches as batches
+import embedtune.training as training
 from embedtune.corpus import Corpus, IdChunk
 from train_fixtures import bits, glove, make_config, sample_lines
 
 vectors = glove(20000)
 def run(group, **settings):
-    training.GROUP = group
+    batches.GROUP = group
     result = training.train(vectors, Corpus(sample_lines(30)), make_config(
         {"freeze_top": 100}, epochs=2, batch_size=256, seed=5, deterministic=True, **settings))
     return bits(result.vectors.matrix), result.stats["steps"], result.stats["loss_history"]

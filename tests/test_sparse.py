@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embedtune._tf import tf
-from embedtune.sparse import SGD, Adagrad, Adam, cap_rows, merge_rows
+from embedtune.training.optimizers import SGD, Adagrad, Adam, cap_rows, merge_rows
 
 from train_fixtures import bits
 

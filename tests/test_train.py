@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import is_lowercase_vocabulary
-from embedtune.train import train
+from embedtune.training import train
 from embedtune.vectors import Vectors
 
 from train_fixtures import (HIDDEN, SAMPLE_CORPUS, bits, glove, make_config, sample_lines, true_ranks,
@@ -193,7 +193,7 @@ DETERMINISTIC_RUNS = """
 import sys
 import numpy as np
 from embedtune.corpus import Corpus
-from embedtune.train import train
+from embedtune.training import train
 from train_fixtures import bits, glove, make_config, sample_lines
 
 vectors = glove(20000)

@@ -1,7 +1,7 @@
 """What an objective is: the base class every objective of ``embedtune train`` derives from.
 
 An objective says which rows a batch gathers and how the loss follows from them, and owns its
-defaults, its checks and its summary figures. The trainer (embedtune/train.py) owns everything
+defaults, its checks and its summary figures. The trainer (embedtune/training/) owns everything
 else: the split tables, freezing, merging, capping, the optimizers, checkpoints and progress.
 
 Adding an objective ``name``:
@@ -24,13 +24,18 @@ Adding an objective ``name``:
    The config's ``train.objective`` values and keys and the CLI's ``--objective`` choices and options
    come from that table. The module must not use embedtune.config's dataclasses at import: they are
    built from the objectives' keys.
-3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.train.train`` (or
+3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.training.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
    (tests/test_objectives.py shows the smallest such objective; tests/test_plugin_objective.py the
    same with an option of its own, registered by an entry point).
 
 An objective solved in closed form, without a corpus or the loop (retrofit), sets
 ``closed_form = True`` and implements ``fit`` instead of the batch methods.
+
+The step and the workers ask an objective only through declared methods with defaults: a compiled
+step (``compiles``, ``why_not_compiled``, ``compiled_step``); how its batches split over workers
+(``reads_lines``, ``share_index``, ``batch_unit``, ``padding_batch``; and ``part`` and ``concatenate`` for
+the tests' one-process emulation of several workers).
 
 Local ids. The trainer gives the corpus words of a run local ids, trainable words first:
 ``[0, rows.n_trainable)`` trainable, then frozen ones (``LocalRows``). Word-table ids in a batch
@@ -43,19 +48,16 @@ row per local word plus a sink row; rows from ``side_fixed_from`` on are read bu
 
 from __future__ import annotations
 
-import os
+import copy
+import inspect
 from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 import numpy as np
 
-from embedtune.errors import counted
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.keys import Key
-
-# The objectives' compiled steps (compiled_step, embedtune/kernels.py); EMBEDTUNE_KERNEL=0: TensorFlow's
-# step, the same arithmetic (the A/B benchmarks and the tests compare the two).
-COMPILED = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
 
 
 class Objective:
@@ -99,13 +101,16 @@ class Objective:
     closed_form: ClassVar[bool] = False
     word_keys: ClassVar[tuple] = ()
     # chunks() reads the corpus's lines as it goes: a worker of a multi-worker run reads its share of
-    # the lines (distribute.py); else the chunks come from what the objective holds, the same on every
+    # the lines (embedtune/distribute/); else the chunks come from what the objective holds, the same on every
     # worker, and a worker takes its share of each chunk's units
     reads_lines: ClassVar[bool] = False
     distinct_ids: ClassVar[bool] = False
 
     side_fixed_from: int | None = None
     slices: np.ndarray
+    # Built from shares of the lines and holding one (classify on a worker): its chunks are that share's
+    # own, as those of an objective that reads lines are; None: the whole corpus's (see ``reads_lines``)
+    share_index: int | None = None
 
     def __init__(self, rows, train, corpus=None):
         """rows : LocalRows of the run; train : the resolved TrainConfig; corpus : the Corpus (read by
@@ -288,19 +293,59 @@ class Objective:
         only then; the dry run counts the step's copies of the tables)."""
         return False
 
+    @classmethod
+    def why_not_compiled(cls, train) -> str | None:
+        """For an objective with a compiled step, the option of this [train] config that rules it out
+        (such as "--anchor"; the run says so once, training/step.py); None where it compiles or has none."""
+        return None
+
     def compiled_step(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                       n_trainable: int, threads: int, deterministic: bool = True, update=None):
         """A compiled step over numpy tables (asked where ``compiles``; the default: TensorFlow's step).
 
-        ``update`` (sparse.Update): the optimizer and the cap, and the optimizer's state
+        ``update`` (training.optimizers.Update): the optimizer and the cap, and the optimizer's state
         (``update.state``). The step updates ``words`` ([T + 1, dim], trainable rows and the sink),
         ``side`` and its copies of the state in place, reading frozen local id T + i from
         ``matrix[frozen_rows[i]]``, with the TensorFlow step's arithmetic (``deterministic``) or its
         own lock-free one (otherwise, if it has one); it has ``words``, ``side``, ``word_state`` and
         ``side_state`` (the state's copies, by variable name; empty for plain sgd), ``run(batches,
-        lrs) -> losses`` (numpy batches as ``batches`` makes them, in order) and ``in_use``, which
-        the trainer sets False when it steps through TensorFlow instead (a multi-worker run)."""
+        lrs) -> losses`` (numpy batches as ``batches`` makes them, in order). Asked once, when the run's
+        step is chosen; a run that steps through TensorFlow never builds it."""
         return None
+
+    # --- several workers (embedtune/distribute/): how the batches split -----------------------------
+    @classmethod
+    def batch_unit(cls, train) -> tuple[int, str]:
+        """(the number each worker's part of the global batch must be a multiple of, the option that
+        asks for it, for the error): the workers' parts together make one process's batches
+        (distribute.batch_part). (1, ""): any part."""
+        return 1, ""
+
+    def padding_batch(self) -> dict:
+        """A batch of this objective's shape with nothing in it (weight 0): what a worker trains while
+        others finish the epoch. Here: ``batches`` over one unit of zeros (local id 0) per unit array
+        it takes (its positional parameters without a default)."""
+        needed = [p for p in inspect.signature(self.batches).parameters.values()
+                  if p.default is inspect.Parameter.empty and p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        batch = next(iter(self.batches(*[np.zeros(1, np.int32) for _ in needed])))
+        return dict(batch, weight=np.zeros_like(batch["weight"]), pairs=0)
+
+    def part(self, k: int, size: int) -> Objective:
+        """Share k of ``size``'s own objective where one process trains every share's batches (the
+        tests' emulation of several workers): its part of the batch, its own cache of chunks."""
+        raise EmbedtuneError(f"the {self.name} objective's batches cannot be split into shares in one process")
+
+    def concatenate(self, raws: list[dict]) -> dict:
+        """The shares' batches (from ``part``'s) as one global batch: each entry concatenated, the pairs summed."""
+        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
+        batch["pairs"] = sum(raw["pairs"] for raw in raws)
+        return batch
+
+    def _part_of_batch(self, size: int) -> Objective:
+        """``part`` for an objective with a ``batch_size`` of units: a copy with 1 / size of it."""
+        part = copy.copy(self)
+        part.batch_size = self.batch_size // size
+        return part
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
     def side_start(self) -> np.ndarray:

@@ -135,7 +135,7 @@ class Classify(Objective):
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
         """corpus : the LabelledCorpus, or shares of its lines (a multi-worker run's distribute.WorkerShare,
-        its one-process emulation's distribute.HeldShares). By shares, the lines held here are those of
+        or the tests' one-process emulation holding all of them). By shares, the lines held here are those of
         the shares held, each share's apart; the figures every worker needs alike are combined over all
         shares: label counts (so every worker has the same label index), lines, the batch budgets, the
         classifier-alone fit (each share's loss and gradient summed at every L-BFGS iteration) and the
@@ -231,9 +231,9 @@ class Classify(Objective):
                                            self.one_vs_all, self.ngrams, self.ngram_start)
         self.before = self._evaluate(start, self.start_classifier) if self.valid else None
 
-    def part(self, k: int) -> Classify:
-        """Share k's part of the one-process emulation of a multi-worker run (distribute.Shares, which
-        holds all shares): its lines, its part of the batch."""
+    def part(self, k: int, size: int) -> Classify:
+        """Share k's own lines and its part of the batch (the tests' one-process emulation of several
+        workers holds all shares)."""
         part = copy.copy(self)
         part.share_index, part.lines_per_batch = k, self.part_lines
         return part
@@ -563,10 +563,15 @@ class Classify(Objective):
         """Any optimizer, with or without the cap; not with an anchor (its proximal step is TensorFlow's alone)."""
         return not train.anchor
 
+    @classmethod
+    def why_not_compiled(cls, train) -> str | None:
+        return "--anchor" if train.anchor else None
+
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
-        """The numba step (embedtune/kernels.py, classify_step): the TensorFlow step's arithmetic and
+        """The numba step (embedtune/kernels/classify.py): the TensorFlow step's arithmetic and
         lazy optimizers (sgd, adagrad, adam, with the cap), deterministic whatever the thread count."""
-        from embedtune.kernels import ClassifyKernel
+        from embedtune.kernels.classify import ClassifyKernel
+
         return ClassifyKernel(words, side, matrix, frozen_rows, n_trainable, len(self.labels), self.one_vs_all,
                               update, threads)
 

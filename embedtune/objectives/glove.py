@@ -227,6 +227,9 @@ class GloVe(Objective):
         return {"glove_scale": round(float(self.scale), 6), "glove_fit_pairs": self.fit_pairs}
 
     # --- host side -----------------------------------------------------------------------------
+    def part(self, k: int, size: int) -> GloVe:
+        return self._part_of_batch(size)
+
     def side_start(self) -> np.ndarray:
         """[n_local + 1, 1] the biases (the last row is the sink)."""
         return np.concatenate([self.bias, [0.0]]).astype(np.float32)[:, None]

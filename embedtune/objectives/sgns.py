@@ -118,7 +118,7 @@ class SkipGram(Objective):
         self.context_init = train.context_init
         self.epochs = train.epochs
         self._cached: list[IdChunk] | None = None
-        self.kernel = None   # the compiled step, if the trainer asked for one (compiled_step)
+        self.kernel = None   # the compiled step, if the run's step is it (compiled_step)
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
         self.keep = keep_probabilities(rows.counts, train.sample)
         self.table = unigram_table(rows.counts)
@@ -131,20 +131,38 @@ class SkipGram(Objective):
         """Plain sgd: no cap, no anchor, no optimizer state."""
         return train.optimizer == "sgd" and not train.clip_norm and not train.anchor
 
+    @classmethod
+    def why_not_compiled(cls, train) -> str | None:
+        if train.optimizer != "sgd":
+            return f"--optimizer {train.optimizer}"
+        if train.clip_norm:
+            return "--clip-norm"
+        return "--anchor" if train.anchor else None
+
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
-        """The numba kernel (embedtune/kernels.py) for plain sgd: per-pair or shared negatives, as
+        """The numba kernel (embedtune/kernels/sgns.py) for plain sgd: per-pair or shared negatives, as
         configured; per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads."""
-        from embedtune.kernels import SgnsKernel
+        from embedtune.kernels.sgns import SgnsKernel
+
         self.kernel = SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
                                  self.shared, threads, lockfree=not deterministic)
         return self.kernel
+
+    # --- several workers --------------------------------------------------------------------------
+    @classmethod
+    def batch_unit(cls, train) -> tuple[int, str]:
+        """Shared negatives: whole groups in each worker's part of the batch."""
+        return (SHARED_GROUP, "--negatives shared") if train.negatives == "shared" else (1, "")
+
+    def part(self, k: int, size: int) -> SkipGram:
+        return self._part_of_batch(size)
 
     @property
     def pairs_in_order(self) -> bool:
         """The lock-free kernel takes the pairs as made (word2vec does not shuffle either); a
         batch-synchronous step (TensorFlow's, the deterministic kernel) needs them shuffled, or a batch
         would hold one stretch of text at one offset."""
-        return self.kernel is not None and self.kernel.lockfree and self.kernel.in_use
+        return self.kernel is not None and self.kernel.lockfree
 
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
     def side_start(self) -> np.ndarray:

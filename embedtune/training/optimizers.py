@@ -1,4 +1,5 @@
-"""Sparse, lazy, capped updates of a table of rows.
+"""The lazy optimizers: sparse, capped updates of a table of rows, and the one source of their
+arithmetic's constants (the compiled steps, embedtune/kernels/, read them here too).
 
 The gradient of a table arrives as a ``tf.IndexedSlices`` touching only the rows a
 batch gathered. ``apply`` merges repeated ids (so each row gets one update, the same
@@ -19,8 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune._tf import tf
-from embedtune.optim_constants import ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2, EPSILON
+# Lazy: the compiled steps read the constants below without TensorFlow.
+from embedtune._tf import lazy as tf
+
+# Keras's defaults, so that the lazy optimizers match Keras's dense ones on the rows a batch touches
+# (tests/test_sparse.py); the compiled steps' arithmetic must agree (tests/test_classify_kernel.py).
+EPSILON = 1e-7                    # adagrad and adam: lr / (sqrt(state) + EPSILON)
+ADAGRAD_INITIAL_ACCUMULATOR = 0.1
+ADAM_BETA_1 = 0.9                 # the first moment's decay
+ADAM_BETA_2 = 0.999               # the second moment's decay
 
 
 def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False,
@@ -142,8 +150,7 @@ def make_optimizer(name: str, table: tf.Variable) -> LazyOptimizer:
 
 @dataclass
 class Update:
-    """How the trainer updates its two tables, for an objective's compiled step (Objective.compiled_step;
-    whether there is one for an anchor is Objective.compiles's to say)."""
+    """How the trainer updates its two tables, for an objective's compiled step (Objective.compiled_step)."""
 
     optimizer: str
     clip_norm: float

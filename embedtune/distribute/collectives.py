@@ -1,0 +1,110 @@
+"""The collectives a run's set-up needs beyond the step's own gather: every worker's bytes (counts,
+co-occurrence cells, the classifier's figures) and float64 sums (the new words' context sums, the
+classifier's fit), each a collective call that every worker makes in the same order."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+# Seconds after which a collective waiting for a peer fails the step; unset or 0: none. None by default:
+# TensorFlow times each collective with a thread of its own that sleeps the whole timeout, so a step's
+# collectives left thousands of sleeping threads a second until a worker could start no more (SIGABRT,
+# "Resource temporarily unavailable"). A dead peer is still found: the launcher stops its own workers as
+# soon as one exits, and in a cluster TensorFlow's coordination service reports a peer that stops.
+ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
+# Bytes a worker sends in one all-gather of its corpus counts (Collectives.all_gather_bytes): a large
+# vocabulary's counts go in several pieces, each well under gRPC's message limits.
+GATHER_PIECE = 1 << 24
+
+
+@contextlib.contextmanager
+def collective(index: int):
+    """A collective's failure (a peer died or cannot be reached) as PeerLost."""
+    from embedtune._tf import tf
+    from embedtune.distribute.cluster import PeerLost
+
+    lost = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
+            tf.errors.AbortedError, tf.errors.InternalError, tf.errors.UnknownError)
+    try:
+        yield
+    except lost as err:
+        raise PeerLost(f"worker {index}: a collective step failed ({type(err).__name__}: "
+                       f"{err.message.splitlines()[0] if err.message else ''})") from None
+
+
+class Collectives:
+    """Worker ``index`` of ``size``'s side of tf.distribute.MultiWorkerMirroredStrategy: ``start`` joins
+    the cluster (before any TensorFlow variable exists: the strategy sets up the runtime)."""
+
+    def __init__(self, index: int, size: int):
+        self.index, self.size = index, size
+        self.strategy = self.device = None
+        self._gather_fn = self._sum_fn = None
+
+    def start(self) -> None:
+        from embedtune._tf import tf
+
+        timeout = float(os.environ.get(ENV_TIMEOUT) or 0)
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=timeout or None, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        self.device = self.strategy.extended.worker_devices[0]
+
+    def all_gather_bytes(self, data: bytes) -> list[bytes]:
+        """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
+        The lengths are gathered first; then the bytes, padded to the longest, in pieces of at most
+        GATHER_PIECE bytes, every piece of one shape (one trace, the same collectives everywhere), as
+        int64 (the collectives take no uint8)."""
+        from embedtune._tf import tf
+
+        gather = self._gather()
+        with collective(self.index):
+            lengths = gather(tf.constant([len(data)], tf.int64)).numpy()
+            longest = -(-int(lengths.max()) // 8)   # in int64 words
+            piece = max(1, min(GATHER_PIECE // 8, longest))
+            padded = np.zeros(-(-longest // piece) * piece, np.int64)
+            padded.view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
+            gathered = [gather(tf.constant(padded[start:start + piece])).numpy().reshape(self.size, piece)
+                        for start in range(0, len(padded), piece)]
+        whole = np.ascontiguousarray(np.concatenate(gathered, axis=1)).view(np.uint8)
+        return [whole[k, :lengths[k]].tobytes() for k in range(self.size)]
+
+    def sum_array(self, x: np.ndarray) -> np.ndarray:
+        """The sum of every worker's ``x`` (float64, of one shape on all): a ring all-reduce, in which each
+        part of the sum is added up on one worker and handed round, so every worker has the same bits,
+        and each sends and receives about 2 x its bytes whatever the number of workers (an all-gather:
+        N - 1 times). In pieces of at most GATHER_PIECE bytes, all of one shape (one trace)."""
+        from embedtune._tf import tf
+
+        flat = np.ascontiguousarray(x, np.float64).reshape(-1)
+        piece = max(1, min(GATHER_PIECE // 8, flat.size))
+        padded = np.zeros(-(-flat.size // piece) * piece, np.float64)
+        padded[:flat.size] = flat
+        if self._sum_fn is None:
+            self._sum_fn = self._collective_fn(lambda context, v: context.all_reduce(tf.distribute.ReduceOp.SUM, v))
+        with collective(self.index):
+            parts = [self._sum_fn(tf.constant(padded[at:at + piece])).numpy() for at in range(0, len(padded), piece)]
+        return np.concatenate(parts)[:flat.size].reshape(np.shape(x))
+
+    def _gather(self):
+        """The all-gather of a 1-D tensor along its axis, traced once a shape (the classifier's fit
+        calls it a hundred times with one shape)."""
+        if self._gather_fn is None:
+            self._gather_fn = self._collective_fn(lambda context, x: context.all_gather(x, axis=0))
+        return self._gather_fn
+
+    def _collective_fn(self, collective_op):
+        """A tf.function running ``collective_op(replica context, x)`` on this worker's replica."""
+        from embedtune._tf import tf
+
+        strategy, device = self.strategy, self.device
+
+        def replica(x):
+            with tf.device(device):   # as in the step: an unplaced input has no destination
+                x = tf.identity(x)
+            return collective_op(tf.distribute.get_replica_context(), x)
+
+        return tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)

@@ -1,0 +1,190 @@
+"""Several workers as a strategy of the training loop (training/strategy.py's OneProcess, overridden):
+tf.distribute.MultiWorkerMirroredStrategy under TF_CONFIG, each worker on its share of the lines.
+
+The counting pass before training is split the same way as the lines: each worker counts its share and
+the counts are all-gathered (``Worker.count``), so every worker has the whole corpus's counts, the same
+vocabulary, plan and new words. glove counts its co-occurrences by shares too (``WorkerShare``: each
+worker its lines, the cells summed through an all-gather); classify holds only its share's labelled lines
+and trains them as its own chunks, with the figures all workers need alike (labels, batch budgets, the
+classifier-alone fit) combined over the shares. The new words' context pass reads each worker's share
+and all-reduces the sums (``Worker.init_corpus``).
+
+The step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
+the sparse gradients of its batch; the slices of all workers are gathered (all-gather of the
+IndexedSlices' ids and values: static shapes, so no padding is needed), with each worker's position and
+pairs (5 int64), and every worker merges, drops frozen rows, caps and applies the same update with the
+same lazy optimizer: only gradients are exchanged, and the tables stay identical. Shares make different
+numbers of batches: a worker whose share has ended steps with a batch of weight 0 (padding) until the
+gathered positions say that no worker has a batch left, so all end the epoch on the same step. The
+learning rate of a step follows the corpus words done by all shares before it (gathered), as one
+process's follows its own.
+
+Resume. A checkpoint's position holds every worker's position in its share (``Position.shares``: the
+chunk and batch of its last batch, its words and whether it has more), gathered with each step and
+written by the chief; on ``--resume`` every worker reads the chief's checkpoint (a folder all of them can
+read) and continues its own share from its own position. The number of workers is part of the fingerprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections.abc import Iterator
+
+from embedtune._tf import tf
+
+from embedtune import kernels
+from embedtune.corpus import ShareCount, merge_counts
+from embedtune.distribute.cluster import Cluster
+from embedtune.distribute.collectives import Collectives, collective
+from embedtune.distribute.shares import MORE, PAIRS, WorkerShare, batch_part, global_words, share_batches
+from embedtune.training.batches import Batch
+from embedtune.training.step import TensorFlowStep
+from embedtune.training.strategy import OneProcess
+
+
+class GatheredStep(TensorFlowStep):
+    """TensorFlow's step under the strategy, a batch a call: this worker's gradients, then every worker's
+    slices (and positions) gathered, then the same merged, capped update on every worker."""
+
+    def __init__(self, trainer, worker: Worker):
+        # No fused sgd (the gradients are gathered between the dense part and the update) and one batch
+        # a call; the workers' slices can hold the same row, so they are merged.
+        super().__init__(trainer, fused=False, grouped=False, distinct=False)
+        self.worker = worker
+        device, strategy = worker.collectives.device, worker.collectives.strategy
+        self.device = device
+        self.padding = self.prepare(trainer.objective.padding_batch())
+        with tf.device(device):
+            self.gathered = tf.Variable(tf.zeros([worker.size, PAIRS + 1], tf.int64), trainable=False, name="shares")
+        self.replicated = tf.function(lambda batch, lr: strategy.run(self._step, args=(batch, lr)), autograph=False)
+
+    def gradients(self, batch):
+        loss, *slices = self.own_gradients(batch)
+        # all_gather needs tensors placed on the worker's device (an unplaced one inside a
+        # tf.function fails with "destinations can not be empty").
+        with tf.device(self.device):
+            parts = [tf.identity(x) for x in (tf.reshape(loss, [1]), batch["share"], *slices)]
+        loss, shares, *slices = tf.distribute.get_replica_context().all_gather(parts, axis=0)
+        self.gathered.assign(tf.reshape(shares, [self.worker.size, PAIRS + 1]))
+        return (tf.reduce_sum(loss), *slices)
+
+    def run(self, batches, lrs):
+        return [self.one(batch, tf.constant(lr, tf.float32)) for batch, lr in zip(batches, lrs)]
+
+    def one(self, batch, lr):
+        """One global step; the step's Batch (Worker.current) gets every worker's position and pairs."""
+        worker = self.worker
+        with collective(worker.index):
+            loss = self.replicated(batch, lr)
+            shares = self.gathered.numpy()   # every worker's position after the step (a host sync)
+        current = worker.current
+        current.shares = shares[:, :PAIRS].tolist()
+        current.pairs = int(shares[:, PAIRS].sum())
+        current.words_done = global_words(worker.epoch_number, worker.total_words, current.shares)
+        return loss
+
+
+class Worker(OneProcess):
+    """One worker's part of a run: the cluster's collectives, its share of the lines, the gathered step."""
+
+    def __init__(self, cluster: Cluster, threads: int | None = None):
+        self.index, self.size = cluster.index, cluster.size
+        self.chief = cluster.chief
+        self.threads = threads   # None: every core (one worker per machine)
+        self.collectives = Collectives(self.index, self.size)
+        self.step: GatheredStep | None = None
+        self.current: Batch | None = None   # the step's Batch, made global after the step (GatheredStep.one)
+        self.epoch_number = self.total_words = 0
+
+    def start(self):
+        """Join the cluster. Before any TensorFlow variable exists: the strategy sets up the runtime."""
+        self.collectives.start()
+        # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
+        # only records), so the command's handler never ran: the worker trained on. Put it back.
+        try:
+            signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+        except (ValueError, TypeError):   # not the main thread; or a handler not set from Python
+            pass
+
+    def all_gather_bytes(self, data: bytes) -> list[bytes]:
+        return self.collectives.all_gather_bytes(data)
+
+    def sum_array(self, x):
+        return self.collectives.sum_array(x)
+
+    def count(self, corpus):
+        """``corpus.count()``'s result, each worker counting only its share of the lines: the shares'
+        counts are all-gathered (serialised, ShareCount.to_bytes) and merged the same on every worker.
+        A corpus whose lines cannot be shared (a Corpus subclass that makes them otherwise) is counted whole."""
+        if not corpus.shares_lines:
+            return corpus.count()
+        part = self.count_share(corpus)
+        return merge_counts([ShareCount.from_bytes(data) for data in self.all_gather_bytes(part.to_bytes())])
+
+    def count_share(self, corpus) -> ShareCount:
+        """This worker's own share of the lines, counted."""
+        return corpus.count_share((self.index, self.size))
+
+    def objective_corpus(self, corpus):
+        """What the objective's constructor reads (glove counts its pairs there, classify keeps its
+        lines): this worker's share of the lines (WorkerShare); a corpus whose lines cannot be shared whole."""
+        return WorkerShare(corpus, self) if corpus.shares_lines else corpus
+
+    def init_corpus(self, corpus):
+        """What the new words' context pass reads (embedtune.init.context_sums): this worker's share of
+        the lines, whose sums are added up over all workers there (WorkerShare.sum_arrays)."""
+        return WorkerShare(corpus, self) if corpus.shares_lines else corpus
+
+    def split(self, config):
+        """The config each worker's trainer runs with: a host batch of B / N pairs."""
+        t = config.train
+        part = batch_part(t, self.size)
+        return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=part))
+
+    def settings(self, settings: dict) -> dict:
+        """The resume fingerprint's settings: the shares and the batch split depend on the number of workers."""
+        return {**settings, "workers": self.size}
+
+    def make_step(self, trainer, words, side, note):
+        """The gathered step (TensorFlow's); ``note`` is told when one process would have taken the
+        objective's compiled step."""
+        objective, t = trainer.objective, trainer.config.train
+        if kernels.KERNEL and objective.compiles(t) and note is not None:
+            note(f"--workers {self.size}: {objective.name} steps through TensorFlow's step (the workers' "
+                 "gradients are gathered), not its compiled one")
+        self.step = GatheredStep(trainer, self)
+        return self.step
+
+    def epoch(self, trainer, corpus, pos, total_words: int) -> Iterator:
+        """This worker's batches of epoch ``pos.epoch`` from its position in ``pos`` on (prepared: they go
+        to the batch thread)."""
+        self.epoch_number, self.total_words = pos.epoch, total_words
+        start = pos.shares[self.index] if pos.shares else None
+        return share_batches(trainer.objective, corpus, trainer.local_index, trainer.config.train.seed, pos.epoch,
+                             self.index, self.size, start, trainer.prepare)
+
+    def groups(self, batches: Iterator, pos, train) -> Iterator[list]:
+        """The steps of the epoch, one a call: this worker's own batches, then padding until no worker has
+        a batch left. Whether one has is gathered with each step (``more``: a batch after this one), so
+        the workers agree on the epoch's last step; the step's Batch gets the global pairs, words and
+        every worker's position (GatheredStep.one)."""
+        if pos.shares and not any(s[MORE] for s in pos.shares):
+            return   # resumed after the epoch's last step
+        mine = pos.shares[self.index] if pos.shares else [0, 0, 0, 1]
+        step = 0
+        current = next(batches, None)
+        while True:
+            following = next(batches, None) if current is not None else None
+            if current is not None:
+                mine = [current.chunk, current.batch, current.words_done, int(following is not None)]
+            else:
+                mine = [*mine[:MORE], 0]
+            step += 1
+            tensors = dict(current.tensors if current is not None else self.step.padding,
+                           share=tf.constant([*mine, current.pairs if current is not None else 0], tf.int64))
+            self.current = Batch(tensors, 0, 0, step, None, 0)
+            yield [self.current]
+            if not any(s[MORE] for s in self.current.shares):
+                return
+            current = following

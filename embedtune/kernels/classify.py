@@ -1,0 +1,274 @@
+"""classify's compiled (numba) step with any lazy optimizer and the cap: TensorFlow's step's arithmetic
+(embedtune/training/optimizers.py, whose constants it reads), bits that do not depend on the thread count."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, set_num_threads
+
+from embedtune.kernels.common import FASTMATH, PARALLEL, _row, _sum_in_order, frozen_source, kernel_threads
+from embedtune.training.optimizers import ADAM_BETA_1, ADAM_BETA_2, EPSILON
+
+# The optimizers the kernel applies (training/optimizers.py's lazy ones, the same arithmetic).
+SGD, ADAGRAD, ADAM = 0, 1, 2
+KERNEL_OPTIMIZERS = {"sgd": SGD, "adagrad": ADAGRAD, "adam": ADAM}
+
+
+@njit(inline="always")
+def _by_key(keys, n_keys):
+    """A stable counting sort of positions by ``keys`` (keys >= n_keys dropped): (order, starts [n_keys + 1]),
+    positions with key k being order[starts[k]:starts[k + 1]], in their order."""
+    starts = np.zeros(n_keys + 1, np.int64)
+    for i in range(len(keys)):
+        if keys[i] < n_keys:
+            starts[keys[i] + 1] += 1
+    for k in range(n_keys):
+        starts[k + 1] += starts[k]
+    order = np.empty(starts[n_keys], np.int64)
+    fill = starts[:n_keys].copy()
+    for i in range(len(keys)):
+        k = keys[i]
+        if k < n_keys:
+            order[fill[k]] = i
+            fill[k] += 1
+    return order, starts
+
+
+@njit(inline="always")
+def _row_gradient(g, tokens, segment, dsum, weight):
+    """A row's gradient into ``g``: the sum over its ``tokens`` (in batch order) of their line's d loss /
+    d token (``dsum`` [B, dim]), times the row's weight; g's columns past dim (an n-gram row's unused
+    one) zero."""
+    g[:] = 0
+    for i in range(len(tokens)):
+        d = dsum[segment[tokens[i]]]
+        for j in range(len(d)):
+            g[j] += d[j]
+    for j in range(len(g)):
+        g[j] = weight * g[j]
+
+
+@njit(inline="always")
+def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
+    """One row's lazy update by its merged gradient ``g`` (capped first), as training/optimizers.py's:
+    sgd row -= lr g; adagrad (m: the accumulator) m += g^2, row -= lr / (sqrt(m) + eps) g; adam m, v
+    moments, row -= adam_lr / (sqrt(v) + eps) m (adam_lr: lr with the bias correction). float32
+    throughout, so that the loops vectorise."""
+    if clip_norm > 0:
+        norm = np.float32(0.0)
+        for j in range(len(g)):
+            norm += g[j] * g[j]
+        norm = np.sqrt(norm)
+        if norm > clip_norm:
+            scale = clip_norm / norm
+            for j in range(len(g)):
+                g[j] = g[j] * scale
+    eps = np.float32(EPSILON)
+    if optimizer == SGD:
+        for j in range(len(row)):
+            row[j] -= lr * g[j]
+    elif optimizer == ADAGRAD:
+        for j in range(len(row)):
+            a = m[j] + g[j] * g[j]
+            m[j] = a
+            row[j] -= lr / (np.sqrt(a) + eps) * g[j]
+    else:
+        b1, b2 = np.float32(ADAM_BETA_1), np.float32(ADAM_BETA_2)
+        c1, c2 = np.float32(1) - b1, np.float32(1) - b2
+        for j in range(len(row)):
+            mj = b1 * m[j] + c1 * g[j]
+            vj = b2 * v[j] + c2 * (g[j] * g[j])
+            m[j] = mj
+            v[j] = vj
+            row[j] -= adam_lr / (np.sqrt(vj) + eps) * mj
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word, weight, slot, segment,
+                  gram, gram_weight, gram_slot, gram_segment, targets, one_vs_all, optimizer, lr, word_lr,
+                  side_lr, clip_norm, word_m, word_v, side_m, side_v, parts):
+    """One step of fastText's supervised model, as TensorFlow's step takes it (training/step.py) (the same
+    batch, the same loss, its gradients from the tables as they were at the batch's start, each
+    distinct row updated once by the lazy optimizer); returns the batch's summed loss.
+
+    words : [T + 1, dim] trainable rows (the last: the sink, never written); frozen local id T + i is
+    read from frozen[frozen_rows[i]]. side : [L + G + 1, dim + 1] the classifier (weights, bias), then
+    the n-gram rows (their last column unused), then the sink. The batch: classify's ("word", "weight",
+    "slot", "segment", "targets"; "gram", "gram_weight", "gram_slot", "gram_segment" with n-grams, else
+    empty). word_m, word_v, side_m, side_v: the optimizer's state (adagrad: m the accumulator; a state
+    the optimizer has not: a one-row stand-in, never touched); word_lr, side_lr: adam's bias-corrected rates for each table's step. parts: how many
+    parts the lines and rows are split into, each with its scratch (any number gives the same bits).
+
+    The lines' means and scores run a line per thread; the classifier's gradient a label per thread;
+    the word and n-gram rows' gradients a row per thread, each the sum over its tokens in batch order:
+    the bits do not depend on the thread count.
+    """
+    B, L, dim = targets.shape[0], n_labels, words.shape[1]
+    W, G = len(word) - 1, len(gram) - 1
+    has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)   # else: a one-row stand-in, never touched
+    sink = side.shape[0] - 1
+    line_tokens, line_starts = _by_key(segment, B)
+    line_grams, gram_line_starts = _by_key(gram_segment, B)
+    word_tokens, word_starts = _by_key(slot, W)
+    gram_tokens, gram_starts = _by_key(gram_slot, G)
+    means = np.zeros((B, dim), np.float32)
+    dz = np.zeros((B, L), np.float32)
+    dsum = np.zeros((B, dim), np.float32)   # d loss / d (a token's row): d loss / d mean over the line's count
+    losses = np.zeros(B, np.float64)
+    # The batch's rows, gathered once in id order (the ids are sorted: the reads walk the tables
+    # forward), weighted: the lines then read them from a block that stays in cache.
+    rows = np.empty((W + G, dim), np.float32)
+    for p in prange(parts):
+        for s in range(p * (W + G) // parts, (p + 1) * (W + G) // parts):
+            out = rows[s]
+            if s < W:
+                wt = weight[s]
+                row = _row(words, frozen, frozen_rows, n_trainable, word[s])
+            else:
+                wt = gram_weight[s - W]
+                row = side[gram[s - W]]
+            if wt == 0:
+                out[:] = 0
+            else:
+                for j in range(dim):
+                    out[j] = wt * row[j]
+    for p in prange(parts):
+        total = np.empty(dim, np.float32)
+        z = np.empty(L, np.float32)
+        e = np.empty(L, np.float64)
+        for b in range(p * B // parts, (p + 1) * B // parts):
+            total[:] = 0
+            count = np.float32(0.0)
+            for i in range(line_starts[b], line_starts[b + 1]):
+                s = slot[line_tokens[i]]
+                wt = weight[s]
+                row = rows[s]
+                for j in range(dim):
+                    total[j] += row[j]
+                count += wt
+            if count <= 0:   # no counted word: out of the loss (padding lines among them)
+                continue
+            grams = np.float32(0.0)
+            for i in range(gram_line_starts[b], gram_line_starts[b + 1]):
+                s = gram_slot[line_grams[i]]
+                row = rows[W + s]
+                for j in range(dim):
+                    total[j] += row[j]
+                grams += gram_weight[s]
+            denom = max(count + grams, np.float32(1.0))
+            mean = means[b]
+            for j in range(dim):
+                mean[j] = total[j] / denom
+            for k in range(L):
+                label = side[k]
+                x = label[dim]
+                for j in range(dim):
+                    x += mean[j] * label[j]
+                z[k] = x
+            t = targets[b]
+            loss = 0.0
+            if one_vs_all:
+                for k in range(L):
+                    x = float(z[k])
+                    loss += max(x, 0.0) - x * t[k] + math.log1p(math.exp(-abs(x)))
+                    dz[b, k] = np.float32(1.0 / (1.0 + math.exp(-x))) - t[k]
+            else:
+                top = z[0]
+                for k in range(1, L):
+                    top = max(top, z[k])
+                total_e = 0.0
+                for k in range(L):
+                    e[k] = math.exp(float(z[k] - top))
+                    total_e += e[k]
+                log_total = math.log(total_e)
+                for k in range(L):   # the targets sum to 1 (Classify._targets): softmax - targets
+                    if t[k] != 0:
+                        loss += t[k] * (log_total - float(z[k] - top))
+                    dz[b, k] = np.float32(e[k] / total_e) - t[k]
+            losses[b] = loss
+            d = dsum[b]
+            for k in range(L):
+                c = dz[b, k]
+                for j in range(dim):
+                    d[j] += c * side[k, j]
+            for j in range(dim):
+                d[j] = d[j] / denom
+    # Every gradient is taken: now the updates. The classifier, a label per thread ...
+    for k in prange(L):
+        g = np.zeros(dim + 1, np.float32)
+        for b in range(B):
+            c = dz[b, k]
+            if c != 0:
+                for j in range(dim):
+                    g[j] += c * means[b, j]
+                g[dim] += c
+        _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
+    # ... each trainable word of the batch (frozen ones and padding are not written) ...
+    for p in prange(parts):
+        g = np.empty(dim, np.float32)
+        for s in range(p * W // parts, (p + 1) * W // parts):
+            c = word[s]
+            if weight[s] == 0 or c >= n_trainable:
+                continue
+            _row_gradient(g, word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
+            _update(words[c], g, word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
+    # ... and each n-gram row of the batch.
+    for p in prange(parts):
+        g = np.empty(dim + 1, np.float32)
+        for s in range(p * G // parts, (p + 1) * G // parts):
+            r = gram[s]
+            if gram_weight[s] == 0 or r >= sink:
+                continue
+            _row_gradient(g, gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dsum, gram_weight[s])
+            _update(side[r], g, side_m[r * has_m], side_v[r * has_v], optimizer, lr, side_lr, clip_norm)
+    return _sum_in_order(losses)
+
+
+class ClassifyKernel:
+    """The call of one trainer's compiled classify step, with the tables and the optimizer's state as
+    numpy arrays (the authoritative ones while it is in use; the trainer's variables catch up when
+    read, training.step.CompiledStep.sync).
+
+    update : training.optimizers.Update, the optimizer (sgd, adagrad, adam), its state and the cap."""
+
+    def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
+                 n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int):
+        self.words, self.side = words, side
+        self.distinct_rows = True   # each of a batch's rows is updated once: the batch must not repeat one
+        self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
+        self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
+        self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)
+        # The optimizer's state, by the names of its variables (CompiledStep.sync assigns them back).
+        self.word_state, self.side_state = update.state("word"), update.state("side")
+        self._rows = {}
+        for table, state, width in (("word", self.word_state, words.shape[1]), ("side", self.side_state, side.shape[1])):
+            stand_in = np.zeros((1, width), np.float32)
+            self._rows[table] = (state.get("m", state.get("accumulator", stand_in)), state.get("v", stand_in))
+        self.threads = kernel_threads(threads)
+        self._no_grams = (np.full(1, len(side) - 1, np.int32), np.zeros(1, np.float32), np.zeros(0, np.int32),
+                          np.zeros(0, np.int32))
+
+    def _adam_lr(self, state: dict, lr: np.float32) -> np.float32:
+        """adam: the step's iteration counted, and lr with its bias correction (optimizers.Adam.apply)."""
+        if self.optimizer != ADAM:
+            return lr
+        state["iterations"][...] += 1
+        t = np.float32(state["iterations"])
+        return np.float32(lr * np.sqrt(np.float32(1) - np.float32(ADAM_BETA_2) ** t)
+                          / (np.float32(1) - np.float32(ADAM_BETA_1) ** t))
+
+    def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
+        set_num_threads(self.threads)
+        return [self.step(batch, np.float32(lr)) for batch, lr in zip(batches, lrs)]
+
+    def step(self, batch: dict, lr: np.float32) -> np.float32:
+        grams = (tuple(batch[k] for k in ("gram", "gram_weight", "gram_slot", "gram_segment")) if "gram" in batch
+                 else self._no_grams)
+        word_lr, side_lr = self._adam_lr(self.word_state, lr), self._adam_lr(self.side_state, lr)
+        return np.float32(classify_step(
+            self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, self.n_labels, batch["word"],
+            batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,
+            self.optimizer, lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
+            4 * self.threads))

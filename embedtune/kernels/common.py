@@ -1,0 +1,102 @@
+"""What the compiled (numba) steps share: the thread settings, the frozen rows' source and the small
+row helpers (a dot product, a descent, a sum in order). The steps themselves: ``sgns.py``, ``classify.py``;
+their optimizer constants come from embedtune/training/optimizers.py, as TensorFlow's step's do."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+# numba's OpenMP threads wait at the end of each parallel loop (two a step). Spinning there (libgomp's
+# default) made 2 threads far slower than 1 on a busy machine; they sleep instead (benchmarks/README.md,
+# train_speed). Read when numba first starts its threads; a value the user set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from numba import config as numba_config, njit  # noqa: E402  (after the wait policy)
+
+# The gradient pass must end before the update pass starts (the updates change rows the gradients
+# read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
+PARALLEL = {"fusion": False}
+# Sums may be reordered (the dot products vectorise: benchmarks/README.md, train_speed) and
+# multiply-adds fused; the code is fixed at compile time, so
+# the bits still do not change from run to run. Not "fast" as a whole: NaN and infinity must stay
+# visible to the divergence checks.
+FASTMATH = {"reassoc", "contract"}
+# Rows are given to threads in blocks of 2**ROW_BLOCK_BITS ids, so that two threads seldom write the
+# same cache line (a 50-float row is 200 bytes).
+ROW_BLOCK_BITS = 3
+
+
+@njit(inline="always")
+def _row(words, frozen, frozen_rows, n_trainable, c):
+    if c < n_trainable:
+        return words[c]
+    return frozen[frozen_rows[c - n_trainable]]
+
+
+@njit(inline="always")
+def _logit_terms(x, label):
+    """(e^-x as float64, sigmoid(x) - label): the exponential is reused for the loss (``_add_loss``)."""
+    e = math.exp(-float(x))
+    return e, 1.0 / (1.0 + e) - label
+
+
+# A pair's loss is -log sigmoid(x) - sum log(1 - sigmoid(x_k)) = log(prod (1 + e^-x)) + sum x_k: one log
+# a pair, the exponentials being there already. A logit below -LARGE (a row grown far) adds its
+# softplus(-x) itself, and a product past 1e250 is moved into the sum, so that it cannot overflow
+# (the TF step's loss stays finite there; a product of inf made runs stop as diverged).
+LARGE = 30.0
+
+
+@njit(inline="always")
+def _add_loss(x, e, product, extra):
+    """The running (product, extra) with the logit ``x`` (e = e^-x) added."""
+    if x < -LARGE:
+        return product, extra - float(x) + math.log1p(math.exp(float(x)))
+    product *= 1.0 + e
+    if product > 1e250:
+        return 1.0, extra + math.log(product)
+    return product, extra
+
+
+@njit(inline="always")
+def _dot(a, b):
+    x = np.float32(0.0)
+    for j in range(len(a)):
+        x += a[j] * b[j]
+    return x
+
+
+@njit(inline="always")
+def _descend(row, lr, grad):
+    """row -= lr * grad, in place."""
+    for j in range(len(row)):
+        row[j] -= lr * grad[j]
+
+
+@njit(inline="always")
+def _sum_in_order(values):
+    """The sum in index order (the loss's bits must not depend on the thread count)."""
+    total = 0.0
+    for i in range(len(values)):
+        total += values[i]
+    return total
+
+
+
+def frozen_source(matrix, frozen_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the matrix frozen rows are read from, frozen local id T + i -> its row there): the input matrix
+    itself in C order; a Fortran-ordered one is read a row at a time across the whole table, so only
+    the corpus's frozen rows are copied, once, in C order."""
+    matrix = np.asarray(matrix)
+    if matrix.flags.c_contiguous:
+        return matrix, np.ascontiguousarray(frozen_rows, np.int64)
+    return np.ascontiguousarray(matrix[frozen_rows], np.float32), np.arange(len(frozen_rows), dtype=np.int64)
+
+
+def kernel_threads(threads: int) -> int:
+    """The threads a kernel runs on: at most what numba was started with (NUMBA_NUM_THREADS)."""
+    return max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
+

@@ -1,0 +1,245 @@
+"""The compiled (numba) sgns steps for plain sgd, on every core. Two kinds. Without --deterministic, per-pair negatives take ``sgns_hogwild``: word2vec's own
+update, lock-free (Hogwild, as word2vec's and gensim's worker threads), each pair applied in place at
+once; the bits follow the threads' timing (one thread: word2vec's sequential loop). It costs less CPU
+a pair than the batch-synchronous kernel and recovered new words better (benchmarks/README.md,
+train_speed). The negatives come from the host: drawing them inside it (word2vec's LCG over the
+unigram table) did not pay (benchmarks/README.md, train_speed, "What was measured and left out").
+
+With --deterministic (and with shared negatives) the batch-synchronous kernels, the TensorFlow fused
+step's arithmetic: same semantics as TensorFlow's ``dense_sgd`` (training/step.py): every gradient of a batch is taken from
+the tables as they were at the batch's start, then every slice is applied, ``row -= lr * grad``, in
+batch order. Frozen words (local ids >= ``n_trainable``) are read from ``frozen`` and never written;
+padding pairs (weight 0) read and write nothing, as their slices are zero.
+
+Deterministic whatever the thread count: the gradients are computed in parallel, a pair each, into
+scratch arrays; the updates are applied in parallel by row (each part of the table owned by one
+thread, which walks the whole batch in order), so every row gets its slices in the batch's order,
+as XLA's scatter gives them; the loss is summed in pair order.
+
+Why a kernel: in TensorFlow's best CPU step (XLA dense part and scatters, gathers outside XLA, 10
+batches a call) the gathers, scatters and call overhead are most of the cost (benchmarks/README.md,
+train_speed).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, set_num_threads
+
+from embedtune.kernels.common import (FASTMATH, PARALLEL, ROW_BLOCK_BITS, _add_loss, _descend, _dot, _logit_terms,
+                                      _row, _sum_in_order, frozen_source, kernel_threads)
+
+
+
+@njit(inline="always")
+def _score(w, v, g, k, wt, product, extra):
+    """One (center, context or negative k > 0) term of a pair: its coefficient (weighted sigmoid(x) -
+    label), added into the center's gradient ``g``; the running loss (``_add_loss``) with it."""
+    x = _dot(w, v)
+    e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+    product, extra = _add_loss(x, e, product, extra)
+    if k:
+        extra += float(x)
+    d = np.float32(wt * d)
+    for j in range(len(g)):
+        g[j] += d * v[j]
+    return d, product, extra
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
+                  centers_now, word_grads, coefs, owners, losses, parts):
+    """One sgd step of word2vec's sgns with per-pair negatives; returns the batch's summed loss.
+
+    words : [T + 1, dim] float32, trainable rows (updated in place; the last is the sink, untouched)
+    side : [n_local + 1, dim] float32, context vectors (updated in place)
+    frozen : [*, dim] float32, read-only; frozen_rows : [F] int64, local id T + i -> row frozen_rows[i]
+    centers, contexts : [B] int32 local ids; negatives : [B, K] int32 side ids; weight : [B] float32
+    centers_now, word_grads [B, dim], coefs [B, 1 + K] float32, owners [B, 2 + K] int32 (the part each
+    slice's row falls in, -1: none) and losses [B] float64 : scratch
+    parts : how many row parts the updates are split into (any number gives the same bits)
+    """
+    size, k1 = len(centers), negatives.shape[1] + 1
+    for b in prange(size):
+        wt = weight[b]
+        losses[b] = 0.0
+        if wt == 0:
+            owners[b, :] = -1
+            continue
+        c = centers[b]
+        owners[b, k1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
+        w = centers_now[b]
+        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        g = word_grads[b]
+        g[:] = 0
+        product, extra = 1.0, 0.0   # the loss: _add_loss
+        for k in range(k1):
+            r = contexts[b] if k == 0 else negatives[b, k - 1]
+            owners[b, k] = (r >> ROW_BLOCK_BITS) % parts
+            coefs[b, k], product, extra = _score(w, side[r], g, k, wt, product, extra)
+        losses[b] = wt * (math.log(product) + extra)
+    # Every update from the batch's gradients and the centers as they were (centers_now): one pass,
+    # a part of each table per thread, in batch order.
+    for p in prange(parts):
+        for b in range(size):
+            for k in range(k1):
+                if owners[b, k] == p:
+                    r = contexts[b] if k == 0 else negatives[b, k - 1]
+                    d = coefs[b, k]
+                    w = centers_now[b]
+                    v = side[r]
+                    for j in range(len(v)):
+                        v[j] -= lr * (d * w[j])
+            if owners[b, k1] == p:
+                _descend(words[centers[b]], lr, word_grads[b])
+    return _sum_in_order(losses)
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
+                centers_now, word_grads, coefs, owners, losses, parts):
+    """One sgd step of sgns with negatives shared by groups of pairs; returns the summed loss.
+
+    As ``sgns_per_pair``, but negatives : [B / G, K], the K negatives of each group of G consecutive
+    pairs. The side slices come in the step's order: the B true contexts, then each group's
+    negatives, each negative's slice the sum over its group's pairs.
+    """
+    size = len(centers)
+    groups, kneg = negatives.shape
+    group = size // groups
+    for b in prange(size):
+        wt = weight[b]
+        losses[b] = 0.0
+        if wt == 0:
+            for k in range(kneg + 1):
+                coefs[b, k] = 0
+            owners[b, 0] = owners[b, 1] = -1
+            continue
+        c, r = centers[b], contexts[b]
+        owners[b, 0] = (r >> ROW_BLOCK_BITS) % parts
+        owners[b, 1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
+        w = centers_now[b]
+        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        g = word_grads[b]
+        g[:] = 0
+        product, extra = 1.0, 0.0
+        for k in range(kneg + 1):
+            r = contexts[b] if k == 0 else negatives[b // group, k - 1]
+            coefs[b, k], product, extra = _score(w, side[r], g, k, wt, product, extra)
+        losses[b] = wt * (math.log(product) + extra)
+    for p in prange(parts):
+        slice_ = np.empty(words.shape[1], np.float32)
+        for b in range(size):
+            if owners[b, 0] == p:
+                r = contexts[b]
+                d = coefs[b, 0]
+                w = centers_now[b]
+                v = side[r]
+                for j in range(len(v)):
+                    v[j] -= lr * (d * w[j])
+        for q in range(groups):
+            for k in range(kneg):
+                r = negatives[q, k]
+                if (r >> ROW_BLOCK_BITS) % parts != p:
+                    continue
+                slice_[:] = 0
+                for b in range(q * group, (q + 1) * group):
+                    if weight[b] != 0:
+                        d = coefs[b, k + 1]
+                        w = centers_now[b]
+                        for j in range(len(slice_)):
+                            slice_[j] += d * w[j]
+                _descend(side[r], lr, slice_)
+        for b in range(size):
+            if owners[b, 1] == p:
+                _descend(words[centers[b]], lr, word_grads[b])
+    return _sum_in_order(losses)
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lrs,
+                 batch_size, losses):
+    """sgd steps of word2vec's sgns with per-pair negatives, lock-free (Hogwild, as word2vec's and
+    gensim's worker threads): each thread takes a contiguous block of the pairs and applies each pair
+    at once, in place, from the rows as they are then (score the 1 + K context rows against the center,
+    update the context rows, then the center), with no scratch and no second pass.
+
+    centers, contexts [N], negatives [N, K], weight [N]: several batches of ``batch_size`` pairs one
+    after another (a group, one parallel region); lrs [N / batch_size], each batch's. losses
+    [threads, N / batch_size] float64: each thread's summed loss of each batch (written). The threads
+    read and write shared rows without locks, so a row can lose or see half of a concurrent update,
+    as in word2vec; the bits follow the thread timing. With one thread it is word2vec's sequential
+    loop over the pairs in order. Frozen centers (local ids >= n_trainable) are read from ``frozen``
+    and never written; padding (weight 0) reads and writes nothing.
+    """
+    size, k1 = len(centers), negatives.shape[1] + 1
+    threads = losses.shape[0]
+    for t in prange(threads):
+        grad = np.empty(words.shape[1], np.float32)
+        losses[t, :] = 0.0
+        for b in range(t * size // threads, (t + 1) * size // threads):
+            wt = weight[b]
+            if wt == 0:
+                continue
+            lr = lrs[b // batch_size]
+            c = centers[b]
+            w = _row(words, frozen, frozen_rows, n_trainable, c)
+            grad[:] = 0
+            product, extra = 1.0, 0.0
+            for k in range(k1):
+                v = side[contexts[b] if k == 0 else negatives[b, k - 1]]
+                d, product, extra = _score(w, v, grad, k, wt, product, extra)
+                for j in range(len(v)):
+                    v[j] -= lr * (d * w[j])
+            if c < n_trainable:
+                _descend(w, lr, grad)
+            losses[t, b // batch_size] += wt * (math.log(product) + extra)
+
+
+
+class SgnsKernel:
+    """The scratch arrays and the call of one trainer's compiled step (frozen rows: ``frozen_source``)."""
+
+    def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
+                 n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int,
+                 lockfree: bool = False):
+        self.words, self.side = words, side
+        # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
+        self.lockfree = lockfree and not shared
+        self.word_state, self.side_state = {}, {}   # plain sgd: no optimizer state
+        self.distinct_rows = False   # a row repeated in a batch gets each of its slices
+        self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
+        self.n_trainable = n_trainable
+        self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)
+        self.centers_now = np.empty((batch_size, words.shape[1]), np.float32)
+        self.coefs = np.empty((batch_size, negative + 1), np.float32)
+        self.owners = np.empty((batch_size, negative + 2), np.int32)
+        self.losses = np.empty(batch_size, np.float64)
+        self.step_fn = sgns_shared if shared else sgns_per_pair
+        self.threads = kernel_threads(threads)
+        # A part per thread: each walks every slice of the batch to find its own.
+        self.parts = self.threads
+
+    def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
+        """Steps over ``batches`` (the objective's numpy batches) at ``lrs``, in order; their summed
+        losses. Lock-free: the whole group in one call, its pairs split among the threads."""
+        if not self.lockfree:
+            return [self.step(batch, lr) for batch, lr in zip(batches, lrs)]
+        set_num_threads(self.threads)
+        centers, contexts, negatives, weight = (np.concatenate([b[key] for b in batches])
+                                                for key in ("center", "context", "negatives", "weight"))
+        losses = np.empty((self.threads, len(batches)), np.float64)
+        sgns_hogwild(self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, centers, contexts,
+                     negatives, weight, np.asarray(lrs, np.float32), len(batches[0]["center"]), losses)
+        return [np.float32(loss) for loss in losses.sum(axis=0)]
+
+    def step(self, batch: dict, lr: float) -> np.float32:
+        """One step over ``batch`` (the objective's numpy batch) at ``lr``; the summed loss."""
+        set_num_threads(self.threads)
+        size = len(batch["center"])
+        return np.float32(self.step_fn(
+            self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable,
+            batch["center"], batch["context"], batch["negatives"], batch["weight"], np.float32(lr),
+            self.centers_now[:size], self.word_grads[:size], self.coefs[:size], self.owners[:size],
+            self.losses[:size], self.parts))

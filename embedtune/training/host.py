@@ -1,0 +1,45 @@
+"""The host process's settings for a run: TensorFlow's thread pools and glibc's large-block threshold."""
+
+from __future__ import annotations
+
+import ctypes
+
+from embedtune._tf import tf
+
+
+def use_threads(threads: int) -> None:
+    """TensorFlow's intra- and inter-op thread pools. Steps run one at a time: two lock-free steps at
+    once (gensim's workers) cut wall time under load but moved new words far from their true vectors
+    (benchmarks/README.md, train_speed), so they were taken out. The pools can be set only before TensorFlow
+    starts its runtime; in a process where it has started (a test, a notebook) they stay as
+    they are."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass
+
+
+# glibc's mallopt parameter, and the block size from which it is used: above a batch's small arrays
+# (a 4096-pair sgns batch: 16-80 KB), below its frozen rows (4096 x 300 floats: 4.9 MB) and a
+# chunk's pairs (tens of MB).
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 4 << 20
+
+
+def map_large_blocks() -> bool:
+    """Blocks of MMAP_THRESHOLD bytes or more come straight from the system and go back to it when
+    freed (glibc's mallopt; nothing elsewhere). True if it was set.
+
+    By default glibc raises that threshold to each large block freed (up to 32 MB), after which the
+    host's per-batch and per-chunk arrays stay in the heap of whichever thread freed them. On
+    TensorFlow's step (with its tensors already pooled: embedtune/_tf.py) handing them back lowers the
+    training loop's resident level and peak at the same speed (benchmarks/README.md, memory). Not set
+    for the compiled sgns kernel: its steps are short enough that the page faults of fresh blocks
+    would show in its speed, and its batches carry no frozen rows. The setting holds for the rest of
+    the process.
+    """
+    try:
+        return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    except (OSError, AttributeError, TypeError):   # not glibc
+        return False

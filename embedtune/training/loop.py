@@ -1,0 +1,290 @@
+"""The training loop. A run reads top to bottom in ``train``: ``setup`` (count, plan, start new words,
+build the tables and the step, resume) -> ``run_epochs`` (batches through the step) -> ``result`` (rows
+and summary). What is particular to an objective lives in its class (embedtune/objectives/); how the
+run is spread over processes, in the strategy it is given (training/strategy.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtune._tf import tf
+
+from embedtune.checkpoint import Position
+from embedtune.config import Config, TrainConfig, learning_rate, resolve
+from embedtune.corpus import Corpus
+from embedtune.cores import local_cores
+from embedtune.errors import EmbedtuneError, TrainingInterrupted
+from embedtune.init import initial_vectors
+from embedtune.objectives import Objective, objective_class
+from embedtune.plan import Plan
+from embedtune.runplan import plan_rows
+from embedtune.training.batches import LOSS_EVERY, prefetch
+from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
+from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
+from embedtune.training.host import map_large_blocks, use_threads
+from embedtune.training.strategy import OneProcess
+from embedtune.training.tables import Trainer
+from embedtune.training.tblog import ScalarLog
+from embedtune.vectors import PatchedVectors, Vectors
+
+
+@dataclass
+class TrainResult:
+    vectors: PatchedVectors   # the input's matrix with the trained rows in place (Vectors' interface)
+    plan: Plan
+    stats: dict = field(default_factory=dict)
+    model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
+
+
+def train(vectors: Vectors, corpus: Corpus | None, config: Config,
+          progress: Callable[[Progress], None] | None = None,
+          on_plan: Callable[[Plan], None] | None = None,
+          resume: bool = False,
+          stop: Callable[[], bool] | None = None,
+          overwrite_checkpoints: bool = False,
+          note: Callable[[str], None] | None = None,
+          strategy: OneProcess | None = None) -> TrainResult:
+    """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
+
+    corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
+
+    resume : continue from the newest usable checkpoint in ``config.train.checkpoint_dir``
+    stop : polled after every call of the step (up to GROUP batches); when it returns True a checkpoint is written (if a
+        folder is set) and TrainingInterrupted is raised
+    overwrite_checkpoints : a new run into a folder holding checkpoints deletes them (else it
+        refuses); the folder is locked for the run's life either way
+    note : told what the caller should say, such as a damaged checkpoint skipped on resume, or why
+        the run steps through TensorFlow's step and not the objective's compiled one
+    strategy : how the run is spread over processes (None: one process; several workers:
+        embedtune.distribute.strategy_from_env())
+    Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
+    (``checkpoint.remove`` deletes them once the caller has written the result).
+    """
+    config = resolve(config)
+    t = config.train
+    if t.dim is not None and t.dim != vectors.dim:
+        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
+                             config.vectors)
+    objective = objective_class(t.objective)
+    if objective.closed_form:
+        return fit_closed_form(objective, vectors, config, on_plan, resume)
+    strategy = OneProcess() if strategy is None else strategy
+    with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
+        checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
+                                       writes=strategy.chief)
+        run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy)
+        run_epochs(run, progress, stop)
+        return result(run)
+
+
+def fit_closed_form(objective: type[Objective], vectors: Vectors, config: Config, on_plan, resume) -> TrainResult:
+    """An objective without the loop (retrofit): its fit, and every frozen row checked after it."""
+    out, plan, stats = objective.fit(vectors, config, on_plan, resume)
+    check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
+    check(0, len(vectors), out.matrix)
+    stats["max_frozen_change"] = check.worst
+    return TrainResult(out, plan, stats)
+
+
+@dataclass
+class Run:
+    """A run set up: what the loop needs, what it changes (``pos``, ``stopped_at``, the timings)
+    and what the result reports."""
+
+    config: Config
+    vectors: Vectors
+    corpus: Corpus
+    plan: Plan
+    trainer: Trainer
+    init: object | None           # embedtune.init's result for the new words, None without new words
+    total_words: int              # corpus tokens in one epoch
+    n_lines: int
+    checkpoints: Checkpoints
+    pos: Position                 # where the loop is (a resumed run starts where the checkpoint was)
+    resumed: bool
+    began: float                  # time.perf_counter() at set-up
+    strategy: OneProcess                # one process, or this process's part of several workers
+    stopped_at: str | None = None   # the limit (max_steps, max_words) that ended the run early
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
+    words_at_start: int = 0
+
+
+def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpoints,
+          on_plan: Callable[[Plan], None] | None = None, note: Callable[[str], None] | None = None,
+          strategy: OneProcess | None = None) -> Run:
+    """Count the corpus, plan the rows, start the new words, build the tables; restore a checkpoint
+    when ``checkpoints`` was opened to resume. ``config`` resolved. The ``strategy`` (default one
+    process) says what this process counts, reads and steps."""
+    t = config.train
+    strategy = OneProcess() if strategy is None else strategy
+    use_threads(t.threads or strategy.threads or local_cores())
+    strategy.start()   # a multi-worker strategy sets up TensorFlow's runtime, before any variable
+    if t.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    began = time.perf_counter()
+    # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
+    counts, total_words, n_lines = strategy.count(corpus)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
+    if on_plan is not None:
+        on_plan(plan)
+    # New words start from their contexts (one streaming pass), unless --init random. A corpus
+    # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
+    # the rule `embedtune init` follows too), and the summary says so. The window is the
+    # objective's (Objective.init_window).
+    # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
+    init = initial_vectors(vectors, strategy.init_corpus(corpus), new_words,
+                           method=config.vocab.init,
+                           window=objective_class(t.objective).init_window(t),
+                           counts=counts, seed=t.seed) if new_words else None
+    trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
+                      new_start=None if init is None else init.matrix,
+                      corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)
+    trainer.objective.check(corpus)
+    settings = strategy.settings(settings_for_resume(config))
+    if not trainer.uses_kernel:
+        map_large_blocks()
+    checkpoints.bind(trainer, vectors, corpus, total_words, n_lines, settings)
+    pos = checkpoints.restore(note) if checkpoints.resuming else Position()
+    return Run(config, vectors, corpus, plan, trainer, init, total_words, n_lines, checkpoints, pos,
+               checkpoints.resuming, began, strategy, words_at_start=pos.words_done)
+
+
+def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
+               stop: Callable[[], bool] | None = None) -> None:
+    """The loop: epochs of batches through the step from ``run.pos`` on, with the loss read back,
+    checkpoints saved and ``stop`` polled after each step, until the epochs or a limit are done."""
+    t, pos, trainer = run.config.train, run.pos, run.trainer
+    lr0 = learning_rate(t)
+    words_total = run.total_words * t.epochs
+    writes = run.strategy.chief   # only a multi-worker run's chief writes logs
+    tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir and writes else None
+    losses = LossLog(pos, lr0, words_total, progress, tblog)
+    began, cpu_began = time.perf_counter(), time.process_time()
+    while pos.epoch <= t.epochs:
+        epoch = run.strategy.epoch(trainer, run.corpus, dataclasses.replace(pos), run.total_words)
+        with contextlib.closing(prefetch(epoch)) as batches:
+            for group in run.strategy.groups(batches, pos, t):   # several batches per call (speed)
+                # Linear decay by corpus position, as word2vec does: each batch's from the words before it.
+                lrs = [lr0 * max(1.0 - done / words_total, t.min_lr_fraction)
+                       for done in [pos.words_done] + [batch.words_done for batch in group[:-1]]]
+                for batch, loss, lr in zip(group, trainer.run([batch.tensors for batch in group], lrs), lrs):
+                    losses.add(loss, batch.pairs, lr)
+                    pos.pairs += batch.pairs
+                    pos.steps += 1
+                    pos.chunk, pos.batch, pos.chunk_rng = batch.chunk, batch.batch, batch.chunk_rng
+                    pos.words_done, pos.shares = batch.words_done, batch.shares
+                    if pos.steps % LOSS_EVERY == 0:
+                        losses.flush()
+                # A group ends wherever the loop acts (step_groups), so it acts here, after the group.
+                if run.checkpoints.due(pos):
+                    losses.flush()
+                    run.checkpoints.save(pos)
+                if stop is not None and stop():
+                    losses.flush()
+                    raise TrainingInterrupted(run.checkpoints.save(pos), pos)
+                run.stopped_at = limit_reached(t, pos)
+                if run.stopped_at:
+                    break
+        losses.flush()
+        if not pos.pairs:
+            raise EmbedtuneError(no_pairs_message(run.config, run.total_words, run.n_lines), run.corpus.path)
+        if run.stopped_at:
+            break
+        pos.words_done = pos.epoch * run.total_words
+        pos.epoch, pos.chunk, pos.batch, pos.chunk_rng, pos.shares = pos.epoch + 1, 0, 0, None, None
+    run.train_seconds = time.perf_counter() - began
+    run.strategy.finish(trainer)
+    run.train_cpu_seconds = time.process_time() - cpu_began
+    if tblog is not None:
+        tblog.close()
+
+
+def result(run: Run) -> TrainResult:
+    """The output (the input matrix with the trained rows in place) and the run's summary figures."""
+    t, pos, trainer, plan, init = run.config.train, run.pos, run.trainer, run.plan, run.init
+    lr0 = learning_rate(t)
+    # The output is the input matrix with the trained rows put in their place, read a block at a
+    # time by the writers: no second copy of the table (1.2 GB for 1M x 300, 3.6 GB for 3M x 300).
+    trained_rows = trainer.rows[: trainer.n_trainable]
+    trained = trainer.trained_matrix()
+    if not np.isfinite(trained).all():
+        raise EmbedtuneError(f"training diverged (rows with NaN or infinity); lower --lr (it was {lr0:g}) "
+                             "or cap rows with --clip-norm")
+    out = PatchedVectors(plan.words, run.vectors.matrix, trained_rows, trained)
+
+    history = pos.loss_history
+    seconds = run.train_seconds
+    stats = {
+        **plan.summary(),
+        "objective": t.objective,
+        "optimizer": t.optimizer,
+        "lr": lr0,
+        "window": t.window,
+        "anchor": t.anchor,
+        "epochs": t.epochs,
+        "corpus_words": run.total_words,
+        "corpus_lines": run.n_lines,
+        "trained_rows": int(trainer.n_trainable),
+        "steps": pos.steps,
+        "pairs": pos.pairs,
+        "words_per_second": round((pos.words_done - run.words_at_start) / seconds) if seconds > 0 else None,
+        "train_seconds": round(seconds, 3),
+        "train_cpu_seconds": round(run.train_cpu_seconds, 3),   # every thread of the process
+        "total_seconds": round(time.perf_counter() - run.began, 3),
+        "loss_first": history[0] if history else None,
+        "loss_last": history[-1] if history else None,
+        "loss_history": history,
+        "resumed": run.resumed,
+        "workers": run.strategy.size,
+        "stopped_at_limit": run.stopped_at,
+        "words_done": pos.words_done,
+        "init": init.stats["method"] if init else run.config.vocab.init,
+        "init_note": init.stats.get("method_note") if init else None,
+        "loss_start": pos.loss_start,
+        "new_from_context": init.n_from_context if init else 0,
+        "new_too_few_contexts": init.n_too_few if init else 0,   # and, for form-context, no known spelling
+        "new_from_spelling_only": init.stats.get("from_form_only", 0) if init else 0,
+        "max_frozen_change": max_frozen_change(run.vectors.matrix, trained_rows, trained, plan.frozen),
+        **trainer.objective.summary(),
+    }
+    figures, model = trainer.objective.report(trainer.local_matrix, lambda: trainer.side.numpy())
+    stats.update(figures)
+    return TrainResult(out, plan, stats, model)
+
+
+def limit_reached(train: TrainConfig, pos: Position) -> str | None:
+    """The limit the run has reached ("max_steps" or "max_words"), or None."""
+    if train.max_steps and pos.steps >= train.max_steps:
+        return "max_steps"
+    if train.max_words and pos.words_done >= train.max_words:
+        return "max_words"
+    return None
+
+
+def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
+    """Why an epoch made no training pair, and what to change."""
+    t = config.train
+    why = f"no line has two words of the training vocabulary within --window ({t.window}) of each other"
+    if total_words == n_lines:
+        why = "every line holds a single word, and context windows never cross a line"
+    else:
+        why += objective_class(t.objective).no_pairs_hint(t)
+    return f"no training pairs: {why}"
+
+
+def settings_for_resume(config: Config) -> dict:
+    """The settings a resumed run must share with the checkpoint (not where or how often to save,
+    nor on how many threads)."""
+    settings = dataclasses.asdict(config.train)
+    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads"):
+        settings.pop(key, None)
+    settings["vocab"] = dataclasses.asdict(config.vocab)
+    return settings

@@ -1,0 +1,174 @@
+"""The tables of one run: local ids, the trainable rows (a variable), the frozen rows (the caller's
+matrix, read-only), the objective's own table and the optimizers; the step that updates them is
+chosen once, when they are built (training/step.py).
+
+Only words that occur in the corpus take part, so every table follows the corpus vocabulary, never
+the size of the vectors file. Their ids ("local ids") put the trainable words first:
+
+    local id in [0, T)      a trainable word: a row of ``trainable`` (a tf.Variable)
+    local id in [T, T + F)  a frozen word: a row of the caller's matrix, read-only; the rows a
+                            batch reads are gathered on the host and fed to the step
+
+Frozen rows cannot move by construction (they are never in a variable), and optimizer
+state exists only for trainable rows. ``trainable`` has one extra row, the sink, where
+the slices of frozen words and padding go before they are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from embedtune._tf import tf
+
+from embedtune.config import Config, resolve
+from embedtune.corpus import Corpus
+from embedtune.init import random_vectors
+from embedtune.objectives import objective_class
+from embedtune.objectives.rows import LocalRows
+from embedtune.plan import Plan
+from embedtune.training.optimizers import make_optimizer
+from embedtune.training.step import Step, choose_step
+
+# Builds a run's step from its trainer and the numpy starts of its two tables (which a compiled step
+# takes as its own), telling ``note`` why a step was not the objective's compiled one.
+StepFactory = Callable[["Trainer", np.ndarray, np.ndarray, "Callable[[str], None] | None"], Step]
+
+
+class Trainer:
+    """Holds the split tables, the optimizers and the step for one training run.
+
+    ``corpus`` is read by objectives that count before training (glove). ``make_step`` builds the
+    step (default: ``step.choose_step``, one process); a multi-worker strategy passes its own.
+    """
+
+    def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
+                 new_start: np.ndarray | None = None, corpus: Corpus | None = None,
+                 make_step: StepFactory | None = None, note: Callable[[str], None] | None = None):
+        config = resolve(config)
+        t = config.train
+        self.config = config
+        self.plan = plan
+        self.rng = np.random.default_rng(t.seed)
+        self.tf_rng = tf.random.Generator.from_seed(t.seed)
+
+        n_pre = plan.n_pretrained
+        row_counts = np.array([counts.get(w, 0) for w in plan.words], dtype=np.int64)
+        in_corpus = row_counts > 0
+        # Local ids: trainable words of the corpus first, then frozen ones.
+        trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
+        frozen_rows = np.flatnonzero(in_corpus & plan.frozen)
+        self.rows = np.concatenate([trainable_rows, frozen_rows])   # local id -> plan row
+        self.n_trainable = len(trainable_rows)
+        self.local_index = {plan.words[r]: i for i, r in enumerate(self.rows)}
+
+        dim = matrix.shape[1]
+        start = np.empty((self.n_trainable + 1, dim), np.float32)   # + sink row
+        pre = trainable_rows < n_pre
+        start[:self.n_trainable][pre] = matrix[trainable_rows[pre]]
+        if new_start is None:
+            new_start = random_vectors(plan.n_new, dim, self.rng)   # word2vec's start
+        start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
+        start[-1] = 0
+        self._trainable = tf.Variable(start, name="trainable_words")
+        # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
+        # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
+        self.matrix = matrix
+        self.frozen_rows = frozen_rows if len(frozen_rows) else np.zeros(1, np.int64)
+        self.n_frozen = len(frozen_rows)
+        # Local id -> the matrix row prepare reads for it (trainable ids read any frozen row; the step
+        # takes theirs from the variable): one indexing, cheaper than clipping and indexing twice. Not
+        # np.take: it is slow on a Fortran-ordered matrix such as the benchmark's GloVe .npy
+        # (benchmarks/README.md, train_speed, "A cheaper prepare").
+        self.source_rows = np.concatenate([np.full(self.n_trainable, self.frozen_rows[0]), self.frozen_rows])
+        self.dim = dim
+
+        def local_vectors(ids: np.ndarray) -> np.ndarray:
+            """Starting rows of local ids."""
+            ids = np.asarray(ids)
+            out = np.empty((len(ids), dim), np.float32)
+            frozen = ids >= self.n_trainable
+            out[~frozen] = start[ids[~frozen]]
+            out[frozen] = matrix[self.frozen_rows[ids[frozen] - self.n_trainable]]
+            return out
+
+        rows = LocalRows(row_counts[self.rows], self.n_trainable, self.rows < n_pre, local_vectors,
+                         self.local_index, dim)
+        self.objective = objective_class(t.objective)(rows, t, corpus)
+        # The objective's own table: context vectors (sgns) or biases (glove), one row per local
+        # word plus a sink. Rows from side_fixed_from on are read but never updated.
+        side = self.objective.side_start()
+        self._side = tf.Variable(side, name="side")
+        self.side_rows = len(side) - 1   # the side table's sink row
+        fixed = self.objective.side_fixed_from
+        self.side_sink_from = self.side_rows if fixed is None else fixed
+        # Static shapes: reading a variable's shape in the step would copy the table.
+        self.trainable_shape = tf.constant([self.n_trainable + 1, dim], tf.int64)
+        self.side_shape = tf.constant(side.shape, tf.int64)
+
+        self.anchor = float(t.anchor)
+        # The anchor pulls each trainable row toward where it started; only then is the start kept,
+        # with the word slices a row gets per epoch, over which its pull is spread.
+        self.start = tf.constant(start) if self.anchor else None
+        self.slices_per_epoch = tf.constant(np.concatenate([np.maximum(self.objective.slices, 1.0), [1.0]]),
+                                            tf.float32) if self.anchor else None
+        self.word_opt = make_optimizer(t.optimizer, self._trainable)
+        self.side_opt = make_optimizer(t.optimizer, self._side)
+        self.clip_norm = float(t.clip_norm)
+        # Merging repeated rows matters only to a cap, an anchor or optimizer state; plain sgd
+        # adds each slice as it comes (scatter_sub sums repeated ids itself, on the CPU in index
+        # order, so as deterministically as the merge), which saved ~20% of the step (notes).
+        self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
+        # Chosen once, here: ``start`` and ``side`` are the numpy tables a compiled step takes as its own.
+        self.step: Step = (make_step or choose_step)(self, start, side, note)
+
+    @property
+    def uses_kernel(self) -> bool:
+        """The run steps through the objective's compiled step (numpy tables), not TensorFlow's."""
+        return self.step.compiled
+
+    @property
+    def kernel(self):
+        """The objective's compiled step in use, or None."""
+        return getattr(self.step, "kernel", None)
+
+    @property
+    def trainable(self) -> tf.Variable:
+        """[T + 1, dim] the trainable rows and the sink, with every step taken."""
+        self.step.sync()
+        return self._trainable
+
+    @property
+    def side(self) -> tf.Variable:
+        """The objective's own table (sgns: context vectors), its sink last, with every step taken."""
+        self.step.sync()
+        return self._side
+
+    def prepare(self, batch: dict) -> dict:
+        """An objective's numpy batch as the step takes it."""
+        return self.step.prepare(batch)
+
+    def run(self, tensors: list[dict], lrs: list[float]) -> list:
+        """Steps over prepared batches ``tensors`` at learning rates ``lrs``, in order; their losses."""
+        return self.step.run(tensors, lrs)
+
+    def restored(self) -> None:
+        """The variables were restored from a checkpoint: the step takes their values."""
+        self.step.restored()
+
+    def tf_checkpoint(self) -> tf.train.Checkpoint:
+        """Everything that changes during training, for checkpoints."""
+        state = {"trainable": self.trainable, "side": self.side, "rng": self.tf_rng}
+        for side, opt in (("word", self.word_opt), ("side", self.side_opt)):
+            for name, var in opt.variables().items():
+                state[f"{side}_{name}"] = var
+        return tf.train.Checkpoint(**state)
+
+    def trained_matrix(self) -> np.ndarray:
+        """[T, dim] the trainable rows now."""
+        return self.step.trained_matrix()
+
+    def local_matrix(self) -> np.ndarray:
+        """[n_local, dim] every local row now: the trainable ones, then the frozen ones."""
+        return np.concatenate([self.trained_matrix(), self.matrix[self.rows[self.n_trainable:]]])
