@@ -351,9 +351,13 @@ def resolve(config):
     """The config with every "decided later" value decided: the objective (auto: the one declared
     for ``config.format``, since that objective made such vectors, else the registry's default; see
     ``objectives.auto_objective``), then the window, optimizer and anchor that objective uses by
-    default. Idempotent."""
+    default. A resolved config is returned as it is: a run resolves once (embedtune/run.py), and the
+    trainer's entry points, which resolve for callers that skip the run, then read that same object."""
     t = config.train
     objective = t.objective
+    if objective != AUTO and t.batch_size is not None and all(
+            getattr(t, key) is not None for key in registry.objective_class(objective).defaults):
+        return config
     if objective == AUTO:
         objective = registry.auto_objective(config.format)
         for key, owner in _away(t, objective):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from embedtune.config import Config, TrainConfig, VocabConfig, learning_rate, load_config, merge
+from embedtune.config import Config, TrainConfig, VocabConfig, learning_rate, load_config, merge, resolve
 from embedtune.errors import EmbedtuneError
 
 from train_fixtures import CONFIGS, REPO
@@ -240,3 +240,13 @@ def test_a_key_of_another_objective_is_an_error_where_its_objective_says_so(tmp_
 def test_keys_of_another_objective_that_it_does_not_refuse_are_left_alone(tmp_path):
     path = write(tmp_path, '[train]\nobjective = "classify"\nnegative = 7\nx_max = 3.0\nlabel_prefix = "#"\n')
     assert load_config(path).train.negative == 7
+
+
+@pytest.mark.parametrize("objective", ["auto", "sgns", "glove", "classify", "retrofit"])
+def test_a_resolved_config_is_the_one_object_downstream_reads(objective):
+    """run.run resolves the config once; the trainer's entry points resolve again for callers that skip
+    the run, and then get the very object they were given, not a copy that could drift from it."""
+    once = resolve(dataclasses.replace(Config(), format="glove",
+                                       train=dataclasses.replace(Config().train, objective=objective)))
+    assert once.train.objective != "auto" and once.train.batch_size is not None
+    assert resolve(once) is once
