@@ -16,7 +16,7 @@ parts    call: an empty tf.function with the same inputs (Python dispatch and ar
          same with plain sgd's two scatter_subs in the one XLA cluster (what the step runs);
          scatters as TF kernels: the two scatter_subs as TensorFlow ops (the step before);
          "loss read every step": a host sync after every step instead of every LOSS_EVERY
-kernel   the compiled step (embedtune/kernels.py) over the same batches, what train() runs for plain sgd:
+kernel   the compiled step (embedtune/kernels/) over the same batches, what train() runs for plain sgd:
          batch-synchronous (--deterministic) and, per-pair negatives, lock-free (without it)
 groups   (``--groups S,...``) S batches per tf.function call (Trainer.group_step), against the step
 
@@ -163,7 +163,7 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
     if trainer.merge:
         out["gradients (gathers + dense)"] = cpu(each(trainer.gradients, lambda r: r[0]))
     if trainer.step.fused:
-        # The compiled step (embedtune/kernels.py) on copies of the same tables, as train() runs it
+        # The compiled step (embedtune/kernels/) on copies of the same tables, as train() runs it
         # for plain sgd: the numpy batches as they are (no prepare), on --threads threads.
         from embedtune.kernels.sgns import SgnsKernel
         obj = trainer.objective
