@@ -241,6 +241,10 @@ class Classify(Objective):
         part.share_index, part.lines_per_batch = k, self.part_lines
         return part
 
+    def padding_batch(self) -> dict:
+        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
+        return self.emptied(self.batches(np.zeros(1, np.int32)))
+
     def concatenate(self, raws: list[dict]) -> dict:
         """The shares' batches (``part``'s) as one batch of this objective's lines_per_batch: the words
         one after another, each part's slots and line segments moved past the parts before it (a
