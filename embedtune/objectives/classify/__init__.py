@@ -134,8 +134,8 @@ class Classify(Objective):
         LabelledCorpus.check_start(path, config.train.label_prefix)
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
-        """corpus : the LabelledCorpus, or shares of its lines (a multi-worker run's distribute.WorkerShare,
-        or the tests' one-process emulation holding all of them). By shares, the lines held here are those of
+        """corpus : the LabelledCorpus, or shares of its lines (corpus.HeldLines: a multi-worker run's
+        distribute.WorkerShare, or the tests' one-process emulation holding all of them). By shares, the lines held here are those of
         the shares held, each share's apart; the figures every worker needs alike are combined over all
         shares: label counts (so every worker has the same label index), lines, the batch budgets, the
         classifier-alone fit (each share's loss and gradient summed at every L-BFGS iteration) and the
@@ -145,7 +145,7 @@ class Classify(Objective):
         source = corpus if shares is None else shares.corpus
         if not isinstance(source, LabelledCorpus):
             raise EmbedtuneError("--objective classify reads a corpus in fastText's supervised format "
-                                 "(embedtune.objectives.classify.LabelledCorpus)")
+                                 "(embedtune.corpus.labelled.LabelledCorpus)")
         self.rows = rows
         self.corpus_path = source.path
         self.lines_per_batch = train.batch_size
