@@ -167,9 +167,10 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
 
     n_targets = len(targets)
-    sums = np.zeros((n_targets, dim), np.float64)
-    mass = np.zeros(n_targets, np.float64)
-    contexts = np.zeros(n_targets, np.int64)
+    # One float64 table, so that a worker adds up every share's sums, weights and contexts in one call
+    # (corpus.sum_arrays: counts exact below 2**53); views of it are filled here.
+    whole = np.zeros((n_targets, dim + 2), np.float64)
+    sums, mass, contexts = whole[:, :dim], whole[:, dim], whole[:, dim + 1]
     for chunk in id_chunks(corpus, index, chunk_tokens, numbered=keep is not None):
         ids, line = chunk.ids, chunk.line
         target = target_of[ids]
@@ -194,14 +195,10 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         contexts += np.bincount(target[has_context], minlength=n_targets)
         if progress is not None:
             progress(chunk.raw_tokens)
-    sum_arrays = getattr(corpus, "sum_arrays", None)
-    if sum_arrays is not None:
-        # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's sums,
-        # weights and contexts added up (an all-gather; float64, counts exact below 2**53), the same on
-        # every worker and the one-process sums up to their order.
-        whole = sum_arrays([np.column_stack([sums, mass, contexts.astype(np.float64)])])
-        sums, mass, contexts = whole[:, :dim], whole[:, dim], whole[:, dim + 1].astype(np.int64)
-    return ContextSums(sums, mass, contexts)
+    # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
+    # up, the same on every worker and the one-process sums up to their order; one process: its own.
+    whole = corpus.sum_arrays([whole])
+    return ContextSums(whole[:, :dim], whole[:, dim], whole[:, dim + 1].astype(np.int64))
 
 
 def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from embedtune import distribute
-from embedtune.corpus import ShareCount, merge_counts
+from embedtune.corpus import HeldLines, ShareCount, merge_counts
 from embedtune.distribute.shares import MORE, CorpusShare, WorkerShare, batch_part, global_words, share_batches
 from embedtune.training.batches import Batch, step_groups
 from embedtune.training.step import TensorFlowStep, choose_step
@@ -35,21 +35,12 @@ def counts_digest(counts: Counter, total_words: int, n_lines: int) -> str:
     return hashlib.sha256(json.dumps([list(counts.items()), total_words, n_lines]).encode()).hexdigest()
 
 
-def sum_in_order(parts: np.ndarray) -> np.ndarray:
-    """parts[0] + parts[1] + ... (float64): the emulation's sum over the shares. The workers' ring
-    all-reduce adds the same terms in an order of its own: the same bits for 2 shares (a + b = b + a),
-    equal up to the order of float64 sums for more."""
-    total = parts[0].copy()
-    for part in parts[1:]:
-        total += part
-    return total
-
-
-class HeldShares:
-    """All ``size`` shares of a corpus's lines held by one process (``Shares``), with WorkerShare's ways
-    of combining them: the same figures, made the same way, as the workers make them."""
-
-    chief = True
+class HeldShares(HeldLines):
+    """All ``size`` shares of a corpus's lines held by one process (``Shares``), each share's figures apart
+    (one item a share, ``held``) and combined as HeldLines' defaults combine them, in share order: the
+    workers' ring all-reduce adds the same terms in an order of its own (the same bits for 2 shares, equal
+    up to the order of float64 sums for more). Its ``lines`` are every line, so a figure of them is
+    already the whole corpus's (``combine``: as it is)."""
 
     def __init__(self, corpus, size: int):
         self.corpus, self.size, self.path = corpus, size, corpus.path
@@ -60,12 +51,6 @@ class HeldShares:
 
     def numbered_lines(self):
         return self.corpus.numbered_lines()
-
-    def gather_bytes(self, items: list[bytes]) -> list[bytes]:
-        return list(items)
-
-    def sum_arrays(self, items: list[np.ndarray]) -> np.ndarray:
-        return sum_in_order(np.stack([np.asarray(x, np.float64) for x in items]))
 
 
 class Shares(OneProcess):

@@ -15,7 +15,7 @@ import pytest
 from embedtune.corpus.labelled import LabelledCorpus
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors
-from embedtune.objectives.classifier import Classifier, line_means, load_classifier, predict, save_classifier
+from embedtune.objectives.classify.model import Classifier, line_means, load_classifier, predict, save_classifier
 
 from train_fixtures import REPO, SAMPLE_VECTORS, bits, glove, make_config, one_error_line, run, with_paths
 
@@ -332,7 +332,7 @@ def test_ngram_rows_train_and_frozen_rows_keep_their_bits(trained_ngrams):
 def test_valid_scoring_uses_the_ngram_rows(trained_ngrams):
     """The saved classifier with its n-gram rows and the output vectors give the accuracy the run reported,
     to the line; without the n-gram rows they do not (the rows carry part of the model)."""
-    from embedtune.objectives.classifier import text_means
+    from embedtune.objectives.classify.model import text_means
 
     _, s, out, clf = trained_ngrams
     saved, vectors = load_classifier(clf), load_vectors(out)
@@ -360,7 +360,7 @@ def test_ngram_min_count_keeps_the_frequent_ngrams(tmp_path):
         obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=3)
     from collections import Counter
 
-    from embedtune.objectives.classifier import word_ngrams
+    from embedtune.objectives.classify.model import word_ngrams
     counts = Counter(g for line in TRAIN.read_text().splitlines() for g in word_ngrams(line.split()[1:], 3))
     assert set(obj.ngrams) == {g for g, c in counts.items() if c >= 3}
     assert any(g.count(" ") == 2 for g in obj.ngrams)   # trigrams too
@@ -372,7 +372,7 @@ def test_ngram_rows_are_each_lines_ngrams_in_order():
     row, the rows ordered most frequent first, ties by text, and each row starts at its words' mean."""
     from collections import Counter
 
-    from embedtune.objectives.classifier import word_ngrams
+    from embedtune.objectives.classify.model import word_ngrams
     vectors = glove(20000)
     with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
         obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=2)

@@ -70,6 +70,9 @@ class Adjacent(Objective):
             self.pairs_made += n
             yield batch
 
+    def padding_batch(self):   # to run on several workers: a pair weighing nothing
+        return self.emptied(self.batches(np.zeros(1, np.int32), np.zeros(1, np.int32)))
+
     def side_ids(self, batch, rng, real, sink):
         return tf.where(real[:, None], tf.stack([batch["left"], batch["right"]], axis=1), sink)
 
@@ -174,6 +177,20 @@ def test_a_stopped_and_resumed_run_gives_the_bits_of_an_uninterrupted_one(adjace
     resumed = train(glove(20000), Corpus(LINES), folder, resume=True)
     assert resumed.stats["resumed"] and resumed.stats["steps"] == whole.stats["steps"] > 7
     np.testing.assert_array_equal(bits(resumed.vectors.matrix), bits(whole.vectors.matrix))
+
+
+def test_an_objective_that_does_not_pad_a_workers_batch_says_so_only_when_asked():
+    """padding_batch is declared, not found: an objective without one trains in one process (the tests
+    above), and a run on several workers, the only one that asks, gets an error naming the option."""
+    class Unpadded(Adjacent):
+        padding_batch = Objective.padding_batch
+
+    with pytest.raises(EmbedtuneError, match="--workers: the adjacent objective runs in one process"):
+        Unpadded.__new__(Unpadded).padding_batch()
+    padding = Adjacent.__new__(Adjacent)
+    padding.batch_size, padding.pairs_made = 4, 0
+    batch = padding.padding_batch()
+    assert batch["pairs"] == 0 and not batch["weight"].any() and batch["left"].shape == (4,)
 
 
 def test_retrofit_is_registered_and_routed_to_its_closed_form():

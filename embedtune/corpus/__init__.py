@@ -9,12 +9,15 @@ standard input is spooled once to a temporary file so it can be read again.
     tokenize.py  whitespace tokens split as the vectors spell words (--tokenize auto)
     text.py      Corpus: plain text, re-readable, counted once, read by shares of lines
     labelled.py  LabelledCorpus: fastText's supervised format (classify)
+    held.py      HeldLines: the lines held here, and how figures made of them combine over workers
     counts.py    a share's counts as bytes, and the shares merged (several workers)
     chunks.py    the corpus as chunks of row ids"""
 
 from embedtune.corpus.chunks import CHUNK_TOKENS, IdChunk, id_chunks
 from embedtune.corpus.counts import ShareCount, merge_counts
+from embedtune.corpus.held import HeldLines
 from embedtune.corpus.text import Corpus
 from embedtune.corpus.tokenize import TOKENIZE, Tokenizer
 
-__all__ = ["CHUNK_TOKENS", "IdChunk", "id_chunks", "ShareCount", "merge_counts", "Corpus", "TOKENIZE", "Tokenizer"]
+__all__ = ["CHUNK_TOKENS", "IdChunk", "id_chunks", "ShareCount", "merge_counts", "HeldLines", "Corpus", "TOKENIZE",
+           "Tokenizer"]

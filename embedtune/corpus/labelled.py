@@ -1,6 +1,6 @@
 """Labelled lines (fastText's supervised format): one example per line, its labels the tokens that
 start with the label prefix, every other token a word. The classify objective's corpus
-(embedtune/objectives/classify.py); read with the plain-text reader's files, tokens and shares."""
+(embedtune/objectives/classify/); read with the plain-text reader's files, tokens and shares."""
 
 from __future__ import annotations
 

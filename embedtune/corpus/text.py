@@ -15,12 +15,13 @@ import numpy as np
 
 from embedtune.corpus.counts import ShareCount
 from embedtune.corpus.files import HEAD_BYTES, UTF8_BOM, decode, open_binary, pieces
+from embedtune.corpus.held import HeldLines
 from embedtune.corpus.tokenize import TOKENIZE, Tokenizer
 from embedtune.errors import EmbedtuneError
 
 
-class Corpus:
-    """A re-readable corpus.
+class Corpus(HeldLines):
+    """A re-readable corpus, held whole by the process that reads it (``HeldLines``' defaults).
 
     source : a path (gzip and bzip2 data are decompressed, known by their first bytes), ``"-"`` for standard input, or a
         re-iterable of token lists / strings (a list, or an object whose ``__iter__``

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from embedtune.corpus.held import HeldLines
 from embedtune.errors import EmbedtuneError
 
 
@@ -38,8 +39,9 @@ def batch_part(t, workers: int) -> int:
 CHUNK, BATCH, WORDS, MORE, PAIRS = range(5)
 
 
-class CorpusShare:
-    """Lines k, k + n, k + 2n, ... of a corpus: worker k's share of n."""
+class CorpusShare(HeldLines):
+    """Lines k, k + n, k + 2n, ... of a corpus: worker k's share of n. Its figures are its own (``HeldLines``'
+    defaults): a caller that reads several shares adds them up; ``WorkerShare`` gathers every worker's."""
 
     def __init__(self, corpus, index: int, size: int):
         self.corpus, self.share = corpus, (index, size)
@@ -53,26 +55,29 @@ class CorpusShare:
 
 
 class WorkerShare(CorpusShare):
-    """Worker k's share of the lines, handed to an objective that reads the corpus before training
-    (glove's co-occurrence count, classify's labelled lines): it reads its lines, then combines every
-    worker's figures through ``all_gather_bytes`` / ``gather_bytes`` / ``sum_arrays`` (collectives:
-    every worker calls them, in the same order). ``held`` lists the shares this process holds (its own);
-    ``chief`` whether it writes the run's figures."""
+    """Worker k's share of the lines, handed to what reads the corpus before training (the new words'
+    context sums, glove's co-occurrence count, classify's labelled lines): it reads its lines, then
+    combines every worker's figures through the collectives (``gather_bytes``, ``sum_arrays``,
+    ``combine``: every worker calls them, in the same order). ``held`` lists the shares this process
+    holds (its own); ``chief`` whether it writes the run's figures."""
 
     def __init__(self, corpus, worker):
         super().__init__(corpus, worker.index, worker.size)
-        self.all_gather_bytes = worker.all_gather_bytes
         self.worker = worker
         self.held, self.size, self.chief = [worker.index], worker.size, worker.chief
 
     def gather_bytes(self, items: list[bytes]) -> list[bytes]:
         """Every share's item, in share order, from this worker's own (``items``, one)."""
-        return self.all_gather_bytes(items[0])
+        return self.worker.all_gather_bytes(items[0])
 
     def sum_arrays(self, items: list[np.ndarray]) -> np.ndarray:
         """The sum over every share of float64 arrays of one shape (this worker's own: ``items``, one),
         the same on every worker, bit for bit (Worker.sum_array)."""
         return self.worker.sum_array(np.asarray(items[0], np.float64))
+
+    def combine(self, figure, to_bytes, merge):
+        """Every worker's ``figure`` as bytes, all-gathered, merged the same on every worker."""
+        return merge(self.worker.all_gather_bytes(to_bytes(figure)))
 
 
 def share_batches(objective, corpus, local_index: dict, seed: int, epoch: int, index: int, size: int,

@@ -11,8 +11,8 @@ Adding an objective ``name``:
    options, ``embedtune.keys.Key``), ``defaults`` (a value for each config key left to the
    objective: at least window, optimizer, anchor and epochs), ``settings`` (the keys it reads beyond
    the shared ones, which the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
-   ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below); where it needs
-   them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
+   ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below), and ``padding_batch``
+   to run on several workers; where it needs them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
    TensorFlow's); and what a run reads, refuses and reports (``reads_corpus``, ``input_files``,
    ``output_files``, ``check_run``, ``dry_run_lines``, ``report_lines``, ``write_outputs``, ...):
@@ -49,7 +49,6 @@ row per local word plus a sink row; rows from ``side_fixed_from`` on are read bu
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
@@ -322,12 +321,17 @@ class Objective:
         return 1, ""
 
     def padding_batch(self) -> dict:
-        """A batch of this objective's shape with nothing in it (weight 0): what a worker trains while
-        others finish the epoch. Here: ``batches`` over one unit of zeros (local id 0) per unit array
-        it takes (its positional parameters without a default)."""
-        needed = [p for p in inspect.signature(self.batches).parameters.values()
-                  if p.default is inspect.Parameter.empty and p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
-        batch = next(iter(self.batches(*[np.zeros(1, np.int32) for _ in needed])))
+        """A batch of this objective's shape with nothing in it (weight 0, no pairs): what a worker trains
+        while others finish the epoch, asked only of a run on several workers. An objective with batches
+        implements it, usually as ``self.emptied(self.batches(...))`` over one unit of zeros (local id 0)
+        for each array ``units`` gives."""
+        raise EmbedtuneError(f"--workers: the {self.name} objective runs in one process (it does not say "
+                             "what a worker trains while others finish an epoch: Objective.padding_batch)")
+
+    @staticmethod
+    def emptied(batches: Iterable[dict]) -> dict:
+        """The first of ``batches`` with nothing in it: every weight 0, no pairs (``padding_batch``)."""
+        batch = next(iter(batches))
         return dict(batch, weight=np.zeros_like(batch["weight"]), pairs=0)
 
     def part(self, k: int, size: int) -> Objective:

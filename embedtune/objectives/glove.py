@@ -75,15 +75,11 @@ def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int) -> tuple[
 
 
 def count_pairs(corpus, local_index: dict, n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
-    """``cooccurrence`` over the corpus's lines. A worker's share of a multi-worker run
-    (distribute.WorkerShare: its lines, and an all-gather of bytes) counts its own lines, and the
-    shares' counts are summed on every worker: the whole corpus's counts, as one process makes them
-    up to the order of float64 sums."""
+    """``cooccurrence`` over the corpus's lines (corpus.HeldLines). A worker's share of a multi-worker
+    run (distribute.WorkerShare) counts its own lines, and the shares' counts are summed on every worker
+    (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums."""
     counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window)
-    gather = getattr(corpus, "all_gather_bytes", None)
-    if gather is None:
-        return counts, raw
-    return sum_pairs(gather(cells_bytes(counts, raw)), n_words)
+    return corpus.combine((counts, raw), lambda figure: cells_bytes(*figure), lambda parts: sum_pairs(parts, n_words))
 
 
 def cells_bytes(counts: scipy.sparse.coo_matrix, raw: int) -> bytes:
@@ -229,6 +225,10 @@ class GloVe(Objective):
     # --- host side -----------------------------------------------------------------------------
     def part(self, k: int, size: int) -> GloVe:
         return self._part_of_batch(size)
+
+    def padding_batch(self) -> dict:
+        """One entry (the first), weighing nothing."""
+        return self.emptied(self.batches(np.zeros(1, np.int32)))
 
     def side_start(self) -> np.ndarray:
         """[n_local + 1, 1] the biases (the last row is the sink)."""

@@ -157,6 +157,10 @@ class SkipGram(Objective):
     def part(self, k: int, size: int) -> SkipGram:
         return self._part_of_batch(size)
 
+    def padding_batch(self) -> dict:
+        """One pair of local id 0 (and its negatives), weighing nothing."""
+        return self.emptied(self.batches(np.zeros(1, np.int32), np.zeros(1, np.int32)))
+
     @property
     def pairs_in_order(self) -> bool:
         """The lock-free kernel takes the pairs as made (word2vec does not shuffle either); a

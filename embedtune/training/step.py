@@ -30,6 +30,7 @@ class Step:
     """What the loop calls: ``prepare`` a batch (on the batch thread), ``run`` a group of them."""
 
     compiled = False   # numpy tables of its own (the trainer's variables catch up when read)
+    kernel = None      # the objective's compiled step it calls (Objective.compiled_step), if any
 
     def __init__(self, trainer):
         self.trainer = trainer

@@ -131,7 +131,7 @@ class Trainer:
     @property
     def kernel(self):
         """The objective's compiled step in use, or None."""
-        return getattr(self.step, "kernel", None)
+        return self.step.kernel
 
     @property
     def trainable(self) -> tf.Variable:

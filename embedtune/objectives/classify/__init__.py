@@ -41,6 +41,10 @@ accuracy's denominator every line); labels never seen in training cannot be pred
 dropped from their line, and a line left with no label is skipped with a note
 (``valid_lines_unseen_labels``), as fastText's ``test`` does.
 
+The package: this module is the objective itself (keys, set-up, batches' shapes, loss, report);
+``model.py`` the classifier, its file and its fits; ``ngrams.py`` the n-gram rows; ``batches.py`` the
+batch layout and its budgets; ``valid.py`` --valid's lines and scores.
+
 Memory: the training lines are kept as int32 ids with an offset a line, and their targets as a dense
 float32 [lines, labels] matrix (the fit reads it whole): 6.8 MB for the 65,692 glosses and 26 labels,
 but 4 GB for a million lines and a thousand labels; a sparse form would be needed there.
@@ -49,7 +53,6 @@ but 4 GB for a million lines and a thousand labels; a sparse form would be neede
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import time
 from collections import Counter
@@ -67,19 +70,16 @@ from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
-from embedtune.objectives.classifier import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
-                                             save_classifier, scores, word_ngrams)
+from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
+from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
+                                                 save_classifier)
+from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
+from embedtune.objectives.classify.valid import evaluate, read_valid, valid_lines
 from embedtune.objectives.rows import LocalRows
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
     from embedtune.config import TrainConfig
 
-TOKEN_SLACK = 1.25     # a batch's token slots: this many times the mean line length per line slot
-WORD_SLACK = 1.25      # a batch's distinct-word slots: this many times the most of WORD_SAMPLES sampled batches
-WORD_SAMPLES = 4
-
-
-# --- the objective ------------------------------------------------------------------------------
 
 @dataclass
 class LinesChunk:
@@ -134,8 +134,8 @@ class Classify(Objective):
         LabelledCorpus.check_start(path, config.train.label_prefix)
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
-        """corpus : the LabelledCorpus, or shares of its lines (a multi-worker run's distribute.WorkerShare,
-        or the tests' one-process emulation holding all of them). By shares, the lines held here are those of
+        """corpus : the LabelledCorpus, or shares of its lines (corpus.HeldLines: a multi-worker run's
+        distribute.WorkerShare, or the tests' one-process emulation holding all of them). By shares, the lines held here are those of
         the shares held, each share's apart; the figures every worker needs alike are combined over all
         shares: label counts (so every worker has the same label index), lines, the batch budgets, the
         classifier-alone fit (each share's loss and gradient summed at every L-BFGS iteration) and the
@@ -145,7 +145,7 @@ class Classify(Objective):
         source = corpus if shares is None else shares.corpus
         if not isinstance(source, LabelledCorpus):
             raise EmbedtuneError("--objective classify reads a corpus in fastText's supervised format "
-                                 "(embedtune.objectives.classify.LabelledCorpus)")
+                                 "(embedtune.corpus.labelled.LabelledCorpus)")
         self.rows = rows
         self.corpus_path = source.path
         self.lines_per_batch = train.batch_size
@@ -184,7 +184,8 @@ class Classify(Objective):
         self.starts = np.asarray(starts, np.int64)
         self.n_lines = len(line_labels)   # held here
         for figure, share in zip(figures, held):   # what the batch budgets need, at a part's lines a batch
-            figure["budget"] = self._budget_figures(*self.line_range[share and share[0]])
+            figure["budget"] = budget_figures(self.ids, self.starts, *self.line_range[share and share[0]],
+                                              self.part_lines)
         if shares is not None:   # every share's figures, in share order, on every worker
             figures = [json.loads(data) for data in shares.gather_bytes([json.dumps(f).encode() for f in figures])]
         label_counts = Counter()
@@ -201,35 +202,37 @@ class Classify(Objective):
         self.label_index = {label: i for i, label in enumerate(self.labels)}
         self.one_vs_all = any(f["several"] for f in figures)
         self.targets = self._targets([[self.label_index[l] for l in labels] for labels in line_labels])
-        budgets = np.array([f["budget"] for f in figures], np.int64)   # [shares, 4]
-        most_tokens, tokens, n_lines, most_distinct = budgets[:, 0].max(), budgets[:, 1].sum(), budgets[:, 2].sum(), \
-            budgets[:, 3].max()
-        self.tokens_per_batch = int(max(most_tokens, np.ceil(TOKEN_SLACK * (tokens / n_lines) * self.part_lines)))
-        self.words_per_batch = min(self.tokens_per_batch, int(max(most_tokens, np.ceil(WORD_SLACK * most_distinct))))
+        self.tokens_per_batch, self.words_per_batch = word_budgets([f["budget"] for f in figures], self.part_lines)
         self.side_fixed_from = None   # every label row and n-gram row trains
         self._shares = shares
 
-        # The classifier alone on the starting vectors: the "before" figure and the training's start.
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
-        self._ngram_rows(line_tokens, start)
-        means = line_means(start, self.ids, self.starts, self._ngram_features(self.ngram_start, self.gram_ids,
-                                                                               self.gram_starts))
+        # The n-gram rows (--word-ngrams): side rows after the labels.
+        grams = ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start)
+        self.ngrams, self.ngram_index, self.grams = grams.ngrams, grams.index, grams
+        self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
+        self.grams_per_batch, self.distinct_grams_per_batch = (
+            gram_budgets(self.gram_ids, self.gram_starts, self.lines_per_batch) if self.ngrams else (0, 0))
+        # The classifier alone on the starting vectors: the "before" figure and the training's start.
+        means = line_means(start, self.ids, self.starts, ngram_features(self.ngrams, self.ngram_start, self.gram_ids,
+                                                                        self.gram_starts))
         began = time.perf_counter()
         if shares is None:
             # The fit (TensorFlow's ops and L-BFGS, which release the GIL) on a thread while this one reads
             # --valid (Python): the same fit, the same bits, in about the longer of the two.
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all)
-                self.valid = self._read_valid(source)
+                self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread
-            self.valid = self._read_valid(source) if shares.chief else None
+            self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
+                          if shares.chief else None)
             parts = [(means[a:b], self.targets[a:b]) for a, b in (self.line_range[k] for k in shares.held)]
             weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
         self.fit_seconds = time.perf_counter() - began
         self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
                                            self.one_vs_all, self.ngrams, self.ngram_start)
-        self.before = self._evaluate(start, self.start_classifier) if self.valid else None
+        self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
     def part(self, k: int, size: int) -> Classify:
         """Share k's own lines and its part of the batch (the tests' one-process emulation of several
@@ -237,6 +240,10 @@ class Classify(Objective):
         part = copy.copy(self)
         part.share_index, part.lines_per_batch = k, self.part_lines
         return part
+
+    def padding_batch(self) -> dict:
+        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
+        return self.emptied(self.batches(np.zeros(1, np.int32)))
 
     def concatenate(self, raws: list[dict]) -> dict:
         """The shares' batches (``part``'s) as one batch of this objective's lines_per_batch: the words
@@ -249,86 +256,6 @@ class Classify(Objective):
                                            for k, raw in enumerate(raws)]).astype(np.int32)
         batch["pairs"] = sum(raw["pairs"] for raw in raws)
         return batch
-
-    def _ngram_rows(self, line_tokens: list[list[str]], start: np.ndarray) -> None:
-        """The n-gram rows (--word-ngrams): the n-grams of 2 to word_ngrams tokens of the training lines
-        (``line_tokens``: each line's tokens) seen at least ngram_min_count times, most frequent first (ties
-        by text, so runs and resumes agree), as side rows after the labels, each line's as ids (a line's
-        2-grams in order, then its 3-grams, ...: ``word_ngrams``' order); each starts at the mean of its
-        words' starting rows (words of the run; zero with none), so that a line's mean starts near its
-        words' mean and the fitted classifier still fits."""
-        self.ngrams: list[str] = []
-        self.gram_ids = self.gram_starts = self.ngram_start = None
-        self.grams_per_batch = self.distinct_grams_per_batch = 0
-        if self.word_ngrams < 2:
-            return
-        # The n-grams as numbers, not strings: each distinct token an int, each k-gram the rank of (its
-        # first k - 1 tokens' (k-1)-gram, its last token), counted and ranked by np.unique; only the
-        # rows kept are joined into text, to sort ties by it. The same rows, ids and starts as a string
-        # an occurrence (word_ngrams, a Counter, a dict lookup each), in about half the time
-        # (benchmarks/README.md, classify).
-        n_lines = len(line_tokens)
-        tokens = list(itertools.chain.from_iterable(line_tokens))
-        lengths = np.fromiter(map(len, line_tokens), np.int64, n_lines)
-        line_of = np.repeat(np.arange(n_lines), lengths)
-        left = np.repeat(np.cumsum(lengths), lengths) - np.arange(len(tokens))   # tokens to the line's end
-        seen: dict[str, int] = {}   # token -> where it first occurs
-        token_ids = np.fromiter(map(seen.setdefault, tokens, itertools.count()), np.int64, len(tokens))
-        width = len(tokens) + 1   # every token id and k-gram rank is below it
-        prefix = token_ids        # at each place, the id of the (k-1)-gram starting there
-        gram_at, gram_line, first, size = [], [], [], []   # per k: each occurrence's gram, its line; each gram's first place
-        for k in range(2, self.word_ngrams + 1):
-            at = np.flatnonzero(left >= k)
-            _, first_k, rank = np.unique(prefix[at] * width + token_ids[at + k - 1], return_index=True,
-                                         return_inverse=True)
-            offset = sum(map(len, first))
-            gram_at.append(offset + rank)
-            gram_line.append(line_of[at])
-            first.append(at[first_k])
-            size.append(np.full(len(first_k), k))
-            prefix = np.zeros(len(tokens), np.int64)
-            prefix[at] = rank
-        # Occurrences in word_ngrams' order: by line (stable: within a line by k, then place).
-        gram_line = np.concatenate(gram_line)
-        order = np.argsort(gram_line, kind="stable")
-        gram_at, gram_line = np.concatenate(gram_at)[order], gram_line[order]
-        first, size = np.concatenate(first), np.concatenate(size)
-        counts = np.bincount(gram_at, minlength=len(first))
-        kept = np.flatnonzero(counts >= self.ngram_min_count)
-        texts = [" ".join(tokens[p:p + k]) for p, k in zip(first[kept].tolist(), size[kept].tolist())]
-        # Most frequent first, ties by text: sorted by text, then a stable sort by count.
-        by_text = np.array(sorted(range(len(kept)), key=texts.__getitem__), np.int64)
-        by_count = by_text[np.argsort(-counts[kept[by_text]], kind="stable")]
-        self.ngrams = [texts[i] for i in by_count.tolist()]
-        self.ngram_index = {g: i for i, g in enumerate(self.ngrams)}
-        row = np.full(len(first), -1, np.int64)
-        row[kept[by_count]] = np.arange(len(kept))
-        ids = row[gram_at]
-        known = ids >= 0
-        self.gram_ids = ids[known].astype(np.int32)
-        self.gram_starts = np.concatenate([[0], np.cumsum(np.bincount(gram_line[known], minlength=n_lines))])
-        # Each n-gram's words, in order: the tokens from its first place on.
-        index = self.rows.local_index
-        local = np.full(len(tokens) + 1, -1, np.int64)   # token id -> local row (-1: not a word of the run)
-        local[np.fromiter(seen.values(), np.int64, len(seen))] = np.fromiter(
-            map(index.get, seen, itertools.repeat(-1)), np.int64, len(seen))
-        gram_size = size[kept[by_count]]
-        of_gram = np.repeat(np.arange(len(self.ngrams)), gram_size)
-        places = np.repeat(first[kept[by_count]], gram_size) + np.arange(len(of_gram)) \
-            - np.repeat(np.cumsum(gram_size) - gram_size, gram_size)
-        word_ids = local[token_ids[places]]
-        found = word_ids >= 0
-        self.ngram_start = line_means(start, word_ids[found], np.concatenate(
-            [[0], np.cumsum(np.bincount(of_gram[found], minlength=len(self.ngrams)))]))
-        if len(self.gram_ids):
-            lengths = np.diff(self.gram_starts)
-            self.grams_per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * self.lines_per_batch)))
-            self.distinct_grams_per_batch = min(self.grams_per_batch,
-                                                self._distinct_budget(self.gram_ids, self.gram_starts))
-
-    def _ngram_features(self, table, ids, starts):
-        """line_means' ``ngrams`` argument, or None without n-gram rows."""
-        return None if not self.ngrams else (table, ids, starts)
 
     @cached_property
     def slices(self) -> np.ndarray:
@@ -360,25 +287,6 @@ class Classify(Objective):
                 slices += batches * (1 - missed)
         return slices
 
-    def _budget_figures(self, first: int, end: int) -> list[int]:
-        """[longest line, tokens, lines, most distinct words] of lines [first, end) held here, the last
-        seen in a few batches of part_lines lines drawn with a fixed seed (the run's own random state is
-        left alone); zeros for no line. ``__init__`` makes the batch budgets from every share's: token
-        slots TOKEN_SLACK times the mean line length a line slot, distinct-word slots WORD_SLACK times
-        the most distinct words, each at least the longest line."""
-        if end == first:
-            return [0, 0, 0, 0]
-        lengths = np.diff(self.starts[first:end + 1])
-        most = _most_distinct(self.ids, self.starts, first, end, self.part_lines)
-        return [int(lengths.max()), int(lengths.sum()), int(end - first), most]
-
-    def _distinct_budget(self, ids: np.ndarray, starts: np.ndarray) -> int:
-        """Distinct n-gram slots a batch (one process: n-grams are not built by shares): WORD_SLACK
-        times the most distinct ``ids`` seen in a few batches of lines drawn with a fixed seed (the run's
-        own random state is left alone), and at least a line's (_budget_figures does the words')."""
-        most = _most_distinct(ids, starts, 0, self.n_lines, self.lines_per_batch)
-        return int(max(np.diff(starts).max(), np.ceil(WORD_SLACK * most)))
-
     def _targets(self, gold: list[list[int]]) -> np.ndarray:
         targets = np.zeros((len(gold), len(self.labels)), np.float32)
         for row, labels in enumerate(gold):
@@ -386,38 +294,6 @@ class Classify(Objective):
         if not self.one_vs_all:   # one label a line (a repeated one counts once)
             targets /= targets.sum(axis=1, keepdims=True)
         return targets
-
-    def _read_valid(self, corpus: LabelledCorpus) -> dict | None:
-        """The --valid lines as local ids and label ids (see the module's docstring for what is dropped)."""
-        if corpus.valid is None:
-            return None
-        index = self.rows.local_index
-        ids, starts, gold, gram_ids, gram_starts = [], [0], [], [], [0]
-        unseen, first_unseen, no_word = 0, None, 0
-        for example in corpus.valid_examples():
-            labels = sorted({self.label_index[l] for l in example.labels if l in self.label_index})
-            if not labels:
-                unseen += 1
-                first_unseen = first_unseen or example.line
-                continue
-            local = [i for i in map(index.get, example.tokens) if i is not None]
-            no_word += not local
-            ids.extend(local)
-            starts.append(len(ids))
-            gold.append(labels)
-            if self.ngrams:   # n-grams the training lines made rows of; the others are ignored, as unknown words
-                gram_ids.extend(i for i in map(self.ngram_index.get, word_ngrams(example.tokens, self.word_ngrams))
-                                if i is not None)
-                gram_starts.append(len(gram_ids))
-        return {"path": corpus.valid, "ids": np.asarray(ids, np.int32), "starts": np.asarray(starts, np.int64),
-                "gram_ids": np.asarray(gram_ids, np.int32), "gram_starts": np.asarray(gram_starts, np.int64),
-                "gold": gold, "unseen": unseen, "first_unseen": first_unseen, "no_word": no_word}
-
-    def _evaluate(self, local_vectors: np.ndarray, classifier: Classifier) -> dict:
-        """--valid's figures for these local rows and this classifier (its n-gram rows included)."""
-        v = self.valid
-        ngrams = self._ngram_features(classifier.ngram_vectors, v["gram_ids"], v["gram_starts"])
-        return scores(classifier, line_means(local_vectors, v["ids"], v["starts"], ngrams), v["gold"])
 
     def report(self, words, side) -> tuple[dict, Classifier]:
         """The summary's figures and the trained classifier, given the local rows [n_local, dim] and
@@ -440,7 +316,7 @@ class Classify(Objective):
         if self.valid is not None:
             v = self.valid
             figures["valid"] = {
-                "path": v["path"], "before": self.before, "after": self._evaluate(local_vectors, classifier),
+                "path": v["path"], "before": self.before, "after": evaluate(self.valid, local_vectors, classifier),
                 "lines_unseen_labels": v["unseen"], "first_line_unseen_labels": v["first_unseen"],
                 "lines_no_known_word": v["no_word"]}
         return figures, classifier
@@ -467,96 +343,12 @@ class Classify(Objective):
 
     def batches(self, order: np.ndarray) -> Iterator[dict]:
         """Up to lines_per_batch lines, tokens_per_batch tokens and words_per_batch distinct words a
-        batch, padded to all three (one traced step shape). "word" [W + 1] the batch's distinct local
-        ids (sorted; the last slot and unused ones are padding), "weight" [W + 1] 1 for a real one;
-        "slot" [T] each token's place in "word" (padding: the last slot), "segment" [T] its line slot
-        (padding: the extra slot B); "targets" [B, L].
-
-        The step gathers, and the trainer merges and updates, each distinct row once: a row repeated
-        in a batch (``the``, ``of``: 13.9k tokens but 4.3k distinct words in 1,024 glosses) comes
-        back from the step already summed, and the trainer does not merge it (``distinct_ids``). That
-        and token slots 1.25x the mean instead of 2x, against a slot a token, cut the step's CPU
-        (benchmarks/README.md, classify)."""
-        B, T, W = self.lines_per_batch, self.tokens_per_batch, self.words_per_batch
-        starts, lengths = self.starts[:-1], np.diff(self.starts)
-        if not self.n_lines:   # a worker whose share has no usable line: its padding has the shape, nothing in it
-            if not len(order):
-                return
-            yield {"word": np.zeros(W + 1, np.int32), "weight": np.zeros(W + 1, np.float32),
-                   "slot": np.full(T, W, np.int32), "segment": np.full(T, B, np.int32),
-                   "targets": np.zeros((B, len(self.labels)), np.float32), "pairs": 0}
-            return
-        if self.ngrams:
-            TG, G = self.grams_per_batch, self.distinct_grams_per_batch
-            gram_starts, gram_lengths = self.gram_starts[:-1], np.diff(self.gram_starts)
-        at = 0
-        while at < len(order):
-            # The most lines from ``at`` on that fit the token budget, then the distinct-word one (then
-            # the n-grams' two, which may cut the lines again).
-            take, flat, words, slot = self._cut(order[at:at + B], self.ids, starts, lengths, T, W)
-            if self.ngrams:
-                fewer, gram_flat, grams, gram_slot = self._cut(take, self.gram_ids, gram_starts, gram_lengths, TG, G)
-                if len(fewer) < len(take):
-                    take, flat, words, slot = self._cut(fewer, self.ids, starts, lengths, T, W)
-            at += len(take)
-            used, n_words = len(flat), len(words)
-            word = np.zeros(W + 1, np.int32)
-            word[:n_words] = words
-            weight = np.zeros(W + 1, np.float32)
-            weight[:n_words] = 1
-            slots = np.full(T, W, np.int32)
-            slots[:used] = slot
-            segment = np.full(T, B, np.int32)
-            segment[:used] = np.repeat(np.arange(len(take), dtype=np.int32), lengths[take])
-            targets = np.zeros((B, len(self.labels)), np.float32)
-            targets[:len(take)] = self.targets[take]
-            batch = {"word": word, "weight": weight, "slot": slots, "segment": segment, "targets": targets,
-                     "pairs": len(take)}
-            if self.ngrams:
-                # Side ids: label rows are [0, L), n-gram g is row L + g; padding reads the sink row.
-                L, sink = len(self.labels), len(self.labels) + len(self.ngrams)
-                gram = np.full(G + 1, sink, np.int32)
-                gram[:len(grams)] = L + grams
-                gram_weight = np.zeros(G + 1, np.float32)
-                gram_weight[:len(grams)] = 1
-                gram_slots = np.full(TG, G, np.int32)
-                gram_slots[:len(gram_flat)] = gram_slot
-                gram_segment = np.full(TG, B, np.int32)
-                gram_segment[:len(gram_flat)] = np.repeat(np.arange(len(take), dtype=np.int32), gram_lengths[take])
-                batch.update(gram=gram, gram_weight=gram_weight, gram_slot=gram_slots, gram_segment=gram_segment)
-            yield batch
-
-    def _cut(self, take: np.ndarray, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray, T: int, W: int):
-        """(the most lines of ``take`` from its start, and at least one, whose ``ids`` fit in T tokens and W
-        distinct ids; those lines' ids in order; their distinct ids, sorted; each id's place among them)."""
-        ends = np.cumsum(lengths[take])
-        take = take[:max(np.searchsorted(ends, T, side="right"), 1)]
-        n, ends = lengths[take], ends[:len(take)]
-        flat = ids[np.arange(ends[-1]) + np.repeat(starts[take] - (ends - n), n)]
-        words, slot = self._distinct(flat, ids)
-        if len(words) > W:
-            _, first = np.unique(flat, return_index=True)
-            seen = np.zeros(len(flat) + 1, np.int64)
-            seen[first + 1] = 1
-            distinct = np.cumsum(seen)[ends]   # distinct ids up to each line's end (a line may have none)
-            take = take[:max(np.searchsorted(distinct, W, side="right"), 1)]
-            flat = flat[:ends[len(take) - 1]]
-            words, slot = self._distinct(flat, ids)
-        return take, flat, words, slot
-
-    def _distinct(self, flat: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the distinct ids of ``flat``, sorted; each token's index among them): np.unique's, by a
-        mark a row where the rows are few against the tokens, instead of a sort, which cost more
-        (benchmarks/README.md, classify). ``ids``: the word ids (local rows) or the n-gram ids."""
-        rows = self.rows.n_local if ids is self.ids else len(self.ngrams)
-        if rows > 16 * len(flat):
-            return np.unique(flat, return_inverse=True)
-        present = np.zeros(rows, bool)
-        present[flat] = True
-        words = np.flatnonzero(present)
-        place = np.empty(rows, np.int32)
-        place[words] = np.arange(len(words), dtype=np.int32)
-        return words, place[flat]
+        batch, padded to all three (classify/batches.py, ``line_batches``), with the n-gram rows' own
+        two budgets where there are n-grams."""
+        grams = GramLines(self.gram_ids, self.gram_starts, len(self.ngrams), self.grams_per_batch,
+                          self.distinct_grams_per_batch) if self.ngrams else None
+        return line_batches(order, self.ids, self.starts, self.targets, len(self.labels), self.rows.n_local,
+                            self.lines_per_batch, self.tokens_per_batch, self.words_per_batch, grams)
 
     @classmethod
     def compiles(cls, train) -> bool:
@@ -645,32 +437,10 @@ class Classify(Objective):
                         if s["train_lines_no_known_word"] else "")
                      + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)"
                         if s["ngram_rows"] else ""))
-        v = s["valid"]
-        if v is not None:
-            def figure(f):
-                if f["accuracy"] is None:
-                    return "no line"
-                r1 = (f"; P@1 {f['precision_at_1']:.4f}, R@1 {f['recall_at_1']:.4f}"
-                      if s["loss_kind"] == "one-vs-all" else "")
-                return f"{f['accuracy']:.4f}{r1}"
-            lines.append(f"Valid {v['path']} ({v['after']['lines']:,} lines): accuracy before {figure(v['before'])} "
-                         f"(classifier alone), after {figure(v['after'])}")
-            if note := valid_note(s):
-                lines.append(f"Note: {note}")
+        lines += valid_lines(s)
         if config.save_classifier:
             lines.append(f"Wrote the classifier to {config.save_classifier}")
         return lines
-
-
-def _most_distinct(ids: np.ndarray, starts: np.ndarray, first: int, end: int, lines: int) -> int:
-    """The most distinct ``ids`` in WORD_SAMPLES batches of ``lines`` lines drawn from lines [first, end)
-    with a fixed seed (the run's own random state is left alone): what a batch's distinct slots follow."""
-    rng, most = np.random.default_rng(0), 0
-    for _ in range(WORD_SAMPLES):
-        take = first + rng.choice(end - first, min(lines, end - first), replace=False)
-        flat = np.concatenate([ids[starts[i]:starts[i + 1]] for i in take])
-        most = max(most, len(np.unique(flat)))
-    return most
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
@@ -683,13 +453,3 @@ def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
             return tf.math.unsorted_segment_sum(upstream, ids, params.shape[0])
         return tf.gather(params, ids), grad
     return gather(params)
-
-
-def valid_note(figures: dict) -> str | None:
-    """A note for --valid lines skipped because none of their labels was seen in training."""
-    v = figures.get("valid")
-    if not v or not v["lines_unseen_labels"]:
-        return None
-    return (f"{counted(v['lines_unseen_labels'], 'line')} of {v['path']} (first: line {v['first_line_unseen_labels']}) "
-            "had only labels the training lines never have; skipped, as fastText's test does")
-
