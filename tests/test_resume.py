@@ -118,13 +118,14 @@ def interrupt(vectors, output, checkpoints, how, *options) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(vectors, tmp_path_factory) -> dict:
-    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary, one writing neither."""
+    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary (a process of its own),
+    one writing neither (in this process)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     checkpoints = folder / "checkpoints"
     with_checkpoints = start(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
                              "--checkpoint-every", EVERY, "--json", folder / "a.json", "--keep-checkpoints")
-    plain = start(vectors, folder / "b.txt")
-    (code_a, stderr_a), (code_b, stderr_b) = finish(with_checkpoints), finish(plain)
+    code_b, stderr_b = run_here(vectors, folder / "b.txt")   # meanwhile, in this process
+    code_a, stderr_a = finish(with_checkpoints)
     assert code_a == 0, stderr_a
     assert code_b == 0, stderr_b
     return {"a": (folder / "a.txt").read_bytes(), "b": (folder / "b.txt").read_bytes(),
@@ -143,8 +144,9 @@ def interrupted(vectors, tmp_path_factory) -> dict:
     last = checkpoint_steps(checkpoints)[-1]
     with open(checkpoints / f"ckpt-{last}" / "state.json") as f:
         stages["kill-9"]["words_done"] = json.load(f)["position"]["words_done"]
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
-                                "--resume", "--json", folder / "summary.json"))
+    # The last resume gets no signal: it runs in this process.
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                            "--resume", "--json", folder / "summary.json")
     assert code == 0, stderr
     stages["end"] = {"output": output.read_bytes(), "summary": json.loads((folder / "summary.json").read_text()),
                      "checkpoints_left": checkpoints.exists()}
