@@ -52,7 +52,7 @@ START_FIRST = [
 
 def group_of(item) -> str | None:
     """The xdist group of a test that uses one of SHARED_RUNS: its module, and its module fixture's parameter."""
-    if not SHARED_RUNS.intersection(item.fixturenames):
+    if not SHARED_RUNS.intersection(getattr(item, "fixturenames", ())):
         return None
     module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
     params = getattr(item, "callspec", None)
