@@ -1,4 +1,6 @@
-"""pytest's settings for the whole suite."""
+"""pytest's settings for the whole suite: how many test processes, and how tests are handed to them."""
+
+import pytest
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -7,3 +9,75 @@ def pytest_xdist_auto_num_workers(config):
     from embedtune.cores import local_cores   # no TensorFlow: the cores this process may use
 
     return max(1, min(local_cores(), 4))
+
+
+# Module-scoped fixtures that run training (real processes or a whole command). Under xdist, a module's
+# fixture is built again in every test process that runs one of its tests, and again whenever that
+# process's tests of the module are not consecutive; so the tests using one of these go together to one
+# process (pytest-xdist's --dist loadgroup, pyproject.toml), one group per module and parameter.
+SHARED_RUNS = {"uninterrupted", "interrupted", "trained", "trained_ngrams", "two_workers", "deterministic_runs"}
+
+# The longest tests and groups, longest first: handed out first, so that no process is left with one of
+# them at the end while the other has nothing to do (benchmarks/README.md, "The test suite's time").
+# A name here that no longer matches a test only loses its place; nothing fails.
+START_FIRST = [
+    "test_fault_injection.py::test_signals_at_random_moments_in_every_phase",
+    "test_resume.py@sgns",
+    "test_resume.py@glove",
+    "test_properties.py::test_every_reader_parses_or_names_the_file_and_line_in_time",
+    "test_distribute.py::test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process",
+    "test_distribute.py::test_classify_two_workers_read_their_shares_and_equal_one_process",
+    "test_classify.py",
+    "test_memory.py::test_the_pool_changes_no_bit_of_a_deterministic_adam_run",
+    "test_distribute.py::test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end",
+    "test_distribute.py",
+    "test_properties.py::test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly",
+    "test_memory.py::test_large_blocks_go_back_to_the_system_once_freed",
+    "test_dry_run.py::test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load",
+    "test_distribute.py::test_glove_two_workers_count_their_shares_and_equal_one_process",
+    "test_sgns_speed_options.py",
+    "test_distribute.py::test_killed_worker_stops_the_run_with_one_line_then_resume_finishes",
+    "test_distribute.py::test_new_words_context_pass_reads_the_shares_and_equals_one_process",
+    "test_formats.py::test_parallel_text_read_equals_one_process",
+    "test_distribute.py::test_a_workers_threads_do_not_grow_with_its_steps",
+    "test_memory.py::test_a_users_own_allocator_choice_is_kept",
+    "test_memory.py::test_cpu_tensors_come_from_tensorflows_pool",
+    "test_glove.py::test_glove_with_a_huge_anchor_keeps_trainable_rows_at_their_start",
+    "test_objectives.py::test_a_stopped_and_resumed_run_gives_the_bits_of_an_uninterrupted_one",
+    "test_golden.py::test_two_workers_give_their_recorded_bytes",
+    "test_signals.py::test_a_signal_while_two_processes_read_a_big_file_stops_both",
+    "test_signals.py::test_a_signal_to_the_launcher_stops_every_worker_at_once_with_a_checkpoint",
+]
+
+
+def group_of(item) -> str | None:
+    """The xdist group of a test that uses one of SHARED_RUNS: its module, and its module fixture's parameter."""
+    if not SHARED_RUNS.intersection(getattr(item, "fixturenames", ())):
+        return None
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    params = getattr(item, "callspec", None)
+    definitions = item._fixtureinfo.name2fixturedefs
+    scoped = [str(value) for name, value in sorted(params.params.items())
+              if name in definitions and definitions[name][-1].scope == "module"] if params else []
+    return "@".join([module, *scoped])
+
+
+def rank(item) -> int:
+    """The test's place in START_FIRST (its group's name, its module::name without parameters, or its
+    module), or one past the end."""
+    group = next((mark.args[0] for mark in item.iter_markers("xdist_group")), None)
+    path, _, name = item.nodeid.partition("::")
+    module = path.rsplit("/", 1)[-1]
+    for key in (group, f"{module}::{name.split('[', 1)[0]}", module):
+        if key in START_FIRST:
+            return START_FIRST.index(key)
+    return len(START_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if group := group_of(item):
+            item.add_marker(pytest.mark.xdist_group(group))
+    # A stable sort: tests of one rank keep pytest's order, so a module's tests stay together.
+    items.sort(key=rank)

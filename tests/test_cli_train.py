@@ -293,15 +293,15 @@ def test_help_does_not_import_tensorflow(args):
 # the README's first command
 
 
-def test_the_quickstart_config_runs_from_the_repository_root(tmp_path):
+def test_the_quickstart_config_runs_from_the_repository_root(tmp_path, monkeypatch):
     assert SAMPLE_VECTORS.is_file(), f"{SAMPLE_VECTORS} is missing"
     output, summary = tmp_path / "quickstart-out.txt", tmp_path / "summary.json"
     default_output = REPO / "quickstart-out.txt"
     default_before = default_output.stat().st_mtime_ns if default_output.exists() else None
     # One epoch instead of the config's five keeps the suite fast; the rest is the README's command.
-    result = run_process(["train", "--config", "configs/quickstart.toml", "--epochs", 1, "-o", output,
-                          "--json", summary], cwd=REPO)
-    assert result.returncode == 0, result.stderr.decode()
+    monkeypatch.chdir(REPO)
+    result = run(["train", "--config", "configs/quickstart.toml", "--epochs", 1, "-o", output, "--json", summary])
+    assert result.exit_code == 0, result.stderr
     assert (default_output.stat().st_mtime_ns if default_output.exists() else None) == default_before
     s = json.loads(summary.read_text())
     assert (s["frozen"], s["trainable"]) == (5000, 15000) and s["new"] > 0 and s["max_frozen_change"] == 0.0

@@ -88,8 +88,9 @@ def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_
         assert s[key] == pytest.approx(one_summary[key], rel=1e-6), key
     # Not the whole corpus in order: a plain one-process run makes other batches.
     plain = inputs.folder / "plain.txt"
-    run = embedtune(inputs.vectors, inputs.corpus, *ARGS, "-o", str(plain))
-    assert run.returncode == 0, run.stderr
+    run = CliRunner().invoke(cli, ["train", inputs.vectors, inputs.corpus, *ARGS, "-o", str(plain)],
+                             catch_exceptions=False)   # one process, no hook: this one suffices
+    assert run.exit_code == 0, run.stderr
     assert np.abs(load_text(plain)[2] - split).max() > 1e-3
 
 
@@ -157,8 +158,8 @@ def test_killed_worker_stops_the_run_with_one_line_then_resume_finishes(inputs, 
     assert not out.exists()
     assert sorted(os.listdir(ckpt)) == [".lock", "ckpt-12", "ckpt-24"]   # the chief's; worker 1 wrote none
     # The batch split depends on the number of workers: one process cannot take the run over.
-    run = embedtune(*one, "--resume")
-    assert run.returncode == 1
+    run = CliRunner().invoke(cli, ["train", *one, "--resume"], catch_exceptions=False)   # refused: in-process
+    assert run.exit_code == 1
     assert run.stderr.count("\n") == 1 and "workers: 2 then, unset (default) now" in run.stderr, run.stderr
     run = embedtune(*args, "--resume", "--json", "-")
     assert run.returncode == 0, run.stderr

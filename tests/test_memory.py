@@ -5,7 +5,7 @@ tensors are reused from one pool instead of piling up in glibc's per-thread aren
 fresh processes (the allocator is chosen when TensorFlow's runtime starts): the pool is on by
 default, a user's own choice of TF_CPU_ALLOCATOR_USE_BFC is kept, and the allocator does not change
 a single bit of a deterministic Adam run's output. On TensorFlow's step, train.setup also has glibc
-hand large blocks (4 MB and up) back to the system when they are freed (train.map_large_blocks).
+hand large blocks (4 MB and up) back to the system when they are freed (training.host.map_large_blocks).
 """
 
 from __future__ import annotations

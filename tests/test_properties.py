@@ -1,4 +1,4 @@
-"""Properties of embedtune.train on random vocabularies, corpora and settings (hypothesis).
+"""Properties of embedtune.training on random vocabularies, corpora and settings (hypothesis).
 
 tests/test_train.py holds the properties on GloVe rows (frozen rows under each optimizer, the
 one-step cap, loss, new words); here the vocabulary itself is random (unicode words, 1 to 12

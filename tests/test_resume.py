@@ -5,7 +5,8 @@ rows in batches of 512 pairs (about 400 steps for sgns, 300 for glove), a checkp
 steps; the whole module runs once per objective. One run is
 interrupted three times over (Ctrl-C, then SIGTERM, then kill -9, each in a fresh process that
 resumes the last) and finished with a last --resume; its output must be the bytes of an
-uninterrupted run. Processes are real (subprocess), signals are real.
+uninterrupted run. Processes are real (subprocess), signals are real; runs that are only refused, or resume
+to the end without a signal, run in this process (click's CliRunner).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from embedtune.cli.main import cli
 from embedtune.objectives import objective_class
 from test_cli_train import assert_one_error_line
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
@@ -59,6 +62,14 @@ def start(vectors: Inputs, output, *options) -> subprocess.Popen:
     args = ["train", vectors, SAMPLE_CORPUS, "-o", output, "--objective", vectors.objective, *SETTINGS, *options]
     return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_here(vectors: Inputs, output, *options, corpus=SAMPLE_CORPUS) -> tuple[int, str]:
+    """start()'s command run to its end in this process, (exit code, standard error): for the runs whose
+    checks are their exit code, message and files, which need no process of their own."""
+    args = ["train", vectors, corpus, "-o", output, "--objective", vectors.objective, *SETTINGS, *options]
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.stderr
 
 
 def finish(process) -> tuple[int, str]:
@@ -107,13 +118,14 @@ def interrupt(vectors, output, checkpoints, how, *options) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(vectors, tmp_path_factory) -> dict:
-    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary, one writing neither."""
+    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary (a process of its own),
+    one writing neither (in this process)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     checkpoints = folder / "checkpoints"
     with_checkpoints = start(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
                              "--checkpoint-every", EVERY, "--json", folder / "a.json", "--keep-checkpoints")
-    plain = start(vectors, folder / "b.txt")
-    (code_a, stderr_a), (code_b, stderr_b) = finish(with_checkpoints), finish(plain)
+    code_b, stderr_b = run_here(vectors, folder / "b.txt")   # meanwhile, in this process
+    code_a, stderr_a = finish(with_checkpoints)
     assert code_a == 0, stderr_a
     assert code_b == 0, stderr_b
     return {"a": (folder / "a.txt").read_bytes(), "b": (folder / "b.txt").read_bytes(),
@@ -132,8 +144,9 @@ def interrupted(vectors, tmp_path_factory) -> dict:
     last = checkpoint_steps(checkpoints)[-1]
     with open(checkpoints / f"ckpt-{last}" / "state.json") as f:
         stages["kill-9"]["words_done"] = json.load(f)["position"]["words_done"]
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
-                                "--resume", "--json", folder / "summary.json"))
+    # The last resume gets no signal: it runs in this process.
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                            "--resume", "--json", folder / "summary.json")
     assert code == 0, stderr
     stages["end"] = {"output": output.read_bytes(), "summary": json.loads((folder / "summary.json").read_text()),
                      "checkpoints_left": checkpoints.exists()}
@@ -204,8 +217,8 @@ def test_resume_with_other_settings_is_a_one_line_error_that_changes_nothing(vec
     checkpoints = uninterrupted["checkpoints"]
     before = {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)}
     output = tmp_path / "tuned.txt"
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
-                                "--resume", "--window", "3"))
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
+                            "--resume", "--window", "3")
     assert code == 1
     window = objective_class(vectors.objective).defaults["window"]
     assert_one_error_line(stderr, f"Error: {checkpoints}{os.sep}ckpt-", f"window: {window} then, 3 now")
@@ -234,7 +247,7 @@ def test_a_new_run_refuses_a_folder_with_another_runs_checkpoints(vectors, unint
     before = {name: sorted(os.listdir(checkpoints / name)) for name in checkpoint_folders(checkpoints)}
     output = tmp_path / "out" / "tuned.txt"
     output.parent.mkdir()
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY))
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY)
     assert code == 1
     steps = checkpoint_steps(checkpoints)
     assert_one_error_line(stderr, f"Error: {checkpoints}: holds the checkpoints of an earlier run "
@@ -282,7 +295,7 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before_and_said(vectors, un
     data = checkpoints / f"ckpt-{middle}" / "tables.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     output = tmp_path / "tuned.txt"
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--resume", "--keep-checkpoints"))
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--resume", "--keep-checkpoints")
     assert code == 0, stderr
     assert "Traceback" not in stderr
     notes = [line for line in stderr.splitlines() if line.startswith("Note: skipped 2 damaged checkpoints")]
@@ -298,7 +311,7 @@ def test_a_folder_of_damaged_checkpoints_is_a_one_line_error_naming_the_newest(v
     for step in checkpoint_steps(checkpoints):
         (checkpoints / f"ckpt-{step}" / "tables.index").write_bytes(b"not an index")
     output = tmp_path / "tuned.txt"
-    code, stderr = finish(start(vectors, output, "--checkpoint-dir", checkpoints, "--resume"))
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--resume")
     assert code == 1
     newest = checkpoint_steps(checkpoints)[-1]
     assert_one_error_line(stderr, f"Error: {checkpoints / f'ckpt-{newest}' / 'tables.index'}: damaged (",
@@ -315,12 +328,10 @@ def test_resume_refuses_an_edited_corpus_with_the_same_counts(vectors, uninterru
     corpus = tmp_path / "edited.cor"
     corpus.write_text("".join(lines), encoding="utf-8")
     output = tmp_path / "tuned.txt"
-    args = ["train", vectors, corpus, "-o", output, "--objective", vectors.objective, *SETTINGS,
-            "--checkpoint-dir", uninterrupted["checkpoints"], "--resume"]
-    done = subprocess.run([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], capture_output=True,
-                          text=True, timeout=WAIT_SECONDS)
-    assert done.returncode == 1
-    assert_one_error_line(done.stderr, "cannot resume: the corpus differs from the checkpoint's (the same ",
+    code, stderr = run_here(vectors, output, "--checkpoint-dir", uninterrupted["checkpoints"], "--resume",
+                            corpus=corpus)
+    assert code == 1
+    assert_one_error_line(stderr, "cannot resume: the corpus differs from the checkpoint's (the same ",
                           "other content)")
     assert not output.exists()
 
@@ -333,7 +344,7 @@ def test_resume_refuses_vectors_with_other_values_for_the_same_words(vectors, un
     edited = Inputs(tmp_path / "glove.2k.txt", vectors.objective)
     edited.path.write_bytes(b"".join(lines))
     output = tmp_path / "tuned.txt"
-    code, stderr = finish(start(edited, output, "--checkpoint-dir", uninterrupted["checkpoints"], "--resume"))
+    code, stderr = run_here(edited, output, "--checkpoint-dir", uninterrupted["checkpoints"], "--resume")
     assert code == 1
     assert_one_error_line(stderr, "cannot resume: the vectors or freeze rules differ from the checkpoint's")
     assert not output.exists()

@@ -153,22 +153,14 @@ print(*(np.array_equal(bits(runs[i]), bits(runs[j])) for i, j in ((0, 1), (0, 2)
 """
 
 
-def test_deterministic_runs_with_either_negatives_and_any_threads_give_the_same_bits():
-    # In a process of its own: op determinism, once on, stays on for the whole process.
-    result = subprocess.run([sys.executable, "-c", DETERMINISTIC_RUNS], capture_output=True, text=True,
-                            cwd=Path(__file__).parent, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True"] * 4
+def test_deterministic_runs_with_either_negatives_and_any_threads_give_the_same_bits(deterministic_runs):
+    assert deterministic_runs[0].split() == ["True"] * 4
 
 
 GROUPED_RUNS = """
-import numpy as np
 import embedtune.training.batches as batches
 import embedtune.training as training
-from embedtune.corpus import Corpus, IdChunk
-from train_fixtures import bits, glove, make_config, sample_lines
 
-vectors = glove(20000)
 def run(group, **settings):
     batches.GROUP = group
     result = training.train(vectors, Corpus(sample_lines(30)), make_config(
@@ -180,13 +172,20 @@ for settings in ({"negatives": "per-pair"}, {"negatives": "shared"}, {"objective
 """
 
 
-def test_batches_grouped_into_one_call_give_the_bits_of_one_call_per_batch():
+@pytest.fixture(scope="module")
+def deterministic_runs() -> list[str]:
+    """The lines both scripts print, run one after the other in a process of their own: op determinism,
+    once on, stays on for the whole process (GROUPED_RUNS changes the grouping only after the first)."""
+    result = subprocess.run([sys.executable, "-c", DETERMINISTIC_RUNS + GROUPED_RUNS], capture_output=True,
+                            text=True, cwd=Path(__file__).parent, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_batches_grouped_into_one_call_give_the_bits_of_one_call_per_batch(deterministic_runs):
     # GROUP batches per tf.function call, against one call per batch (a group never fills up):
     # the same updates in the same order, so the same bits and the same losses.
-    result = subprocess.run([sys.executable, "-c", GROUPED_RUNS], capture_output=True, text=True,
-                            cwd=Path(__file__).parent, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True"] * 9
+    assert " ".join(deterministic_runs[1:]).split() == ["True"] * 9
 
 
 # ---------------------------------------------------------------------------------------------

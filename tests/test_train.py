@@ -1,4 +1,4 @@
-"""embedtune.train on GloVe 6B 50d rows and the Lee news corpus: frozen rows, caps, loss, new words.
+"""embedtune.training on GloVe 6B 50d rows and the Lee news corpus: frozen rows, caps, loss, new words.
 
 Each training here is one epoch over a few lines with small batches, so each takes a second or two.
 """
