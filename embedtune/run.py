@@ -118,7 +118,17 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
 
     loaded = _load(config, None, reading, on_load, note)
     objective = objective_class(loaded.config.train.objective)
-    d = objective.dry_run(loaded.vectors, loaded.config, loaded.lowercase, resume, workers)
+    config, vectors = loaded.config, loaded.vectors
+    if objective.closed_form:   # no corpus, no loop: the objective plans itself
+        d = objective.dry_run(vectors, config, loaded.lowercase, resume, workers)
+    else:
+        from embedtune.runplan import describe, plan_run
+
+        with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
+                                   tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:
+            planned = plan_run(vectors, corpus, config, resume=resume)
+            objective.dry_run_reads(corpus)   # what training reads beyond the corpus, for its errors
+        d = describe(planned, vectors, workers)
     d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)
     return DryRun(d, objective.dry_run_lines(d, loaded.config))
 

@@ -192,15 +192,9 @@ class Objective:
 
     @classmethod
     def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
-        """The dry run's description (plain data, for --json) of a run of resolved ``config``: the
-        corpus counted and the rules applied as training would (embedtune/runplan.py)."""
-        from embedtune.runplan import describe, plan_run
-
-        with cls.open_corpus(config.corpus, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
-                             vocabulary=vectors.index) as corpus:
-            run = plan_run(vectors, corpus, config, resume=resume)
-            cls.dry_run_reads(corpus)
-        return describe(run, vectors, workers)
+        """Closed-form objectives only: the dry run's description (plain data, for --json) of a run of
+        resolved ``config``. An objective of the loop is planned by embedtune/runplan.py (``run.dry_run``)."""
+        raise NotImplementedError(f"{cls.name} is planned by the loop's dry run (embedtune/runplan.py)")
 
     @classmethod
     def dry_run_reads(cls, corpus) -> None:

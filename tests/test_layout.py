@@ -1,0 +1,85 @@
+"""The package's shape (issue 25): no import circle anywhere, one concern a file, about 500 lines at most.
+
+Imports are read with ast, those inside functions included (a lazy import hides a circle; it does not
+remove it); imports under ``if TYPE_CHECKING:`` are annotations only and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MAX_LINES = 500
+
+
+def sources() -> dict[str, Path]:
+    """Module name -> file, for embedtune/ and cli/ (installed as embedtune.cli)."""
+    found = {}
+    for folder, prefix in ((REPO / "embedtune", ("embedtune",)), (REPO / "cli", ("embedtune", "cli"))):
+        for path in folder.rglob("*.py"):
+            parts = prefix + path.relative_to(folder).with_suffix("").parts
+            found[".".join(parts).removesuffix(".__init__")] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The embedtune modules ``name`` imports. ``from package import module`` names the module, not
+    the package (whose __init__ runs first in any case)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    annotations_only = {id(inner) for node in ast.walk(tree)
+                        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test)
+                        for part in node.body for inner in ast.walk(part)}
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            modules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known]
+            out.update(modules)
+            if len(modules) < len(node.names):
+                out.add(base)
+    return {m for m in out if m in known and m != name}
+
+
+def test_no_import_circle_in_the_package():
+    files = sources()
+    graph = {name: imports(name, path, set(files)) for name, path in files.items()}
+    circles = []
+
+    def visit(node, path, done):
+        for nxt in sorted(graph[node]):
+            if nxt in path:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, path + [nxt], done)
+        done.add(node)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name], done)
+    assert circles == [], "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_the_reader_catches_a_circle_hidden_in_a_function(tmp_path):
+    """The check above can fail: a lazy import back to a module that imports this one is a circle."""
+    a = tmp_path / "a.py"
+    a.write_text("import pkg.b\n")
+    b = tmp_path / "b.py"
+    b.write_text("def f():\n    from pkg import a\n\nif TYPE_CHECKING:\n    import pkg.c\n")
+    known = {"pkg.a", "pkg.b", "pkg.c"}
+    assert imports("pkg.a", a, known) == {"pkg.b"}
+    assert imports("pkg.b", b, known) == {"pkg.a"}   # the TYPE_CHECKING one left out
+
+
+def test_every_source_file_is_at_most_about_500_lines():
+    long = {str(path.relative_to(REPO)): n for path in sources().values()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
