@@ -83,3 +83,13 @@ def test_every_source_file_is_at_most_about_500_lines():
     long = {str(path.relative_to(REPO)): n for path in sources().values()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists the packages by name (cli/ installs as embedtune.cli): a folder left out
+    would be missing from a wheel, though an editable install from the checkout still finds it."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    folders = {name for name, path in sources().items() if path.name == "__init__.py"}
+    assert folders == listed
