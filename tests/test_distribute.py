@@ -34,10 +34,19 @@ ARGS = ["--objective", "sgns", "--deterministic", "--epochs", "2", "--batch-size
         "--freeze-top", str(FROZEN), "--init", "context-mean", "--min-count", "3", "-q"]
 
 
-def embedtune(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The command, with the test-only hooks of tests/debug_worker.py (their environment variables)."""
-    return subprocess.run([sys.executable, debug_worker.__file__, "train", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+def embedtune(*args: str, env: dict | None = None, timeout: float = 120):
+    """The command, with the test-only hooks of tests/debug_worker.py (their environment variables).
+    A run of one process (plain, or the emulation of the shares) runs in this one: its own process would
+    prove nothing more and cost a TensorFlow start. A run of several workers is real processes."""
+    if "--workers" in args or set(env or {}) - {debug_worker.ENV_SHARES}:
+        return subprocess.run([sys.executable, debug_worker.__file__, "train", *args], capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.setattr(distribute, "strategy_from_env", debug_worker.strategy_from_env)
+        result = CliRunner().invoke(cli, ["train", *args], catch_exceptions=False)
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 def load_text(path) -> tuple[list[str], list[str], np.ndarray]:
