@@ -169,6 +169,7 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
     check_writable_folder(t.logdir, "--logdir")
+    check_writable_file(config.report, "--report")
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):

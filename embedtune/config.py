@@ -45,6 +45,8 @@ KEYS: tuple[Key, ...] = (
     Key("output", str, table="", option=False, help='Output vectors file; "-" = stdout.'),
     Key("format", str, table="", option=False, help="Input vectors format (None: detect)."),
     Key("to", str, table="", option=False, help="Output format (None: the same as the input)."),
+    Key("report", str, table="", path=True, metavar="FILE", section=IO,
+        help="Write an HTML page of what the run did (embedtune report's, with the run's own figures)."),
     # [vocab]: which rows may move; freeze rules win over train rules (embedtune.plan)
     Key("freeze_list", str, table="vocab", path=True, section=ROWS, help="File of words to freeze, one per line."),
     Key("train_list", str, table="vocab", path=True, section=ROWS,

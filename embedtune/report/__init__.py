@@ -24,4 +24,26 @@ def write_report(report: Report, path: str) -> None:
         f.write(text)
 
 
-__all__ = ["Report", "RunInfo", "build_report", "from_run", "from_summary", "write_report"]
+def after_run(out, before, init=None) -> dict:
+    """What a finished run (embedtune.run.RunResult ``out``, its output written) adds: TensorBoard's
+    projector files in ``--logdir`` and the page at ``--report``. ``before``: the input vectors;
+    ``init``: the new words' embedding.init.InitResult. Returns the seconds each took."""
+    import time
+
+    from embedtune.report.projector import projector_rows, write_projector
+
+    config, seconds = out.config, {}
+    run = from_run(out, init)
+    if config.train.logdir:
+        began = time.perf_counter()
+        write_projector(config.train.logdir, projector_rows(before, out.vectors, run.new_contexts))
+        seconds["projector"] = time.perf_counter() - began
+    if config.report:
+        began = time.perf_counter()
+        report = build_report(before, out.vectors, before_path=config.vectors, after_path=config.output, run=run)
+        write_report(report, config.report)
+        seconds["report"] = time.perf_counter() - began
+    return seconds
+
+
+__all__ = ["Report", "RunInfo", "after_run", "build_report", "from_run", "from_summary", "write_report"]
