@@ -111,7 +111,8 @@ KEYS: tuple[Key, ...] = (
     Key("max_words", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
         help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit)."),
     Key("logdir", str, path=True, section=RUNS,
-        help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR."),
+        help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
+             "most-moved rows at the end: tensorboard --logdir DIR."),
 )
 # embedtune init's own options, checked against the same kind of range
 INIT_RANGES = {

@@ -17,7 +17,7 @@ code, pre { background: #f1f3f4; padding: 1px 4px; border-radius: 3px; }
 pre { padding: 8px; white-space: pre-wrap; word-break: break-all; }
 .ok { color: #137333; font-weight: bold; } .bad { color: #c5221f; font-weight: bold; }
 .up { color: #137333; } .down { color: #c5221f; } .muted { color: #5f6368; }
-.gained { font-weight: bold; } .maps { display: flex; gap: 12px; flex-wrap: wrap; }
+.gained { font-weight: bold; } .maps, .row { display: flex; gap: 24px; flex-wrap: wrap; align-items: flex-start; }
 details { margin: 0.5em 0; }
 """
 
@@ -58,16 +58,18 @@ def _run(r: Report) -> list[str]:
     s = run.stats
     if run.command:
         out.append(f"<pre>{escape(run.command)}</pre>")
+    out.append('<div class="row"><div>')
     rows = [[escape(k), f"{s.get(k, 0):,}"] for k in ("frozen", "trainable", "new") if k in s]
-    out.append("<h3>Rows</h3>" + _table(["rows", "count"], rows, {1}))
+    out.append(_table(["rows", "count"], rows, {1}))
     seconds = s.get("seconds") or {}
     if seconds or "total_seconds" in s:
         cells = [[escape(k), f"{v:.1f}"] for k, v in seconds.items()]
         if "total_seconds" in s:
             cells.append(["<b>total</b>", f"<b>{s['total_seconds']:.1f}</b>"])
-        out.append("<h3>Time (seconds)</h3>" + _table(["part", "seconds"], cells, {1}))
+        out.append(_table(["time", "seconds"], cells, {1}))
+    out.append("</div>")
     history = run.loss_history
-    out.append('<h3>Loss</h3><div id="loss">')
+    out.append('<div id="loss">')
     if history:
         out.append(line_chart(history, x_label=f"reading (every 20 steps and at each epoch's end; "
                                                  f"{s.get('steps', '?')} steps in all)",
@@ -75,7 +77,7 @@ def _run(r: Report) -> list[str]:
         out.append(f'<p class="muted">{history[0]:.5g} at the first reading, {history[-1]:.5g} at the last.</p>')
     else:
         out.append('<p class="muted">The run recorded no loss (a closed-form objective, or no step).</p>')
-    out.append("</div>")
+    out.append("</div></div>")
     details = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in run.settings)
     out.append(f"<details><summary>Settings ({len(run.settings)})</summary><table>{details}</table></details>")
     return out + ["</section>"]
@@ -117,14 +119,22 @@ def _fmt(metric: str, x, signed=False) -> str:
 
 def _scores(r: Report) -> list[str]:
     out = ['<section id="benchmarks"><h2>Benchmarks before and after</h2>']
-    rows = []
+    head, rest = [], []
     for row in r.scores:
         m, change = row["metric"], row["change"]
         cls = "" if not change else ("up" if (change > 0) != m.endswith("oov_ratio") else "down")
-        rows.append([escape(row["benchmark"]), escape(m), _fmt(m, row["before"]), _fmt(m, row["after"]),
-                     f'<span class="{cls}">{_fmt(m, change, signed=True)}</span>'])
-    out.append(_table(["benchmark", "metric", "before", "after", "change"], rows, {2, 3, 4}) if rows else
-               '<p class="muted">No benchmark was run.</p>')
+        cells = [escape(row["benchmark"]), escape(m), _fmt(m, row["before"]), _fmt(m, row["after"]),
+                 f'<span class="{cls}">{_fmt(m, change, signed=True)}</span>']
+        # The headline: each set's correlation or overall accuracy; out-of-vocabulary shares and the
+        # analogy sections are folded below it.
+        (rest if m.endswith("oov_ratio") or ": " in row["benchmark"] else head).append(cells)
+    columns = ["benchmark", "metric", "before", "after", "change"]
+    if not r.scores:
+        out.append('<p class="muted">No benchmark was run.</p>')
+    out.append(_table(columns, head, {2, 3, 4}) if head else "")
+    if rest:
+        out.append(f"<details><summary>Out-of-vocabulary shares and analogy sections ({len(rest)})</summary>"
+                   f"{_table(columns, rest, {2, 3, 4})}</details>")
     out.append(f'<p class="muted">Analogies among the first {r.restrict_vocab:,} words (3CosAdd, as '
                "<code>embedtune eval</code>).</p>")
     return out + ["</section>"]
