@@ -87,9 +87,9 @@ def command_line(config) -> str:
     if config.output:
         words += ["-o", config.output]
     for key in all_keys():
-        if not key.option or not key.table:
+        if not key.option:
             continue
-        value = getattr(getattr(config, key.table), key.name)
+        value = getattr(getattr(config, key.table) if key.table else config, key.name)
         if value is None or value == key.default or (key.default is None and value == defaults.get(key.name)):
             continue
         if key.name == "batch_size" and key.default is None and "batch_size" not in defaults:
