@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from embedtune.cli.common import DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option, \
@@ -59,6 +61,8 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
 
     if frozen_file and config_file:
         raise click.UsageError("give --check-frozen or --config, not both")
+    if output != "-" and os.path.exists(output) and any(os.path.samefile(output, p) for p in (before, after)):
+        raise EmbedtuneError("the page would overwrite an input; choose another -o", output)
     similarity = list(similarity_files) or None
     analogies = list(analogy_files) or None
     if similarity is not None or analogies is not None:
