@@ -234,3 +234,19 @@ def test_a_summary_that_is_not_one_is_an_error_naming_the_file(tmp_path):
     bad.write_text("{", encoding="utf-8")
     with pytest.raises(EmbedtuneError, match=r"run\.json: not a JSON summary"):
         from_summary(str(bad))
+
+
+def test_a_page_that_would_overwrite_an_input_or_the_output_is_refused_before_any_work(trained, tmp_path):
+    from embedtune.checks import check_run
+    from embedtune.cli.main import cli
+    from embedtune.config import Config
+    from embedtune.errors import EmbedtuneError
+
+    after = str(trained["output"])
+    result = CliRunner().invoke(cli, ["report", str(trained["before"]), after, "-o", after, "-q"])
+    assert result.exit_code == 1 and "the page would overwrite an input" in result.output
+    for report in (str(trained["before"]), str(tmp_path / "out.txt")):
+        config = Config(vectors=str(trained["before"]), corpus=str(trained["before"]),
+                        output=str(tmp_path / "out.txt"), report=report)
+        with pytest.raises(EmbedtuneError, match="the report would overwrite an input or the output"):
+            check_run(config)
