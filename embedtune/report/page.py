@@ -6,6 +6,7 @@ from html import escape
 
 from embedtune.report.content import Report
 from embedtune.report.svg import line_chart, scatter, shared_bounds
+from embedtune.training.batches import LOSS_EVERY
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1040px; color: #202124; padding: 0 1em; }
@@ -71,7 +72,7 @@ def _run(r: Report) -> list[str]:
     history = run.loss_history
     out.append('<div id="loss">')
     if history:
-        out.append(line_chart(history, x_label=f"reading (every 20 steps and at each epoch's end; "
+        out.append(line_chart(history, x_label=f"reading (every {LOSS_EVERY} steps and at each epoch's end; "
                                                  f"{s.get('steps', '?')} steps in all)",
                               y_label="loss per pair", css_class="plot loss"))
         out.append(f'<p class="muted">{history[0]:.5g} at the first reading, {history[-1]:.5g} at the last.</p>')
