@@ -203,6 +203,41 @@ def test_logdir_holds_the_projector_files_of_the_new_and_most_moved_rows(trained
     assert any(f.name.startswith("events.out.tfevents") for f in logdir.iterdir())   # beside the scalars
 
 
+def test_tensorboards_own_projector_plugin_serves_the_rows_and_their_words(trained):
+    """As `tensorboard --logdir` serves the Projector tab: the run's config, the tensor's bytes (each
+    row's bits as written), the metadata lines."""
+    pp = pytest.importorskip("tensorboard.plugins.projector.projector_plugin",
+                             reason="tensorboard is in the test extra (pip install -e '.[test]')")
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+    from werkzeug.wrappers import Response
+
+    logdir = str(trained["logdir"])
+    events = plugin_event_multiplexer.EventMultiplexer()
+    events.AddRunsFromDirectory(logdir)
+    events.Reload()
+    plugin = pp.ProjectorPlugin(base_plugin.TBContext(
+        logdir=logdir, multiplexer=events, data_provider=data_provider.MultiplexerDataProvider(events, logdir)))
+    apps = plugin.get_plugin_apps()
+
+    def get(route, **query):
+        answer = Client(apps[route], Response).get("/", query_string=query)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        return answer.get_data()
+
+    assert json.loads(get(pp.RUNS_ROUTE)) == ["."]   # the folder of the scalars' event files
+    (embedding,) = json.loads(get(pp.CONFIG_ROUTE, run="."))["embeddings"]
+    n, dim = map(int, embedding["tensorShape"])
+    tensor = np.frombuffer(get(pp.TENSOR_ROUTE, run=".", name=embedding["tensorName"]), np.float32)
+    lines = get(pp.METADATA_ROUTE, run=".", name=embedding["tensorName"]).decode("utf-8").splitlines()
+    assert tensor.size == n * dim and len(lines) == n + 1 and lines[0] == "word\tkind\tmoved\tcontexts"
+    before, after = load_vectors(str(trained["before"])), load_vectors(str(trained["output"]))
+    for line, row in zip(lines[1:], tensor.reshape(n, dim)):
+        word, kind = line.split("\t")[:2]
+        assert (row.view(np.uint32) == (before if kind == "moved: before" else after)[word].view(np.uint32)).all()
+
+
 # --- the parts ---------------------------------------------------------------------------------
 
 
