@@ -27,6 +27,7 @@ COMMANDS = {
     "diff": "compare_cmds:diff_cmd",
     "eval": "compare_cmds:eval_cmd",
     "neighbors": "compare_cmds:neighbors_cmd",
+    "report": "report_cmd:report_cmd",
     "lexicon": "lexicon_cmd:lexicon_cmd",
 }
 
@@ -38,6 +39,7 @@ SHORT_HELP = {
     "diff": "Compare two vectors files row by row.",
     "eval": "Score vectors on word-similarity and analogy benchmarks.",
     "neighbors": "Show nearest neighbours of words.",
+    "report": "Write one HTML page of what a fine-tune did (before/after, neighbours, map).",
     "lexicon": "Write synonym and antonym lexicons (from WordNet) for --objective retrofit.",
 }
 

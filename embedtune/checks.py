@@ -169,6 +169,15 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
     check_writable_folder(t.logdir, "--logdir")
+    if config.report == "-":   # standard output carries the vectors (-o -) or the summary (--json)
+        raise EmbedtuneError("--report: give a file name; the page does not go to standard output")
+    check_writable_file(config.report, "--report")
+    if config.report and any(
+            path and path != "-" and (os.path.abspath(path) == os.path.abspath(config.report) or os.path.exists(path)
+                                      and os.path.exists(config.report) and os.path.samefile(path, config.report))
+            for path in (config.output, config.vectors, config.corpus)):
+        raise EmbedtuneError("the report would overwrite an input or the output; choose another --report",
+                             config.report)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):

@@ -45,6 +45,8 @@ KEYS: tuple[Key, ...] = (
     Key("output", str, table="", option=False, help='Output vectors file; "-" = stdout.'),
     Key("format", str, table="", option=False, help="Input vectors format (None: detect)."),
     Key("to", str, table="", option=False, help="Output format (None: the same as the input)."),
+    Key("report", str, table="", path=True, metavar="FILE", section=IO,
+        help="Write an HTML page of what the run did (embedtune report's, with the run's own figures)."),
     # [vocab]: which rows may move; freeze rules win over train rules (embedtune.plan)
     Key("freeze_list", str, table="vocab", path=True, section=ROWS, help="File of words to freeze, one per line."),
     Key("train_list", str, table="vocab", path=True, section=ROWS,
@@ -109,7 +111,8 @@ KEYS: tuple[Key, ...] = (
     Key("max_words", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
         help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit)."),
     Key("logdir", str, path=True, section=RUNS,
-        help="Write TensorBoard scalars here (loss, words/s, lr, row changes): tensorboard --logdir DIR."),
+        help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
+             "most-moved rows at the end: tensorboard --logdir DIR."),
 )
 # embedtune init's own options, checked against the same kind of range
 INIT_RANGES = {

@@ -193,6 +193,11 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             note(f"another run is using {config.train.checkpoint_dir}; its checkpoints were left")
     objective.write_outputs(out, config)
     summarize(out, loaded.out_format, seconds, corpus is not None)
+    if config.report or config.train.logdir:   # the page and TensorBoard's projector (embedtune/report/)
+        from embedtune.report import after_run
+
+        made = after_run(out, vectors, result.init)
+        out.stats.setdefault("seconds", {}).update({key: round(value, 3) for key, value in made.items()})
     out.report = objective.report_lines(out, config)
     return out
 

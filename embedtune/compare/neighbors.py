@@ -33,8 +33,11 @@ class Neighbors:
         return {"k": self.k, "results": [r.to_dict() for r in self.results], "unknown": self.unknown}
 
 
-def nearest_neighbors(vectors: Vectors, words, k: int = 10) -> Neighbors:
+def nearest_neighbors(vectors: Vectors, words, k: int = 10, exclude: np.ndarray | None = None) -> Neighbors:
     """The ``k`` words with the highest cosine to each of ``words``, over the whole vocabulary.
+
+    exclude : int rows never given as a neighbour (the report: new words, for their nearest
+        pretrained ones)
 
     A word is not its own neighbour. Norms are computed once; each block of query words is
     one (queries x dim) @ (dim x n) product and an argpartition, so the cost is a few
@@ -62,6 +65,8 @@ def nearest_neighbors(vectors: Vectors, words, k: int = 10) -> Neighbors:
         scores = queries @ matrix.T  # [len(block), n]
         scores /= norms
         scores[np.arange(len(block)), rows] = -np.inf
+        if exclude is not None:
+            scores[:, exclude] = -np.inf
         if k_eff < n - 1:
             # The k largest land in the last k places; partitioning `scores` itself, not
             # `-scores`, saves a copy of the whole block.

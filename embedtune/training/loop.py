@@ -41,6 +41,7 @@ class TrainResult:
     plan: Plan
     stats: dict = field(default_factory=dict)
     model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
+    init: object | None = None    # embedtune.init's InitResult of the new words (the report shows their contexts)
 
 
 def train(vectors: Vectors, corpus: Corpus | None, config: Config,
@@ -257,7 +258,7 @@ def result(run: Run) -> TrainResult:
     }
     figures, model = trainer.objective.report(trainer.local_matrix, lambda: trainer.side.numpy())
     stats.update(figures)
-    return TrainResult(out, plan, stats, model)
+    return TrainResult(out, plan, stats, model, init)
 
 
 def limit_reached(train: TrainConfig, pos: Position) -> str | None:

@@ -1,0 +1,109 @@
+"""What a run recorded, as the report shows it: from a finished run (``train --report``) or from
+the summary ``train --json`` wrote (``embedtune report --run``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtune.errors import EmbedtuneError
+
+# Summary keys shown as the run's settings when only the summary is at hand (it holds no config).
+SUMMARY_SETTINGS = ("objective", "optimizer", "lr", "window", "anchor", "epochs", "init", "format", "lowercase",
+                    "tokenize", "corpus_words", "corpus_lines", "steps", "pairs", "workers", "stopped_at_limit")
+
+
+@dataclass
+class RunInfo:
+    """The run behind a report.
+
+    command : the run as one command line (rebuilt from its settings), or None
+    settings : (key, value) pairs, as text
+    stats : the run's summary (``train --json``): plan counts, loss_history, seconds, ...
+    new_contexts : new word -> occurrences with a pretrained word nearby (embedtune.init), when known
+    min_contexts : fewer contexts than this: the word started from its spelling (form-context) or at random
+    """
+
+    command: str | None
+    settings: list[tuple[str, str]]
+    stats: dict
+    new_contexts: dict[str, int] = field(default_factory=dict)
+    min_contexts: int = 1
+
+    @property
+    def loss_history(self) -> list[float]:
+        return [float(x) for x in self.stats.get("loss_history") or []]
+
+
+def from_summary(path: str) -> RunInfo:
+    """A run from its ``--json`` summary file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            stats = json.load(f)
+    except OSError as err:
+        raise EmbedtuneError(f"cannot read: {err.strerror}", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise EmbedtuneError(f"not a JSON summary (embedtune train --json FILE writes one): {err}", path) from None
+    if not isinstance(stats, dict) or "frozen" not in stats or "trainable" not in stats:
+        raise EmbedtuneError("not a summary of embedtune train (no 'frozen' and 'trainable' counts)", path)
+    settings = [(key, _text(stats[key])) for key in SUMMARY_SETTINGS if key in stats]
+    return RunInfo(None, settings, stats)
+
+
+def from_run(result, init=None) -> RunInfo:
+    """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.init.InitResult (the new
+    words' contexts), None without new words."""
+    config = result.config
+    settings = []
+    for table in ("", "vocab", "train"):
+        values = dataclasses.asdict(getattr(config, table) if table else config)
+        for key, value in values.items():
+            if isinstance(value, dict) or value is None:
+                continue
+            settings.append((f"{table}.{key}" if table else key, _text(value)))
+    new_contexts, min_contexts = {}, 1   # embedtune.init's default
+    if init is not None:
+        new_words = result.plan.words[result.plan.n_pretrained:]
+        new_contexts = dict(zip(new_words, np.asarray(init.contexts).tolist()))
+        min_contexts = init.stats.get("min_contexts", 1)
+    return RunInfo(command_line(config), settings, result.stats, new_contexts, min_contexts)
+
+
+def command_line(config) -> str:
+    """``embedtune train`` with the options that give ``config`` (a resolved Config): every key whose
+    value is not its declared default (nor, when that is "decided later", the objective's)."""
+    import shlex
+
+    from embedtune.config import all_keys
+    from embedtune.objectives import objective_class
+
+    defaults = objective_class(config.train.objective).defaults
+    words = ["embedtune", "train", config.vectors or "VECTORS"]
+    if config.corpus:
+        words.append(config.corpus)
+    if config.output:
+        words += ["-o", config.output]
+    for key in all_keys():
+        if not key.option:
+            continue
+        value = getattr(getattr(config, key.table) if key.table else config, key.name)
+        if value is None or value == key.default or (key.default is None and value == defaults.get(key.name)):
+            continue
+        if key.name == "batch_size" and key.default is None and "batch_size" not in defaults:
+            from embedtune.config import DEFAULT_BATCH_SIZE
+
+            if value == DEFAULT_BATCH_SIZE:
+                continue
+        words += [key.flag] if value is True else [key.flag, _text(value)]
+    return shlex.join(str(w) for w in words)
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
