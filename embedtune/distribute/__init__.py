@@ -18,9 +18,9 @@ import os
 from embedtune.cores import local_cores
 from embedtune.distribute.cluster import ENV_THREADS, Cluster, PeerLost, cluster_from_env, is_chief, launched
 from embedtune.distribute.launch import PEER_LOST, Launch, free_ports, launch, worker_command, worker_threads
-from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, share_batches
+from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, check_split, share_batches
 
-__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "WorkerShare", "batch_part",
+__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "WorkerShare", "batch_part", "check_split",
            "cluster_from_env", "free_ports", "is_chief", "launch", "launched", "local_cores", "share_batches",
            "strategy_from_env", "worker_command", "worker_threads"]
 
