@@ -19,18 +19,19 @@ from embedtune.distribute.averaging import HEADER, Averaging, Tables, round_leng
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
 
-def kernel_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray) -> Tables:
+def kernel_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray, steps: np.ndarray) -> Tables:
     """The tables of a compiled step (numpy arrays it updates in place)."""
-    kernel = SimpleNamespace(words=words, side=side, word_state={"accumulator": state}, side_state={})
+    kernel = SimpleNamespace(words=words, side=side, word_state={"m": state, "iterations": steps}, side_state={})
     return Tables(SimpleNamespace(compiled=True, kernel=kernel), None)
 
 
-def variable_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray) -> Tables:
+def variable_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray, steps: np.ndarray) -> Tables:
     """The tables of TensorFlow's step (the trainer's variables)."""
     from embedtune._tf import tf
 
-    optimizer = SimpleNamespace(variables=lambda: {"accumulator": tf.Variable(state)})
-    trainer = SimpleNamespace(_trainable=tf.Variable(words), _side=tf.Variable(side), word_opt=optimizer,
+    variables = {"m": tf.Variable(state), "iterations": tf.Variable(steps)}
+    trainer = SimpleNamespace(_trainable=tf.Variable(words), _side=tf.Variable(side),
+                              word_opt=SimpleNamespace(variables=lambda: variables),
                               side_opt=SimpleNamespace(variables=dict))
     return Tables(SimpleNamespace(compiled=False), trainer)
 
@@ -42,7 +43,7 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
     sends nothing."""
     rng = np.random.default_rng(0)
     start = [rng.standard_normal((6, 3)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32),
-             rng.random(6).astype(np.float32)]
+             rng.random(6).astype(np.float32), np.array(40, np.int64)]
     makers = [kernel_tables, kernel_tables, variable_tables]
     tables = [make(*(a.copy() for a in start)) for make in makers]
     workers = []
@@ -61,16 +62,18 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
             t.write(i, np.array(rows, np.int64), arrays[i][rows] + move, arrays[i])
         stepped = np.array(changed[k]["words"], np.int64)   # the optimizer's state of the rows it stepped
         t.write(2, stepped, arrays[2][stepped] + 1.0, arrays[2])
+        t.write(3, np.zeros(1, np.int64), arrays[3][:1] + 2 * (k + 1), arrays[3])   # adam's step count: 2, 4, 6 steps
     headers = [np.arange(HEADER, dtype=np.int64) + 10 * k for k in range(3)]
     payloads = [w.payload(h, t.read()) for w, h, t in zip(workers, headers, tables)]
-    assert len(payloads[1]) == 8 * HEADER + 3 * 8 + (2 + 0 + 2) * 8 + (2 * 3 + 0 + 2) * 4   # its 2 + 0 + 2 rows
+    assert len(payloads[1]) == 8 * HEADER + 4 * 8 + (2 + 0 + 2 + 1) * 8 + (2 * 3 + 0 + 2 + 1) * 4   # its 2 + 0 + 2 + 1 rows
     for w, t in zip(workers, tables):
         np.testing.assert_array_equal(w.combine(payloads, t.read()), np.stack(headers))
     after = [t.read() for t in tables]
     for k in (1, 2):
         for a, b in zip(after[0], after[k]):
             assert np.array_equal(a.view(np.uint32), b.view(np.uint32))   # the same bits everywhere
-    words, side, state = after[0]
+    words, side, state, steps = after[0]
+    assert steps.dtype == np.int64 and steps[0, 0] == 40 + 4   # the mean of 2, 4 and 6 steps
     untouched = [0, 3, 5]
     assert np.array_equal(words[untouched].view(np.uint32), start[0][untouched].view(np.uint32))
     np.testing.assert_allclose(words[1], start[0][1] + moves[0, "words"][0], rtol=1e-6)       # worker 0 alone
@@ -80,7 +83,7 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
                                rtol=1e-6)
     np.testing.assert_allclose(state[:, 0], start[2] + np.array([0, 1, 1, 0, 1, 0]), rtol=1e-6)   # row 2: mean of 1, 1
     # Nothing changed since: the next sync sends no row.
-    assert [len(w.payload(h, t.read())) for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 3 * 8] * 3
+    assert [len(w.payload(h, t.read())) for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 4 * 8] * 3
 
 
 def test_a_round_is_sync_every_steps_unless_a_limit_ends_sooner():

@@ -212,8 +212,6 @@ def test_a_workers_threads_do_not_grow_with_its_steps(two_workers):
     (["--batch-size", "255", "--sync-every", "0"], "Error: --batch-size 255 does not split evenly over 2 workers"),
     (["--batch-size", "40", "--negatives", "shared", "--sync-every", "0"],
      "Error: --negatives shared: each worker's part of the batch (40 / 2 = 20) must be a multiple of 16"),
-    (["--optimizer", "adam"], "Error: --workers: --optimizer adam needs --sync-every 0 (the averaging adds up each "
-                              "worker's changes of a row, which adam's moments are not; not built)"),
 ])
 def test_what_the_workers_cannot_split_is_refused_before_any_starts(inputs, extra, message):
     result = CliRunner().invoke(cli, ["train", inputs.vectors, inputs.corpus, "-o", str(inputs.folder / "x.txt"),

@@ -46,9 +46,10 @@ class Tables:
                               *trainer.side_opt.variables().values()]
 
     def read(self) -> list[np.ndarray]:
-        """Each table as [rows, width] (a compiled step's arrays themselves; a variable's copy)."""
+        """Each table as [rows, width] (a compiled step's arrays themselves; a variable's copy); a scalar
+        (adam's step count) as one row of one."""
         arrays = self.arrays if self.variables is None else [v.numpy() for v in self.variables]
-        return [a.reshape(len(a), -1) for a in arrays]
+        return [a.reshape(len(a), -1) if a.ndim else a.reshape(1, 1) for a in arrays]
 
     def write(self, i: int, rows: np.ndarray, values: np.ndarray, current: np.ndarray) -> None:
         """Table ``i``'s ``rows`` set to ``values``; ``current``: what ``read`` returned for it."""
@@ -60,7 +61,10 @@ class Tables:
         from embedtune._tf import tf
 
         var = self.variables[i]
-        var.scatter_update(tf.IndexedSlices(values.reshape((len(rows), *var.shape[1:])), rows))
+        if var.shape.rank == 0:
+            var.assign(values.reshape(()))
+        else:
+            var.scatter_update(tf.IndexedSlices(values.reshape((len(rows), *var.shape[1:])), rows))
 
 
 class Averaging:
@@ -111,8 +115,9 @@ class Averaging:
                 total[at] += delta
                 count[at] += 1
             total /= count[:, None]
-            self.base[i][union] += total
-            self.tables.write(i, union, self.base[i][union], current)
+            base = self.base[i]
+            base[union] += total if base.dtype.kind == "f" else np.rint(total).astype(base.dtype)   # a step count
+            self.tables.write(i, union, base[union], current)
         return np.stack(headers)
 
     def sync(self, header: np.ndarray) -> np.ndarray:

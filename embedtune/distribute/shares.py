@@ -35,13 +35,9 @@ def batch_part(t, workers: int) -> int:
 
 def check_split(t, workers: int) -> None:
     """What a run of ``workers`` workers with train config ``t`` refuses (one rule for the launcher's
-    early check and the workers): gathered gradients (--sync-every 0) need equal parts of the batch
-    (``batch_part``); averaging sums each row's changes, which adam's moments are not (not built)."""
+    early check and the workers): gathered gradients (--sync-every 0) need equal parts of the batch."""
     if not t.sync_every:
         batch_part(t, workers)
-    elif t.optimizer == "adam":
-        raise EmbedtuneError("--workers: --optimizer adam needs --sync-every 0 (the averaging adds up each "
-                             "worker's changes of a row, which adam's moments are not; not built)")
 
 
 # A share's position, as Position.shares keeps one a worker: [chunk, batch, words, more]: the chunk and
