@@ -224,13 +224,13 @@ def quality(opts, workdir: str) -> None:
     print()
 
 
-def costs(rows: list[dict]) -> None:
-    """The compiled step's CPU per pair (lock-free sgns), by dim and threads."""
+def costs(rows: list[dict], kernel_part: bool = True) -> None:
+    """The compiled step's CPU per pair (lock-free sgns), by dim and threads; a sync's CPU per byte."""
     from embedtune.kernels.sgns import SgnsKernel
 
     rng = np.random.default_rng(0)
     n_rows, batch, negative, calls = 100_000, 4096, 5, 10
-    for dim in (50, 300):
+    for dim in (50, 300) if kernel_part else ():
         words = (rng.random((n_rows + 1, dim), np.float32) - 0.5) / dim
         side = np.zeros((n_rows + 1, dim), np.float32)
         ranks = np.arange(1, n_rows + 1)
@@ -253,6 +253,37 @@ def costs(rows: list[dict]) -> None:
             print(f"compiled sgns step, dim {dim}, {threads} thread{'s' if threads > 1 else ''}: "
                   f"{statistics.median(cpu):.0f} CPU ns a pair, {statistics.median(wall):.0f} wall ns a pair  "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    # A sync's own CPU (find the changed rows, pack them, add up N workers' changes, write them back), in
+    # one process with N simulated workers: the c of a + c * bytes without the network.
+    from types import SimpleNamespace
+
+    from embedtune.distribute.averaging import HEADER, Averaging, Tables
+
+    for dim, n_rows, changed in ((50, 60_000, 30_000), (300, 60_000, 30_000)):
+        for n in (2, 8):
+            tables, syncs = [], []
+            for _ in range(n):
+                kernel = SimpleNamespace(words=rng.standard_normal((n_rows, dim)).astype(np.float32),
+                                         side=np.zeros((n_rows, dim), np.float32), word_state={}, side_state={})
+                kernel.words[:] = tables[0][1].words if tables else kernel.words
+                t = Tables(SimpleNamespace(compiled=True, kernel=kernel), None)
+                a = Averaging(t, None)
+                a.snapshot()
+                tables.append((t, kernel))
+                syncs.append(a)
+            for _, kernel in tables:
+                kernel.words[rng.choice(n_rows, changed, replace=False)] += 0.01
+                kernel.side[rng.choice(n_rows, changed, replace=False)] += 0.01
+            began = time.process_time()
+            payloads = [a.payload(np.zeros(HEADER, np.int64), t.read()) for a, (t, _) in zip(syncs, tables)]
+            packed = time.process_time() - began
+            began = time.process_time()
+            syncs[0].combine(payloads, tables[0][0].read())
+            combined = time.process_time() - began
+            size = len(payloads[0])
+            print(f"sync CPU, dim {dim}, {n} workers, {2 * changed:,} rows changed of {2 * n_rows:,} ({size:,} bytes a "
+                  f"worker): pack {packed / n * 1000:.0f} ms, combine {combined * 1000:.0f} ms = "
+                  f"{(packed / n + combined) / (size * n) * 1e9:.2f} CPU ns a byte received", flush=True)
     for row in rows:
         print(f"{row['objective']} sync: {row['sync_ms']:.1f} ms for {row['bytes_per_sync']:,.0f} bytes "
               f"({row['bytes_per_sync'] / max(row['sync_ms'], 1e-9) / 1e3:,.1f} MB/s on loopback, the other worker's "
@@ -277,8 +308,8 @@ def main() -> None:
     rows = speed(opts, workdir) if "speed" in opts.parts else []
     if "quality" in opts.parts:
         quality(opts, workdir)
-    if "costs" in opts.parts:
-        costs(rows)
+    if "costs" in opts.parts or "synccost" in opts.parts:
+        costs(rows, "costs" in opts.parts)
     print(f"load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
