@@ -198,8 +198,8 @@ def thread_counts(parent: int) -> dict[int, int]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
 def test_a_workers_threads_do_not_grow_with_its_steps(two_workers):
     """TensorFlow times a collective with a thread that sleeps the whole timeout: with a timeout set
-    (EMBEDTUNE_COLLECTIVE_TIMEOUT), each step left threads behind (about 25 a step here, so about 1,000
-    over the ~50 steps after the first checkpoint) until a worker could start no more and aborted
+    (EMBEDTUNE_COLLECTIVE_TIMEOUT=1800), each step left threads behind (this run then grew from 631 threads
+    a worker at step 20 to 3,184 at its end; without, 125 to 126) until a worker could start no more and aborted
     (SIGABRT, "Resource temporarily unavailable") minutes into a long run. Read off the run the other
     tests check (the gathered step: collectives every step)."""
     early, most = two_workers.threads_early, two_workers.threads_most
