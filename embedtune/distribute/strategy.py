@@ -9,7 +9,11 @@ and trains them as its own chunks, with the figures all workers need alike (labe
 classifier-alone fit) combined over the shares. The new words' context pass reads each worker's share
 and all-reduces the sums (``Worker.init_corpus``).
 
-The step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
+Two ways to combine the workers' training (``--sync-every K``). K > 0, the default: averaging
+(averaging.py), each worker training its share with the single process's step and the rows each changed
+averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step, below.
+
+The gathered step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
 the sparse gradients of its batch; the slices of all workers are gathered (all-gather of the
 IndexedSlices' ids and values: static shapes, so no padding is needed), with each worker's position and
 pairs (5 int64), and every worker merges, drops frozen rows, caps and applies the same update with the
