@@ -1,19 +1,26 @@
-"""Words/s of `embedtune train` on 1 and on 2 local workers, and the bytes each worker sends per step.
+"""`embedtune train --workers 2` against one process: words/s, what a sync sends, and the quality held.
 
-    python benchmarks/distribute_speed.py [--words 300000] [--repeat 3] [--batch-size 4096] [--parts speed,costs]
+    python benchmarks/distribute_speed.py [--parts speed,quality,costs] [--repeat 3] [--objectives sgns,glove]
+                                          [--sync-every 100] [--words 0]
 
-Both run one TensorFlow thread a worker (one core each) and continue the GloVe 20k sample (data/sample) with sgns on benchmarks/_data/corpus.txt (the first
-``--words`` corpus words, --max-words), every pretrained word frozen but a random 10% (as train_speed.py
-does), per-pair negatives, --deterministic off. The runs take turns for ``--repeat`` rounds; each round's
-2-worker / 1-worker ratio of words/s (the chief's training-loop figure) and of wall time is printed, with
-medians. Bytes per step: computed from the shapes of what each step all-gathers, and measured as the
-TCP bytes_sent less bytes_retrans of the workers' sockets (``ss -ti``, polled every 0.2 s while the run
-lasts), divided by the steps. The machine's load average is printed with each run: these are wall-clock figures.
-
-costs: CPU ms of one step's two halves on one thread, for the projections in docs/scale-out.md: the
-gradients of a batch (what a worker's share shrinks with more workers) and the merge-and-apply of the
-slices (what every worker repeats for the whole global batch), at dim 50 and 300, batch 4,096, a
-20,000-row table, all rows trainable, sgd, per-pair negatives (train_speed.py's fixed Zipf batch).
+speed    2 workers of one thread each (--workers 2, the default averaging every --sync-every steps)
+         against one process of one thread (--threads 1), taking turns for --repeat rounds: the GloVe 20k
+         sample (data/sample) continued on benchmarks/_data/corpus.txt (1.5M tokens; --words: only the
+         first N, --max-words), one epoch, every pretrained word frozen but a random 10% (train_speed.py's
+         setting); sgns (per-pair negatives, the compiled lock-free step) and glove (its defaults:
+         adagrad, anchor, TensorFlow's step). Prints each run's words/s (the chief's training-loop figure),
+         the median ratio; per sync: the bytes each worker sent (its payload, and measured: TCP bytes sent
+         once, ``ss -ti`` polled every 0.2 s, all its connections over the run, divided by the syncs), the
+         collective calls, the seconds; and that the two workers' tables are the same bits (the workers
+         run as tests/debug_worker.py, which writes a hash of each worker's tables) and that no frozen row
+         changed (read back from the output).
+quality  a smaller recovery.py: 200 words of the GloVe 20k sample seen >= 30 times in
+         benchmarks/_data/corpus-large.txt (5.1M tokens) are deleted, every other row frozen, and sgns
+         (2 epochs, form-context start) gives them vectors again, on one process and on 2 workers; R@10
+         (the true vector among the 10 nearest of the 20k rows by cosine), mean cosine and median rank.
+costs    the compiled sgns step's CPU per pair at dim 50 and 300 on 1 and 2 threads (lock-free, per-pair
+         negatives, 4,096 pairs a batch, 10 a call, a 100k-row table), and the sync's cost against its bytes
+         from the speed runs: the constants of docs/scale-out.md's model.
 """
 
 from __future__ import annotations
@@ -34,9 +41,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CORPUS = os.path.join(HERE, "_data", "corpus.txt")
+CORPUS_LARGE = os.path.join(HERE, "_data", "corpus-large.txt")
 VECTORS = os.path.join(REPO, "data", "sample", "glove.6B.50d.20k.txt")
-DIM, NEGATIVE = 50, 5
+DEBUG_WORKER = os.path.join(REPO, "tests", "debug_worker.py")
 TRAINABLE_FRACTION = 0.10
+GATHER_PIECE = 1 << 24   # embedtune.distribute.collectives.GATHER_PIECE
 
 
 def descendants(pid: int) -> set[int]:
@@ -57,155 +66,256 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-def poll_sent(proc: subprocess.Popen, sent: dict, retransmitted: dict, stop: threading.Event) -> None:
-    """Largest bytes sent once (bytes_sent - bytes_retrans) and retransmitted seen on each TCP connection
-    of ``proc``'s descendants, keyed (pid, local, peer)."""
+def poll_sent(proc: subprocess.Popen, sent: dict, stop: threading.Event) -> None:
+    """Largest bytes sent once (bytes_sent - bytes_retrans) seen on each TCP connection of ``proc``'s
+    descendants, keyed (pid, local, peer)."""
     while not stop.is_set():
         pids = descendants(proc.pid)
-        # -O: one line a connection: its addresses, users:(("python",pid=N,...)) and its tcp_info.
         out = subprocess.run(["ss", "-tinpHO"], capture_output=True, text=True).stdout
         for line in out.splitlines():
             owner = re.search(r"pid=(\d+)", line)
             bytes_sent = re.search(r"bytes_sent:(\d+)", line)
             if owner and bytes_sent and int(owner.group(1)) in pids:
-                # State, Recv-Q, Send-Q, local, peer. (Keyed by Send-Q before, by mistake, one connection
-                # was counted again under each queue length seen: the "excess" over the computed bytes.)
                 fields = line.split()
                 key = (int(owner.group(1)), fields[3], fields[4])
-                # bytes_sent counts retransmitted bytes again; loopback drops packets on a busy machine.
                 retrans = re.search(r"bytes_retrans:(\d+)", line)
                 once = int(bytes_sent.group(1)) - (int(retrans.group(1)) if retrans else 0)
                 sent[key] = max(sent.get(key, 0), once)
-                retransmitted[key] = max(retransmitted.get(key, 0), int(retrans.group(1)) if retrans else 0)
         stop.wait(0.2)
 
 
-def run(workers: int, args: list[str], workdir: str) -> dict:
-    summary = os.path.join(workdir, f"summary-{workers}.json")
-    command = [sys.executable, "-m", "embedtune.cli.main", "train", *args, "--json", summary, "-q",
-               "-o", os.path.join(workdir, f"out-{workers}.txt")]
-    # One core each: one process on one TensorFlow thread, against 2 workers on 1 thread each.
-    command += ["--workers", str(workers)] if workers > 1 else ["--threads", "1"]
+def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
+    """One `embedtune train` (2 workers: through tests/debug_worker.py, which hashes each worker's tables)."""
+    summary, out = os.path.join(workdir, f"{name}.json"), os.path.join(workdir, f"{name}.txt")
+    env = dict(os.environ)
+    if workers > 1:
+        hashes = os.path.join(workdir, f"{name}-hashes")
+        os.makedirs(hashes, exist_ok=True)
+        env["EMBEDTUNE_DEBUG_TABLE_HASH"] = hashes
+        command = [sys.executable, DEBUG_WORKER, "train", *args, "--workers", str(workers)]
+    else:
+        command = [sys.executable, "-m", "embedtune.cli.main", "train", *args, "--threads", "1"]
+    command += ["--json", summary, "-q", "-o", out]
     sent: dict = {}
-    retransmitted: dict = {}
     stop = threading.Event()
-    began = time.perf_counter()
-    proc = subprocess.Popen(command)
-    poller = threading.Thread(target=poll_sent, args=(proc, sent, retransmitted, stop))
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    poller = threading.Thread(target=poll_sent, args=(proc, sent, stop), daemon=True)
     if workers > 1:
         poller.start()
-    if proc.wait():
-        sys.exit(f"distribute_speed: {' '.join(command)} failed")
+    _, err = proc.communicate()
     stop.set()
+    if proc.returncode:
+        sys.exit(f"distribute_speed: {' '.join(command)} failed:\n{err[-3000:]}")
     if poller.is_alive():
         poller.join()
-    wall = time.perf_counter() - began
     with open(summary) as f:
         s = json.load(f)
-    by_pid: dict[int, list[int]] = {}
-    for key, n in sent.items():
-        by_pid.setdefault(key[0], [0, 0])
-        by_pid[key[0]][0] += n
-        by_pid[key[0]][1] += retransmitted.get(key, 0)
-    return {"words_per_second": s["words_per_second"], "wall": wall, "steps": s["steps"],
-            "sent_per_worker": sorted(n for n, _ in by_pid.values()),
-            "retransmitted_per_worker": sorted(r for _, r in by_pid.values()), "load": os.getloadavg()[0],
-            # the collectives' connection: the rest is the coordination service's heartbeats and set-up
-            "busiest_per_worker": sorted(max(n for key, n in sent.items() if key[0] == pid) for pid in by_pid)}
+    s["output"], s["load"] = out, os.getloadavg()[0]
+    if workers > 1:
+        reports = [json.load(open(os.path.join(hashes, f"worker-{k}.json"))) for k in range(workers)]
+        s["tables_identical"] = len({r["sha256"] for r in reports}) == 1
+        by_pid: dict[int, int] = {}
+        for key, n in sent.items():
+            by_pid[key[0]] = by_pid.get(key[0], 0) + n
+        s["measured_sent"] = sorted(by_pid.values())
+    return s
 
 
-def computed_bytes(batch: int, workers: int) -> int:
-    """What one worker sends per step in a ring all-gather of its slice (sgns, per-pair negatives):
-    the loss (4 bytes), its share's position and pairs (5 int64), B/N center ids (int32) and gradients
-    (float32 x dim), B/N x (1 + negative) context ids and gradients. With N workers a ring passes each
-    worker N - 1 slices on."""
-    part = batch // workers
-    rows = part * (1 + (1 + NEGATIVE))
-    return (workers - 1) * (4 + 40 + rows * (4 + 4 * DIM))
+def frozen_identical(vectors: str, output: str, trainable: set[str]) -> bool:
+    """Every pretrained row not in ``trainable`` is written as it was read, byte for byte."""
+    given = {line.split(" ", 1)[0]: line for line in open(vectors, encoding="utf-8")}
+    for line in open(output, encoding="utf-8"):
+        word = line.split(" ", 1)[0]
+        if word in given and word not in trainable and line != given[word]:
+            return False
+    return True
 
 
-def step_costs(steps: int = 30) -> None:
-    """Median CPU ms of trainer.gradients and of the whole trainer.step, on one thread."""
-    import train_speed
-    from embedtune._tf import tf
-    from embedtune.training.host import use_threads
-    from embedtune.training.step import TensorFlowStep
+def speed(opts, workdir: str) -> list[dict]:
+    words = [line.split(" ", 1)[0] for line in open(VECTORS, encoding="utf-8")]
+    rng = np.random.default_rng(1)
+    trainable = {words[i] for i in rng.choice(len(words), int(TRAINABLE_FRACTION * len(words)), replace=False)}
+    train_list = os.path.join(workdir, "train-list.txt")
+    with open(train_list, "w", encoding="utf-8") as f:
+        f.write("".join(w + "\n" for w in sorted(trainable)))
+    rows = []
+    for objective in opts.objectives:
+        args = [VECTORS, CORPUS, "--objective", objective, "--train-list", train_list, "--epochs", "1",
+                "--sync-every", str(opts.sync_every)] + (["--max-words", str(opts.words)] if opts.words else [])
+        one, two = [], []
+        for r in range(opts.repeat):
+            for workers, runs in ((1, one), (2, two)):
+                s = run(workers, args, workdir, f"{objective}-{workers}-{r}")
+                runs.append(s)
+                line = f"{objective}, round {r + 1}, {workers} worker{'s' if workers > 1 else ''}: " \
+                       f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s training, {s['steps']} steps"
+                if workers > 1:
+                    syncs = max(s["syncs"], 1)
+                    line += (f", {s['syncs']} syncs: {s['sync_bytes_sent'] / syncs:,.0f} bytes sent a sync "
+                             f"(measured over all connections: {statistics.median(s['measured_sent']) / syncs:,.0f}), "
+                             f"{s['sync_seconds'] / syncs * 1000:.1f} ms a sync on the chief; tables identical "
+                             f"{s['tables_identical']}")
+                line += f"; frozen rows identical {frozen_identical(VECTORS, s['output'], trainable)}"
+                print(line + f"  (load {s['load']:.1f})", flush=True)
+        ratios = [b["words_per_second"] / a["words_per_second"] for a, b in zip(one, two)]
+        # Words per CPU second (every thread of the process; the chief's own share, its syncs included): on
+        # a busy machine two processes get more of it than one, so wall ratios run high; this one does not.
+        cpu_one = statistics.median(s["words_done"] / s["train_cpu_seconds"] for s in one)
+        cpu_two = statistics.median(s["words_done"] / 2 / s["train_cpu_seconds"] for s in two)
+        per_sync = [b["sync_bytes_sent"] / max(b["syncs"], 1) for b in two]
+        row = {"objective": objective, "one": statistics.median(s["words_per_second"] for s in one),
+               "two": statistics.median(s["words_per_second"] for s in two), "ratio": statistics.median(ratios),
+               "bytes_per_sync": statistics.median(per_sync),
+               "calls_per_sync": 1 + -(-int(statistics.median(per_sync)) // GATHER_PIECE),
+               "sync_ms": statistics.median(b["sync_seconds"] / max(b["syncs"], 1) * 1000 for b in two),
+               "loss_one": statistics.median(s["loss_last"] for s in one),
+               "loss_two": statistics.median(s["loss_last"] for s in two), "cpu_one": cpu_one, "cpu_two": cpu_two}
+        print(f"{objective}: median words/s 1 process {row['one']:,.0f}, 2 workers {row['two']:,.0f}; median ratio "
+              f"{row['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in ratios)}); a sync: "
+              f"{row['bytes_per_sync']:,.0f} bytes sent by a worker in {row['calls_per_sync']} collective calls, "
+              f"{row['sync_ms']:.1f} ms; last loss {row['loss_one']:.4f} / {row['loss_two']:.4f}; words per CPU second "
+              f"{cpu_one:,.0f} (1 process) and {cpu_two:,.0f} (a worker's share), so 2 x {cpu_two / cpu_one:.2f} = "
+              f"{2 * cpu_two / cpu_one:.2f} on 2 free cores\n", flush=True)
+        rows.append(row)
+    return rows
 
-    use_threads(1)
-    for dim in (50, 300):
-        train_speed.STEP_DIM, train_speed.STEP_TRAINABLE = dim, 20_000
-        trainer = train_speed.make_step_trainer(20_000, "sgd")
-        # a worker's step: gradients, then the scatters (distribute.strategy.GatheredStep)
-        trainer.step = TensorFlowStep(trainer, fused=False, grouped=False, distinct=False)
-        data = train_speed.fixed_batch(trainer)
-        lr = tf.constant(0.025, tf.float32)
-        for _ in range(5):
-            float(trainer.step.gradients(data)[0])
-            float(trainer.step.step(data, lr))
-        grads, whole = [], []
-        for _ in range(5):
+
+def unit(m: np.ndarray) -> np.ndarray:
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
+
+def quality(opts, workdir: str) -> None:
+    from embedtune.corpus import Corpus
+
+    lines = open(VECTORS, encoding="utf-8").read().splitlines()
+    words = [line.split(" ", 1)[0] for line in lines]
+    truth = np.array([[float(x) for x in line.split()[1:]] for line in lines], np.float32)
+    counts = Corpus(CORPUS_LARGE, lowercase=True).count()[0]
+    candidates = [i for i, w in enumerate(words[100:], 100) if w.isalpha() and counts.get(w, 0) >= 30]
+    chosen = sorted(np.random.default_rng(0).choice(candidates, 200, replace=False).tolist())
+    gone = set(chosen)
+    deleted = os.path.join(workdir, "deleted.txt")
+    with open(deleted, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for i, line in enumerate(lines) if i not in gone))
+    args = [deleted, CORPUS_LARGE, "--objective", "sgns", "--epochs", str(opts.quality_epochs),
+            "--freeze-pretrained", "--sync-every", str(opts.sync_every)]
+    unit_truth = unit(truth)
+    results: dict[int, list] = {1: [], 2: []}
+    for r in range(opts.repeat):
+        for workers in (1, 2):
+            s = run(workers, args, workdir, f"quality-{workers}-{r}")
+            found = {}
+            for line in open(s["output"], encoding="utf-8"):
+                word, rest = line.split(" ", 1)
+                if word in counts:
+                    found[word] = rest
+            vecs = np.array([[float(x) for x in found[words[i]].split()] for i in chosen], np.float32)
+            sims = unit_truth @ unit(vecs).T   # [20k, 200]
+            own = sims[chosen, np.arange(len(chosen))]
+            ranks = (sims > own).sum(axis=0) + 1
+            figures = {"r10": float(np.mean(ranks <= 10)), "cos": float(np.mean(own)), "rank": float(np.median(ranks)),
+                       "frozen": frozen_identical(deleted, s["output"], set()), "wps": s["words_per_second"],
+                       "identical": s.get("tables_identical")}
+            results[workers].append(figures)
+            print(f"quality, round {r + 1}, {workers} worker{'s' if workers > 1 else ''}: R@10 {figures['r10']:.3f}, "
+                  f"mean cosine {figures['cos']:.3f}, median rank {figures['rank']:.0f}, {figures['wps']:,} words/s; "
+                  f"frozen rows identical {figures['frozen']}"
+                  + (f", tables identical {figures['identical']}" if workers > 1 else "") + f"  (load {s['load']:.1f})",
+                  flush=True)
+    for workers in (1, 2):
+        rs = results[workers]
+        print(f"quality, {workers} worker{'s' if workers > 1 else ''}: median R@10 "
+              f"{statistics.median(x['r10'] for x in rs):.3f}, mean cosine {statistics.median(x['cos'] for x in rs):.3f}, "
+              f"median rank {statistics.median(x['rank'] for x in rs):.0f}")
+    print()
+
+
+def costs(rows: list[dict], kernel_part: bool = True) -> None:
+    """The compiled step's CPU per pair (lock-free sgns), by dim and threads; a sync's CPU per byte."""
+    from embedtune.kernels.sgns import SgnsKernel
+
+    rng = np.random.default_rng(0)
+    n_rows, batch, negative, calls = 100_000, 4096, 5, 10
+    for dim in (50, 300) if kernel_part else ():
+        words = (rng.random((n_rows + 1, dim), np.float32) - 0.5) / dim
+        side = np.zeros((n_rows + 1, dim), np.float32)
+        ranks = np.arange(1, n_rows + 1)
+        p = 1 / ranks / np.sum(1 / ranks)   # Zipf ids, as a corpus gives them
+        batches = [{"center": rng.choice(n_rows, batch, p=p).astype(np.int32),
+                    "context": rng.choice(n_rows, batch, p=p).astype(np.int32),
+                    "negatives": rng.choice(n_rows, (batch, negative), p=p ** 0.75 / np.sum(p ** 0.75)).astype(np.int32),
+                    "weight": np.ones(batch, np.float32)} for _ in range(10)]
+        for threads in (1, 2):
+            kernel = SgnsKernel(words, side, words, np.zeros(1, np.int64), n_rows, batch, negative, False, threads,
+                                lockfree=True)
+            kernel.run(batches, [0.025] * 10)
+            cpu, wall = [], []
+            for _ in range(5):
+                began, began_wall = time.process_time(), time.perf_counter()
+                for _ in range(calls):
+                    kernel.run(batches, [0.025] * 10)
+                cpu.append((time.process_time() - began) / (calls * 10 * batch) * 1e9)
+                wall.append((time.perf_counter() - began_wall) / (calls * 10 * batch) * 1e9)
+            print(f"compiled sgns step, dim {dim}, {threads} thread{'s' if threads > 1 else ''}: "
+                  f"{statistics.median(cpu):.0f} CPU ns a pair, {statistics.median(wall):.0f} wall ns a pair  "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    # A sync's own CPU (find the changed rows, pack them, add up N workers' changes, write them back), in
+    # one process with N simulated workers: the c of a + c * bytes without the network.
+    from types import SimpleNamespace
+
+    from embedtune.distribute.averaging import HEADER, Averaging, Tables
+
+    for dim, n_rows, changed in ((50, 60_000, 30_000), (300, 60_000, 30_000)):
+        for n in (2, 8):
+            tables, syncs = [], []
+            for _ in range(n):
+                kernel = SimpleNamespace(words=rng.standard_normal((n_rows, dim)).astype(np.float32),
+                                         side=np.zeros((n_rows, dim), np.float32), word_state={}, side_state={})
+                kernel.words[:] = tables[0][1].words if tables else kernel.words
+                t = Tables(SimpleNamespace(compiled=True, kernel=kernel), None)
+                a = Averaging(t, None)
+                a.snapshot()
+                tables.append((t, kernel))
+                syncs.append(a)
+            for _, kernel in tables:
+                kernel.words[rng.choice(n_rows, changed, replace=False)] += 0.01
+                kernel.side[rng.choice(n_rows, changed, replace=False)] += 0.01
             began = time.process_time()
-            for _ in range(steps):
-                out = trainer.step.gradients(data)
-            float(out[0])
-            grads.append((time.process_time() - began) / steps * 1000)
+            payloads = [a.payload(np.zeros(HEADER, np.int64), t.read()) for a, (t, _) in zip(syncs, tables)]
+            packed = time.process_time() - began
             began = time.process_time()
-            for _ in range(steps):
-                loss = trainer.step.step(data, lr)
-            float(loss)
-            whole.append((time.process_time() - began) / steps * 1000)
-        g, w = statistics.median(grads), statistics.median(whole)
-        print(f"dim {dim}, batch {trainer.config.train.batch_size}: gradients {g:.1f} CPU ms, whole step {w:.1f}, "
-              f"so merge-and-apply {w - g:.1f} ({(w - g) / w:.0%} of the step)  (load {os.getloadavg()[0]:.1f})")
+            syncs[0].combine(payloads, tables[0][0].read())
+            combined = time.process_time() - began
+            size = len(payloads[0])
+            print(f"sync CPU, dim {dim}, {n} workers, {2 * changed:,} rows changed of {2 * n_rows:,} ({size:,} bytes a "
+                  f"worker): pack {packed / n * 1000:.0f} ms, combine {combined * 1000:.0f} ms = "
+                  f"{(packed / n + combined) / (size * n) * 1e9:.2f} CPU ns a byte received", flush=True)
+    for row in rows:
+        print(f"{row['objective']} sync: {row['sync_ms']:.1f} ms for {row['bytes_per_sync']:,.0f} bytes "
+              f"({row['bytes_per_sync'] / max(row['sync_ms'], 1e-9) / 1e3:,.1f} MB/s on loopback, the other worker's "
+              "wait included)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--words", type=int, default=300_000, help="corpus words trained (--max-words)")
+    parser.add_argument("--parts", default="speed,quality,costs")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--parts", default="speed,costs")
+    parser.add_argument("--objectives", type=lambda s: s.split(","), default=["sgns", "glove"])
+    parser.add_argument("--sync-every", type=int, default=100)
+    parser.add_argument("--words", type=int, default=0, help="corpus words trained in the speed part (0: all)")
+    parser.add_argument("--quality-epochs", type=int, default=2)
     opts = parser.parse_args()
-    if "costs" in opts.parts:
-        step_costs()
-    if "speed" not in opts.parts:
-        return
-    if not os.path.exists(CORPUS):
-        sys.exit(f"distribute_speed: {CORPUS} not found; run: python benchmarks/make_corpus.py")
+    for path in (CORPUS, CORPUS_LARGE):
+        if not os.path.exists(path):
+            sys.exit(f"distribute_speed: {path} not found; run: python benchmarks/make_corpus.py [--large]")
     workdir = tempfile.mkdtemp(prefix="embedtune-dist-")
-    words = [line.split(" ", 1)[0] for line in open(VECTORS, encoding="utf-8")]
-    rng = np.random.default_rng(1)
-    trainable = rng.choice(len(words), int(TRAINABLE_FRACTION * len(words)), replace=False)
-    train_list = os.path.join(workdir, "train-list.txt")
-    with open(train_list, "w", encoding="utf-8") as f:
-        f.write("".join(words[i] + "\n" for i in sorted(trainable)))
-    args = [VECTORS, CORPUS, "--objective", "sgns", "--train-list", train_list, "--epochs", "1",
-            "--max-words", str(opts.words), "--batch-size", str(opts.batch_size)]
-    print(f"distribute_speed: {os.cpu_count()} cores; {opts.words:,} words of {CORPUS}, GloVe 20k sample, "
-          f"batch {opts.batch_size}; {opts.repeat} rounds")
-    results: dict[int, list[dict]] = {1: [], 2: []}
-    for round_ in range(opts.repeat):
-        for workers in (1, 2):
-            r = run(workers, args, workdir)
-            results[workers].append(r)
-            sent = ", ".join(f"{n / r['steps']:,.0f}" for n in r["sent_per_worker"]) + " (busiest connection: " + \
-                ", ".join(f"{n / r['steps']:,.0f}" for n in r["busiest_per_worker"]) + ")"
-            print(f"round {round_ + 1}, {workers} worker{'s' if workers > 1 else ''}: {r['words_per_second']:,} words/s, "
-                  f"{r['wall']:.1f} s wall, {r['steps']} steps" + (f", bytes sent per step by each worker: {sent}"
-                                                                  if workers > 1 else "")
-                  + f"  (load {r['load']:.1f})")
-    one, two = results[1], results[2]
-    ratios = [b["words_per_second"] / a["words_per_second"] for a, b in zip(one, two)]
-    print(f"\nmedian words/s: 1 worker {statistics.median(r['words_per_second'] for r in one):,.0f}, "
-          f"2 workers {statistics.median(r['words_per_second'] for r in two):,.0f}; "
-          f"median ratio 2/1 {statistics.median(ratios):.2f}")
-    print(f"median wall s: 1 worker {statistics.median(r['wall'] for r in one):.1f}, "
-          f"2 workers {statistics.median(r['wall'] for r in two):.1f}")
-    measured = [n / r["steps"] for r in two for n in r["sent_per_worker"]]
-    busiest = [n / r["steps"] for r in two for n in r["busiest_per_worker"]]
-    print(f"bytes sent per step by a worker: computed {computed_bytes(opts.batch_size, 2):,}, "
-          f"measured median {statistics.median(measured):,.0f} (TCP bytes sent once, all connections, with start-up), "
-          f"{statistics.median(busiest):,.0f} on its busiest connection (the collectives')")
+    print(f"distribute_speed: {os.cpu_count()} cores; --sync-every {opts.sync_every}; {opts.repeat} rounds; "
+          f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    rows = speed(opts, workdir) if "speed" in opts.parts else []
+    if "quality" in opts.parts:
+        quality(opts, workdir)
+    if "costs" in opts.parts or "synccost" in opts.parts:
+        costs(rows, "costs" in opts.parts)
     print(f"load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

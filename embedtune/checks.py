@@ -202,4 +202,4 @@ def check_workers(config, workers: int) -> None:
         if path is not None and (path == "-" or not os.path.isfile(path)):   # a pipe (<(...), a FIFO) is read once
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
                                  f"not {'standard input' if path == '-' else 'a pipe'}")
-    distribute.batch_part(resolve(config).train, workers)   # the batch size is the objective's unless given
+    distribute.check_split(resolve(config).train, workers)   # the batch size is the objective's unless given

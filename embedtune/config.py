@@ -110,6 +110,10 @@ KEYS: tuple[Key, ...] = (
         help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI."),
     Key("max_words", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
         help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit)."),
+    Key("sync_every", int, 100, range=Range(0, INT64_MAX, zero="gather every step's gradients"), metavar="STEPS",
+        section=RUNS,
+        help="--workers: steps each worker trains on its own lines between two exchanges of the rows it "
+             "changed, summed on every worker (docs/workers.md); 0 = every step's gradients gathered (slower)."),
     Key("logdir", str, path=True, section=RUNS,
         help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
              "most-moved rows at the end: tensorboard --logdir DIR."),

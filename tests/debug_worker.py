@@ -168,7 +168,18 @@ def debug_worker(cluster, threads):
             return self.share if self.share is not None else corpus
 
         def make_step(self, trainer, words, side, note):
-            super().make_step(trainer, words, side, note)
+            step = super().make_step(trainer, words, side, note)
+            if self.sync_every:   # averaging: a round a call of the step
+                run = step.run
+
+                def dying_run(batches, lrs):
+                    self.steps += len(batches)
+                    if self.die_at is not None and self.steps >= self.die_at:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return run(batches, lrs)
+
+                step.run = dying_run
+                return step
             self.step = DyingStep(trainer, self)
             return self.step
 

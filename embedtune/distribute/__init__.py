@@ -4,7 +4,8 @@
 the summary and the output). ``launch.py``: `embedtune train ... --workers N` starts N such processes on
 loopback ports. ``shares.py``: each worker's share of the lines and of each global batch.
 ``collectives.py``: the all-gathers and sums the set-up needs. ``strategy.py``: the strategy the training
-loop is given (``strategy_from_env``), with the step that gathers every worker's gradients.
+loop is given (``strategy_from_env``), with the step that gathers every worker's gradients (--sync-every 0).
+``averaging.py``: the default, each worker on the single process's step, the rows averaged every K steps.
 
 Nothing here names an objective: what a worker needs of one (how its batch splits, its padding, whether
 its chunks come from the lines) the Objective base class declares. Importing this package imports no
@@ -18,9 +19,9 @@ import os
 from embedtune.cores import local_cores
 from embedtune.distribute.cluster import ENV_THREADS, Cluster, PeerLost, cluster_from_env, is_chief, launched
 from embedtune.distribute.launch import PEER_LOST, Launch, free_ports, launch, worker_command, worker_threads
-from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, share_batches
+from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, check_split, share_batches
 
-__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "WorkerShare", "batch_part",
+__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "WorkerShare", "batch_part", "check_split",
            "cluster_from_env", "free_ports", "is_chief", "launch", "launched", "local_cores", "share_batches",
            "strategy_from_env", "worker_command", "worker_threads"]
 

@@ -107,4 +107,6 @@ class Collectives:
                 x = tf.identity(x)
             return collective_op(tf.distribute.get_replica_context(), x)
 
-        return tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False)
+        # reduce_retracing: calls of changing lengths (the averaging's syncs) share one trace of unknown
+        # length after the second, instead of a trace each.
+        return tf.function(lambda x: strategy.run(replica, args=(x,)), autograph=False, reduce_retracing=True)

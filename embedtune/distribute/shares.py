@@ -33,6 +33,13 @@ def batch_part(t, workers: int) -> int:
     return part
 
 
+def check_split(t, workers: int) -> None:
+    """What a run of ``workers`` workers with train config ``t`` refuses (one rule for the launcher's
+    early check and the workers): gathered gradients (--sync-every 0) need equal parts of the batch."""
+    if not t.sync_every:
+        batch_part(t, workers)
+
+
 # A share's position, as Position.shares keeps one a worker: [chunk, batch, words, more]: the chunk and
 # the batch in it (plus one) of its last batch trained, its corpus words done in the epoch, and 1 while
 # it has a batch after that one. A step gathers these and its pairs from every worker.

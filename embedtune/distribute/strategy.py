@@ -9,7 +9,11 @@ and trains them as its own chunks, with the figures all workers need alike (labe
 classifier-alone fit) combined over the shares. The new words' context pass reads each worker's share
 and all-reduces the sums (``Worker.init_corpus``).
 
-The step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
+Two ways to combine the workers' training (``--sync-every K``). K > 0, the default: averaging
+(averaging.py), each worker training its share with the single process's step and the rows each changed
+averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step, below.
+
+The gathered step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
 the sparse gradients of its batch; the slices of all workers are gathered (all-gather of the
 IndexedSlices' ids and values: static shapes, so no padding is needed), with each worker's position and
 pairs (5 int64), and every worker merges, drops frozen rows, caps and applies the same update with the
@@ -36,10 +40,12 @@ from embedtune._tf import tf
 from embedtune import kernels
 from embedtune.corpus import ShareCount, merge_counts
 from embedtune.distribute.cluster import Cluster
+from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
-from embedtune.distribute.shares import MORE, PAIRS, WorkerShare, batch_part, global_words, share_batches
+from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
+                                         share_batches)
 from embedtune.training.batches import Batch
-from embedtune.training.step import TensorFlowStep
+from embedtune.training.step import TensorFlowStep, choose_step
 from embedtune.training.strategy import OneProcess
 
 
@@ -96,6 +102,9 @@ class Worker(OneProcess):
         self.step: GatheredStep | None = None
         self.current: Batch | None = None   # the step's Batch, made global after the step (GatheredStep.one)
         self.epoch_number = self.total_words = 0
+        self.sync_every = 0   # --sync-every (split): 0, the gathered step; else averaging every K steps
+        self.round: list[Batch] = []   # averaging: the round the loop runs now, and this share's position after it
+        self.mine: list[int] = []
 
     def start(self):
         """Join the cluster. Before any TensorFlow variable exists: the strategy sets up the runtime."""
@@ -137,19 +146,26 @@ class Worker(OneProcess):
         return WorkerShare(corpus, self) if corpus.shares_lines else corpus
 
     def split(self, config):
-        """The config each worker's trainer runs with: a host batch of B / N pairs."""
+        """The config each worker's trainer runs with. Averaging (--sync-every K > 0): the one process's,
+        on this worker's threads; gathered gradients: a host batch of B / N pairs."""
         t = config.train
-        part = batch_part(t, self.size)
-        return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=part))
+        check_split(t, self.size)
+        self.sync_every = t.sync_every
+        if self.sync_every:
+            return dataclasses.replace(config, train=dataclasses.replace(t, threads=t.threads or self.threads or 0))
+        return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=batch_part(t, self.size)))
 
     def settings(self, settings: dict) -> dict:
         """The resume fingerprint's settings: the shares and the batch split depend on the number of workers."""
         return {**settings, "workers": self.size}
 
     def make_step(self, trainer, words, side, note):
-        """The gathered step (TensorFlow's); ``note`` is told when one process would have taken the
-        objective's compiled step."""
+        """Averaging: the single process's step, synced every K steps (AveragedStep). Else the gathered
+        step (TensorFlow's); ``note`` is told when one process would have taken the objective's compiled step."""
         objective, t = trainer.objective, trainer.config.train
+        if self.sync_every:
+            self.step = AveragedStep(trainer, choose_step(trainer, words, side, note), self)
+            return self.step
         if kernels.KERNEL and objective.compiles(t) and note is not None:
             note(f"--workers {self.size}: {objective.name} steps through TensorFlow's step (the workers' "
                  "gradients are gathered), not its compiled one")
@@ -168,7 +184,10 @@ class Worker(OneProcess):
         """The steps of the epoch, one a call: this worker's own batches, then padding until no worker has
         a batch left. Whether one has is gathered with each step (``more``: a batch after this one), so
         the workers agree on the epoch's last step; the step's Batch gets the global pairs, words and
-        every worker's position (GatheredStep.one)."""
+        every worker's position (GatheredStep.one). Averaging: rounds of K steps (averaging.rounds)."""
+        if self.sync_every:
+            yield from rounds(self, batches, pos, train)
+            return
         if pos.shares and not any(s[MORE] for s in pos.shares):
             return   # resumed after the epoch's last step
         mine = pos.shares[self.index] if pos.shares else [0, 0, 0, 1]
@@ -188,3 +207,9 @@ class Worker(OneProcess):
             if not any(s[MORE] for s in self.current.shares):
                 return
             current = following
+
+    def summary(self) -> dict:
+        """The run's figures of the workers: the averaging's syncs and what this worker sent."""
+        if not isinstance(self.step, AveragedStep):
+            return {}
+        return {"sync_every": self.sync_every, **self.step.summary()}

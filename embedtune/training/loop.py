@@ -255,6 +255,7 @@ def result(run: Run) -> TrainResult:
         "new_from_spelling_only": init.stats.get("from_form_only", 0) if init else 0,
         "max_frozen_change": max_frozen_change(run.vectors.matrix, trained_rows, trained, plan.frozen),
         **trainer.objective.summary(),
+        **run.strategy.summary(),
     }
     figures, model = trainer.objective.report(trainer.local_matrix, lambda: trainer.side.numpy())
     stats.update(figures)

@@ -54,3 +54,7 @@ class OneProcess:
 
     def finish(self, trainer) -> None:
         """After the last step."""
+
+    def summary(self) -> dict:
+        """The run summary's figures of the strategy (several workers: the syncs)."""
+        return {}
