@@ -18,7 +18,8 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, pick_new_words
+from embedtune.init import choose_method, is_lowercase_vocabulary
+from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
@@ -73,19 +74,24 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
     train: the checks ``train`` and ``--dry-run`` share, with the same messages."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
-    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
+    v = config.vocab
+    listed = None
+    if v.new_words:   # lower-cased as the corpus is (the run's rule: Corpus(lowercase=...))
+        lower = is_lowercase_vocabulary(vectors) if v.lowercase == "auto" else v.lowercase == "yes"
+        listed = read_new_words(v.new_words, lower)
+    min_count = effective_min_count(v.min_count, listed is not None)
+    new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
-            f"seen --min-count ({config.vocab.min_count}) times", corpus_path)
+            f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
     if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
-        v = config.vocab
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
                                                    "train_pattern", "freeze_pretrained") if getattr(v, k)]
         raise EmbedtuneError(
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
+            f"and no new word is seen --min-count ({min_count}) times", v.freeze_list or v.train_list)
     return new_words, plan
 
 
