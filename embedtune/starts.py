@@ -34,6 +34,10 @@ from embedtune.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DE
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate")
+# What runs by default: the fitted gate. The per-n maps and the line context, fitted as they are here, lost
+# rank on benchmarks/newwords.py's protocols (least squares on one-context averages shrinks every start
+# toward the words' common direction), so they stay available but off (benchmarks/README.md, newwords).
+DEFAULT_PARTS = ("gate",)
 DEFAULT_SLOTS = (1, 2, 4, 8, 16, 32, 64)   # occurrences a probe keeps in each bucket, about
 DEFAULT_PROBES = 3000       # probe words sampled from the fitting words
 PROBE_MIN_COUNT = 4         # a probe word is seen at least this often
@@ -226,7 +230,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     return Evidence(sums, form, n_new, fit_rows, probe_rows, stats)
 
 
-def finish(evidence: Evidence, vectors: Vectors, parts=PARTS, slots=DEFAULT_SLOTS,
+def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFAULT_SLOTS,
            min_contexts: int = DEFAULT_MIN_CONTEXTS, seed: int = 1) -> InitResult:
     """Fit the maps and the gate (``parts``) on the probes and mix each new word's two starts."""
     e, n_new, dim = evidence, evidence.n_new, vectors.dim
@@ -246,7 +250,7 @@ def finish(evidence: Evidence, vectors: Vectors, parts=PARTS, slots=DEFAULT_SLOT
     return InitResult(matrix, n.astype(np.int64), int((evidence_n > 0).sum()), int(none.sum()), stats)
 
 
-def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], parts=PARTS,
+def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], parts=DEFAULT_PARTS,
                          form_options: dict | None = None, probes: int = DEFAULT_PROBES, slots=DEFAULT_SLOTS,
                          window: int = DEFAULT_WINDOW, min_contexts: int = DEFAULT_MIN_CONTEXTS, counts=None,
                          sif: float = DEFAULT_SIF, fit_min_count: int = DEFAULT_FIT_MIN_COUNT,
