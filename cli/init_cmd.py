@@ -133,7 +133,9 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
         started = ("it starts" if len(new_words) == 1 else f"all {len(new_words):,} start") + " random (--init random)"
     elif method == "form-context":
         started = (f"{result.n_from_context:,} start from their contexts and spelling (form-context, window {window}"
-                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words), "
+                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words"
+                   + (f", mix fitted on {result.stats['probe_words']:,} corpus words playing rare ones"
+                      if result.stats.get("probe_words") else "") + "), "
                    f"{result.stats.get('from_form_only', 0):,} had fewer than {counted(min_contexts, 'context')} and "
                    f"start from their spelling alone, {result.n_too_few:,} start random")
     else:
