@@ -119,17 +119,21 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
     from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
-    kept = min(buckets, len(run.new_words) * FORM_PIECES_PER_WORD)   # the new words' buckets
+    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
+    kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
+    probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
     return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
                + fit * 2 * 4 * block              # a block of the targets and M times the direction
                + kept * vectors.dim * 4           # the result
-               + DEFAULT_BUCKETS * 8)             # bucket -> column
+               + DEFAULT_BUCKETS * 8              # bucket -> column
+               + probe_sums)
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
