@@ -62,7 +62,7 @@ def test_train_plans_only_the_listed_words_when_min_count_is_unset(tmp_path):
 
 
 def test_cli_init_new_words_reports_the_words_without_context(tmp_path):
-    vectors = glove(3000, drop=("river", "banks"))
+    vectors = glove(1000, drop=("river", "banks"))
     write_glove_text(vectors, tmp_path / "v.txt")
     lines = ["the river flooded the town after the storm", "boats on the river and the banks of the river"] * 20
     (tmp_path / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -74,7 +74,7 @@ def test_cli_init_new_words_reports_the_words_without_context(tmp_path):
     assert summary["new"] == 3 and summary["listed_in_vectors"] == 1 and summary["listed_not_in_corpus"] == 1
     assert summary["from_form_only"] == 1 and summary["from_context"] == 2   # zorblat: spelling alone
     out = (tmp_path / "o.txt").read_text(encoding="utf-8").splitlines()
-    assert [line.split(" ", 1)[0] for line in out[-3:]] == ["river", "banks", "zorblat"] and len(out) == 3001
+    assert [line.split(" ", 1)[0] for line in out[-3:]] == ["river", "banks", "zorblat"] and len(out) == len(vectors) + 3
     bad = run(["init", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o2.txt",
                "--new-words", tmp_path / "none.txt"])
     assert bad.exit_code == 1 and "none.txt: no such word-list file" in bad.output
@@ -116,3 +116,14 @@ def test_fitted_starts_report_their_gate_and_start_held_out_words_near_their_vec
     truth = glove(20000).matrix[[glove(20000).index[w] for w in drop]]
     cos = np.sum(truth * fitted.matrix, 1) / np.linalg.norm(truth, axis=1) / np.linalg.norm(fitted.matrix, axis=1)
     assert cos.mean() > 0.5, cos
+
+
+def test_train_dry_run_takes_new_words_as_an_option(tmp_path):
+    vectors = glove(2000, drop=("river",))
+    write_glove_text(vectors, tmp_path / "v.txt")
+    (tmp_path / "c.txt").write_text("the river and the town\nthe river by the town\n" * 10, encoding="utf-8")
+    (tmp_path / "new.txt").write_text("river\nzorblat\n", encoding="utf-8")
+    result = run(["train", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o.txt", "--new-words",
+                  tmp_path / "new.txt", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new"] == 2
