@@ -166,6 +166,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     weights = np.ones(n_pre, np.float32) if weights is None else np.asarray(weights, np.float32)
     matrix = np.ascontiguousarray(vectors.matrix, np.float32)
     numbered = keep is not None or bool(probes)
+    repeats = np.zeros(n_pre + len(extra), np.int32)
     for chunk in id_chunks(corpus, index, chunk_tokens, numbered=numbered):
         ids, line = chunk.ids, chunk.line
         target = target_of[ids]
@@ -187,7 +188,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
             level[level >= len(slots)] = -1
         if len(ids):
             context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix, near, line_table,
-                         probe_near, probe_line)
+                         probe_near, probe_line, repeats)
         if progress is not None:
             progress(chunk.raw_tokens)
     # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added

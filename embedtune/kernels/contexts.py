@@ -18,7 +18,7 @@ from embedtune.kernels.common import njit
 
 @njit(nogil=True, cache=True)
 def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix,
-                 near, whole, probe_near, probe_whole):
+                 near, whole, probe_near, probe_whole, repeats):
     """Add one chunk's contexts in place.
 
     ids : [n] int32 token ids (pretrained words < n_pre); line : [n] int32 line of each token (sorted)
@@ -28,6 +28,7 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
     near, whole : [n_targets, dim + 2] float64: the weighted sum, its weight and (last column) the
         occurrences with context (a pretrained word other than itself), within ``window`` and in the line
     probe_near, probe_whole : [n_probes, n_buckets, dim + 2] float64, the same per bucket
+    repeats : [n_ids] int32 zeros, scratch: each id's count in the line at hand (left zero on return)
     A word's own occurrences are never its context (a probe word stands for one with no vector).
     """
     n = len(ids)
@@ -49,6 +50,7 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
             line_mass = 0.0
             for j in range(start, end):
                 c = ids[j]
+                repeats[c] += 1
                 if c < n_pre:
                     w = weights[c]
                     line_mass += w
@@ -73,11 +75,7 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
                 for d in range(dim):
                     acc_whole[d] = line_sum[d]
                 if own < n_pre:   # the line's sum less every occurrence of the word itself
-                    repeats = 0
-                    for j in range(start, end):
-                        if ids[j] == own:
-                            repeats += 1
-                    w = weights[own] * repeats
+                    w = weights[own] * repeats[own]
                     mass_whole -= w
                     for d in range(dim):
                         acc_whole[d] -= w * matrix[own, d]
@@ -93,6 +91,8 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
                         if mass_near > 0:
                             _add(probe_near[p], k, acc_near, mass_near)
                         _add(probe_whole[p], k, acc_whole, mass_whole)
+            for j in range(start, end):
+                repeats[ids[j]] = 0
         start = end
 
 
