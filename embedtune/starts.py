@@ -13,6 +13,10 @@ buckets (n = 1, 2, 4, ..., 64: embedtune.kernels.contexts), and on those the run
 - ``gate``: the spelling/context weight w(n) = n / (n + k_n), k_n chosen per bucket for the best mean
   cosine on the probes, with the probes' spelling predicted by a form model fitted without them.
 
+The probes are drawn from the pretrained rows the spelling model is not fitted on (past its first 100k)
+when the corpus has 1,000 of them, so the model loses no word; from smaller vectors, from inside, each
+left out of the fit that predicts its spelling.
+
 A new word seen in n contexts takes the bucket nearest n (in log n) and, past the last, the map fitted on
 frequent words' averages over all their occurrences. Each part can be turned off (``parts``), for
 benchmarks/newwords.py's measure of what each adds.
@@ -26,11 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.corpus import Corpus
 from embedtune.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_FORM_K,
                             DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult, choose_method,
                             combine_form_context, context_sums, fit_alacarte, fitting_words, random_vectors,
                             release_freed_memory, sif_weights)
+from embedtune.corpus import Corpus
+from embedtune.form import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate")
@@ -41,6 +46,7 @@ DEFAULT_PARTS = ("gate",)
 DEFAULT_SLOTS = (1, 2, 4, 8, 16, 32, 64)   # occurrences a probe keeps in each bucket, about
 DEFAULT_PROBES = 3000       # probe words sampled from the fitting words
 PROBE_MIN_COUNT = 4         # a probe word is seen at least this often
+MIN_OUTSIDE_PROBES = 1000  # probes past the spelling model's rows, or else from inside it (left out of its fit)
 MIN_PROBES = 60             # a bucket with fewer probes (or fewer than 2 per feature) fits no map
 RIDGE = 1e-3                # of the features' mean square, per map
 GATE_GRID = np.linspace(0.0, 1.0, 41)
@@ -204,9 +210,17 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     if note:
         stats["method_note"] = note
     fit = fitting_words(vectors, counts, fit_min_count, fit_max_words) if note is None else []
-    probe_words = choose_probes(vectors, counts, fitting_words(vectors, counts, PROBE_MIN_COUNT, fit_max_words),
-                                probes, seed) if probes else []
+    # Probes from the rows the spelling model is not fitted on (past its first fit_words) when the corpus
+    # has enough of them: the model then keeps every word it is fitted on, a new word's relatives
+    # (``threaten`` for ``threatens``) included. Otherwise (small vectors) probes from inside, left out.
+    candidates = fitting_words(vectors, counts, PROBE_MIN_COUNT, fit_max_words) if probes else []
+    fit_n = (form_options or {}).get("fit_words", DEFAULT_FIT_WORDS) or len(vectors)
+    outside = [w for w, r in zip(candidates, vectors.index.rows(candidates).tolist()) if r >= fit_n] \
+        if candidates else []
+    inside = len(outside) < min(probes, MIN_OUTSIDE_PROBES)
+    probe_words = choose_probes(vectors, counts, candidates if inside else outside, probes, seed) if probes else []
     probe_rows = vectors.index.rows(probe_words) if probe_words else np.zeros(0, np.int64)
+    left_out = probe_rows if inside else np.zeros(0, np.int64)
     keep = None
     if fit:   # every occurrence of a new word counts; a fitting word's context mean needs only a sample
         fit_counts = np.array([counts[w] for w in fit], np.float64)
@@ -214,7 +228,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     # The form fit needs no corpus, so it runs in a second thread during the corpus pass (the pass is a
     # nogil kernel, the fit numpy/scipy); the result does not depend on the overlap.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fitting = pool.submit(fit_form, vectors, words=list(new_words) + probe_words, exclude=probe_rows,
+        fitting = pool.submit(fit_form, vectors, words=list(new_words) + probe_words, exclude=left_out,
                               **(form_options or {}))
         sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif), keep,
                             seed, progress, vocabulary=counts, probes=probe_words,

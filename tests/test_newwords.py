@@ -113,6 +113,7 @@ def test_fitted_starts_report_their_gate_and_start_held_out_words_near_their_vec
     stats = fitted.stats
     assert stats["probe_words"] == 400 and len(stats["form_k_per_bucket"]) == 7
     assert all(k > 0 for k in stats["form_k_per_bucket"]) and np.isfinite(fitted.matrix).all()
+    assert stats["form_fit_words"] == len(vectors) - 400   # from inside the spelling model's rows: left out of its fit
     truth = glove(20000).matrix[[glove(20000).index[w] for w in drop]]
     cos = np.sum(truth * fitted.matrix, 1) / np.linalg.norm(truth, axis=1) / np.linalg.norm(fitted.matrix, axis=1)
     assert cos.mean() > 0.5, cos
@@ -127,3 +128,16 @@ def test_train_dry_run_takes_new_words_as_an_option(tmp_path):
                   tmp_path / "new.txt", "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["new"] == 2
+
+
+def test_probes_come_from_past_the_spelling_models_rows_when_the_corpus_has_enough():
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = glove(20000, drop=("cities",))
+    with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
+        counts = corpus.count()[0]
+        result = form_context_vectors(vectors, corpus, ["cities"], counts=counts, probes=100,
+                                      form_options={"fit_words": 3000})
+    rows = [vectors.index[w] for w in counts if w in vectors.index and counts[w] >= 4]
+    assert sum(r >= 3000 for r in rows) >= 100 and result.stats["probe_words"] == 100
+    assert result.stats["form_fit_words"] == 3000   # no word left out of the spelling fit
