@@ -141,3 +141,17 @@ def test_probes_come_from_past_the_spelling_models_rows_when_the_corpus_has_enou
     rows = [vectors.index[w] for w in counts if w in vectors.index and counts[w] >= 4]
     assert sum(r >= 3000 for r in rows) >= 100 and result.stats["probe_words"] == 100
     assert result.stats["form_fit_words"] == 3000   # no word left out of the spelling fit
+
+
+def test_train_writes_a_listed_word_the_corpus_never_shows_from_its_spelling(tmp_path):
+    from embedtune.training import train
+
+    from train_fixtures import make_config
+
+    (tmp_path / "new.txt").write_text("river\nzorblat\n", encoding="utf-8")
+    vectors = glove(2000, drop=("river",))
+    lines = [["the", "river", "and", "the", "town"], ["a", "boat", "on", "the", "river"]] * 10
+    config = make_config({"new_words": str(tmp_path / "new.txt")}, epochs=1, max_steps=2, objective="sgns", sample=0.0)
+    result = train(vectors, Corpus(lines), config)
+    assert result.vectors.words[-2:] == ["river", "zorblat"] and result.stats["new_from_spelling_only"] == 1
+    assert np.isfinite(result.vectors.matrix[-2:]).all() and np.any(result.vectors.matrix[-1] != 0)
