@@ -27,8 +27,11 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
                    "vector; context-mean: the mean context itself; form-context: alacarte mixed with a start "
                    "from the word's spelling (character n-grams fitted to VECTORS), the spelling weighing more "
                    "for rarer words; random: word2vec's uniform start.")
-@click.option("--min-count", type=int, default=5, show_default=True,
+@click.option("--min-count", type=int, default=None, show_default="5; none with --new-words",
               help="A corpus word missing from VECTORS becomes a new word when seen this often.")
+@click.option("--new-words", "new_words_file", type=click.Path(), default=None,
+              help="File of words, one a line, to add whatever their count (spelling alone when CORPUS lacks "
+                   "them); no other word is added unless --min-count is given.")
 @click.option("--max-new", type=int, default=0, show_default=True,
               help="Add at most this many new words, most frequent first (0 = all).")
 @click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
@@ -54,7 +57,7 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
 @reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
-def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_contexts, sif, fit_min_count,
+def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new, window, min_contexts, sif, fit_min_count,
              lowercase, tokenize, seed, format_, to, json_out, keep_first_duplicate, allow_nan, replace_bad_utf8):
     """Add CORPUS's new words to VECTORS, each starting from its contexts and spelling.
 
@@ -69,7 +72,7 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
       embedtune init vecs.bin corpus.txt.gz --init context-mean --json -o out.bin
     """
     # The same ranges as train's options of the same names (embedtune.config.RANGES).
-    for name, key, value in (("--min-count", "vocab.min_count", min_count), ("--max-new", "vocab.max_new", max_new),
+    for name, key, value in (("--min-count", "vocab.min_count", 1 if min_count is None else min_count), ("--max-new", "vocab.max_new", max_new),
                              ("--window", "train.window", window), ("--seed", "train.seed", seed),
                              ("--min-contexts", "init.min_contexts", min_contexts),
                              ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
@@ -82,7 +85,8 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
 
     from embedtune import formats
     from embedtune.corpus import Corpus
-    from embedtune.init import initial_vectors, is_lowercase_vocabulary, pick_new_words
+    from embedtune.init import initial_vectors, is_lowercase_vocabulary
+    from embedtune.newwords import effective_min_count, listed_report, pick_new_words, read_new_words
     from embedtune.vectors import Vectors
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
@@ -99,7 +103,9 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
         counts, total_words, n_lines = text.count()
         if total_words == 0:
             raise EmbedtuneError("the corpus has no words", text.path)
-        new_words = pick_new_words(counts, pretrained, min_count, max_new)
+        listed = read_new_words(new_words_file, lower) if new_words_file else None
+        min_count = effective_min_count(min_count, listed is not None)
+        new_words = pick_new_words(counts, pretrained, min_count, max_new, listed)
         bar = None
         if show_progress() and method != "random" and new_words:
             from tqdm import tqdm
@@ -120,20 +126,24 @@ def init_cmd(vectors, corpus, output, method, min_count, max_new, window, min_co
     summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
                "tokenize": tokenize, "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
                "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
-               "too_few_contexts": result.n_too_few, **result.stats}
+               "too_few_contexts": result.n_too_few, **listed_report(listed, pretrained, counts),
+               **result.stats}
     fitted = f", map fitted on {counted(result.stats['fit_words'], 'word')}" if "fit_words" in result.stats else ""
     if method == "random":
         started = ("it starts" if len(new_words) == 1 else f"all {len(new_words):,} start") + " random (--init random)"
     elif method == "form-context":
         started = (f"{result.n_from_context:,} start from their contexts and spelling (form-context, window {window}"
-                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words), "
+                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words"
+                   + (f", mix fitted on {result.stats['probe_words']:,} corpus words playing rare ones"
+                      if result.stats.get("probe_words") else "") + "), "
                    f"{result.stats.get('from_form_only', 0):,} had fewer than {counted(min_contexts, 'context')} and "
                    f"start from their spelling alone, {result.n_too_few:,} start random")
     else:
         started = (f"{result.n_from_context:,} start from their contexts ({method}, window {window}{fitted}), "
                    f"{result.n_too_few:,} had fewer than {counted(min_contexts, 'context')} and start random")
-    message(f"Added {counted(len(new_words), 'new word')} seen {min_count}+ times in "
-            f"{counted(total_words, 'corpus word')}: "
+    chosen = (f"listed in {new_words_file}" + (f" or seen {min_count}+ times" if min_count else "")
+              if listed is not None else f"seen {min_count}+ times")
+    message(f"Added {counted(len(new_words), 'new word')} {chosen} in {counted(total_words, 'corpus word')}: "
             f"{started}; {result.stats['seconds']:.1f} s")
     if "method_note" in result.stats:
         message(f"Note: {result.stats['method_note']}")

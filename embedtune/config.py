@@ -58,8 +58,11 @@ KEYS: tuple[Key, ...] = (
         help="Train words matching this regex; the rest are frozen."),
     Key("freeze_pretrained", bool, False, table="vocab", section=ROWS,
         help="Freeze every pretrained row: only new words train."),
-    Key("min_count", int, 5, table="vocab", range=Range(1, INT64_MAX), section=NEW_WORDS,
-        help="Add corpus words seen this often as new rows."),
+    Key("min_count", int, None, table="vocab", range=Range(1, INT64_MAX), section=NEW_WORDS,
+        help="Add corpus words seen this often as new rows.", shown_default="5; none with --new-words"),
+    Key("new_words", str, table="vocab", path=True, section=NEW_WORDS,
+        help="File of words, one a line, to add as new rows whatever their count (spelling alone when the "
+             "corpus lacks them); no other word is added unless --min-count is given."),
     Key("max_new", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
         help="Add at most this many new words, most frequent first (0 = all)."),
     Key("init", str, "form-context", table="vocab", choices=INITS, section=NEW_WORDS,

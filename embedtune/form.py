@@ -167,12 +167,14 @@ def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations
 
 def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int = DEFAULT_BUCKETS,
              ridge: float = DEFAULT_RIDGE, iterations: int = DEFAULT_ITERATIONS,
-             words: list[str] | None = None) -> FormModel:
+             words: list[str] | None = None, exclude: np.ndarray | None = None) -> FormModel:
     """Fit bucket vectors to the first ``fit_words`` rows of ``vectors`` (all rows when 0).
 
     words : the words the model is for (``predict``); when given, only the buckets they use are
         kept (the model then predicts exactly for them, and for any word whose pieces they share),
         so the full [n_used, dim] table (0.58 GB for 100k words at 300 dimensions) is never built.
+    exclude : rows left out of the fit (the probe words of embedtune.starts, whose spelling must be
+        predicted as a new word's is: from other words)
 
     The first rows, not a sample of all: on the recovery benchmark's rare validation words a sample
     spread over GloVe's rows recovered fewer words than the first rows (benchmarks/README.md,
@@ -190,8 +192,14 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
                              f"iterations >= 0 (got {iterations})")
     began = time.perf_counter()
     n = len(vectors) if not fit_words else min(fit_words, len(vectors))
-    target = np.asarray(vectors.matrix[:n], np.float32)
-    full = piece_matrix(vectors.words[:n], buckets)
+    if exclude is not None and len(exclude):
+        rows = np.setdiff1d(np.arange(n), exclude)
+        target = np.asarray(vectors.matrix[rows], np.float32)
+        full = piece_matrix([vectors.words[i] for i in rows.tolist()], buckets)
+        n = len(rows)
+    else:
+        target = np.asarray(vectors.matrix[:n], np.float32)
+        full = piece_matrix(vectors.words[:n], buckets)
     hashed = time.perf_counter() - began
     # Columns renumbered to the used buckets only, in the order the rows first use them: a word's
     # pieces and the frequent words' pieces then sit together in the work arrays, which the

@@ -18,7 +18,8 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, pick_new_words
+from embedtune.init import choose_method, is_lowercase_vocabulary
+from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
@@ -73,19 +74,24 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
     train: the checks ``train`` and ``--dry-run`` share, with the same messages."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
-    new_words = pick_new_words(counts, vectors, config.vocab.min_count, config.vocab.max_new)
+    v = config.vocab
+    listed = None
+    if v.new_words:   # lower-cased as the corpus is (the run's rule: Corpus(lowercase=...))
+        lower = is_lowercase_vocabulary(vectors) if v.lowercase == "auto" else v.lowercase == "yes"
+        listed = read_new_words(v.new_words, lower)
+    min_count = effective_min_count(v.min_count, listed is not None)
+    new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
-            f"seen --min-count ({config.vocab.min_count}) times", corpus_path)
+            f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
     if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
-        v = config.vocab
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
                                                    "train_pattern", "freeze_pretrained") if getattr(v, k)]
         raise EmbedtuneError(
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is seen --min-count ({v.min_count}) times", v.freeze_list or v.train_list)
+            f"and no new word is seen --min-count ({min_count}) times", v.freeze_list or v.train_list)
     return new_words, plan
 
 
@@ -113,17 +119,21 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
     from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
-    kept = min(buckets, len(run.new_words) * FORM_PIECES_PER_WORD)   # the new words' buckets
+    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
+    kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
+    probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
     return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
                + fit * 2 * 4 * block              # a block of the targets and M times the direction
                + kept * vectors.dim * 4           # the result
-               + DEFAULT_BUCKETS * 8)             # bucket -> column
+               + DEFAULT_BUCKETS * 8              # bucket -> column
+               + probe_sums)
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:

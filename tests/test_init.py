@@ -79,20 +79,28 @@ def test_context_mean_of_a_stand_in_equals_that_of_the_word_it_stands_for(world)
 
 
 def brute_force_sums(vectors, lines, targets, window, weight):
+    """Within the window and over the whole line; a word is never its own context (a pretrained target
+    stands for a word with no vector)."""
     dim = vectors.dim
     sums = {t: np.zeros(dim) for t in targets}
-    mass, contexts = Counter(), Counter()
+    line_sums = {t: np.zeros(dim) for t in targets}
+    mass, contexts, line_mass, line_contexts = Counter(), Counter(), Counter(), Counter()
     for line in lines:
         for i, word in enumerate(line):
             if word not in sums:
                 continue
             around = line[max(0, i - window):i] + line[i + 1:i + 1 + window]
-            known = [w for w in around if w in vectors.index]
+            known = [w for w in around if w in vectors.index and w != word]
             for w in known:
                 sums[word] += weight[w] * vectors[w]
                 mass[word] += weight[w]
             contexts[word] += bool(known)
-    return sums, mass, contexts
+            in_line = [w for w in line if w in vectors.index and w != word]
+            for w in in_line:
+                line_sums[word] += weight[w] * vectors[w]
+                line_mass[word] += weight[w]
+            line_contexts[word] += bool(in_line)
+    return sums, mass, contexts, line_sums, line_mass, line_contexts
 
 
 @pytest.mark.parametrize("window", [1, 2, 4])
@@ -106,11 +114,15 @@ def test_context_sums_match_a_brute_force_count_and_never_cross_a_line(window, w
     weights = rng.uniform(0.1, 1, 12).astype(np.float32) if weighted else None
     found = context_sums(vectors, Corpus(lines), targets, window, weights)
     weight = {w: (1.0 if weights is None else float(weights[i])) for i, w in enumerate(vectors.words)}
-    sums, mass, contexts = brute_force_sums(vectors, lines, targets, window, weight)
+    sums, mass, contexts, line_sums, line_mass, line_contexts = brute_force_sums(vectors, lines, targets, window,
+                                                                                weight)
     for row, word in enumerate(targets):
         np.testing.assert_allclose(found.sums[row], sums[word], rtol=1e-5, atol=1e-5)
         assert found.mass[row] == pytest.approx(mass[word], rel=1e-6), word
         assert found.contexts[row] == contexts[word], word
+        np.testing.assert_allclose(found.line_sums[row], line_sums[word], rtol=1e-5, atol=1e-5)
+        assert found.line_mass[row] == pytest.approx(line_mass[word], rel=1e-6, abs=1e-9), word
+        assert found.line_contexts[row] == line_contexts[word], word
 
 
 def test_context_sums_do_not_depend_on_chunk_size():

@@ -219,6 +219,12 @@ def result(run: Run) -> TrainResult:
     if not np.isfinite(trained).all():
         raise EmbedtuneError(f"training diverged (rows with NaN or infinity); lower --lr (it was {lr0:g}) "
                              "or cap rows with --clip-norm")
+    # A listed new word the corpus never shows (--new-words) has no table row: its start goes out as it is.
+    n_pre = plan.n_pretrained
+    untouched = np.setdiff1d(np.arange(n_pre, len(plan.words)), trained_rows)
+    if len(untouched):
+        trained_rows = np.concatenate([trained_rows, untouched])
+        trained = np.vstack([trained, init.matrix[untouched - n_pre]])
     out = PatchedVectors(plan.words, run.vectors.matrix, trained_rows, trained)
 
     history = pos.loss_history

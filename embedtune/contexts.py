@@ -1,0 +1,296 @@
+"""What new words' starts are made of: the context sums of one corpus pass (within the window and over
+the whole line, embedtune.kernels.contexts), the à la carte map, the form/context mix, and the result's
+shape. The methods themselves: embedtune.init (alacarte, context-mean, random) and embedtune.starts
+(form-context, fitted on the corpus).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
+from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
+
+DEFAULT_WINDOW = 5          # words on each side
+DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
+DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 = every word weighs 1
+DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
+DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
+DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, and faster
+DEFAULT_FORM_K = 10.0       # form-context: the contexts weigh n / (n + k); best of 5/10/20/40 on the rare
+                            # validation words (benchmarks/recovery.py --rare), as in the rare-words note
+
+@dataclass
+class ContextSums:
+    """Summed context vectors of target words, within the window and in the whole line.
+
+    sums : float64 array of shape = [n_targets, dim]; weighted sum of the pretrained vectors
+        of every context word (within the window) of every occurrence
+    mass : float64 array of shape = [n_targets]; the summed weights (context words summed,
+        when every weight is 1)
+    contexts : int64 array of shape = [n_targets]; occurrences with at least one
+        pretrained word in their window
+    line_sums, line_mass, line_contexts : the same over each occurrence's whole line
+    probe_near, probe_line : [n_probes, n_buckets, dim + 2] float64 (sum, weight, occurrences) of the
+        probe words' occurrences in nested buckets (embedtune.starts), or None
+    """
+
+    sums: np.ndarray
+    mass: np.ndarray
+    contexts: np.ndarray
+    line_sums: np.ndarray | None = None
+    line_mass: np.ndarray | None = None
+    line_contexts: np.ndarray | None = None
+    probe_near: np.ndarray | None = None
+    probe_line: np.ndarray | None = None
+
+    def means(self) -> np.ndarray:
+        """[n_targets, dim] float64 weighted mean context vector (zero where there was no context)."""
+        return self.sums / np.where(self.mass > 0, self.mass, 1)[:, None]
+
+    def line_means(self) -> np.ndarray:
+        """[n_targets, dim] float64 weighted mean of the whole lines' context (zero where none)."""
+        return self.line_sums / np.where(self.line_mass > 0, self.line_mass, 1)[:, None]
+
+
+@dataclass
+class InitResult:
+    """Starting vectors of new words.
+
+    matrix : float32 array of shape = [n_new, dim], row i for ``new_words[i]``
+    contexts : int64 array of shape = [n_new]; occurrences with a pretrained word nearby
+        (the evidence behind each start; zeros for ``random``)
+    n_from_context : rows started from their contexts
+    n_too_few : rows that had fewer than ``min_contexts`` contexts and start random (form-context:
+        nor a character n-gram seen in the pretrained words)
+    stats : method, window, fit words, seconds, ...
+    """
+
+    matrix: np.ndarray
+    contexts: np.ndarray
+    n_from_context: int
+    n_too_few: int
+    stats: dict = field(default_factory=dict)
+
+
+def random_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """word2vec's start for a word with no vector: [n, dim] float32 uniform in +-0.5/dim."""
+    return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
+
+
+def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
+    """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
+    return not any(w != w.lower() for w in vectors.words[:sample])
+
+def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np.ndarray | None:
+    """[n_pretrained] float32 context weight a / (a + corpus count) of each pretrained word (None if a = 0).
+
+    ``a`` is a count, not Arora et al.'s frequency: on corpora of 0.38M and 1.5M tokens the best
+    frequency moved tenfold, the best count (30-40) hardly (benchmarks/recovery.py).
+    """
+    if not a:
+        return None
+    seen = np.zeros(len(vectors), np.float64)
+    words = list(counts)   # the corpus vocabulary, usually far smaller than the vectors'
+    rows = vectors.index.rows(words)
+    found = rows >= 0
+    seen[rows[found]] = np.fromiter(counts.values(), np.float64, len(words))[found]
+    return (a / (a + seen)).astype(np.float32)
+
+
+def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: int = DEFAULT_WINDOW,
+                 weights: np.ndarray | None = None, keep: np.ndarray | None = None, seed: int = 1,
+                 progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS,
+                 vocabulary: Iterable[str] | None = None, probes: list[str] | None = None,
+                 probe_counts: np.ndarray | None = None, probe_slots: tuple[int, ...] = ()) -> ContextSums:
+    """Sum the pretrained vectors around every occurrence of each target, in one compiled pass
+    (embedtune.kernels.contexts: within ``window`` and over the whole line).
+
+    targets : words (pretrained or not) to sum contexts for; row i of the result is targets[i]
+    weights : [n_pretrained] weight of each pretrained word as context (None: all 1)
+    keep : [n_targets] probability that an occurrence of each target is used (None: all are);
+        the contexts of "the" are many and all alike, so a sample of them does
+    progress : called with the raw tokens of each chunk read
+    chunk_tokens : tokens handled per step; peak memory grows with it (benchmarks/README.md, recovery)
+    corpus : a Corpus, or a multi-worker run's share of its lines (distribute.WorkerShare), whose
+        sums are added up over all shares (``sum_arrays``); ``keep``'s draws are hashes of each
+        occurrence's line number and place (occurrence_uniform), so the shares keep the occurrences one
+        process keeps
+    vocabulary : every distinct word of the corpus (its counts' keys; counted here when None)
+    probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.starts) and
+        their corpus counts: an occurrence whose draw u has u * count < probe_slots[b] counts in bucket b
+        and those after it, so bucket b holds about probe_slots[b] of the word's occurrences
+    """
+    from embedtune.kernels.contexts import context_pass
+
+    if window < 1:
+        raise EmbedtuneError(f"the window must be at least 1 word, got {window}")
+    n_pre, dim = len(vectors), vectors.dim
+    # Ids: pretrained words keep their row; targets without a vector follow them. Only the words
+    # the corpus holds need one (every token is looked up, in a dict: WordIndex is slower per word),
+    # so the dict holds those, not a copy of all the vectors' words (benchmarks/README.md, memory).
+    if vocabulary is None:
+        vocabulary = corpus.count()[0]
+    vocabulary = list(vocabulary)
+    index = {w: r for w, r in zip(vocabulary, vectors.index.rows(vocabulary).tolist()) if r >= 0}
+    extra = [w for w in dict.fromkeys(targets) if w not in index and w not in vectors.index]
+    index.update((w, n_pre + i) for i, w in enumerate(extra))
+    for w in targets:   # a target that is not in the corpus keeps its row, as the vectors give it
+        if w not in index:
+            index[w] = vectors.index[w]
+    target_of = np.full(n_pre + len(extra), -1, np.int32)
+    target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
+    probes = list(probes or ())
+    probe_of = np.full(n_pre + len(extra), -1, np.int32)
+    probe_count = np.zeros(n_pre + len(extra), np.float64)
+    if probes:
+        probe_rows = [index[w] for w in probes]
+        probe_of[probe_rows] = np.arange(len(probes), dtype=np.int32)
+        probe_count[probe_rows] = probe_counts
+    slots = np.asarray(probe_slots, np.float64)
+
+    n_targets, n_probes, n_buckets = len(targets), len(probes), max(len(slots), 1)
+    # One float64 table, so that a worker adds up every share's sums, weights and contexts in one call
+    # (corpus.sum_arrays: counts exact below 2**53); views of it are filled here.
+    table = 2 * n_targets * (dim + 2)
+    whole = np.zeros(table + 2 * n_probes * n_buckets * (dim + 2), np.float64)
+    near, line_table = whole[:table // 2].reshape(n_targets, dim + 2), whole[table // 2:table].reshape(n_targets, dim + 2)
+    probe_near = whole[table:table + n_probes * n_buckets * (dim + 2)].reshape(n_probes, n_buckets, dim + 2)
+    probe_line = whole[table + n_probes * n_buckets * (dim + 2):].reshape(n_probes, n_buckets, dim + 2)
+    weights = np.ones(n_pre, np.float32) if weights is None else np.asarray(weights, np.float32)
+    matrix = np.ascontiguousarray(vectors.matrix, np.float32)
+    numbered = keep is not None or bool(probes)
+    repeats = np.zeros(n_pre + len(extra), np.int32)
+    for chunk in id_chunks(corpus, index, chunk_tokens, numbered=numbered):
+        ids, line = chunk.ids, chunk.line
+        target = target_of[ids]
+        level = np.full(len(ids), -1, np.int32)
+        if numbered:
+            first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))   # each line's first id
+        if keep is not None:
+            # An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the
+            # next number of a stream: a worker reading its share of the lines keeps the occurrences one
+            # process keeps, so the summed shares are one process's sums.
+            at = np.flatnonzero(target >= 0)
+            draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
+            target[at[draws >= keep[target[at]]]] = -1
+        probe = probe_of[ids]
+        if probes:
+            at = np.flatnonzero(probe >= 0)
+            draws = occurrence_uniform(seed + 7919, chunk.numbers[line[at]], at - first[line[at]])
+            level[at] = np.searchsorted(slots, draws * probe_count[ids[at]], side="right")
+            level[level >= len(slots)] = -1
+        if len(ids):
+            context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix, near, line_table,
+                         probe_near, probe_line, repeats)
+        if progress is not None:
+            progress(chunk.raw_tokens)
+    # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
+    # up, the same on every worker and the one-process sums up to their order; one process: its own.
+    whole = corpus.sum_arrays([whole])
+    near, line_table = whole[:table // 2].reshape(n_targets, dim + 2), whole[table // 2:table].reshape(n_targets, dim + 2)
+    rest = whole[table:].reshape(2, n_probes, n_buckets, dim + 2)
+    return ContextSums(near[:, :dim], near[:, dim], near[:, dim + 1].astype(np.int64),
+                       line_table[:, :dim], line_table[:, dim], line_table[:, dim + 1].astype(np.int64),
+                       rest[0] if probes else None, rest[1] if probes else None)
+
+
+def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:
+    """[n] float64 draws in [0, 1), one for each (line number, place in the line) of a corpus: splitmix64's
+    mix of the three (the same draw for an occurrence whoever reads it, and in whatever order)."""
+    z = (np.uint64(seed * 0x9E3779B97F4A7C15 % (1 << 64))
+         + line.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03) + place.astype(np.uint64))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)   # uint64 arrays wrap, as the mix needs
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The map A minimising sum_w |A x_w - v_w|^2 (no ridge: on GloVe any ridge made it worse).
+
+    x : [n, dim] context means of the fitting words; v : [n, dim] their vectors.
+    Returns A as a [dim, dim] float64 array; a new word starts at ``A @ x``.
+    """
+    x = np.asarray(x, np.float64)
+    v = np.asarray(v, np.float64)
+    # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim], which is slow where
+    # OpenBLAS runs more threads than cores; the answers agree to 1e-9 on GloVe.
+    try:
+        return np.linalg.solve(x.T @ x, x.T @ v).T
+    except np.linalg.LinAlgError:   # fewer independent fitting words than dimensions
+        return np.linalg.lstsq(x, v, rcond=None)[0].T
+
+
+def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,
+                  max_words: int = DEFAULT_FIT_MAX_WORDS) -> list[str]:
+    """Pretrained words seen at least ``min_count`` times, most frequent first, at most ``max_words``."""
+    words = [(c, w) for w, c in counts.items() if c >= min_count and w in vectors.index]
+    words.sort(key=lambda cw: (-cw[0], cw[1]))
+    return [w for _, w in words[:max_words]]
+
+
+def choose_method(method: str, vectors: Vectors, counts: Counter,
+                  fit_min_count: int = DEFAULT_FIT_MIN_COUNT) -> tuple[str, str | None]:
+    """The method new words start by, and why it is not the one asked for (None when it is).
+
+    The one rule of `embedtune init` and `embedtune train`: alacarte needs at least ``dim``
+    pretrained words seen ``fit_min_count`` times to fit its [dim, dim] map; with fewer (a small
+    corpus) new words start from the plain context mean instead, which needs no fit. Falling
+    back rather than failing: a small corpus is a normal input, and context-mean is the next
+    best start measured on the recovery benchmark; the summaries say it happened.
+    """
+    if method not in ("alacarte", "form-context"):
+        return method, None
+    found = len(fitting_words(vectors, counts, fit_min_count, vectors.dim))
+    if found >= vectors.dim:
+        return method, None
+    why = (f"alacarte needs {vectors.dim} pretrained words seen {fit_min_count}+ times in the "
+           f"corpus to fit its {vectors.dim}x{vectors.dim} map, found {found}; ")
+    if method == "form-context":   # its context side falls back; the spelling side needs no corpus
+        return method, why + "the context side of form-context is the plain context mean (context-mean) instead"
+    return "context-mean", why + "new words start from their plain context mean (context-mean) instead"
+
+def release_freed_memory() -> None:
+    """Hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere).
+
+    The spelling model's fit frees its work arrays, but those under glibc's mmap threshold (which
+    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists until trimmed
+    (benchmarks/README.md, memory). Left there, they add to the peak of the training that follows.
+    """
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
+def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
+                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None) -> np.ndarray:
+    """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
+
+    form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
+    start (0 where it is not to be used). The unit vectors are weighted w = n / (n + k) (context;
+    or ``weight``, [n], when given: the fitted gate of embedtune.starts) and 1 - w (form), and the
+    sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
+    with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
+    the word was seen) leaves the context start as it is.
+    """
+    form = np.asarray(form, np.float64)
+    context = np.asarray(context, np.float64)
+    n = np.asarray(evidence, np.float64)
+    form_len = np.linalg.norm(form, axis=1)
+    context_len = np.linalg.norm(context, axis=1)
+    w = n / (n + k) if weight is None else np.asarray(weight, np.float64)
+    w = np.where(form_len > 0, w, 1.0)
+    w = np.where(context_len > 0, w, 0.0)
+    mixed = (w / np.where(context_len > 0, context_len, 1))[:, None] * context \
+        + ((1 - w) / np.where(form_len > 0, form_len, 1))[:, None] * form
+    length = w * context_len + (1 - w) * form_len
+    mixed_len = np.linalg.norm(mixed, axis=1)
+    return (mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]).astype(np.float32)

@@ -1,0 +1,105 @@
+"""The new words' context pass, compiled: for each occurrence of a target word, the weighted sums of the
+pretrained vectors within ``window`` of it and in its whole line, in time linear in the chunk's tokens.
+
+A line's sum is made once (when the line holds a target) and each occurrence takes it less the word's
+own vector, so the sentence-wide context costs one subtraction per occurrence, not a pass over the line.
+Occurrences of probe words (frequent pretrained words playing rare ones: embedtune.starts) are summed
+into nested buckets: an occurrence at ``level`` b counts in buckets b, b + 1, ..., so bucket b holds the
+occurrences of every level up to b. Single-threaded and ``nogil``: the spelling model's fit runs beside
+it in another thread (embedtune.init.form_context_vectors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from embedtune.kernels.common import njit
+
+
+@njit(nogil=True, cache=True)
+def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix,
+                 near, whole, probe_near, probe_whole, repeats):
+    """Add one chunk's contexts in place.
+
+    ids : [n] int32 token ids (pretrained words < n_pre); line : [n] int32 line of each token (sorted)
+    target : [n] int32 target row of each token, -1 where none (or not sampled)
+    level : [n] int32 first probe bucket of each token, -1 where none; probe : [n] int32 its probe row
+    weights : [n_pre] float32 weight of each pretrained word as context; matrix : [n_pre, dim] float32
+    near, whole : [n_targets, dim + 2] float64: the weighted sum, its weight and (last column) the
+        occurrences with context (a pretrained word other than itself), within ``window`` and in the line
+    probe_near, probe_whole : [n_probes, n_buckets, dim + 2] float64, the same per bucket
+    repeats : [n_ids] int32 zeros, scratch: each id's count in the line at hand (left zero on return)
+    A word's own occurrences are never its context (a probe word stands for one with no vector).
+    """
+    n = len(ids)
+    dim = matrix.shape[1]
+    line_sum = np.zeros(dim, np.float64)
+    acc_near = np.zeros(dim, np.float64)
+    acc_whole = np.zeros(dim, np.float64)
+    n_buckets = probe_near.shape[1]
+    start = 0
+    while start < n:
+        end = start
+        busy = False
+        while end < n and line[end] == line[start]:
+            if target[end] >= 0 or level[end] >= 0:
+                busy = True
+            end += 1
+        if busy:
+            line_sum[:] = 0.0
+            line_mass = 0.0
+            for j in range(start, end):
+                c = ids[j]
+                repeats[c] += 1
+                if c < n_pre:
+                    w = weights[c]
+                    line_mass += w
+                    for d in range(dim):
+                        line_sum[d] += w * matrix[c, d]
+            for i in range(start, end):
+                t = target[i]
+                b = level[i]
+                if t < 0 and b < 0:
+                    continue
+                own = ids[i]
+                acc_near[:] = 0.0
+                mass_near = 0.0
+                for j in range(max(start, i - window), min(end, i + window + 1)):
+                    c = ids[j]
+                    if c < n_pre and c != own:
+                        w = weights[c]
+                        mass_near += w
+                        for d in range(dim):
+                            acc_near[d] += w * matrix[c, d]
+                mass_whole = line_mass
+                for d in range(dim):
+                    acc_whole[d] = line_sum[d]
+                if own < n_pre:   # the line's sum less every occurrence of the word itself
+                    w = weights[own] * repeats[own]
+                    mass_whole -= w
+                    for d in range(dim):
+                        acc_whole[d] -= w * matrix[own, d]
+                if mass_whole <= 1e-12:
+                    continue   # no pretrained word in the line: no context
+                if t >= 0:
+                    if mass_near > 0:
+                        _add(near, t, acc_near, mass_near)
+                    _add(whole, t, acc_whole, mass_whole)
+                if b >= 0:
+                    p = probe[i]
+                    for k in range(b, n_buckets):
+                        if mass_near > 0:
+                            _add(probe_near[p], k, acc_near, mass_near)
+                        _add(probe_whole[p], k, acc_whole, mass_whole)
+            for j in range(start, end):
+                repeats[ids[j]] = 0
+        start = end
+
+
+@njit(inline="always")
+def _add(table, row, acc, mass):
+    dim = len(acc)
+    for d in range(dim):
+        table[row, d] += acc[d]
+    table[row, dim] += mass
+    table[row, dim + 1] += 1.0

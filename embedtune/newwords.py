@@ -1,0 +1,61 @@
+"""Which words become new rows: those a ``--new-words`` file names, and corpus words seen ``--min-count`` times.
+
+A listed word gets a row whatever its count (its start comes from the contexts the corpus has, from its
+spelling alone when it has none); with a list and no ``--min-count``, no other word is added, so a user
+who knows the words wanted does not get every once-seen corpus word with them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from embedtune.errors import EmbedtuneError
+from embedtune.plan import read_word_list
+from embedtune.vectors import Vectors
+
+DEFAULT_MIN_COUNT = 5   # when no list is given and --min-count is unset
+
+
+def read_new_words(path: str, lowercase: bool = False) -> list[str]:
+    """The words of a ``--new-words`` file (one a line, as word lists are read: embedtune.plan.read_word_list),
+    in file order, repeats dropped; lower-cased when the corpus is. A word holding a space could never be a
+    corpus token: an error naming its line, as is a file with no word."""
+    words = []
+    for number, word in read_word_list(path):
+        if any(ch.isspace() for ch in word):
+            raise EmbedtuneError(f"{word!r} holds a space: a new word is one corpus token", path, number)
+        words.append(word.lower() if lowercase else word)
+    if not words:
+        raise EmbedtuneError("the --new-words file holds no word", path)
+    return list(dict.fromkeys(words))
+
+
+def effective_min_count(min_count: int | None, listed: bool) -> int | None:
+    """The corpus count that adds a word: ``min_count`` when given, else 5, or none (None) beside a list."""
+    if min_count is not None:
+        return min_count
+    return None if listed else DEFAULT_MIN_COUNT
+
+
+def pick_new_words(counts: Counter, vectors: Vectors, min_count: int | None, max_new: int = 0,
+                   listed: list[str] | None = None) -> list[str]:
+    """The new rows: ``listed`` words the vectors lack (file order), then corpus words not in ``vectors``
+    seen at least ``min_count`` times (none when None), most frequent first, at most ``max_new`` of those."""
+    first = [w for w in (listed or ()) if w not in vectors.index]
+    taken = set(first)
+    new = []
+    if min_count is not None:
+        new = [(c, w) for w, c in counts.items() if c >= min_count and w not in vectors.index and w not in taken]
+        new.sort(key=lambda cw: (-cw[0], cw[1]))
+        if max_new:
+            new = new[:max_new]
+    return first + [w for _, w in new]
+
+
+def listed_report(listed: list[str] | None, vectors: Vectors, counts: Counter) -> dict:
+    """What became of a list's words: how many were added, already had a vector, or are not in the corpus."""
+    if not listed:
+        return {}
+    known = sum(w in vectors.index for w in listed)
+    absent = sum(1 for w in listed if w not in vectors.index and not counts.get(w))
+    return {"listed_new_words": len(listed) - known, "listed_in_vectors": known, "listed_not_in_corpus": absent}

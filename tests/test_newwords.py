@@ -1,0 +1,157 @@
+"""--new-words FILE (embedtune.newwords) and the starts fitted on the corpus's own words (embedtune.starts)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from embedtune.config import Config, VocabConfig, merge
+from embedtune.corpus import Corpus
+from embedtune.errors import EmbedtuneError
+from embedtune.init import context_sums
+from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
+from embedtune.runplan import plan_rows
+from embedtune.starts import best_gate, form_context_vectors
+from embedtune.vectors import Vectors
+
+from train_fixtures import glove, run, write_glove_text
+
+
+def small_vectors():
+    return Vectors(["the", "cat", "sat", "on", "mat"], np.eye(5, 4, dtype=np.float32) + 0.1)
+
+
+def test_a_list_gives_its_words_and_no_other_unless_min_count_is_given(tmp_path):
+    path = tmp_path / "new.txt"
+    path.write_text("Zebu\n\nzebu\ncat\nokapi\n", encoding="utf-8")
+    listed = read_new_words(str(path), lowercase=True)
+    assert listed == ["zebu", "cat", "okapi"]   # lower-cased as the corpus, repeats dropped, blank lines skipped
+    counts = Counter({"the": 50, "frequent": 40, "zebu": 1, "cat": 9})
+    vectors = small_vectors()
+    assert effective_min_count(None, listed=True) is None and effective_min_count(None, listed=False) == 5
+    assert pick_new_words(counts, vectors, None, 0, listed) == ["zebu", "okapi"]   # "cat" has a vector
+    assert pick_new_words(counts, vectors, 5, 0, listed) == ["zebu", "okapi", "frequent"]
+    assert pick_new_words(counts, vectors, 5, 0, None) == ["frequent"]
+
+
+@pytest.mark.parametrize("content, message, line", [
+    (b"good\ntwo words\n", "holds a space", 2),
+    (b"ok\n\xff\xfe\n", "not valid UTF-8", 2),
+    (b"\n\n", "holds no word", None),
+])
+def test_a_bad_list_is_one_error_naming_the_file_and_line(tmp_path, content, message, line):
+    path = tmp_path / "new.txt"
+    path.write_bytes(content)
+    with pytest.raises(EmbedtuneError, match=message) as err:
+        read_new_words(str(path))
+    assert err.value.path == str(path) and err.value.line == line
+
+
+def test_train_plans_only_the_listed_words_when_min_count_is_unset(tmp_path):
+    path = tmp_path / "new.txt"
+    path.write_text("zebu\nokapi\n", encoding="utf-8")
+    counts = Counter({"the": 50, "frequent": 40, "zebu": 1})
+    config = merge(Config(), {"new_words": str(path)})
+    new_words, plan = plan_rows(small_vectors(), counts, 91, config, None)
+    assert new_words == ["zebu", "okapi"] and plan.n_new == 2
+    config = merge(Config(vocab=VocabConfig(new_words=str(path))), {"min_count": 30})
+    assert plan_rows(small_vectors(), counts, 91, config, None)[0] == ["zebu", "okapi", "frequent"]
+
+
+def test_cli_init_new_words_reports_the_words_without_context(tmp_path):
+    vectors = glove(1000, drop=("river", "banks"))
+    write_glove_text(vectors, tmp_path / "v.txt")
+    lines = ["the river flooded the town after the storm", "boats on the river and the banks of the river"] * 20
+    (tmp_path / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "new.txt").write_text("river\nbanks\nzorblat\nthe\n", encoding="utf-8")
+    result = run(["init", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o.txt",
+                  "--new-words", tmp_path / "new.txt", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["new"] == 3 and summary["listed_in_vectors"] == 1 and summary["listed_not_in_corpus"] == 1
+    assert summary["from_form_only"] == 1 and summary["from_context"] == 2   # zorblat: spelling alone
+    out = (tmp_path / "o.txt").read_text(encoding="utf-8").splitlines()
+    assert [line.split(" ", 1)[0] for line in out[-3:]] == ["river", "banks", "zorblat"] and len(out) == len(vectors) + 3
+    bad = run(["init", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o2.txt",
+               "--new-words", tmp_path / "none.txt"])
+    assert bad.exit_code == 1 and "none.txt: no such word-list file" in bad.output
+
+
+def test_probe_buckets_are_nested_and_the_last_holds_every_occurrence():
+    rng = np.random.default_rng(5)
+    vectors = Vectors([f"p{i}" for i in range(12)], rng.standard_normal((12, 4)))
+    lines = [list(rng.choice(vectors.words, rng.integers(2, 9))) for _ in range(200)]
+    found = context_sums(vectors, Corpus(lines), ["p3"], 2, probes=["p3", "p5"],
+                         probe_counts=np.array([300.0, 300.0]), probe_slots=(2, 8, 10_000))
+    seen = found.probe_line[:, :, -1]
+    assert np.all(np.diff(seen, axis=1) >= 0) and seen[0, 0] < seen[0, 1] < seen[0, 2]
+    # the last bucket (slot above the count) keeps every occurrence: the target's own sums
+    np.testing.assert_allclose(found.probe_line[0, 2, :4], found.line_sums[0], rtol=1e-9)
+    np.testing.assert_allclose(found.probe_near[0, 2, :4], found.sums[0], rtol=1e-9)
+    assert seen[0, 2] == found.line_contexts[0]
+
+
+def test_the_gate_follows_whichever_start_is_right():
+    rng = np.random.default_rng(0)
+    truth, other = rng.standard_normal((200, 8)), rng.standard_normal((200, 8))
+    assert best_gate(truth + 0.01 * other, other, truth) == 1.0
+    assert best_gate(other, truth + 0.01 * other, truth) == 0.0
+    assert 0.2 < best_gate(truth + other, truth - other, truth) < 0.8
+
+
+def test_fitted_starts_report_their_gate_and_start_held_out_words_near_their_vectors():
+    drop = ("cities", "countries", "officials", "companies")
+    vectors = glove(8000, drop=drop)
+    from train_fixtures import SAMPLE_CORPUS
+
+    with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
+        counts = corpus.count()[0]
+        fitted = form_context_vectors(vectors, corpus, list(drop), counts=counts, probes=400)
+    stats = fitted.stats
+    assert stats["probe_words"] == 400 and len(stats["form_k_per_bucket"]) == 7
+    assert all(k > 0 for k in stats["form_k_per_bucket"]) and np.isfinite(fitted.matrix).all()
+    assert stats["form_fit_words"] == len(vectors) - 400   # from inside the spelling model's rows: left out of its fit
+    truth = glove(20000).matrix[[glove(20000).index[w] for w in drop]]
+    cos = np.sum(truth * fitted.matrix, 1) / np.linalg.norm(truth, axis=1) / np.linalg.norm(fitted.matrix, axis=1)
+    assert cos.mean() > 0.5, cos
+
+
+def test_train_dry_run_takes_new_words_as_an_option(tmp_path):
+    vectors = glove(2000, drop=("river",))
+    write_glove_text(vectors, tmp_path / "v.txt")
+    (tmp_path / "c.txt").write_text("the river and the town\nthe river by the town\n" * 10, encoding="utf-8")
+    (tmp_path / "new.txt").write_text("river\nzorblat\n", encoding="utf-8")
+    result = run(["train", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o.txt", "--new-words",
+                  tmp_path / "new.txt", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new"] == 2
+
+
+def test_probes_come_from_past_the_spelling_models_rows_when_the_corpus_has_enough():
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = glove(20000, drop=("cities",))
+    with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
+        counts = corpus.count()[0]
+        result = form_context_vectors(vectors, corpus, ["cities"], counts=counts, probes=100,
+                                      form_options={"fit_words": 3000})
+    rows = [vectors.index[w] for w in counts if w in vectors.index and counts[w] >= 4]
+    assert sum(r >= 3000 for r in rows) >= 100 and result.stats["probe_words"] == 100
+    assert result.stats["form_fit_words"] == 3000   # no word left out of the spelling fit
+
+
+def test_train_writes_a_listed_word_the_corpus_never_shows_from_its_spelling(tmp_path):
+    from embedtune.training import train
+
+    from train_fixtures import make_config
+
+    (tmp_path / "new.txt").write_text("river\nzorblat\n", encoding="utf-8")
+    vectors = glove(2000, drop=("river",))
+    lines = [["the", "river", "and", "the", "town"], ["a", "boat", "on", "the", "river"]] * 10
+    config = make_config({"new_words": str(tmp_path / "new.txt")}, epochs=1, max_steps=2, objective="sgns", sample=0.0)
+    result = train(vectors, Corpus(lines), config)
+    assert result.vectors.words[-2:] == ["river", "zorblat"] and result.stats["new_from_spelling_only"] == 1
+    assert np.isfinite(result.vectors.matrix[-2:]).all() and np.any(result.vectors.matrix[-1] != 0)
