@@ -272,3 +272,81 @@ class ClassifyKernel:
             batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,
             self.optimizer, lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
             4 * self.threads))
+
+
+# The classifier-alone fit's lines are summed in this many blocks, each apart, then in block order:
+# the bits do not depend on the thread count.
+FIT_BLOCKS = 64
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def fit_loss_grad(X, Y, W, b, one_vs_all):
+    """The classifier's cross-entropy of targets Y [n, L] over inputs X [n, dim], summed over the lines
+    (float64), and its gradient [L, dim + 1] (weights, then bias; float64): the classifier-alone fit's
+    (objectives/classify/model.py). Per line as the step's loss is taken (classify_step); each block of
+    lines sums its gradient in float32, the blocks in float64."""
+    n, dim = X.shape
+    L = W.shape[0]
+    losses = np.zeros(FIT_BLOCKS, np.float64)
+    grads = np.zeros((FIT_BLOCKS, L, dim + 1), np.float32)
+    for p in prange(FIT_BLOCKS):
+        z = np.empty(L, np.float32)
+        e = np.empty(L, np.float64)
+        g = grads[p]
+        loss = 0.0
+        for i in range(p * n // FIT_BLOCKS, (p + 1) * n // FIT_BLOCKS):
+            x, t = X[i], Y[i]
+            for k in range(L):
+                w = W[k]
+                acc = np.float32(0.0)
+                for j in range(dim):
+                    acc += w[j] * x[j]
+                z[k] = acc + b[k]
+            if one_vs_all:
+                for k in range(L):
+                    v = float(z[k])
+                    loss += max(v, 0.0) - v * t[k] + math.log1p(math.exp(-abs(v)))
+                    z[k] = np.float32(1.0 / (1.0 + math.exp(-v))) - t[k]   # z: d loss / d logit from here
+            else:
+                top = z[0]
+                for k in range(1, L):
+                    top = max(top, z[k])
+                total = 0.0
+                for k in range(L):
+                    e[k] = math.exp(float(z[k] - top))
+                    total += e[k]
+                log_total = math.log(total)
+                for k in range(L):   # the targets sum to 1: softmax - targets
+                    if t[k] != 0:
+                        loss += t[k] * (log_total - float(z[k] - top))
+                    z[k] = np.float32(e[k] / total) - t[k]
+            for k in range(L):
+                c = z[k]
+                gk = g[k]
+                for j in range(dim):
+                    gk[j] += c * x[j]
+                gk[dim] += c
+        losses[p] = loss
+    grad = np.zeros((L, dim + 1), np.float64)
+    for p in range(FIT_BLOCKS):
+        for k in range(L):
+            for j in range(dim + 1):
+                grad[k, j] += grads[p, k, j]
+    return _sum_in_order(losses), grad
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def classifier_scores(means, W, b):
+    """[n, L] the logits ``b + W . mean`` of mean vectors [n, dim] (float32), a line per thread."""
+    n, dim = means.shape
+    L = W.shape[0]
+    out = np.empty((n, L), np.float32)
+    for i in prange(n):
+        x = means[i]
+        for k in range(L):
+            w = W[k]
+            acc = np.float32(0.0)
+            for j in range(dim):
+                acc += w[j] * x[j]
+            out[i, k] = acc + b[k]
+    return out
