@@ -103,7 +103,8 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
 
     The lines' means and scores run a line per thread; the classifier's gradient a label per thread;
     the word and n-gram rows' gradients a row per thread, each the sum over its tokens in batch order:
-    the bits do not depend on the thread count.
+    the bits do not depend on the thread count. Three parallel loops a step: the rows gathered, the
+    lines, the updates.
     """
     B, L, dim = targets.shape[0], n_labels, words.shape[1]
     W, G = len(word) - 1, len(gram) - 1
@@ -195,28 +196,26 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
                     d[j] += c * side[k, j]
             for j in range(dim):
                 d[j] = d[j] / denom
-    # Every gradient is taken: now the updates. The classifier, a label per thread ...
-    for k in prange(L):
-        g = np.zeros(dim + 1, np.float32)
-        for b in range(B):
-            c = dz[b, k]
-            if c != 0:
-                for j in range(dim):
-                    g[j] += c * means[b, j]
-                g[dim] += c
-        _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
-    # ... each trainable word of the batch (frozen ones and padding are not written) ...
+    # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
+    # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
+    # trainable words of the batch (frozen ones and padding are not written), then n-gram rows.
     for p in prange(parts):
-        g = np.empty(dim, np.float32)
+        g = np.empty(dim + 1, np.float32)
+        for k in range(p * L // parts, (p + 1) * L // parts):
+            g[:] = 0
+            for b in range(B):
+                c = dz[b, k]
+                if c != 0:
+                    for j in range(dim):
+                        g[j] += c * means[b, j]
+                    g[dim] += c
+            _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
         for s in range(p * W // parts, (p + 1) * W // parts):
             c = word[s]
             if weight[s] == 0 or c >= n_trainable:
                 continue
-            _row_gradient(g, word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
-            _update(words[c], g, word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
-    # ... and each n-gram row of the batch.
-    for p in prange(parts):
-        g = np.empty(dim + 1, np.float32)
+            _row_gradient(g[:dim], word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
+            _update(words[c], g[:dim], word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
         for s in range(p * G // parts, (p + 1) * G // parts):
             r = gram[s]
             if gram_weight[s] == 0 or r >= sink:
