@@ -115,14 +115,22 @@ def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_
     return loss, np.concatenate([grad[:, :dim].ravel(), grad[:, dim]])
 
 
-def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
-                   iterations: int = FIT_ITERATIONS, l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, iterations: int = FIT_ITERATIONS,
+                   l2: float = FIT_L2, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
     cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
 
     L-BFGS (scipy) on a loss and gradient computed by a compiled kernel (numpy's matmuls, OpenBLAS's
     threads, were far slower on a loaded machine: benchmarks/README.md, classify). On the WordNet noun
-    glosses validation accuracy reaches its plateau within about 100 iterations (benchmarks/README.md)."""
+    glosses validation accuracy reaches its plateau within about 100 iterations (benchmarks/README.md).
+    threads : the kernel's threads in the calling thread (numba's setting is a thread's own); the same
+    bits whatever the count."""
+    if threads is not None:
+        from numba import set_num_threads
+
+        from embedtune.kernels.common import kernel_threads
+
+        set_num_threads(kernel_threads(threads))
     return fit_classifier_by_shares([(means, targets)], one_vs_all, len(means), lambda arrays: arrays[0],
                                     iterations, l2)
 
