@@ -1,30 +1,33 @@
-"""embedtune --objective classify against fastText's supervised mode, same vectors, split, dim, epochs.
+"""embedtune --objective classify against fastText's supervised mode: settings chosen on valid, figures on test.
 
-Issue 12 item 4. Data: WordNet noun glosses labelled by lexicographer file (26 classes, 80/20 split;
-`python data/make_glosses.py`), GloVe 6B 50d (400k words; fastText reads it with a word2vec header:
-glove.6B.50d.w2v.txt). fastText is PyPI's `fasttext-numpy2-wheel` (a maintained build of fastText
-0.9.2; the `bench` extra), `train_supervised(pretrainedVectors=..., dim=50, thread=2)`.
+Issue 12 item 4, issue 26 items 3 and 5. Data: WordNet noun glosses labelled by lexicographer file
+(26 classes, split 80/10/10 into train, valid and test; `python data/make_glosses.py`), GloVe 6B 50d
+(400k words; fastText reads it with a word2vec header: glove.6B.50d.w2v.txt, made here when missing).
+fastText is PyPI's `fasttext-numpy2-wheel` (a maintained build of fastText 0.9.2; the `bench` extra),
+`train_supervised(pretrainedVectors=..., dim=50, thread=2)`; embedtune runs with `--threads 2`.
 
-Rows (each run as its own process, the rows interleaved within a round, ROUNDS rounds):
-  fasttext-defaults     fastText's defaults (5 epochs, lr 0.1)
-  fasttext-25           25 epochs, lr 0.5 (the issue's figure: 0.637 in 12 s)
-  embedtune-25          --objective classify, no freeze rule, 25 epochs, --lr 0.006 --batch-size 4096
-                        --init context-mean (the 218 new words' start: see embedtune-25-form)
-  embedtune-25-form     the same with the default start of new words (form-context): its cost in time
-  embedtune-25-top10k   --freeze-top 10000 (frozen rows checked bit-identical as written, and again here)
-  embedtune-25-frozen   --freeze-pretrained (only new words and the classifier train), against its
-                        "before" figure: the classifier fitted alone on the pretrained vectors
-  fasttext-25-ng2       fasttext-25 with wordNgrams 2 (word bigrams hashed into fastText's 2M buckets)
-  embedtune-25-ng2      embedtune-25 with --word-ngrams 2 (each bigram of the training lines seen
-                        --ngram-min-count times, default 1, a row of its own) and --lr 0.024 (--ngram-lr)
-  embedtune-25-top10k-ng2  embedtune-25-top10k with --word-ngrams 2: compare it with fasttext-25-ng2
-  embedtune-25-frozen-ng2  embedtune-25-frozen with --word-ngrams 2: the n-gram rows and the classifier
-                        train, every pretrained row frozen
-Wall time is the whole command (loading 400k vectors included, for both); embedtune's also
-writes the 400k-row output, which fastText does not, so its train_seconds is printed too, and
-where its wall goes (the summary's "seconds" and "fit_seconds"; "other" is the wall less those).
+Two stages, each tool run as its own process:
 
-    python benchmarks/classify.py [--rounds 3] [--epochs 25] [--only ROW,ROW] [--ngram-min-count 1]
+  --tune   each tool's settings chosen on valid, with the same budget: 8 trials each, its learning rate
+           (4 values around its default) crossed with 5 or 25 epochs (the rest at each tool's
+           defaults); then the bigram rows' learning rate alone (4 trials each) at the chosen epochs. Prints every trial and the best;
+           the choices are TUNED below (with the figures they came from).
+  (default) the rows on test, interleaved within a round, ROUNDS rounds, medians:
+    fasttext-tuned         fastText at its valid-chosen lr and epochs
+    embedtune-tuned        embedtune at its valid-chosen lr and epochs (its defaults: valid chose them)
+    fasttext-25            fastText at 25 epochs and the lr valid chose for 25 epochs
+    embedtune-25           embedtune at its defaults with --epochs 25 (issue 26's first comparison)
+    embedtune-tuned-top10k   embedtune-tuned with --freeze-top 10000 (the frozen rows checked
+                           bit-identical as written, and again here, byte for byte)
+    fasttext-ng2           fastText with wordNgrams 2 at its valid-chosen bigram lr
+    embedtune-ng2          embedtune with --word-ngrams 2 at its valid-chosen bigram lr
+    embedtune-ng2-top10k   embedtune-ng2 with --freeze-top 10000
+Wall time is the whole command for both (loading 400k vectors included); embedtune's also writes the
+400k-row output, which fastText does not. Where embedtune's wall goes is printed from its summary's
+"seconds" and "fit_seconds" ("other" is the wall less those: Python's start, imports, the report).
+
+    python benchmarks/classify.py --tune [--only-tool fasttext|embedtune]
+    python benchmarks/classify.py [--rounds 3] [--only ROW,ROW]
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,10 +44,25 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "_data")
-TRAIN = os.path.join(DATA, "wordnet-noun-glosses.train.txt")
-VALID = os.path.join(DATA, "wordnet-noun-glosses.valid.txt")
+TRAIN, VALID, TEST = (os.path.join(DATA, f"wordnet-noun-glosses.{part}.txt") for part in ("train", "valid", "test"))
 GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
 GLOVE_W2V = os.path.join(DATA, "glove.6B.50d.w2v.txt")   # the same rows with a "400000 50" header
+
+# The grids (--tune): the same number of trials for both tools. fastText's defaults are lr 0.1 and 5
+# epochs, embedtune's adam at 0.01, 5 epochs, 256 lines a step.
+FASTTEXT_GRID = [{"lr": lr, "epoch": epoch} for epoch in (5, 25) for lr in (0.1, 0.25, 0.5, 1.0)]
+EMBEDTUNE_GRID = [{"lr": lr, "epochs": epochs} for epochs in (5, 25) for lr in (0.003, 0.01, 0.03, 0.1)]
+FASTTEXT_NG2_LRS = (0.1, 0.25, 0.5, 1.0)
+EMBEDTUNE_NG2_LRS = (0.006, 0.012, 0.024, 0.048)
+
+# What --tune chose on valid (benchmarks/README.md, classify, has every trial).
+TUNED = {
+    "fasttext": {"lr": 0.5, "epoch": 5},
+    "fasttext-25": {"lr": 0.1, "epoch": 25},
+    "embedtune": {"lr": 0.01, "epochs": 5},   # its defaults (batch 256 lines a step as well)
+    "fasttext-ng2": {"lr": 0.5},
+    "embedtune-ng2": {"lr": 0.024},
+}
 
 FASTTEXT = r"""
 import json, sys, time
@@ -53,35 +72,46 @@ model = fasttext.train_supervised(input=sys.argv[1], pretrainedVectors=sys.argv[
                                   **json.loads(sys.argv[4]))
 trained = time.perf_counter() - began
 n, p1, r1 = model.test(sys.argv[2])
-print(json.dumps({"accuracy": p1, "valid_lines": n, "train_seconds": trained}))
+print(json.dumps({"accuracy": p1, "lines": n, "train_seconds": trained}))
 """
 
 
-def run_fasttext(options: dict) -> dict:
-    began = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", FASTTEXT, TRAIN, VALID, GLOVE_W2V, json.dumps(options)],
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the children waited for so far: a run's is the difference."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_fasttext(options: dict, held: str) -> dict:
+    began, cpu = time.perf_counter(), children_cpu()
+    out = subprocess.run([sys.executable, "-c", FASTTEXT, TRAIN, held, GLOVE_W2V, json.dumps(options)],
                          check=True, capture_output=True, text=True)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
-    figures["wall_seconds"] = time.perf_counter() - began
+    figures["wall_seconds"], figures["cpu_seconds"] = time.perf_counter() - began, children_cpu() - cpu
     return figures
 
 
-def run_embedtune(args: list[str], folder: str) -> dict:
+def options_of(settings: dict) -> list[str]:
+    return [x for key, value in settings.items() for x in (f"--{key.replace('_', '-')}", str(value))]
+
+
+def run_embedtune(args: list[str], held: str, folder: str) -> dict:
     output = os.path.join(folder, "tuned.txt")
     summary = os.path.join(folder, "summary.json")
-    began = time.perf_counter()
-    subprocess.run(["embedtune", "train", GLOVE, TRAIN, "--objective", "classify", "--valid", VALID, "-o", output,
-                    "--json", summary, "--threads", "2", "-q", *args], check=True, capture_output=True, text=True)
-    wall = time.perf_counter() - began
+    began, cpu = time.perf_counter(), children_cpu()
+    subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", GLOVE, TRAIN, "--objective", "classify",
+                    "--valid", held, "-o", output, "--json", summary, "--threads", "2", "-q", *args],
+                   check=True, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - began, children_cpu() - cpu
     with open(summary) as f:
         s = json.load(f)
     v = s["valid"]
     parts = {**s["seconds"], "fit": s["fit_seconds"]}
     parts["other"] = wall - sum(parts[k] for k in ("load_vectors", "count_and_import", "setup", "loop", "write"))
     return {"accuracy": v["after"]["accuracy"], "before": v["before"]["accuracy"], "wall_seconds": wall,
-            "train_seconds": s["train_seconds"], "total_seconds": s["total_seconds"],
-            "frozen_rows_checked": s["frozen_rows_checked"], "max_frozen_change": s["max_frozen_change"],
-            "seconds": {k: round(x, 2) for k, x in parts.items()}, "output": output}
+            "cpu_seconds": cpu, "train_seconds": s["train_seconds"], "frozen_rows_checked": s["frozen_rows_checked"],
+            "max_frozen_change": s["max_frozen_change"], "seconds": {k: round(x, 2) for k, x in parts.items()},
+            "output": output}
 
 
 def frozen_identical(output: str, n: int) -> bool:
@@ -90,46 +120,74 @@ def frozen_identical(output: str, n: int) -> bool:
         return all(x == y for _, x, y in zip(range(n), a, b))
 
 
+def best(trials: list[tuple[dict, dict]]) -> dict:
+    """The settings of the trial with the highest valid accuracy (the first such, in grid order)."""
+    return max(trials, key=lambda t: t[1]["accuracy"])[0]
+
+
+def tune(only: str | None, folder: str) -> None:
+    """Each grid on valid, then the bigram rows' lr at the chosen settings; prints every trial."""
+    def trial(tool, settings, run):
+        r = run()
+        r.pop("output", None)
+        print(f"{tool:<14} {json.dumps(settings):<52} valid {r['accuracy']:.4f}  wall {r['wall_seconds']:.1f} s",
+              flush=True)
+        return settings, r
+
+    if only in (None, "fasttext"):
+        ft = [trial("fasttext", s, lambda s=s: run_fasttext(s, VALID)) for s in FASTTEXT_GRID]
+        chosen = best(ft)
+        print(f"fastText chose {chosen}; at 25 epochs {best([t for t in ft if t[0]['epoch'] == 25])}", flush=True)
+        ng = [trial("fasttext-ng2", {**chosen, "lr": lr}, lambda lr=lr: run_fasttext({**chosen, "lr": lr,
+                                                                                     "wordNgrams": 2}, VALID))
+              for lr in FASTTEXT_NG2_LRS]
+        print(f"fastText with bigrams chose {best(ng)}", flush=True)
+    if only in (None, "embedtune"):
+        et = [trial("embedtune", s, lambda s=s: run_embedtune(options_of(s), VALID, folder)) for s in EMBEDTUNE_GRID]
+        chosen = best(et)
+        print(f"embedtune chose {chosen}", flush=True)
+        ng = [trial("embedtune-ng2", {**chosen, "lr": lr},
+                    lambda lr=lr: run_embedtune(options_of({**chosen, "lr": lr}) + ["--word-ngrams", "2"], VALID,
+                                                folder))
+              for lr in EMBEDTUNE_NG2_LRS]
+        print(f"embedtune with bigrams chose {best(ng)}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tune", action="store_true", help="choose each tool's settings on valid")
+    parser.add_argument("--only-tool", choices=("fasttext", "embedtune"), help="--tune: one tool's trials")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--only", help="comma-separated row names")
-    # embedtune's rows at 25 epochs: adam at 0.006, 4,096 lines a step, chosen on the valid split
-    # (benchmarks/README.md: 0.808 against 0.809 at 0.003 / 1,024 lines, in 3/4 of the loop's CPU;
-    # 0.794 at 0.003 / 4,096); fastText's lr 0.5 is the issue's choice for its 25 epochs.
-    parser.add_argument("--lr", default="0.006")
-    parser.add_argument("--batch-size", default="4096")
-    # The 218 new words start from their contexts' mean: the same accuracy as the default
-    # form-context start (0.8089 / 0.8090, frozen row 0.6623 / 0.6618) without its spelling fit.
-    parser.add_argument("--init", default="context-mean")
-    parser.add_argument("--ngram-min-count", default="1")
-    # The -ng2 rows' adam lr, chosen on the valid split as --lr was (one round each, load 4-7, top-10k /
-    # no freeze): 0.003 0.786 / 0.810, 0.006 0.809 / 0.828, 0.012 0.817 / 0.832, 0.024 0.820 / 0.835,
-    # 0.048 0.816 / 0.832. Given after --lr, it wins (the later option).
-    parser.add_argument("--ngram-lr", default="0.024")
     args = parser.parse_args()
-    e = str(args.epochs)
-    tuned = ["--epochs", e, "--lr", args.lr, "--batch-size", args.batch_size]
-    started = [*tuned, "--init", args.init]
-    ngrams = ["--word-ngrams", "2", "--ngram-min-count", args.ngram_min_count, "--lr", args.ngram_lr]
+    if not os.path.exists(GLOVE_W2V):
+        with open(GLOVE, "rb") as src, open(GLOVE_W2V + ".part", "wb") as dst:
+            dst.write(b"400000 50\n")
+            while block := src.read(1 << 24):
+                dst.write(block)
+        os.replace(GLOVE_W2V + ".part", GLOVE_W2V)
+    print(f"load before: {os.getloadavg()}", flush=True)
+    if args.tune:
+        with tempfile.TemporaryDirectory() as folder:
+            tune(args.only_tool, folder)
+        print(f"load after: {os.getloadavg()}")
+        return
+    tuned = options_of(TUNED["embedtune"])
+    ng2 = [*options_of({**TUNED["embedtune"], **TUNED["embedtune-ng2"]}), "--word-ngrams", "2"]
     rows = {
-        "fasttext-defaults": lambda folder: run_fasttext({}),
-        "fasttext-25": lambda folder: run_fasttext({"epoch": args.epochs, "lr": 0.5}),
-        "embedtune-25": lambda folder: run_embedtune(started, folder),
-        "embedtune-25-form": lambda folder: run_embedtune(tuned, folder),
-        "embedtune-25-top10k": lambda folder: run_embedtune([*started, "--freeze-top", "10000"], folder),
-        "embedtune-25-frozen": lambda folder: run_embedtune([*started, "--freeze-pretrained"], folder),
-        # Word bigrams as well (fastText's -wordNgrams 2 against --word-ngrams 2): like with like.
-        "fasttext-25-ng2": lambda folder: run_fasttext({"epoch": args.epochs, "lr": 0.5, "wordNgrams": 2}),
-        "embedtune-25-ng2": lambda folder: run_embedtune([*started, *ngrams], folder),
-        "embedtune-25-top10k-ng2": lambda folder: run_embedtune([*started, *ngrams, "--freeze-top", "10000"], folder),
-        "embedtune-25-frozen-ng2": lambda folder: run_embedtune([*started, *ngrams, "--freeze-pretrained"], folder),
+        "fasttext-tuned": lambda folder: run_fasttext(TUNED["fasttext"], TEST),
+        "embedtune-tuned": lambda folder: run_embedtune(tuned, TEST, folder),
+        "fasttext-25": lambda folder: run_fasttext(TUNED["fasttext-25"], TEST),
+        "embedtune-25": lambda folder: run_embedtune(["--epochs", "25"], TEST, folder),
+        "embedtune-tuned-top10k": lambda folder: run_embedtune([*tuned, "--freeze-top", "10000"], TEST, folder),
+        "fasttext-ng2": lambda folder: run_fasttext({**TUNED["fasttext"], **TUNED["fasttext-ng2"], "wordNgrams": 2},
+                                                    TEST),
+        "embedtune-ng2": lambda folder: run_embedtune(ng2, TEST, folder),
+        "embedtune-ng2-top10k": lambda folder: run_embedtune([*ng2, "--freeze-top", "10000"], TEST, folder),
     }
     if args.only:
         rows = {k: v for k, v in rows.items() if k in args.only.split(",")}
     results = {name: [] for name in rows}
-    print(f"load before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(args.rounds):
             for name, run in rows.items():
@@ -141,26 +199,29 @@ def main():
                 results[name].append(r)
                 print(name, round_ + 1, json.dumps(r), flush=True)
     print(f"load after: {os.getloadavg()}")
-    print(f"\nmedians of {args.rounds} rounds ({args.epochs} epochs where set):")
-    print(f"{'row':<22} {'accuracy':>9} {'before':>7} {'wall s':>7} {'train s':>8}")
+    print(f"\nmedians of {args.rounds} rounds, test accuracy:")
+    print(f"{'row':<24} {'accuracy':>9} {'before':>7} {'wall s':>7} {'cpu s':>7} {'train s':>8}")
     for name, runs in results.items():
-        med = {k: statistics.median(r[k] for r in runs) for k in ("accuracy", "wall_seconds", "train_seconds")
-               if all(k in r for r in runs)}
-        before = statistics.median(r["before"] for r in runs) if "before" in runs[0] else None
-        before = "" if before is None else f"{before:.4f}"
-        print(f"{name:<22} {med['accuracy']:>9.4f} {before:>7} "
-              f"{med['wall_seconds']:>7.1f} {med['train_seconds']:>8.1f}")
-    # Where embedtune's wall goes (medians): vectors loaded; corpus counted while TensorFlow imports;
-    # the rest of train()'s set-up (new-word starts, the objective: its classifier-alone fit, shown
-    # apart, overlapping the --valid read; tables); the loop; the output written and its frozen rows
-    # checked; other = Python's start, imports before TensorFlow, the report.
+        med = {k: statistics.median(r[k] for r in runs)
+               for k in ("accuracy", "wall_seconds", "cpu_seconds", "train_seconds")}
+        before = f"{statistics.median(r['before'] for r in runs):.4f}" if "before" in runs[0] else ""
+        print(f"{name:<24} {med['accuracy']:>9.4f} {before:>7} {med['wall_seconds']:>7.1f} {med['cpu_seconds']:>7.1f} "
+              f"{med['train_seconds']:>8.1f}")
+    # The wall ratio a round at a time (the two rows run one after the other), then its median.
+    for mine, theirs in (("embedtune-tuned", "fasttext-tuned"), ("embedtune-25", "fasttext-25"),
+                         ("embedtune-ng2", "fasttext-ng2")):
+        if mine in results and theirs in results:
+            for what in ("wall", "cpu"):
+                ratios = [a[f"{what}_seconds"] / b[f"{what}_seconds"] for a, b in zip(results[mine], results[theirs])]
+                print(f"{mine} / {theirs} {what}: " + ", ".join(f"{x:.2f}x" for x in ratios)
+                      + f"; median {statistics.median(ratios):.2f}x")
     parts = ("load_vectors", "count_and_import", "setup", "fit", "loop", "write", "other")
-    if not any("seconds" in runs[0] for runs in results.values()):
-        return
-    print(f"\n{'row':<22} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}" for p in parts))
-    for name, runs in results.items():
-        if "seconds" in runs[0]:
-            print(f"{name:<22} " + " ".join(f"{statistics.median(r['seconds'][p] for r in runs):>8.2f}" for p in parts))
+    shown = {name: runs for name, runs in results.items() if "seconds" in runs[0]}
+    if shown:
+        print(f"\n{'row':<24} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}"
+                                         for p in parts))
+        for name, runs in shown.items():
+            print(f"{name:<24} " + " ".join(f"{statistics.median(r['seconds'][p] for r in runs):>8.2f}" for p in parts))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ permutation (numpy, seed 0), each part in the permutation's order (WordNet's fil
 synsets by lexicographer file, and fastText reads its training file in order, unshuffled).
 
     python data/make_glosses.py                        # the full split into benchmarks/_data/
+                                                       # (wordnet-noun-glosses.{train,valid,test}.txt)
     python data/make_glosses.py --sample               # also data/sample/wordnet-glosses.{train,valid}.txt
 
 The sample is the first SAMPLE_TRAIN lines of the train part and the first SAMPLE_VALID of the
@@ -32,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 GLOVE_SAMPLE = os.path.join(HERE, "sample", "glove.6B.50d.20k.txt")
 SAMPLE_TRAIN, SAMPLE_VALID = 3000, 500
 SEED = 0
-VALID_SHARE = 0.2
+HELD_SHARE = 0.2   # valid and test together
 
 
 def read_vocabulary(path: str) -> set[str]:
@@ -49,11 +50,13 @@ def labelled_lines(folder: str, vocabulary: set[str]) -> list[str]:
     return lines
 
 
-def split(lines: list[str]) -> tuple[list[str], list[str]]:
-    """(train, valid): a seeded 80/20 split, each part in the permutation's order."""
+def split(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(train, valid, test): a seeded 80/10/10 split, each part in the permutation's order; valid and
+    test the first and second half of the held-out part."""
     order = np.random.default_rng(SEED).permutation(len(lines))
-    n_valid = int(round(len(lines) * VALID_SHARE))
-    return [lines[i] for i in order[n_valid:]], [lines[i] for i in order[:n_valid]]
+    n_held = int(round(len(lines) * HELD_SHARE))
+    held = [lines[i] for i in order[:n_held]]
+    return [lines[i] for i in order[n_held:]], held[: n_held // 2], held[n_held // 2:]
 
 
 def write(path: str, lines: list[str]) -> None:
@@ -69,9 +72,10 @@ def main():
     parser.add_argument("--out-dir", default=os.path.join(ROOT, "benchmarks", "_data"))
     parser.add_argument("--sample", action="store_true", help="also write the sample into data/sample/")
     args = parser.parse_args()
-    train, valid = split(labelled_lines(args.wordnet, read_vocabulary(args.vocabulary)))
+    train, valid, test = split(labelled_lines(args.wordnet, read_vocabulary(args.vocabulary)))
     write(os.path.join(args.out_dir, "wordnet-noun-glosses.train.txt"), train)
     write(os.path.join(args.out_dir, "wordnet-noun-glosses.valid.txt"), valid)
+    write(os.path.join(args.out_dir, "wordnet-noun-glosses.test.txt"), test)
     if args.sample:
         write(os.path.join(HERE, "sample", "wordnet-glosses.train.txt"), train[:SAMPLE_TRAIN])
         write(os.path.join(HERE, "sample", "wordnet-glosses.valid.txt"), valid[:SAMPLE_VALID])

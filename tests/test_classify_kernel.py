@@ -208,3 +208,43 @@ def test_the_dry_runs_memory_estimate_counts_the_kernels_copies():
     assert adam["optimizer_slots"] == 2 * (adam["trainable_rows"] // 2 + adam["side_table"])
     assert adam["compiled_step_copies"] == 3 * adam["side_table"] + adam["trainable_rows"]   # two slots of the rows
     assert anchored["compiled_step_copies"] == 0   # the anchor's step is TensorFlow's
+
+
+@pytest.mark.parametrize("one_vs_all", [False, True])
+def test_the_classifier_fits_loss_and_gradient_are_the_cross_entropys(one_vs_all):
+    """The compiled loss and gradient of the classifier-alone fit against float64 numpy, whatever the
+    threads (the same bits), and a fit by two shares against the fit of all the lines."""
+    import numba
+
+    from embedtune.kernels.classify import fit_loss_grad
+    from embedtune.objectives.classify.model import fit_classifier, fit_classifier_by_shares
+
+    rng = np.random.default_rng(0)
+    n, dim, L = 300, 7, 5
+    X = rng.normal(size=(n, dim)).astype(np.float32)
+    if one_vs_all:
+        Y = (rng.random((n, L)) < 0.3).astype(np.float32)
+    else:
+        Y = np.zeros((n, L), np.float32)
+        Y[np.arange(n), rng.integers(0, L, n)] = 1
+    W, b = rng.normal(size=(L, dim)).astype(np.float32), rng.normal(size=L).astype(np.float32)
+    Z = X.astype(np.float64) @ W.T.astype(np.float64) + b
+    if one_vs_all:
+        loss = np.sum(np.logaddexp(0, Z) - Y * Z)
+        dz = 1 / (1 + np.exp(-Z)) - Y
+    else:
+        log_sum = np.log(np.exp(Z - Z.max(1, keepdims=True)).sum(1)) + Z.max(1)
+        loss = np.sum(log_sum - (Y * Z).sum(1))
+        dz = np.exp(Z - log_sum[:, None]) - Y
+    got = []
+    for threads in (1, 2):
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        got.append(fit_loss_grad(X, Y, W, b, one_vs_all))
+    assert got[0][0] == got[1][0] and np.array_equal(got[0][1], got[1][1])
+    assert got[0][0] == pytest.approx(loss, rel=1e-5)
+    np.testing.assert_allclose(got[0][1], np.concatenate([dz.T @ X, dz.sum(0)[:, None]], axis=1), rtol=1e-4, atol=1e-4)
+    whole = fit_classifier(X, Y, one_vs_all, iterations=20)
+    halves = fit_classifier_by_shares([(X[:100], Y[:100]), (X[100:], Y[100:])], one_vs_all, n,
+                                      lambda arrays: np.sum(arrays, axis=0), iterations=20)
+    for a, c in zip(whole, halves):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)

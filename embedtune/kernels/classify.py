@@ -103,7 +103,8 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
 
     The lines' means and scores run a line per thread; the classifier's gradient a label per thread;
     the word and n-gram rows' gradients a row per thread, each the sum over its tokens in batch order:
-    the bits do not depend on the thread count.
+    the bits do not depend on the thread count. Three parallel loops a step: the rows gathered, the
+    lines, the updates.
     """
     B, L, dim = targets.shape[0], n_labels, words.shape[1]
     W, G = len(word) - 1, len(gram) - 1
@@ -195,28 +196,26 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
                     d[j] += c * side[k, j]
             for j in range(dim):
                 d[j] = d[j] / denom
-    # Every gradient is taken: now the updates. The classifier, a label per thread ...
-    for k in prange(L):
-        g = np.zeros(dim + 1, np.float32)
-        for b in range(B):
-            c = dz[b, k]
-            if c != 0:
-                for j in range(dim):
-                    g[j] += c * means[b, j]
-                g[dim] += c
-        _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
-    # ... each trainable word of the batch (frozen ones and padding are not written) ...
+    # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
+    # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
+    # trainable words of the batch (frozen ones and padding are not written), then n-gram rows.
     for p in prange(parts):
-        g = np.empty(dim, np.float32)
+        g = np.empty(dim + 1, np.float32)
+        for k in range(p * L // parts, (p + 1) * L // parts):
+            g[:] = 0
+            for b in range(B):
+                c = dz[b, k]
+                if c != 0:
+                    for j in range(dim):
+                        g[j] += c * means[b, j]
+                    g[dim] += c
+            _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
         for s in range(p * W // parts, (p + 1) * W // parts):
             c = word[s]
             if weight[s] == 0 or c >= n_trainable:
                 continue
-            _row_gradient(g, word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
-            _update(words[c], g, word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
-    # ... and each n-gram row of the batch.
-    for p in prange(parts):
-        g = np.empty(dim + 1, np.float32)
+            _row_gradient(g[:dim], word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
+            _update(words[c], g[:dim], word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
         for s in range(p * G // parts, (p + 1) * G // parts):
             r = gram[s]
             if gram_weight[s] == 0 or r >= sink:
@@ -272,3 +271,81 @@ class ClassifyKernel:
             batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,
             self.optimizer, lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
             4 * self.threads))
+
+
+# The classifier-alone fit's lines are summed in this many blocks, each apart, then in block order:
+# the bits do not depend on the thread count.
+FIT_BLOCKS = 64
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def fit_loss_grad(X, Y, W, b, one_vs_all):
+    """The classifier's cross-entropy of targets Y [n, L] over inputs X [n, dim], summed over the lines
+    (float64), and its gradient [L, dim + 1] (weights, then bias; float64): the classifier-alone fit's
+    (objectives/classify/model.py). Per line as the step's loss is taken (classify_step); each block of
+    lines sums its gradient in float32, the blocks in float64."""
+    n, dim = X.shape
+    L = W.shape[0]
+    losses = np.zeros(FIT_BLOCKS, np.float64)
+    grads = np.zeros((FIT_BLOCKS, L, dim + 1), np.float32)
+    for p in prange(FIT_BLOCKS):
+        z = np.empty(L, np.float32)
+        e = np.empty(L, np.float64)
+        g = grads[p]
+        loss = 0.0
+        for i in range(p * n // FIT_BLOCKS, (p + 1) * n // FIT_BLOCKS):
+            x, t = X[i], Y[i]
+            for k in range(L):
+                w = W[k]
+                acc = np.float32(0.0)
+                for j in range(dim):
+                    acc += w[j] * x[j]
+                z[k] = acc + b[k]
+            if one_vs_all:
+                for k in range(L):
+                    v = float(z[k])
+                    loss += max(v, 0.0) - v * t[k] + math.log1p(math.exp(-abs(v)))
+                    z[k] = np.float32(1.0 / (1.0 + math.exp(-v))) - t[k]   # z: d loss / d logit from here
+            else:
+                top = z[0]
+                for k in range(1, L):
+                    top = max(top, z[k])
+                total = 0.0
+                for k in range(L):
+                    e[k] = math.exp(float(z[k] - top))
+                    total += e[k]
+                log_total = math.log(total)
+                for k in range(L):   # the targets sum to 1: softmax - targets
+                    if t[k] != 0:
+                        loss += t[k] * (log_total - float(z[k] - top))
+                    z[k] = np.float32(e[k] / total) - t[k]
+            for k in range(L):
+                c = z[k]
+                gk = g[k]
+                for j in range(dim):
+                    gk[j] += c * x[j]
+                gk[dim] += c
+        losses[p] = loss
+    grad = np.zeros((L, dim + 1), np.float64)
+    for p in range(FIT_BLOCKS):
+        for k in range(L):
+            for j in range(dim + 1):
+                grad[k, j] += grads[p, k, j]
+    return _sum_in_order(losses), grad
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+def classifier_scores(means, W, b):
+    """[n, L] the logits ``b + W . mean`` of mean vectors [n, dim] (float32), a line per thread."""
+    n, dim = means.shape
+    L = W.shape[0]
+    out = np.empty((n, L), np.float32)
+    for i in prange(n):
+        x = means[i]
+        for k in range(L):
+            w = W[k]
+            acc = np.float32(0.0)
+            for j in range(dim):
+                acc += w[j] * x[j]
+            out[i, k] = acc + b[k]
+    return out

@@ -218,10 +218,13 @@ class Classify(Objective):
                                                                         self.gram_starts))
         began = time.perf_counter()
         if shares is None:
-            # The fit (TensorFlow's ops and L-BFGS, which release the GIL) on a thread while this one reads
-            # --valid (Python): the same fit, the same bits, in about the longer of the two.
+            # The fit (a compiled kernel that releases the GIL, under L-BFGS) on a thread while this one
+            # reads --valid (Python): the same fit, the same bits, in about the longer of the two. With
+            # --valid, one thread for the fit, the other core reading: with two, its threads waited for
+            # each other at every iteration, 1.5-2x the fit's CPU (benchmarks/README.md, classify).
             with ThreadPoolExecutor(1) as pool:
-                fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all)
+                fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
+                                     threads=1 if source.valid is not None else None)
                 self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread

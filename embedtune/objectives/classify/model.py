@@ -1,15 +1,14 @@
 """The classifier of the classify objective (fastText's supervised model): the mean of a line's
 feature vectors -> a linear layer -> softmax over the labels, or one sigmoid per label; its file
 format (--save-classifier), its fit on fixed vectors (scipy's L-BFGS, alone or summed over workers'
-shares) and its scores."""
+shares) and its scores. Compiled (embedtune/kernels/classify.py), without TensorFlow: a run whose
+step is compiled need not import it for the classifier."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from embedtune._tf import lazy as tf
 
 from embedtune.errors import EmbedtuneError
 
@@ -37,7 +36,10 @@ class Classifier:
 
     def scores(self, means: np.ndarray) -> np.ndarray:
         """[n, L] logits of mean vectors [n, dim]."""
-        return (tf.matmul(means, self.weights, transpose_b=True) + self.bias).numpy()   # see fit_classifier
+        from embedtune.kernels.classify import classifier_scores
+
+        return classifier_scores(np.ascontiguousarray(means, np.float32), np.ascontiguousarray(self.weights, np.float32),
+                                 np.ascontiguousarray(self.bias, np.float32))
 
 
 def predict(classifier: Classifier, means: np.ndarray) -> np.ndarray:
@@ -101,45 +103,36 @@ def load_classifier(path: str) -> Classifier:
                       ngram_vectors=np.stack(gram_rows) if gram_rows else None)
 
 
-def _summed_cross_entropy(X, W, b, Y, one_vs_all: bool) -> tf.Tensor:
-    """The classifier's cross-entropy of targets Y over inputs X, summed over the lines."""
-    Z = tf.matmul(X, W, transpose_b=True) + b
-    if one_vs_all:
-        return tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=Y, logits=Z))
-    return tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=Y, logits=Z))
+def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_vs_all: bool):
+    """(the cross-entropy of targets Y over inputs X summed over the lines, its gradient [L * dim + L]
+    as params are laid out: weights row by row, then the biases), float64; computed in float32 at
+    params rounded to float32 (embedtune/kernels/classify.py, ``fit_loss_grad``)."""
+    from embedtune.kernels.classify import fit_loss_grad
+
+    L, dim = Y.shape[1], X.shape[1]
+    p32 = params.astype(np.float32)
+    loss, grad = fit_loss_grad(X, Y, p32[: L * dim].reshape(L, dim), p32[L * dim:], one_vs_all)
+    return loss, np.concatenate([grad[:, :dim].ravel(), grad[:, dim]])
 
 
-def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool,
-                   iterations: int = FIT_ITERATIONS, l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, iterations: int = FIT_ITERATIONS,
+                   l2: float = FIT_L2, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
     cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
 
-    L-BFGS (scipy) on a loss and gradient computed by TensorFlow: numpy's matmuls (OpenBLAS) were far
-    slower on a loaded machine (benchmarks/README.md, classify). On the WordNet noun glosses validation
-    accuracy reaches its plateau within about 100 iterations (benchmarks/README.md)."""
-    import scipy.optimize
+    L-BFGS (scipy) on a loss and gradient computed by a compiled kernel (numpy's matmuls, OpenBLAS's
+    threads, were far slower on a loaded machine: benchmarks/README.md, classify). On the WordNet noun
+    glosses validation accuracy reaches its plateau within about 100 iterations (benchmarks/README.md).
+    threads : the kernel's threads in the calling thread (numba's setting is a thread's own); the same
+    bits whatever the count."""
+    if threads is not None:
+        from numba import set_num_threads
 
-    L, dim = targets.shape[1], means.shape[1]
-    X, Y = tf.constant(means, tf.float32), tf.constant(targets, tf.float32)
-    n = float(len(means))
+        from embedtune.kernels.common import kernel_threads
 
-    def loss_and_grad(params):
-        W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
-        with tf.GradientTape() as tape:
-            tape.watch([W, b])
-            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all) / n + 0.5 * l2 * tf.reduce_sum(W * W)
-        gW, gb = tape.gradient(loss, [W, b])
-        return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
-
-    step = tf.function(loss_and_grad, autograph=False)
-
-    def fun(params):
-        loss, grad = step(tf.constant(params, tf.float32))
-        return float(loss), grad.numpy().astype(np.float64)
-
-    result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
-                                     options={"maxiter": iterations})
-    return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+        set_num_threads(kernel_threads(threads))
+    return fit_classifier_by_shares([(means, targets)], one_vs_all, len(means), lambda arrays: arrays[0],
+                                    iterations, l2)
 
 
 def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_all: bool, n_lines: int,
@@ -157,24 +150,13 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
     import scipy.optimize
 
     L, dim = parts[0][1].shape[1], parts[0][0].shape[1]
-    held = [(tf.constant(m, tf.float32), tf.constant(t, tf.float32)) for m, t in parts]
-
-    def share_loss_and_grad(params, X, Y):
-        W, b = tf.reshape(params[: L * dim], [L, dim]), params[L * dim:]
-        with tf.GradientTape() as tape:
-            tape.watch([W, b])
-            loss = _summed_cross_entropy(X, W, b, Y, one_vs_all)
-        gW, gb = tape.gradient(loss, [W, b])
-        return loss, tf.concat([tf.reshape(gW, [-1]), gb], 0)
-
-    step = tf.function(share_loss_and_grad, autograph=False)
+    held = [(np.ascontiguousarray(m, np.float32), np.ascontiguousarray(t, np.float32)) for m, t in parts]
 
     def fun(params):
-        p = tf.constant(params, tf.float32)
         mine = []
         for X, Y in held:
-            loss, grad = step(p, X, Y)
-            mine.append(np.concatenate([[float(loss)], grad.numpy().astype(np.float64)]))
+            loss, grad = _summed_loss_and_grad(X, Y, params, one_vs_all)
+            mine.append(np.concatenate([[loss], grad]))
         total = sum_arrays(mine)
         W = params[: L * dim].astype(np.float32).astype(np.float64)
         grad = total[1:] / n_lines
