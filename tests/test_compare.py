@@ -205,10 +205,11 @@ def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim
 @pytest.mark.parametrize("case_insensitive, slots", [(True, 9), (False, 8)])
 def test_analogies_in_odd_tiles_and_out_of_slots_equal_gensims(glove, gensim_glove, monkeypatch, case_insensitive,
                                                                 slots):
-    """Vocabulary tiles cut at odd places (an answer is often in a later tile than the first), and
-    questions that run out of candidate slots (8: every one that finds a better row after its first
-    eight is scored against every row) give gensim's answers."""
+    """Vocabulary blocks and tiles cut at odd places (an answer is often in a later tile than the
+    first), and questions that run out of candidate slots (8: every one that finds a better row after
+    its first eight is scored against every row) give gensim's answers."""
     monkeypatch.setattr(analogy_search, "TILE_ROWS", 997)
+    monkeypatch.setattr(analogy_search, "BLOCK_ROWS", 1500)
     monkeypatch.setattr(analogy_search, "SLOTS", slots)
     path = datapath("questions-words.txt")
     score, sections = _gensim_sections(gensim_glove, path, 4000, case_insensitive)
