@@ -210,6 +210,8 @@ def test_analogies_in_odd_tiles_and_out_of_slots_equal_gensims(glove, gensim_glo
     its first eight is scored against every row) give gensim's answers."""
     monkeypatch.setattr(analogy_search, "TILE_ROWS", 997)
     monkeypatch.setattr(analogy_search, "BLOCK_ROWS", 1500)
+    if slots == 8:
+        monkeypatch.setattr(analogy_search, "BLOCK_BYTES", 1)   # blocks of one tile: many words' products
     monkeypatch.setattr(analogy_search, "SLOTS", slots)
     path = datapath("questions-words.txt")
     score, sections = _gensim_sections(gensim_glove, path, 4000, case_insensitive)

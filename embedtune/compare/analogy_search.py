@@ -20,8 +20,10 @@ from numba import njit
 TILE_ROWS = 512
 # Rows whose products are computed by one matrix product: a few dozen large products rather than
 # hundreds of small ones, whose BLAS threads spent more time waiting for each other than computing
-# on a busy machine (benchmarks/README.md, eval_speed).
+# on a busy machine (benchmarks/README.md, eval_speed); fewer when the questions have so many words
+# that the products would take more than BLOCK_BYTES.
 BLOCK_ROWS = 16 * TILE_ROWS
+BLOCK_BYTES = 64 << 20
 # Candidates kept per question: its 8 best and any within MARGIN of the 8th. More than that (rows
 # of equal vectors, say) sends the question to the plain product with every row.
 SLOTS = 32
@@ -146,10 +148,11 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     slot_score = np.full((m, SLOTS), -np.inf, np.float32)
     slot_row = np.zeros((m, SLOTS), np.int64)
     count = np.zeros(m, np.int64)
-    products = np.empty(len(words) * min(BLOCK_ROWS, restrict), np.float32)
+    block_rows = max(TILE_ROWS, min(BLOCK_ROWS, BLOCK_BYTES // (4 * len(words)) // TILE_ROWS * TILE_ROWS))
+    products = np.empty(len(words) * min(block_rows, restrict), np.float32)
     reported = 0
-    for start in range(0, restrict, BLOCK_ROWS):
-        block = unit_t[:, start:start + BLOCK_ROWS]
+    for start in range(0, restrict, block_rows):
+        block = unit_t[:, start:start + block_rows]
         width = block.shape[1]
         _screen(np.matmul(word_units, block, out=products[:len(words) * width].reshape(len(words), width)),
                 start, TILE_ROWS, qa, qb, qc, scale, slot_score, slot_row, count, overflow, np.float32(MARGIN), top)
