@@ -1,82 +1,114 @@
-"""Speed of `embedtune eval` on GloVe 6B 50d (400k words), against gensim in the same run.
+"""Speed of `embedtune eval` against gensim's evaluation, whole process each, on GloVe 6B 50d (400k words).
 
     python data/make_sample.py --words 400000 -o benchmarks/_data/glove.6B.50d.txt   # once
-    python benchmarks/eval_speed.py [--vectors FILE] [--repeat 3] [--every 20]
+    python benchmarks/eval_speed.py [--vectors FILE] [--repeat 3] [--every 1]
 
-full    ``embedtune.compare.evaluate`` with its defaults (WordSim-353, SimLex-999, the Google
-        analogies, restrict_vocab 300000), ``--repeat`` times: wall and CPU seconds, median.
-        Goal: <= 10 s (issue 10).
-subset  every ``--every``-th Google analogy question, answered by gensim's
-        ``evaluate_word_analogies`` and by embedtune, interleaved: both times, the ratio, and whether
-        every section's correct/answered counts are equal (they must be). gensim answers one question
-        at a time, so the whole file would take it many minutes; the subset keeps this short.
-
-Loading the file is timed apart. The machine is shared: the load average is printed.
+Each turn runs two processes, one after the other, the first of the two alternating from turn to turn:
+  embedtune  ``embedtune eval FILE --json``: WordSim-353, SimLex-999 and the Google analogies shipped
+             with gensim, restrict_vocab 300000 (its defaults)
+  gensim     a Python process doing the same with gensim: ``KeyedVectors.load_word2vec_format``, then
+             ``evaluate_word_pairs`` on both pair files (restrict_vocab: the whole vocabulary, as
+             embedtune scores pairs) and ``evaluate_word_analogies`` (restrict_vocab 300000)
+Wall and CPU seconds (user + system of the process) of each run, medians of --repeat, and their ratio;
+every figure of the two (Pearson, Spearman, each section's correct and answered) is compared and must be
+equal. --every N keeps every N-th analogy question (both tools read the same file) for a shorter run:
+gensim answers one question at a time, minutes for the whole set. The load average is printed before
+each run and at the end: the machine is shared, and the ratio survives load better than the seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+GENSIM = """
+import json, sys
+from gensim.models import KeyedVectors
+vectors, analogies, *pair_files = sys.argv[1:]
+kv = KeyedVectors.load_word2vec_format(vectors, no_header=True)
+similarity = []
+for path in pair_files:
+    pearson, spearman, oov = kv.evaluate_word_pairs(path, restrict_vocab=len(kv.index_to_key))
+    similarity.append([pearson.statistic, spearman.statistic])
+accuracy, sections = kv.evaluate_word_analogies(analogies, restrict_vocab=300000)
+print(json.dumps({"similarity": similarity, "accuracy": accuracy, "sections": [
+    [s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])] for s in sections[:-1]]}))
+"""
 
-def timed(fn):
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
-    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+def timed(name: str, command: list[str]) -> tuple[dict, float, float]:
+    """(the JSON it printed, wall seconds, CPU seconds) of one process."""
+    print(f"  load average {os.getloadavg()[0]:.2f}: {name} ...", end=" ", flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        sys.exit(f"{name} failed:\n{done.stderr}")
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return json.loads(done.stdout), wall, cpu
+
+
+def figures_of_embedtune(out: dict) -> dict:
+    [analogies] = out["analogies"]
+    return {"similarity": [[s["pearson"], s["spearman"]] for s in out["similarity"]],
+            "accuracy": analogies["accuracy"],
+            "sections": [[s["name"], s["correct"], s["answered"]] for s in analogies["sections"]]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vectors", default=os.path.join(HERE, "_data", "glove.6B.50d.txt"))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--every", type=int, default=20)
+    parser.add_argument("--every", type=int, default=1, help="keep every N-th analogy question")
     args = parser.parse_args()
 
-    from gensim.models import KeyedVectors
+    from embedtune.compare import default_analogy_files, default_similarity_files
 
-    from embedtune.compare import default_analogy_files, evaluate, evaluate_analogies
-    from embedtune.formats import load_vectors
-
-    print(f"load average at start: {os.getloadavg()}", flush=True)
-    vectors, wall, cpu = timed(lambda: load_vectors(args.vectors))
-    print(f"load {args.vectors}: {len(vectors):,} x {vectors.dim} in {wall:.1f} s wall ({cpu:.1f} s cpu)", flush=True)
-
-    runs = []
-    for _ in range(args.repeat):
-        e, wall, cpu = timed(lambda: evaluate(vectors))
-        runs.append((wall, cpu))
-        a = e.analogies[0]
-        print(f"full: {wall:.1f} s wall, {cpu:.1f} s cpu; analogies {a.correct}/{a.answered}, "
-              + ", ".join(f"{s.name} {s.spearman:.4f}" for s in e.similarity), flush=True)
-    print(f"full, median of {args.repeat}: {statistics.median(w for w, _ in runs):.1f} s wall, "
-          f"{statistics.median(c for _, c in runs):.1f} s cpu (goal <= 10 s)", flush=True)
-
-    kv = KeyedVectors(vectors.dim)
-    kv.add_vectors(vectors.words, vectors.matrix.copy())
+    pair_files = default_similarity_files()
+    questions = default_analogy_files()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        subset = os.path.join(tmp, "questions.txt")
-        kept = 0
-        with open(default_analogy_files()[0], encoding="utf-8") as f, open(subset, "w", encoding="utf-8") as out:
-            for line in f:
-                if line.startswith(": "):
-                    out.write(line)
-                else:
-                    kept += 1
-                    if kept % args.every == 0:
+        if args.every > 1:
+            subset = os.path.join(tmp, "questions.txt")
+            kept = 0
+            with open(questions, encoding="utf-8") as f, open(subset, "w", encoding="utf-8") as out:
+                for line in f:
+                    kept += not line.startswith(": ")
+                    if line.startswith(": ") or kept % args.every == 0:
                         out.write(line)
-        (score, sections), g_wall, g_cpu = timed(lambda: kv.evaluate_word_analogies(subset))
-        ours, e_wall, e_cpu = timed(lambda: evaluate_analogies(vectors, subset))
-    theirs = [(s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"])) for s in sections[:-1]]
-    equal = theirs == [(s.name, s.correct, s.answered) for s in ours.sections]
-    print(f"subset ({ours.answered} questions answered): gensim {g_wall:.1f} s wall ({g_cpu:.1f} s cpu), "
-          f"embedtune {e_wall:.1f} s wall ({e_cpu:.1f} s cpu): {g_wall / e_wall:.1f}x; "
-          f"accuracy {ours.accuracy:.4f} vs gensim {score:.4f}; every section equal: {equal}")
+            questions = subset
+        ours = [sys.executable, "-m", "embedtune.cli.main", "-q", "eval", args.vectors, "--json",
+                "--analogy", questions] + [x for path in pair_files for x in ("--similarity", path)]
+        theirs = [sys.executable, "-c", GENSIM, args.vectors, questions, *pair_files]
+        print(f"load average at start: {os.getloadavg()}; {args.repeat} turns of both, whole process each",
+              flush=True)
+        runs = {"embedtune": [], "gensim": []}
+        figures = {}
+        for turn in range(args.repeat):
+            order = [("embedtune", ours), ("gensim", theirs)]
+            for name, command in order if turn % 2 == 0 else order[::-1]:
+                out, wall, cpu = timed(name, command)
+                runs[name].append((wall, cpu))
+                figures[name] = figures_of_embedtune(out) if name == "embedtune" else out
+                print(f"{wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+    median = {name: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
+              for name, r in runs.items()}
+    e, g = median["embedtune"], median["gensim"]
+    answered = sum(s[2] for s in figures["embedtune"]["sections"])
+    print(f"medians of {args.repeat} ({answered:,} analogy questions answered): embedtune {e[0]:.1f} s wall "
+          f"({e[1]:.1f} s CPU), gensim {g[0]:.1f} s wall ({g[1]:.1f} s CPU): embedtune takes "
+          f"{e[0] / g[0]:.3f} of gensim's wall, {e[1] / g[1]:.3f} of its CPU (goal: <= 8 s wall, issue 26)")
+    print(f"every figure equal (Pearson, Spearman, accuracy, each section): {figures['embedtune'] == figures['gensim']}")
     print(f"load average at end: {os.getloadavg()}")
 
 

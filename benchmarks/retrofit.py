@@ -1,23 +1,29 @@
-"""Retrofit benchmark: GloVe 6B 50d + WordNet lexicons -> SimLex-999 and WordSim-353, before and after.
+"""Retrofit benchmark: GloVe 6B 50d + WordNet lexicons, weights chosen on validation pairs, scored on test pairs.
 
     python data/make_sample.py --words 400000 -o benchmarks/_data/glove.6B.50d.txt   # once (171 MB)
     python benchmarks/retrofit.py [--vectors PATH] [--wordnet /usr/share/wordnet] [--repeats 3] [--json FILE]
 
-Every row is scored with gensim's ``evaluate_word_pairs`` (Spearman, restrict_vocab 400000) on
-gensim's copies of SimLex-999 (similarity: antonyms rate low) and WordSim-353 (relatedness).
-The lexicons are built in the run by ``embedtune.wordnet`` from the WordNet database folder
-(Debian's ``wordnet-base``): synonyms = words sharing a synset, antonyms = WordNet's ``!`` pointers.
+SimLex-999 (similarity: antonyms rate low) and WordSim-353 (relatedness), gensim's copies, are each cut
+into a validation and a test half by their words: every word of either file goes to one side (a seeded
+coin, then words move to the side holding more of their partners while each file keeps at least 40% of
+its kept pairs on each side); a pair whose two words are on one side belongs to that side, the others
+are left out. No word is in both halves, so a setting chosen on valid has never seen a test word move.
+Scores are Spearman correlations by ``embedtune.compare.evaluate_similarity`` (gensim's
+``evaluate_word_pairs`` figures, tests/test_compare.py).
 
-Rows:
-  faruqui        Faruqui et al.'s retrofit.py loop as published (in place over the lexicon words,
-                 10 iterations, alpha 1, beta 1/degree), without its unit-length normalisation
-                 (embedtune keeps the user's norms), on the synonym lexicon; the baseline
-  synonyms       embedtune train --objective retrofit --lexicon SYN (defaults)
-  +antonyms      ... --antonyms ANT (defaults: repel 0.3)
-  +antonyms top10k   the same with --freeze-top 10000; its frozen rows are checked bit-identical
-Seconds are the median of --repeats runs, taken in turn (interleaved): embedtune's are the whole
-``train()`` call (reading both lexicons, the plan, the rounds, the copy and the frozen-row check),
-the vectors file already loaded; the faruqui loop's are its own.
+Both methods get the same budget, TUNED settings each, and the same rule: the highest validation
+SimLex-999 among the settings whose validation WordSim-353 falls by at most WORDSIM_DROP (issue 15's
+goal: similarity up, relatedness kept); the chosen setting is then scored on the test halves.
+  faruqui   Faruqui et al.'s retrofit.py loop as published (in place over the lexicon words, 10
+            iterations, beta 1/degree), without its unit-length normalisation (embedtune keeps the
+            user's norms), on the synonym lexicon; its alpha chosen from FARUQUI_ALPHAS (1 published)
+  embedtune ``--objective retrofit`` with the ``--similar`` lexicons and antonyms: repel chosen from
+            REPELS without frozen rows, then the frozen pull (FROZEN_PULL) from FROZEN_PULLS with the
+            10,000 most frequent rows frozen (their bits checked unchanged)
+The lexicons are built in the run by ``embedtune.wordnet`` from the WordNet database folder (Debian's
+``wordnet-base``). Seconds: median of --repeats interleaved runs of the chosen settings; embedtune's
+are the whole ``train()`` call (both lexicons read, plan, rounds, copy, frozen-row check), the vectors
+already loaded; the faruqui loop's are its own.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import sys
 import tempfile
 import time
@@ -33,18 +40,27 @@ import time
 import numpy as np
 
 from embedtune import formats
+from embedtune.compare import default_similarity_files, evaluate_similarity
 from embedtune.config import Config, TrainConfig, VocabConfig
+from embedtune.objectives import retrofit as retrofit_module
 from embedtune.training import train
 from embedtune.vectors import Vectors
 from embedtune.wordnet import format_lexicon, wordnet_lexicons
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_VECTORS = os.path.join(HERE, "_data", "glove.6B.50d.txt")
-GOALS = {"simlex_gain": 0.10, "wordsim_drop": 0.01, "simlex_gain_top10k": 0.05, "seconds": 10.0}
+SEED = 26
+WORDSIM_DROP = 0.01
+REPELS = (0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
+FROZEN_PULLS = (1.0, 2.0, 4.0, 8.0)
+FARUQUI_ALPHAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0)   # as many settings as REPELS + FROZEN_PULLS
+FREEZE_TOP = 10000
 
 
-def faruqui_retrofit(vectors: Vectors, lexicon: dict[str, list[str]], iterations: int = 10) -> np.ndarray:
-    """Faruqui et al.'s retrofit() (github.com/mfaruqui/retrofitting, retrofit.py), on rows of a matrix."""
+def faruqui_retrofit(vectors: Vectors, lexicon: dict[str, list[str]], iterations: int = 10,
+                     alpha: float = 1.0) -> np.ndarray:
+    """Faruqui et al.'s retrofit() (github.com/mfaruqui/retrofitting, retrofit.py), on rows of a matrix;
+    alpha 1 is the published update (q_i = (deg q̂_i + sum of neighbours) / (2 deg))."""
     old = vectors.matrix.astype(np.float64)
     new = old.copy()
     index = vectors.index
@@ -56,10 +72,10 @@ def faruqui_retrofit(vectors: Vectors, lexicon: dict[str, list[str]], iterations
             if not rows:
                 continue
             i = index[word]
-            vec = len(rows) * old[i]
+            vec = alpha * len(rows) * old[i]
             for j in rows:
                 vec += new[j]
-            new[i] = vec / (2 * len(rows))
+            new[i] = vec / ((1 + alpha) * len(rows))
     return new.astype(np.float32)
 
 
@@ -73,15 +89,68 @@ def lowercase_lexicon(lexicon: dict[str, list[str]]) -> dict[str, list[str]]:
     return {w: list(n) for w, n in out.items()}
 
 
-def scores(vectors: Vectors) -> tuple[float, float]:
-    from gensim.models import KeyedVectors
-    from gensim.test.utils import datapath
+def pair_lines(path: str) -> list[tuple[str, str, str]]:
+    """(word, word, line) of each scored line of a pair file, as evaluate_word_pairs reads it."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if line.startswith("#") or len(parts) != 3:
+                continue
+            try:
+                float(parts[2])
+            except ValueError:
+                continue
+            out.append((parts[0].lower(), parts[1].lower(), line if line.endswith("\n") else line + "\n"))
+    return out
 
-    kv = KeyedVectors(vectors.dim)
-    kv.add_vectors(vectors.words, vectors.matrix)
-    simlex = kv.evaluate_word_pairs(datapath("simlex999.txt"), restrict_vocab=400000)[1][0]
-    wordsim = kv.evaluate_word_pairs(datapath("wordsim353.tsv"), restrict_vocab=400000)[1][0]
-    return float(simlex), float(wordsim)
+
+def split_by_words(files: dict[str, list], seed: int, passes: int = 5) -> dict[str, str]:
+    """word -> 'valid' or 'test' for every word of the pair files (see the module docstring)."""
+    rng = random.Random(seed)
+    words = sorted({w for pairs in files.values() for a, b, _ in pairs for w in (a, b)})
+    side = {w: rng.choice(("valid", "test")) for w in words}
+    partners: dict[str, list[tuple[str, str]]] = {w: [] for w in words}
+    for name, pairs in files.items():
+        for a, b, _ in pairs:
+            partners[a].append((name, b))
+            partners[b].append((name, a))
+
+    def counts():
+        c = {name: {"valid": 0, "test": 0} for name in files}
+        for name, pairs in files.items():
+            for a, b, _ in pairs:
+                if side[a] == side[b]:
+                    c[name][side[a]] += 1
+        return c
+
+    for _ in range(passes):
+        order = words[:]
+        rng.shuffle(order)
+        moved = 0
+        for w in order:
+            here, there = side[w], "test" if side[w] == "valid" else "valid"
+            if sum(side[p] == there for _, p in partners[w]) <= sum(side[p] == here for _, p in partners[w]):
+                continue
+            side[w] = there
+            balanced = all(min(c.values()) >= 0.4 * sum(c.values()) for c in counts().values())
+            if balanced:
+                moved += 1
+            else:
+                side[w] = here
+        if not moved:
+            break
+    return side
+
+
+def write_halves(files: dict[str, list], side: dict[str, str], folder: str) -> dict[tuple[str, str], str]:
+    paths = {}
+    for name, pairs in files.items():
+        for half in ("valid", "test"):
+            paths[name, half] = os.path.join(folder, f"{name}-{half}.txt")
+            with open(paths[name, half], "w", encoding="utf-8") as f:
+                f.writelines(line for a, b, line in pairs if side[a] == side[b] == half)
+    return paths
 
 
 def main(argv=None):
@@ -89,44 +158,86 @@ def main(argv=None):
     parser.add_argument("--vectors", default=DEFAULT_VECTORS)
     parser.add_argument("--wordnet", default="/usr/share/wordnet")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--repel", type=float, nargs="*", default=[],
-                        help="also run the similar lexicons at these antonym weights")
+    parser.add_argument("--seed", type=int, default=SEED, help="of the valid/test split")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    logging.disable(logging.WARNING)   # gensim's per-call INFO lines
+    logging.disable(logging.WARNING)
     if not os.path.exists(args.vectors):
         sys.exit(f"{args.vectors} is missing: python data/make_sample.py --words 400000 -o {args.vectors}")
 
-    print(f"load average {os.getloadavg()[0]:.2f}; loading {args.vectors} ...", file=sys.stderr)
+    print(f"load average at start {os.getloadavg()}; loading {args.vectors} ...", file=sys.stderr, flush=True)
     vectors = formats.load_vectors(args.vectors)
     folder = tempfile.mkdtemp(prefix="retrofit-bench-")
-    paths = {}
+    lexicons = {}
     for similar in (False, True):
         synonyms, antonyms = wordnet_lexicons(args.wordnet, similar=similar)
         for kind, lexicon in (("syn", synonyms), ("ant", antonyms)):
-            paths[kind, similar] = os.path.join(folder, f"{kind}{'-similar' if similar else ''}.txt")
-            with open(paths[kind, similar], "w", encoding="utf-8") as f:
+            lexicons[kind, similar] = os.path.join(folder, f"{kind}{'-similar' if similar else ''}.txt")
+            with open(lexicons[kind, similar], "w", encoding="utf-8") as f:
                 f.writelines(format_lexicon(lexicon))
         if not similar:
             faruqui_lexicon = lowercase_lexicon(synonyms)
 
-    def embedtune_run(similar, antonyms=True, freeze_top=0, repel=None):
-        config = Config(lexicon=paths["syn", similar], antonyms=paths["ant", similar] if antonyms else None,
+    simlex_file, wordsim_file = default_similarity_files()[1], default_similarity_files()[0]
+    files = {"simlex": pair_lines(simlex_file), "wordsim": pair_lines(wordsim_file)}
+    side = split_by_words(files, args.seed)
+    halves = write_halves(files, side, folder)
+    sizes = {f"{name} {half}": sum(1 for _ in open(path, encoding="utf-8")) for (name, half), path in halves.items()}
+    print("pairs: " + ", ".join(f"{k} {v}" for k, v in sizes.items())
+          + f" (of {len(files['simlex'])} and {len(files['wordsim'])}); halves in {folder}", flush=True)
+
+    def score(matrix) -> dict[str, float]:
+        v = Vectors(vectors.words, matrix)
+        out = {f"{name} {half}": evaluate_similarity(v, path).spearman for (name, half), path in halves.items()}
+        out["simlex all"] = evaluate_similarity(v, simlex_file).spearman
+        out["wordsim all"] = evaluate_similarity(v, wordsim_file).spearman
+        return out
+
+    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None):
+        config = Config(lexicon=lexicons["syn", similar], antonyms=lexicons["ant", similar] if antonyms else None,
                         vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit", repel=repel))
-        return train(vectors, None, config)
+        default_pull = retrofit_module.FROZEN_PULL
+        retrofit_module.FROZEN_PULL = default_pull if pull is None else pull
+        try:
+            return train(vectors, None, config)
+        finally:
+            retrofit_module.FROZEN_PULL = default_pull
+
+    def matrix_of(out):
+        return out if isinstance(out, np.ndarray) else out.vectors.matrix
+
+    before = score(vectors.matrix)
+
+    def choose(label, settings, make):
+        """Score each setting on valid; the best SimLex among those keeping WordSim (see the docstring)."""
+        rows = []
+        for value in settings:
+            s = score(matrix_of(make(value)))
+            rows.append({"setting": value, "simlex valid": s["simlex valid"],
+                         "wordsim valid change": s["wordsim valid"] - before["wordsim valid"]})
+            print(f"  {label} {value:g}: valid SimLex {s['simlex valid']:.3f}, "
+                  f"WordSim change {rows[-1]['wordsim valid change']:+.3f}", flush=True)
+        kept = [r for r in rows if r["wordsim valid change"] >= -WORDSIM_DROP] or rows
+        return max(kept, key=lambda r: r["simlex valid"])["setting"], rows
+
+    print("tuning on the validation halves:", flush=True)
+    alpha, alpha_rows = choose("faruqui alpha", FARUQUI_ALPHAS,
+                               lambda a: faruqui_retrofit(vectors, faruqui_lexicon, alpha=a))
+    repel, repel_rows = choose("embedtune repel", REPELS, lambda r: embedtune_run(repel=r))
+    pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g})", FROZEN_PULLS,
+                             lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p))
+    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, frozen pull {pull:g} "
+          f"(defaults: repel {retrofit_module.Retrofit.defaults['repel']:g}, "
+          f"frozen pull {retrofit_module.FROZEN_PULL:g})", flush=True)
 
     runs = {
-        "faruqui": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
-        "synonyms": lambda: embedtune_run(False, antonyms=False),
-        "+antonyms": lambda: embedtune_run(False),
-        "+antonyms top10k": lambda: embedtune_run(False, freeze_top=10000),
-        "similar": lambda: embedtune_run(True),
-        "similar top10k": lambda: embedtune_run(True, freeze_top=10000),
+        f"faruqui (alpha {alpha:g}, chosen)": lambda: faruqui_retrofit(vectors, faruqui_lexicon, alpha=alpha),
+        "faruqui (alpha 1, published)": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
+        "synonyms": lambda: embedtune_run(similar=False, antonyms=False),
+        f"+antonyms (repel {repel:g})": lambda: embedtune_run(similar=False, repel=repel),
+        f"similar (repel {repel:g})": lambda: embedtune_run(repel=repel),
+        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull),
     }
-    for repel in args.repel:
-        runs[f"similar repel {repel:g}"] = lambda repel=repel: embedtune_run(True, repel=repel)
-        runs[f"similar repel {repel:g} top10k"] = lambda repel=repel: embedtune_run(True, repel=repel,
-                                                                                   freeze_top=10000)
     seconds = {name: [] for name in runs}
     outputs = {}
     for _ in range(args.repeats):
@@ -135,47 +246,34 @@ def main(argv=None):
             outputs[name] = run()
             seconds[name].append(time.perf_counter() - began)
 
-    before = scores(vectors)
-    rows = [{"row": "GloVe 6B 50d", "simlex": before[0], "wordsim": before[1], "seconds": None}]
+    rows = [{"row": "GloVe 6B 50d", **before, "seconds": None}]
     for name, out in outputs.items():
-        matrix = out if isinstance(out, np.ndarray) else out.vectors.matrix
-        simlex, wordsim = scores(Vectors(vectors.words, matrix))
-        row = {"row": name, "simlex": simlex, "wordsim": wordsim,
-               "simlex_gain": simlex - before[0], "wordsim_change": wordsim - before[1],
-               "seconds": float(np.median(seconds[name]))}
+        row = {"row": name, **score(matrix_of(out)), "seconds": float(np.median(seconds[name]))}
         if not isinstance(out, np.ndarray):
-            s = out.stats
-            row.update(trained_rows=s["trained_rows"], frozen=s["frozen"], max_frozen_change=s["max_frozen_change"],
-                       synonym_pairs=s["lexicon"]["pairs_in_vectors"],
-                       lexicon_words_not_in_vectors=s["lexicon"]["words_not_in_vectors"])
-            if s["frozen"]:
-                # Checked here too, bit for bit, not only by the summary.
-                k = s["frozen"]
+            row["trained_rows"] = out.stats["trained_rows"]
+            if out.stats["frozen"]:
+                k = out.stats["frozen"]   # checked here too, bit for bit, not only by the summary
                 row["frozen_bit_identical"] = bool(np.array_equal(
-                    matrix[:k].view(np.uint32), vectors.matrix[:k].view(np.uint32)))
+                    out.vectors.matrix[:k].view(np.uint32), vectors.matrix[:k].view(np.uint32)))
         rows.append(row)
 
-    print(f"{'row':<26} {'SimLex-999':>10} {'gain':>7} {'WS-353':>7} {'change':>7} {'seconds':>8}  notes")
+    print(f"\n{'row':<32} {'SimLex test':>11} {'gain':>7} {'WS test':>8} {'change':>7} "
+          f"{'SimLex all':>10} {'WS all':>7} {'seconds':>8}  notes")
     for row in rows:
-        gain = f"{row['simlex_gain']:+.3f}" if "simlex_gain" in row else ""
-        change = f"{row['wordsim_change']:+.3f}" if "wordsim_change" in row else ""
-        secs = f"{row['seconds']:.2f}" if row["seconds"] is not None else ""
-        notes = ""
-        if "trained_rows" in row:
-            notes = f"{row['trained_rows']:,} rows moved"
+        gain = "" if row is rows[0] else f"{row['simlex test'] - before['simlex test']:+.3f}"
+        change = "" if row is rows[0] else f"{row['wordsim test'] - before['wordsim test']:+.3f}"
+        secs = "" if row["seconds"] is None else f"{row['seconds']:.2f}"
+        notes = f"{row['trained_rows']:,} rows moved" if "trained_rows" in row else ""
         if "frozen_bit_identical" in row:
-            notes += f", {row['frozen']:,} frozen, bit-identical: {row['frozen_bit_identical']}"
-        print(f"{row['row']:<26} {row['simlex']:>10.3f} {gain:>7} {row['wordsim']:>7.3f} {change:>7} {secs:>8}  {notes}")
-    best = {r["row"]: r for r in rows}
-    full, top = best["similar"], best["similar top10k"]
-    print(f"\ngoals: SimLex gain {full['simlex_gain']:+.3f} (>= +{GOALS['simlex_gain']}), "
-          f"WordSim change {full['wordsim_change']:+.3f} (>= -{GOALS['wordsim_drop']}), "
-          f"top10k gain {top['simlex_gain']:+.3f} (>= +{GOALS['simlex_gain_top10k']}, frozen bit-identical "
-          f"{top.get('frozen_bit_identical')}), seconds {full['seconds']:.2f} (<= {GOALS['seconds']:g}); "
-          f"load average {os.getloadavg()[0]:.2f}")
+            notes += f", frozen bit-identical: {row['frozen_bit_identical']}"
+        print(f"{row['row']:<32} {row['simlex test']:>11.3f} {gain:>7} {row['wordsim test']:>8.3f} {change:>7} "
+              f"{row['simlex all']:>10.3f} {row['wordsim all']:>7.3f} {secs:>8}  {notes}")
+    print(f"load average at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"rows": rows, "goals": GOALS, "load_average": os.getloadavg()}, f, indent=2)
+            json.dump({"pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "pull": pull},
+                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "pull": pull_rows},
+                       "rows": rows, "load_average": os.getloadavg()}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedtune.compare import diff as diff_module
-from embedtune.compare import evaluation as evaluation_module
+from embedtune.compare import analogy_search
 from embedtune.compare import (
     Evaluation,
     check_frozen,
@@ -202,13 +202,17 @@ def test_analogy_scores_equal_gensims_with_a_restricted_vocabulary(glove, gensim
     assert len(headline) == 2 + len(ours.sections)
 
 
-@pytest.mark.parametrize("case_insensitive", [True, False])
-def test_analogies_in_small_batches_and_tiles_equal_gensims(glove, gensim_glove, monkeypatch, case_insensitive):
-    """Batches, vocabulary tiles and first thresholds cut at odd places give gensim's answers
-    question by question (tiles of 997 rows: an answer is often in a later tile than the seed)."""
-    monkeypatch.setattr(evaluation_module, "ANALOGY_BATCH", 37)
-    monkeypatch.setattr(evaluation_module, "TILE_ROWS", 997)
-    monkeypatch.setattr(evaluation_module, "SEED_ROWS", 50)
+@pytest.mark.parametrize("case_insensitive, slots", [(True, 9), (False, 8)])
+def test_analogies_in_odd_tiles_and_out_of_slots_equal_gensims(glove, gensim_glove, monkeypatch, case_insensitive,
+                                                                slots):
+    """Vocabulary blocks and tiles cut at odd places (an answer is often in a later tile than the
+    first), and questions that run out of candidate slots (8: every one that finds a better row after
+    its first eight is scored against every row) give gensim's answers."""
+    monkeypatch.setattr(analogy_search, "TILE_ROWS", 997)
+    monkeypatch.setattr(analogy_search, "BLOCK_ROWS", 1500)
+    if slots == 8:
+        monkeypatch.setattr(analogy_search, "BLOCK_BYTES", 1)   # blocks of one tile: many words' products
+    monkeypatch.setattr(analogy_search, "SLOTS", slots)
     path = datapath("questions-words.txt")
     score, sections = _gensim_sections(gensim_glove, path, 4000, case_insensitive)
     ours = evaluate_analogies(glove, path, restrict_vocab=4000, case_insensitive=case_insensitive)
@@ -218,7 +222,8 @@ def test_analogies_in_small_batches_and_tiles_equal_gensims(glove, gensim_glove,
 
 def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp_path):
     """Fewer rows than gensim's 8 ranked candidates, a word in two cases (the first row counts) and
-    a zero row: the edge cases of most_similar, compared with gensim itself."""
+    a zero row: the edge cases of most_similar, compared with gensim itself. A zero row as a
+    question's word makes its query NaN: no answer (gensim ranks the NaN scores in no set order)."""
     rng = np.random.default_rng(5)
     words = ["a", "b", "c", "d", "A", "e", "zero"]
     matrix = rng.standard_normal((len(words), 4)).astype(np.float32)
@@ -237,6 +242,25 @@ def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp
                 score, sections = _gensim_sections(kv, str(questions), restrict, ci)
             ours = evaluate_analogies(v, questions, restrict_vocab=restrict, case_insensitive=ci)
             assert [(s.name, s.correct, s.answered) for s in ours.sections] == sections, (restrict, ci)
+    nan_query, plain = analogy_search.answer_analogies(matrix, 7, np.array([[6, 0, 1], [0, 1, 2]]))
+    assert nan_query == []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = kv.most_similar(positive=["b", "c"], negative=["a"], topn=5)
+    assert plain == [words.index(w) for w, _ in want]
+
+
+def test_gensim_compat_has_gensims_paths_and_unit_vectors_bit_for_bit():
+    from gensim.matutils import unitvec as gensim_unitvec
+
+    from embedtune.compare.gensim_compat import gensim_datapath, unit_rows, unitvec
+
+    assert gensim_datapath("simlex999.txt") == datapath("simlex999.txt")
+    rng = np.random.default_rng(3)
+    rows = (rng.standard_normal((300, 50)) * rng.uniform(1e-3, 1e3, (300, 1))).astype(np.float32)
+    rows[0], rows[1, 7] = 0.0, np.nan
+    want = np.stack([gensim_unitvec(row) for row in rows])
+    assert np.array_equal(unit_rows(rows), want, equal_nan=True)
+    assert all(np.array_equal(unitvec(row), w, equal_nan=True) for row, w in zip(rows, want))
 
 
 def test_evaluate_reports_progress_in_questions(glove):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from embedtune.errors import EmbedtuneError
-from embedtune.objectives.retrofit import Lexicon, adjacency, read_lexicon, retrofit
+from embedtune.objectives.retrofit import FROZEN_PULL, Lexicon, adjacency, read_lexicon, retrofit
 from embedtune.training import train
 from embedtune.wordnet import wordnet_lexicons
 
@@ -36,7 +36,7 @@ PAIRS_A = [(4, 0), (1, 4)]
 FROZEN = np.array([False, False, False, True, False, False])
 
 
-def brute_force(x0, frozen, rounds, anchor, repel, syn_pairs, ant_pairs, frozen_pull=2.0):
+def brute_force(x0, frozen, rounds, anchor, repel, syn_pairs, ant_pairs, frozen_pull=FROZEN_PULL):
     """The update written out row by row: q_i <- (a q̂_i + mean_S q_j - repel mean_A q_j) / (a + 1 + repel),
     the means weighing a frozen neighbour ``frozen_pull`` times."""
     n = len(x0)
@@ -93,7 +93,7 @@ def test_rounds_reach_the_fixed_point_of_the_linear_system():
     moving, rows, changes = retrofit(x0, edges(6, PAIRS_S), edges(6, PAIRS_A), FROZEN, 60, anchor, repel)
     w = np.zeros((6, 6))
     syn, ant = edges(6, PAIRS_S).toarray(), edges(6, PAIRS_A).toarray()
-    syn_w, ant_w = syn * np.where(FROZEN, 2.0, 1.0), ant * np.where(FROZEN, 2.0, 1.0)   # frozen pull twice
+    syn_w, ant_w = syn * np.where(FROZEN, FROZEN_PULL, 1.0), ant * np.where(FROZEN, FROZEN_PULL, 1.0)
     w += syn_w / np.maximum(syn_w.sum(1, keepdims=True), 1)
     w -= repel * ant_w / np.maximum(ant_w.sum(1, keepdims=True), 1)
     d = anchor + (syn.sum(1) > 0) + repel * (ant.sum(1) > 0)
@@ -184,7 +184,7 @@ def test_cli_end_to_end_on_the_sample(tmp_path):
     assert result.exit_code == 0, result.output
     s = json.loads(summary.read_text())
     assert (s["objective"], s["frozen"], s["epochs"], s["repel"], s["max_frozen_change"]) == \
-        ("retrofit", 1000, 20, 0.3, 0.0)
+        ("retrofit", 1000, 20, 1.0, 0.0)
     assert s["lexicon"]["words_not_in_vectors"] == 0 and s["lexicon"]["pairs_in_vectors"] > 10000
     assert "Retrofitted" in result.output
     before, after = read_text_vectors(SAMPLE_VECTORS), read_text_vectors(output)
@@ -315,7 +315,7 @@ def test_epochs_are_decided_by_the_objective():
         == [5, 5, 20]
     assert resolve(Config(train=TrainConfig(objective="retrofit", epochs=3))).train.epochs == 3
     t = resolve(Config(train=TrainConfig(objective="retrofit"))).train
-    assert (t.anchor, t.repel) == (1.0, 0.3)
+    assert (t.anchor, t.repel) == (1.0, 1.0)
 
 
 def test_a_lexicon_with_no_pair_in_the_vectors_is_an_error(tmp_path):

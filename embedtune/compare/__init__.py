@@ -4,6 +4,8 @@ Everything here works on :class:`embedtune.vectors.Vectors`; reading files is th
 
     diff.py       rows moved, words added or lost, frozen rows checked (``embedtune diff``)
     evaluation.py word-pair similarity and analogies (``embedtune eval``)
+    analogy_search.py  every analogy question answered at once, as gensim's most_similar would
+    gensim_compat.py   gensim's test-data folder and unit vectors, without importing gensim
     neighbors.py  nearest neighbours by cosine (``embedtune neighbors``)
 """
 

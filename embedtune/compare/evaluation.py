@@ -1,6 +1,6 @@
 """How good a set of vectors is: word-pair similarity and analogies, the figures of gensim's
 ``KeyedVectors.evaluate_word_pairs`` / ``evaluate_word_analogies`` (tested equal), with analogies
-answered in batches of matrix products."""
+answered all at once (analogy_search.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from embedtune.compare.gensim_compat import gensim_datapath
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
@@ -18,20 +19,14 @@ from embedtune.vectors import Vectors
 RESTRICT_VOCAB = 300_000
 
 
-def _gensim_datapath(name: str) -> str:
-    from gensim.test.utils import datapath
-
-    return datapath(name)
-
-
 def default_similarity_files() -> list[str]:
     """WordSim-353 and SimLex-999 as shipped with gensim (``gensim/test/test_data``)."""
-    return [_gensim_datapath("wordsim353.tsv"), _gensim_datapath("simlex999.txt")]
+    return [gensim_datapath("wordsim353.tsv"), gensim_datapath("simlex999.txt")]
 
 
 def default_analogy_files() -> list[str]:
     """The Google analogy set (``questions-words.txt``) as shipped with gensim."""
-    return [_gensim_datapath("questions-words.txt")]
+    return [gensim_datapath("questions-words.txt")]
 
 
 def _finite(x: float | None) -> float | None:
@@ -133,23 +128,6 @@ class Evaluation:
         return rows
 
 
-# Analogy questions are answered ANALOGY_BATCH at a time, each batch one (batch x dim) @ (dim x
-# TILE_ROWS) product per tile of the vocabulary: 256 x 65536 float32 scores is 64 MiB, and the
-# product then runs near the machine's matrix-product speed (one question at a time, as gensim
-# does, is a matrix-vector product per question; benchmarks/README.md, eval_speed).
-ANALOGY_BATCH = 256
-TILE_ROWS = 65536
-# A question's first threshold is its 8th best score among the first SEED_ROWS words (the most
-# frequent, where answers usually are); only words scoring above it are kept as candidates.
-SEED_ROWS = 4096
-# gensim's most_similar(topn=5) ranks the 5 + 3 best words, then drops the question's own three.
-_TOP = 8
-# Candidates are picked on scores computed from pre-normalised rows, then re-scored the way gensim
-# computes them (dot with the mean, divided by the norm); the two differ by float32 rounding
-# (~1e-7), so any word within this margin of the threshold is kept and re-scored.
-_MARGIN = 1e-4
-
-
 def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
     """Benchmark word -> the first row holding it (upper-cased words when ``case_insensitive``).
 
@@ -201,8 +179,9 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, r
     computed as gensim does, the correlations by scipy.stats as gensim calls it.
     rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
     """
-    from gensim.matutils import unitvec
     from scipy import stats
+
+    from embedtune.compare.gensim_compat import unitvec
 
     path = str(path)
     pairs = _read_pairs(path, case_insensitive)
@@ -244,116 +223,6 @@ def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[t
     return sections
 
 
-def _kth_largest(question: np.ndarray, score: np.ndarray, n_questions: int, k: int) -> np.ndarray:
-    """Per question, the k-th largest of its scores (-inf when it has fewer than k).
-
-    question : int array of shape [c], which question each score belongs to; score : shape [c]
-    """
-    kth = np.full(n_questions, -np.inf, dtype=np.float32)
-    if question.size == 0:
-        return kth
-    order = np.lexsort((-score, question))
-    counts = np.bincount(question, minlength=n_questions)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    enough = counts >= k
-    kth[enough] = score[order][starts[enough] + k - 1]
-    return kth
-
-
-def _analogy_answers(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None) -> list[list[int]]:
-    """gensim's ``most_similar(positive=[b, c], negative=[a], topn=5, restrict_vocab=restrict)`` for
-    every question, as rows.
-
-    abc : int array of shape [m, 3], the rows of a, b and c (each below ``restrict``)
-    Returns m lists of up to 5 rows, best first, the question's own rows left out.
-
-    The mean vector of each question is computed with gensim's own operations, so it has the same
-    bits. The vocabulary is then scored a batch of questions and a tile of rows at a time; words
-    scoring below a question's running 8th best are dropped at once, and the few kept are
-    re-scored with gensim's formula (the matrix-vector product of their rows with the unit mean,
-    divided by their norms). Two rows whose scores are equal, or within a float32 rounding of
-    each other (where BLAS may sum a row in another order than in gensim's one product over all
-    rows), may be ranked the other way round; no answer differed on the sample, nor on every 20th
-    Google question with the 400k file (benchmarks/eval_speed.py).
-    """
-    from gensim.matutils import unitvec
-
-    m, dim = abc.shape[0], matrix.shape[1]
-    if m == 0:
-        return []
-    top = min(_TOP, restrict)
-    norms = np.linalg.norm(matrix, axis=1)  # gensim's fill_norms
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # get_mean_vector(pre_normalize=True) of positive [b, c] and negative [a], in its order.
-        means = np.zeros((m, dim), matrix.dtype)
-        total_weight = 0
-        for weight, column in zip(np.concatenate((np.ones(2), -1.0 * np.ones(1))), (1, 2, 0)):
-            rows = abc[:, column]
-            means += weight * (matrix[rows] / norms[rows, None])
-            total_weight += abs(weight)
-        means = means / total_weight
-        queries = np.stack([unitvec(q).astype(np.float32) for q in means])
-        tiles = []
-        for start in range(0, restrict, TILE_ROWS):
-            stop = min(start + TILE_ROWS, restrict)
-            unit = matrix[start:stop] / norms[start:stop, None]
-            unit[~np.isfinite(unit).all(axis=1)] = 0.0  # a zero row has no direction; gensim scores it NaN
-            tiles.append((start, np.ascontiguousarray(unit.T)))
-    scores_buffer = np.empty(min(ANALOGY_BATCH, m) * min(TILE_ROWS, restrict), np.float32)
-    hits_buffer = np.empty(scores_buffer.size, bool)
-    own_rows = abc.tolist()
-    answers: list[list[int]] = []
-    for first in range(0, m, ANALOGY_BATCH):
-        batch = queries[first : first + ANALOGY_BATCH]
-        b = batch.shape[0]
-        threshold = None
-        kept_q, kept_row, kept_score = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-        for start, tile in tiles:
-            width = tile.shape[1]
-            scores = np.matmul(batch, tile, out=scores_buffer[: b * width].reshape(b, width))
-            parts = [(0, width)]
-            if threshold is None:
-                # A first threshold: the smallest of the maxima of `top` disjoint blocks of the first
-                # words (at least `top` scores reach it, so it is at most the top-th best; a max is
-                # far cheaper than np.partition). Those first words are then kept and the threshold
-                # tightened to their top-th best before the rest of the tile is compared with it.
-                block = min(SEED_ROWS, width) // top
-                if block:
-                    seed = scores[:, : block * top].reshape(b, top, block)
-                    threshold = seed.max(axis=2).min(axis=1) - _MARGIN
-                    parts = [(0, block * top), (block * top, width)]
-                else:
-                    threshold = np.full(b, -np.inf, np.float32)
-            for lo, hi in parts:
-                if hi <= lo:
-                    continue
-                hits = np.greater_equal(scores[:, lo:hi], threshold[:, None],
-                                        out=hits_buffer[: b * (hi - lo)].reshape(b, hi - lo))
-                # flatnonzero, then divmod: np.nonzero on the 2-D mask is far slower (benchmarks/README.md,
-                # eval_speed).
-                q, col = np.divmod(np.flatnonzero(hits), hi - lo)
-                col += lo
-                kept_q = np.concatenate((kept_q, q))
-                kept_row = np.concatenate((kept_row, col + start))
-                kept_score = np.concatenate((kept_score, scores[q, col]))
-                threshold = np.maximum(threshold, _kth_largest(kept_q, kept_score, b, top) - _MARGIN)
-                keep = kept_score >= threshold[kept_q]
-                kept_q, kept_row, kept_score = kept_q[keep], kept_row[keep], kept_score[keep]
-        order = np.lexsort((kept_row, kept_q))
-        kept_q, kept_row = kept_q[order], kept_row[order]
-        bounds = np.searchsorted(kept_q, np.arange(b + 1))
-        for j in range(b):
-            candidates = kept_row[bounds[j] : bounds[j + 1]]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                exact = matrix[candidates] @ batch[j] / norms[candidates]
-            best = candidates[np.lexsort((candidates, -exact))][:top].tolist()
-            own = own_rows[first + j]
-            answers.append([i for i in best if i not in own][:5])
-        if progress is not None:
-            progress(b)
-    return answers
-
-
 def evaluate_analogies(
     vectors: Vectors,
     path,
@@ -364,7 +233,7 @@ def evaluate_analogies(
 ) -> AnalogyScore:
     """Accuracy on a word2vec-style analogy file (``: section`` lines, then ``a b c d`` lines).
 
-    The same figures as gensim's ``evaluate_word_analogies`` (3CosAdd), answered in batches.
+    The same figures as gensim's ``evaluate_word_analogies`` (3CosAdd), all questions at once.
     restrict_vocab : only the first this many words are candidates and only questions made of
         them are asked, as in word2vec's compute-accuracy (files are sorted by frequency).
     rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
@@ -387,7 +256,9 @@ def _score_analogies(vectors, path, sections, restrict_vocab, case_insensitive, 
             if max(found) < restrict:
                 asked.append((number, expected, {a, b, c}))
                 abc.append(found[:3])
-    answers = _analogy_answers(vectors.matrix, restrict, np.array(abc, np.int64).reshape(-1, 3), progress)
+    from embedtune.compare.analogy_search import answer_analogies
+
+    answers = answer_analogies(vectors.matrix, restrict, np.array(abc, np.int64).reshape(-1, 3), progress)
     correct = [0] * len(sections)
     answered = [0] * len(sections)
     for (number, expected, ignore), sims in zip(asked, answers):

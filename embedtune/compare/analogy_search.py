@@ -1,0 +1,171 @@
+"""gensim's ``most_similar(positive=[b, c], negative=[a], topn=5, restrict_vocab=r)`` for many analogy
+questions at once, with gensim's answers (tests/test_compare.py compares them question by question).
+
+Scoring every question against every word is a (questions x dim) @ (dim x words) product: 19,486 Google
+questions and 300,000 words are 6e11 flops. But a question's query is (b + c - a) / |b + c - a| over
+unit vectors, and the questions share few words (about 900), so the products of those words with
+every row (900 x 300,000) give every question's scores by two additions and a scale: twenty times fewer
+flops, and the additions run inside the compiled screen below, never stored (benchmarks/README.md,
+eval_speed). The scores so found differ from gensim's in the last bits, so they only pick candidates:
+every row within MARGIN of a question's 8th best is kept and re-scored with gensim's own formula.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Rows of the vocabulary screened at a time: the question words' products with them (900 x 512
+# float32, under 2 MiB) stay in cache while every question reads its three rows of them.
+TILE_ROWS = 512
+# Rows whose products are computed by one matrix product: a few dozen large products rather than
+# hundreds of small ones, whose BLAS threads spent more time waiting for each other than computing
+# on a busy machine (benchmarks/README.md, eval_speed); fewer when the questions have so many words
+# that the products would take more than BLOCK_BYTES.
+BLOCK_ROWS = 16 * TILE_ROWS
+BLOCK_BYTES = 64 << 20
+# Candidates kept per question: its 8 best and any within MARGIN of the 8th. More than that (rows
+# of equal vectors, say) sends the question to the plain product with every row.
+SLOTS = 32
+# gensim's most_similar(topn=5) ranks the 5 + 3 best words, then drops the question's own three.
+TOP = 8
+# The screen's scores and gensim's differ by float32 rounding (~1e-7): a row within this margin of
+# the threshold is kept and re-scored.
+MARGIN = 1e-4
+
+
+@njit(nogil=True, cache=True)
+def _screen(products, first_row, tile_rows, qa, qb, qc, scale, slot_score, slot_row, count, overflow, margin, top):
+    """Keep, for each question, the rows of this block scoring above its running threshold, a tile of
+    ``tile_rows`` rows at a time for all questions.
+
+    products : float32 [n_words, width], the question words' unit vectors times the block's unit rows
+    qa, qb, qc : int [m], each question's a, b, c as rows of ``products``; scale : float32 [m],
+        1 / |b + c - a|
+    slot_score, slot_row : [m, SLOTS], each question's candidates so far, best first; count : [m],
+        how many; overflow : bool [m], set when a question needs more slots than it has
+    """
+    cap = slot_score.shape[1]
+    for lo in range(0, products.shape[1], tile_rows):
+        hi = min(lo + tile_rows, products.shape[1])
+        for q in range(qa.size):
+            if overflow[q]:
+                continue
+            pa, pb, pc = products[qa[q], lo:hi], products[qb[q], lo:hi], products[qc[q], lo:hi]
+            f = scale[q]
+            n = count[q]
+            threshold = slot_score[q, top - 1] - margin if n >= top else -np.inf
+            hits = 0   # one counting pass first: it vectorises, and most tiles have no hit at all
+            for c in range(hi - lo):   # from 0: numba then knows c >= 0 and vectorises the loop
+                hits += (pb[c] + pc[c] - pa[c]) * f >= threshold
+            if hits == 0:
+                continue
+            for c in range(hi - lo):
+                s = (pb[c] + pc[c] - pa[c]) * f
+                if not s >= threshold:
+                    continue
+                if n == cap:
+                    overflow[q] = True
+                    break
+                i = n   # insertion keeps the slots sorted best first; a tie goes after (the lower row)
+                while i > 0 and slot_score[q, i - 1] < s:
+                    slot_score[q, i] = slot_score[q, i - 1]
+                    slot_row[q, i] = slot_row[q, i - 1]
+                    i -= 1
+                slot_score[q, i] = s
+                slot_row[q, i] = first_row + lo + c
+                n += 1
+                if n >= top:
+                    threshold = slot_score[q, top - 1] - margin
+                    while n > top and slot_score[q, n - 1] < threshold:
+                        n -= 1
+            count[q] = n
+
+
+def _unit_rows_transposed(matrix: np.ndarray, norms: np.ndarray, restrict: int) -> np.ndarray:
+    """float32 [dim, restrict]: the first rows divided by their norms, a row without direction (zero,
+    NaN) as zeros; built a block at a time, so no second full-size temporary."""
+    unit_t = np.empty((matrix.shape[1], restrict), np.float32)
+    for start in range(0, restrict, 65536):
+        stop = min(start + 65536, restrict)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = matrix[start:stop] / norms[start:stop, None]
+        unit[~np.isfinite(unit).all(axis=1)] = 0.0
+        unit_t[:, start:stop] = unit.T
+    return unit_t
+
+
+def _queries(matrix: np.ndarray, norms: np.ndarray, abc: np.ndarray) -> np.ndarray:
+    """float32 [m, dim]: gensim's unit query of each question, the same bits: get_mean_vector of
+    positive [b, c] and negative [a] (pre-normalised, in that order), then unitvec."""
+    from embedtune.compare.gensim_compat import unit_rows
+
+    m, dim = abc.shape[0], matrix.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = np.zeros((m, dim), matrix.dtype)
+        total_weight = 0
+        for weight, column in zip(np.concatenate((np.ones(2), -1.0 * np.ones(1))), (1, 2, 0)):
+            rows = abc[:, column]
+            means += weight * (matrix[rows] / norms[rows, None])
+            total_weight += abs(weight)
+        means = means / total_weight
+    return unit_rows(means)
+
+
+def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query: np.ndarray, top: int) -> list:
+    """The top best of the candidate rows (ascending) by gensim's score, the dot of each row with the
+    unit query divided by the row's norm; equal scores in row order, as gensim's stable sort has them."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = matrix[candidates] @ query / norms[candidates]
+    return candidates[np.lexsort((candidates, -exact))][:top].tolist()
+
+
+def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None) -> list[list[int]]:
+    """Each question's up to 5 answers, as rows, best first, its own three rows left out.
+
+    matrix : float32 [n, dim]; restrict : only rows below it are candidates
+    abc : int array of shape [m, 3], the rows of a, b and c (each below ``restrict``)
+    progress : called with a number of questions' worth of work done since the last call (m in all)
+
+    A question whose query has a NaN (one of its words is a zero row) gets no answer; one whose query
+    has no direction, or more near-ties than SLOTS, is scored against every row.
+    """
+    m = abc.shape[0]
+    if m == 0:
+        return []
+    top = min(TOP, restrict)
+    norms = np.linalg.norm(matrix[:restrict], axis=1)   # gensim's fill_norms
+    queries = _queries(matrix, norms, abc)
+    unit_t = _unit_rows_transposed(matrix, norms, restrict)
+    words, inverse = np.unique(abc, return_inverse=True)
+    qa, qb, qc = (np.ascontiguousarray(inverse.reshape(m, 3)[:, i]) for i in range(3))
+    word_units = np.ascontiguousarray(unit_t[:, words].T)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        direction = np.linalg.norm(word_units[qb] + word_units[qc] - word_units[qa], axis=1)
+        scale = (1.0 / direction).astype(np.float32)
+    no_answer = ~np.isfinite(queries).all(axis=1)
+    overflow = ~np.isfinite(scale) | (direction == 0) | no_answer   # not screened
+    slot_score = np.full((m, SLOTS), -np.inf, np.float32)
+    slot_row = np.zeros((m, SLOTS), np.int64)
+    count = np.zeros(m, np.int64)
+    block_rows = max(TILE_ROWS, min(BLOCK_ROWS, BLOCK_BYTES // (4 * len(words)) // TILE_ROWS * TILE_ROWS))
+    products = np.empty(len(words) * min(block_rows, restrict), np.float32)
+    reported = 0
+    for start in range(0, restrict, block_rows):
+        block = unit_t[:, start:start + block_rows]
+        width = block.shape[1]
+        _screen(np.matmul(word_units, block, out=products[:len(words) * width].reshape(len(words), width)),
+                start, TILE_ROWS, qa, qb, qc, scale, slot_score, slot_row, count, overflow, np.float32(MARGIN), top)
+        if progress is not None:
+            done = m * (start + width) // restrict
+            progress(done - reported)
+            reported = done
+    answers = []
+    every_row = np.arange(restrict)
+    for j, own in enumerate(abc.tolist()):
+        if no_answer[j]:
+            answers.append([])
+            continue
+        candidates = every_row if overflow[j] else np.sort(slot_row[j, :count[j]])
+        answers.append([i for i in _ranked(matrix, norms, candidates, queries[j], top) if i not in own][:5])
+    return answers
