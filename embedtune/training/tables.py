@@ -58,7 +58,7 @@ class Trainer:
         self.rng = np.random.default_rng(t.seed)
 
         n_pre = plan.n_pretrained
-        row_counts = np.array([counts.get(w, 0) for w in plan.words], dtype=np.int64)
+        row_counts = plan.row_counts(counts)
         in_corpus = row_counts > 0
         # Local ids: trainable words of the corpus first, then frozen ones.
         trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
