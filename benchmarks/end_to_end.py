@@ -16,7 +16,7 @@ gensim      a script (``gensim_job`` below, run as ``--gensim-job``): load the 2
             20k rows and the new words, as embedtune writes). ``corpus_file`` mode: gensim's faster one.
 
 Corpora, made in a temporary folder:
-    2m    the first 40,000 lines of benchmarks/_data/corpus-large.txt (2.16M whitespace tokens)
+    2m    the first 40,000 lines of benchmarks/_data/corpus-large.txt (2.27M tokens; the issue's case had 2.16M)
     20m   corpus-large.txt four times over (20.5M tokens)
 
 Figures: raw corpus words per second of whole-process wall (tokens / wall), the ratio embedtune / gensim

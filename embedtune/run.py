@@ -2,8 +2,7 @@
 
 load the vectors -> decide lower-casing -> open the corpus as the objective reads it -> count it
 (while the trainer imports: TensorFlow only for a run that uses it) -> train -> write the output, its
-frozen rows read back as written ->
-remove the checkpoints -> the objective's own outputs -> the summary. ``dry_run`` stops after the
+frozen rows read back as written -> remove the checkpoints -> the objective's own outputs -> the summary. ``dry_run`` stops after the
 plan, without TensorFlow. The caller is told what happens through callbacks and gets a result;
 nothing here prints. The checks that need no loading are embedtune/checks.py's (``check_run``).
 """
