@@ -7,7 +7,7 @@ frozen rows, merge repeated ids, cap each row, apply the lazy optimizer (trainin
 copies of the tables, with the same arithmetic; the variables catch up whenever they are read.
 A multi-worker strategy builds its own TensorFlowStep, with the gradients gathered from every worker
 (embedtune/distribute/strategy.py). TensorFlow is imported by TensorFlowStep (or when a compiled step's
-tables are read as variables), not by this module: ``needs_tensorflow`` says ahead which runs will.
+tables are read as variables), not by this module: ``runs_on`` says ahead which runs will.
 """
 
 from __future__ import annotations
