@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -21,6 +22,22 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # second to second; the pool reuses the same blocks on every thread, so the loop holds one level at
 # the same speed (benchmarks/README.md, memory). A user's own setting of the variable is kept.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+# Settings asked for before TensorFlow was imported (training/host.py's thread pools), applied to it
+# right after its import: a run whose step is compiled may import it late, or never.
+_on_import: dict = {}
+_hooks = threading.Lock()
+
+
+def when_imported(key: str, apply) -> None:
+    """``apply(tf)`` now if TensorFlow is imported (through here), else right after its import (the
+    last ``apply`` asked for under ``key``: a later setting replaces an earlier one)."""
+    with _hooks:
+        if "tf" not in globals():
+            _on_import[key] = apply
+            return
+    apply(tf)
 
 
 def _import():
@@ -55,7 +72,13 @@ def __getattr__(name):
     # ``lazy`` waits (PEP 562: this runs for names the module does not define yet).
     if name == "tf":
         global tf
-        tf = _import()
+        module = _import()
+        with _hooks:
+            tf = module
+            waiting = list(_on_import.values())
+            _on_import.clear()
+        for apply in waiting:
+            apply(module)
         return tf
     raise AttributeError(name)
 

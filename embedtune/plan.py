@@ -16,13 +16,14 @@ The rules, in order (the first that applies decides):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.vectors import Vectors, WordList
+from embedtune.vectors import Vectors, WordIndex, WordList
 
 if TYPE_CHECKING:   # an annotation only: the config imports the objectives, which import this module
     from embedtune.config import VocabConfig
@@ -53,6 +54,27 @@ class Plan:
     frozen: np.ndarray
     n_pretrained: int
     missing: list[MissingWords] = field(default_factory=list)
+    # The pretrained words' index (Vectors.index) and the new words' rows, for ``row_counts``; None: a
+    # word at a time over ``words``
+    index: WordIndex | None = field(default=None, repr=False, compare=False)
+    new_index: dict | None = field(default=None, repr=False, compare=False)
+
+    def row_counts(self, counts: Mapping[str, int]) -> np.ndarray:
+        """int64 [n_words]: each row's count in ``counts`` (a corpus's), 0 for a row it lacks. The
+        corpus's words are looked up in the index, in time that follows the corpus's vocabulary, not
+        the vectors' (a word at a time over every row when the plan has no index, or the vectors repeat a word)."""
+        out = np.zeros(len(self.words), np.int64)
+        if (not isinstance(self.index, WordIndex) or self.new_index is None
+                or len(self.index) != self.n_pretrained):
+            out[:] = np.fromiter((counts.get(w, 0) for w in self.words), np.int64, len(self.words))
+            return out
+        words = list(counts)
+        rows = self.index.rows(words)
+        for i in np.flatnonzero(rows < 0).tolist():
+            rows[i] = self.new_index.get(words[i], -1)
+        found = rows >= 0
+        out[rows[found]] = np.fromiter((counts[w] for w in words), np.int64, len(words))[found]
+        return out
 
     @property
     def n_new(self) -> int:
@@ -177,4 +199,5 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
     if has_train_rule:
         frozen[:n_pre] |= ~train[:n_pre]
     frozen[n_pre:] = False  # rule 1: new words always train
-    return Plan(words=words, frozen=frozen, n_pretrained=n_pre, missing=[m for m in missing if m.count])
+    return Plan(words=words, frozen=frozen, n_pretrained=n_pre, missing=[m for m in missing if m.count],
+                index=vectors.index, new_index=new_index)

@@ -1,8 +1,8 @@
 """One whole fine-tune: ``embedtune train`` and ``embedtune.fine_tune`` both call ``run``.
 
 load the vectors -> decide lower-casing -> open the corpus as the objective reads it -> count it
-(while TensorFlow imports) -> train -> write the output, its frozen rows read back as written ->
-remove the checkpoints -> the objective's own outputs -> the summary. ``dry_run`` stops after the
+(while the trainer imports: TensorFlow only for a run that uses it) -> train -> write the output, its
+frozen rows read back as written -> remove the checkpoints -> the objective's own outputs -> the summary. ``dry_run`` stops after the
 plan, without TensorFlow. The caller is told what happens through callbacks and gets a result;
 nothing here prints. The checks that need no loading are embedtune/checks.py's (``check_run``).
 """
@@ -168,7 +168,12 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
                                                               tokenize=config.vocab.tokenize,
                                                               vocabulary=vectors.index))
             # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
-            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process)
+            from embedtune.distribute import cluster_from_env
+            from embedtune.training.step import runs_on
+
+            compiled, tensorflow = runs_on(objective, config.train, one_process=cluster_from_env() is None)
+            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
+                                                                compiled=compiled)
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
@@ -243,11 +248,13 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def count_while_importing(corpus, freeze: bool = True) -> float:
-    """Count the corpus (Corpus.count keeps its figures for train) while TensorFlow and the trainer
-    import on a thread: the import needs nothing from the corpus, and train() counts first. Both are
+def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False) -> float:
+    """Count the corpus (Corpus.count keeps its figures for train) while the trainer imports on a
+    thread, with TensorFlow (``tensorflow``: the run will use it) and numba's compiler started from its
+    cache (``compiled``: the run steps through a compiled step; training.step.runs_on says both): the
+    import needs nothing from the corpus, and train() counts first. Both are
     mostly Python and share the GIL, still together they take less time than in series
-    (benchmarks/README.md, classify). Nothing is printed
+    (benchmarks/README.md, classify); a plain compiled run imports no TensorFlow at all. Nothing is printed
     until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
@@ -264,6 +271,10 @@ def count_while_importing(corpus, freeze: bool = True) -> float:
     def load():
         try:
             importlib.import_module("embedtune.training.loop")
+            if compiled:
+                importlib.import_module("embedtune.kernels.common").warm_up()
+            if tensorflow:
+                importlib.import_module("embedtune._tf").tf
         except BaseException:   # imported again, and raised there, by the caller
             pass
         finally:

@@ -86,7 +86,7 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
             f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
-    if not any(counts.get(w) for w, frozen in zip(plan.words, plan.frozen) if not frozen):
+    if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
                                                    "train_pattern", "freeze_pretrained") if getattr(v, k)]
         raise EmbedtuneError(
@@ -109,7 +109,7 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
         raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
     counts, total_words, n_lines = corpus.count()
     new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
-    in_corpus = np.fromiter((counts.get(w, 0) > 0 for w in plan.words), bool, len(plan.words))
+    in_corpus = plan.row_counts(counts) > 0
     trainable = int((in_corpus & ~plan.frozen).sum())
     method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,

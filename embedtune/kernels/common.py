@@ -14,7 +14,7 @@ import numpy as np
 # train_speed). Read when numba first starts its threads; a value the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from numba import config as numba_config, njit  # noqa: E402  (after the wait policy)
+from numba import config as numba_config, njit, prange  # noqa: E402  (after the wait policy)
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
@@ -84,6 +84,20 @@ def _sum_in_order(values):
         total += values[i]
     return total
 
+
+
+@njit(parallel=True, cache=True)
+def _started(values):
+    for i in prange(len(values)):
+        values[i] += 1.0
+    return values
+
+
+def warm_up() -> None:
+    """numba's compiler and its parallel threads started, from its cache, on a run's import thread
+    while the corpus is counted (embedtune.run.count_while_importing): most of a compiled step's
+    first call otherwise (its typing and lowering contexts, the OpenMP layer), whatever the step."""
+    _started(np.zeros(1))
 
 
 def frozen_source(matrix, frozen_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from embedtune._tf import tf
+import numpy as np
 
+from embedtune._tf import lazy as tf
 from embedtune import checkpoint
 from embedtune.checkpoint import Position
 from embedtune.config import TrainConfig
@@ -133,7 +134,7 @@ class LossLog:
         """Read the pending losses back: their mean per pair, checked and reported."""
         pos = self.pos
         if self.pending:
-            mean = float(tf.add_n(self.pending)) / max(self.pairs, 1)
+            mean = float(_sum(self.pending)) / max(self.pairs, 1)
             if not math.isfinite(mean):
                 raise EmbedtuneError(
                     f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {self.lr0:g}) "
@@ -149,3 +150,24 @@ class LossLog:
             if self.tblog is not None:
                 self.tblog.write(pos.steps, pos.words_done, mean, self.lr)
         self.pending, self.pairs = [], 0
+
+
+def _sum(losses: list):
+    """The losses summed as tf.add_n sums them, in float32: a compiled step's (numpy float32) without
+    importing TensorFlow, with the same bits (tests/test_import_path.py compares the two). TensorFlow's
+    CPU kernel adds the first n % 8 (8 for 0, 9 for 1) in order, then each next 8, summed in order,
+    onto the total."""
+    if not all(isinstance(loss, np.float32) for loss in losses):
+        return tf.add_n(losses)
+    first = {0: 8, 1: 9}.get(len(losses) % 8, len(losses) % 8)
+    total = _in_order(losses[:first])
+    for start in range(first, len(losses), 8):
+        total = total + _in_order(losses[start:start + 8])
+    return total
+
+
+def _in_order(losses: list) -> np.float32:
+    total = losses[0]
+    for loss in losses[1:]:
+        total = total + loss
+    return total

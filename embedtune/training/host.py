@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 
-from embedtune._tf import tf
+from embedtune import _tf
 
 
 def use_threads(threads: int) -> None:
@@ -12,12 +12,16 @@ def use_threads(threads: int) -> None:
     once (gensim's workers) cut wall time under load but moved new words far from their true vectors
     (benchmarks/README.md, train_speed), so they were taken out. The pools can be set only before TensorFlow
     starts its runtime; in a process where it has started (a test, a notebook) they stay as
-    they are."""
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-    except RuntimeError:
-        pass
+    they are. A run that has not imported TensorFlow (a compiled step's) sets them when it does, if
+    it ever does."""
+    def apply(tf):
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:
+            pass
+
+    _tf.when_imported("threads", apply)
 
 
 # glibc's mallopt parameter, and the block size from which it is used: above a batch's small arrays

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embedtune._tf import tf
-
+from embedtune import _tf
 from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
@@ -31,7 +30,6 @@ from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
 from embedtune.training.strategy import OneProcess
 from embedtune.training.tables import Trainer
-from embedtune.training.tblog import ScalarLog
 from embedtune.vectors import PatchedVectors, Vectors
 
 
@@ -128,8 +126,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     strategy = OneProcess() if strategy is None else strategy
     use_threads(t.threads or strategy.threads or local_cores())
     strategy.start()   # a multi-worker strategy sets up TensorFlow's runtime, before any variable
-    if t.deterministic:
-        tf.config.experimental.enable_op_determinism()
+    if t.deterministic:   # when TensorFlow is imported: a compiled step's run may never import it
+        _tf.when_imported("determinism", lambda tf: tf.config.experimental.enable_op_determinism())
     began = time.perf_counter()
     # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
     counts, total_words, n_lines = strategy.count(corpus)
@@ -166,7 +164,11 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
     lr0 = learning_rate(t)
     words_total = run.total_words * t.epochs
     writes = run.strategy.chief   # only a multi-worker run's chief writes logs
-    tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed) if t.logdir and writes else None
+    tblog = None
+    if t.logdir and writes:
+        from embedtune.training.tblog import ScalarLog   # imports TensorFlow
+
+        tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed)
     losses = LossLog(pos, lr0, words_total, progress, tblog)
     began, cpu_began = time.perf_counter(), time.process_time()
     while pos.epoch <= t.epochs:

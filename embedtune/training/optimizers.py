@@ -16,6 +16,7 @@ repeats are merged first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,7 @@ class LazyOptimizer:
     """Base of the sparse optimizers: state only for the rows a batch touches."""
 
     name = ""
+    has_state = True   # variables() holds something
 
     def __init__(self, table: tf.Variable):
         self.table = table
@@ -87,6 +89,7 @@ class LazyOptimizer:
 
 class SGD(LazyOptimizer):
     name = "sgd"
+    has_state = False
 
     def apply(self, rows, grads, lr):
         self.table.scatter_sub(tf.IndexedSlices(lr * grads, rows))
@@ -154,9 +157,13 @@ class Update:
 
     optimizer: str
     clip_norm: float
-    optimizers: dict   # "word", "side" -> LazyOptimizer
+    # -> {"word", "side": LazyOptimizer}; called only for an optimizer with state: the optimizers are
+    # TensorFlow objects, and a plain-sgd compiled run need not import TensorFlow
+    optimizers: Callable[[], dict]
 
     def state(self, table: str) -> dict[str, np.ndarray]:
         """A numpy copy of ``table``'s optimizer state, by its variables' names (made when asked: a large
         sgns table's adam moments are not copied for a step that does not take them)."""
-        return {name: np.array(var.numpy()) for name, var in self.optimizers[table].variables().items()}
+        if not OPTIMIZERS[self.optimizer].has_state:
+            return {}
+        return {name: np.array(var.numpy()) for name, var in self.optimizers()[table].variables().items()}

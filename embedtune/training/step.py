@@ -6,7 +6,8 @@ frozen rows, merge repeated ids, cap each row, apply the lazy optimizer (trainin
 ``CompiledStep``: an objective's numba step (``Objective.compiled_step``, embedtune/kernels/) over numpy
 copies of the tables, with the same arithmetic; the variables catch up whenever they are read.
 A multi-worker strategy builds its own TensorFlowStep, with the gradients gathered from every worker
-(embedtune/distribute/strategy.py).
+(embedtune/distribute/strategy.py). TensorFlow is imported by TensorFlowStep (or when a compiled step's
+tables are read as variables), not by this module: ``runs_on`` says ahead which runs will.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from embedtune._tf import tf
+from embedtune._tf import lazy as tf
 
 from embedtune import kernels
 from embedtune.cores import local_cores
@@ -66,6 +67,23 @@ def choose_step(trainer, words: np.ndarray, side: np.ndarray, note: Callable[[st
     return TensorFlowStep(trainer)
 
 
+def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
+    """(compiled, tensorflow): whether a run of this objective and resolved [train] config will step
+    through the objective's compiled (numba) step, and whether it will use TensorFlow, said before
+    its tables are built, for what run.count_while_importing imports ahead while the corpus is
+    counted. A plain compiled run uses none of it: not for a stateful optimizer (its state is
+    TensorFlow variables), checkpoints, TensorBoard, several workers (TensorFlow's gathered step) or
+    an objective whose ``report`` reads the trained tables (classify's classifier). Only a hint: what
+    a run uses is imported when first used either way."""
+    from embedtune.objectives.base import Objective
+    from embedtune.training.optimizers import OPTIMIZERS
+
+    compiled = one_process and kernels.KERNEL and objective.compiles(train)
+    plain = (compiled and not OPTIMIZERS[train.optimizer].has_state and not train.checkpoint_dir
+             and not train.logdir and objective.report is Objective.report)
+    return compiled, not plain
+
+
 class CompiledStep(Step):
     """The objective's compiled step (embedtune/kernels/) over numpy tables: ``words`` and ``side`` (the
     starts the variables copied) and its copy of the optimizer state, the authoritative ones while
@@ -81,7 +99,7 @@ class CompiledStep(Step):
     @classmethod
     def build(cls, trainer, words: np.ndarray, side: np.ndarray) -> CompiledStep:
         t = trainer.config.train
-        update = Update(t.optimizer, trainer.clip_norm, {"word": trainer.word_opt, "side": trainer.side_opt})
+        update = Update(t.optimizer, trainer.clip_norm, lambda: {"word": trainer.word_opt, "side": trainer.side_opt})
         kernel = trainer.objective.compiled_step(words, side, trainer.matrix, trainer.frozen_rows,
                                                  trainer.n_trainable, t.threads or local_cores(),
                                                  deterministic=t.deterministic, update=update)
@@ -135,6 +153,7 @@ class TensorFlowStep(Step):
 
     def __init__(self, trainer, fused: bool | None = None, grouped: bool = True, distinct: bool | None = None):
         super().__init__(trainer)
+        trainer.make_tensorflow_state()
         self.fused = not trainer.merge if fused is None else fused
         self.grouped = grouped
         self.distinct = trainer.objective.distinct_ids if distinct is None else distinct

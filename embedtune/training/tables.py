@@ -12,15 +12,20 @@ the size of the vectors file. Their ids ("local ids") put the trainable words fi
 Frozen rows cannot move by construction (they are never in a variable), and optimizer
 state exists only for trainable rows. ``trainable`` has one extra row, the sink, where
 the slices of frozen words and padding go before they are dropped.
+
+The TensorFlow side (the variables, the optimizers, the random generator) is made when first asked
+for: TensorFlow's step asks at once, a compiled step only when its tables are read as variables
+(checkpoints, TensorBoard), so a plain compiled run never imports TensorFlow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 import numpy as np
 
-from embedtune._tf import tf
+from embedtune._tf import lazy as tf
 
 from embedtune.config import Config, resolve
 from embedtune.corpus import Corpus
@@ -51,10 +56,9 @@ class Trainer:
         self.config = config
         self.plan = plan
         self.rng = np.random.default_rng(t.seed)
-        self.tf_rng = tf.random.Generator.from_seed(t.seed)
 
         n_pre = plan.n_pretrained
-        row_counts = np.array([counts.get(w, 0) for w in plan.words], dtype=np.int64)
+        row_counts = plan.row_counts(counts)
         in_corpus = row_counts > 0
         # Local ids: trainable words of the corpus first, then frozen ones.
         trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
@@ -71,7 +75,7 @@ class Trainer:
             new_start = random_vectors(plan.n_new, dim, self.rng)   # word2vec's start
         start[:self.n_trainable][~pre] = new_start[trainable_rows[~pre] - n_pre]
         start[-1] = 0
-        self._trainable = tf.Variable(start, name="trainable_words")
+        self._start = start
         # Frozen rows stay in the caller's matrix, read-only, and are gathered on the host for each
         # batch (prepare): no copy of the table is made, in numpy or in TensorFlow.
         self.matrix = matrix
@@ -99,22 +103,13 @@ class Trainer:
         # The objective's own table: context vectors (sgns) or biases (glove), one row per local
         # word plus a sink. Rows from side_fixed_from on are read but never updated.
         side = self.objective.side_start()
-        self._side = tf.Variable(side, name="side")
+        self._side_start = side   # until the variable is made (TensorFlow's step) or for good (a compiled step's table)
+        self._side_size = side.shape
         self.side_rows = len(side) - 1   # the side table's sink row
         fixed = self.objective.side_fixed_from
         self.side_sink_from = self.side_rows if fixed is None else fixed
-        # Static shapes: reading a variable's shape in the step would copy the table.
-        self.trainable_shape = tf.constant([self.n_trainable + 1, dim], tf.int64)
-        self.side_shape = tf.constant(side.shape, tf.int64)
 
         self.anchor = float(t.anchor)
-        # The anchor pulls each trainable row toward where it started; only then is the start kept,
-        # with the word slices a row gets per epoch, over which its pull is spread.
-        self.start = tf.constant(start) if self.anchor else None
-        self.slices_per_epoch = tf.constant(np.concatenate([np.maximum(self.objective.slices, 1.0), [1.0]]),
-                                            tf.float32) if self.anchor else None
-        self.word_opt = make_optimizer(t.optimizer, self._trainable)
-        self.side_opt = make_optimizer(t.optimizer, self._side)
         self.clip_norm = float(t.clip_norm)
         # Merging repeated rows matters only to a cap, an anchor or optimizer state; plain sgd
         # adds each slice as it comes (scatter_sub sums repeated ids itself, on the CPU in index
@@ -122,6 +117,58 @@ class Trainer:
         self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
         # Chosen once, here: ``start`` and ``side`` are the numpy tables a compiled step takes as its own.
         self.step: Step = (make_step or choose_step)(self, start, side, note)
+
+    # --- the TensorFlow side, made when first asked for (eagerly: TensorFlowStep asks in its constructor) ---
+    @cached_property
+    def tf_rng(self) -> tf.random.Generator:
+        return tf.random.Generator.from_seed(self.config.train.seed)
+
+    @cached_property
+    def _trainable(self) -> tf.Variable:
+        # A compiled step's numpy table, as it is now (the step has it, in place of ``_start``).
+        return tf.Variable(self._start, name="trainable_words")
+
+    @cached_property
+    def _side(self) -> tf.Variable:
+        side, self._side_start = self._side_start, None   # the variable holds it now (or the compiled step)
+        return tf.Variable(side, name="side")
+
+    @cached_property
+    def trainable_shape(self) -> tf.Tensor:
+        """Static shapes: reading a variable's shape in the step would copy the table."""
+        return tf.constant([self.n_trainable + 1, self.dim], tf.int64)
+
+    @cached_property
+    def side_shape(self) -> tf.Tensor:
+        return tf.constant(self._side_size, tf.int64)
+
+    @cached_property
+    def start(self) -> tf.Tensor | None:
+        """The anchor pulls each trainable row toward where it started; only then is the start kept
+        (TensorFlow's step: ``_start`` is not stepped in place)."""
+        return tf.constant(self._start) if self.anchor else None
+
+    @cached_property
+    def slices_per_epoch(self) -> tf.Tensor | None:
+        """With an anchor, the word slices a row gets per epoch, over which its pull is spread."""
+        if not self.anchor:
+            return None
+        return tf.constant(np.concatenate([np.maximum(self.objective.slices, 1.0), [1.0]]), tf.float32)
+
+    @cached_property
+    def word_opt(self):
+        return make_optimizer(self.config.train.optimizer, self._trainable)
+
+    @cached_property
+    def side_opt(self):
+        return make_optimizer(self.config.train.optimizer, self._side)
+
+    def make_tensorflow_state(self) -> None:
+        """Every TensorFlow object of the run made now, outside any traced function (a variable made
+        while tracing is refused, and a constant made there would be a graph tensor)."""
+        for name in ("tf_rng", "_trainable", "_side", "trainable_shape", "side_shape", "start",
+                     "slices_per_epoch", "word_opt", "side_opt"):
+            getattr(self, name)
 
     @property
     def uses_kernel(self) -> bool:
