@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from embedtune.corpus import fast
 from embedtune.corpus.counts import ShareCount
 from embedtune.corpus.files import HEAD_BYTES, UTF8_BOM, decode, open_binary, pieces
 from embedtune.corpus.held import HeldLines
@@ -43,6 +44,10 @@ class Corpus(HeldLines):
         self._hash = None
         self.digest: str | None = None   # sha256 of the content, set by count(); resume compares it
         self._counted = None   # count()'s figures, once made
+        # Passes over a file by the compiled reader (corpus/fast.py), the same tokens as _numbered_lines';
+        # ``fast`` is its state once count() has read the whole corpus (id_chunks reads the ids there).
+        self.compiled = fast.ENABLED
+        self.fast: fast.FastPass | None = None
         # Passes begun over the lines, by share ((k, n); None: the whole corpus): a multi-worker run's
         # tests check that no worker read the whole corpus.
         self.reads: Counter = Counter()
@@ -231,10 +236,17 @@ class Corpus(HeldLines):
         counts: Counter = Counter()
         n_lines = 0
         self._hash = hashlib.sha256()
+        self.fast = None
         try:
-            for tokens in self.lines():
-                counts.update(tokens)
-                n_lines += 1
+            if self.compiled and self.sentences is None and type(self)._numbered_lines is Corpus._numbered_lines:
+                self.reads[None] += 1
+                passes = fast.FastPass(self)
+                counts, _, n_lines = passes.count(self._hash)
+                self.fast = passes
+            else:
+                for tokens in self.lines():
+                    counts.update(tokens)
+                    n_lines += 1
             self.digest = self._hash.hexdigest()
         finally:
             self._hash = None
