@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -131,32 +132,30 @@ class Table:
             text = text.lower()
         raw = text.split("\n")
         raw.pop()   # after the last separator
-        words, word_ids, piece_ids, starts = self.words, self.word_ids, self.piece_ids, self.piece_start
+        words, word_ids = self.words, self.word_ids
         if self.tokenizer is None:
-            whole = [True] * len(raw)
+            flat, lengths = raw, None
         else:   # Tokenizer.split keeps a token the vectors have, or one with no punctuation at either end
             vocabulary = self.tokenizer.vocabulary
             rows = getattr(vocabulary, "rows", None)   # a WordIndex looks them up together
             known = (rows(raw) >= 0).tolist() if rows is not None else list(map(vocabulary.__contains__, raw))
             # a letter or digit is never punctuation (Unicode P*, S*), which is what splitting cuts off
-            whole = [k or (t[0].isalnum() and t[-1].isalnum()) for k, t in zip(known, raw)]
-        split = self.tokenizer.__getitem__ if self.tokenizer is not None else None
-        for token, kept in zip(raw, whole):
-            if kept:
-                i = word_ids.get(token)
-                if i is None:
-                    i = word_ids[token] = len(words)
-                    words.append(token)
-                piece_ids.append(i)
-            else:
-                for word in split(token):
-                    i = word_ids.get(word)
-                    if i is None:
-                        i = word_ids[word] = len(words)
-                        words.append(word)
-                    piece_ids.append(i)
-            starts.append(len(piece_ids))
-        self.n_pieces[first:stop] = np.diff(np.asarray(starts[first:], np.int64))
+            split = self.tokenizer.__getitem__
+            parts = [(t,) if k or (t[0].isalnum() and t[-1].isalnum()) else split(t) for k, t in zip(known, raw)]
+            flat = list(chain.from_iterable(parts))
+            lengths = list(map(len, parts))
+        # New words in the order first seen, each numbered once (dict.fromkeys keeps the first of each)
+        fresh = [word for word in dict.fromkeys(flat) if word not in word_ids]
+        word_ids.update(zip(fresh, range(len(words), len(words) + len(fresh))))
+        words.extend(fresh)
+        self.piece_ids.extend(map(word_ids.__getitem__, flat))
+        last = self.piece_start[-1]
+        if lengths is None:
+            self.piece_start.extend(range(last + 1, last + 1 + len(raw)))
+        else:
+            self.piece_start.extend(accumulate(lengths, initial=last))
+            del self.piece_start[first]   # ``last`` again
+        self.n_pieces[first:stop] = np.diff(np.asarray(self.piece_start[first:], np.int64))
 
     def counts(self) -> Counter:
         """The words' counts, in the order the reference first sees them."""
