@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
-from itertools import accumulate, chain
+from itertools import accumulate
 
 import numpy as np
 
@@ -66,6 +66,7 @@ class Table:
         self.tlen = np.empty(1 << 10, np.int64)
         self.thash = np.empty(1 << 10, np.uint64)
         self.tcount = np.empty(1 << 10, np.int64)
+        self.tplain = np.empty(1 << 10, np.uint8)
         self.slots = np.full(1 << 12, -1, np.int32)
         self.n_types = 0
         self.words: list[str] = []
@@ -80,7 +81,7 @@ class Table:
         need = self.n_types + most
         if need > len(self.tstart):
             size = max(2 * len(self.tstart), need)
-            for name in ("tstart", "tlen", "thash", "tcount", "n_pieces"):
+            for name in ("tstart", "tlen", "thash", "tcount", "tplain", "n_pieces"):
                 old = getattr(self, name)
                 new = np.empty(size, old.dtype)
                 new[:self.n_types] = old[:self.n_types]
@@ -111,7 +112,7 @@ class Table:
         while True:
             status, pos, number, self.pool_used, self.n_types, n_ids, n_units = scan(
                 data, pos, end, number, max_line, self.classes, self.pool, self.pool_used, self.tstart,
-                self.tlen, self.thash, self.tcount, self.n_types, self.slots, ids, n_ids, unit_tokens,
+                self.tlen, self.thash, self.tcount, self.tplain, self.n_types, self.slots, ids, n_ids, unit_tokens,
                 unit_numbers, n_units)
             if status != FULL:   # copies: views would keep the arrays' unused room alive
                 return (ids[:n_ids].copy(), unit_tokens[:n_units].copy(), unit_numbers[:n_units].copy(),
@@ -135,15 +136,23 @@ class Table:
         words, word_ids = self.words, self.word_ids
         if self.tokenizer is None:
             flat, lengths = raw, None
-        else:   # Tokenizer.split keeps a token the vectors have, or one with no punctuation at either end
-            vocabulary = self.tokenizer.vocabulary
-            rows = getattr(vocabulary, "rows", None)   # a WordIndex looks them up together
-            known = (rows(raw) >= 0).tolist() if rows is not None else list(map(vocabulary.__contains__, raw))
-            # a letter or digit is never punctuation (Unicode P*, S*), which is what splitting cuts off
+        else:
+            # Tokenizer.split keeps a token with no punctuation (Unicode P*, S*) at either end, and a
+            # letter or digit is never punctuation: only the others are split (a few in a hundred);
+            # the scan marked those with ASCII letters or digits at both ends.
             split = self.tokenizer.__getitem__
-            parts = [(t,) if k or (t[0].isalnum() and t[-1].isalnum()) else split(t) for k, t in zip(known, raw)]
-            flat = list(chain.from_iterable(parts))
-            lengths = list(map(len, parts))
+            odd = np.flatnonzero(self.tplain[first:stop] == 0).tolist()
+            flat, lengths, at = [], [1] * len(raw), 0
+            for i in odd:
+                token = raw[i]
+                if token[0].isalnum() and token[-1].isalnum():
+                    continue
+                pieces = split(token)
+                flat += raw[at:i]
+                flat += pieces
+                lengths[i] = len(pieces)
+                at = i + 1
+            flat = raw if at == 0 else flat + raw[at:]
         # New words in the order first seen, each numbered once (dict.fromkeys keeps the first of each)
         fresh = [word for word in dict.fromkeys(flat) if word not in word_ids]
         word_ids.update(zip(fresh, range(len(words), len(words) + len(fresh))))

@@ -48,12 +48,18 @@ def _wide_space(buf, i, end):
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen, thash, tcount, n_types,
+def _alnum(b):
+    return (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
+
+
+@njit(cache=True, nogil=True)
+def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen, thash, tcount, tplain, n_types,
          slots, ids, n_ids, unit_tokens, unit_numbers, n_units):
     """Tokenize the lines of ``buf[pos:end]`` (each ended by a line feed, or by ``end``), line
     ``number`` first: each token's id (new tokens added to the table: pool, tstart, tlen, thash, tcount,
-    slots) appended to ``ids``, and each line with tokens appended to ``unit_tokens`` (its token count)
-    and ``unit_numbers`` (its number). Stops before a line of ``max_line`` bytes or more (status
+    tplain, slots) appended to ``ids``, and each line with tokens appended to ``unit_tokens`` (its token count)
+    and ``unit_numbers`` (its number). ``tplain``: 1 for a token that begins and ends with an ASCII
+    letter or digit (no tokenizer splits it), else 0. Stops before a line of ``max_line`` bytes or more (status
     LONG_LINE) and before a line the arrays may lack room for (FULL). Time linear in the bytes.
     Returns (status, pos, number, pool_used, n_types, n_ids, n_units)."""
     mask = len(slots) - 1
@@ -99,6 +105,7 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
                     tlen[t] = n
                     thash[t] = h
                     tcount[t] = 0
+                    tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
                     pool[pool_used:pool_used + n] = buf[start:i]
                     pool[pool_used + n] = SEPARATOR
                     pool_used += n + 1
