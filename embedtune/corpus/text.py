@@ -104,6 +104,7 @@ class Corpus(HeldLines):
             raise
 
     def close(self) -> None:
+        self.fast = None   # the kept ids: memory of 4 bytes a token
         if self._spool is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._spool)
