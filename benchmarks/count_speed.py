@@ -79,7 +79,7 @@ print(time.perf_counter() - start, time.process_time() - cpu)
 
 # (name, Python expression of the line, repeated to the size): each file holds two such lines
 PATHOLOGICAL = [
-    ("no spaces, 3 MB", "'x' * n"),
+    ("no spaces", "'x' * n"),
     ("'a ' repeated", "'a ' * (n // 2)"),
     ("punctuation only", "'.,;:!?()' * (n // 8)"),
     ("non-ASCII words", "'überß Σας 中文 ' * (n // 24)"),

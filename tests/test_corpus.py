@@ -251,7 +251,7 @@ def same_as_reference(path, piece_bytes: int, block_bytes: int) -> None:
         files.MAX_PIECE_BYTES, fast.MAX_PIECE_BYTES, fast.BLOCK_BYTES, fast.KEEP_TOKENS = saved
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(TEXTS, max_size=6).map("\n".join), sizes=st.sampled_from([(1 << 20, 1 << 22), (8, 5), (3, 64)]))
 def test_the_compiled_reader_reads_unicode_text_as_the_reference(text, sizes):
     """Random lines of every whitespace character, cased and uncased letters, punctuation: the same
@@ -263,7 +263,7 @@ def test_the_compiled_reader_reads_unicode_text_as_the_reference(text, sizes):
         same_as_reference(path, *sizes)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.lists(BYTES, max_size=5).map(b"\n".join), sizes=st.sampled_from([(1 << 20, 1 << 22), (6, 4)]))
 def test_the_compiled_reader_reads_random_bytes_as_the_reference(data, sizes):
     """Random bytes (NUL, invalid UTF-8, surrogates, byte-order marks, split characters): the same
