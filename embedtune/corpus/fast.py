@@ -21,7 +21,7 @@ import numpy as np
 from embedtune.corpus.files import MAX_PIECE_BYTES, UTF8_BOM, open_binary, pieces
 from embedtune.errors import EmbedtuneError
 
-BLOCK_BYTES = 1 << 22   # read at a time; a block ends at its last line feed
+BLOCK_BYTES = 1 << 20   # read at a time; a block ends at its last line feed (its arrays are made for the worst case)
 # Raw ids kept from the count for the later passes (512 MB of int32): a larger corpus is scanned again
 # by each pass instead, so memory stays bounded whatever the corpus.
 KEEP_TOKENS = 1 << 27
