@@ -123,7 +123,8 @@ class Corpus(HeldLines):
             pass
 
     def _tokens(self, tokens: list[str]) -> list[str]:
-        # The one place tokens are produced: counts, new-word starts and every epoch read them here.
+        # The one place this reader's tokens are produced; the compiled reader (corpus/fast.py), which
+        # counts a file and makes its id chunks, makes the same ones (tests/test_corpus.py checks).
         if self.tokenizer is None:
             return tokens
         return self.tokenizer.tokens(tokens)
@@ -230,7 +231,8 @@ class Corpus(HeldLines):
         is made once for two calls: the first returns a copy of the counts and keeps them, the next
         is handed the kept ones (so the command counts while TensorFlow imports and train() finds the
         count made, without a second copy of a large vocabulary held through training); a third
-        call reads the corpus again."""
+        call reads the corpus again. A file is read by the compiled reader (corpus/fast.py): the same
+        figures, and the corpus's ids kept for ``id_chunks`` (``fast``)."""
         if self._counted is not None:
             counted, self._counted = self._counted, None
             return counted
