@@ -75,9 +75,9 @@ class Table:
         self.piece_start: list[int] = [0]
         self.n_pieces = np.empty(1 << 10, np.int32)
 
-    def make_room(self, length: int) -> None:
-        """Grow the arrays so that a line of ``length`` bytes fits (kernels.tokens.scan's test)."""
-        most = length // 2 + 1
+    def make_room(self, length: int, most: int) -> None:
+        """Grow the arrays so that a line of ``length`` bytes and at most ``most`` tokens fits
+        (kernels.tokens.scan's test)."""
         need = self.n_types + most
         if need > len(self.tstart):
             size = max(2 * len(self.tstart), need)
@@ -104,22 +104,20 @@ class Table:
         unit_tokens, unit_numbers, status, pos, number): status LONG_LINE stops at ``pos``."""
         from embedtune.kernels.tokens import FULL, scan
 
-        room = (end - pos) // 2 + 2
-        ids = np.empty(room, np.int32)
-        unit_tokens = np.empty(room, np.int32)
-        unit_numbers = np.empty(room, np.int64)
+        ids = np.empty((end - pos) // 2 + 2, np.int32)
+        lines = int(np.count_nonzero(data[pos:end] == 10)) + 1
+        unit_tokens = np.empty(lines, np.int32)
+        unit_numbers = np.empty(lines, np.int64)
         n_ids = n_units = 0
         while True:
-            status, pos, number, self.pool_used, self.n_types, n_ids, n_units = scan(
+            status, pos, number, self.pool_used, self.n_types, n_ids, n_units, length, most = scan(
                 data, pos, end, number, max_line, self.classes, self.pool, self.pool_used, self.tstart,
                 self.tlen, self.thash, self.tcount, self.tplain, self.n_types, self.slots, ids, n_ids, unit_tokens,
                 unit_numbers, n_units)
             if status != FULL:   # copies: views would keep the arrays' unused room alive
                 return (ids[:n_ids].copy(), unit_tokens[:n_units].copy(), unit_numbers[:n_units].copy(),
                         status, pos, number)
-            feeds = data[pos:min(end, pos + max_line)] == 10
-            at = int(feeds.argmax())
-            self.make_room(at if len(feeds) and feeds[at] else len(feeds))
+            self.make_room(length, most)
 
     def resolve(self) -> None:
         """What each raw token added since the last call becomes: decoded, lower-cased and split as

@@ -14,6 +14,7 @@ FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 SEPARATOR = 10   # written after each token in the pool: no token holds a line feed
 
+LONG_TOKENS = 1 << 12   # a line that may hold more tokens has them counted before room is made for them
 # Status of a scan that returned early.
 DONE, LONG_LINE, FULL = 0, 1, 2
 
@@ -48,6 +49,26 @@ def _wide_space(buf, i, end):
 
 
 @njit(cache=True, nogil=True)
+def _count_tokens(buf, pos, end, classes):
+    """Whitespace tokens in ``buf[pos:end]``."""
+    n = 0
+    inside = False
+    i = pos
+    while i < end:
+        kind = classes[buf[i]]
+        w = 1 if kind == 1 else (_wide_space(buf, i, end) if kind == 2 else 0)
+        if w:
+            inside = False
+            i += w
+        else:
+            if not inside:
+                n += 1
+                inside = True
+            i += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def _alnum(b):
     return (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
 
@@ -61,7 +82,8 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
     and ``unit_numbers`` (its number). ``tplain``: 1 for a token that begins and ends with an ASCII
     letter or digit (no tokenizer splits it), else 0. Stops before a line of ``max_line`` bytes or more (status
     LONG_LINE) and before a line the arrays may lack room for (FULL). Time linear in the bytes.
-    Returns (status, pos, number, pool_used, n_types, n_ids, n_units)."""
+    Returns (status, pos, number, pool_used, n_types, n_ids, n_units, length, most): the last two, for
+    FULL, the bytes of the line it stopped at and the tokens it may hold (the room to make)."""
     mask = len(slots) - 1
     while pos < end:
         e = pos
@@ -69,11 +91,13 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
             e += 1
         length = e - pos
         if length >= max_line:
-            return LONG_LINE, pos, number, pool_used, n_types, n_ids, n_units
+            return LONG_LINE, pos, number, pool_used, n_types, n_ids, n_units, length, 0
         most = length // 2 + 1   # tokens a line of this length can hold
+        if most > LONG_TOKENS:   # a long line (a piece of a longer one): its tokens counted first
+            most = _count_tokens(buf, pos, e, classes)
         if (n_ids + most > len(ids) or n_types + most > len(tstart) or pool_used + length + most > len(pool)
                 or 2 * (n_types + most) > len(slots) or n_units + 1 > len(unit_tokens)):
-            return FULL, pos, number, pool_used, n_types, n_ids, n_units
+            return FULL, pos, number, pool_used, n_types, n_ids, n_units, length, most
         i = pos
         found = 0
         while i < e:
@@ -131,7 +155,7 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
             n_units += 1
         number += 1
         pos = e + 1 if e < end else end
-    return DONE, pos, number, pool_used, n_types, n_ids, n_units
+    return DONE, pos, number, pool_used, n_types, n_ids, n_units, 0, 0
 
 
 @njit(cache=True, nogil=True)
