@@ -29,6 +29,30 @@ KEEP_TOKENS = 1 << 27
 ENABLED = os.environ.get("EMBEDTUNE_COMPILED_READER", "1") == "1"
 
 
+class _ReadFailed(Exception):
+    """The file's own read failed (args[0]: its error); an error of this module's code is not one."""
+
+
+class _Reads:
+    """``raw``'s reads, their errors (OSError, EOFError, ValueError, as the reference catches) raised
+    as _ReadFailed."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def read(self, size: int) -> bytes:
+        try:
+            return self.raw.read(size)
+        except (OSError, EOFError, ValueError) as err:
+            raise _ReadFailed(err) from None
+
+    def readline(self, size: int) -> bytes:
+        try:
+            return self.raw.readline(size)
+        except (OSError, EOFError, ValueError) as err:
+            raise _ReadFailed(err) from None
+
+
 class _Prefixed:
     """``readline`` over ``buf[pos:]`` followed by ``raw``: the reference's ``pieces`` reads a long line
     from where the block reader stands."""
@@ -214,14 +238,18 @@ class FastPass:
     def _scan(self, digest) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         corpus = self.corpus
         try:
-            with open_binary(corpus._read_path) as raw:
-                yield from self._blocks(raw, digest)
-        except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
+            try:
+                raw = open_binary(corpus._read_path)
+            except (OSError, EOFError, ValueError) as err:
+                raise _ReadFailed(err) from None
+            with raw:
+                yield from self._blocks(_Reads(raw), digest)
+        except _ReadFailed as failed:   # damaged .gz/.bz2 among them
             # Read in blocks, the damage may show before a bad line the reference reads first: its
             # pass says which error comes first.
             for _ in corpus._numbered_lines(None):
                 pass
-            raise EmbedtuneError(f"cannot read: {err}", corpus.path) from None
+            raise EmbedtuneError(f"cannot read: {failed.args[0]}", corpus.path) from None
 
     def _blocks(self, raw, digest) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         from embedtune.kernels.tokens import LONG_LINE
