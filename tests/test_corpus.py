@@ -10,10 +10,14 @@ import os
 import tempfile
 import threading
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from embedtune.corpus import Corpus
+from embedtune.corpus import Corpus, fast, files, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.vectors import Vectors
 
 TEXT = "the cat sat\non the mat\n"
 LINES = [["the", "cat", "sat"], ["on", "the", "mat"]]
@@ -194,3 +198,91 @@ def test_check_start_leaves_standard_input_and_pipes_alone(tmp_path, monkeypatch
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     Corpus.check_start(str(fifo))   # opening a FIFO with no writer would block: it is not opened
+
+
+# --- the compiled reader (corpus/fast.py) against the reference (Corpus._numbered_lines) ---
+
+# Every character str.split() splits at (29), the characters whose lower case is special (İ, Σ, final
+# sigma, ß), punctuation the tokenizer cuts off, and the byte-order mark.
+SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+LETTERS = "aAbBzZ09éÉßİıΣσςΑ中\u0301\u200b\ufeff"
+MARKS = ".,;:!?\"'()-…«»😀$"
+FAST_VOCABULARY = {"a", "ab", "u.s.", ".", ",", "(", ")", "e-mail", ":)", "...", "σας", "ab.", "\"a"}
+WORDS = st.text(st.sampled_from(LETTERS + MARKS), max_size=6) | st.sampled_from(
+    sorted(FAST_VOCABULARY) + ["AB", "A.", "(ab),", "Σ", "ΑΣ.", "İab"])
+VECTORS = Vectors(sorted(FAST_VOCABULARY), np.zeros((len(FAST_VOCABULARY), 1), np.float32))
+TEXTS = st.text(st.sampled_from(SPACES + LETTERS + MARKS), max_size=40) | st.lists(
+    st.tuples(WORDS, st.text(st.sampled_from(SPACES), min_size=1, max_size=2)), max_size=12).map(
+    lambda pairs: "".join(word + space for word, space in pairs))
+BYTES = st.binary(max_size=40) | st.lists(st.sampled_from(
+    [b"a", b" ", b"\n", b"\x00", b"\xff", b"\xc2", b"\xc2\xa0", b"\xe2\x80", b"\xef\xbb\xbf", b"\xed\xa0\x80"]),
+    max_size=20).map(b"".join)
+
+
+def read_all(path, compiled: bool, lowercase: bool, tokenize: str, vocabulary=FAST_VOCABULARY):
+    """Everything a run takes from the corpus: counts in order, totals, digest, numbered id chunks; or
+    the error's text."""
+    corpus = Corpus(str(path), lowercase=lowercase, tokenize=tokenize, vocabulary=vocabulary)
+    corpus.compiled = compiled
+    try:
+        counts, total, lines = corpus.count()
+    except EmbedtuneError as err:
+        return str(err)
+    index = {word: i for i, word in enumerate(sorted(counts)) if i % 3}   # some words have no row
+    chunks = [(c.ids.tolist(), c.line.tolist(), c.raw_tokens, c.numbers.tolist(), c.ids.dtype, c.line.dtype)
+              for c in id_chunks(corpus, index, chunk_tokens=3, numbered=True)]
+    return list(counts.items()), total, lines, corpus.digest, chunks
+
+
+def same_as_reference(path, piece_bytes: int, block_bytes: int) -> None:
+    saved = files.MAX_PIECE_BYTES, fast.MAX_PIECE_BYTES, fast.BLOCK_BYTES, fast.KEEP_TOKENS
+    files.MAX_PIECE_BYTES = fast.MAX_PIECE_BYTES = piece_bytes   # long lines cut in pieces
+    fast.BLOCK_BYTES = block_bytes   # lines across block ends
+    if piece_bytes < 10:
+        fast.KEEP_TOKENS = 4   # ids not kept past 4 tokens: each pass scans the file again
+    try:
+        for lowercase in (False, True):
+            for tokenize in ("none", "auto"):
+                expected = read_all(path, False, lowercase, tokenize)
+                assert read_all(path, True, lowercase, tokenize) == expected, (lowercase, tokenize)
+            # the vectors' own index (WordIndex: the compiled reader looks its tokens up together)
+            assert read_all(path, True, lowercase, "auto", VECTORS.index) == expected, lowercase
+    finally:
+        files.MAX_PIECE_BYTES, fast.MAX_PIECE_BYTES, fast.BLOCK_BYTES, fast.KEEP_TOKENS = saved
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(TEXTS, max_size=6).map("\n".join), sizes=st.sampled_from([(1 << 20, 1 << 22), (8, 5), (3, 64)]))
+def test_the_compiled_reader_reads_unicode_text_as_the_reference(text, sizes):
+    """Random lines of every whitespace character, cased and uncased letters, punctuation: the same
+    counts (in the same order), lines, digest and chunks of ids, whole lines or cut into pieces."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "c.txt")
+        with open(path, "wb") as f:
+            f.write(text.encode("utf-8", "surrogatepass"))
+        same_as_reference(path, *sizes)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.lists(BYTES, max_size=5).map(b"\n".join), sizes=st.sampled_from([(1 << 20, 1 << 22), (6, 4)]))
+def test_the_compiled_reader_reads_random_bytes_as_the_reference(data, sizes):
+    """Random bytes (NUL, invalid UTF-8, surrogates, byte-order marks, split characters): the same
+    error, or the same figures."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "c.txt")
+        with open(path, "wb") as f:
+            f.write(data)
+        same_as_reference(path, *sizes)
+
+
+@pytest.mark.parametrize("data", [
+    "".join(f"ab{c}A.{c}Σ{c}" for c in SPACES).encode() + "\n".join(SPACES).encode(),   # every space
+    b"ab " * 40 + b"\n" + b"x" * 90 + b"\n" + b"a b\n",   # a token longer than 4 pieces: the error
+    b"\xef\xbb\xbf" + b"ab " * 30 + b"\n",   # a byte-order mark before a long first line
+    gzip.compress(b"ab (ab), u.s.\n" * 50)[:-12] ,   # a damaged gzip after good lines
+], ids=["spaces", "long-token", "bom-long-line", "damaged-gzip"])
+def test_the_compiled_reader_meets_long_lines_and_damage_as_the_reference(tmp_path, data):
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    same_as_reference(path, 16, 10)
+    same_as_reference(path, 1 << 20, 1 << 22)

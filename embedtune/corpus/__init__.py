@@ -8,6 +8,7 @@ standard input is spooled once to a temporary file so it can be read again.
     files.py     opening a file: compression by content, lines in bounded pieces, UTF-8
     tokenize.py  whitespace tokens split as the vectors spell words (--tokenize auto)
     text.py      Corpus: plain text, re-readable, counted once, read by shares of lines
+    fast.py      a file's count and ids in one compiled pass (the same tokens as text.py's reader)
     labelled.py  LabelledCorpus: fastText's supervised format (classify)
     held.py      HeldLines: the lines held here, and how figures made of them combine over workers
     counts.py    a share's counts as bytes, and the shares merged (several workers)

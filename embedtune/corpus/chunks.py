@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embedtune.corpus.fast import FastPass
 from embedtune.corpus.text import Corpus
 
 
@@ -33,6 +34,11 @@ def id_chunks(corpus: Corpus, index: dict[str, int], chunk_tokens: int = CHUNK_T
     """Stream the corpus as chunks of ids, each chunk ending at a line boundary; ``numbered``: with
     each line's number in the corpus (``corpus.numbered_lines``: a share of the lines numbers them as
     the whole corpus does)."""
+    passes = getattr(corpus, "fast", None)
+    if passes is not None:   # counted by the compiled reader: its ids, no text read again
+        corpus.reads[None] += 1
+        yield from fast_id_chunks(passes, index, chunk_tokens, numbered)
+        return
     ids: list[int] = []
     line_lengths: list[int] = []
     numbers: list[int] = []
@@ -58,3 +64,54 @@ def _chunk(ids, line_lengths, raw, numbers=None) -> IdChunk:
     return IdChunk(np.asarray(ids, dtype=np.int32), line, raw,
                    None if numbers is None else np.asarray(numbers, np.int64))
 
+
+
+def fast_id_chunks(passes: FastPass, index: dict[str, int], chunk_tokens: int,
+                   numbered: bool) -> Iterator[IdChunk]:
+    """id_chunks' chunks from the compiled reader's raw ids: each raw token's pieces looked up in
+    ``index`` once, the ids expanded (kernels.tokens.expand) and cut into chunks where id_chunks cuts:
+    after the first line that brings the chunk to ``chunk_tokens`` ids."""
+    from embedtune.kernels.tokens import expand
+
+    table = passes.table
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []   # (rows, kept, numbers, raw)
+    n_pending = 0
+    rows_of = None
+    for ids, unit_tokens, unit_numbers in passes.blocks():
+        if rows_of is None or len(rows_of[0]) < table.n_types + 1:   # made (again) once the table is known
+            get = index.get
+            word_rows = np.fromiter((get(w, -1) for w in table.words), np.int32, len(table.words))
+            rows_of = (np.asarray(table.piece_start, np.int64), word_rows[np.asarray(table.piece_ids, np.int64)])
+        rows, kept, pieces = expand(ids, unit_tokens, *rows_of)
+        ends = np.cumsum(kept)
+        u0 = 0
+        while True:
+            base = int(ends[u0 - 1]) if u0 else 0
+            u = int(np.searchsorted(ends, base + chunk_tokens - n_pending, side="left"))
+            if u >= len(ends):
+                break
+            pending.append(_part(rows, kept, pieces, unit_numbers, u0, u + 1, base, int(ends[u])))
+            yield _joined(pending, numbered)
+            pending, n_pending, u0 = [], 0, u + 1
+        base = int(ends[u0 - 1]) if u0 else 0
+        pending.append(_part(rows, kept, pieces, unit_numbers, u0, len(kept), base, len(rows)))
+        n_pending += len(rows) - base
+    if n_pending or any(part[3] for part in pending):
+        yield _joined(pending, numbered)
+
+
+def _part(rows, kept, pieces, numbers, u0: int, u1: int, r0: int, r1: int):
+    """Units u0:u1 of a block (their rows r0:r1): rows, ids per line with ids, those lines' numbers, tokens."""
+    lines = kept[u0:u1]
+    has = lines > 0
+    return rows[r0:r1], lines[has], numbers[u0:u1][has], int(pieces[u0:u1].sum())
+
+
+def _joined(parts, numbered: bool) -> IdChunk:
+    lengths = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    line = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    ids = np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False) if parts else np.zeros(0, np.int32)
+    numbers = np.concatenate([p[2] for p in parts]).astype(np.int64) if numbered and parts else None
+    if numbered and numbers is None:
+        numbers = np.zeros(0, np.int64)
+    return IdChunk(ids, line, sum(p[3] for p in parts), numbers)

@@ -53,11 +53,11 @@ MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace
 HEAD_BYTES = 1 << 16  # what Corpus.check_start reads: enough to tell binary data or another encoding
 
 
-def pieces(raw, path: str) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, byte offset in the line, bytes) for each line; a line over MAX_PIECE_BYTES
-    comes in pieces cut at whitespace, so memory stays bounded whatever the corpus (windows do
-    not cross a cut)."""
-    number, carry, offset = 1, b"", 0
+def pieces(raw, path: str, number: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset in the line, bytes) for each line, the first numbered ``number``; a
+    line over MAX_PIECE_BYTES comes in pieces cut at whitespace, so memory stays bounded whatever the
+    corpus (windows do not cross a cut). A line's last piece is yielded before more is read."""
+    carry, offset = b"", 0
     while True:
         chunk = raw.readline(MAX_PIECE_BYTES)
         if not chunk:

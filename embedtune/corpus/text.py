@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from embedtune.corpus import fast
 from embedtune.corpus.counts import ShareCount
 from embedtune.corpus.files import HEAD_BYTES, UTF8_BOM, decode, open_binary, pieces
 from embedtune.corpus.held import HeldLines
@@ -43,6 +44,10 @@ class Corpus(HeldLines):
         self._hash = None
         self.digest: str | None = None   # sha256 of the content, set by count(); resume compares it
         self._counted = None   # count()'s figures, once made
+        # Passes over a file by the compiled reader (corpus/fast.py), the same tokens as _numbered_lines';
+        # ``fast`` is its state once count() has read the whole corpus (id_chunks reads the ids there).
+        self.compiled = fast.ENABLED
+        self.fast: fast.FastPass | None = None
         # Passes begun over the lines, by share ((k, n); None: the whole corpus): a multi-worker run's
         # tests check that no worker read the whole corpus.
         self.reads: Counter = Counter()
@@ -99,6 +104,7 @@ class Corpus(HeldLines):
             raise
 
     def close(self) -> None:
+        self.fast = None   # the kept ids: memory of 4 bytes a token
         if self._spool is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._spool)
@@ -117,7 +123,8 @@ class Corpus(HeldLines):
             pass
 
     def _tokens(self, tokens: list[str]) -> list[str]:
-        # The one place tokens are produced: counts, new-word starts and every epoch read them here.
+        # The one place this reader's tokens are produced; the compiled reader (corpus/fast.py), which
+        # counts a file and makes its id chunks, makes the same ones (tests/test_corpus.py checks).
         if self.tokenizer is None:
             return tokens
         return self.tokenizer.tokens(tokens)
@@ -224,17 +231,25 @@ class Corpus(HeldLines):
         is made once for two calls: the first returns a copy of the counts and keeps them, the next
         is handed the kept ones (so the command counts while TensorFlow imports and train() finds the
         count made, without a second copy of a large vocabulary held through training); a third
-        call reads the corpus again."""
+        call reads the corpus again. A file is read by the compiled reader (corpus/fast.py): the same
+        figures, and the corpus's ids kept for ``id_chunks`` (``fast``)."""
         if self._counted is not None:
             counted, self._counted = self._counted, None
             return counted
         counts: Counter = Counter()
         n_lines = 0
         self._hash = hashlib.sha256()
+        self.fast = None
         try:
-            for tokens in self.lines():
-                counts.update(tokens)
-                n_lines += 1
+            if self.compiled and self.sentences is None and type(self)._numbered_lines is Corpus._numbered_lines:
+                self.reads[None] += 1
+                passes = fast.FastPass(self)
+                counts, _, n_lines = passes.count(self._hash)
+                self.fast = passes
+            else:
+                for tokens in self.lines():
+                    counts.update(tokens)
+                    n_lines += 1
             self.digest = self._hash.hexdigest()
         finally:
             self._hash = None
