@@ -12,7 +12,6 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
 
 from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
