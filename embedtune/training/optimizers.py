@@ -69,7 +69,6 @@ class LazyOptimizer:
     """Base of the sparse optimizers: state only for the rows a batch touches."""
 
     name = ""
-    has_state = True   # variables() holds something
 
     def __init__(self, table: tf.Variable):
         self.table = table
@@ -94,7 +93,6 @@ class LazyOptimizer:
 
 class SGD(LazyOptimizer):
     name = "sgd"
-    has_state = False
 
     def apply(self, rows, grads, lr):
         self.table.scatter_sub(tf.IndexedSlices(lr * grads, rows))
