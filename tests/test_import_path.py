@@ -1,7 +1,8 @@
 """A plain compiled run imports no TensorFlow (issue 26, item 2): what a run will use is said ahead
-(training.step.runs_on), the trainer's TensorFlow side is made only when asked for, the loss is summed
-as tf.add_n sums it without it, and the plan's rows get their corpus counts in time that follows the
-corpus, not the vectors."""
+(training.step.runs_on), the trainer's TensorFlow side is made only when asked for, the compiled step's
+optimizer state starts in numpy as TensorFlow's variables start, classify's report reads the step's numpy
+tables, the loss is summed as tf.add_n sums it without it, and the plan's rows get their corpus counts in
+time that follows the corpus, not the vectors."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,32 +24,66 @@ from embedtune.vectors import Vectors
 
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
+TESTS = Path(__file__).parent
+
+
+def _classify(tmp: str, name: str, **options) -> list:
+    """classify at its defaults (adam) on the files test_a_plain_compiled_run writes: its output, its
+    classifier, its --valid scores after training and its steps."""
+    import dataclasses
+
+    from embedtune.api import options_config
+    from embedtune.run import run
+
+    config = options_config(dict(objective="classify", valid=f"{tmp}/valid.txt", freeze_top=1000, epochs=2, threads=1,
+                                 save_classifier=f"{tmp}/{name}.cls", **options))
+    config = dataclasses.replace(config, vectors=f"{tmp}/glove.txt", corpus=f"{tmp}/train.txt", output=f"{tmp}/{name}.txt")
+    stats = run(config).stats
+    files = [open(f"{tmp}/{name}.{ext}", "rb").read().hex() for ext in ("txt", "cls")]
+    return [*files, stats["valid"]["after"], stats["steps"]]
+
 
 def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it_does(tmp_path):
-    """In a fresh interpreter: the default sgns run (the compiled step, lock-free) trains and writes
-    without TensorFlow in sys.modules; the thread pools it asked for wait for TensorFlow's import
-    (applied here to a stand-in, so that the test does not pay for the import)."""
+    """In a fresh interpreter: the default sgns run (the compiled step, lock-free) and the default
+    classify run (adam's state, the classifier's report and --valid scores, --save-classifier) train
+    and write without TensorFlow in sys.modules; the thread pools it asked for wait for TensorFlow's
+    import (applied here to a stand-in, so that the test does not pay for the import). Then, here,
+    classify again with checkpoints, which imports TensorFlow and syncs the tables and adam's state
+    into its variables while it runs: the same bytes out."""
     (tmp_path / "glove.txt").write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:3000]))
     lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:300]
     (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for part, n in (("train", 800), ("valid", 150)):
+        glosses = (SAMPLE_VECTORS.parent / f"wordnet-glosses.{part}.txt").read_bytes().splitlines(keepends=True)
+        (tmp_path / f"{part}.txt").write_bytes(b"".join(glosses[:n]))
     code = textwrap.dedent(f"""
         import json, sys, types
+        sys.path.insert(0, {str(TESTS)!r})
         from embedtune import _tf, fine_tune
-        out = fine_tune({str(tmp_path / 'glove.txt')!r}, {str(tmp_path / 'corpus.txt')!r}, objective="sgns",
+        from test_import_path import _classify
+        tmp = {str(tmp_path)!r}
+        out = fine_tune(tmp + "/glove.txt", tmp + "/corpus.txt", objective="sgns",
                         freeze_top=1000, epochs=1, threads=1, seed=1)
+        plain = _classify(tmp, "plain")
         asked = []
         threading = types.SimpleNamespace(set_intra_op_parallelism_threads=asked.append,
                                           set_inter_op_parallelism_threads=asked.append)
         pending = sorted(_tf._on_import)
         _tf._on_import["threads"](types.SimpleNamespace(config=types.SimpleNamespace(threading=threading)))
         print(json.dumps({{"tensorflow": "tensorflow" in sys.modules, "rows": len(out), "pending": pending,
-                          "threads": asked}}))
+                          "threads": asked, "classify": plain}}))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    plain = result.pop("classify")
     assert result == {"tensorflow": False, "rows": result["rows"], "pending": ["threads"], "threads": [1, 1]}
     assert result["rows"] > 3000
+    from embedtune._tf import tf   # noqa: F401  (the run below syncs into its variables)
+
+    synced = _classify(str(tmp_path), "synced", checkpoint_dir=str(tmp_path / "checkpoints"), checkpoint_every=3)
+    assert synced == plain
+    assert plain[-1] > 3   # checkpoints were saved (the variables synced) before the end
 
 
 @pytest.mark.parametrize("objective, settings, expected", [
@@ -57,6 +93,10 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     ("sgns", {"checkpoint_dir": "ckpt"}, (True, True)),            # tf.train.Checkpoint
     ("sgns", {"logdir": "logs"}, (True, True)),                    # TensorBoard
     ("glove", {}, (False, True)),
+    ("classify", {}, (True, False)),                               # adam's state in numpy, the report too
+    ("classify", {"optimizer": "adagrad", "word_ngrams": 2}, (True, False)),
+    ("classify", {"anchor": 0.5}, (False, True)),                  # TensorFlow's step
+    ("classify", {"checkpoint_dir": "ckpt"}, (True, True)),
 ])
 def test_runs_on_says_ahead_what_a_run_uses(objective, settings, expected):
     train = resolve(Config(train=TrainConfig(objective=objective, **settings))).train
@@ -64,9 +104,21 @@ def test_runs_on_says_ahead_what_a_run_uses(objective, settings, expected):
     assert runs_on(objective_class(objective), train, one_process=False) == (False, True)
 
 
-def test_classify_whose_report_reads_its_tables_uses_tensorflow():
-    train = resolve(Config(train=TrainConfig(objective="classify", optimizer="sgd"))).train
-    assert runs_on(objective_class("classify"), train)[1] is True
+@pytest.mark.parametrize("name", ["sgd", "adagrad", "adam"])
+def test_the_compiled_steps_state_starts_as_tensorflows_variables(name):
+    """Names, order, dtypes, shapes and bits: the numpy state a compiled step starts from, and the
+    variables TensorFlow's step (or a checkpoint) makes."""
+    from embedtune._tf import tf
+    from embedtune.training.optimizers import OPTIMIZERS, make_optimizer
+
+    shape = (7, 3)
+    variables = make_optimizer(name, tf.Variable(np.ones(shape, np.float32), name="table")).variables()
+    state = OPTIMIZERS[name].initial_state(shape)
+    assert list(state) == list(variables)
+    for key, var in variables.items():
+        value = var.numpy()
+        assert (state[key].dtype, state[key].shape) == (value.dtype, value.shape), key
+        assert state[key].tobytes() == value.tobytes(), key
 
 
 def test_compiled_losses_are_summed_as_tf_add_n_sums_them():

@@ -265,7 +265,7 @@ def result(run: Run) -> TrainResult:
         **trainer.objective.summary(),
         **run.strategy.summary(),
     }
-    figures, model = trainer.objective.report(trainer.local_matrix, lambda: trainer.side.numpy())
+    figures, model = trainer.objective.report(trainer.local_matrix, trainer.side_matrix)
     stats.update(figures)
     return TrainResult(out, plan, stats, model, init)
 

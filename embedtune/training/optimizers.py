@@ -16,7 +16,6 @@ repeats are merged first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,13 +69,18 @@ class LazyOptimizer:
     """Base of the sparse optimizers: state only for the rows a batch touches."""
 
     name = ""
-    has_state = True   # variables() holds something
 
     def __init__(self, table: tf.Variable):
         self.table = table
 
     def variables(self) -> dict[str, tf.Variable]:
         """State to checkpoint, by name."""
+        return {}
+
+    @staticmethod
+    def initial_state(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+        """In numpy, the values ``variables()`` start from for a float32 table of ``shape``, by the same
+        names in the same order: a compiled step's own state, made without TensorFlow."""
         return {}
 
     def apply(self, rows: tf.Tensor, grads: tf.Tensor, lr: tf.Tensor) -> tf.Tensor:
@@ -89,7 +93,6 @@ class LazyOptimizer:
 
 class SGD(LazyOptimizer):
     name = "sgd"
-    has_state = False
 
     def apply(self, rows, grads, lr):
         self.table.scatter_sub(tf.IndexedSlices(lr * grads, rows))
@@ -108,6 +111,10 @@ class Adagrad(LazyOptimizer):
 
     def variables(self):
         return {"accumulator": self.accumulator}
+
+    @staticmethod
+    def initial_state(shape):
+        return {"accumulator": np.full(shape, np.float32(ADAGRAD_INITIAL_ACCUMULATOR), np.float32)}
 
     def apply(self, rows, grads, lr):
         acc = tf.gather(self.accumulator, rows) + tf.square(grads)
@@ -133,6 +140,11 @@ class Adam(LazyOptimizer):
     def variables(self):
         return {"m": self.m, "v": self.v, "iterations": self.iterations}
 
+    @staticmethod
+    def initial_state(shape):
+        return {"m": np.zeros(shape, np.float32), "v": np.zeros(shape, np.float32),
+                "iterations": np.zeros((), np.int64)}
+
     def apply(self, rows, grads, lr):
         t = tf.cast(self.iterations.assign_add(1), grads.dtype)
         m = self.beta_1 * tf.gather(self.m, rows) + (1 - self.beta_1) * grads
@@ -157,13 +169,10 @@ class Update:
 
     optimizer: str
     clip_norm: float
-    # -> {"word", "side": LazyOptimizer}; called only for an optimizer with state: the optimizers are
-    # TensorFlow objects, and a plain-sgd compiled run need not import TensorFlow
-    optimizers: Callable[[], dict]
+    shapes: dict[str, tuple[int, ...]]   # "word", "side": the tables' shapes
 
     def state(self, table: str) -> dict[str, np.ndarray]:
-        """A numpy copy of ``table``'s optimizer state, by its variables' names (made when asked: a large
-        sgns table's adam moments are not copied for a step that does not take them)."""
-        if not OPTIMIZERS[self.optimizer].has_state:
-            return {}
-        return {name: np.array(var.numpy()) for name, var in self.optimizers()[table].variables().items()}
+        """``table``'s optimizer state as it starts, in numpy, by its variables' names: the compiled step's
+        own, the values TensorFlow's variables start from (``initial_state``), so that a run without
+        checkpoints or TensorBoard never makes them (nor imports TensorFlow)."""
+        return OPTIMIZERS[self.optimizer].initial_state(self.shapes[table])

@@ -54,6 +54,10 @@ class Step:
         """[T, dim] the trainable rows now."""
         return self.trainer.trainable.numpy()[: self.trainer.n_trainable]
 
+    def side_matrix(self) -> np.ndarray:
+        """The objective's own table now, its sink last."""
+        return self.trainer.side.numpy()
+
 
 def choose_step(trainer, words: np.ndarray, side: np.ndarray, note: Callable[[str], None] | None = None) -> Step:
     """One process's step: the objective's compiled one where it has one for this config, else
@@ -71,16 +75,12 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     """(compiled, tensorflow): whether a run of this objective and resolved [train] config will step
     through the objective's compiled (numba) step, and whether it will use TensorFlow, said before
     its tables are built, for what run.count_while_importing imports ahead while the corpus is
-    counted. A plain compiled run uses none of it: not for a stateful optimizer (its state is
-    TensorFlow variables), checkpoints, TensorBoard, several workers (TensorFlow's gathered step) or
-    an objective whose ``report`` reads the trained tables (classify's classifier). Only a hint: what
-    a run uses is imported when first used either way."""
-    from embedtune.objectives.base import Objective
-    from embedtune.training.optimizers import OPTIMIZERS
-
+    counted. A plain compiled run uses none of it, whatever its optimizer (the compiled step's state
+    starts in numpy: optimizers.Update) and whatever its objective reports (from the step's numpy
+    tables: ``Step.side_matrix``); only checkpoints, TensorBoard and several workers (TensorFlow's
+    gathered step) need it there. Only a hint: what a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
-    plain = (compiled and not OPTIMIZERS[train.optimizer].has_state and not train.checkpoint_dir
-             and not train.logdir and objective.report is Objective.report)
+    plain = compiled and not train.checkpoint_dir and not train.logdir
     return compiled, not plain
 
 
@@ -99,7 +99,7 @@ class CompiledStep(Step):
     @classmethod
     def build(cls, trainer, words: np.ndarray, side: np.ndarray) -> CompiledStep:
         t = trainer.config.train
-        update = Update(t.optimizer, trainer.clip_norm, lambda: {"word": trainer.word_opt, "side": trainer.side_opt})
+        update = Update(t.optimizer, trainer.clip_norm, {"word": words.shape, "side": side.shape})
         kernel = trainer.objective.compiled_step(words, side, trainer.matrix, trainer.frozen_rows,
                                                  trainer.n_trainable, t.threads or local_cores(),
                                                  deterministic=t.deterministic, update=update)
@@ -132,6 +132,9 @@ class CompiledStep(Step):
 
     def trained_matrix(self):
         return self.kernel.words[: self.trainer.n_trainable]
+
+    def side_matrix(self):
+        return self.kernel.side
 
 
 class TensorFlowStep(Step):

@@ -216,6 +216,10 @@ class Trainer:
         """[T, dim] the trainable rows now."""
         return self.step.trained_matrix()
 
+    def side_matrix(self) -> np.ndarray:
+        """The objective's own table now, its sink last (a compiled step's own: no variable made for it)."""
+        return self.step.side_matrix()
+
     def local_matrix(self) -> np.ndarray:
         """[n_local, dim] every local row now: the trainable ones, then the frozen ones."""
         return np.concatenate([self.trained_matrix(), self.matrix[self.rows[self.n_trainable:]]])

@@ -66,6 +66,7 @@ import numpy as np
 
 from embedtune._tf import lazy as tf
 
+from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.keys import INT64_MAX, Key, Range
@@ -219,12 +220,12 @@ class Classify(Objective):
         began = time.perf_counter()
         if shares is None:
             # The fit (a compiled kernel that releases the GIL, under L-BFGS) on a thread while this one
-            # reads --valid (Python): the same fit, the same bits, in about the longer of the two. With
-            # --valid, one thread for the fit, the other core reading: with two, its threads waited for
-            # each other at every iteration, 1.5-2x the fit's CPU (benchmarks/README.md, classify).
+            # reads --valid (Python): the same fit, the same bits, in about the longer of the two. The fit
+            # on the run's threads: the read is short, and with scipy's BLAS threads kept from spinning
+            # (model.py) two threads halve the fit's wall at the same CPU (benchmarks/README.md, classify).
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
-                                     threads=1 if source.valid is not None else None)
+                                     threads=train.threads or local_cores())
                 self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread

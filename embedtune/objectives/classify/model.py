@@ -6,6 +6,7 @@ step is compiled need not import it for the classifier."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,9 +164,39 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
         grad[: L * dim] += l2 * W
         return total[0] / n_lines + 0.5 * l2 * float(W @ W), grad
 
-    result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
-                                     options={"maxiter": iterations})
+    with _one_scipy_blas_thread():
+        result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
+                                         options={"maxiter": iterations})
     return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+
+
+@contextlib.contextmanager
+def _one_scipy_blas_thread():
+    """scipy's own OpenBLAS (the wheels' ``scipy.libs/libscipy_openblas*.so``) on one thread while L-BFGS
+    runs: its threads, woken by L-BFGS's small BLAS calls at every iteration, spun beside the compiled
+    loss and gradient and doubled the fit's CPU (benchmarks/README.md, classify). The same bits: only
+    the fit's threads change. A scipy built another way is left as it is."""
+    import ctypes
+    import glob
+    import os
+
+    import scipy
+
+    found = glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs", "libscipy_openblas*.so"))
+    try:
+        lib = ctypes.CDLL(found[0]) if found else None
+        get, set_ = (lib.scipy_openblas_get_num_threads, lib.scipy_openblas_set_num_threads) if lib else (None, None)
+    except (OSError, AttributeError):
+        get = set_ = None
+    if get is None:
+        yield
+        return
+    before = get()
+    set_(1)
+    try:
+        yield
+    finally:
+        set_(before)
 
 
 def line_means(vectors: np.ndarray, ids: np.ndarray, starts: np.ndarray, ngrams=None) -> np.ndarray:
