@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -56,11 +57,30 @@ def _terminate(signum, frame):
     raise Terminated
 
 
+def _deliver_again(default_hook):
+    """sys.unraisablehook: a Terminated or KeyboardInterrupt that the handlers above raised inside a
+    callback whose exceptions Python only prints ("Exception ignored in", e.g. an import's module-lock
+    weakref callback) is sent again, so that it unwinds where it can; any other goes to the default."""
+    def hook(unraisable):
+        error = unraisable.exc_value
+        if not isinstance(error, (Terminated, KeyboardInterrupt)):
+            return default_hook(unraisable)
+        sig = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
+        signal.signal(sig, _terminate if sig == signal.SIGTERM else signal.default_int_handler)
+        # From another thread, a moment later: a signal sent here would be handled inside this hook,
+        # whose exceptions are ignored too; the main thread takes it once the callback has returned.
+        again = threading.Timer(0.01, os.kill, (os.getpid(), sig))
+        again.daemon = True
+        again.start()
+    return hook
+
+
 @contextlib.contextmanager
 def interrupts_unwind():
     """Ctrl-C exits 130 and SIGTERM 143 (128 + the signal, as a shell reports them), after the
     cleanup; `embedtune train`'s loop handles both itself (a checkpoint, then the same codes)."""
     saved = {}
+    saved_hook, sys.unraisablehook = sys.unraisablehook, _deliver_again(sys.unraisablehook)
     try:
         for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, signal.default_int_handler)):
             saved[sig] = signal.signal(sig, handler)
@@ -77,6 +97,7 @@ def interrupts_unwind():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = saved_hook
 
 
 def _exit_at_once(signum, frame):

@@ -235,3 +235,38 @@ def test_a_signal_after_the_command_is_done_exits_with_its_code_and_no_traceback
     assert done.returncode == CODES[sig], done.stderr
     assert "Traceback" not in done.stderr and "Aborted!" not in done.stderr, done.stderr
     assert out.read_bytes() == small.read_bytes()   # the command had finished: its output is whole
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_a_callback_whose_errors_python_ignores_still_stops_the_command(sig):
+    """A SIGTERM landing in an import's module-lock weakref callback printed "Exception ignored in"
+    with a traceback, and the command went on to exit 0 (the big-file test above, once in a few runs).
+    Here the signal is sent from inside such a callback, so the handler raises there every time."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys, time, weakref
+        import click
+        from embedtune.cli.main import interrupts_unwind
+
+        class Thing:
+            pass
+
+        def callback(ref):   # its exceptions are only printed by Python, never raised
+            os.kill(os.getpid(), signal.{sig.name})
+            for _ in range(100000):
+                pass
+
+        try:
+            with interrupts_unwind():
+                thing = Thing()
+                ref = weakref.ref(thing, callback)
+                del thing
+                for _ in range(400):
+                    time.sleep(0.005)
+                print("not stopped")
+        except click.exceptions.Exit as stop:
+            sys.exit(stop.exit_code)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stdout + done.stderr
+    assert "not stopped" not in done.stdout
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
