@@ -51,6 +51,33 @@ def _row_gradient(g, tokens, segment, dsum, weight):
 
 
 @njit(inline="always")
+def _logit_loss(z, t, one_vs_all, e, dz, loss):
+    """``loss`` plus a line's cross-entropy of targets ``t`` over logits ``z`` (float64), and d loss / d
+    logit into ``dz`` (which may be ``z``: each logit is read before its own is written). One-vs-all:
+    logistic per label; else softmax, the targets summing to 1 (Classify._targets). ``e``: scratch [L]."""
+    L = len(z)
+    if one_vs_all:
+        for k in range(L):
+            v = float(z[k])
+            loss += max(v, 0.0) - v * t[k] + math.log1p(math.exp(-abs(v)))
+            dz[k] = np.float32(1.0 / (1.0 + math.exp(-v))) - t[k]
+    else:
+        top = z[0]
+        for k in range(1, L):
+            top = max(top, z[k])
+        total = 0.0
+        for k in range(L):
+            e[k] = math.exp(float(z[k] - top))
+            total += e[k]
+        log_total = math.log(total)
+        for k in range(L):
+            if t[k] != 0:
+                loss += t[k] * (log_total - float(z[k] - top))
+            dz[k] = np.float32(e[k] / total) - t[k]
+    return loss
+
+
+@njit(inline="always")
 def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
     """One row's lazy update by its merged gradient ``g`` (capped first), as training/optimizers.py's:
     sgd row -= lr g; adagrad (m: the accumulator) m += g^2, row -= lr / (sqrt(m) + eps) g; adam m, v
@@ -168,27 +195,7 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
                 for j in range(dim):
                     x += mean[j] * label[j]
                 z[k] = x
-            t = targets[b]
-            loss = 0.0
-            if one_vs_all:
-                for k in range(L):
-                    x = float(z[k])
-                    loss += max(x, 0.0) - x * t[k] + math.log1p(math.exp(-abs(x)))
-                    dz[b, k] = np.float32(1.0 / (1.0 + math.exp(-x))) - t[k]
-            else:
-                top = z[0]
-                for k in range(1, L):
-                    top = max(top, z[k])
-                total_e = 0.0
-                for k in range(L):
-                    e[k] = math.exp(float(z[k] - top))
-                    total_e += e[k]
-                log_total = math.log(total_e)
-                for k in range(L):   # the targets sum to 1 (Classify._targets): softmax - targets
-                    if t[k] != 0:
-                        loss += t[k] * (log_total - float(z[k] - top))
-                    dz[b, k] = np.float32(e[k] / total_e) - t[k]
-            losses[b] = loss
+            losses[b] = _logit_loss(z, targets[b], one_vs_all, e, dz[b], 0.0)
             d = dsum[b]
             for k in range(L):
                 c = dz[b, k]
@@ -301,24 +308,7 @@ def fit_loss_grad(X, Y, W, b, one_vs_all):
                 for j in range(dim):
                     acc += w[j] * x[j]
                 z[k] = acc + b[k]
-            if one_vs_all:
-                for k in range(L):
-                    v = float(z[k])
-                    loss += max(v, 0.0) - v * t[k] + math.log1p(math.exp(-abs(v)))
-                    z[k] = np.float32(1.0 / (1.0 + math.exp(-v))) - t[k]   # z: d loss / d logit from here
-            else:
-                top = z[0]
-                for k in range(1, L):
-                    top = max(top, z[k])
-                total = 0.0
-                for k in range(L):
-                    e[k] = math.exp(float(z[k] - top))
-                    total += e[k]
-                log_total = math.log(total)
-                for k in range(L):   # the targets sum to 1: softmax - targets
-                    if t[k] != 0:
-                        loss += t[k] * (log_total - float(z[k] - top))
-                    z[k] = np.float32(e[k] / total) - t[k]
+            loss = _logit_loss(z, t, one_vs_all, e, z, loss)   # z: d loss / d logit from here
             for k in range(L):
                 c = z[k]
                 gk = g[k]
