@@ -8,6 +8,7 @@ import click
 
 from embedtune.cli.common import DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option, \
     reader_options, reports_errors
+from embedtune.checks import check_writable_file
 from embedtune.errors import EmbedtuneError
 
 INPUT = click.Path(exists=True, dir_okay=False)
@@ -63,6 +64,7 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
         raise click.UsageError("give --check-frozen or --config, not both")
     if output != "-" and os.path.exists(output) and any(os.path.samefile(output, p) for p in (before, after)):
         raise EmbedtuneError("the page would overwrite an input; choose another -o", output)
+    check_writable_file(output, "-o")   # before the files are loaded and scored, not after
     similarity = list(similarity_files) or None
     analogies = list(analogy_files) or None
     if similarity is not None or analogies is not None:

@@ -285,3 +285,19 @@ def test_a_page_that_would_overwrite_an_input_or_the_output_is_refused_before_an
                         output=str(tmp_path / "out.txt"), report=report)
         with pytest.raises(EmbedtuneError, match="the report would overwrite an input or the output"):
             check_run(config)
+
+
+def test_a_page_in_a_folder_that_does_not_exist_is_refused_before_the_files_are_loaded(trained, tmp_path, monkeypatch):
+    """It was said only after both files had been loaded, scored and mapped."""
+    import embedtune.report
+    from embedtune.cli.main import cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("the report was built before -o was checked")
+
+    monkeypatch.setattr(embedtune.report, "build_report", never)
+    out = tmp_path / "no-such-folder" / "page.html"
+    result = CliRunner().invoke(cli, ["report", str(trained["before"]), str(trained["output"]), "-o", str(out), "-q"])
+    assert result.exit_code == 1, result.output
+    assert "does not exist" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.parent.exists()
