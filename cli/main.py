@@ -217,6 +217,11 @@ def exit_now(code) -> None:
     except (OSError, ValueError):
         sys.exit(code)
     atexit._run_exitfuncs()   # what Python's exit runs first (logging, temporary folders, multiprocessing)
+    try:   # what they wrote
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     if code is None:
         code = 0
     elif not isinstance(code, int):   # sys.exit("message"): printed, status 1

@@ -85,12 +85,13 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
             f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
+    seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
     if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
                                                    "train_pattern", "freeze_pretrained") if getattr(v, k)]
         raise EmbedtuneError(
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is seen --min-count ({min_count}) times", v.freeze_list or v.train_list)
+            f"and no new word is {seen}", v.freeze_list or v.train_list)
     return new_words, plan
 
 

@@ -162,7 +162,7 @@ class Table:
             # Tokenizer.split keeps a token with no punctuation (Unicode P*, S*) at either end, and a
             # letter or digit is never punctuation: only the others are split (a few in a hundred);
             # the scan marked those with ASCII letters or digits at both ends.
-            split = self.tokenizer.__getitem__
+            split = self.tokenizer.split   # each distinct raw token comes here once: no cache wanted
             odd = np.flatnonzero(self.tplain[first:stop] == 0).tolist()
             flat, lengths, at = [], [1] * len(raw), 0
             for i in odd:

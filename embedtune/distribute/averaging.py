@@ -36,7 +36,6 @@ class Tables:
     variables)."""
 
     def __init__(self, step: Step, trainer):
-        self.step = step
         if step.compiled:
             kernel = step.kernel
             self.arrays = [kernel.words, kernel.side, *kernel.word_state.values(), *kernel.side_state.values()]

@@ -169,6 +169,7 @@ class Trainer:
         for name in ("tf_rng", "_trainable", "_side", "trainable_shape", "side_shape", "start",
                      "slices_per_epoch", "word_opt", "side_opt"):
             getattr(self, name)
+        self._start = None   # the variable (and the anchor's constant) hold it now; a compiled step its own
 
     @property
     def uses_kernel(self) -> bool:
