@@ -16,7 +16,7 @@ from embedtune.report.run_info import RunInfo
 from embedtune.vectors import Vectors
 
 # Analogies are answered among the first 30,000 words, as word2vec's README runs compute-accuracy:
-# all 300,000 of eval's default make the page wait tens of seconds on 300-dimensional vectors.
+# all 300,000 of eval's default make the page wait on 300-dimensional vectors (docs/report.md, Speed).
 RESTRICT_VOCAB = 30_000
 TOP_MOVED = 20      # most-moved pretrained words listed
 TOP_NEW = 30        # new words listed (in AFTER's order: a run adds them most frequent first)

@@ -2,8 +2,8 @@
 
 One plane for both sides (fitted on the points' BEFORE and AFTER rows together), so a word that
 moved is drawn in two places of the same picture and the frozen words stay where they were. Rows
-are scaled to unit length first: neighbours are by cosine. A few hundred points take a
-millisecond's SVD (benchmarks/README.md, report); no projection library is needed.
+are scaled to unit length first: neighbours are by cosine. A few hundred points make a small SVD
+(docs/report.md, Speed); no projection library is needed.
 """
 
 from __future__ import annotations
