@@ -6,6 +6,7 @@ Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
 
 from __future__ import annotations
 
+import _imp
 import contextlib
 import importlib
 import os
@@ -51,10 +52,33 @@ class Terminated(BaseException):
     action would end the process on the spot)."""
 
 
+def _send_again(sig) -> None:
+    """``sig`` sent to this process again in a moment, from another thread: a signal sent from here
+    would be handled at once, where it could not be raised either."""
+    again = threading.Timer(0.01, os.kill, (os.getpid(), sig))
+    again.daemon = True
+    again.start()
+
+
 def _terminate(signum, frame):
+    if _imp.lock_held():   # see _interrupt
+        _send_again(signum)
+        return
     # A second SIGTERM must not cut short the cleanup the first one started.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
+
+
+def _interrupt(signum, frame):
+    """Ctrl-C as Python's own handler raises it, but never while the import system's lock is held:
+    raised inside importlib's module-lock bookkeeping (between its acquire and its try) it left that
+    lock held for good, and the thread importing TensorFlow beside the count waited on it forever
+    while the command waited for that import (a hang: tests/test_fault_injection.py). The signal is
+    taken again a moment later, once the lock is free."""
+    if _imp.lock_held():
+        _send_again(signum)
+        return
+    raise KeyboardInterrupt
 
 
 def _deliver_again(default_hook):
@@ -66,12 +90,8 @@ def _deliver_again(default_hook):
         if not isinstance(error, (Terminated, KeyboardInterrupt)):
             return default_hook(unraisable)
         sig = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
-        signal.signal(sig, _terminate if sig == signal.SIGTERM else signal.default_int_handler)
-        # From another thread, a moment later: a signal sent here would be handled inside this hook,
-        # whose exceptions are ignored too; the main thread takes it once the callback has returned.
-        again = threading.Timer(0.01, os.kill, (os.getpid(), sig))
-        again.daemon = True
-        again.start()
+        signal.signal(sig, _terminate if sig == signal.SIGTERM else _interrupt)
+        _send_again(sig)   # the main thread takes it once the callback has returned
     return hook
 
 
@@ -82,7 +102,7 @@ def interrupts_unwind():
     saved = {}
     saved_hook, sys.unraisablehook = sys.unraisablehook, _deliver_again(sys.unraisablehook)
     try:
-        for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, signal.default_int_handler)):
+        for sig, handler in ((signal.SIGTERM, _terminate), (signal.SIGINT, _interrupt)):
             saved[sig] = signal.signal(sig, handler)
     except ValueError:   # not the main thread: signals cannot be handled here anyway
         pass

@@ -270,3 +270,33 @@ def test_a_signal_inside_a_callback_whose_errors_python_ignores_still_stops_the_
     assert done.returncode == CODES[sig], done.stdout + done.stderr
     assert "not stopped" not in done.stdout
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_import_lock_is_held_is_raised_after_it_is_released(sig):
+    """Raised inside importlib's module-lock bookkeeping (the lock taken, its try not yet entered), it
+    left the import lock held for good: the thread importing TensorFlow beside the count waited on it
+    and the command waited for that thread (`train`, Ctrl-C 0.48 s into the count: hung)."""
+    script = textwrap.dedent(f"""
+        import _imp, os, signal, sys, time
+        import click
+        from embedtune.cli.main import interrupts_unwind
+
+        try:
+            with interrupts_unwind():
+                _imp.acquire_lock()   # as importlib's _get_module_lock does, before its try
+                os.kill(os.getpid(), signal.{sig.name})
+                for _ in range(100000):
+                    pass
+                _imp.release_lock()
+                for _ in range(400):
+                    time.sleep(0.005)
+                print("not stopped")
+        except click.exceptions.Exit as stop:
+            print("lock held" if _imp.lock_held() else "lock free")
+            sys.exit(stop.exit_code)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stdout + done.stderr
+    assert done.stdout.strip() == "lock free", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
