@@ -86,8 +86,8 @@ def workers_bound(ctx, param, value):
 @key_options   # every config key's option, from the declarations (embedtune/config.py, each objective's keys)
 @option("--workers", type=int, metavar="N", callback=workers_bound, section=RUNS,
         help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
-             "threads; each step's gradients are exchanged. At most the CPU cores this process may "
-             "use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
+             "threads; the rows each changed are averaged every --sync-every steps. At most the CPU "
+             "cores this process may use. Under TF_CONFIG, this process is one worker of that cluster instead. [default: 1]")
 @option("--resume", is_flag=True, section=RUNS,
         help="Continue from the newest checkpoint in --checkpoint-dir (a damaged one is skipped for the one "
              "before, with a note).")
