@@ -17,7 +17,7 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, is_lowercase_vocabulary
+from embedtune.init import choose_method
 from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
@@ -68,16 +68,20 @@ class RunPlan:
 
 
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
-              corpus_path: str | None) -> tuple[list[str], Plan]:
+              corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
     """The new words and the freeze plan for a counted corpus, refused when there is nothing to
-    train: the checks ``train`` and ``--dry-run`` share, with the same messages."""
+    train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
+    corpus's (None: decided from the config, as run.decide_lowercase decides it)."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
     listed = None
-    if v.new_words:   # lower-cased as the corpus is (the run's rule: Corpus(lowercase=...))
-        lower = is_lowercase_vocabulary(vectors) if v.lowercase == "auto" else v.lowercase == "yes"
-        listed = read_new_words(v.new_words, lower)
+    if v.new_words:   # lower-cased as the corpus is
+        if lowercase is None:
+            from embedtune.run import decide_lowercase
+
+            lowercase = decide_lowercase(config, vectors)
+        listed = read_new_words(v.new_words, lowercase)
     min_count = effective_min_count(v.min_count, listed is not None)
     new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
     if not new_words and not any(w in vectors.index for w in counts):
@@ -108,7 +112,7 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
     if resume and checkpoint.latest(t.checkpoint_dir) is None:
         raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
     counts, total_words, n_lines = corpus.count()
-    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
     in_corpus = plan.row_counts(counts) > 0
     trainable = int((in_corpus & ~plan.frozen).sum())
     method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows

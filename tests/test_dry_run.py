@@ -280,3 +280,35 @@ def test_a_dry_run_fails_on_an_output_that_cannot_be_written(folder):
     assert result.exit_code == 1
     assert_one_error_line(result.stderr, "Error: /dev/full: -o: cannot write: No space left on device")
     assert run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "/dev/null", "--dry-run"]).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# what the run decides once
+
+
+def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, monkeypatch):
+    from collections import Counter
+
+    import numpy as np
+
+    import embedtune.init
+    import embedtune.runplan
+    from embedtune.config import Config, merge
+    from embedtune.run import dry_run
+    from embedtune.runplan import plan_rows
+    from embedtune.vectors import Vectors
+
+    (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")
+    calls = []
+    decide = embedtune.init.is_lowercase_vocabulary
+    for module in (embedtune.init, embedtune.runplan):   # runplan's own copy of the rule, if any
+        monkeypatch.setattr(module, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v), raising=False)
+    config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
+                              "new_words": str(folder / "new.txt"), "objective": "sgns"})
+    assert dry_run(config).description["new"] == 1
+    assert len(calls) == 1
+    # plan_rows takes the corpus's lower-casing as given (a lower-case vocabulary would say yes)
+    words = Vectors(["the", "cat"], np.ones((2, 3), np.float32))
+    assert plan_rows(words, Counter({"the": 2}), 2, config, None, lowercase=False)[0] == ["Zebu"]
+    assert plan_rows(words, Counter({"the": 2}), 2, config, None)[0] == ["zebu"]
+
