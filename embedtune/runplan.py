@@ -65,6 +65,7 @@ class RunPlan:
     init: str
     trainable_in_corpus: int
     frozen_in_corpus: int
+    reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
 
 
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
@@ -116,8 +117,9 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
     in_corpus = plan.row_counts(counts) > 0
     trainable = int((in_corpus & ~plan.frozen).sum())
     method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
+    reader = getattr(corpus, "fast", None)
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
-                   int((in_corpus & plan.frozen).sum()))
+                   int((in_corpus & plan.frozen).sum()), reader.held_bytes() if reader is not None else 0)
 
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
@@ -161,6 +163,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
     parts = {
         "input_matrix": n_pre * dim * 4,
+        "corpus_ids": run.reader_bytes,
         "words_and_counts": words,
         "new_word_starts": n_new * dim * 4,
         # The variable, and the float32 start the objective's row reader keeps.

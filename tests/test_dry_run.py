@@ -312,3 +312,16 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
     assert plan_rows(words, Counter({"the": 2}), 2, config, None, lowercase=False)[0] == ["Zebu"]
     assert plan_rows(words, Counter({"the": 2}), 2, config, None)[0] == ["zebu"]
 
+
+def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
+    from embedtune.config import Config, merge
+    from embedtune.run import dry_run
+
+    config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
+                              "objective": "sgns", "tokenize": "none"})
+    d = dry_run(config).description
+    lines = [line.split() for line in (folder / "corpus.txt").read_text(encoding="utf-8").splitlines()]
+    ids = 4 * sum(map(len, lines)) + 12 * sum(1 for line in lines if line)   # int32 a token; two figures a line
+    parts = d["memory_parts_bytes"]
+    assert ids < parts["corpus_ids"] < ids + 200 * d["distinct_words"] + 10_000
+    assert d["memory_estimate_bytes"] == sum(parts.values())
