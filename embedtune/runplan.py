@@ -17,7 +17,7 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method
+from embedtune.init import choose_method, is_lowercase_vocabulary
 from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
@@ -68,19 +68,24 @@ class RunPlan:
     reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
 
 
+def decide_lowercase(config: Config, vectors: Vectors) -> bool:
+    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case). Decided
+    once a run (embedtune.run), and the corpus opened so."""
+    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
+    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
+
+
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
               corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
     """The new words and the freeze plan for a counted corpus, refused when there is nothing to
     train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
-    corpus's (None: decided from the config, as run.decide_lowercase decides it)."""
+    corpus's (None: ``decide_lowercase``)."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
     listed = None
     if v.new_words:   # lower-cased as the corpus is
         if lowercase is None:
-            from embedtune.run import decide_lowercase
-
             lowercase = decide_lowercase(config, vectors)
         listed = read_new_words(v.new_words, lowercase)
     min_count = effective_min_count(v.min_count, listed is not None)
