@@ -325,3 +325,27 @@ def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
     parts = d["memory_parts_bytes"]
     assert ids < parts["corpus_ids"] < ids + 200 * d["distinct_words"] + 10_000
     assert d["memory_estimate_bytes"] == sum(parts.values())
+
+
+@pytest.mark.parametrize("method", ["form-context", "context-mean"])
+def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method):
+    """The context weights and the context pass both want the corpus's words' rows: one lookup."""
+    from embedtune.corpus import Corpus
+    from embedtune.init import initial_vectors
+    from embedtune.vectors import WordIndex
+    from train_fixtures import glove, sample_lines
+
+    vectors = glove(3000)
+    corpus = Corpus(sample_lines(60), lowercase=True)
+    counts = corpus.count()[0]
+    new_words = [w for w, c in counts.items() if c >= 2 and w not in vectors.index][:5]
+    looked_up, rows = [], WordIndex.rows
+
+    def counted_rows(self, words):
+        words = list(words)
+        looked_up.append(words)
+        return rows(self, words)
+
+    monkeypatch.setattr(WordIndex, "rows", counted_rows)
+    initial_vectors(vectors, corpus, new_words, method=method, counts=counts)
+    assert sum(words == list(counts) for words in looked_up) == 1
