@@ -168,7 +168,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
     parts = {
         "input_matrix": n_pre * dim * 4,
-        "corpus_ids": run.reader_bytes,
+        # A worker of several counts and reads its share through the reference reader: no ids kept.
+        "corpus_ids": run.reader_bytes if workers == 1 else 0,
         "words_and_counts": words,
         "new_word_starts": n_new * dim * 4,
         # The variable, and the float32 start the objective's row reader keeps.

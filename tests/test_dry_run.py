@@ -247,10 +247,14 @@ def test_the_memory_estimate_counts_every_worker_process(folder):
 
     one, two = plan(1), plan(2)
     assert one["memory_estimate_bytes"] == one["memory_per_worker_bytes"] == sum(one["memory_parts_bytes"].values())
-    # Each worker holds what one process does and tf.distribute's runtime; the launcher waits beside them.
-    per_worker = two["memory_per_worker_bytes"]
-    assert per_worker == sum(two["memory_parts_bytes"].values())
-    assert per_worker - one["memory_per_worker_bytes"] == two["memory_parts_bytes"]["distribution_runtime"] > 0
+    # Each worker holds what one process does and tf.distribute's runtime, but no kept corpus ids (it
+    # reads its share through the reference reader); the launcher waits beside them.
+    per_worker, parts = two["memory_per_worker_bytes"], two["memory_parts_bytes"]
+    assert per_worker == sum(parts.values())
+    assert parts["corpus_ids"] == 0 < one["memory_parts_bytes"]["corpus_ids"]
+    assert per_worker - one["memory_per_worker_bytes"] == \
+        parts["distribution_runtime"] - one["memory_parts_bytes"]["corpus_ids"]
+    assert parts["distribution_runtime"] > 0
     assert two["memory_estimate_bytes"] == 2 * per_worker + two["memory_launcher_bytes"]
     assert two["memory_launcher_bytes"] > 0 and two["workers"] == 2
 
