@@ -62,12 +62,38 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _signed(x, digits=4) -> str:
-    return "-" if x is None else f"{x:+.{digits}f}"
-
-
 # ---------------------------------------------------------------------------------------------
 # diff
+
+
+def frozen_rules(frozen_file: str | None, config_file: str | None):
+    """--check-frozen or --config, as diff and report take them: (the listed words, None) or (None,
+    the config, its word lists and patterns checked), read before any vectors file."""
+    if frozen_file and config_file:
+        raise click.UsageError("give --check-frozen or --config, not both")
+    if frozen_file:
+        from embedtune.plan import read_word_list
+
+        return [word for _, word in read_word_list(frozen_file)], None
+    if not config_file:
+        return None, None
+    from embedtune.config import load_config
+
+    config = load_config(config_file)
+    check_input_file(config.vocab.freeze_list, "word-list file")
+    check_input_file(config.vocab.train_list, "word-list file")
+    check_pattern(config.vocab.freeze_pattern, "--freeze-pattern")
+    check_pattern(config.vocab.train_pattern, "--train-pattern")
+    return None, config
+
+
+def config_words(listed: list[str] | None, config, old_vectors) -> list[str] | None:
+    """The words to check: ``listed`` (--check-frozen), or those the config's rules freeze in OLD."""
+    if config is None:
+        return listed
+    from embedtune.compare import config_frozen_words
+
+    return config_frozen_words(old_vectors, config.vocab)
 
 
 def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
@@ -159,15 +185,10 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
       embedtune diff --config configs/quickstart.toml
       embedtune diff glove.6B.50d.txt tuned.txt --json | jq .changed
     """
-    from embedtune.compare import check_frozen, config_frozen_words, diff_vectors
+    from embedtune.compare import check_frozen, diff_vectors
 
-    if frozen_file and config_file:
-        raise click.UsageError("give --check-frozen or --config, not both")
-    config = None
-    if config_file:
-        from embedtune.config import load_config
-
-        config = load_config(config_file)
+    frozen_words, config = frozen_rules(frozen_file, config_file)
+    if config is not None:
         old = old or config.vectors
         if new is None and config.output not in (None, "-"):
             new = config.output
@@ -175,19 +196,9 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
         raise click.UsageError(
             "OLD and NEW are required (or --config with 'vectors' and 'output' set)"
         )
-    if config is not None:
-        # The config's files and rules, before two vectors files are read.
+    if config is not None:   # the config's own files, before two vectors files are read
         for path in (old, new):
             check_input_file(path, "vectors file", missing="no such file")
-        check_input_file(config.vocab.freeze_list, "word-list file")
-        check_input_file(config.vocab.train_list, "word-list file")
-        check_pattern(config.vocab.freeze_pattern, "--freeze-pattern")
-        check_pattern(config.vocab.train_pattern, "--train-pattern")
-    frozen_words = None
-    if frozen_file:
-        from embedtune.plan import read_word_list
-
-        frozen_words = [word for _, word in read_word_list(frozen_file)]
     if config is not None and format_ is None:
         format_ = config.format
     old_vectors = _load(old, format_, **reading)
@@ -198,8 +209,7 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
             "rows of different sizes cannot be compared",
             path=new,
         )
-    if config is not None:
-        frozen_words = config_frozen_words(old_vectors, config.vocab)
+    frozen_words = config_words(frozen_words, config, old_vectors)
     d = diff_vectors(old_vectors, new_vectors, top=top)
     frozen = check_frozen(old_vectors, new_vectors, frozen_words) if frozen_words is not None else None
 
@@ -244,28 +254,14 @@ def _eval_lines(e) -> list[str]:
     return lines
 
 
-def _eval_change(before, after) -> list[dict]:
-    rows = []
-    for (bench, metric, b), (_, _, a) in zip(before.headline(), after.headline(), strict=True):
-        change = None if a is None or b is None else a - b
-        rows.append({"benchmark": bench, "metric": metric, "before": b, "after": a, "change": change})
-    return rows
-
-
 def _change_lines(rows, before_path, after_path) -> list[str]:
-    def fmt(metric, x, signed=False):
-        if metric.endswith("oov_ratio") or metric == "accuracy":
-            if x is None:
-                return "-"
-            return f"{100 * x:+.1f} pts" if signed else f"{100 * x:.1f}%"
-        return _signed(x) if signed else _num(x)
+    from embedtune.compare import format_score
 
     table = [("benchmark", "metric", "before", "after", "change")]
     for r in rows:
         m = r["metric"]
-        table.append(
-            (r["benchmark"], m, fmt(m, r["before"]), fmt(m, r["after"]), fmt(m, r["change"], signed=True))
-        )
+        table.append((r["benchmark"], m, format_score(m, r["before"]), format_score(m, r["after"]),
+                      format_score(m, r["change"], signed=True)))
     return [f"before: {before_path}", f"after:  {after_path}", ""] + _table(table, "<<>>>")
 
 
@@ -351,7 +347,7 @@ def eval_cmd(
             click.echo("\n".join(_eval_lines(before)))
         return
     after = score(vectors2)
-    change = _eval_change(before, after)
+    change = before.change_to(after)
     if as_json:
         _echo_json(
             {

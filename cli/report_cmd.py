@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from embedtune.cli.common import DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option, \
     reader_options, reports_errors
-from embedtune.checks import check_writable_file
+from embedtune.checks import check_inputs_and_outputs
+from embedtune.cli.compare_cmds import config_words, frozen_rules
 from embedtune.errors import EmbedtuneError
 
 INPUT = click.Path(exists=True, dir_okay=False)
@@ -33,8 +32,8 @@ INPUT = click.Path(exists=True, dir_okay=False)
               help="Analogy file, as embedtune eval takes it. Repeatable.")
 @click.option("--restrict-vocab", default=30_000, show_default=True, type=click.IntRange(min=1), metavar="N",
               help="Analogies use only the first N words (word2vec's compute-accuracy is run so).")
-@click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), metavar="N",
-              help="How many most-moved words (and new words) to list.")
+@click.option("--top", type=click.IntRange(min=0), metavar="N",
+              help="How many most-moved words (and new words) to list.  [default: 20, as train --report lists]")
 @click.option("-k", "k", default=8, show_default=True, type=click.IntRange(min=1), metavar="N",
               help="Neighbours per listed word.")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
@@ -60,11 +59,10 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
     from embedtune.plan import read_word_list
     from embedtune.report import build_report, from_summary, write_report
 
-    if frozen_file and config_file:
-        raise click.UsageError("give --check-frozen or --config, not both")
-    if output != "-" and os.path.exists(output) and any(os.path.samefile(output, p) for p in (before, after)):
-        raise EmbedtuneError("the page would overwrite an input; choose another -o", output)
-    check_writable_file(output, "-o")   # before the files are loaded and scored, not after
+    frozen_words, config = frozen_rules(frozen_file, config_file)
+    # -o: not an input, and writable, before the files are loaded and scored
+    check_inputs_and_outputs(before, None, output, None, other_inputs=(
+        after, run_file, config_file, frozen_file, words_file, *similarity_files, *analogy_files))
     similarity = list(similarity_files) or None
     analogies = list(analogy_files) or None
     if similarity is not None or analogies is not None:
@@ -75,17 +73,10 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
     for path in (before, after):
         message(f"reading {path}")
         vectors.append(load_training_vectors(path, format_, **reading))
-    frozen_words = None
-    if frozen_file:
-        frozen_words = [w for _, w in read_word_list(frozen_file)]
-    elif config_file:
-        from embedtune.compare import config_frozen_words
-        from embedtune.config import load_config
-
-        frozen_words = config_frozen_words(vectors[0], load_config(config_file).vocab)
-    report = build_report(*vectors, before_path=before, after_path=after, run=run, frozen_words=frozen_words,
-                          words=words, similarity=similarity, analogies=analogies, restrict_vocab=restrict_vocab,
-                          top=top, top_new=top, k=k, progress=message)
+    report = build_report(*vectors, before_path=before, after_path=after, run=run,
+                          frozen_words=config_words(frozen_words, config, vectors[0]), words=words,
+                          similarity=similarity, analogies=analogies, restrict_vocab=restrict_vocab,
+                          **({} if top is None else {"top": top}), k=k, progress=message)
     write_report(report, output)
     if report.frozen is not None and not report.frozen.ok:
         raise EmbedtuneError(f"{len(report.frozen.changed) + len(report.frozen.removed)} frozen words changed or "

@@ -12,25 +12,37 @@ from embedtune.errors import EmbedtuneError
 
 
 def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json_out: str | None,
-                             other_inputs: tuple = ()) -> None:
+                             other_inputs: tuple = (), other_outputs: tuple = ()) -> None:
     """Refuse, before any work, what would fail or destroy something at the end: both inputs on
     standard input, JSON and vectors both on standard output, an output that is an input (by
-    samefile, not by spelling; ``other_inputs`` are inputs too), a folder, in a folder that does
-    not exist or cannot be written; an input that does not exist."""
+    samefile, not by spelling; ``other_inputs`` are inputs too) or another output (``other_outputs``:
+    (option, path) pairs, after -o and --json), a folder, in a folder that does not exist or cannot
+    be written; an input that does not exist."""
     if vectors == "-" and corpus == "-":
         raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
     if json_out == "-" and output == "-":
         raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
-    for option, target in (("-o", output), ("--json", json_out)):
+    outputs = [("-o", output), ("--json", json_out), *other_outputs]
+    for at, (option, target) in enumerate(outputs):
         if not target or target == "-":
             continue
         for source in (vectors, corpus, *other_inputs):
-            if source and source != "-" and os.path.exists(source) and os.path.exists(target) \
-                    and os.path.samefile(source, target):
+            if same_file(source, target):
                 raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
+        for earlier, path in outputs[:at]:   # neither need exist yet
+            if same_file(path, target):
+                raise EmbedtuneError(f"{option} would overwrite the file of {earlier}; choose another {option}", target)
         check_writable_file(target, option)
     check_input_file(vectors, "vectors file", missing="no such file")   # the words of formats.io
     check_input_file(corpus, "corpus file")
+
+
+def same_file(path: str | None, other: str | None) -> bool:
+    """The two names are one file (not '-'): by spelling once made absolute, else by samefile."""
+    if not path or not other or "-" in (path, other):
+        return False
+    return os.path.abspath(path) == os.path.abspath(other) or (
+        os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other))
 
 
 def check_input_file(path: str | None, what: str, missing: str | None = None) -> None:
@@ -154,9 +166,11 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     objective = objective_of(config)
     objective.check_run(config, resume, workers)
     inputs = [(path, what) for path, what in objective.input_files(config) if path]
+    if config.report == "-":   # standard output carries the vectors (-o -) or the summary (--json)
+        raise EmbedtuneError("--report: give a file name; the page does not go to standard output")
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
                              None if dry_run and json_out == "-" else json_out,
-                             other_inputs=tuple(path for path, _ in inputs))
+                             other_inputs=tuple(path for path, _ in inputs), other_outputs=(("--report", config.report),))
     for path, what in inputs:
         check_input_file(path, what)
     for path, option in objective.output_files(config):
@@ -169,15 +183,6 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
     check_writable_folder(t.logdir, "--logdir")
-    if config.report == "-":   # standard output carries the vectors (-o -) or the summary (--json)
-        raise EmbedtuneError("--report: give a file name; the page does not go to standard output")
-    check_writable_file(config.report, "--report")
-    if config.report and any(
-            path and path != "-" and (os.path.abspath(path) == os.path.abspath(config.report) or os.path.exists(path)
-                                      and os.path.exists(config.report) and os.path.samefile(path, config.report))
-            for path in (config.output, config.vectors, config.corpus)):
-        raise EmbedtuneError("the report would overwrite an input or the output; choose another --report",
-                             config.report)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):

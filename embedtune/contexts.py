@@ -88,8 +88,10 @@ def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
     """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
     return not any(w != w.lower() for w in vectors.words[:sample])
 
-def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np.ndarray | None:
+def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF,
+                rows: np.ndarray | None = None) -> np.ndarray | None:
     """[n_pretrained] float32 context weight a / (a + corpus count) of each pretrained word (None if a = 0).
+    ``rows``: ``vectors.index.rows(list(counts))`` when the caller has them (context_sums takes them too).
 
     ``a`` is a count, not Arora et al.'s frequency: on corpora of 0.38M and 1.5M tokens the best
     frequency moved tenfold, the best count (30-40) hardly (benchmarks/recovery.py).
@@ -97,10 +99,10 @@ def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF) -> np
     if not a:
         return None
     seen = np.zeros(len(vectors), np.float64)
-    words = list(counts)   # the corpus vocabulary, usually far smaller than the vectors'
-    rows = vectors.index.rows(words)
+    if rows is None:   # the corpus vocabulary, usually far smaller than the vectors'
+        rows = vectors.index.rows(list(counts))
     found = rows >= 0
-    seen[rows[found]] = np.fromiter(counts.values(), np.float64, len(words))[found]
+    seen[rows[found]] = np.fromiter(counts.values(), np.float64, len(rows))[found]
     return (a / (a + seen)).astype(np.float32)
 
 
@@ -108,7 +110,8 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
                  weights: np.ndarray | None = None, keep: np.ndarray | None = None, seed: int = 1,
                  progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS,
                  vocabulary: Iterable[str] | None = None, probes: list[str] | None = None,
-                 probe_counts: np.ndarray | None = None, probe_slots: tuple[int, ...] = ()) -> ContextSums:
+                 probe_counts: np.ndarray | None = None, probe_slots: tuple[int, ...] = (),
+                 vocabulary_rows: np.ndarray | None = None) -> ContextSums:
     """Sum the pretrained vectors around every occurrence of each target, in one compiled pass
     (embedtune.kernels.contexts: within ``window`` and over the whole line).
 
@@ -122,7 +125,8 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         sums are added up over all shares (``sum_arrays``); ``keep``'s draws are hashes of each
         occurrence's line number and place (occurrence_uniform), so the shares keep the occurrences one
         process keeps
-    vocabulary : every distinct word of the corpus (its counts' keys; counted here when None)
+    vocabulary : every distinct word of the corpus (its counts' keys; counted here when None);
+        vocabulary_rows: their rows, ``vectors.index.rows(vocabulary)``, when the caller has them
     probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.starts) and
         their corpus counts: an occurrence whose draw u has u * count < probe_slots[b] counts in bucket b
         and those after it, so bucket b holds about probe_slots[b] of the word's occurrences
@@ -138,7 +142,9 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     if vocabulary is None:
         vocabulary = corpus.count()[0]
     vocabulary = list(vocabulary)
-    index = {w: r for w, r in zip(vocabulary, vectors.index.rows(vocabulary).tolist()) if r >= 0}
+    if vocabulary_rows is None:
+        vocabulary_rows = vectors.index.rows(vocabulary)
+    index = {w: r for w, r in zip(vocabulary, vocabulary_rows.tolist()) if r >= 0}
     extra = [w for w in dict.fromkeys(targets) if w not in index and w not in vectors.index]
     index.update((w, n_pre + i) for i, w in enumerate(extra))
     for w in targets:   # a target that is not in the corpus keeps its row, as the vectors give it

@@ -96,8 +96,9 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
         # Every occurrence of a new word counts; a fitting word's context mean needs only a sample.
         fit_counts = np.array([counts[w] for w in fit], np.float64)
         keep = np.concatenate([np.ones(n_new), np.minimum(1.0, fit_occurrences / fit_counts)])
-    found = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif), keep,
-                         seed, progress, vocabulary=counts)
+    rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
+    found = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows), keep,
+                         seed, progress, vocabulary=counts, vocabulary_rows=rows)
     means = found.means()
     start = means[:n_new]
     if method == "alacarte":

@@ -58,11 +58,21 @@ class Plan:
     # word at a time over ``words``
     index: WordIndex | None = field(default=None, repr=False, compare=False)
     new_index: dict | None = field(default=None, repr=False, compare=False)
+    # row_counts' last (counts, result): the run's checks and its tables ask for the same counts
+    _counted: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def row_counts(self, counts: Mapping[str, int]) -> np.ndarray:
-        """int64 [n_words]: each row's count in ``counts`` (a corpus's), 0 for a row it lacks. The
+        """int64 [n_words], read-only: each row's count in ``counts`` (a corpus's, not changed once
+        counted), 0 for a row it lacks; made once for the same ``counts``. The
         corpus's words are looked up in the index, in time that follows the corpus's vocabulary, not
         the vectors' (a word at a time over every row when the plan has no index, or the vectors repeat a word)."""
+        if self._counted is None or self._counted[0] is not counts:
+            out = self._row_counts(counts)
+            out.flags.writeable = False
+            self._counted = (counts, out)
+        return self._counted[1]
+
+    def _row_counts(self, counts: Mapping[str, int]) -> np.ndarray:
         out = np.zeros(len(self.words), np.int64)
         if (not isinstance(self.index, WordIndex) or self.new_index is None
                 or len(self.index) != self.n_pretrained):

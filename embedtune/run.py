@@ -77,14 +77,6 @@ def load_training_vectors(path: str, format: str | None, reading: Reading = Read
     return vectors
 
 
-def decide_lowercase(config: Config, vectors: Vectors) -> bool:
-    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case)."""
-    from embedtune.init import is_lowercase_vocabulary
-
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
-
-
 @dataclass
 class _Loaded:
     vectors: Vectors
@@ -97,6 +89,7 @@ class _Loaded:
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
     from embedtune import formats
+    from embedtune.runplan import decide_lowercase
 
     if vectors is None:
         in_format = config.format or formats.detect_format(config.vectors)

@@ -65,19 +65,29 @@ class RunPlan:
     init: str
     trainable_in_corpus: int
     frozen_in_corpus: int
+    reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
+
+
+def decide_lowercase(config: Config, vectors: Vectors) -> bool:
+    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case). Decided
+    once a run (embedtune.run), and the corpus opened so."""
+    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
+    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
 
 
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
-              corpus_path: str | None) -> tuple[list[str], Plan]:
+              corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
     """The new words and the freeze plan for a counted corpus, refused when there is nothing to
-    train: the checks ``train`` and ``--dry-run`` share, with the same messages."""
+    train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
+    corpus's (None: ``decide_lowercase``)."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
     listed = None
-    if v.new_words:   # lower-cased as the corpus is (the run's rule: Corpus(lowercase=...))
-        lower = is_lowercase_vocabulary(vectors) if v.lowercase == "auto" else v.lowercase == "yes"
-        listed = read_new_words(v.new_words, lower)
+    if v.new_words:   # lower-cased as the corpus is
+        if lowercase is None:
+            lowercase = decide_lowercase(config, vectors)
+        listed = read_new_words(v.new_words, lowercase)
     min_count = effective_min_count(v.min_count, listed is not None)
     new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
     if not new_words and not any(w in vectors.index for w in counts):
@@ -108,12 +118,13 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
     if resume and checkpoint.latest(t.checkpoint_dir) is None:
         raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
     counts, total_words, n_lines = corpus.count()
-    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
     in_corpus = plan.row_counts(counts) > 0
     trainable = int((in_corpus & ~plan.frozen).sum())
     method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
+    reader = getattr(corpus, "fast", None)
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
-                   int((in_corpus & plan.frozen).sum()))
+                   int((in_corpus & plan.frozen).sum()), reader.held_bytes() if reader is not None else 0)
 
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
@@ -157,6 +168,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
     parts = {
         "input_matrix": n_pre * dim * 4,
+        # A worker of several counts and reads its share through the reference reader: no ids kept.
+        "corpus_ids": run.reader_bytes if workers == 1 else 0,
         "words_and_counts": words,
         "new_word_starts": n_new * dim * 4,
         # The variable, and the float32 start the objective's row reader keeps.

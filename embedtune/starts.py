@@ -230,8 +230,9 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         fitting = pool.submit(fit_form, vectors, words=list(new_words) + probe_words, exclude=left_out,
                               **(form_options or {}))
-        sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif), keep,
-                            seed, progress, vocabulary=counts, probes=probe_words,
+        rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
+        sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows),
+                            keep, seed, progress, vocabulary=counts, vocabulary_rows=rows, probes=probe_words,
                             probe_counts=np.array([counts[w] for w in probe_words], np.float64), probe_slots=slots)
         model = fitting.result()
     form = model.predict(list(new_words) + probe_words)

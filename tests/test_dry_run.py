@@ -247,10 +247,14 @@ def test_the_memory_estimate_counts_every_worker_process(folder):
 
     one, two = plan(1), plan(2)
     assert one["memory_estimate_bytes"] == one["memory_per_worker_bytes"] == sum(one["memory_parts_bytes"].values())
-    # Each worker holds what one process does and tf.distribute's runtime; the launcher waits beside them.
-    per_worker = two["memory_per_worker_bytes"]
-    assert per_worker == sum(two["memory_parts_bytes"].values())
-    assert per_worker - one["memory_per_worker_bytes"] == two["memory_parts_bytes"]["distribution_runtime"] > 0
+    # Each worker holds what one process does and tf.distribute's runtime, but no kept corpus ids (it
+    # reads its share through the reference reader); the launcher waits beside them.
+    per_worker, parts = two["memory_per_worker_bytes"], two["memory_parts_bytes"]
+    assert per_worker == sum(parts.values())
+    assert parts["corpus_ids"] == 0 < one["memory_parts_bytes"]["corpus_ids"]
+    assert per_worker - one["memory_per_worker_bytes"] == \
+        parts["distribution_runtime"] - one["memory_parts_bytes"]["corpus_ids"]
+    assert parts["distribution_runtime"] > 0
     assert two["memory_estimate_bytes"] == 2 * per_worker + two["memory_launcher_bytes"]
     assert two["memory_launcher_bytes"] > 0 and two["workers"] == 2
 
@@ -280,3 +284,72 @@ def test_a_dry_run_fails_on_an_output_that_cannot_be_written(folder):
     assert result.exit_code == 1
     assert_one_error_line(result.stderr, "Error: /dev/full: -o: cannot write: No space left on device")
     assert run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "/dev/null", "--dry-run"]).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# what the run decides once
+
+
+def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, monkeypatch):
+    from collections import Counter
+
+    import numpy as np
+
+    import embedtune.init
+    import embedtune.runplan
+    from embedtune.config import Config, merge
+    from embedtune.run import dry_run
+    from embedtune.runplan import plan_rows
+    from embedtune.vectors import Vectors
+
+    (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")
+    calls = []
+    decide = embedtune.init.is_lowercase_vocabulary
+    for module in (embedtune.init, embedtune.runplan):   # runplan's own copy of the rule, if any
+        monkeypatch.setattr(module, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v), raising=False)
+    config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
+                              "new_words": str(folder / "new.txt"), "objective": "sgns"})
+    assert dry_run(config).description["new"] == 1
+    assert len(calls) == 1
+    # plan_rows takes the corpus's lower-casing as given (a lower-case vocabulary would say yes)
+    words = Vectors(["the", "cat"], np.ones((2, 3), np.float32))
+    assert plan_rows(words, Counter({"the": 2}), 2, config, None, lowercase=False)[0] == ["Zebu"]
+    assert plan_rows(words, Counter({"the": 2}), 2, config, None)[0] == ["zebu"]
+
+
+def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
+    from embedtune.config import Config, merge
+    from embedtune.run import dry_run
+
+    config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
+                              "objective": "sgns", "tokenize": "none"})
+    d = dry_run(config).description
+    lines = [line.split() for line in (folder / "corpus.txt").read_text(encoding="utf-8").splitlines()]
+    ids = 4 * sum(map(len, lines)) + 12 * sum(1 for line in lines if line)   # int32 a token; two figures a line
+    parts = d["memory_parts_bytes"]
+    assert ids < parts["corpus_ids"] < ids + 200 * d["distinct_words"] + 10_000
+    assert d["memory_estimate_bytes"] == sum(parts.values())
+
+
+@pytest.mark.parametrize("method", ["form-context", "context-mean"])
+def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method):
+    """The context weights and the context pass both want the corpus's words' rows: one lookup."""
+    from embedtune.corpus import Corpus
+    from embedtune.init import initial_vectors
+    from embedtune.vectors import WordIndex
+    from train_fixtures import glove, sample_lines
+
+    vectors = glove(3000)
+    corpus = Corpus(sample_lines(60), lowercase=True)
+    counts = corpus.count()[0]
+    new_words = [w for w, c in counts.items() if c >= 2 and w not in vectors.index][:5]
+    looked_up, rows = [], WordIndex.rows
+
+    def counted_rows(self, words):
+        words = list(words)
+        looked_up.append(words)
+        return rows(self, words)
+
+    monkeypatch.setattr(WordIndex, "rows", counted_rows)
+    initial_vectors(vectors, corpus, new_words, method=method, counts=counts)
+    assert sum(words == list(counts) for words in looked_up) == 1

@@ -116,3 +116,21 @@ def test_large_blocks_setting_is_skipped_off_glibc(monkeypatch):
 
     monkeypatch.setattr(host.ctypes, "CDLL", NoMallopt)
     assert host.map_large_blocks() is False
+
+
+def test_the_compiled_reader_keeps_the_ids_and_frees_what_only_a_scan_reads(tmp_path):
+    from embedtune.corpus import Corpus, id_chunks
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("the cat sat\n\non the mat, the end\n", encoding="utf-8")
+    corpus = Corpus(str(path))
+    counts, total, _ = corpus.count()
+    table = corpus.fast.table
+    assert corpus.fast.kept is not None and table.slots is None and table.pool is None and table.word_ids is None
+    index = {w: i for i, w in enumerate(counts)}
+    passes = [[chunk.ids.tolist() for chunk in id_chunks(corpus, index)] for _ in range(2)]
+    assert passes[0] == passes[1] == [[index[w] for w in "the cat sat on the mat, the end".split()]]
+    rows = corpus.fast.rows_of(index)
+    assert corpus.fast.rows_of(index) is rows   # made once for the index every pass gives
+    assert corpus.fast.rows_of(dict(index)) is not rows
+    assert corpus.fast.held_bytes() >= 4 * total + 12 * 2

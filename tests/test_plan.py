@@ -264,3 +264,17 @@ def test_every_rule_set_gives_the_documented_plan(freeze_pretrained, freeze_top,
     assert plan.frozen.tolist() == want
     assert plan.n_frozen == sum(want)
     assert [m.count for m in plan.missing] == [1] * (("absent" in freeze_set) + ("absent" in train_set))
+
+
+def test_row_counts_are_made_once_for_the_same_counts_and_cannot_be_changed():
+    from collections import Counter
+
+    plan = plan_for()
+    counts = Counter({"the": 3, "tora": 2, "unseen": 9})
+    first = plan.row_counts(counts)
+    assert plan.row_counts(counts) is first   # the run's checks and its tables ask twice
+    assert first.tolist() == [3] + [0] * 9 + [0, 2, 0]
+    with pytest.raises(ValueError):
+        first[0] = 1
+    other = Counter({"of": 1})
+    assert plan.row_counts(other) is not first and plan.row_counts(other)[1] == 1

@@ -1,10 +1,10 @@
 """An objective is one file, truly (issue 25, item 3): ``Adjacent`` below, with a key of its own
-(``target``), is defined in this test file alone, registered through an entry point (no line of the
-package changes), and run by `embedtune train` from the command line, from a config file and under
---workers 2.
+(``target``), is defined outside the package (here, on tests/toy_objective.py's toy), registered through
+an entry point (no line of the package changes), and run by `embedtune train` from the command line,
+from a config file and under --workers 2.
 
 Each pair of neighbouring words on a line should score TARGET: loss = 1/2 sum (w_a . w_b + b_a + b_b -
-target)^2, with a bias per word as its own table (tests/test_objectives.py's toy, with ``target`` an option).
+target)^2, with a bias per word as its own table (the toy tests/test_objectives.py trains, with ``target`` an option).
 
 This module is imported by the entry point inside `embedtune`, while the registry loads: it imports
 no embedtune.config dataclasses and no trainer at module level (the config is built from the
@@ -20,13 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from embedtune._tf import lazy as tf
-from embedtune.corpus import id_chunks
+import toy_objective
 from embedtune.keys import FLOAT32_MAX, Key, Range
-from embedtune.objectives.base import Objective
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -34,54 +31,15 @@ SAMPLE_VECTORS = REPO / "data" / "sample" / "glove.6B.50d.20k.txt"
 SAMPLE_CORPUS = REPO / "data" / "sample" / "lee_background.cor"
 
 
-class Adjacent(Objective):
-    name = "adjacent"
+class Adjacent(toy_objective.Adjacent):
     help = "neighbouring words score --target"
     keys = (Key("target", float, 2.0, range=Range(0, FLOAT32_MAX, low_open=True),
                 help="The score each pair of neighbouring words should have."),)
-    defaults = {"window": 1, "optimizer": "adagrad", "anchor": 0.0, "epochs": 2}
-    learning_rates = {"adagrad": 0.2}
     settings = ("window", "target")
-    word_keys = ("left", "right")
 
     def __init__(self, rows, train, corpus=None):
-        self.rows = rows
+        super().__init__(rows, train, corpus)
         self.target = train.target
-        self.batch_size = train.batch_size
-        self.side_fixed_from = rows.n_trainable   # frozen words keep their bias
-        self.slices = (2.0 * rows.counts)[: rows.n_trainable]   # a word is in about two pairs per occurrence
-
-    def side_start(self):
-        return np.zeros((self.rows.n_local + 1, 1), np.float32)
-
-    def chunks(self, corpus, local_index):
-        return id_chunks(corpus, local_index)
-
-    def units(self, chunk, rng):
-        same_line = chunk.line[1:] == chunk.line[:-1]
-        left, right = chunk.ids[:-1][same_line], chunk.ids[1:][same_line]
-        order = rng.permutation(len(left))
-        return left[order], right[order]
-
-    def batches(self, left, right):
-        size = self.batch_size
-        for start in range(0, len(left), size):
-            n = len(left[start:start + size])
-            batch = {"left": np.zeros(size, np.int32), "right": np.zeros(size, np.int32),
-                     "weight": np.zeros(size, np.float32), "pairs": n}
-            batch["left"][:n], batch["right"][:n] = left[start:start + n], right[start:start + n]
-            batch["weight"][:n] = 1
-            yield batch
-
-    def padding_batch(self):   # to run on several workers: a pair weighing nothing
-        return self.emptied(self.batches(np.zeros(1, np.int32), np.zeros(1, np.int32)))
-
-    def side_ids(self, batch, rng, real, sink):
-        return tf.where(real[:, None], tf.stack([batch["left"], batch["right"]], axis=1), sink)
-
-    def loss(self, words, side, batch):
-        score = tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
-        return 0.5 * tf.reduce_sum(batch["weight"] * tf.square(score - self.target))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -279,11 +279,12 @@ def test_a_page_that_would_overwrite_an_input_or_the_output_is_refused_before_an
 
     after = str(trained["output"])
     result = CliRunner().invoke(cli, ["report", str(trained["before"]), after, "-o", after, "-q"])
-    assert result.exit_code == 1 and "the page would overwrite an input" in result.output
-    for report in (str(trained["before"]), str(tmp_path / "out.txt")):
+    assert result.exit_code == 1 and "output would overwrite an input; choose another -o" in result.output
+    for report, message in ((str(trained["before"]), "output would overwrite an input; choose another --report"),
+                            (str(tmp_path / "out.txt"), "--report would overwrite the file of -o")):
         config = Config(vectors=str(trained["before"]), corpus=str(trained["before"]),
                         output=str(tmp_path / "out.txt"), report=report)
-        with pytest.raises(EmbedtuneError, match="the report would overwrite an input or the output"):
+        with pytest.raises(EmbedtuneError, match=message):
             check_run(config)
 
 

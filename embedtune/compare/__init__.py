@@ -12,10 +12,10 @@ Everything here works on :class:`embedtune.vectors.Vectors`; reading files is th
 from embedtune.compare.diff import Diff, FrozenCheck, MovedWord, check_frozen, config_frozen_words, diff_vectors
 from embedtune.compare.evaluation import (AnalogyScore, AnalogySection, Evaluation, SimilarityScore,
                                         default_analogy_files, default_similarity_files, evaluate,
-                                        evaluate_analogies, evaluate_similarity)
+                                        evaluate_analogies, evaluate_similarity, format_score)
 from embedtune.compare.neighbors import Neighbors, WordNeighbors, nearest_neighbors
 
 __all__ = ["Diff", "FrozenCheck", "MovedWord", "check_frozen", "config_frozen_words", "diff_vectors",
            "AnalogyScore", "AnalogySection", "Evaluation", "SimilarityScore", "default_analogy_files",
-           "default_similarity_files", "evaluate", "evaluate_analogies", "evaluate_similarity", "Neighbors",
+           "default_similarity_files", "evaluate", "evaluate_analogies", "evaluate_similarity", "format_score", "Neighbors",
            "WordNeighbors", "nearest_neighbors"]

@@ -127,6 +127,25 @@ class Evaluation:
             rows += [(f"{a.name}: {s.name}", "accuracy", s.accuracy) for s in a.sections]
         return rows
 
+    def change_to(self, after: Evaluation) -> list[dict]:
+        """The headline figures of this evaluation (before) and ``after``'s, of the same sets:
+        benchmark, metric, before, after, change (None where either is None)."""
+        rows = []
+        for (bench, metric, x), (_, _, y) in zip(self.headline(), after.headline(), strict=True):
+            rows.append({"benchmark": bench, "metric": metric, "before": x, "after": y,
+                         "change": None if x is None or y is None else y - x})
+        return rows
+
+
+def format_score(metric: str, x: float | None, signed: bool = False) -> str:
+    """A headline figure as eval's table and the report's page show it: accuracies and shares of
+    unknown words in per cent (a change in points), correlations to 4 places; "-" for None."""
+    if x is None:
+        return "-"
+    if metric == "accuracy" or metric.endswith("oov_ratio"):
+        return f"{100 * x:+.1f} pts" if signed else f"{100 * x:.1f}%"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
+
 
 def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
     """Benchmark word -> the first row holding it (upper-cased words when ``case_insensitive``).

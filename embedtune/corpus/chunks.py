@@ -78,10 +78,8 @@ def fast_id_chunks(passes: FastPass, index: dict[str, int], chunk_tokens: int,
     n_pending = 0
     rows_of = None
     for ids, unit_tokens, unit_numbers in passes.blocks():
-        if rows_of is None or len(rows_of[0]) < table.n_types + 1:   # made (again) once the table is known
-            get = index.get
-            word_rows = np.fromiter((get(w, -1) for w in table.words), np.int32, len(table.words))
-            rows_of = (np.asarray(table.piece_start, np.int64), word_rows[np.asarray(table.piece_ids, np.int64)])
+        if rows_of is None or len(rows_of[0]) < table.n_types + 1:   # again if the pass found new tokens
+            rows_of = passes.rows_of(index)
         rows, kept, pieces = expand(ids, unit_tokens, *rows_of)
         ends = np.cumsum(kept)
         u0 = 0

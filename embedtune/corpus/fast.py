@@ -12,6 +12,7 @@ reference rejects, go through the reference's own code (``pieces``, ``Corpus._te
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from itertools import accumulate
@@ -196,6 +197,22 @@ class Table:
         np.add.at(totals, ids, np.repeat(self.tcount[:n], self.n_pieces[:n]))
         return Counter(dict(zip(self.words, totals.tolist())))
 
+    def keep_pieces_only(self) -> None:
+        """Free what only a scan reads (the raw tokens' bytes, hash table and counts) and hold each raw
+        token's pieces as arrays: all the later passes read once the ids are kept (``FastPass.rows_of``)."""
+        self.piece_start = np.asarray(self.piece_start, np.int64)
+        self.piece_ids = np.asarray(self.piece_ids, np.int64)
+        self.pool = self.tstart = self.tlen = self.thash = self.tcount = self.tplain = self.slots = None
+        self.n_pieces = self.word_ids = None
+
+    def held_bytes(self) -> int:
+        """Bytes of the arrays and lists held (the words' strings are the counts' own: counted with them)."""
+        arrays = [self.pool, self.tstart, self.tlen, self.thash, self.tcount, self.tplain, self.slots, self.n_pieces]
+        held = sum(a.nbytes for a in arrays if a is not None) + sys.getsizeof(self.words)
+        for pieces in (self.piece_start, self.piece_ids):   # a list's ints: 28 bytes past 256
+            held += pieces.nbytes if isinstance(pieces, np.ndarray) else sys.getsizeof(pieces) + 28 * len(pieces)
+        return held + (sys.getsizeof(self.word_ids) if self.word_ids is not None else 0)
+
 
 class FastPass:
     """A corpus file's compiled passes: ``count`` once, then ``blocks`` for every later pass."""
@@ -204,6 +221,7 @@ class FastPass:
         self.corpus = corpus
         self.table = Table(corpus.lowercase, corpus.tokenizer)
         self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self._rows: tuple | None = None   # rows_of's: (index, n_types, (piece_start, piece_rows))
 
     def count(self, digest) -> tuple[Counter, int, int]:
         """``Corpus.count``'s (counts, total tokens, lines with tokens); ``digest`` takes the bytes the
@@ -224,7 +242,28 @@ class FastPass:
                     kept = None
         self.kept = kept
         counts = table.counts()
+        if kept is not None:   # no pass scans the file again
+            table.keep_pieces_only()
         return counts, sum(counts.values()), n_lines
+
+    def rows_of(self, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(piece_start, piece_rows): raw token t's rows in ``index`` (-1: not in it) are
+        ``piece_rows[piece_start[t]:piece_start[t + 1]]``. Made once for an index (every epoch passes
+        the same one), again only when a pass found new raw tokens (the file changed since the count)."""
+        table = self.table
+        if self._rows is None or self._rows[0] is not index or self._rows[1] != table.n_types:
+            get = index.get
+            word_rows = np.fromiter((get(w, -1) for w in table.words), np.int32, len(table.words))
+            pieces = (np.asarray(table.piece_start, np.int64), word_rows[np.asarray(table.piece_ids, np.int64)])
+            self._rows = (index, table.n_types, pieces)
+        return self._rows[2]
+
+    def held_bytes(self) -> int:
+        """Bytes held from the count to the end of the run: the kept ids (4 a token, 12 a line), the
+        table, and the rows of one index (``rows_of``: 8 bytes a raw token, 4 a piece)."""
+        kept = sum(a.nbytes for block in self.kept for a in block) if self.kept is not None else 0
+        rows = 8 * (self.table.n_types + 1) + 4 * len(self.table.piece_ids)
+        return kept + self.table.held_bytes() + rows
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(raw ids, tokens per line, line numbers) of the whole corpus, kept or scanned again."""

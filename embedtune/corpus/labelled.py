@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from embedtune.corpus.files import open_binary, pieces
 from embedtune.corpus.text import Corpus
 from embedtune.errors import EmbedtuneError
 
@@ -80,16 +79,7 @@ class LabelledCorpus(Corpus):
                 if mine:
                     yield number, text
             return
-        try:
-            with open_binary(self._read_path) as raw:
-                for number, offset, piece in pieces(raw, self.path):
-                    if digest is not None:
-                        digest.update(piece)
-                    if (number - 1) % n != k:
-                        continue
-                    yield number, self._text(piece, self.path, number, offset)
-        except (OSError, EOFError, ValueError) as err:
-            raise EmbedtuneError(f"cannot read: {err}", self.path) from None
+        yield from self._file_texts(k, n)
 
     @classmethod
     def check_start(cls, path: str, label_prefix: str = LABEL_PREFIX) -> None:

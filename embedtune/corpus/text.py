@@ -162,19 +162,24 @@ class Corpus(HeldLines):
                     yield number, tokens
             return
         lower = self.lowercase
+        for number, text in self._file_texts(k, n):
+            if lower:
+                text = text.lower()
+            tokens = self._tokens(text.split())
+            if tokens:
+                yield number, tokens
+
+    def _file_texts(self, k: int, n: int) -> Iterator[tuple[int, str]]:
+        """(line number, text) of lines k, k + n, ... of the file (counted from 0; the others are not
+        decoded), as ``_text`` decodes them; the digest, while counting, takes every line's bytes."""
+        digest = self._hash
         try:
             with open_binary(self._read_path) as raw:
                 for number, offset, piece in pieces(raw, self.path):
                     if digest is not None:
                         digest.update(piece)
-                    if (number - 1) % n != k:
-                        continue
-                    text = self._text(piece, self.path, number, offset)
-                    if lower:
-                        text = text.lower()
-                    tokens = self._tokens(text.split())
-                    if tokens:
-                        yield number, tokens
+                    if (number - 1) % n == k:
+                        yield number, self._text(piece, self.path, number, offset)
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
 

@@ -18,8 +18,9 @@ from embedtune.vectors import Vectors
 # Analogies are answered among the first 30,000 words, as word2vec's README runs compute-accuracy:
 # all 300,000 of eval's default make the page wait on 300-dimensional vectors (docs/report.md, Speed).
 RESTRICT_VOCAB = 30_000
-TOP_MOVED = 20      # most-moved pretrained words listed
-TOP_NEW = 30        # new words listed (in AFTER's order: a run adds them most frequent first)
+# Most-moved pretrained words listed, and new words (in AFTER's order: a run adds them most frequent
+# first): train --report's, and embedtune report's --top default.
+TOP_WORDS = 20
 NEIGHBORS = 8       # neighbours per listed word
 MAP_WORDS = 16      # words chosen for the map when --words is not given (half new, half most moved)
 MAP_NEIGHBORS = 5   # neighbours of each chosen word drawn around it
@@ -61,12 +62,13 @@ class Report:
 def build_report(before: Vectors, after: Vectors, *, before_path: str = "BEFORE", after_path: str = "AFTER",
                  run: RunInfo | None = None, frozen_words=None, words: list[str] | None = None,
                  similarity=None, analogies=None, restrict_vocab: int = RESTRICT_VOCAB,
-                 top: int = TOP_MOVED, top_new: int = TOP_NEW, k: int = NEIGHBORS,
+                 top: int = TOP_WORDS, k: int = NEIGHBORS,
                  progress=None) -> Report:
     """Everything the page shows, for ``before`` and ``after`` (Vectors, or training's PatchedVectors).
 
     frozen_words : words that must be bit-identical (checked here), or None
     words : the words to map (else the first new and the most-moved ones)
+    top : how many most-moved words, and how many new words, are listed
     similarity, analogies : benchmark files as ``embedtune.compare.evaluate`` takes them (None, None:
         the sets ``eval`` runs by default)
     progress : told the name of each part as it starts
@@ -99,7 +101,7 @@ def build_report(before: Vectors, after: Vectors, *, before_path: str = "BEFORE"
     moved = [MovedRow(m, was.get(m.word, []), now.get(m.word, [])) for m in diff.most_moved]
     new_words = [w for w in after.words if w not in before.index]
     new_rows = np.array([after.index[w] for w in new_words], np.int64)
-    listed = new_words[:top_new]
+    listed = new_words[:top]
     near = _neighbors(after, listed, k, exclude=new_rows)
     new = [NewRow(w, *_start(w, run), near.get(w, [])) for w in listed]
     lap("neighbours")
@@ -115,12 +117,7 @@ def build_report(before: Vectors, after: Vectors, *, before_path: str = "BEFORE"
 def score_change(before: Vectors, after: Vectors, similarity, analogies, restrict_vocab: int) -> list[dict]:
     """The benchmarks' headline figures before and after: benchmark, metric, before, after, change."""
     b = evaluate(before, similarity, analogies, restrict_vocab)
-    a = evaluate(after, similarity, analogies, restrict_vocab)
-    rows = []
-    for (bench, metric, x), (_, _, y) in zip(b.headline(), a.headline(), strict=True):
-        rows.append({"benchmark": bench, "metric": metric, "before": x, "after": y,
-                     "change": None if x is None or y is None else y - x})
-    return rows
+    return b.change_to(evaluate(after, similarity, analogies, restrict_vocab))
 
 
 def _neighbors(vectors, words, k, exclude=None) -> dict[str, list[tuple[str, float]]]:

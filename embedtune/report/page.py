@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from embedtune.compare import format_score
 from embedtune.report.content import Report
 from embedtune.report.svg import line_chart, scatter, shared_bounds
 from embedtune.training.batches import LOSS_EVERY
@@ -110,22 +111,14 @@ def _frozen(r: Report) -> list[str]:
     return out + ["</section>"]
 
 
-def _fmt(metric: str, x, signed=False) -> str:
-    if x is None:
-        return "-"
-    if metric == "accuracy" or metric.endswith("oov_ratio"):
-        return f"{100 * x:+.1f} pts" if signed else f"{100 * x:.1f}%"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
-
-
 def _scores(r: Report) -> list[str]:
     out = ['<section id="benchmarks"><h2>Benchmarks before and after</h2>']
     head, rest = [], []
     for row in r.scores:
         m, change = row["metric"], row["change"]
         cls = "" if not change else ("up" if (change > 0) != m.endswith("oov_ratio") else "down")
-        cells = [escape(row["benchmark"]), escape(m), _fmt(m, row["before"]), _fmt(m, row["after"]),
-                 f'<span class="{cls}">{_fmt(m, change, signed=True)}</span>']
+        cells = [escape(row["benchmark"]), escape(m), format_score(m, row["before"]), format_score(m, row["after"]),
+                 f'<span class="{cls}">{format_score(m, change, signed=True)}</span>']
         # The headline: each set's correlation or overall accuracy; out-of-vocabulary shares and the
         # analogy sections are folded below it.
         (rest if m.endswith("oov_ratio") or ": " in row["benchmark"] else head).append(cells)

@@ -14,6 +14,9 @@ from embedtune.errors import EmbedtuneError
 # Summary keys shown as the run's settings when only the summary is at hand (it holds no config).
 SUMMARY_SETTINGS = ("objective", "optimizer", "lr", "window", "anchor", "epochs", "init", "format", "lowercase",
                     "tokenize", "corpus_words", "corpus_lines", "steps", "pairs", "workers", "stopped_at_limit")
+# The summary's figures the page computes with, and what each must be.
+SUMMARY_FIGURES = {"frozen": "count", "trainable": "count", "new": "count", "frozen_rows_checked": "count",
+                   "total_seconds": "number", "seconds": "numbers by name", "loss_history": "list of numbers"}
 
 
 @dataclass
@@ -49,6 +52,10 @@ def from_summary(path: str) -> RunInfo:
         raise EmbedtuneError(f"not a JSON summary (embedtune train --json FILE writes one): {err}", path) from None
     if not isinstance(stats, dict) or "frozen" not in stats or "trainable" not in stats:
         raise EmbedtuneError("not a summary of embedtune train (no 'frozen' and 'trainable' counts)", path)
+    for key, what in SUMMARY_FIGURES.items():
+        if key in stats and not _is(stats[key], what):
+            raise EmbedtuneError(f"'{key}' is {json.dumps(stats[key])[:40]}, not a {what} (is this a summary of "
+                                 "embedtune train?)", path)
     settings = [(key, _text(stats[key])) for key in SUMMARY_SETTINGS if key in stats]
     return RunInfo(None, settings, stats)
 
@@ -99,6 +106,19 @@ def command_line(config) -> str:
                 continue
         words += [key.flag] if value is True else [key.flag, _text(value)]
     return shlex.join(str(w) for w in words)
+
+
+def _is(value, what: str) -> bool:
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if what == "count":
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if what == "number":
+        return number(value)
+    if what == "numbers by name":
+        return isinstance(value, dict) and all(map(number, value.values()))
+    return isinstance(value, list) and all(map(number, value))
 
 
 def _text(value) -> str:

@@ -131,7 +131,7 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     began = time.perf_counter()
     # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
     counts, total_words, n_lines = strategy.count(corpus)
-    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path)
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
     if on_plan is not None:
         on_plan(plan)
     # New words start from their contexts (one streaming pass), unless --init random. A corpus
