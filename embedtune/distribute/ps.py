@@ -151,7 +151,7 @@ class ParameterServers(OneProcess):
         self.threads = threads
         self.shards = len(cluster.spec["ps"])
         self.size = len(cluster.spec["worker"])   # the workers stepping
-        self.strategy = self.coordinator = None
+        self.strategy = self.coordinator = self.step = None
         self.lost: str | None = None   # a server that stopped answering (the watch)
         self.watching = threading.Event()
 
@@ -211,7 +211,11 @@ class ParameterServers(OneProcess):
         self.watching.clear()
 
     def summary(self) -> dict:
-        return {"parameter_servers": self.shards, "ps_workers": self.size}
+        """The cluster, and the rows of the trainable table each server holds (its sink included)."""
+        shards = getattr(self.step.trainer._trainable, "variables", [])
+        return {"parameter_servers": self.shards, "ps_workers": self.size,
+                "ps_shard_rows": [int(v.shape[0]) for v in shards],
+                "ps_shard_devices": [v.device for v in shards]}
 
 
 class PeerGone(Exception):
