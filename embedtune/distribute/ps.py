@@ -22,6 +22,8 @@ the corpus words scheduled before it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -97,11 +99,13 @@ def whole(table) -> np.ndarray:
 class RemoteLoss:
     """One step's loss, scheduled: read (a wait for its call) only when the loop sums the losses."""
 
-    def __init__(self, value, item: int | None):
-        self.value, self.item = value, item
+    def __init__(self, value, item: int | None, servers: ParameterServers):
+        self.value, self.item, self.servers = value, item, servers
 
     def numpy(self):
-        out = self.value.fetch()
+        with self.servers.failures():
+            self.servers.wait(self.value)
+            out = self.value.fetch()
         return np.float32(out if self.item is None else out[self.item])
 
     def __float__(self):
@@ -125,8 +129,8 @@ class ServerStep(TensorFlowStep):
         schedule = self.servers.schedule
         if len(batches) == batching.GROUP and self.grouped:
             losses = schedule(self.group_step, (batches, tf.constant(lrs, tf.float32)))
-            return [RemoteLoss(losses, i) for i in range(len(batches))]
-        return [RemoteLoss(schedule(self.step, (batch, tf.constant(lr, tf.float32))), None)
+            return [RemoteLoss(losses, i, self.servers) for i in range(len(batches))]
+        return [RemoteLoss(schedule(self.step, (batch, tf.constant(lr, tf.float32))), None, self.servers)
                 for batch, lr in zip(batches, lrs)]
 
     def sync(self):
@@ -147,7 +151,7 @@ class ParameterServers(OneProcess):
 
     def __init__(self, cluster: ServerCluster, wait: float, threads: int | None = None):
         self.cluster = cluster
-        self.wait = wait
+        self.patience = wait   # seconds to wait for the servers at the start
         self.threads = threads
         self.shards = len(cluster.spec["ps"])
         self.size = len(cluster.spec["worker"])   # the workers stepping
@@ -158,44 +162,69 @@ class ParameterServers(OneProcess):
     def start(self):
         """Wait for every server, then connect: TensorFlow's own connection waits without a limit for a
         server that is not there, and retries a lost worker's steps for an hour."""
-        wait_for(self.cluster, self.wait)
+        wait_for(self.cluster, self.patience)
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(self.cluster.spec), task_type="chief", task_id=0, rpc_layer="grpc")
+        # The coordinator logs each failed step with the whole gRPC error; the chief says it in one line.
+        logging.getLogger("tensorflow").addFilter(
+            lambda record: not record.pathname.endswith("cluster_coordinator.py") or record.levelno < logging.ERROR)
         self.strategy = parameter_server_strategy(resolver, self.shards)
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         self.watching.set()
         threading.Thread(target=self._watch, name="embedtune-ps-watch", daemon=True).start()
 
+    def _silent(self) -> str | None:
+        """The first ps or worker task that does not answer (two probes), as a line; None if all do."""
+        for kind in ("ps", "worker"):
+            for index, address in enumerate(self.cluster.spec[kind]):
+                if not answers(address) and not answers(address):
+                    return f"{kind} task {index} at {address} stopped answering"
+        return None
+
     def _watch(self):
-        """Mark the run failed when a server stops answering: its steps would wait for it otherwise."""
-        addresses = [(kind, index, address) for kind in ("ps", "worker")
-                     for index, address in enumerate(self.cluster.spec[kind])]
+        """Mark the run failed when a server stops answering: TensorFlow waits an hour for a lost
+        worker to come back, and a step scheduled on it would wait that long."""
         while self.watching.is_set():
             time.sleep(WATCH)
-            for kind, index, address in addresses:
-                if not answers(address) and not answers(address):
-                    self.lost = f"{kind} task {index} at {address} stopped answering"
-                    self.coordinator._cluster.closure_queue.mark_failed(PeerGone(self.lost))
-                    return
+            lost = self._silent()
+            if lost and self.watching.is_set():
+                self.lost = lost
+                try:   # wakes a join; a wait for one call's result polls ``lost`` (``wait``)
+                    self.coordinator._cluster.closure_queue.mark_failed(PeerGone(lost))
+                except AssertionError:   # no call in flight
+                    pass
+                return
 
-    def schedule(self, function, args):
-        self._check()
-        return self.coordinator.schedule(function, args=args)
-
-    def join(self):
+    @contextlib.contextmanager
+    def failures(self):
+        """A step's failure as one line: PeerLost naming a server gone, else the error's first line."""
         try:
-            self.coordinator.join()
+            yield
         except PeerGone:
             pass
         except tf.errors.OpError as err:
-            self._check()
-            raise EmbedtuneError(f"a step failed on a worker: {str(err).splitlines()[0]}") from None
-        self._check()
-
-    def _check(self):
+            self.lost = self.lost or self._silent()
+            if not self.lost:
+                raise EmbedtuneError(f"a step failed on a worker: {str(err).strip().splitlines()[0]}") from None
         if self.lost:
             self.watching.clear()
             raise PeerLost(self.lost)
+
+    def wait(self, value) -> None:
+        """Wait for a scheduled call's result, or for the watch to find a server gone (a lost worker's
+        call is put back for it to come back, and its result waited for without a limit)."""
+        ready = getattr(value, "_status_available_event", None)   # TensorFlow's RemoteValueImpl
+        while ready is not None and not ready.wait(WATCH):
+            if self.lost:
+                raise PeerGone(self.lost)
+
+    def schedule(self, function, args):
+        with self.failures():
+            return self.coordinator.schedule(function, args=args)
+
+    def join(self):
+        with self.failures():
+            self.coordinator.join()
 
     def make_step(self, trainer, words, side, note):
         objective, t = trainer.objective, trainer.config.train
