@@ -229,7 +229,7 @@ class ProgressBar:
 
 def serve_task(ctx, config, resume: bool, workers: int, servers, dry_run: bool) -> None:
     """A parameter-server cluster's task: what the mode refuses, refused in every task; a ps or worker
-    task then serves until the chief is gone (docs/scale-out.md, section 6). The chief returns and trains."""
+    task then serves until the chief is gone (docs/scale-out.md, section 5). The chief returns and trains."""
     from embedtune.distribute import local_cores, serve
 
     serve.check_server_run(config, resume, workers, servers)

@@ -115,7 +115,7 @@ GLOSSES = SAMPLE_CORPUS.parent / "wordnet-glosses.train.txt"
 @pytest.mark.parametrize("options, words", [
     (["--checkpoint-dir", "{tmp}/ckpt"], "--checkpoint-dir and --resume"),
     (["--objective", "classify", "--valid", str(GLOSSES)], "--objective classify"),
-    (["--anchor", "0.1"], "--anchor"),
+    (["--logdir", "{tmp}/log"], "--logdir"),
     (["--deterministic"], "--deterministic with more than one worker task"),
 ])
 def test_what_is_not_built_is_refused_before_anything_loads(files, tmp_path, monkeypatch, options, words):

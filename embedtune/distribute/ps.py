@@ -121,6 +121,12 @@ class ServerStep(TensorFlowStep):
     fused sgd scatters inside an XLA cluster, which takes no ShardedVariable)."""
 
     def __init__(self, trainer, servers: ParameterServers):
+        if trainer.anchor:
+            # The anchor's start rows and slice counts as variables, sharded as the tables are: as
+            # constants (one process) they would travel with every call.
+            for name in ("start", "slices_per_epoch"):
+                made = getattr(type(trainer), name).func(trainer)
+                trainer.__dict__[name] = tf.Variable(made, trainable=False, name=name)
         super().__init__(trainer, fused=False)
         self.servers = servers
         tf.register_tensor_conversion_function(RemoteLoss, _convert)

@@ -23,7 +23,7 @@ ENV_WAIT = "EMBEDTUNE_PS_WAIT"   # seconds a task waits for its peers to answer 
 WAIT = 120.0
 POLL = 0.25   # seconds between probes
 GONE = 4      # failed probes in a row after which a chief seen once counts as gone
-SEE = "see docs/scale-out.md, section 6"
+SEE = "see docs/scale-out.md, section 5"
 
 
 def loopback_cluster(ps: int, workers: int) -> dict:
@@ -102,13 +102,9 @@ def serve(cluster: ServerCluster, threads: int, wait: float) -> str:
 def check_server_run(config, resume: bool, workers: int, cluster: ServerCluster) -> None:
     """What a parameter-server run does not build, refused in one line by every task before it starts
     (the same command runs in each: a ps task refuses what its chief would)."""
-    from embedtune.config import resolve
-    from embedtune.objectives import objective_class
-
     t = config.train
     refused = None
-    objective = t.objective if t.objective in ("sgns", "glove", "auto") else None
-    if objective is None:
+    if t.objective not in ("sgns", "glove", "auto"):   # auto: sgns or glove, as the vectors' format says
         refused = f"--objective {t.objective} (sgns and glove train on parameter servers)"
     elif resume or t.checkpoint_dir:
         refused = "--checkpoint-dir and --resume (checkpoints of the servers' shards are not built)"
@@ -116,15 +112,7 @@ def check_server_run(config, resume: bool, workers: int, cluster: ServerCluster)
         refused = "--workers (every task of TF_CONFIG is started on its own)"
     elif t.logdir:
         refused = "--logdir"
-    elif t.anchor:
-        refused = "--anchor (its start rows would travel with every step)"
     elif t.deterministic and len(cluster.spec["worker"]) > 1:
         refused = "--deterministic with more than one worker task (their steps interleave at the servers)"
-    if refused is None and objective != "auto":
-        resolved = resolve(config).train
-        if objective_class(objective).closed_form:
-            refused = f"--objective {objective}"
-        elif resolved.anchor:
-            refused = "--anchor (its start rows would travel with every step)"
     if refused:
         raise EmbedtuneError(f"TF_CONFIG names ps tasks: a parameter-server run does not take {refused}; {SEE}")
