@@ -34,7 +34,7 @@ from embedtune._tf import lazy as tf
 
 from embedtune import kernels
 from embedtune.distribute.cluster import PeerLost, ServerCluster
-from embedtune.distribute.serve import answers, wait_for
+from embedtune.distribute.serve import answers, check_server_run, wait_for
 from embedtune.errors import EmbedtuneError
 from embedtune.training import batches as batching
 from embedtune.training.step import TensorFlowStep
@@ -231,6 +231,12 @@ class ParameterServers(OneProcess):
     def join(self):
         with self.failures():
             self.coordinator.join()
+
+    def split(self, config):
+        """The one process's config; what the mode does not build refused here too, for a library caller
+        (the command refuses it in every task before any starts)."""
+        check_server_run(config, False, 1, self.cluster)
+        return config
 
     def make_step(self, trainer, words, side, note):
         objective, t = trainer.objective, trainer.config.train
