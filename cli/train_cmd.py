@@ -140,8 +140,10 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise click.UsageError(problem)
     workers = workers or 1
     check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers)
-    from embedtune.distribute import PEER_LOST, PeerLost, launched
+    from embedtune.distribute import PEER_LOST, PeerLost, launched, server_cluster_from_env
 
+    if (servers := server_cluster_from_env()) is not None:   # TF_CONFIG names ps tasks
+        serve_task(ctx, config, resume, workers, servers, dry_run)   # a ps or worker task serves and ends there
     if workers > 1 and not dry_run and not launched():
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
@@ -223,6 +225,19 @@ class ProgressBar:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def serve_task(ctx, config, resume: bool, workers: int, servers, dry_run: bool) -> None:
+    """A parameter-server cluster's task: what the mode refuses, refused in every task; a ps or worker
+    task then serves until the chief is gone (docs/scale-out.md, section 5). The chief returns and trains."""
+    from embedtune.distribute import local_cores, serve
+
+    serve.check_server_run(config, resume, workers, servers)
+    if servers.chief or dry_run:
+        return
+    message(f"Serving as {servers.kind} task {servers.index} at {servers.address} until the chief is gone")
+    message(serve.serve(servers, config.train.threads or local_cores(), serve.wait_seconds()))
+    ctx.exit(0)
 
 
 def launch_workers(ctx, config, workers: int) -> None:

@@ -161,10 +161,10 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
                                                               tokenize=config.vocab.tokenize,
                                                               vocabulary=vectors.index))
             # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
-            from embedtune.distribute import cluster_from_env
+            from embedtune.distribute import distributed
             from embedtune.training.step import runs_on
 
-            compiled, tensorflow = runs_on(objective, config.train, one_process=cluster_from_env() is None)
+            compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
             seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
                                                                 compiled=compiled)
         from embedtune.distribute import strategy_from_env

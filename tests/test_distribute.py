@@ -1,6 +1,6 @@
 """Training on several workers (embedtune/distribute/): the real command with --workers 2 on
 loopback ports, each worker reading its own share of the lines, against one process training the same
-global batches (EMBEDTUNE_DEBUG_SHARES=2), and a ParameterServerStrategy run on sharded tables.
+global batches (EMBEDTUNE_DEBUG_SHARES=2). Parameter servers: tests/test_ps.py.
 
 The runs are small (3,000 GloVe rows, 20 lines of the Lee corpus, two epochs, a few seconds of training
 each); each worker runs TensorFlow on one thread. Most of the file's time is TensorFlow's start in each
@@ -256,8 +256,8 @@ def test_cluster_from_tf_config():
     assert cluster_from_env({"TF_CONFIG": json.dumps(spec)}) == Cluster(1, 3)   # the chief is worker 0
     assert cluster_from_env({}) is None
     assert cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts[:1]}})}) is None
-    with pytest.raises(EmbedtuneError, match="only chief and worker tasks are supported, not ps"):
-        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts, "ps": hosts}})})
+    with pytest.raises(EmbedtuneError, match="only chief, worker and ps tasks are supported, not evaluator"):
+        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts, "evaluator": hosts}})})
     with pytest.raises(EmbedtuneError, match="task worker 5 is not in the cluster"):
         cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts}, "task": {"index": 5}})})
     with pytest.raises(EmbedtuneError, match="TF_CONFIG is not a cluster description"):
@@ -510,48 +510,6 @@ def test_share_batches_split_the_epoch_and_resume_from_a_position():
     assert len(again) == len(shares[1]) - 2
     for a, b in zip(again, shares[1][2:]):
         assert all(np.array_equal(a.tensors[key], b.tensors[key]) for key in ("center", "context", "negatives"))
-
-
-def test_sharded_gather_keeps_the_ids_order_and_shape():
-    """TensorFlow's ShardedVariable.sparse_read (what tf.gather calls in a tf.function) returns the
-    rows shard after shard and takes 1-D ids only; with embedtune.sharded's fix, rows come in the ids'
-    order for ids of any shape (per-pair negatives' [B, 1 + K])."""
-    import sharded
-    from embedtune._tf import tf
-    from tensorflow.python.distribute.sharded_variable import ShardedVariable
-
-    matrix = np.arange(11 * 3, dtype=np.float32).reshape(11, 3)
-    table = ShardedVariable([tf.Variable(matrix[:6]), tf.Variable(matrix[6:])])
-    gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
-    sharded.fix_sparse_read()
-    for ids in (np.array([7, 1, 3, 0, 10, 2, 7]), np.array([[7, 1, 3], [0, 10, 2]])):
-        np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[ids])
-    partition = sharded.row_partitioner(2)
-    assert partition(tf.TensorShape([64, 50]), tf.float32) == [2, 1]
-    assert partition(tf.TensorShape([63, 50]), tf.float32) == [1, 1]
-    assert partition(tf.TensorShape([3]), tf.int64) == [1]   # the step's random generator's state
-
-
-def test_trainer_on_tables_sharded_over_two_parameter_servers_equals_one_process():
-    """Item 4 (docs/scale-out.md): ParameterServerStrategy, 1 coordinator + 2 parameter servers + 1
-    worker on loopback; the project's Trainer, unchanged, with its tables and lazy Adagrad state
-    row-sharded over the servers (embedtune.sharded), steps real sgns batches, with per-pair and with
-    shared negatives; the tables equal one process's."""
-    run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "ps_sharded_table.py")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    reports = json.loads(run.stdout.strip().splitlines()[-1])
-    servers = {"/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"}
-    assert reports["per-pair"]["context_ids_shape"] == [256, 6] and len(reports["shared"]["context_ids_shape"]) == 1
-    for report in reports.values():
-        assert report["table"] == "ShardedVariable"
-        for key in ("table_shards", "state_shards", "side_shards"):
-            assert set(report[key]) == servers and len(report[key]) == 2, key
-        assert sum(report["shard_rows"]) == report["rows"] == report["table_rows"] and min(report["shard_rows"]) > 1
-        assert report["frozen_rows_read"] > 0   # frozen words were read, from the host, never put on a server
-        assert report["steps"] == 6 and report["trained_rows"] > 50 and report["moved"] > 1e-3
-        assert report["max_diff"] <= 1e-6 and report["side_max_diff"] <= 1e-6 and report["state_max_diff"] <= 1e-6
-        assert report["untouched_bit_identical"]
 
 
 def test_training_never_imports_distribute_and_the_layers_import_alone():

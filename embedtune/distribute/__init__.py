@@ -6,6 +6,7 @@ loopback ports. ``shares.py``: each worker's share of the lines and of each glob
 ``collectives.py``: the all-gathers and sums the set-up needs. ``strategy.py``: the strategy the training
 loop is given (``strategy_from_env``), with the step that gathers every worker's gradients (--sync-every 0).
 ``averaging.py``: the default, each worker on the single process's step, the rows averaged every K steps.
+``ps.py`` and ``serve.py``: a cluster with "ps" tasks, the tables sharded over parameter servers.
 
 Nothing here names an objective: what a worker needs of one (how its batch splits, its padding, whether
 its chunks come from the lines) the Objective base class declares. Importing this package imports no
@@ -17,18 +18,31 @@ from __future__ import annotations
 import os
 
 from embedtune.cores import local_cores
-from embedtune.distribute.cluster import ENV_THREADS, Cluster, PeerLost, cluster_from_env, is_chief, launched
+from embedtune.distribute.cluster import (ENV_THREADS, Cluster, PeerLost, ServerCluster, cluster_from_env,
+                                          distributed, is_chief, launched, server_cluster_from_env)
 from embedtune.distribute.launch import PEER_LOST, Launch, free_ports, launch, worker_command, worker_threads
 from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, check_split, share_batches
 
-__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "WorkerShare", "batch_part", "check_split",
-           "cluster_from_env", "free_ports", "is_chief", "launch", "launched", "local_cores", "share_batches",
-           "strategy_from_env", "worker_command", "worker_threads"]
+__all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "ServerCluster", "WorkerShare", "batch_part",
+           "check_split", "cluster_from_env", "distributed", "free_ports", "is_chief", "launch", "launched",
+           "local_cores", "server_cluster_from_env", "share_batches", "strategy_from_env", "worker_command",
+           "worker_threads"]
 
 
 def strategy_from_env():
-    """The training loop's strategy for this process: a Worker of the cluster TF_CONFIG describes, or
-    None (one process) without one or with a single worker."""
+    """The training loop's strategy for this process: a Worker of the cluster TF_CONFIG describes, the
+    chief of a parameter-server cluster (ps.ParameterServers), or None (one process) without one or
+    with a single worker."""
+    servers = server_cluster_from_env()
+    if servers is not None:
+        from embedtune.distribute.ps import ParameterServers
+        from embedtune.distribute.serve import wait_seconds
+        from embedtune.errors import EmbedtuneError
+
+        if not servers.chief:
+            raise EmbedtuneError(f"TF_CONFIG: this is {servers.kind} task {servers.index}, which serves "
+                                 "(`embedtune train` with this TF_CONFIG), not the chief that trains")
+        return ParameterServers(servers, wait_seconds())
     cluster = cluster_from_env()
     if cluster is None:
         return None

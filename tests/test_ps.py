@@ -1,0 +1,169 @@
+"""Parameter servers (TF_CONFIG naming ps tasks; embedtune/distribute/ps.py and serve.py): a loopback
+cluster of real `embedtune train` processes trains as one process does, every task ends on its own,
+and what the mode does not build or a peer that is not there is one line, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from embedtune.cli.main import cli
+from embedtune.distribute import server_cluster_from_env
+from embedtune.distribute.cluster import cluster_from_env
+from embedtune.distribute.serve import ENV_WAIT, loopback_cluster, task_config
+from embedtune.errors import EmbedtuneError
+
+from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, write_glove_text
+
+FROZEN = 1000
+# adagrad: one process steps through TensorFlow's step too (sgd would take the compiled one).
+ARGS = ["--objective", "sgns", "--optimizer", "adagrad", "--epochs", "1", "--seed", "3", "--threads", "1",
+        "--batch-size", "256", "--freeze-top", str(FROZEN), "-q"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ps")
+    vectors, corpus = folder / "glove.3k.txt", folder / "news.txt"
+    write_glove_text(glove(3000), vectors)
+    corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:40]) + "\n", encoding="utf-8")
+    return vectors, corpus
+
+
+def start(args, tf_config, wait="60"):
+    env = dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="3", **{ENV_WAIT: wait})
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", *map(str, args)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(procs, timeout=240):
+    """Each process's (exit code, stderr); any still running after ``timeout`` is killed and fails the test."""
+    ended = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=timeout)
+            ended.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return ended
+
+
+def one_error_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert "Traceback" not in text and [line for line in lines if line.startswith("Error:")] == lines[-1:], text
+    return lines[-1]
+
+
+def test_a_loopback_cluster_trains_the_rows_one_process_trains(files, tmp_path):
+    """2 ps + 1 worker + the chief, each `embedtune train` with its TF_CONFIG on one thread: the tables live
+    sharded on the two servers, the chief writes a file identical to one process's (one worker: the
+    steps run in the one process's order; adagrad, TensorFlow's unfused step both ways), frozen rows
+    bit-identical, and every server ends by itself once the chief is gone."""
+    vectors, corpus = files
+    spec = loopback_cluster(ps=2, workers=1)
+    out, summary = tmp_path / "ps.txt", tmp_path / "ps.json"
+    procs = [start([vectors, corpus, *ARGS, "-o", out, "--json", summary], task_config(spec, kind, index))
+             for kind, index in (("ps", 0), ("ps", 1), ("worker", 0), ("chief", 0))]
+    try:
+        one = tmp_path / "one.txt"   # meanwhile, one process in this one
+        result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(one)],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    finally:
+        ended = finish(procs)
+    assert ended[3][0] == 0, ended[3][1][-3000:]
+    for (code, err), name in zip(ended[:3], ("ps task 0", "ps task 1", "worker task 0")):
+        assert code == 0 and not err.strip(), (name, err[-2000:])   # -q: nothing to say
+    s = json.loads(summary.read_text())
+    assert s["parameter_servers"] == 2 and s["ps_workers"] == 1 and s["frozen"] == FROZEN
+    assert set(s["ps_shard_devices"]) == {f"/job:ps/replica:0/task:{k}/device:CPU:0" for k in (0, 1)}
+    assert sum(s["ps_shard_rows"]) == s["trained_rows"] + 1 and min(s["ps_shard_rows"]) > 1   # the sink too
+    assert out.read_bytes() == one.read_bytes()
+    got, start_rows = read_text_vectors(out), read_text_vectors(vectors)
+    np.testing.assert_array_equal(bits(got.matrix[:FROZEN]), bits(start_rows.matrix[:FROZEN]))
+    assert np.abs(got.matrix[FROZEN:3000] - start_rows.matrix[FROZEN:]).max() > 1e-3
+
+
+def test_tf_config_of_a_parameter_server_cluster():
+    spec = loopback_cluster(ps=2, workers=2)
+    cluster = server_cluster_from_env({"TF_CONFIG": task_config(spec, "ps", 1)})
+    assert (cluster.kind, cluster.index, cluster.address, cluster.chief) == ("ps", 1, spec["ps"][1], False)
+    assert server_cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}).chief
+    assert cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}) is None   # not a mirrored cluster
+    assert server_cluster_from_env({"TF_CONFIG": task_config({"worker": spec["worker"]}, "worker", 0)}) is None
+    for bad, words in (({**spec, "evaluator": spec["ps"]}, "not evaluator"),
+                       ({**spec, "chief": spec["ps"]}, "needs one chief, at least one ps and at least one worker"),
+                       ({"chief": spec["chief"], "ps": spec["ps"]}, "it has 1, 2 and 0")):
+        with pytest.raises(EmbedtuneError, match=words):
+            server_cluster_from_env({"TF_CONFIG": task_config(bad, "chief", 0)})
+    with pytest.raises(EmbedtuneError, match="task ps 2 is not in the cluster"):
+        server_cluster_from_env({"TF_CONFIG": task_config(spec, "ps", 2)})
+
+
+GLOSSES = SAMPLE_CORPUS.parent / "wordnet-glosses.train.txt"
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--checkpoint-dir", "{tmp}/ckpt"], "--checkpoint-dir and --resume"),
+    (["--objective", "classify", "--valid", str(GLOSSES)], "--objective classify"),
+    (["--logdir", "{tmp}/log"], "--logdir"),
+    (["--deterministic"], "--deterministic with more than one worker task"),
+])
+def test_what_is_not_built_is_refused_before_anything_loads(files, tmp_path, monkeypatch, options, words):
+    vectors, corpus = files
+    spec = loopback_cluster(ps=1, workers=2)
+    monkeypatch.setenv("TF_CONFIG", task_config(spec, "ps", 0))   # a ps task refuses what its chief would
+    options = [o.format(tmp=tmp_path) for o in options]
+    corpus = GLOSSES if "classify" in options else corpus
+    result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), "-o", str(tmp_path / "x.txt"), *options])
+    assert result.exit_code == 1 and "Loading" not in result.output
+    line = one_error_line(result.output)
+    assert words in line and "a parameter-server run does not take" in line and "docs/scale-out.md" in line
+
+
+def test_a_chief_whose_servers_do_not_answer_stops_with_one_line(files, tmp_path, monkeypatch):
+    vectors, corpus = files
+    spec = loopback_cluster(ps=2, workers=1)   # nothing listens there
+    monkeypatch.setenv("TF_CONFIG", task_config(spec, "chief", 0))
+    monkeypatch.setenv(ENV_WAIT, "0.5")
+    result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(tmp_path / "x.txt")])
+    assert result.exit_code == 1 and not (tmp_path / "x.txt").exists()
+    assert f"ps task 0 at {spec['ps'][0]} did not answer within 0.5 s" in one_error_line(result.output)
+
+
+def test_a_server_whose_chief_never_comes_ends_with_one_line(files):
+    vectors, corpus = files
+    spec = loopback_cluster(ps=1, workers=1)
+    (code, err), = finish([start([vectors, corpus, *ARGS, "-o", "x.txt"], task_config(spec, "ps", 0), wait="1")],
+                          timeout=120)
+    assert code == 1
+    assert f"ps task 0: the chief at {spec['chief'][0]} did not come within 1 s" in one_error_line(err)
+
+
+def test_sharded_gather_keeps_the_ids_order_and_shape():
+    """TensorFlow's ShardedVariable.sparse_read (what tf.gather calls in a tf.function) returns the
+    rows shard after shard and takes 1-D ids only; with ps.fix_sparse_read, rows come in the ids'
+    order for ids of any shape (per-pair negatives' [B, 1 + K])."""
+    from embedtune._tf import tf
+    from embedtune.distribute import ps
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+    matrix = np.arange(11 * 3, dtype=np.float32).reshape(11, 3)
+    table = ShardedVariable([tf.Variable(matrix[:6]), tf.Variable(matrix[6:])])
+    gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
+    ps.fix_sparse_read()
+    for ids in (np.array([7, 1, 3, 0, 10, 2, 7]), np.array([[7, 1, 3], [0, 10, 2]])):
+        np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[ids])
+    partition = ps.row_partitioner(2)
+    assert partition(tf.TensorShape([64, 50]), tf.float32) == [2, 1]
+    assert partition(tf.TensorShape([63, 50]), tf.float32) == [1, 1]
+    assert partition(tf.TensorShape([3]), tf.int64) == [1]   # the step's random generator's state
