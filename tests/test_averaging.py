@@ -65,7 +65,9 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
         t.write(3, np.zeros(1, np.int64), arrays[3][:1] + 2 * (k + 1), arrays[3])   # adam's step count: 2, 4, 6 steps
     headers = [np.arange(HEADER, dtype=np.int64) + 10 * k for k in range(3)]
     payloads = [w.payload(h, t.read()) for w, h, t in zip(workers, headers, tables)]
-    assert len(payloads[1]) == 8 * HEADER + 4 * 8 + (2 + 0 + 2 + 1) * 8 + (2 * 3 + 0 + 2 + 1) * 4   # its 2 + 0 + 2 + 1 rows
+    # int64 words: the header, 4 tables' counts, the ids of its 2 + 0 + 2 + 1 rows, their float32 changes
+    # (2 x 3, 0, 2 and 1 floats), each table's padded to a whole word.
+    assert payloads[1].nbytes == 8 * (HEADER + 4 + (2 + 0 + 2 + 1) + (3 + 0 + 1 + 1))
     for w, t in zip(workers, tables):
         np.testing.assert_array_equal(w.combine(payloads, t.read()), np.stack(headers))
     after = [t.read() for t in tables]
@@ -83,7 +85,7 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
                                rtol=1e-6)
     np.testing.assert_allclose(state[:, 0], start[2] + np.array([0, 1, 1, 0, 1, 0]), rtol=1e-6)   # row 2: mean of 1, 1
     # Nothing changed since: the next sync sends no row.
-    assert [len(w.payload(h, t.read())) for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 4 * 8] * 3
+    assert [w.payload(h, t.read()).nbytes for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 4 * 8] * 3
 
 
 def test_a_round_is_sync_every_steps_unless_a_limit_ends_sooner():
