@@ -175,8 +175,20 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         "spelling_model_fit": form_fit_bytes(run, vectors),
         "tensorflow_and_python": RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
+        # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
+        # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
+        # an int64 id and an int32 count for the sync. A sync's payloads come and go between syncs.
+        "averaging_last_sync": (averaging_copy(rows, side, dim, t.optimizer)
+                                if workers > 1 and t.sync_every else 0),
     }
     return parts
+
+
+def averaging_copy(rows: int, side: int, dim: int, optimizer: str) -> int:
+    """Bytes of averaging's copy of the tables at the last sync (float32 ``rows`` and ``side`` bytes and
+    the optimizer's slots of both), with its 12 bytes a table row (ids, counts; rows of ``dim`` floats)."""
+    tables = (1 + OPTIMIZER_SLOTS[optimizer]) * (rows + side)
+    return tables + 12 * tables // (4 * dim)
 
 
 def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
