@@ -98,11 +98,13 @@ def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
     command += ["--json", summary, "-q", "-o", out]
     sent: dict = {}
     stop = threading.Event()
+    began = time.perf_counter()
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     poller = threading.Thread(target=poll_sent, args=(proc, sent, stop), daemon=True)
     if workers > 1:
         poller.start()
     _, err = proc.communicate()
+    wall = time.perf_counter() - began
     stop.set()
     if proc.returncode:
         sys.exit(f"distribute_speed: {' '.join(command)} failed:\n{err[-3000:]}")
@@ -110,7 +112,7 @@ def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
         poller.join()
     with open(summary) as f:
         s = json.load(f)
-    s["output"], s["load"] = out, os.getloadavg()[0]
+    s["output"], s["load"], s["wall"] = out, os.getloadavg()[0], wall
     if workers > 1:
         reports = [json.load(open(os.path.join(hashes, f"worker-{k}.json"))) for k in range(workers)]
         s["tables_identical"] = len({r["sha256"] for r in reports}) == 1
@@ -140,24 +142,29 @@ def speed(opts, workdir: str) -> list[dict]:
         f.write("".join(w + "\n" for w in sorted(trainable)))
     rows = []
     for objective in opts.objectives:
-        args = [VECTORS, CORPUS, "--objective", objective, "--train-list", train_list, "--epochs", "1",
-                "--sync-every", str(opts.sync_every)] + (["--max-words", str(opts.words)] if opts.words else [])
+        corpus = CORPUS_LARGE if opts.corpus == "large" else CORPUS
+        args = [VECTORS, corpus, "--objective", objective, "--train-list", train_list, "--epochs", "1",
+                "--sync-every", str(opts.sync_every[0])] + (["--max-words", str(opts.words)] if opts.words else [])
         one, two = [], []
         for r in range(opts.repeat):
             for workers, runs in ((1, one), (2, two)):
                 s = run(workers, args, workdir, f"{objective}-{workers}-{r}")
                 runs.append(s)
                 line = f"{objective}, round {r + 1}, {workers} worker{'s' if workers > 1 else ''}: " \
-                       f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s training, {s['steps']} steps"
+                       f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s training, {s['steps']} steps, " \
+                       f"{s['wall']:.1f} s the whole command"
                 if workers > 1:
                     syncs = max(s["syncs"], 1)
                     line += (f", {s['syncs']} syncs: {s['sync_bytes_sent'] / syncs:,.0f} bytes sent a sync "
                              f"(measured over all connections: {statistics.median(s['measured_sent']) / syncs:,.0f}), "
-                             f"{s['sync_seconds'] / syncs * 1000:.1f} ms a sync on the chief; tables identical "
+                             f"{s['sync_seconds'] / syncs * 1000:.1f} ms a sync on the chief (pack "
+                             f"{s['sync_pack_seconds'] / syncs * 1000:.1f}, gather {s['sync_gather_seconds'] / syncs * 1000:.1f}"
+                             f", combine {s['sync_combine_seconds'] / syncs * 1000:.1f}); tables identical "
                              f"{s['tables_identical']}")
                 line += f"; frozen rows identical {frozen_identical(VECTORS, s['output'], trainable)}"
                 print(line + f"  (load {s['load']:.1f})", flush=True)
         ratios = [b["words_per_second"] / a["words_per_second"] for a, b in zip(one, two)]
+        walls = [a["wall"] / b["wall"] for a, b in zip(one, two)]
         # Words per CPU second (every thread of the process; the chief's own share, its syncs included): on
         # a busy machine two processes get more of it than one, so wall ratios run high; this one does not.
         cpu_one = statistics.median(s["words_done"] / s["train_cpu_seconds"] for s in one)
@@ -169,13 +176,16 @@ def speed(opts, workdir: str) -> list[dict]:
                "calls_per_sync": 1 + -(-int(statistics.median(per_sync)) // GATHER_PIECE),
                "sync_ms": statistics.median(b["sync_seconds"] / max(b["syncs"], 1) * 1000 for b in two),
                "loss_one": statistics.median(s["loss_last"] for s in one),
-               "loss_two": statistics.median(s["loss_last"] for s in two), "cpu_one": cpu_one, "cpu_two": cpu_two}
+               "loss_two": statistics.median(s["loss_last"] for s in two), "cpu_one": cpu_one, "cpu_two": cpu_two,
+               "wall_one": statistics.median(s["wall"] for s in one), "wall_two": statistics.median(s["wall"] for s in two),
+               "wall_ratio": statistics.median(walls)}
         print(f"{objective}: median words/s 1 process {row['one']:,.0f}, 2 workers {row['two']:,.0f}; median ratio "
               f"{row['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in ratios)}); a sync: "
               f"{row['bytes_per_sync']:,.0f} bytes sent by a worker in {row['calls_per_sync']} collective calls, "
               f"{row['sync_ms']:.1f} ms; last loss {row['loss_one']:.4f} / {row['loss_two']:.4f}; words per CPU second "
               f"{cpu_one:,.0f} (1 process) and {cpu_two:,.0f} (a worker's share), so 2 x {cpu_two / cpu_one:.2f} = "
-              f"{2 * cpu_two / cpu_one:.2f} on 2 free cores\n", flush=True)
+              f"{2 * cpu_two / cpu_one:.2f} on 2 free cores; the whole command: {row['wall_one']:.1f} s (1 process) and "
+              f"{row['wall_two']:.1f} s (2 workers), median ratio {row['wall_ratio']:.2f}\n", flush=True)
         rows.append(row)
     return rows
 
@@ -197,13 +207,15 @@ def quality(opts, workdir: str) -> None:
     deleted = os.path.join(workdir, "deleted.txt")
     with open(deleted, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for i, line in enumerate(lines) if i not in gone))
-    args = [deleted, CORPUS_LARGE, "--objective", "sgns", "--epochs", str(opts.quality_epochs),
-            "--freeze-pretrained", "--sync-every", str(opts.sync_every)]
+    args = [deleted, CORPUS_LARGE, "--objective", "sgns", "--epochs", str(opts.quality_epochs), "--freeze-pretrained"]
     unit_truth = unit(truth)
-    results: dict[int, list] = {1: [], 2: []}
-    for r in range(opts.repeat):
-        for workers in (1, 2):
-            s = run(workers, args, workdir, f"quality-{workers}-{r}")
+    # (workers, K): one process, then 2 workers at each --sync-every given
+    settings = [(1, 0)] + [(2, k) for k in opts.sync_every]
+    results: dict[tuple, list] = {setting: [] for setting in settings}
+    for r in range(opts.quality_repeat):
+        for workers, k in settings:
+            s = run(workers, args + (["--sync-every", str(k)] if workers > 1 else []), workdir,
+                    f"quality-{workers}-{k}-{r}")
             found = {}
             for line in open(s["output"], encoding="utf-8"):
                 word, rest = line.split(" ", 1)
@@ -216,15 +228,16 @@ def quality(opts, workdir: str) -> None:
             figures = {"r10": float(np.mean(ranks <= 10)), "cos": float(np.mean(own)), "rank": float(np.median(ranks)),
                        "frozen": frozen_identical(deleted, s["output"], set()), "wps": s["words_per_second"],
                        "identical": s.get("tables_identical")}
-            results[workers].append(figures)
-            print(f"quality, round {r + 1}, {workers} worker{'s' if workers > 1 else ''}: R@10 {figures['r10']:.3f}, "
+            results[workers, k].append(figures)
+            print(f"quality, round {r + 1}, {workers} worker{'s' if workers > 1 else ''}"
+                  f"{f', K {k}' if workers > 1 else ''}: R@10 {figures['r10']:.3f}, "
                   f"mean cosine {figures['cos']:.3f}, median rank {figures['rank']:.0f}, {figures['wps']:,} words/s; "
                   f"frozen rows identical {figures['frozen']}"
                   + (f", tables identical {figures['identical']}" if workers > 1 else "") + f"  (load {s['load']:.1f})",
                   flush=True)
-    for workers in (1, 2):
-        rs = results[workers]
-        print(f"quality, {workers} worker{'s' if workers > 1 else ''}: median R@10 "
+    for workers, k in settings:
+        rs = results[workers, k]
+        print(f"quality, {workers} worker{'s' if workers > 1 else ''}{f', K {k}' if workers > 1 else ''}: median R@10 "
               f"{statistics.median(x['r10'] for x in rs):.3f}, mean cosine {statistics.median(x['cos'] for x in rs):.3f}, "
               f"median rank {statistics.median(x['rank'] for x in rs):.0f}")
     print()
@@ -286,7 +299,7 @@ def costs(rows: list[dict], kernel_part: bool = True) -> None:
             began = time.process_time()
             syncs[0].combine(payloads, tables[0][0].read())
             combined = time.process_time() - began
-            size = len(payloads[0])
+            size = payloads[0].nbytes
             print(f"sync CPU, dim {dim}, {n} workers, {2 * changed:,} rows changed of {2 * n_rows:,} ({size:,} bytes a "
                   f"worker): pack {packed / n * 1000:.0f} ms, combine {combined * 1000:.0f} ms = "
                   f"{(packed / n + combined) / (size * n) * 1e9:.2f} CPU ns a byte received", flush=True)
@@ -301,7 +314,11 @@ def main() -> None:
     parser.add_argument("--parts", default="speed,quality,costs")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--objectives", type=lambda s: s.split(","), default=["sgns", "glove"])
-    parser.add_argument("--sync-every", type=int, default=100)
+    parser.add_argument("--sync-every", type=lambda v: [int(k) for k in v.split(",")], default=[100],
+                        help="K (speed: the first; quality: each)")
+    parser.add_argument("--corpus", choices=("large", "small"), default="large",
+                        help="speed: corpus-large.txt (5.1M tokens) or corpus.txt (1.5M)")
+    parser.add_argument("--quality-repeat", type=int, default=1, help="quality rounds (the runs are deterministic)")
     parser.add_argument("--words", type=int, default=0, help="corpus words trained in the speed part (0: all)")
     parser.add_argument("--quality-epochs", type=int, default=2)
     opts = parser.parse_args()
@@ -309,7 +326,8 @@ def main() -> None:
         if not os.path.exists(path):
             sys.exit(f"distribute_speed: {path} not found; run: python benchmarks/make_corpus.py [--large]")
     workdir = tempfile.mkdtemp(prefix="embedtune-dist-")
-    print(f"distribute_speed: {os.cpu_count()} cores; --sync-every {opts.sync_every}; {opts.repeat} rounds; "
+    print(f"distribute_speed: {os.cpu_count()} cores; --sync-every {','.join(map(str, opts.sync_every))}; "
+          f"{opts.repeat} rounds; speed on corpus-{opts.corpus}; "
           f"load {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     rows = speed(opts, workdir) if "speed" in opts.parts else []
     if "quality" in opts.parts:

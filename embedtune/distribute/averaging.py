@@ -180,6 +180,12 @@ class AveragedStep(Step):
         self.inner, self.worker = inner, worker
         self.compiled, self.kernel = inner.compiled, inner.kernel
         self.averaging = Averaging(Tables(inner, trainer), worker.all_gather_words)
+        if inner.compiled:
+            # numba's compiler and threads started now, in the set-up, not in the first step: one process
+            # starts them while it counts (run.count_while_importing), a worker has not (it counted since).
+            from embedtune.kernels.common import warm_up
+
+            warm_up()
 
     def prepare(self, batch: dict) -> dict:
         return self.inner.prepare(batch)
