@@ -43,7 +43,6 @@ REPO = os.path.dirname(HERE)
 CORPUS = os.path.join(HERE, "_data", "corpus.txt")
 CORPUS_LARGE = os.path.join(HERE, "_data", "corpus-large.txt")
 VECTORS = os.path.join(REPO, "data", "sample", "glove.6B.50d.20k.txt")
-DEBUG_WORKER = os.path.join(REPO, "tests", "debug_worker.py")
 TRAINABLE_FRACTION = 0.10
 GATHER_PIECE = 1 << 24   # embedtune.distribute.collectives.GATHER_PIECE
 
@@ -84,17 +83,101 @@ def poll_sent(proc: subprocess.Popen, sent: dict, stop: threading.Event) -> None
         stop.wait(0.2)
 
 
+CPU_PARTS = ("loop", "step", "batch_thread", "sync", "other")
+PROFILE = "DISTRIBUTE_SPEED_PROFILE"   # a folder: each process of a run writes where its CPU went there
+
+
+def profiled(argv: list[str]) -> None:
+    """`embedtune` (``argv``) with the CPU of the training loop split by what spent it, written at exit
+    to $DISTRIBUTE_SPEED_PROFILE/<launcher or worker index>.json: the step (the thread that calls it:
+    the compiled step's own work on one thread), the batch thread (pairs, negatives, the share's ids),
+    the syncs (the caller's thread: finding, packing, adding the changes, waiting in the collectives'
+    calls) and the rest (every other thread: TensorFlow's runtime, gRPC). The workers are
+    tests/debug_worker.py's (each writes a hash of its tables) run through this same hook."""
+    import atexit
+
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    import debug_worker
+    from embedtune import distribute
+    from embedtune.distribute import averaging
+    from embedtune.training import batches, loop, step
+
+    cpu: dict[str, float] = {}
+
+    def add(key: str, seconds: float) -> None:
+        cpu[key] = cpu.get(key, 0.0) + seconds
+
+    made = batches.prefetch
+
+    threads: dict[int, float] = {}   # each batch thread's CPU, as last seen on it
+
+    def prefetch(items, depth=batches.PREFETCH):
+        def counted():
+            for item in items:
+                threads[threading.get_ident()] = time.thread_time()
+                yield item
+            threads[threading.get_ident()] = time.thread_time()
+        return made(counted(), depth)
+
+    def timed(cls, name, key):
+        inner = getattr(cls, name)
+
+        def wrapper(self, *a, **k):
+            began = time.thread_time()
+            try:
+                return inner(self, *a, **k)
+            finally:
+                add(key, time.thread_time() - began)
+        setattr(cls, name, wrapper)
+
+    timed(step.CompiledStep, "run", "step")
+    timed(step.TensorFlowStep, "run", "step")
+    timed(averaging.Averaging, "sync", "sync")
+    epochs = loop.run_epochs
+
+    def run_epochs(*a, **k):
+        began = time.process_time()
+        try:
+            return epochs(*a, **k)
+        finally:
+            add("loop", time.process_time() - began)
+
+    loop.prefetch, loop.run_epochs = prefetch, run_epochs
+    distribute.strategy_from_env = debug_worker.strategy_from_env
+    distribute.worker_command = lambda args: [sys.executable, os.path.abspath(__file__), "--profiled", *args]
+
+    def write():
+        if "loop" not in cpu or not os.environ.get(PROFILE):
+            return
+        cpu.setdefault("sync", 0.0)
+        cpu["batch_thread"] = sum(threads.values())
+        cpu["other"] = cpu["loop"] - sum(cpu.get(k, 0.0) for k in ("step", "batch_thread", "sync"))
+        task = json.loads(os.environ["TF_CONFIG"])["task"]["index"] if "TF_CONFIG" in os.environ else "one"
+        with open(os.path.join(os.environ[PROFILE], f"{task}.json"), "w") as f:
+            json.dump(cpu, f)
+
+    atexit.register(write)
+    sys.argv = [sys.argv[0], *argv]
+    from embedtune.cli.main import main as command
+
+    command()
+
+
 def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
-    """One `embedtune train` (2 workers: through tests/debug_worker.py, which hashes each worker's tables)."""
+    """One `embedtune train` through ``profiled`` (2 workers: tests/debug_worker.py's, each hashing its
+    tables): its summary, wall, the CPU split of each process, and the workers' hashes and bytes sent."""
     summary, out = os.path.join(workdir, f"{name}.json"), os.path.join(workdir, f"{name}.txt")
-    env = dict(os.environ)
+    profile = os.path.join(workdir, f"{name}-profile")
+    os.makedirs(profile, exist_ok=True)
+    env = dict(os.environ, **{PROFILE: profile})
+    command = [sys.executable, os.path.abspath(__file__), "--profiled", "train", *args]
     if workers > 1:
         hashes = os.path.join(workdir, f"{name}-hashes")
         os.makedirs(hashes, exist_ok=True)
         env["EMBEDTUNE_DEBUG_TABLE_HASH"] = hashes
-        command = [sys.executable, DEBUG_WORKER, "train", *args, "--workers", str(workers)]
+        command += ["--workers", str(workers)]
     else:
-        command = [sys.executable, "-m", "embedtune.cli.main", "train", *args, "--threads", "1"]
+        command += ["--threads", "1"]
     command += ["--json", summary, "-q", "-o", out]
     sent: dict = {}
     stop = threading.Event()
@@ -113,6 +196,7 @@ def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
     with open(summary) as f:
         s = json.load(f)
     s["output"], s["load"], s["wall"] = out, os.getloadavg()[0], wall
+    s["cpu"] = [json.load(open(os.path.join(profile, name))) for name in sorted(os.listdir(profile))]
     if workers > 1:
         reports = [json.load(open(os.path.join(hashes, f"worker-{k}.json"))) for k in range(workers)]
         s["tables_identical"] = len({r["sha256"] for r in reports}) == 1
@@ -161,7 +245,8 @@ def speed(opts, workdir: str) -> list[dict]:
                              f"{s['sync_pack_seconds'] / syncs * 1000:.1f}, gather {s['sync_gather_seconds'] / syncs * 1000:.1f}"
                              f", combine {s['sync_combine_seconds'] / syncs * 1000:.1f}); tables identical "
                              f"{s['tables_identical']}")
-                line += f"; frozen rows identical {frozen_identical(VECTORS, s['output'], trainable)}"
+                line += f"; frozen rows identical {frozen_identical(VECTORS, s['output'], trainable)}; CPU s " + \
+                    " | ".join(", ".join(f"{k} {p.get(k, 0):.2f}" for k in CPU_PARTS) for p in s["cpu"])
                 print(line + f"  (load {s['load']:.1f})", flush=True)
         ratios = [b["words_per_second"] / a["words_per_second"] for a, b in zip(one, two)]
         walls = [a["wall"] / b["wall"] for a, b in zip(one, two)]
@@ -170,6 +255,10 @@ def speed(opts, workdir: str) -> list[dict]:
         cpu_one = statistics.median(s["words_done"] / s["train_cpu_seconds"] for s in one)
         cpu_two = statistics.median(s["words_done"] / 2 / s["train_cpu_seconds"] for s in two)
         per_sync = [b["sync_bytes_sent"] / max(b["syncs"], 1) for b in two]
+        # On 2 free cores: one process's step runs on one core, its batch thread and the runtime's threads on
+        # the other; each worker's whole loop CPU on a core of its own, the slower worker setting the pace.
+        free = [max(a["cpu"][0]["step"], a["cpu"][0]["loop"] - a["cpu"][0]["step"]) / max(p["loop"] for p in b["cpu"])
+                for a, b in zip(one, two)]
         row = {"objective": objective, "one": statistics.median(s["words_per_second"] for s in one),
                "two": statistics.median(s["words_per_second"] for s in two), "ratio": statistics.median(ratios),
                "bytes_per_sync": statistics.median(per_sync),
@@ -178,14 +267,20 @@ def speed(opts, workdir: str) -> list[dict]:
                "loss_one": statistics.median(s["loss_last"] for s in one),
                "loss_two": statistics.median(s["loss_last"] for s in two), "cpu_one": cpu_one, "cpu_two": cpu_two,
                "wall_one": statistics.median(s["wall"] for s in one), "wall_two": statistics.median(s["wall"] for s in two),
-               "wall_ratio": statistics.median(walls)}
+               "wall_ratio": statistics.median(walls), "free_ratio": statistics.median(free),
+               "split_one": {k: statistics.median(a["cpu"][0].get(k, 0) for a in one) for k in CPU_PARTS},
+               "split_two": {k: statistics.median(p.get(k, 0) for b in two for p in b["cpu"]) for k in CPU_PARTS}}
         print(f"{objective}: median words/s 1 process {row['one']:,.0f}, 2 workers {row['two']:,.0f}; median ratio "
               f"{row['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in ratios)}); a sync: "
               f"{row['bytes_per_sync']:,.0f} bytes sent by a worker in {row['calls_per_sync']} collective calls, "
               f"{row['sync_ms']:.1f} ms; last loss {row['loss_one']:.4f} / {row['loss_two']:.4f}; words per CPU second "
               f"{cpu_one:,.0f} (1 process) and {cpu_two:,.0f} (a worker's share), so 2 x {cpu_two / cpu_one:.2f} = "
               f"{2 * cpu_two / cpu_one:.2f} on 2 free cores; the whole command: {row['wall_one']:.1f} s (1 process) and "
-              f"{row['wall_two']:.1f} s (2 workers), median ratio {row['wall_ratio']:.2f}\n", flush=True)
+              f"{row['wall_two']:.1f} s (2 workers), median ratio {row['wall_ratio']:.2f}; the training loop's CPU s, "
+              f"1 process: {', '.join(f'{k} {v:.2f}' for k, v in row['split_one'].items())}; a worker: "
+              f"{', '.join(f'{k} {v:.2f}' for k, v in row['split_two'].items())}; so on 2 free cores (a process's step "
+              f"on a core, the rest of it beside; a worker's whole loop on a core) {row['free_ratio']:.2f} (median of the "
+              f"rounds: {', '.join(f'{x:.2f}' for x in free)})\n", flush=True)
         rows.append(row)
     return rows
 
@@ -338,4 +433,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--profiled"]:
+        profiled(sys.argv[2:])
+    else:
+        main()

@@ -162,3 +162,19 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
     s3 = json.loads(run.stdout)
     assert s3["resumed"] is True and s3["steps"] == s2["steps"] and s3["syncs"] == (s2["steps"] - int(saved[0][5:])) // 5
     assert resumed.read_bytes() == two.read_bytes()
+
+
+def test_steps_without_pairs_add_no_loss_figure():
+    """An averaging worker whose share has ended steps without pairs until the last sync: a loss window of
+    such steps alone gives no figure (it gave a loss of 0, which the summary showed as the last loss)."""
+    from embedtune.checkpoint import Position
+    from embedtune.training.checkpoints import LossLog
+
+    pos = Position()
+    log = LossLog(pos, 0.025, 1000, None, None)
+    log.add(np.float32(6.0), 3, 0.025)
+    log.flush()
+    for _ in range(2):
+        log.add(np.float32(0.0), 0, 0.025)
+    log.flush()
+    assert pos.loss_history == [2.0]
