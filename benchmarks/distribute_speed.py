@@ -1,23 +1,28 @@
-"""`embedtune train --workers 2` against one process: words/s, what a sync sends, and the quality held.
+"""`embedtune train --workers 2` against one process: words/s, where the CPU goes, what a sync sends, the quality.
 
     python benchmarks/distribute_speed.py [--parts speed,quality,costs] [--repeat 3] [--objectives sgns,glove]
-                                          [--sync-every 100] [--words 0]
+                                          [--sync-every 100[,400]] [--corpus large|small] [--words 0]
 
 speed    2 workers of one thread each (--workers 2, the default averaging every --sync-every steps)
          against one process of one thread (--threads 1), taking turns for --repeat rounds: the GloVe 20k
-         sample (data/sample) continued on benchmarks/_data/corpus.txt (1.5M tokens; --words: only the
-         first N, --max-words), one epoch, every pretrained word frozen but a random 10% (train_speed.py's
-         setting); sgns (per-pair negatives, the compiled lock-free step) and glove (its defaults:
-         adagrad, anchor, TensorFlow's step). Prints each run's words/s (the chief's training-loop figure),
-         the median ratio; per sync: the bytes each worker sent (its payload, and measured: TCP bytes sent
-         once, ``ss -ti`` polled every 0.2 s, all its connections over the run, divided by the syncs), the
-         collective calls, the seconds; and that the two workers' tables are the same bits (the workers
-         run as tests/debug_worker.py, which writes a hash of each worker's tables) and that no frozen row
-         changed (read back from the output).
+         sample (data/sample) continued on benchmarks/_data/corpus-large.txt (5.1M tokens; --corpus small:
+         corpus.txt, 1.5M; --words: only the first N, --max-words), one epoch, every pretrained word frozen
+         but a random 10% (train_speed.py's setting); sgns (per-pair negatives, the compiled lock-free step)
+         and glove (its defaults: adagrad, anchor, TensorFlow's step). Each run's words/s is the chief's
+         training loop's (corpus words done over the loop's wall: from its first batch to its last sync;
+         the set-up and the output's writing are not in it); the whole command's wall is printed beside.
+         Every process runs through a profiling hook (``profiled``) that splits its training loop's CPU:
+         the step, the batch thread, the syncs, the other threads; from that split, the ratio 2 free cores
+         would give. Per sync: the bytes each worker sent (its payload, and measured: TCP bytes sent once,
+         ``ss -ti`` polled every 0.2 s, all its connections over the run, divided by the syncs), the
+         collective calls, the chief's ms (packing, the collectives with the wait, adding); and that the
+         two workers' tables are the same bits (tests/debug_worker.py's hash of each worker's tables) and
+         that no frozen row changed (read back from the output).
 quality  a smaller recovery.py: 200 words of the GloVe 20k sample seen >= 30 times in
          benchmarks/_data/corpus-large.txt (5.1M tokens) are deleted, every other row frozen, and sgns
-         (2 epochs, form-context start) gives them vectors again, on one process and on 2 workers; R@10
-         (the true vector among the 10 nearest of the 20k rows by cosine), mean cosine and median rank.
+         (2 epochs, form-context start) gives them vectors again, on one process and on 2 workers at each
+         --sync-every; R@10 (the true vector among the 10 nearest of the 20k rows by cosine), mean cosine
+         and median rank; frozen rows and the workers' tables checked as in speed.
 costs    the compiled sgns step's CPU per pair at dim 50 and 300 on 1 and 2 threads (lock-free, per-pair
          negatives, 4,096 pairs a batch, 10 a call, a 100k-row table), and the sync's cost against its bytes
          from the speed runs: the constants of docs/scale-out.md's model.
@@ -385,6 +390,8 @@ def costs(rows: list[dict], kernel_part: bool = True) -> None:
                 a.snapshot()
                 tables.append((t, kernel))
                 syncs.append(a)
+            warm = syncs[0].payload(np.zeros(HEADER, np.int64), tables[0][0].read())   # numba's first calls
+            syncs[0].combine([warm], tables[0][0].read())
             for _, kernel in tables:
                 kernel.words[rng.choice(n_rows, changed, replace=False)] += 0.01
                 kernel.side[rng.choice(n_rows, changed, replace=False)] += 0.01
