@@ -168,8 +168,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
     parts = {
         "input_matrix": n_pre * dim * 4,
-        # A worker of several counts and reads its share through the reference reader: no ids kept.
-        "corpus_ids": run.reader_bytes if workers == 1 else 0,
+        # A worker of several keeps the whole file's ids too (distribute/compiled_share.py) and cuts its share.
+        "corpus_ids": run.reader_bytes,
         "words_and_counts": words,
         "new_word_starts": n_new * dim * 4,
         # The variable, and the float32 start the objective's row reader keeps.
@@ -188,8 +188,20 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         "spelling_model_fit": form_fit_bytes(run, vectors),
         "tensorflow_and_python": RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
+        # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
+        # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
+        # an int64 id and an int32 count for the sync. A sync's payloads come and go between syncs.
+        "averaging_last_sync": (averaging_copy(rows, side, dim, t.optimizer)
+                                if workers > 1 and t.sync_every else 0),
     }
     return parts
+
+
+def averaging_copy(rows: int, side: int, dim: int, optimizer: str) -> int:
+    """Bytes of averaging's copy of the tables at the last sync (float32 ``rows`` and ``side`` bytes and
+    the optimizer's slots of both), with its 12 bytes a table row (ids, counts; rows of ``dim`` floats)."""
+    tables = (1 + OPTIMIZER_SLOTS[optimizer]) * (rows + side)
+    return tables + 12 * tables // (4 * dim)
 
 
 def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:

@@ -132,6 +132,22 @@ class CountingShare(WorkerShare):
             self.tokens_read += len(tokens)
             yield tokens
 
+    @property
+    def fast(self):
+        """The compiled reader's share (what id_chunks reads), its tokens counted as they are read."""
+        passes = super().fast
+        return None if passes is None else _CountedPass(passes, self)
+
+
+class _CountedPass:
+    def __init__(self, passes, share: CountingShare):
+        self.passes, self.share, self.table = passes, share, passes.table
+
+    def blocks(self):
+        for block in self.passes.blocks():
+            self.share.tokens_read += int(self.table.n_pieces[block[0]].sum())   # a raw token's words
+            yield block
+
 
 def debug_worker(cluster, threads):
     """A Worker with the debug hooks the environment asks for (imports TensorFlow)."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 import debug_worker
@@ -65,7 +65,9 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
         t.write(3, np.zeros(1, np.int64), arrays[3][:1] + 2 * (k + 1), arrays[3])   # adam's step count: 2, 4, 6 steps
     headers = [np.arange(HEADER, dtype=np.int64) + 10 * k for k in range(3)]
     payloads = [w.payload(h, t.read()) for w, h, t in zip(workers, headers, tables)]
-    assert len(payloads[1]) == 8 * HEADER + 4 * 8 + (2 + 0 + 2 + 1) * 8 + (2 * 3 + 0 + 2 + 1) * 4   # its 2 + 0 + 2 + 1 rows
+    # int64 words: the header, 4 tables' counts, the ids of its 2 + 0 + 2 + 1 rows, their float32 changes
+    # (2 x 3, 0, 2 and 1 floats), each table's padded to a whole word.
+    assert payloads[1].nbytes == 8 * (HEADER + 4 + (2 + 0 + 2 + 1) + (3 + 0 + 1 + 1))
     for w, t in zip(workers, tables):
         np.testing.assert_array_equal(w.combine(payloads, t.read()), np.stack(headers))
     after = [t.read() for t in tables]
@@ -83,7 +85,7 @@ def test_a_sync_gives_every_worker_the_same_bits_and_sends_only_changed_rows():
                                rtol=1e-6)
     np.testing.assert_allclose(state[:, 0], start[2] + np.array([0, 1, 1, 0, 1, 0]), rtol=1e-6)   # row 2: mean of 1, 1
     # Nothing changed since: the next sync sends no row.
-    assert [len(w.payload(h, t.read())) for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 4 * 8] * 3
+    assert [w.payload(h, t.read()).nbytes for w, h, t in zip(workers, headers, tables)] == [8 * HEADER + 4 * 8] * 3
 
 
 def test_a_round_is_sync_every_steps_unless_a_limit_ends_sooner():
@@ -110,7 +112,9 @@ def load(path) -> tuple[list[str], np.ndarray]:
 def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_does(tmp_path):
     """2 workers, each on its share with the single process's compiled step, syncing every 5 steps: both
     end with the same bits, frozen rows are the input's bytes, every corpus word is done once an epoch,
-    and what the rows learnt points the way one process's does."""
+    and what the rows learnt points the way one process's does. Resumed from a checkpoint of the middle
+    of the run (written after a sync: every worker's tables alike, each share's position), the workers
+    write the uninterrupted run's output byte for byte (one thread a worker: deterministic)."""
     vectors, corpus = tmp_path / "vectors.txt", tmp_path / "corpus.txt"
     with open(SAMPLE_VECTORS, encoding="utf-8") as f:
         vectors.write_text("".join(next(f) for _ in range(ROWS)), encoding="utf-8")
@@ -118,9 +122,12 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
         corpus.write_text("".join(next(f) for _ in range(LINES)), encoding="utf-8")
     hashes, two, one = tmp_path / "hashes", tmp_path / "two.txt", tmp_path / "one.txt"
     hashes.mkdir()
-    run = subprocess.run([sys.executable, debug_worker.__file__, "train", str(vectors), str(corpus), *ARGS,
-                          "--workers", "2", "-o", str(two), "--json", "-"], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, debug_worker.ENV_TABLE_HASH: str(hashes)})
+    ckpt = tmp_path / "ckpt"
+    two_args = [str(vectors), str(corpus), *ARGS, "--workers", "2", "--checkpoint-dir", str(ckpt),
+                "--checkpoint-every", "10", "--json", "-"]
+    run = subprocess.run([sys.executable, debug_worker.__file__, "train", *two_args, "-o", str(two),
+                          "--keep-checkpoints"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, debug_worker.ENV_TABLE_HASH: str(hashes)})
     assert run.returncode == 0, run.stderr
     s2 = json.loads(run.stdout)
     result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(one), "--json", "-"],
@@ -143,3 +150,31 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
     moved, moved_alone = trained[FROZEN:ROWS] - start[FROZEN:], alone[FROZEN:ROWS] - start[FROZEN:]   # pretrained rows
     cosine = np.sum(moved * moved_alone) / np.linalg.norm(moved) / np.linalg.norm(moved_alone)
     assert cosine > 0.5, cosine
+    # The oldest checkpoint kept (the 3 newest are: steps 10 apart, the last at the end) is mid-run.
+    saved = sorted((name for name in os.listdir(ckpt) if name.startswith("ckpt-")), key=lambda n: int(n[5:]))
+    assert len(saved) == 3 and 0 < int(saved[0][5:]) < s2["steps"] and int(saved[0][5:]) % 5 == 0, saved
+    for name in saved[1:]:
+        shutil.rmtree(ckpt / name)
+    resumed = tmp_path / "resumed.txt"
+    run = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", *two_args, "-o", str(resumed),
+                          "--resume"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    s3 = json.loads(run.stdout)
+    assert s3["resumed"] is True and s3["steps"] == s2["steps"] and s3["syncs"] == (s2["steps"] - int(saved[0][5:])) // 5
+    assert resumed.read_bytes() == two.read_bytes()
+
+
+def test_steps_without_pairs_add_no_loss_figure():
+    """An averaging worker whose share has ended steps without pairs until the last sync: a loss window of
+    such steps alone gives no figure (it gave a loss of 0, which the summary showed as the last loss)."""
+    from embedtune.checkpoint import Position
+    from embedtune.training.checkpoints import LossLog
+
+    pos = Position()
+    log = LossLog(pos, 0.025, 1000, None, None)
+    log.add(np.float32(6.0), 3, 0.025)
+    log.flush()
+    for _ in range(2):
+        log.add(np.float32(0.0), 0, 0.025)
+    log.flush()
+    assert pos.loss_history == [2.0]

@@ -122,30 +122,22 @@ def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_
 def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inputs):
     """Worker 1's share (every odd line) is single words, so it has no pair: it steps with padding
     while worker 0 trains its share, and both end the epoch together, as the one-process emulation.
-    Then worker 1 is killed, and the run resumed."""
+    The run is stopped by killing worker 1 and resumed: what it writes is the emulation's (the same
+    global batches, as if never interrupted)."""
     lopsided = inputs.folder / "lopsided.txt"
     lines = open(inputs.corpus, encoding="utf-8").read().splitlines()
     lopsided.write_text("".join(f"{line}\n{line.split()[0]}\n" for line in lines), encoding="utf-8")
-    outputs = []
-    for name, extra, env in (("lop-two", ["--workers", "2"], None), ("lop-one", [], {debug_worker.ENV_SHARES: "2"})):
-        out = inputs.folder / f"{name}.txt"
-        run = embedtune(inputs.vectors, str(lopsided), *ARGS, *extra, "-o", str(out), "--json", "-", env=env)
-        assert run.returncode == 0, run.stderr
-        outputs.append((load_text(out)[2], json.loads(run.stdout)))
-    (two, s2), (one, s1) = outputs
-    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
-    assert s2["steps"] == s1["steps"] and s2["pairs"] == s1["pairs"] and s2["words_done"] == s1["words_done"]
-    # Worker 0's pairs alone fill each step's 128-pair half (the last of each epoch partly): worker 1
-    # brought only padding, and the epoch lasted as long as worker 0's share.
-    assert s2["pairs"] > 0 and s2["pairs"] / 128 <= s2["steps"] < s2["pairs"] / 128 + 2
-    assert s2["words_done"] == 2 * s2["corpus_words"]
+    emulated = inputs.folder / "lop-one.txt"
+    run = embedtune(inputs.vectors, str(lopsided), *ARGS, "-o", str(emulated), "--json", "-",
+                    env={debug_worker.ENV_SHARES: "2"})
+    assert run.returncode == 0, run.stderr
+    s1 = json.loads(run.stdout)
     # Worker 1 killed in the second epoch: one line, no output, the chief's checkpoints only; one process
     # cannot take the run over (the batch split depends on the number of workers); resumed on 2 workers,
-    # worker 1's ended share stays ended, worker 0's goes on from its own position, and the output is the
-    # uninterrupted run's, byte for byte.
+    # worker 1's ended share stays ended and worker 0's goes on from its own position.
     out, ckpt = inputs.folder / "lop-killed.txt", inputs.folder / "lop-ckpt"
     one = [inputs.vectors, str(lopsided), *ARGS, "-o", str(out), "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5"]
-    die_at = s2["steps"] // 2 + 7
+    die_at = s1["steps"] // 2 + 7
     run = embedtune(*one, "--workers", "2", env={debug_worker.ENV_DIE_AT: f"1:{die_at}"})   # kill -9s itself
     assert (run.returncode, run.stdout, run.stderr) == (1, "", "Error: worker 1 exited (killed by SIGKILL)\n")
     assert not out.exists()
@@ -160,8 +152,14 @@ def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inp
     assert run.stderr.count("\n") == 1 and "workers: 2 then, unset (default) now" in run.stderr, run.stderr
     run = embedtune(*one, "--workers", "2", "--resume", "--json", "-")
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["resumed"] is True
-    assert out.read_bytes() == (inputs.folder / "lop-two.txt").read_bytes()   # as if never interrupted
+    s2 = json.loads(run.stdout)
+    assert s2["resumed"] is True
+    np.testing.assert_allclose(load_text(out)[2], load_text(emulated)[2], rtol=0, atol=1e-6)
+    assert s2["steps"] == s1["steps"] and s2["pairs"] == s1["pairs"] and s2["words_done"] == s1["words_done"]
+    # Worker 0's pairs alone fill each step's 128-pair half (the last of each epoch partly): worker 1
+    # brought only padding, and the epoch lasted as long as worker 0's share.
+    assert s2["pairs"] > 0 and s2["pairs"] / 128 <= s2["steps"] < s2["pairs"] / 128 + 2
+    assert s2["words_done"] == 2 * s2["corpus_words"]
 
 
 def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_workers):
@@ -277,6 +275,46 @@ def test_a_share_is_every_nth_line_and_the_others_are_not_decoded(tmp_path):
     assert shares == [[["a"], ["d"]], [["b"], ["e"]], [["c"]]]
 
 
+def test_a_workers_share_of_a_file_through_the_compiled_reader_is_the_reference_readers(tmp_path, monkeypatch):
+    """A worker counts its share of a file and reads it again (training, glove, the new words' contexts)
+    through the compiled reader (compiled_share): the reference's ShareCount (words, order, first lines,
+    lines) and id chunks (ids, lines, numbers, tokens), a long line cut into pieces and auto tokenizing
+    included; a corpus the compiled reader does not read keeps the reference's passes."""
+    from embedtune.corpus import fast, files, id_chunks
+    from embedtune.distribute.compiled_share import count_share, reads_compiled
+
+    for module in (fast, files):   # lines of 4 KB or more come in pieces (else 1 MB: slow to read here)
+        monkeypatch.setattr(module, "MAX_PIECE_BYTES", 4096)
+    lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()[:60]
+    lines[5:5] = ["", "   ", "Ünïcode wörds, \u00e9 (end). " + lines[0], " ".join(["long"] * 3000)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    vocabulary = {w for line in lines for w in line.lower().split()}
+    n = 3
+    for k in range(n):
+        reference = Corpus(str(path), lowercase=True, tokenize="auto", vocabulary=vocabulary)
+        reference.compiled = False   # the reference's passes, as EMBEDTUNE_COMPILED_READER=0 makes them
+        compiled = Corpus(str(path), lowercase=True, tokenize="auto", vocabulary=vocabulary)
+        assert reads_compiled(compiled) and not reads_compiled(reference)
+        want, got = reference.count_share((k, n)), count_share(compiled, (k, n))
+        assert list(got.counts.items()) == list(want.counts.items()) and got.n_lines == want.n_lines
+        np.testing.assert_array_equal(got.first_line, want.first_line)
+        assert compiled.digest == reference.digest
+        index = {w: i for i, w in enumerate(want.counts) if i % 3}   # some words without a row
+        shares = [distribute.CorpusShare(c, k, n) for c in (reference, compiled)]
+        assert shares[0].fast is None and shares[1].fast is not None
+        for numbered in (False, True):
+            a, b = (list(id_chunks(share, index, 500, numbered=numbered)) for share in shares)
+            assert len(a) == len(b) > 1
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x.ids, y.ids)
+                np.testing.assert_array_equal(x.line, y.line)
+                assert x.raw_tokens == y.raw_tokens
+                if numbered:
+                    np.testing.assert_array_equal(x.numbers, y.numbers)
+        assert compiled.reads[(k, n)] == 2 and compiled.reads[None] == 1   # the compiled count's scan
+
+
 @pytest.mark.parametrize("source", ["file", "sentences"])
 def test_counts_of_the_shares_merged_are_the_whole_corpus_count(source):
     """What each worker ends with (Worker.count, Shares.count): the shares' counts, sent as bytes and
@@ -319,8 +357,8 @@ def test_glove_pair_counts_of_the_shares_summed_are_the_whole_corpus_counts():
 
 
 def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
-    """glove on 2 workers, each counting the co-occurrences of its own lines, against one process
-    training the same global batches from the whole corpus's counts."""
+    """glove on 2 workers, each counting the co-occurrences of its own lines and the new words' contexts
+    in them, against one process training the same global batches from the whole corpus's counts."""
     args = [inputs.vectors, inputs.corpus, *ARGS, "--objective", "glove", "--epochs", "3"]
     outputs = []
     hashes = inputs.folder / "glove-hashes"
@@ -341,34 +379,16 @@ def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
     assert reports[0]["sha256"] == reports[1]["sha256"]
     for key in ("objective_tokens", "own_tokens"):
         assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
-
-
-def test_new_words_context_pass_reads_the_shares_and_equals_one_process(inputs):
-    """Each worker sums the contexts of the new words over its own lines; the sums, weights and contexts
-    added up over the workers give one process's starts within float32 rounding. Read off runs whose
-    steps cannot move a row (sgd at lr 1e-30: an update below half a float32 step of every value)."""
-    args = [inputs.vectors, inputs.corpus, *ARGS, "--optimizer", "sgd", "--lr", "1e-30", "--max-steps", "2"]
-    hashes = inputs.folder / "init-hashes"
-    hashes.mkdir()
-    outputs = []
-    for name, extra, env in (("init-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
-                             ("init-one", [], None)):
-        out = inputs.folder / f"{name}.txt"
-        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
-        assert run.returncode == 0, run.stderr
-        outputs.append((load_text(out), json.loads(run.stdout)))
-    ((words, _, two), s2), ((words1, _, one), s1) = outputs
-    assert words == words1 and s2["new"] == s1["new"] > 10
-    assert s2["new_from_context"] == s1["new_from_context"] > 10
-    assert s2["new_too_few_contexts"] == s1["new_too_few_contexts"]
-    new = slice(ROWS, None)   # the new words follow the vectors' rows
-    np.testing.assert_allclose(two[new], one[new], rtol=1e-6, atol=1e-7)
-    assert np.abs(two[new]).max() > 0.1   # context means, not word2vec's random start (|x| < 0.01 at 50d)
-    np.testing.assert_array_equal(two[:ROWS], load_text(inputs.vectors)[2])   # no step moved a row
-    reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
-    # Counting, the context pass and the epoch's lines: every pass a worker began was over its own share.
-    assert set(reports[0]["reads"]) == {"(0, 2)"} and set(reports[1]["reads"]) == {"(1, 2)"}
-    assert reports[0]["reads"]["(0, 2)"] >= 3
+    # The new words' starts: each worker sums the contexts over its own lines, the sums added up over the
+    # workers (the emulation's start is one process's, from the whole corpus; the rows above compare them).
+    for key in ("new", "new_from_context", "new_too_few_contexts"):
+        assert s2[key] == s1[key], key
+    assert s2["new_from_context"] > 10
+    # The file was scanned whole once (the compiled count, corpus/fast.py); every later pass a worker
+    # began (the context pass, the co-occurrences) was over its own share.
+    for k, report in enumerate(reports):
+        assert set(report["reads"]) == {"None", f"({k}, 2)"} and report["reads"]["None"] == 1, report["reads"]
+        assert report["reads"][f"({k}, 2)"] >= 2
 
 
 @pytest.mark.parametrize("source", ["file", "sentences"])

@@ -239,22 +239,25 @@ def test_the_modules_a_dry_run_uses_import_no_tensorflow():
 
 
 def test_the_memory_estimate_counts_every_worker_process(folder):
-    def plan(workers):
+    def plan(workers, *extra):
         result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "-", "--objective", "sgns",
-                      "--dry-run", "--json", "--workers", str(workers)])
+                      "--dry-run", "--json", "--workers", str(workers), *extra])
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)
 
     one, two = plan(1), plan(2)
     assert one["memory_estimate_bytes"] == one["memory_per_worker_bytes"] == sum(one["memory_parts_bytes"].values())
-    # Each worker holds what one process does and tf.distribute's runtime, but no kept corpus ids (it
-    # reads its share through the reference reader); the launcher waits beside them.
-    per_worker, parts = two["memory_per_worker_bytes"], two["memory_parts_bytes"]
-    assert per_worker == sum(parts.values())
-    assert parts["corpus_ids"] == 0 < one["memory_parts_bytes"]["corpus_ids"]
-    assert per_worker - one["memory_per_worker_bytes"] == \
-        parts["distribution_runtime"] - one["memory_parts_bytes"]["corpus_ids"]
-    assert parts["distribution_runtime"] > 0
+    # Each worker holds what one process does (the compiled reader's ids of the whole file included:
+    # distribute/compiled_share.py) and tf.distribute's runtime; the launcher waits beside them.
+    per_worker = two["memory_per_worker_bytes"]
+    assert per_worker == sum(two["memory_parts_bytes"].values())
+    extra = two["memory_parts_bytes"]["distribution_runtime"] + two["memory_parts_bytes"]["averaging_last_sync"]
+    assert per_worker - one["memory_per_worker_bytes"] == extra and one["memory_parts_bytes"]["averaging_last_sync"] == 0
+    # Averaging's copy of the tables at the last sync (sgd: the rows and the side table), with 12 bytes
+    # a row for the sync; none with the gathered gradients.
+    tables = one["memory_parts_bytes"]["trainable_rows"] // 2 + one["memory_parts_bytes"]["side_table"]
+    assert two["memory_parts_bytes"]["averaging_last_sync"] == tables + 12 * tables // (4 * 50)
+    assert plan(2, "--sync-every", "0")["memory_parts_bytes"]["averaging_last_sync"] == 0
     assert two["memory_estimate_bytes"] == 2 * per_worker + two["memory_launcher_bytes"]
     assert two["memory_launcher_bytes"] > 0 and two["workers"] == 2
 

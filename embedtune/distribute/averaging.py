@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from embedtune.distribute import sync_rows
 from embedtune.distribute.shares import MORE, PAIRS, WORDS, global_words
 from embedtune.training.batches import GROUP, Batch
 from embedtune.training.step import Step
@@ -47,7 +48,7 @@ class Tables:
     def read(self) -> list[np.ndarray]:
         """Each table as [rows, width] (a compiled step's arrays themselves; a variable's copy); a scalar
         (adam's step count) as one row of one."""
-        arrays = self.arrays if self.variables is None else [v.numpy() for v in self.variables]
+        arrays = self.arrays if self.variables is None else [writable(v.numpy()) for v in self.variables]
         return [a.reshape(len(a), -1) if a.ndim else a.reshape(1, 1) for a in arrays]
 
     def write(self, i: int, rows: np.ndarray, values: np.ndarray, current: np.ndarray) -> None:
@@ -66,68 +67,105 @@ class Tables:
             var.scatter_update(tf.IndexedSlices(values.reshape((len(rows), *var.shape[1:])), rows))
 
 
+def writable(array: np.ndarray) -> np.ndarray:
+    """``array``, or a copy of it where it may not be written (a variable's read can be)."""
+    return array if array.flags.writeable else array.copy()
+
+
 class Averaging:
     """The sync of one worker's tables with the others' (``sync``), from the values at the last sync
     (``base``, a copy of every table: a worker holds its tables twice)."""
 
     def __init__(self, tables: Tables, gather):
-        self.tables, self.gather = tables, gather   # gather: bytes -> every worker's bytes, in worker order
+        self.tables, self.gather = tables, gather   # gather: int64 array -> every worker's, in worker order
         self.base: list[np.ndarray] | None = None
+        # Per table: the changed rows' ids, then the rows the sync touched; each row's changes received.
+        self.rows: list[np.ndarray] = []
+        self.count: list[np.ndarray] = []
         self.syncs = self.bytes_sent = self.rows_sent = 0
         self.seconds = 0.0
+        self.parts = {"pack": 0.0, "gather": 0.0, "combine": 0.0}   # a sync's seconds, by what it does
 
     def snapshot(self) -> None:
         self.base = [a.copy() for a in self.tables.read()]
+        self.rows = [np.empty(len(b), np.int64) for b in self.base]
+        self.count = [np.zeros(len(b), np.int32) for b in self.base]
 
-    def payload(self, header: np.ndarray, arrays: list[np.ndarray]) -> bytes:
-        """The header, then each table's changed rows: count (int64), ids (int64), changes (float32)."""
-        parts = [np.asarray(header, np.int64).tobytes()]
-        for current, base in zip(arrays, self.base):
-            rows = np.flatnonzero((current != base).any(axis=1)).astype(np.int64)
-            parts += [np.int64(len(rows)).tobytes(), rows.tobytes(),
-                      np.ascontiguousarray(current[rows] - base[rows], np.float32).tobytes()]
-            self.rows_sent += len(rows)
-        return b"".join(parts)
+    def payload(self, header: np.ndarray, arrays: list[np.ndarray]) -> np.ndarray:
+        """int64 words: the header, then each table's changed rows: their count, their ids, their changes
+        (float32, current - last sync, padded to a whole word)."""
+        found = [sync_rows.changed(current, base, rows) for current, base, rows in zip(arrays, self.base, self.rows)]
+        sizes = [1 + n + -(-n * base.shape[1] // 2) for n, base in zip(found, self.base)]
+        data = np.zeros(HEADER + sum(sizes), np.int64)
+        data[:HEADER] = header
+        at = HEADER
+        for current, base, rows, n, size in zip(arrays, self.base, self.rows, found, sizes):
+            ids, changes = self._table(data, at, n, base.shape[1])
+            ids[:] = rows[:n]
+            if base.dtype == np.float32:
+                sync_rows.pack(current, base, ids, changes)
+            else:   # adam's step count
+                changes[:] = current[ids] - base[ids]
+            at += size
+            self.rows_sent += n
+        return data
 
-    def combine(self, payloads: list[bytes], arrays: list[np.ndarray]) -> np.ndarray:
+    @staticmethod
+    def _table(data: np.ndarray, at: int, n: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and the changes of a table's ``n`` rows, views of ``data`` from word ``at`` (its count)."""
+        data[at] = n
+        changes = data[at + 1 + n:at + 1 + n + -(-n * width // 2)].view(np.float32)[:n * width]
+        return data[at + 1:at + 1 + n], changes.reshape(n, width)
+
+    def combine(self, payloads: list[np.ndarray], arrays: list[np.ndarray]) -> np.ndarray:
         """Every worker's changes of a row, added up in worker order and divided by the number of
         workers that changed it, added to the row's value at the last sync (the same bits on every
         worker) and written to this worker's tables; every worker's header [N, HEADER]. (The plain sum,
         each change counted once, trained frequent rows too far: benchmarks/README.md, distribute_speed.)"""
-        headers, changes = [], [[] for _ in arrays]
+        changes = [[] for _ in arrays]
         for data in payloads:
-            headers.append(np.frombuffer(data, np.int64, HEADER))
-            at = HEADER * 8
+            at = HEADER
             for i, base in enumerate(self.base):
-                n = int(np.frombuffer(data, np.int64, 1, at)[0])
-                rows = np.frombuffer(data, np.int64, n, at + 8)
-                at += 8 + 8 * n
-                width = base.shape[1]
-                changes[i].append((rows, np.frombuffer(data, np.float32, n * width, at).reshape(n, width)))
-                at += 4 * n * width
+                n, width = int(data[at]), base.shape[1]
+                changes[i].append((data[at + 1:at + 1 + n],
+                                   data[at + 1 + n:at + 1 + n + -(-n * width // 2)].view(np.float32)[:n * width]
+                                   .reshape(n, width)))
+                at += 1 + n + -(-n * width // 2)
         for i, (parts, current) in enumerate(zip(changes, arrays)):
-            union = np.unique(np.concatenate([rows for rows, _ in parts]))
-            total = np.zeros((len(union), self.base[i].shape[1]), np.float32)
-            count = np.zeros(len(union), np.float32)
-            for rows, delta in parts:
-                at = np.searchsorted(union, rows)   # a worker's rows are distinct
-                total[at] += delta
-                count[at] += 1
-            total /= count[:, None]
-            base = self.base[i]
-            base[union] += total if base.dtype.kind == "f" else np.rint(total).astype(base.dtype)   # a step count
-            self.tables.write(i, union, base[union], current)
-        return np.stack(headers)
+            base, touched, count = self.base[i], self.rows[i], self.count[i]
+            if base.dtype != np.float32:   # adam's step count: the mean of the workers' steps, rounded
+                union = np.unique(np.concatenate([rows for rows, _ in parts]))
+                total = np.zeros((len(union), base.shape[1]), np.float32)
+                for rows, delta in parts:
+                    total[np.searchsorted(union, rows)] += delta
+                    count[rows] += 1
+                base[union] += np.rint(total / count[union, None]).astype(base.dtype)
+                count[union] = 0
+                self.tables.write(i, union, base[union], current)
+                continue
+            n = 0
+            for rows, delta in parts:   # in worker order
+                n = sync_rows.add_changes(rows, delta, current, count, touched, n)
+            sync_rows.finish(touched[:n], current, base, count)
+            if self.tables.variables is not None:   # else ``current`` is the compiled step's own table
+                self.tables.write(i, touched[:n], current[touched[:n]], current)
+        return np.stack([data[:HEADER] for data in payloads])
 
     def sync(self, header: np.ndarray) -> np.ndarray:
         """This worker's changes sent, every worker's applied; every worker's header."""
         began = time.perf_counter()
         arrays = self.tables.read()
         data = self.payload(header, arrays)
-        headers = self.combine(self.gather(data), arrays)
+        packed = time.perf_counter()
+        payloads = self.gather(data)
+        gathered = time.perf_counter()
+        headers = self.combine(payloads, arrays)
+        done = time.perf_counter()
         self.syncs += 1
-        self.bytes_sent += len(data)
-        self.seconds += time.perf_counter() - began
+        self.bytes_sent += data.nbytes
+        self.seconds += done - began
+        for part, seconds in zip(self.parts, (packed - began, gathered - packed, done - gathered)):
+            self.parts[part] += seconds
         return headers
 
 
@@ -141,7 +179,13 @@ class AveragedStep(Step):
         super().__init__(trainer)
         self.inner, self.worker = inner, worker
         self.compiled, self.kernel = inner.compiled, inner.kernel
-        self.averaging = Averaging(Tables(inner, trainer), worker.all_gather_bytes)
+        self.averaging = Averaging(Tables(inner, trainer), worker.all_gather_words)
+        if inner.compiled:
+            # numba's compiler and threads started now, in the set-up, not in the first step: one process
+            # starts them while it counts (run.count_while_importing), a worker has not (it counted since).
+            from embedtune.kernels.common import warm_up
+
+            warm_up()
 
     def prepare(self, batch: dict) -> dict:
         return self.inner.prepare(batch)
@@ -182,7 +226,8 @@ class AveragedStep(Step):
     def summary(self) -> dict:
         a = self.averaging
         return {"syncs": a.syncs, "sync_bytes_sent": a.bytes_sent, "sync_rows_sent": a.rows_sent,
-                "sync_seconds": round(a.seconds, 3)}
+                "sync_seconds": round(a.seconds, 3),
+                **{f"sync_{part}_seconds": round(seconds, 3) for part, seconds in a.parts.items()}}
 
 
 def rounds(worker, batches, pos, train):

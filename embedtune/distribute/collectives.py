@@ -54,23 +54,37 @@ class Collectives:
         self.device = self.strategy.extended.worker_devices[0]
 
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
-        """Every worker's ``data``, in worker order, on every worker (a collective: all must call it).
-        The lengths are gathered first; then the bytes, padded to the longest, in pieces of at most
-        GATHER_PIECE bytes, every piece of one shape (one trace, the same collectives everywhere), as
-        int64 (the collectives take no uint8)."""
+        """Every worker's ``data``, in worker order, on every worker (a collective: all must call it),
+        sent as int64 words (the collectives take no uint8): ``all_gather_words``."""
+        words = np.zeros(-(-len(data) // 8), np.int64)
+        words.view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
+        lengths, rows = self._all_gather(words, len(data), 8)
+        return [rows[k].view(np.uint8)[:lengths[k]].tobytes() for k in range(self.size)]
+
+    def all_gather_words(self, words: np.ndarray) -> list[np.ndarray]:
+        """Every worker's int64 array ``words`` (1-D), in worker order, on every worker: views of one
+        gathered array, no copy made after it (the averaging's syncs)."""
+        lengths, rows = self._all_gather(np.ascontiguousarray(words, np.int64), len(words), 1)
+        return [rows[k, :lengths[k]] for k in range(self.size)]
+
+    def _all_gather(self, words: np.ndarray, length: int, per_word: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every worker's ``length`` (its size in units, ``per_word`` a word) and its ``words``, padded to
+        the longest, as [workers, words]: the lengths are gathered first; then the words, in pieces of at
+        most GATHER_PIECE bytes, every piece of one shape (one trace, the same collectives everywhere)."""
         from embedtune._tf import tf
 
         gather = self._gather()
         with collective(self.index):
-            lengths = gather(tf.constant([len(data)], tf.int64)).numpy()
-            longest = -(-int(lengths.max()) // 8)   # in int64 words
+            lengths = gather(tf.constant([length], tf.int64)).numpy()
+            longest = -(-int(lengths.max()) // per_word)
             piece = max(1, min(GATHER_PIECE // 8, longest))
-            padded = np.zeros(-(-longest // piece) * piece, np.int64)
-            padded.view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
+            size = -(-longest // piece) * piece
+            padded = words if len(words) == size else np.zeros(size, np.int64)
+            if padded is not words:
+                padded[:len(words)] = words
             gathered = [gather(tf.constant(padded[start:start + piece])).numpy().reshape(self.size, piece)
-                        for start in range(0, len(padded), piece)]
-        whole = np.ascontiguousarray(np.concatenate(gathered, axis=1)).view(np.uint8)
-        return [whole[k, :lengths[k]].tobytes() for k in range(self.size)]
+                        for start in range(0, size, piece)]
+        return lengths, gathered[0] if len(gathered) == 1 else np.concatenate(gathered, axis=1)
 
     def sum_array(self, x: np.ndarray) -> np.ndarray:
         """The sum of every worker's ``x`` (float64, of one shape on all): a ring all-reduce, in which each

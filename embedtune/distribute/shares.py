@@ -60,6 +60,33 @@ class CorpusShare(HeldLines):
     def numbered_lines(self):
         return self.corpus.numbered_lines(share=self.share)
 
+    @property
+    def fast(self):
+        """The compiled reader's kept ids of the corpus cut to this share (compiled_share.SharePass), for
+        id_chunks: None where the corpus has none (then the share's lines are read and split here)."""
+        from embedtune.distribute.compiled_share import SharePass
+
+        passes = getattr(self.corpus, "fast", None)
+        return None if passes is None else SharePass(passes, self.share)
+
+    @property
+    def reads(self):
+        """The corpus's passes begun, by share: a pass over this object is one over its share."""
+        return _ShareReads(self.corpus.reads, self.share)
+
+
+class _ShareReads:
+    """``reads[None] += 1`` (id_chunks' count of a pass) on a share: counted as a pass over the share."""
+
+    def __init__(self, reads, share):
+        self.counter, self.share = reads, share
+
+    def __getitem__(self, key):
+        return self.counter[self.share if key is None else key]
+
+    def __setitem__(self, key, value):
+        self.counter[self.share if key is None else key] = value
+
 
 class WorkerShare(CorpusShare):
     """Worker k's share of the lines, handed to what reads the corpus before training (the new words'

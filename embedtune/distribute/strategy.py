@@ -39,7 +39,9 @@ from embedtune._tf import tf
 
 from embedtune import kernels
 from embedtune.corpus import ShareCount, merge_counts
+from embedtune.distribute import compiled_share
 from embedtune.distribute.cluster import Cluster
+from embedtune.distribute.compiled_share import reads_compiled
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
@@ -119,6 +121,9 @@ class Worker(OneProcess):
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         return self.collectives.all_gather_bytes(data)
 
+    def all_gather_words(self, words):
+        return self.collectives.all_gather_words(words)
+
     def sum_array(self, x):
         return self.collectives.sum_array(x)
 
@@ -132,7 +137,9 @@ class Worker(OneProcess):
         return merge_counts([ShareCount.from_bytes(data) for data in self.all_gather_bytes(part.to_bytes())])
 
     def count_share(self, corpus) -> ShareCount:
-        """This worker's own share of the lines, counted."""
+        """This worker's own share of the lines, counted (a file by the compiled reader: compiled_share)."""
+        if reads_compiled(corpus):
+            return compiled_share.count_share(corpus, (self.index, self.size))
         return corpus.count_share((self.index, self.size))
 
     def objective_corpus(self, corpus):

@@ -133,7 +133,8 @@ class LossLog:
     def flush(self) -> None:
         """Read the pending losses back: their mean per pair, checked and reported."""
         pos = self.pos
-        if self.pending:
+        # No pairs: steps of an averaging worker whose share has ended (none trained anything); no figure.
+        if self.pending and self.pairs:
             mean = float(_sum(self.pending)) / max(self.pairs, 1)
             if not math.isfinite(mean):
                 raise EmbedtuneError(
