@@ -103,6 +103,7 @@ class FittedStarts:
 
     def __init__(self, slots, maps, map_all, ks, features):
         self.slots, self.maps, self.map_all, self.ks, self.features = slots, maps, map_all, ks, features
+        self.map_ks = [None] * len(maps)   # the gate's k of each bucket's own map, where it has one
 
     def base(self, near: np.ndarray) -> np.ndarray:
         """The all-occurrence start of window averages: à la carte's map, or the plain mean without one."""
@@ -127,10 +128,17 @@ class FittedStarts:
         b = np.abs(np.log2(np.maximum(n, 1))[:, None] - logs[None, :]).argmin(axis=1)
         return np.where(np.asarray(n) > 1.5 * self.slots[-1], -1, b)
 
-    def weight(self, n: np.ndarray) -> np.ndarray:
-        """The context weight n / (n + k(n)), k interpolated in log n between the buckets' fitted k."""
+    def weight(self, n: np.ndarray, per_n: bool = False) -> np.ndarray:
+        """The context weight n / (n + k(n)): k interpolated in log n between the buckets' k fitted for the
+        all-occurrence start, or (per_n) a bucket map's own k for the words its map starts (a better start
+        earns a smaller k, which must not spill over to the words beside the bucket that lack one)."""
         n = np.asarray(n, np.float64)
         k = np.interp(np.log2(np.maximum(n, 1)), np.log2(np.asarray(self.slots, np.float64)), self.ks)
+        if per_n:
+            bucket = self.bucket(n)
+            for b, map_k in enumerate(self.map_ks):
+                if map_k is not None:
+                    k = np.where(bucket == b, map_k, k)
         return np.where(n > 0, n / (n + k), 0.0)
 
 
@@ -180,14 +188,18 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
             if ok.sum() < MIN_PROBES:
                 ks.append(ks[-1] if ks else DEFAULT_FORM_K)
                 continue
-            context = model.context(near, line, np.full(ok.sum(), seen[b]), "per_n" in parts)
-            w = best_gate(context, probe_form[ok], probe_v[ok])
-            ks.append(seen[b] * (1 - w) / max(w, 1e-3))   # w = n / (n + k) at the bucket's place
+            truth, form, place = probe_v[ok], probe_form[ok], seen[b]
+            w = best_gate(model.base(near), form, truth)
+            ks.append(place * (1 - w) / max(w, 1e-3))   # w = n / (n + k) at the bucket's place
+            if model.maps[b] is not None:
+                w = best_gate(model.context(near, line, np.full(ok.sum(), place), True), form, truth)
+                model.map_ks[b] = place * (1 - w) / max(w, 1e-3)
         model.ks = np.asarray(ks, np.float64)
     stats = {"start_parts": list(parts), "probe_words": int(len(probe_rows)), "probe_slots": list(slots),
              "probes_per_bucket": used, "contexts_per_bucket": [round(s, 2) for s in seen],
              "maps_per_bucket": [m is not None for m in model.maps],
-             "form_k_per_bucket": [round(float(k), 3) for k in model.ks]}
+             "form_k_per_bucket": [round(float(k), 3) for k in model.ks],
+             "map_form_k_per_bucket": [None if k is None else round(float(k), 3) for k in model.map_ks]}
     return model, stats
 
 
@@ -264,7 +276,7 @@ def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFA
     evidence_n = np.where(n >= min_contexts, n, 0)
     context = starts.context(e.sums.means()[:n_new], e.sums.line_means()[:n_new], evidence_n, "per_n" in parts)
     context = np.where((evidence_n > 0)[:, None], context, 0)
-    weight = starts.weight(evidence_n) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
+    weight = starts.weight(evidence_n, "per_n" in parts) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
     matrix = combine_form_context(e.form[:n_new], context, evidence_n, weight=weight)
     # Neither a context nor a seen piece: word2vec's random start.
     none = (evidence_n == 0) & ~np.any(e.form[:n_new] != 0, axis=1)
