@@ -6,13 +6,14 @@ depends on that number too, and so does how wide a context helps. None of it is 
 frequent pretrained words (the *probes*) is hidden, each keeps about n of its occurrences in nested
 buckets (n = 1, 2, 4, ..., 64: embedtune.kernels.contexts), and on those the run fits
 
-- ``per_n``: for the smallest buckets (n <= PER_N_MAX_SLOT), a map per bucket from the n-context averages
+- ``per_n``: for the smallest buckets (n <= PER_N_MAX_SLOT = 2), a map per bucket from the n-context averages
   to the probes' vectors (ridge least squares), fitted on *centred* averages and vectors: it gives the
   deviation of a word from the bucket's mean, and the all-occurrence map gives that mean (the map at the
   bucket's mean average). Uncentred, a map adds the probes' own mean vector to every start, and the probes
   are not the new words: drawn from GloVe's rows past 100k it pointed every start at those rare rows'
-  cluster, and one-context starts ranked worse than random (benchmarks/README.md, newwords). Past n = 4
-  the all-occurrence map (Khodak et al.'s) did as well or better on the validation words;
+  cluster, and one-context starts ranked worse than random (benchmarks/README.md, newwords). On the
+  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman (0.242 -> 0.222), and
+  past that the all-occurrence map (Khodak et al.'s) did as well or better;
 - ``line``: each average over the whole line beside the one within the window, as the per-n maps' input,
   so they weigh the near and the sentence-wide context (a one-line definition is all context);
 - ``gate``: the spelling/context weight w(n) = n / (n + k_n), k_n chosen per bucket for the best mean
@@ -48,7 +49,7 @@ DEFAULT_PARTS = PARTS
 DEFAULT_SLOTS = (1, 2, 4, 8, 16, 32, 64)   # occurrences a probe keeps in each bucket, about
 DEFAULT_PROBES = 3000       # probe words sampled from the fitting words
 PROBE_MIN_COUNT = 4         # a probe word is seen at least this often
-PER_N_MAX_SLOT = 4          # buckets of up to this many contexts get their own map; past it, the all-occurrence map
+PER_N_MAX_SLOT = 2          # buckets of up to this many contexts get their own map; past it, the all-occurrence map
 MIN_PROBES = 60             # a bucket with fewer probes (or fewer than 2 per feature) fits no map
 RIDGE = 1e-3                # of the features' mean square, per map
 GATE_GRID = np.linspace(0.0, 1.0, 41)
