@@ -16,9 +16,10 @@ vector there.
   (nested samples), and its other occurrences are taken out of the text.
 - ``rare``: words seen 5-29 times, as the corpus has them.
 
-Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (main's form-context mix before:
-the alacarte start and the spelling, k = 10), each fitted part alone (``+line``, ``+per_n``, ``+gate``: the
-default now), ``+gate+line`` and ``all``. The corpus pass and the spelling fit are shared by the rows of one
+Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the form-context mix before
+issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
+``+per_n+line`` (the maps without the gate) and ``all`` (the default). ``--split valid`` scores as many
+other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
 corpus (embedtune.starts.gather); ``seconds`` is that shared part, and each row's own time beside it.
 """
 
@@ -51,9 +52,9 @@ DEFINITION_RANKS = (1_000, 40_000)   # GloVe ranks of the one-definition words (
                                      # as Herbelot & Baroni's definitional nonces)
 KS = (1, 4, 16, 128)
 RARE = (5, 29)
-ROWS = {"fixed": (), "+line": ("line",), "+per_n": ("per_n",), "+gate": ("gate",), "+gate+line": ("gate", "line"),
+ROWS = {"fixed": (), "+gate": ("gate",), "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"),
         "all": PARTS}
-DEFAULT_ROW = "+gate"   # embedtune.starts.DEFAULT_PARTS
+DEFAULT_ROW = "all"   # embedtune.starts.DEFAULT_PARTS
 RANK_BLOCK = 256
 
 
@@ -128,8 +129,20 @@ def words_of(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", text.lower())
 
 
-def protocols(glove, lines, counts, n, seed, wanted):
-    """(name, test words, corpus lines) for each protocol asked for."""
+def draw(pool: list[str], n: int, rng, split: str) -> list[str]:
+    """``n`` words of ``pool``: the test words (rng's draw), or for ``split`` = valid as many others, disjoint
+    from them (a second rng), on which the starts' parts and settings are chosen."""
+    test = np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))
+    if split == "test":
+        return [pool[i] for i in test]
+    rest = np.setdiff1d(np.arange(len(pool)), test)
+    # seeded by the test draw, not drawn from rng: the protocols after this one draw the same words either way
+    valid = np.random.default_rng([len(pool), int(test.sum())]).choice(len(rest), min(n, len(rest)), replace=False)
+    return [pool[i] for i in rest[np.sort(valid)]]
+
+
+def protocols(glove, lines, counts, n, seed, wanted, split="test"):
+    """(name, words, corpus lines) for each protocol asked for: its test words, or its validation words."""
     rng = np.random.default_rng(seed)
     rank = {w: i for i, w in enumerate(glove.words)}
     if "definition" in wanted:
@@ -137,7 +150,7 @@ def protocols(glove, lines, counts, n, seed, wanted):
         low, high = DEFINITION_RANKS
         pool = sorted(w for w in glosses if w in rank and low <= rank[w] < high
                       and w not in words_of(glosses[w]) and len(words_of(glosses[w])) >= 3)
-        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        test = draw(pool, n, rng, split)
         gone = set(test)
         # the background never holds a test word (its tokens taken out); its one definition is appended
         background = [line if not gone.intersection(line.split()) else
@@ -151,7 +164,7 @@ def protocols(glove, lines, counts, n, seed, wanted):
             for w in set(line.split()) & lines_of.keys():
                 lines_of[w].append(i)
         pool = sorted(w for w, where in lines_of.items() if len(where) >= max(KS))
-        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        test = draw(pool, n, rng, split)
         order = {w: rng.permutation(lines_of[w]) for w in test}
         gone = set(test)
         for k in KS:
@@ -170,7 +183,7 @@ def protocols(glove, lines, counts, n, seed, wanted):
     if "rare" in wanted:
         low, high = RARE
         pool = sorted(w for w in glove.words[SKIP_TOP:] if w.isalpha() and low <= counts.get(w, 0) <= high)
-        test = [pool[i] for i in np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
+        test = draw(pool, n, rng, split)
         yield "rare", test, lines
 
 
@@ -216,6 +229,8 @@ def main(argv=None) -> None:
     parser.add_argument("--protocols", default="definition,contexts,rare")
     parser.add_argument("--words", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", choices=("test", "valid"), default="test",
+                        help="the test words, or as many others (disjoint) to choose the parts and settings on")
     parser.add_argument("--corpus", default=CORPUS)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -227,7 +242,7 @@ def main(argv=None) -> None:
     counts = Counter(w for line in lines for w in line.split())
     pairs = pair_sets()
     results = {}
-    for name, test, text in protocols(glove, lines, counts, args.words, args.seed, wanted):
+    for name, test, text in protocols(glove, lines, counts, args.words, args.seed, wanted, args.split):
         rows = evaluate(glove, unit_glove, test, text, args.seed, pairs if name.startswith("contexts") else None)
         results[name] = {"words": len(test), "rows": rows}
         print(f"\n{name}: {len(test)} test words", flush=True)

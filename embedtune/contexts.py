@@ -243,7 +243,7 @@ def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FI
 
 
 def choose_method(method: str, vectors: Vectors, counts: Counter,
-                  fit_min_count: int = DEFAULT_FIT_MIN_COUNT) -> tuple[str, str | None]:
+                  fit_min_count: int = DEFAULT_FIT_MIN_COUNT, found: int | None = None) -> tuple[str, str | None]:
     """The method new words start by, and why it is not the one asked for (None when it is).
 
     The one rule of `embedtune init` and `embedtune train`: alacarte needs at least ``dim``
@@ -254,7 +254,9 @@ def choose_method(method: str, vectors: Vectors, counts: Counter,
     """
     if method not in ("alacarte", "form-context"):
         return method, None
-    found = len(fitting_words(vectors, counts, fit_min_count, vectors.dim))
+    if found is None:   # ``found``: the fitting words' number, when the caller has them already
+        found = len(fitting_words(vectors, counts, fit_min_count, vectors.dim))
+    found = min(found, vectors.dim)
     if found >= vectors.dim:
         return method, None
     why = (f"alacarte needs {vectors.dim} pretrained words seen {fit_min_count}+ times in the "

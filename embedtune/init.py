@@ -84,13 +84,13 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
 
     if counts is None:
         counts = corpus.count()[0]
-    method, note = choose_method(method, vectors, counts, fit_min_count)
+    fit = fitting_words(vectors, counts, fit_min_count, fit_max_words) if method == "alacarte" else []
+    method, note = choose_method(method, vectors, counts, fit_min_count, found=len(fit) if fit else None)
     stats["method"] = method
     if note:
         stats["method_note"] = note
-    fit = []
-    if method == "alacarte":
-        fit = fitting_words(vectors, counts, fit_min_count, fit_max_words)
+    if method != "alacarte":
+        fit = []
     keep = None
     if fit:
         # Every occurrence of a new word counts; a fitting word's context mean needs only a sample.

@@ -6,20 +6,25 @@ depends on that number too, and so does how wide a context helps. None of it is 
 frequent pretrained words (the *probes*) is hidden, each keeps about n of its occurrences in nested
 buckets (n = 1, 2, 4, ..., 64: embedtune.kernels.contexts), and on those the run fits
 
-- ``per_n``: a map per bucket from the n-context averages to the probes' vectors (one per evidence level,
-  as Khodak et al.'s map but for n contexts, ridge-regularised least squares);
-- ``line``: each average over the whole line beside the one within the window, as the map's input, so the
-  map weighs the near and the sentence-wide context (a one-line definition is all context);
+- ``per_n``: for the smallest buckets (n <= PER_N_MAX_SLOT = 2), a map per bucket from the n-context averages
+  to the probes' vectors (ridge least squares), fitted on *centred* averages and vectors: it gives the
+  deviation of a word from the bucket's mean, and the all-occurrence map gives that mean (the map at the
+  bucket's mean average). Uncentred, a map adds the probes' own mean vector to every start, and the probes
+  are not the new words: drawn from GloVe's rows past 100k it pointed every start at those rare rows'
+  cluster, and one-context starts ranked worse than random (benchmarks/README.md, newwords). On the
+  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman (0.242 -> 0.222), and
+  past that the all-occurrence map (Khodak et al.'s) did as well or better;
+- ``line``: each average over the whole line beside the one within the window, as the per-n maps' input,
+  so they weigh the near and the sentence-wide context (a one-line definition is all context);
 - ``gate``: the spelling/context weight w(n) = n / (n + k_n), k_n chosen per bucket for the best mean
   cosine on the probes, with the probes' spelling predicted by a form model fitted without them.
 
-The probes are drawn from the pretrained rows the spelling model is not fitted on (past its first 100k)
-when the corpus has 1,000 of them, so the model loses no word; from smaller vectors, from inside, each
-left out of the fit that predicts its spelling.
+The probes are sampled evenly over the pretrained words the corpus shows PROBE_MIN_COUNT+ times, and
+those among the spelling model's rows are left out of its fit.
 
-A new word seen in n contexts takes the bucket nearest n (in log n) and, past the last, the map fitted on
-frequent words' averages over all their occurrences. Each part can be turned off (``parts``), for
-benchmarks/newwords.py's measure of what each adds.
+A new word seen in n contexts takes the bucket nearest n (in log n) and, past the last per-n map, the map
+fitted on frequent words' averages over all their occurrences. Each part can be turned off (``parts``), for
+benchmarks/newwords.py's measure of what each adds (chosen there on validation words, reported on others).
 """
 
 from __future__ import annotations
@@ -39,14 +44,12 @@ from embedtune.form import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate")
-# What runs by default: the fitted gate. The per-n maps and the line context, fitted as they are here, lost
-# rank on benchmarks/newwords.py's protocols (least squares on one-context averages shrinks every start
-# toward the words' common direction), so they stay available but off (benchmarks/README.md, newwords).
-DEFAULT_PARTS = ("gate",)
+# Every part: each won on benchmarks/newwords.py's validation words (benchmarks/README.md, newwords).
+DEFAULT_PARTS = PARTS
 DEFAULT_SLOTS = (1, 2, 4, 8, 16, 32, 64)   # occurrences a probe keeps in each bucket, about
 DEFAULT_PROBES = 3000       # probe words sampled from the fitting words
 PROBE_MIN_COUNT = 4         # a probe word is seen at least this often
-MIN_OUTSIDE_PROBES = 1000  # probes past the spelling model's rows, or else from inside it (left out of its fit)
+PER_N_MAX_SLOT = 2          # buckets of up to this many contexts get their own map; past it, the all-occurrence map
 MIN_PROBES = 60             # a bucket with fewer probes (or fewer than 2 per feature) fits no map
 RIDGE = 1e-3                # of the features' mean square, per map
 GATE_GRID = np.linspace(0.0, 1.0, 41)
@@ -93,24 +96,31 @@ def best_gate(context: np.ndarray, form: np.ndarray, truth: np.ndarray) -> float
 
 
 class FittedStarts:
-    """The maps and gates fitted on the probes, applied to new words by their evidence."""
+    """The maps and gates fitted on the probes, applied to new words by their evidence.
+
+    maps[b] : None (the all-occurrence start) or (A, mean_x, mean_start): a bucket's start is
+        (x - mean_x) @ A.T + mean_start, its centred map's deviation added to the all-occurrence start at
+        the bucket's mean average."""
 
     def __init__(self, slots, maps, map_all, ks, features):
         self.slots, self.maps, self.map_all, self.ks, self.features = slots, maps, map_all, ks, features
+        self.map_ks = [None] * len(maps)   # the gate's k of each bucket's own map, where it has one
+
+    def base(self, near: np.ndarray) -> np.ndarray:
+        """The all-occurrence start of window averages: à la carte's map, or the plain mean without one."""
+        return near @ self.map_all.T if self.map_all is not None else np.array(near, np.float64)
 
     def context(self, near: np.ndarray, line: np.ndarray, n: np.ndarray, per_n: bool) -> np.ndarray:
-        """[len(n), dim] context starts: each word's bucket map (per_n), else the all-occurrence map, else
-        the plain mean within the window."""
-        x = self.features(near, line)
-        out = near.copy()
-        if self.map_all is not None:
-            out = x @ self.map_all.T
-        if per_n:
+        """[len(n), dim] context starts: each word's bucket map (per_n) where it has one, else the base."""
+        out = self.base(near)
+        if per_n and any(m is not None for m in self.maps):
+            x = self.features(near, line)
             bucket = self.bucket(n)
-            for b, a in enumerate(self.maps):
+            for b, m in enumerate(self.maps):
                 at = bucket == b
-                if a is not None and at.any():
-                    out[at] = x[at] @ a.T
+                if m is not None and at.any():
+                    a, mean_x, mean_start = m
+                    out[at] = (x[at] - mean_x) @ a.T + mean_start
         return out
 
     def bucket(self, n: np.ndarray) -> np.ndarray:
@@ -119,11 +129,29 @@ class FittedStarts:
         b = np.abs(np.log2(np.maximum(n, 1))[:, None] - logs[None, :]).argmin(axis=1)
         return np.where(np.asarray(n) > 1.5 * self.slots[-1], -1, b)
 
-    def weight(self, n: np.ndarray) -> np.ndarray:
-        """The context weight n / (n + k(n)), k interpolated in log n between the buckets' fitted k."""
+    def weight(self, n: np.ndarray, per_n: bool = False) -> np.ndarray:
+        """The context weight n / (n + k(n)): k interpolated in log n between the buckets' k fitted for the
+        all-occurrence start, or (per_n) a bucket map's own k for the words its map starts (a better start
+        earns a smaller k, which must not spill over to the words beside the bucket that lack one)."""
         n = np.asarray(n, np.float64)
         k = np.interp(np.log2(np.maximum(n, 1)), np.log2(np.asarray(self.slots, np.float64)), self.ks)
+        if per_n:
+            bucket = self.bucket(n)
+            for b, map_k in enumerate(self.map_ks):
+                if map_k is not None:
+                    k = np.where(bucket == b, map_k, k)
         return np.where(n > 0, n / (n + k), 0.0)
+
+
+def _bucket_means(sums, b: int, dim: int):
+    """(usable probes, their features, their geometric mean of contexts) of bucket ``b``."""
+    near_b, line_b = sums.probe_near[:, b], sums.probe_line[:, b]
+    ok = (near_b[:, dim + 1] > 0) & (line_b[:, dim + 1] > 0)
+    near, line = near_b[ok, :dim] / near_b[ok, dim:dim + 1], line_b[ok, :dim] / line_b[ok, dim:dim + 1]
+    # the bucket's place: the geometric mean of its probes' contexts (a probe seen less often than the
+    # bucket's size gives all it has)
+    seen = float(np.exp(np.log(line_b[ok, dim + 1]).mean())) if ok.any() else None
+    return ok, near, line, seen
 
 
 def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_rows: np.ndarray,
@@ -136,47 +164,43 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
     else:
         def features(near, line):
             return near
-    near_all, line_all = sums.means(), sums.line_means()
     map_all = None
     if len(fit_rows):
         usable = sums.contexts[n_new:] > 0
-        x = features(near_all[n_new:][usable], line_all[n_new:][usable])
-        v = vectors.matrix[fit_rows[usable]]
-        map_all = fit_alacarte(x, v) if "line" not in parts else fit_map(x, v)
-    maps, ks, used, seen = [], [], [], []
+        map_all = fit_alacarte(sums.means()[n_new:][usable], vectors.matrix[fit_rows[usable]])
+    model = FittedStarts(tuple(float(s) for s in slots), [None] * len(slots), map_all,
+                         np.full(len(slots), DEFAULT_FORM_K), features)
     probe_v = np.asarray(vectors.matrix[probe_rows], np.float64) if len(probe_rows) else np.zeros((0, dim))
-    for b in range(len(slots)):
-        if sums.probe_near is None:
-            maps.append(None)
-            used.append(0)
-            seen.append(0.0)
-            continue
-        near_b, line_b = sums.probe_near[:, b], sums.probe_line[:, b]
-        ok = (near_b[:, dim + 1] > 0) & (line_b[:, dim + 1] > 0)
-        x = features(near_b[ok, :dim] / near_b[ok, dim:dim + 1], line_b[ok, :dim] / line_b[ok, dim:dim + 1])
-        enough = ok.sum() >= max(MIN_PROBES, 2 * x.shape[1])
-        maps.append(fit_map(x, probe_v[ok]) if enough and "per_n" in parts else None)
+    used, seen, buckets = [], [], []
+    for b in range(len(slots) if sums.probe_near is not None else 0):
+        ok, near, line, place = _bucket_means(sums, b, dim)
+        buckets.append((ok, near, line))
         used.append(int(ok.sum()))
-        # the bucket's place: the geometric mean of its probes' contexts (a probe seen less often than the
-        # bucket's size gives all it has)
-        seen.append(float(np.exp(np.log(line_b[ok, dim + 1]).mean())) if ok.any() else float(slots[b]))
-    model = FittedStarts(tuple(seen), maps, map_all, np.full(len(slots), DEFAULT_FORM_K), features)
-    if "gate" in parts and sums.probe_near is not None:
+        seen.append(place if place is not None else float(slots[b]))
+        x = features(near, line)
+        if "per_n" in parts and slots[b] <= PER_N_MAX_SLOT and ok.sum() >= max(MIN_PROBES, 2 * x.shape[1]):
+            mean_x, mean_v = x.mean(axis=0), probe_v[ok].mean(axis=0)
+            model.maps[b] = (fit_map(x - mean_x, probe_v[ok] - mean_v), mean_x, model.base(mean_x[None, :dim])[0])
+    if seen:
+        model.slots = tuple(seen)
+    if "gate" in parts and buckets:
         ks = []
-        for b in range(len(slots)):
-            near_b, line_b = sums.probe_near[:, b], sums.probe_line[:, b]
-            ok = (near_b[:, dim + 1] > 0) & (line_b[:, dim + 1] > 0)
+        for b, (ok, near, line) in enumerate(buckets):
             if ok.sum() < MIN_PROBES:
                 ks.append(ks[-1] if ks else DEFAULT_FORM_K)
                 continue
-            context = model.context(near_b[ok, :dim] / near_b[ok, dim:dim + 1], line_b[ok, :dim] / line_b[ok, dim:dim + 1],
-                                    np.full(ok.sum(), seen[b]), "per_n" in parts)
-            w = best_gate(context, probe_form[ok], probe_v[ok])
-            ks.append(seen[b] * (1 - w) / max(w, 1e-3))   # w = n / (n + k) at the bucket's place
+            truth, form, place = probe_v[ok], probe_form[ok], seen[b]
+            w = best_gate(model.base(near), form, truth)
+            ks.append(place * (1 - w) / max(w, 1e-3))   # w = n / (n + k) at the bucket's place
+            if model.maps[b] is not None:
+                w = best_gate(model.context(near, line, np.full(ok.sum(), place), True), form, truth)
+                model.map_ks[b] = place * (1 - w) / max(w, 1e-3)
         model.ks = np.asarray(ks, np.float64)
     stats = {"start_parts": list(parts), "probe_words": int(len(probe_rows)), "probe_slots": list(slots),
              "probes_per_bucket": used, "contexts_per_bucket": [round(s, 2) for s in seen],
-             "maps_per_bucket": [a is not None for a in maps], "form_k_per_bucket": [round(float(k), 3) for k in model.ks]}
+             "maps_per_bucket": [m is not None for m in model.maps],
+             "form_k_per_bucket": [round(float(k), 3) for k in model.ks],
+             "map_form_k_per_bucket": [None if k is None else round(float(k), 3) for k in model.map_ks]}
     return model, stats
 
 
@@ -203,24 +227,24 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
 
     if counts is None:
         counts = corpus.count()[0]
-    _, note = choose_method("form-context", vectors, counts, fit_min_count)
+    # The pretrained words the corpus shows PROBE_MIN_COUNT+ times, most frequent first: the probes'
+    # candidates, and their head (fit_min_count+ times) the words that fit the all-occurrence map.
+    candidates = fitting_words(vectors, counts, min(PROBE_MIN_COUNT, fit_min_count), fit_max_words)
+    fit = [w for w in candidates if counts[w] >= fit_min_count]
+    _, note = choose_method("form-context", vectors, counts, fit_min_count, found=len(fit))
     n_new = len(new_words)
     stats = {"method": "form-context", "context_side": "alacarte" if note is None else "context-mean",
              "window": window, "sif": sif}
     if note:
         stats["method_note"] = note
-    fit = fitting_words(vectors, counts, fit_min_count, fit_max_words) if note is None else []
-    # Probes from the rows the spelling model is not fitted on (past its first fit_words) when the corpus
-    # has enough of them: the model then keeps every word it is fitted on, a new word's relatives
-    # (``threaten`` for ``threatens``) included. Otherwise (small vectors) probes from inside, left out.
-    candidates = fitting_words(vectors, counts, PROBE_MIN_COUNT, fit_max_words) if probes else []
-    fit_n = (form_options or {}).get("fit_words", DEFAULT_FIT_WORDS) or len(vectors)
-    outside = [w for w, r in zip(candidates, vectors.index.rows(candidates).tolist()) if r >= fit_n] \
-        if candidates else []
-    inside = len(outside) < min(probes, MIN_OUTSIDE_PROBES)
-    probe_words = choose_probes(vectors, counts, candidates if inside else outside, probes, seed) if probes else []
+        fit = []
+    # Probes sampled evenly over the candidates; those among the spelling model's rows are left out of its
+    # fit (their spelling is predicted as a new word's: from other words).
+    probe_words = choose_probes(vectors, counts, [w for w in candidates if counts[w] >= PROBE_MIN_COUNT],
+                                probes, seed) if probes else []
     probe_rows = vectors.index.rows(probe_words) if probe_words else np.zeros(0, np.int64)
-    left_out = probe_rows if inside else np.zeros(0, np.int64)
+    fit_n = (form_options or {}).get("fit_words", DEFAULT_FIT_WORDS) or len(vectors)
+    left_out = probe_rows[probe_rows < fit_n]
     keep = None
     if fit:   # every occurrence of a new word counts; a fitting word's context mean needs only a sample
         fit_counts = np.array([counts[w] for w in fit], np.float64)
@@ -254,7 +278,7 @@ def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFA
     evidence_n = np.where(n >= min_contexts, n, 0)
     context = starts.context(e.sums.means()[:n_new], e.sums.line_means()[:n_new], evidence_n, "per_n" in parts)
     context = np.where((evidence_n > 0)[:, None], context, 0)
-    weight = starts.weight(evidence_n) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
+    weight = starts.weight(evidence_n, "per_n" in parts) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
     matrix = combine_form_context(e.form[:n_new], context, evidence_n, weight=weight)
     # Neither a context nor a seen piece: word2vec's random start.
     none = (evidence_n == 0) & ~np.any(e.form[:n_new] != 0, axis=1)

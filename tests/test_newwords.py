@@ -14,7 +14,7 @@ from embedtune.errors import EmbedtuneError
 from embedtune.init import context_sums
 from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
 from embedtune.runplan import plan_rows
-from embedtune.starts import best_gate, form_context_vectors
+from embedtune.starts import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
 from embedtune.vectors import Vectors
 
 from train_fixtures import glove, run, write_glove_text
@@ -130,17 +130,25 @@ def test_train_dry_run_takes_new_words_as_an_option(tmp_path):
     assert json.loads(result.stdout)["new"] == 2
 
 
-def test_probes_come_from_past_the_spelling_models_rows_when_the_corpus_has_enough():
+def test_probes_inside_the_spelling_rows_are_left_out_of_its_fit_and_the_maps_are_centred():
     from train_fixtures import SAMPLE_CORPUS
 
     vectors = glove(20000, drop=("cities",))
     with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
         counts = corpus.count()[0]
-        result = form_context_vectors(vectors, corpus, ["cities"], counts=counts, probes=100,
-                                      form_options={"fit_words": 3000})
-    rows = [vectors.index[w] for w in counts if w in vectors.index and counts[w] >= 4]
-    assert sum(r >= 3000 for r in rows) >= 100 and result.stats["probe_words"] == 100
-    assert result.stats["form_fit_words"] == 3000   # no word left out of the spelling fit
+        evidence = gather(vectors, corpus, ["cities"], counts=counts, probes=300, form_options={"fit_words": 3000})
+    inside = int((evidence.probe_rows < 3000).sum())
+    assert len(evidence.probe_rows) == 300 and 0 < inside < 300
+    assert evidence.stats["form_fit_words"] == 3000 - inside   # each probe's spelling predicted from other words
+    model, stats = fit_starts(evidence.sums, evidence.fit_rows, 1, vectors, evidence.probe_rows,
+                              evidence.form[1:], DEFAULT_SLOTS, PARTS)
+    assert any(stats["maps_per_bucket"][:2]) and not any(stats["maps_per_bucket"][2:])   # up to 2 contexts
+    # a centred map: the bucket's mean average starts where the all-occurrence map puts it, whatever the
+    # probes' own mean vector (which once pulled every start toward the probes' cluster)
+    b = stats["maps_per_bucket"].index(True)
+    a, mean_x, mean_start = model.maps[b]
+    at_mean = model.context(mean_x[None, :50], mean_x[None, 50:], np.array([model.slots[b]]), per_n=True)[0]
+    np.testing.assert_allclose(at_mean, model.base(mean_x[None, :50])[0], atol=1e-9)
 
 
 def test_train_writes_a_listed_word_the_corpus_never_shows_from_its_spelling(tmp_path):
