@@ -144,9 +144,13 @@ class _CountedPass:
         self.passes, self.share, self.table = passes, share, passes.table
 
     def blocks(self):
+        pieces = np.diff(np.asarray(self.table.piece_start, np.int64))   # a raw token's words
         for block in self.passes.blocks():
-            self.share.tokens_read += int(self.table.n_pieces[block[0]].sum())   # a raw token's words
+            self.share.tokens_read += int(pieces[block[0]].sum())
             yield block
+
+    def rows_of(self, index):
+        return self.passes.rows_of(index)
 
 
 def debug_worker(cluster, threads):

@@ -42,13 +42,17 @@ def share_blocks(blocks, share: tuple[int, int]) -> Iterator[tuple[np.ndarray, n
 
 
 class SharePass:
-    """A FastPass's interface (``table``, ``blocks``) over one share of its lines: what id_chunks reads."""
+    """A FastPass's interface (``table``, ``blocks``, ``rows_of``) over one share of its lines: what
+    id_chunks reads. The rows of an index are the whole file's pass's, made once for every share."""
 
     def __init__(self, passes, share: tuple[int, int]):
         self.passes, self.share, self.table = passes, share, passes.table
 
     def blocks(self):
         return share_blocks(self.passes.blocks(), self.share)
+
+    def rows_of(self, index: dict[str, int]):
+        return self.passes.rows_of(index)
 
 
 def count_share(corpus, share: tuple[int, int]) -> ShareCount:
