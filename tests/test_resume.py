@@ -6,7 +6,8 @@ steps; the whole module runs once per objective. One run is
 interrupted three times over (Ctrl-C, then SIGTERM, then kill -9, each in a fresh process that
 resumes the last) and finished with a last --resume; its output must be the bytes of an
 uninterrupted run. Processes are real (subprocess), signals are real; runs that are only refused, or run
-to their end without a signal, run in this process (click's CliRunner: no TensorFlow start of their own).
+to their end without a signal, run in this process (click's CliRunner: no TensorFlow start of their own),
+except one of the two uninterrupted runs whose bytes must be equal.
 """
 
 from __future__ import annotations
@@ -118,13 +119,16 @@ def interrupt(vectors, output, checkpoints, how, *options) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(vectors, tmp_path_factory) -> dict:
-    """Two uninterrupted runs, in this process: one writing checkpoints and a JSON summary, one neither."""
+    """Two uninterrupted runs at once: one writing checkpoints and a JSON summary (a process of its own,
+    so that the two also differ in their process: string hashing, thread start), one writing neither
+    (in this process)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     checkpoints = folder / "checkpoints"
-    code_a, stderr_a = run_here(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
-                                "--checkpoint-every", EVERY, "--json", folder / "a.json", "--keep-checkpoints")
+    with_checkpoints = start(vectors, folder / "a.txt", "--checkpoint-dir", checkpoints,
+                             "--checkpoint-every", EVERY, "--json", folder / "a.json", "--keep-checkpoints")
+    code_b, stderr_b = run_here(vectors, folder / "b.txt")   # meanwhile, in this process
+    code_a, stderr_a = finish(with_checkpoints)
     assert code_a == 0, stderr_a
-    code_b, stderr_b = run_here(vectors, folder / "b.txt")
     assert code_b == 0, stderr_b
     return {"a": (folder / "a.txt").read_bytes(), "b": (folder / "b.txt").read_bytes(),
             "summary": json.loads((folder / "a.json").read_text()), "checkpoints": checkpoints}
