@@ -15,7 +15,8 @@ def pytest_xdist_auto_num_workers(config):
 # fixture is built again in every test process that runs one of its tests, and again whenever that
 # process's tests of the module are not consecutive; so the tests using one of these go together to one
 # process (pytest-xdist's --dist loadgroup, pyproject.toml), one group per module and parameter.
-SHARED_RUNS = {"uninterrupted", "interrupted", "trained", "trained_ngrams", "two_workers", "deterministic_runs"}
+SHARED_RUNS = {"uninterrupted", "interrupted", "trained", "trained_ngrams", "two_workers", "deterministic_runs",
+               "ci_run"}
 
 # The longest tests and groups, longest first: handed out first, so that no process is left with one of
 # them at the end while the other has nothing to do (benchmarks/README.md, "The test suite's time").

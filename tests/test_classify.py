@@ -261,7 +261,7 @@ def test_unmerged_step_trains_as_the_merged_one(monkeypatch):
         monkeypatch.setattr(Classify, "distinct_ids", distinct)
         with LabelledCorpus(str(TRAIN), lowercase=True, tokenize="auto", vocabulary=vectors.index) as corpus:
             config = with_paths(make_config({"freeze_top": 5000, "min_count": 1000000}, objective="classify",
-                                            epochs=2, anchor=0.5), corpus=str(TRAIN))
+                                            epochs=1, anchor=0.5), corpus=str(TRAIN))
             results.append(train(vectors, corpus, config))
     (a, b) = results
     np.testing.assert_allclose(a.vectors.matrix[5000:], b.vectors.matrix[5000:], rtol=0, atol=2e-6)

@@ -21,14 +21,14 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from test_signals import CODES, WAIT, alive, big_text, children, group, start  # noqa: F401 (a fixture)
-from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
+from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS, run
 
 SEED = int(os.environ.get("EMBEDTUNE_FAULT_SEED", "24"))
 # 20,000 rows, so that writing the output takes long enough to be caught (0.1-0.2 s), on the first 80
@@ -177,12 +177,12 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
     vectors = SAMPLE_VECTORS
 
     def reference() -> bytes:
+        """The uninterrupted run, in this process: no signal reaches it (no TensorFlow start of its own)."""
         folder = tmp_path / "uninterrupted"
         folder.mkdir()
         out = folder / "tuned.txt"
-        done = subprocess.run([*start_args(), *map(str, train_args(vectors, corpus, out, folder / "ckpt", False))],
-                              capture_output=True, text=True, timeout=WAIT * 2)
-        assert done.returncode == 0, done.stderr
+        done = run(train_args(vectors, corpus, out, folder / "ckpt", False))
+        assert done.exit_code == 0, done.output
         return out.read_bytes()
 
     def scenario(k: int, moment: Moment) -> str:
@@ -221,7 +221,14 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         assert done.returncode == 0, done.stderr
         return out.read_bytes()
 
+    uninterrupted: Future = Future()
     with ThreadPoolExecutor(3) as pool:
-        uninterrupted, converted = pool.submit(reference), pool.submit(convert_reference)
-        problems = [p for p in pool.map(scenario, range(len(draw)), draw) if p]
+        converted = pool.submit(convert_reference)
+        results = pool.map(scenario, range(len(draw)), draw)   # all under way now
+        try:   # the reference in this thread (a command's signal handlers need the main thread), meanwhile
+            uninterrupted.set_result(reference())
+        except BaseException as error:
+            uninterrupted.set_exception(error)
+            raise
+        problems = [p for p in results if p]
     assert not problems, "\n\n".join(problems)
