@@ -212,6 +212,22 @@ def run(workers: int, args: list[str], workdir: str, name: str) -> dict:
     return s
 
 
+def ceiling_pair(args: list[str], workdir: str, name: str) -> list[dict]:
+    """Two whole one-process runs at once, each on every word: the words/s the machine gives two copies of
+    the single process's step, the most a split of the corpus over 2 workers could make of it."""
+    results: list = [None, None]
+
+    def one(i: int) -> None:
+        results[i] = run(1, args, workdir, f"{name}-{i}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def frozen_identical(vectors: str, output: str, trainable: set[str]) -> bool:
     """Every pretrained row not in ``trainable`` is written as it was read, byte for byte."""
     given = {line.split(" ", 1)[0]: line for line in open(vectors, encoding="utf-8")}
@@ -234,7 +250,7 @@ def speed(opts, workdir: str) -> list[dict]:
         corpus = CORPUS_LARGE if opts.corpus == "large" else CORPUS
         args = [VECTORS, corpus, "--objective", objective, "--train-list", train_list, "--epochs", "1",
                 "--sync-every", str(opts.sync_every[0])] + (["--max-words", str(opts.words)] if opts.words else [])
-        one, two = [], []
+        one, two, pairs = [], [], []
         for r in range(opts.repeat):
             for workers, runs in ((1, one), (2, two)):
                 s = run(workers, args, workdir, f"{objective}-{workers}-{r}")
@@ -253,6 +269,15 @@ def speed(opts, workdir: str) -> list[dict]:
                 line += f"; frozen rows identical {frozen_identical(VECTORS, s['output'], trainable)}; CPU s " + \
                     " | ".join(", ".join(f"{k} {p.get(k, 0):.2f}" for k in CPU_PARTS) for p in s["cpu"])
                 print(line + f"  (load {s['load']:.1f})", flush=True)
+            if opts.ceiling:
+                pair = ceiling_pair(args, workdir, f"{objective}-pair-{r}")
+                pairs.append(sum(p["words_per_second"] for p in pair) / one[-1]["words_per_second"])
+                print(f"{objective}, round {r + 1}, two independent 1-thread processes at once: "
+                      f"{', '.join(format(p['words_per_second'], ',') for p in pair)} words/s, together "
+                      f"{pairs[-1]:.2f}x the one process alone  (load {os.getloadavg()[0]:.1f})", flush=True)
+        if pairs:
+            print(f"{objective}: ceiling of any 2-process split of this step on this machine: median "
+                  f"{statistics.median(pairs):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in pairs)})", flush=True)
         ratios = [b["words_per_second"] / a["words_per_second"] for a, b in zip(one, two)]
         walls = [a["wall"] / b["wall"] for a, b in zip(one, two)]
         # Words per CPU second (every thread of the process; the chief's own share, its syncs included): on
@@ -423,6 +448,8 @@ def main() -> None:
     parser.add_argument("--quality-repeat", type=int, default=1, help="quality rounds (the runs are deterministic)")
     parser.add_argument("--words", type=int, default=0, help="corpus words trained in the speed part (0: all)")
     parser.add_argument("--quality-epochs", type=int, default=2)
+    parser.add_argument("--ceiling", action="store_true",
+                        help="speed: also two one-process runs at once each round (the machine's own ceiling)")
     opts = parser.parse_args()
     for path in (CORPUS, CORPUS_LARGE):
         if not os.path.exists(path):
