@@ -7,12 +7,13 @@ Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
 from __future__ import annotations
 
 import _imp
+import _thread
 import contextlib
 import importlib
 import os
 import signal
 import sys
-import threading
+import time
 
 import click
 
@@ -52,12 +53,20 @@ class Terminated(BaseException):
     action would end the process on the spot)."""
 
 
+RESEND_SECONDS = 0.01
+
+
+def _kill_later(sig) -> None:
+    time.sleep(RESEND_SECONDS)
+    os.kill(os.getpid(), sig)
+
+
 def _send_again(sig) -> None:
     """``sig`` sent to this process again in a moment, from another thread: a signal sent from here
-    would be handled at once, where it could not be raised either."""
-    again = threading.Timer(0.01, os.kill, (os.getpid(), sig))
-    again.daemon = True
-    again.start()
+    would be handled at once, where it could not be raised either. A bare thread, not a Timer: Timer's
+    start() waits for its thread, and the signal could come in that wait, inside the handler or the
+    unraisable hook, where a raise is lost (once, under load: tests/test_signals.py)."""
+    _thread.start_new_thread(_kill_later, (sig,))
 
 
 def _terminate(signum, frame):
