@@ -139,11 +139,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if problem := missing_argument(config):
         raise click.UsageError(problem)
     workers = workers or 1
-    check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers)
     from embedtune.distribute import PEER_LOST, PeerLost, launched, server_cluster_from_env
 
-    if (servers := server_cluster_from_env()) is not None:   # TF_CONFIG names ps tasks
-        serve_task(ctx, config, resume, workers, servers, dry_run)   # a ps or worker task serves and ends there
+    servers = server_cluster_from_env()   # TF_CONFIG names ps tasks
+    if servers is not None and not servers.chief:   # reads no file: serves and ends there
+        serve_task(ctx, config, resume, workers, servers, dry_run)
+    check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers)
+    if servers is not None:   # the chief: what the mode does not build, refused before it loads anything
+        serve_task(ctx, config, resume, workers, servers, dry_run)
     if workers > 1 and not dry_run and not launched():
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)

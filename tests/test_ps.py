@@ -140,8 +140,9 @@ def test_a_chief_whose_servers_do_not_answer_stops_with_one_line(files, tmp_path
     assert f"ps task 0 at {spec['ps'][0]} did not answer within 0.5 s" in one_error_line(result.output)
 
 
-def test_a_server_whose_chief_never_comes_ends_with_one_line(files):
-    vectors, corpus = files
+def test_a_server_whose_chief_never_comes_ends_with_one_line(tmp_path):
+    """A ps task reads neither the vectors nor the corpus (its machine need not have them): it serves."""
+    vectors, corpus = tmp_path / "not-here.txt", tmp_path / "nor-here.txt"
     spec = loopback_cluster(ps=1, workers=1)
     (code, err), = finish([start([vectors, corpus, *ARGS, "-o", "x.txt"], task_config(spec, "ps", 0), wait="1")],
                           timeout=120)
