@@ -252,7 +252,8 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
     One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
-    (distribute.Worker.count), and a whole pass would undo what the shares save. ``freeze`` False: the
+    (distribute.Worker.count; a plain-text file by one compiled pass over the whole file, whose ids it
+    keeps: distribute/compiled_share.py), after the import. ``freeze`` False: the
     collector is only off while both run (a library caller's process lives on)."""
     import importlib
     import threading
