@@ -209,8 +209,8 @@ class Table:
         """Bytes of the arrays and lists held (the words' strings are the counts' own: counted with them)."""
         arrays = [self.pool, self.tstart, self.tlen, self.thash, self.tcount, self.tplain, self.slots, self.n_pieces]
         held = sum(a.nbytes for a in arrays if a is not None) + sys.getsizeof(self.words)
-        for pieces in (self.piece_start, self.piece_ids):   # a list's ints: 28 bytes past 256
-            held += pieces.nbytes if isinstance(pieces, np.ndarray) else sys.getsizeof(pieces) + 28 * len(pieces)
+        for array in (self.piece_start, self.piece_ids):   # a list's ints: 28 bytes past 256
+            held += array.nbytes if isinstance(array, np.ndarray) else sys.getsizeof(array) + 28 * len(array)
         return held + (sys.getsizeof(self.word_ids) if self.word_ids is not None else 0)
 
 
@@ -262,8 +262,11 @@ class FastPass:
         """Bytes held from the count to the end of the run: the kept ids (4 a token, 12 a line), the
         table, and the rows of one index (``rows_of``: 8 bytes a raw token, 4 a piece)."""
         kept = sum(a.nbytes for block in self.kept for a in block) if self.kept is not None else 0
-        rows = 8 * (self.table.n_types + 1) + 4 * len(self.table.piece_ids)
-        return kept + self.table.held_bytes() + rows
+        table = self.table
+        # piece_start is the table's own array once kept as int64 (keep_pieces_only): counted there.
+        starts = 0 if isinstance(table.piece_start, np.ndarray) and table.piece_start.dtype == np.int64 \
+            else 8 * (table.n_types + 1)
+        return kept + table.held_bytes() + starts + 4 * len(table.piece_ids)
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(raw ids, tokens per line, line numbers) of the whole corpus, kept or scanned again."""
