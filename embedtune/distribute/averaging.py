@@ -102,7 +102,7 @@ class Averaging:
         for current, base, rows, n, size in zip(arrays, self.base, self.rows, found, sizes):
             ids, changes = self._table(data, at, n, base.shape[1])
             ids[:] = rows[:n]
-            if base.dtype == np.float32:
+            if base.dtype.kind == "f":
                 sync_rows.pack(current, base, ids, changes)
             else:   # adam's step count
                 changes[:] = current[ids] - base[ids]
@@ -133,7 +133,7 @@ class Averaging:
                 at += 1 + n + -(-n * width // 2)
         for i, (parts, current) in enumerate(zip(changes, arrays)):
             base, touched, count = self.base[i], self.rows[i], self.count[i]
-            if base.dtype != np.float32:   # adam's step count: the mean of the workers' steps, rounded
+            if base.dtype.kind != "f":   # adam's step count: the mean of the workers' steps, rounded
                 union = np.unique(np.concatenate([rows for rows, _ in parts]))
                 total = np.zeros((len(union), base.shape[1]), np.float32)
                 for rows, delta in parts:
