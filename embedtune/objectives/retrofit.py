@@ -258,10 +258,10 @@ class Retrofit(Objective):
     name = "retrofit"
     help = "to --lexicon, no CORPUS"
     keys = (
-        Key("lexicon", str, table="", path=True, only="read",
+        Key("lexicon", str, table="", path="read", only="read",
             help="Synonyms, 'word neighbour neighbour ...' per line (UTF-8; Faruqui's format; see "
                  "`embedtune lexicon`)."),
-        Key("antonyms", str, table="", path=True, only="read", help="Antonyms in the same format, pulled apart."),
+        Key("antonyms", str, table="", path="read", only="read", help="Antonyms in the same format, pulled apart."),
         Key("repel", float, range=Range(0, FLOAT32_MAX, zero="off"), help="Weight of the antonym term."),
     )
     # Faruqui et al.'s anchor (alpha = 1); 20 rounds: each shrinks the distance to the update's fixed

@@ -1,0 +1,102 @@
+"""What each command's arguments and options name, read from their declarations: an input, an output,
+an output folder or a config (whose own file names count too). Every command is a ``FilesCommand``, so
+its names are checked in one place (embedtune.checks.check_names) before its body runs: before a vectors
+file is read or TensorFlow imported. A new option of one of these types is checked with no more code.
+"""
+
+from __future__ import annotations
+
+import click
+
+from embedtune.checks import FOLDER_FILES, Named, check_names, config_files
+from embedtune.errors import BadOption, EmbedtuneError
+
+
+class Role(click.Path):
+    """click.Path that says what the command does with the file: ``role`` "read" or "write";
+    ``inside``: for a folder, the names it reads or writes there (first level, shell patterns).
+    An empty name is a usage error naming the argument or option, never "not given"."""
+
+    def __init__(self, role: str, inside: tuple[str, ...] = (), **kwargs):
+        super().__init__(**kwargs)
+        self.role = role
+        self.inside = inside
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            raise click.UsageError(f"{label(param)}: empty file name", ctx)
+        return super().convert(value, param, ctx)
+
+
+def reads(**kwargs) -> Role:
+    """A file the command reads (click.Path's keywords: exists=True, allow_dash=True, ...)."""
+    return Role("read", **kwargs)
+
+
+def writes(**kwargs) -> Role:
+    return Role("write", **kwargs)
+
+
+def folder(role: str, inside: tuple[str, ...], **kwargs) -> Role:
+    return Role(role, inside, file_okay=False, **kwargs)
+
+
+class ConfigFile(Role):
+    """--config: read, and the files it names are the command's too. ``keys``: the names of the keys
+    this command reads from it (None: every key, as train takes them; each by its declared role)."""
+
+    def __init__(self, keys: tuple[str, ...] | None = None, **kwargs):
+        super().__init__("read", dir_okay=False, **kwargs)
+        self.keys = keys
+
+    def named(self, path: str, params: dict) -> tuple[list[Named], list[Named]]:
+        """(reads, writes) the config adds: each key the command line does not override."""
+        from embedtune.config import load_config
+
+        config = load_config(path, check_values=False)   # keys and types; an empty name is refused there
+        return config_files(config, source=path, given=lambda name: params.get(name) is not None
+                            or (self.keys is not None and name not in self.keys))
+
+
+def key_type(key) -> Role:
+    """The option type of a declared config key with a path (embedtune.keys.Key.path)."""
+    if key.role == "folder":
+        return folder("write", FOLDER_FILES.get(key.name, ()))
+    return Role(key.role)
+
+
+def label(param) -> str:
+    if isinstance(param, click.Option):
+        return param.opts[0]
+    return param.human_readable_name
+
+
+def named_files(ctx: click.Context) -> tuple[list[Named], list[Named]]:
+    """(reads, writes): every file the command's arguments and options name, in their order, and
+    those a --config names."""
+    found: dict[str, list[Named]] = {"read": [], "write": []}
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if not isinstance(param.type, Role) or value is None:
+            continue
+        for path in value if param.multiple or param.nargs == -1 else (value,):
+            found[param.type.role].append(Named(label(param), path, param.type.inside))
+        if isinstance(param.type, ConfigFile):
+            more_reads, more_writes = param.type.named(value, ctx.params)
+            found["read"] += more_reads
+            found["write"] += more_writes
+    return found["read"], found["write"]
+
+
+class FilesCommand(click.Command):
+    """A command whose file names are checked (check_names) before its body runs: an empty name or two
+    standard inputs exit 2, an output naming an input exits 1, each with one `Error:` line."""
+
+    def invoke(self, ctx):
+        try:
+            check_names(*named_files(ctx))
+        except BadOption as err:
+            raise click.UsageError(str(err), ctx) from None
+        except EmbedtuneError as err:
+            raise click.ClickException(str(err)) from None
+        return super().invoke(ctx)
