@@ -38,7 +38,8 @@ def writes(**kwargs) -> Role:
 
 
 def folder(role: str, inside: tuple[str, ...], **kwargs) -> Role:
-    return Role(role, inside, file_okay=False, **kwargs)
+    """A folder; a file given as a folder the run writes into is refused by embedtune.checks (exit 1)."""
+    return Role(role, inside, **kwargs)
 
 
 class ConfigFile(Role):
@@ -53,7 +54,10 @@ class ConfigFile(Role):
         """(reads, writes) the config adds: each key the command line does not override."""
         from embedtune.config import load_config
 
-        config = load_config(path, check_values=False)   # keys and types; an empty name is refused there
+        try:
+            config = load_config(path, check_values=False)   # keys and types; an empty name is refused there
+        except EmbedtuneError:   # the command reads it, and says what is wrong, after its own usage checks
+            return [], []
         return config_files(config, source=path, given=lambda name: params.get(name) is not None
                             or (self.keys is not None and name not in self.keys))
 

@@ -257,8 +257,9 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     if config.report == "-":   # standard output carries the vectors (-o -) or the summary (--json)
         raise EmbedtuneError("--report: give a file name; the page does not go to standard output")
     reads, writes = config_files(config)   # every file the run reads or writes, from the keys' declarations
-    check_names([*reads, *([Named("--config", config_path)] if config_path else [])],
-                [*writes, *([Named("--json", json_out)] if json_out and not (dry_run and json_out == "-") else [])])
+    if json_out and not (dry_run and json_out == "-"):   # named after -o, before the others
+        writes.insert(1 if writes and writes[0].label == "-o" else 0, Named("--json", json_out))
+    check_names([*reads, *([Named("--config", config_path)] if config_path else [])], writes)
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
                              None if dry_run and json_out == "-" else json_out,
                              other_inputs=tuple(path for path, _ in inputs), other_outputs=(("--report", config.report),))
