@@ -88,7 +88,8 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import initial_vectors, is_lowercase_vocabulary
-    from embedtune.newwords import effective_min_count, listed_report, pick_new_words, read_new_words
+    from embedtune.newwords import (effective_min_count, listed_notes, listed_report, pick_new_words,
+                                    read_new_words)
     from embedtune.vectors import Vectors
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
@@ -105,7 +106,10 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
         counts, total_words, n_lines = text.count()
         if total_words == 0:
             raise EmbedtuneError("the corpus has no words", text.path)
-        listed = read_new_words(new_words_file, lower) if new_words_file else None
+        lowered = []
+        listed = read_new_words(new_words_file, lower, lowered) if new_words_file else None
+        for note in listed_notes(new_words_file, listed, pretrained, lowered) if listed else ():
+            message(f"Note: {note}")
         min_count = effective_min_count(min_count, listed is not None)
         new_words = pick_new_words(counts, pretrained, min_count, max_new, listed)
         bar = None

@@ -208,6 +208,8 @@ def say_plan(plan) -> None:
     for missing in plan.missing:
         message(f"Note: {counted(missing.count, 'word')} of {missing.path} "
                 f"{'is' if missing.count == 1 else 'are'} not in the vocabulary (first: {', '.join(missing.first)})")
+    for text in plan.notes:
+        message(f"Note: {text}")
 
 
 class ProgressBar:
