@@ -25,7 +25,21 @@ class Role(click.Path):
     def convert(self, value, param, ctx):
         if value == "":
             raise click.UsageError(f"{label(param)}: empty file name", ctx)
+        if not (value == "-" and self.allow_dash):
+            self._check_exists(value, label(param))
         return super().convert(value, param, ctx)
+
+    def _check_exists(self, value, named: str) -> None:
+        """A file that is missing or of the wrong kind is an error in the files (exit 1), as every
+        command's own checks say it, not a usage error (click.Path's exit 2)."""
+        import os
+
+        if self.exists and not os.path.exists(value):
+            raise click.ClickException(f"{value}: {named}: no such {'file' if self.file_okay else 'folder'}")
+        if os.path.isdir(value) and not self.dir_okay:
+            raise click.ClickException(f"{value}: {named}: is a folder, expected a file")
+        if os.path.exists(value) and not os.path.isdir(value) and not self.file_okay:
+            raise click.ClickException(f"{value}: {named}: is a file, expected a folder")
 
 
 def reads(**kwargs) -> Role:

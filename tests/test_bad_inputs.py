@@ -462,7 +462,7 @@ def _(f):
 def _(f):
     folder = f.path / "configs"
     folder.mkdir()
-    return f.args("--config", folder), ["Error: ", "--config", "is a directory"]
+    return f.args("--config", folder), ["Error: ", "--config", "is a folder"]
 
 
 @case("checkpoint-dir-is-a-device")
