@@ -130,7 +130,7 @@ def _report_lines(s: dict) -> list[str]:
               help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin, fasttext for "
                    "*.vec, else IN's format (--to that OUT's name contradicts is an error).")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
-              help="Read IN as this format; default: detected.")
+              help=f"Read IN as this format ({FORMAT_HELP}); default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
 @reader_options()
 @quiet_option
