@@ -13,7 +13,8 @@ import click
 
 from embedtune.checks import check_input_file, check_pattern
 from embedtune.cli.files import ConfigFile, FilesCommand, reads
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet, quiet_option,
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet,
+                                  quiet_option,
                                   reader_options, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 

@@ -14,8 +14,9 @@ import click
 
 from embedtune.checks import check_input_file, check_writable_file
 from embedtune.cli.files import FilesCommand, reads, writes
-from embedtune.cli.common import FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors, show_progress
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.cli.common import (FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors,
+                                  show_progress)
+from embedtune.errors import counted
 
 LISTED = 5  # problem rows named in the human-readable report
 

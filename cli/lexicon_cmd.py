@@ -20,7 +20,8 @@ def lexicon_cmd():
 
 @lexicon_cmd.command("wordnet", cls=FilesCommand)
 @click.argument("folder", type=folder("read", WORDNET_FILES, exists=True, file_okay=False))
-@click.option("-o", "--output", required=True, type=writes(allow_dash=True), help="Synonym lexicon to write ('-' = standard output).")
+@click.option("-o", "--output", required=True, type=writes(allow_dash=True),
+              help="Synonym lexicon to write ('-' = standard output).")
 @click.option("--antonyms", type=writes(allow_dash=True), help="Also write the antonym lexicon to this file.")
 @click.option("--single-words", is_flag=True,
               help="Leave out multi-word lemmas (natural_object), which most word vectors do not hold.")

@@ -9,8 +9,8 @@ import click
 
 import embedtune.run
 from embedtune.checks import check_run, missing_argument
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors,
-                                  show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, message, quiet_option, reader_options,
+                                  reports_errors, show_progress, write_json)
 from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
@@ -107,9 +107,9 @@ def workers_bound(ctx, param, value):
         help="TOML config (see configs/default.toml); options override it.")
 @option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
         callback=format_name, section=IO)
-@option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
-                     "that of VECTORS; --to that the name contradicts is an error).", callback=format_name,
-        section=IO)
+@option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
+                                      "fasttext for *.vec, else that of VECTORS; --to that the name contradicts is "
+                                      "an error).", callback=format_name, section=IO)
 @option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]", section=IO,
         type=writes(allow_dash=True),
         help="Print the summary as JSON on standard output, or write it to FILE.")

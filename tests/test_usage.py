@@ -221,7 +221,8 @@ def test_listed_new_words_are_summed_up_and_said_in_train_as_in_init(tmp_path, n
                     names)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert (summary["listed_new_words"], summary["listed_in_vectors"], summary["listed_not_in_corpus"]) == (2, 1, 1)   # zorblax is in the corpus
+    counts = summary["listed_new_words"], summary["listed_in_vectors"], summary["listed_not_in_corpus"]
+    assert counts == (2, 1, 1)   # zorblax is in the corpus
     assert summary["notes"] == [
         f"2 words of {listed} lower-cased, as the corpus is (--lowercase): 'The' -> 'the', 'Zorblax' -> 'zorblax'",
         f"1 word of {listed} already has a vector: it keeps it, no row is added (first: the)"]
