@@ -84,8 +84,11 @@ def key_type(key) -> Role:
 
 
 def label(param) -> str:
+    """How an error names the argument (VECTORS) or option (-o, as every message says; else its long name)."""
     if isinstance(param, click.Option):
-        return param.opts[0]
+        if "-o" in param.opts:
+            return "-o"
+        return next((opt for opt in param.opts if opt.startswith("--")), param.opts[0])
     return param.human_readable_name
 
 

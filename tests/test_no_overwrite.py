@@ -17,7 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from embedtune.cli.files import ConfigFile, Role
+from embedtune.cli.files import ConfigFile, Role, label
 from embedtune.cli.main import COMMANDS, cli
 
 CONTENT = b"the\nof\n"
@@ -39,10 +39,6 @@ def commands() -> list[tuple[list[str], click.Command]]:
 
 def roles(command, role: str) -> list[click.Parameter]:
     return [p for p in command.params if isinstance(p.type, Role) and p.type.role == role]
-
-
-def label(param) -> str:
-    return param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
 
 
 def command_line(words, command, values: dict, folder: Path, leave_out: tuple = ()) -> list[str]:
@@ -121,6 +117,20 @@ def assert_refused(result, target: Path, before: dict, folder: Path, what: str) 
     assert "would overwrite an input" in lines[0] or "would write over this input" in lines[0], (what, lines[0])
     assert target.read_bytes() == CONTENT, what
     assert snapshot(folder) == before, what
+
+
+@pytest.fixture(autouse=True)
+def nothing_loads(monkeypatch):
+    """The refusal comes before any vectors file or corpus is read."""
+    import embedtune.formats
+    from embedtune.corpus import Corpus
+
+    def must_not_read(*args, **kwargs):
+        raise AssertionError("an input was read before the names were checked")
+
+    for module, name in ((embedtune.formats, "load_vectors"), (embedtune.formats, "detect_format"),
+                         (Corpus, "check_start")):
+        monkeypatch.setattr(module, name, must_not_read)
 
 
 def run_in(folder: Path, args: list[str]):

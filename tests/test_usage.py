@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import click
 import pytest
 
-from embedtune.cli.files import Role
-from test_no_overwrite import command_line, commands, label, run_in
+from embedtune.cli.files import Role, label
+from test_no_overwrite import command_line, commands, run_in
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS, one_error_line, run
 
 ALL = [pytest.param(words, command, id=" ".join(words)) for words, command in commands()]
