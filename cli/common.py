@@ -11,6 +11,7 @@ import sys
 import click
 
 from embedtune.errors import BadOption, EmbedtuneError
+from embedtune.formats import FORMAT_NAMES
 
 
 QUIET = "embedtune.quiet"   # key of click's ctx.meta, which every context of one invocation shares
@@ -43,9 +44,7 @@ def message(text: str) -> None:
         click.echo(text, err=True)
 
 
-# embedtune.formats.FORMAT_NAMES, spelt out so that --help imports no numpy (tests/test_usage.py compares them)
-FORMAT_CHOICES = ("word2vec", "word2vec-binary", "glove", "fasttext")
-FORMAT_HELP = ", ".join(FORMAT_CHOICES[:-1]) + " or " + FORMAT_CHOICES[-1]
+FORMAT_HELP = ", ".join(FORMAT_NAMES[:-1]) + " or " + FORMAT_NAMES[-1]   # --format and --to list the choices
 
 
 def format_name(ctx, param, value):
@@ -53,9 +52,7 @@ def format_name(ctx, param, value):
     naming the option and the choices."""
     if value is None:
         return None
-    from embedtune.formats import FORMATS, FORMAT_NAMES
-
-    if value not in FORMATS:
+    if value not in FORMAT_NAMES:
         raise click.UsageError(f"{param.opts[0]}: unknown format '{value}' "
                                f"(expected one of {', '.join(FORMAT_NAMES)})")
     return value
