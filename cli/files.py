@@ -40,6 +40,8 @@ class Role(click.Path):
             raise click.ClickException(f"{value}: {named}: is a folder, expected a file")
         if os.path.exists(value) and not os.path.isdir(value) and not self.file_okay:
             raise click.ClickException(f"{value}: {named}: is a file, expected a folder")
+        if self.readable and os.path.exists(value) and not os.access(value, os.R_OK):
+            raise click.ClickException(f"{value}: {named}: cannot open for reading: permission denied")
 
 
 def reads(**kwargs) -> Role:
@@ -48,7 +50,8 @@ def reads(**kwargs) -> Role:
 
 
 def writes(**kwargs) -> Role:
-    return Role("write", **kwargs)
+    """A file the command writes (it need not be readable: the writer checks what it needs)."""
+    return Role("write", **{"readable": False, **kwargs})
 
 
 def folder(role: str, inside: tuple[str, ...], **kwargs) -> Role:
@@ -79,8 +82,8 @@ class ConfigFile(Role):
 def key_type(key) -> Role:
     """The option type of a declared config key with a path (embedtune.keys.Key.path)."""
     if key.role == "folder":
-        return folder("write", FOLDER_FILES.get(key.name, ()))
-    return Role(key.role)
+        return folder("write", FOLDER_FILES.get(key.name, ()), readable=False)
+    return reads() if key.role == "read" else writes()
 
 
 def label(param) -> str:
