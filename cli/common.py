@@ -10,7 +10,8 @@ import sys
 
 import click
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import BadOption, EmbedtuneError
+from embedtune.formats import FORMAT_NAMES
 
 
 QUIET = "embedtune.quiet"   # key of click's ctx.meta, which every context of one invocation shares
@@ -43,16 +44,17 @@ def message(text: str) -> None:
         click.echo(text, err=True)
 
 
+FORMAT_HELP = ", ".join(FORMAT_NAMES[:-1]) + " or " + FORMAT_NAMES[-1]   # --format and --to list the choices
+
+
 def format_name(ctx, param, value):
-    """Click callback of --format and --to: an unknown format name is an error naming the option."""
+    """Click callback of --format and --to: an unknown format name is a usage error (exit 2, one line)
+    naming the option and the choices."""
     if value is None:
         return None
-    from embedtune.formats import FORMATS, FORMAT_NAMES
-
-    if value not in FORMATS:
-        # One `Error:` line and exit 1, like every other bad input (not click's usage block).
-        raise click.ClickException(f"{param.opts[0]}: unknown format '{value}' "
-                                   f"(expected one of {', '.join(FORMAT_NAMES)})")
+    if value not in FORMAT_NAMES:
+        raise click.UsageError(f"{param.opts[0]}: unknown format '{value}' "
+                               f"(expected one of {', '.join(FORMAT_NAMES)})")
     return value
 
 
@@ -88,12 +90,15 @@ def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=Fa
 
 
 def reports_errors(func):
-    """Turn the library's EmbedtuneError into a one-line `Error: ...` and exit code 1."""
+    """Turn the library's EmbedtuneError into a one-line `Error: ...` and exit code 1, or 2 for a
+    BadOption (a value on the command line that is not allowed: a usage error, docs/ci.md)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
+        except BadOption as err:
+            raise click.UsageError(str(err)) from None
         except EmbedtuneError as err:
             raise click.ClickException(str(err)) from None
 

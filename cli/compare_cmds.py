@@ -12,11 +12,16 @@ import sys
 import click
 
 from embedtune.checks import check_input_file, check_pattern
-from embedtune.cli.common import (DROP_NAN_HELP, format_name, load_training_vectors, message, quiet, quiet_option,
+from embedtune.cli.files import ConfigFile, FilesCommand, reads
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet,
+                                  quiet_option,
                                   reader_options, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
-INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
+INPUT = reads(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
+# The config's keys that diff and report read: its word lists (diff's OLD and NEW defaults are inputs too,
+# but neither command writes a file those could be)
+CONFIG = ConfigFile(keys=("freeze_list", "train_list"), exists=True)
 
 
 def _load(path, format=None, limit=None, drop_nan=False, **reading):
@@ -36,7 +41,7 @@ FORMAT = click.option(
     "format_",
     metavar="NAME",
     callback=format_name,
-    help="Format of the vectors files (default: detected from each file).",
+    help=f"Format of the vectors files: {FORMAT_HELP} (default: detected from each file).",
 )
 
 
@@ -146,7 +151,7 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
     return lines
 
 
-@click.command("diff")
+@click.command("diff", cls=FilesCommand)
 @click.argument("old", type=INPUT, required=False)
 @click.argument("new", type=INPUT, required=False)
 @click.option(
@@ -160,7 +165,7 @@ def _diff_lines(old_path, new_path, d, frozen) -> list[str]:
 @click.option(
     "--config",
     "config_file",
-    type=INPUT,
+    type=CONFIG,
     metavar="FILE",
     help="Check the words a training config's [vocab] rules freeze; OLD and NEW default to its "
     "'vectors' and 'output'.",
@@ -265,7 +270,7 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
     return [f"before: {before_path}", f"after:  {after_path}", ""] + _table(table, "<<>>>")
 
 
-@click.command("eval")
+@click.command("eval", cls=FilesCommand)
 @click.argument("vectors", type=INPUT)
 @click.argument("vectors2", type=INPUT, required=False)
 @click.option(
@@ -397,7 +402,7 @@ def _neighbor_lines(words, sides, k) -> list[str]:
     return lines
 
 
-@click.command("neighbors")
+@click.command("neighbors", cls=FilesCommand)
 @click.argument("vectors", type=INPUT)
 @click.argument("words", nargs=-1, required=True)
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), metavar="N", help="Neighbours per word.")

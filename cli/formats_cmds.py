@@ -13,10 +13,11 @@ import sys
 import click
 
 from embedtune.checks import check_input_file, check_writable_file
-from embedtune.cli.common import format_name, message, quiet_option, reader_options, reports_errors, show_progress
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.cli.files import FilesCommand, reads, writes
+from embedtune.cli.common import (FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors,
+                                  show_progress)
+from embedtune.errors import counted
 
-FORMAT_HELP = "word2vec, word2vec-binary, glove or fasttext"
 LISTED = 5  # problem rows named in the human-readable report
 
 
@@ -57,8 +58,8 @@ def _reading(path) -> ProgressBar:
 # inspect
 
 
-@click.command("inspect")
-@click.argument("file")
+@click.command("inspect", cls=FilesCommand)
+@click.argument("file", type=reads(allow_dash=True))
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
               help=f"Read FILE as this format ({FORMAT_HELP}); default: detected.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on standard output.")
@@ -123,14 +124,14 @@ def _report_lines(s: dict) -> list[str]:
 # convert
 
 
-@click.command("convert")
-@click.argument("input_path", metavar="IN")
-@click.argument("output_path", metavar="OUT")
+@click.command("convert", cls=FilesCommand)
+@click.argument("input_path", metavar="IN", type=reads(allow_dash=True))
+@click.argument("output_path", metavar="OUT", type=writes(allow_dash=True))
 @click.option("--to", "to_format", metavar="NAME", callback=format_name,
               help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin, fasttext for "
                    "*.vec, else IN's format (--to that OUT's name contradicts is an error).")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
-              help="Read IN as this format; default: detected.")
+              help=f"Read IN as this format ({FORMAT_HELP}); default: detected.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="Convert only the first N vectors.")
 @reader_options()
 @quiet_option
@@ -149,10 +150,6 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
     """
     from embedtune import formats
 
-    if input_path != "-" and output_path != "-" and os.path.exists(output_path) and os.path.exists(input_path) \
-            and os.path.samefile(input_path, output_path):
-        raise EmbedtuneError("OUT is the input file; write to another name (the input is never overwritten)",
-                             path=output_path)
     # Names and files first: a bad --to or an unwritable OUT fails before IN is read.
     check_input_file(input_path, "vectors file", missing="no such file")
     check_writable_file(output_path, None)

@@ -10,18 +10,19 @@ import sys
 import click
 
 from embedtune.checks import check_inputs_and_outputs
-from embedtune.cli.common import (DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option,
+from embedtune.cli.files import FilesCommand, reads, writes
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet_option,
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import BadOption, EmbedtuneError, counted
 from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                             DEFAULT_WINDOW, METHODS)
 
 
-@click.command("init")
-@click.argument("vectors")
-@click.argument("corpus")
-@click.option("-o", "--output", required=True, help="Output vectors file ('-' = standard output).")
+@click.command("init", cls=FilesCommand)
+@click.argument("vectors", type=reads(allow_dash=True))
+@click.argument("corpus", type=reads(allow_dash=True))
+@click.option("-o", "--output", required=True, type=writes(allow_dash=True), help="Output vectors file ('-' = standard output).")
 @click.option("--init", "method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True,
               help="alacarte: a linear map fitted on pretrained words turns a word's mean context into its "
                    "vector; context-mean: the mean context itself; form-context: alacarte mixed with a start "
@@ -29,7 +30,7 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
                    "for rarer words; random: word2vec's uniform start.")
 @click.option("--min-count", type=int, default=None, show_default="5; none with --new-words",
               help="A corpus word missing from VECTORS becomes a new word when seen this often.")
-@click.option("--new-words", "new_words_file", type=click.Path(), default=None,
+@click.option("--new-words", "new_words_file", type=reads(), default=None,
               help="File of words, one a line, to add whatever their count (spelling alone when CORPUS lacks "
                    "them); no other word is added unless --min-count is given.")
 @click.option("--max-new", type=int, default=0, show_default=True,
@@ -49,11 +50,13 @@ from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_C
               help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
                    "none: whitespace tokens as they are (pre-tokenized corpora).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
-@click.option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name)
-@click.option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
-                           "that of VECTORS; --to that the name contradicts is an error).", callback=format_name)
+@click.option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
+              callback=format_name)
+@click.option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
+                                            "fasttext for *.vec, else that of VECTORS; --to that the name "
+                                            "contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
-              help="Print the summary as JSON on standard output, or write it to FILE.")
+              type=writes(allow_dash=True), help="Print the summary as JSON on standard output, or write it to FILE.")
 @reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
@@ -78,15 +81,16 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
                              ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
         problem = range_problem(key, value)
         if problem:
-            raise EmbedtuneError(f"{name} {problem}")
-    check_inputs_and_outputs(vectors, corpus, output, json_out)
+            raise BadOption(f"{name} {problem}")
+    check_inputs_and_outputs(vectors, corpus, output, json_out, other_inputs=(new_words_file,))
 
     import numpy as np
 
     from embedtune import formats
     from embedtune.corpus import Corpus
     from embedtune.init import initial_vectors, is_lowercase_vocabulary
-    from embedtune.newwords import effective_min_count, listed_report, pick_new_words, read_new_words
+    from embedtune.newwords import (effective_min_count, listed_notes, listed_report, pick_new_words,
+                                    read_new_words)
     from embedtune.vectors import Vectors
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
@@ -103,7 +107,10 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
         counts, total_words, n_lines = text.count()
         if total_words == 0:
             raise EmbedtuneError("the corpus has no words", text.path)
-        listed = read_new_words(new_words_file, lower) if new_words_file else None
+        lowered = []
+        listed = read_new_words(new_words_file, lower, lowered) if new_words_file else None
+        for note in listed_notes(new_words_file, listed, pretrained, lowered) if listed else ():
+            message(f"Note: {note}")
         min_count = effective_min_count(min_count, listed is not None)
         new_words = pick_new_words(counts, pretrained, min_count, max_new, listed)
         bar = None

@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from embedtune.checks import check_writable_file
+from embedtune.cli.files import FilesCommand, folder, writes
 from embedtune.cli.common import message, quiet_option, reports_errors, write_json
 from embedtune.errors import EmbedtuneError
+
+WORDNET_FILES = ("data.*", "index.*")   # what a WordNet database folder holds (embedtune.wordnet reads data.*)
 
 
 @click.group("lexicon")
@@ -15,17 +18,18 @@ def lexicon_cmd():
     """Write synonym and antonym lexicons for `embedtune train --objective retrofit`."""
 
 
-@lexicon_cmd.command("wordnet")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--output", required=True, help="Synonym lexicon to write ('-' = standard output).")
-@click.option("--antonyms", help="Also write the antonym lexicon to this file.")
+@lexicon_cmd.command("wordnet", cls=FilesCommand)
+@click.argument("folder", type=folder("read", WORDNET_FILES, exists=True, file_okay=False))
+@click.option("-o", "--output", required=True, type=writes(allow_dash=True),
+              help="Synonym lexicon to write ('-' = standard output).")
+@click.option("--antonyms", type=writes(allow_dash=True), help="Also write the antonym lexicon to this file.")
 @click.option("--single-words", is_flag=True,
               help="Leave out multi-word lemmas (natural_object), which most word vectors do not hold.")
 @click.option("--similar", is_flag=True,
               help="Follow adjectives' 'similar to' pointers: huge is a synonym of large and an antonym of "
                    "small (a larger SimLex-999 gain: benchmarks/README.md).")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
-              help="Print counts as JSON on standard output, or write them to FILE.")
+              type=writes(allow_dash=True), help="Print counts as JSON on standard output, or write them to FILE.")
 @quiet_option
 @reports_errors
 def wordnet_cmd(folder, output, antonyms, single_words, similar, json_out):

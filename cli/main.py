@@ -9,6 +9,7 @@ from __future__ import annotations
 import _imp
 import _thread
 import contextlib
+import difflib
 import importlib
 import os
 import signal
@@ -168,6 +169,15 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx):
         return [name for name in COMMANDS if self._available(name)]
+
+    def resolve_command(self, ctx, args):
+        """click's own, with a suggestion for a mistyped command (click 8 suggests only options)."""
+        name = click.utils.make_str(args[0]) if args else None
+        if name is not None and name not in COMMANDS and not name.startswith("-"):
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command '{name}'; did you mean '{close[0]}'?")
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx, name):
         target = COMMANDS.get(name)

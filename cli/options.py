@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from embedtune import objectives as registry
+from embedtune.cli.files import FilesCommand, key_type
 from embedtune.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, all_keys, owners
 from embedtune.keys import IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key
 
@@ -34,7 +35,7 @@ class SectionedOption(click.Option):
         self.section = section
 
 
-class SectionedCommand(click.Command):
+class SectionedCommand(FilesCommand):
     """A command whose --help lists its options by section (click has one "Options" list)."""
 
     def format_options(self, ctx, formatter):
@@ -107,8 +108,8 @@ def key_option(key: Key, section: str):
         kwargs.update(is_flag=True, default=None)
     elif key.choices:
         kwargs["type"] = click.Choice(key.choices)
-    elif key.path:
-        kwargs["type"] = click.Path()
+    elif key.role:   # what the run does with the file: checked against every other name (cli/files.py)
+        kwargs["type"] = key_type(key)
     elif key.type is not str:
         kwargs["type"] = key.type
     shown = shown_default(key)

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import click
 
-from embedtune.cli.common import DROP_NAN_HELP, format_name, load_training_vectors, message, quiet_option, \
+from embedtune.cli.common import DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet_option, \
     reader_options, reports_errors
 from embedtune.checks import check_inputs_and_outputs
-from embedtune.cli.compare_cmds import config_words, frozen_rules
+from embedtune.cli.compare_cmds import CONFIG, config_words, frozen_rules
+from embedtune.cli.files import FilesCommand, reads, writes
 from embedtune.errors import EmbedtuneError
 
-INPUT = click.Path(exists=True, dir_okay=False)
+INPUT = reads(exists=True, dir_okay=False)
 
 
-@click.command("report")
+@click.command("report", cls=FilesCommand)
 @click.argument("before", type=INPUT)
 @click.argument("after", type=INPUT)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+@click.option("-o", "--output", required=True, type=writes(dir_okay=False, allow_dash=True), metavar="FILE",
               help="The HTML page to write ('-': standard output).")
 @click.option("--run", "run_file", type=INPUT, metavar="FILE",
               help="The run's summary (embedtune train --json FILE): its settings, rows, time and loss curve.")
-@click.option("--config", "config_file", type=INPUT, metavar="FILE",
+@click.option("--config", "config_file", type=CONFIG, metavar="FILE",
               help="Check the words this training config's [vocab] rules freeze, bit for bit.")
 @click.option("--check-frozen", "frozen_file", type=INPUT, metavar="FILE",
               help="Check these words (one per line) are bit-identical in AFTER.")
@@ -37,7 +38,7 @@ INPUT = click.Path(exists=True, dir_okay=False)
 @click.option("-k", "k", default=8, show_default=True, type=click.IntRange(min=1), metavar="N",
               help="Neighbours per listed word.")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
-              help="Format of the vectors files (default: detected from each file).")
+              help=f"Format of the vectors files: {FORMAT_HELP} (default: detected from each file).")
 @reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors

@@ -9,8 +9,9 @@ import click
 
 import embedtune.run
 from embedtune.checks import check_run, missing_argument
-from embedtune.cli.common import (DROP_NAN_HELP, format_name, message, quiet_option, reader_options, reports_errors,
-                                  show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, message, quiet_option, reader_options,
+                                  reports_errors, show_progress, write_json)
+from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, TrainingInterrupted, counted
@@ -74,15 +75,15 @@ def workers_bound(ctx, param, value):
 
     cores = local_cores()
     if not 1 <= value <= cores:
-        # A value check, as --epochs' is (exit 1), not a command line click cannot parse (exit 2).
-        raise click.ClickException(f"--workers must be between 1 and {cores} (the CPU cores this process may "
+        # A value out of its range: a usage error (exit 2), as every option's (docs/ci.md).
+        raise click.UsageError(f"--workers must be between 1 and {cores} (the CPU cores this process may "
                                    f"use; each worker is a process of its own), got {value}")
     return value
 
 
 @click.command("train", cls=SectionedCommand, epilog=RULES_HELP)
-@click.argument("vectors", required=False)
-@click.argument("corpus", required=False)
+@click.argument("vectors", required=False, type=reads(allow_dash=True))
+@click.argument("corpus", required=False, type=reads(allow_dash=True))
 @key_options   # every config key's option, from the declarations (embedtune/config.py, each objective's keys)
 @option("--workers", type=int, metavar="N", callback=workers_bound, section=RUNS,
         help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
@@ -101,14 +102,16 @@ def workers_bound(ctx, param, value):
         help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
              "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
              "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
-@option("-o", "--output", section=IO, help="Output vectors file ('-' = standard output).")
-@option("-c", "--config", "config_path", type=click.Path(dir_okay=False), section=IO,
+@option("-o", "--output", type=writes(allow_dash=True), section=IO, help="Output vectors file ('-' = standard output).")
+@option("-c", "--config", "config_path", type=ConfigFile(), section=IO,
         help="TOML config (see configs/default.toml); options override it.")
-@option("--format", "format_", help="Format of VECTORS (default: detected).", callback=format_name, section=IO)
-@option("--to", help="Output format (default: word2vec-binary for -o *.bin, fasttext for *.vec, else "
-                     "that of VECTORS; --to that the name contradicts is an error).", callback=format_name,
-        section=IO)
+@option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
+        callback=format_name, section=IO)
+@option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
+                                      "fasttext for *.vec, else that of VECTORS; --to that the name contradicts is "
+                                      "an error).", callback=format_name, section=IO)
 @option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]", section=IO,
+        type=writes(allow_dash=True),
         help="Print the summary as JSON on standard output, or write it to FILE.")
 @reader_options(DROP_NAN_HELP)
 @click.pass_context
@@ -144,7 +147,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     servers = server_cluster_from_env()   # TF_CONFIG names ps tasks
     if servers is not None and not servers.chief:   # reads no file: serves and ends there
         serve_task(ctx, config, resume, workers, servers, dry_run)
-    check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers)
+    check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers, config_path=config_path)
     if servers is not None:   # the chief: what the mode does not build, refused before it loads anything
         serve_task(ctx, config, resume, workers, servers, dry_run)
     if workers > 1 and not dry_run and not launched():
@@ -205,6 +208,8 @@ def say_plan(plan) -> None:
     for missing in plan.missing:
         message(f"Note: {counted(missing.count, 'word')} of {missing.path} "
                 f"{'is' if missing.count == 1 else 'are'} not in the vocabulary (first: {', '.join(missing.first)})")
+    for text in plan.notes:
+        message(f"Note: {text}")
 
 
 class ProgressBar:

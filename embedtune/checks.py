@@ -5,43 +5,131 @@ vectors file is read, which take seconds. Each raises EmbedtuneError naming the 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import stat
+from dataclasses import dataclass
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import BadOption, EmbedtuneError
+
+
+@dataclass(frozen=True)
+class Named:
+    """A file (or folder) a command reads or writes, as the command line or a config named it.
+
+    label : how an error names it: "-o", "VECTORS", "'vocab.freeze_list' in run.toml"
+    inside : for a folder, the names (shell patterns, first level) the command reads or writes in it
+    """
+
+    label: str
+    path: str
+    inside: tuple[str, ...] = ()
+
+
+# What a run writes into its folders (embedtune/checkpoint.py, tf.summary and embedtune/report/projector.py):
+# an input there would be deleted or overwritten. Literal here, so a check imports none of them.
+FOLDER_FILES = {
+    "checkpoint_dir": ("ckpt-*", ".lock"),
+    "logdir": ("events.out.tfevents.*", "projector_config.pbtxt", "embedtune-rows.tsv",
+               "embedtune-rows-metadata.tsv"),
+}
+
+
+def check_names(reads: list[Named], writes: list[Named]) -> None:
+    """The one check of a command's file names, before anything is read: no name is empty (an empty
+    shell variable must not drop a file: BadOption, a usage error), at most one input is standard
+    input, and no output is an input or another output, by resolved path (symlinks, ``./`` and
+    ``../`` spellings, hard links), an input among the files an output folder gets included."""
+    for named in (*reads, *writes):
+        if named.path == "":
+            raise BadOption(f"{named.label}: empty file name")
+    piped = [named.label for named in reads if named.path == "-"]
+    if len(piped) > 1:
+        raise BadOption(f"{' and '.join(piped)} cannot both be standard input")
+    for at, target in enumerate(writes):
+        if target.path is None or target.path == "-":
+            continue
+        for source in reads:
+            if source.path not in (None, "-") and _clash(target, source):
+                if target.inside:   # a folder of the run's: name the input it would write over
+                    raise EmbedtuneError(f"{target.label} ({target.path}) would write over this input "
+                                         f"({source.label}); choose another folder", source.path)
+                raise EmbedtuneError(f"output would overwrite an input; choose another {target.label}", target.path)
+        for earlier in writes[:at]:   # neither need exist yet
+            if earlier.path not in (None, "-") and _clash(target, earlier):
+                raise EmbedtuneError(f"{target.label} would overwrite the file of {earlier.label}; choose another "
+                                     f"{target.label}", target.path)
+
+
+def _clash(one: Named, other: Named) -> bool:
+    if one.inside and other.inside:   # two folders: their own files are told apart by name
+        return False
+    if one.inside:
+        return _within(other.path, one)
+    if other.inside:
+        return _within(one.path, other)
+    return same_file(one.path, other.path)
+
+
+def _within(path: str, folder: Named) -> bool:
+    """``path`` is one of the names ``folder`` gets (or a file inside one)."""
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(folder.path))
+    if relative == os.curdir or relative.startswith(os.pardir):
+        return False
+    first = relative.split(os.sep)[0]
+    return any(fnmatch.fnmatchcase(first, pattern) for pattern in folder.inside)
+
+
+def config_files(config, source: str | None = None, given=lambda name: False) -> tuple[list[Named], list[Named]]:
+    """(reads, writes): the files a config names, from the keys' declarations (Key.path), so that a new
+    key is checked with no more code. ``source``: the config file, named in the labels (None: the
+    values are the command's options); ``given(name)``: the command line overrides that key."""
+    from embedtune.config import all_keys
+
+    reads, writes = [], []
+    for key in all_keys():
+        holder = getattr(config, key.table) if key.table else config
+        value = getattr(holder, key.name)
+        if not key.role or value is None or given(key.name):
+            continue
+        where = f"{key.table}.{key.name}".lstrip(".")
+        label = f"'{where}' in {source}" if source else (
+            key.flag if key.option else "-o" if key.name == "output" else key.name.upper())
+        if key.role == "read":
+            reads.append(Named(label, value))
+        else:
+            writes.append(Named(label, value, FOLDER_FILES.get(key.name, ()) if key.role == "folder" else ()))
+    return reads, writes
 
 
 def check_inputs_and_outputs(vectors: str, corpus: str | None, output: str, json_out: str | None,
                              other_inputs: tuple = (), other_outputs: tuple = ()) -> None:
-    """Refuse, before any work, what would fail or destroy something at the end: both inputs on
-    standard input, JSON and vectors both on standard output, an output that is an input (by
-    samefile, not by spelling; ``other_inputs`` are inputs too) or another output (``other_outputs``:
-    (option, path) pairs, after -o and --json), a folder, in a folder that does not exist or cannot
-    be written; an input that does not exist."""
-    if vectors == "-" and corpus == "-":
-        raise EmbedtuneError("VECTORS and CORPUS cannot both be standard input")
+    """Refuse, before any work, what would fail or destroy something at the end: JSON and vectors both
+    on standard output, an output that is an input or another output (check_names; ``other_inputs``
+    are inputs too, ``other_outputs`` (option, path) pairs after -o and --json), a folder, in a folder
+    that does not exist or cannot be written; an input that does not exist."""
     if json_out == "-" and output == "-":
         raise EmbedtuneError("standard output already carries the vectors (-o -); give --json FILE")
-    outputs = [("-o", output), ("--json", json_out), *other_outputs]
-    for at, (option, target) in enumerate(outputs):
-        if not target or target == "-":
-            continue
-        for source in (vectors, corpus, *other_inputs):
-            if same_file(source, target):
-                raise EmbedtuneError(f"output would overwrite an input; choose another {option}", target)
-        for earlier, path in outputs[:at]:   # neither need exist yet
-            if same_file(path, target):
-                raise EmbedtuneError(f"{option} would overwrite the file of {earlier}; choose another {option}", target)
-        check_writable_file(target, option)
+    reads = [Named("VECTORS", vectors), Named("CORPUS", corpus),
+             *(Named("input", path) for path in other_inputs if path is not None)]
+    writes = [Named("-o", output), Named("--json", json_out),
+              *(Named(option, path) for option, path in other_outputs)]
+    check_names([named for named in reads if named.path is not None],
+                [named for named in writes if named.path is not None])
+    for named in writes:
+        check_writable_file(named.path, named.label)
     check_input_file(vectors, "vectors file", missing="no such file")   # the words of formats.io
     check_input_file(corpus, "corpus file")
 
 
 def same_file(path: str | None, other: str | None) -> bool:
-    """The two names are one file (not '-'): by spelling once made absolute, else by samefile."""
+    """The two names are one file (not '-'): by spelling once symlinks are resolved, else by samefile.
+    Devices and pipes are not files an output overwrites (``-o /dev/null`` beside ``--freeze-list /dev/null``)."""
     if not path or not other or "-" in (path, other):
         return False
-    return os.path.abspath(path) == os.path.abspath(other) or (
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+        return False
+    return os.path.realpath(path) == os.path.realpath(other) or (
         os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other))
 
 
@@ -157,7 +245,7 @@ def missing_argument(config) -> str | None:
 
 
 def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str | None = None,
-              workers: int = 1) -> None:
+              workers: int = 1, config_path: str | None = None) -> None:
     """Everything about a run's inputs and outputs that can be checked before hours of training, and
     before TensorFlow and the vectors load: each check costs a stat or a compile. A dry run writes no
     vectors, so its plan may go to standard output whatever -o says."""
@@ -168,6 +256,10 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     inputs = [(path, what) for path, what in objective.input_files(config) if path]
     if config.report == "-":   # standard output carries the vectors (-o -) or the summary (--json)
         raise EmbedtuneError("--report: give a file name; the page does not go to standard output")
+    reads, writes = config_files(config)   # every file the run reads or writes, from the keys' declarations
+    if json_out and not (dry_run and json_out == "-"):   # named after -o, before the others
+        writes.insert(1 if writes and writes[0].label == "-o" else 0, Named("--json", json_out))
+    check_names([*reads, *([Named("--config", config_path)] if config_path else [])], writes)
     check_inputs_and_outputs(config.vectors, config.corpus, config.output,
                              None if dry_run and json_out == "-" else json_out,
                              other_inputs=tuple(path for path, _ in inputs), other_outputs=(("--report", config.report),))

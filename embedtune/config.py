@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from embedtune import objectives as registry
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import BadOption, EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, Range
 
 __all__ = ["Config", "TrainConfig", "VocabConfig", "RANGES", "Key", "Range", "load_config", "merge", "validate",
@@ -40,16 +40,16 @@ AUTO = registry.AUTO
 # counts go up to int64.
 KEYS: tuple[Key, ...] = (
     # the file's top level: inputs and outputs (arguments and hand-written options on the command line)
-    Key("vectors", str, table="", option=False, help="Pretrained vectors file."),
-    Key("corpus", str, table="", option=False, help='Text corpus, one sentence or paragraph per line; "-" = stdin.'),
-    Key("output", str, table="", option=False, help='Output vectors file; "-" = stdout.'),
+    Key("vectors", str, table="", option=False, path="read", help="Pretrained vectors file."),
+    Key("corpus", str, table="", option=False, path="read", help='Text corpus, one sentence or paragraph per line; "-" = stdin.'),
+    Key("output", str, table="", option=False, path="write", help='Output vectors file; "-" = stdout.'),
     Key("format", str, table="", option=False, help="Input vectors format (None: detect)."),
     Key("to", str, table="", option=False, help="Output format (None: the same as the input)."),
-    Key("report", str, table="", path=True, metavar="FILE", section=IO,
+    Key("report", str, table="", path="write", metavar="FILE", section=IO,
         help="Write an HTML page of what the run did (embedtune report's, with the run's own figures)."),
     # [vocab]: which rows may move; freeze rules win over train rules (embedtune.plan)
-    Key("freeze_list", str, table="vocab", path=True, section=ROWS, help="File of words to freeze, one per line."),
-    Key("train_list", str, table="vocab", path=True, section=ROWS,
+    Key("freeze_list", str, table="vocab", path="read", section=ROWS, help="File of words to freeze, one per line."),
+    Key("train_list", str, table="vocab", path="read", section=ROWS,
         help="File of words to train; the rest are frozen."),
     Key("freeze_top", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="off"), section=ROWS,
         help="Freeze the first N rows of VECTORS (the most frequent words).", shown_default="0 = off"),
@@ -60,7 +60,7 @@ KEYS: tuple[Key, ...] = (
         help="Freeze every pretrained row: only new words train."),
     Key("min_count", int, None, table="vocab", range=Range(1, INT64_MAX), section=NEW_WORDS,
         help="Add corpus words seen this often as new rows.", shown_default="5; none with --new-words"),
-    Key("new_words", str, table="vocab", path=True, section=NEW_WORDS,
+    Key("new_words", str, table="vocab", path="read", section=NEW_WORDS,
         help="File of words, one a line, to add as new rows whatever their count (spelling alone when the "
              "corpus lacks them); no other word is added unless --min-count is given."),
     Key("max_new", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
@@ -106,7 +106,7 @@ KEYS: tuple[Key, ...] = (
     Key("threads", int, 0, range=Range(0, 1024, zero="all cores"), section=TRAINING,
         help="CPU threads of TensorFlow's thread pools and of the compiled steps (plain sgd, as gensim's "
              "workers).", shown_default="0 = all cores"),
-    Key("checkpoint_dir", str, path=True, section=RUNS, help="Write checkpoints to this folder."),
+    Key("checkpoint_dir", str, path="folder", section=RUNS, help="Write checkpoints to this folder."),
     Key("checkpoint_every", int, 0, range=Range(0, INT64_MAX, zero="every 5 minutes"), section=RUNS,
         help="Steps between checkpoints.", shown_default="every 5 minutes"),
     Key("max_steps", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
@@ -117,7 +117,7 @@ KEYS: tuple[Key, ...] = (
         section=RUNS,
         help="--workers: steps each worker trains on its own lines between two exchanges of the rows it "
              "changed, summed on every worker (docs/workers.md); 0 = every step's gradients gathered (slower)."),
-    Key("logdir", str, path=True, section=RUNS,
+    Key("logdir", str, path="folder", section=RUNS,
         help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
              "most-moved rows at the end: tensorboard --logdir DIR."),
 )
@@ -240,6 +240,8 @@ def _check_value(key: Key, where: str, value, source: str):
         return float(value)
     if not isinstance(value, key.type):
         raise EmbedtuneError(f"key '{where}' must be {_type_name(key.type)}, got {value!r}", path=source)
+    if key.role and value == "":   # an empty name is never "not given": it would drop a file silently
+        raise EmbedtuneError(f"key '{where}' is an empty file name", path=source)
     return value
 
 
@@ -281,10 +283,13 @@ def validate(config, source: str | None = None, options: frozenset = frozenset()
 
     def bad(key, text):
         name = key.split(".")[-1]
-        if name in options or source is None:
-            raise EmbedtuneError(f"--{name.replace('_', '-')} {text}")
+        if name in options or source is None:   # a command-line value: a usage error (exit 2)
+            raise BadOption(f"--{name.replace('_', '-')} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
 
+    for key, value in _values(config, "", "train", "vocab"):
+        if key.role and value == "":
+            bad(f"{key.table}.{key.name}".lstrip("."), "is an empty file name")
     objectives = registry.registered()
     if t.objective != AUTO and t.objective not in objectives:
         bad("train.objective", f"must be one of {', '.join((AUTO, *objectives))}, got {t.objective!r}")

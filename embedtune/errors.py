@@ -26,6 +26,12 @@ class EmbedtuneError(Exception):
         return f"{where}: {self.message}" if where else self.message
 
 
+class BadOption(EmbedtuneError):
+    """A value given on the command line (or to ``fine_tune``) that is not allowed: out of its range,
+    not among the choices, an empty file name. The command layer exits 2 for it, as for every usage
+    error; a bad value read from a file is a plain EmbedtuneError (exit 1)."""
+
+
 class TrainingInterrupted(Exception):
     """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder).
     Here, not in the trainer, so that a command catches it without importing TensorFlow."""

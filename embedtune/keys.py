@@ -52,7 +52,9 @@ class Key:
     only : for an objective's key: set away from its default under another objective, it is an error
         "is <only> only by --objective <name>" ("" : no such check, the key is just not read)
     option : False: a key of the file only, or an option written by hand in cli/
-    path : the option names a file or folder (click.Path)
+    path : what the value names (click.Path on the command line): "read", a file the run reads; "write", a
+        file it writes; "folder", a folder it writes into ("": not a path; True is taken as "read"). No
+        output may name an input (embedtune.checks.check_names); an empty name is an error
     metavar, section : of the option in --help (section: "" = the objective's own section)
     """
 
@@ -65,7 +67,7 @@ class Key:
     choices: tuple = ()
     only: str = ""
     option: bool = True
-    path: bool = False
+    path: str | bool = ""
     metavar: str | None = None
     section: str = ""
     shown_default: str | None = None
@@ -73,6 +75,11 @@ class Key:
     @property
     def annotation(self):
         return self.type if self.default is not None else self.type | None
+
+    @property
+    def role(self) -> str:
+        """"read", "write", "folder" or "" (see ``path``)."""
+        return "read" if self.path is True else self.path or ""
 
     @property
     def flag(self) -> str:

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 from collections import Counter
 
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.plan import read_word_list
 from embedtune.vectors import Vectors
 
 DEFAULT_MIN_COUNT = 5   # when no list is given and --min-count is unset
 
 
-def read_new_words(path: str, lowercase: bool = False) -> list[str]:
+def read_new_words(path: str, lowercase: bool = False, lowered: list | None = None) -> list[str]:
     """The words of a ``--new-words`` file (one a line, as word lists are read: embedtune.plan.read_word_list),
-    in file order, repeats dropped; lower-cased when the corpus is. A word holding a space could never be a
-    corpus token: an error naming its line, as is a file with no word."""
+    in file order, repeats dropped; lower-cased when the corpus is (each word that changed appended to
+    ``lowered`` as (as written, lower-cased), for ``listed_notes``). A word holding a space could never be
+    a corpus token: an error naming its line, as is a file with no word."""
     words = []
     for number, word in read_word_list(path):
         if any(ch.isspace() for ch in word):
             raise EmbedtuneError(f"{word!r} holds a space: a new word is one corpus token", path, number)
+        if lowercase and word.lower() != word and lowered is not None:
+            lowered.append((word, word.lower()))
         words.append(word.lower() if lowercase else word)
     if not words:
         raise EmbedtuneError("the --new-words file holds no word", path)
@@ -50,6 +53,22 @@ def pick_new_words(counts: Counter, vectors: Vectors, min_count: int | None, max
         if max_new:
             new = new[:max_new]
     return first + [w for _, w in new]
+
+
+def listed_notes(path: str, listed: list[str], vectors: Vectors, lowered: list) -> list[str]:
+    """What a user of --new-words must be told: listed words that already have a vector (they keep it,
+    no row is added) and listed words lower-cased to match the corpus (GloVe's vocabulary is lower-case)."""
+    notes = []
+    if lowered:
+        shown = ", ".join(f"{raw!r} -> {low!r}" for raw, low in lowered[:3])
+        notes.append(f"{counted(len(lowered), 'word')} of {path} lower-cased, as the corpus is (--lowercase): "
+                     f"{shown}{', ...' if len(lowered) > 3 else ''}")
+    known = [w for w in listed if w in vectors.index]
+    if known:
+        has = "already has a vector: it keeps it" if len(known) == 1 else "already have a vector: they keep it"
+        notes.append(f"{counted(len(known), 'word')} of {path} {has}, no row is added (first: "
+                     f"{', '.join(known[:5])})")
+    return notes
 
 
 def listed_report(listed: list[str] | None, vectors: Vectors, counts: Counter) -> dict:

@@ -54,6 +54,10 @@ class Plan:
     frozen: np.ndarray
     n_pretrained: int
     missing: list[MissingWords] = field(default_factory=list)
+    # What the run must say about its lists (a list that freezes nothing, listed new words that have a
+    # vector), and what became of --new-words' words (newwords.listed_report): in the summary too
+    notes: list[str] = field(default_factory=list)
+    listed: dict = field(default_factory=dict)
     # The pretrained words' index (Vectors.index) and the new words' rows, for ``row_counts``; None: a
     # word at a time over ``words``
     index: WordIndex | None = field(default=None, repr=False, compare=False)
@@ -104,6 +108,8 @@ class Plan:
             "trainable": self.n_trainable_pretrained,
             "new": self.n_new,
             "missing_list_words": {m.path: {"count": m.count, "first": m.first} for m in self.missing},
+            **self.listed,
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -185,10 +191,13 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         freeze[:n_pre] = True
     if vocab.freeze_top:
         freeze[: min(vocab.freeze_top, n_pre)] = True
+    notes = []
     if vocab.freeze_list:
         rows, miss = _list_rows(vocab.freeze_list, vectors.index, new_index, vocab.strict_lists, True)
         freeze[rows] = True
         missing.append(miss)
+        if not rows and not miss.count:   # an empty file, /dev/null: a guarantee the user thinks they have
+            notes.append(f"--freeze-list {vocab.freeze_list} holds no word: it freezes nothing")
     if vocab.freeze_pattern:
         pattern = compile_pattern(vocab.freeze_pattern, "freeze_pattern")
         hits = [w for w in new_words if pattern.search(w)]
@@ -201,6 +210,9 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         rows, miss = _list_rows(vocab.train_list, vectors.index, new_index, vocab.strict_lists, False)
         train[rows] = True
         missing.append(miss)
+        if not rows and not miss.count:
+            notes.append(f"--train-list {vocab.train_list} holds no word: it trains nothing "
+                         "(every pretrained row not otherwise trained is frozen)")
     if vocab.train_pattern:
         pattern = compile_pattern(vocab.train_pattern, "train_pattern")
         train[:n_pre] |= np.fromiter((bool(pattern.search(w)) for w in vectors.words), bool, n_pre)
@@ -210,4 +222,4 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         frozen[:n_pre] |= ~train[:n_pre]
     frozen[n_pre:] = False  # rule 1: new words always train
     return Plan(words=words, frozen=frozen, n_pretrained=n_pre, missing=[m for m in missing if m.count],
-                index=vectors.index, new_index=new_index)
+                notes=notes, index=vectors.index, new_index=new_index)

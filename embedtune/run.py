@@ -69,11 +69,16 @@ def load_training_vectors(path: str, format: str | None, reading: Reading = Read
     from embedtune import formats
 
     vectors = formats.load_vectors(path, format=format, limit=limit, **dataclasses.asdict(reading))
+    left_out = []
     if reading.allow_nan:
         vectors, left_out = formats.without_nonfinite(vectors)
         if left_out and note is not None:
             note(f"left out {counted(len(left_out), 'row')} with NaN or infinity (--allow-nan; "
                  f"first: {', '.join(repr(w) for w in left_out[:5])})")
+    if len(vectors) == 0:   # a header '0 50': nothing to fine-tune, start from or score (docs/formats.md)
+        why = "every row has NaN or infinity (--allow-nan left them out)" if left_out else "0 rows"
+        raise EmbedtuneError(f"holds no vectors ({why}): there is nothing to fine-tune, start from or score "
+                             "(inspect and convert read such a file)", path)
     return vectors
 
 

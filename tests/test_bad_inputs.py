@@ -53,8 +53,8 @@ class Folder:
         return path
 
     def args(self, *options, vectors=None, corpus=None, output=None) -> list:
-        return ["train", vectors or self.vectors, corpus or self.corpus, "-o", output or self.output,
-                *FAST, *options]
+        return ["train", self.vectors if vectors is None else vectors, self.corpus if corpus is None else corpus,
+                "-o", self.output if output is None else output, *FAST, *options]
 
     def glove_with_line(self, number: int, line: bytes) -> Path:
         """The vectors file with line ``number`` (1-based) replaced."""
@@ -462,7 +462,7 @@ def _(f):
 def _(f):
     folder = f.path / "configs"
     folder.mkdir()
-    return f.args("--config", folder), ["Error: ", "--config", "is a directory"]
+    return f.args("--config", folder), ["Error: ", "--config", "is a folder"]
 
 
 @case("checkpoint-dir-is-a-device")
@@ -539,6 +539,58 @@ def _(f):
     return f.args(output=other), [f"Error: {other}: output would overwrite an input"]
 
 
+@case("output-is-the-freeze-list")   # issue 35: any input, not only the vectors
+def _(f):
+    words = f.file("frozen.txt", "the\n")
+    return f.args("--freeze-list", words, output=words), [f"Error: {words}: output would overwrite an input"]
+
+
+@case("report-is-the-freeze-list-through-a-symlink")
+def _(f):
+    words = f.file("frozen.txt", "the\n")
+    (f.path / "page.html").symlink_to(words)
+    return f.args("--freeze-list", words, "--report", f.path / "page.html"), [
+        f"Error: {f.path / 'page.html'}: output would overwrite an input; choose another --report"]
+
+
+@case("json-is-the-train-list-through-a-hard-link")
+def _(f):
+    words = f.file("train.txt", "the\n")
+    os.link(words, f.path / "summary.json")
+    return f.args("--train-list", words, "--json", f.path / "summary.json"), [
+        f"Error: {f.path / 'summary.json'}: output would overwrite an input; choose another --json"]
+
+
+@case("output-is-the-config")
+def _(f):
+    config = f.file("run.toml", "[train]\nepochs = 1\n")
+    return f.args("--config", config, output=config), [f"Error: {config}: output would overwrite an input"]
+
+
+@case("output-is-the-new-words-list-named-by-the-config")
+def _(f):
+    words = f.file("new.txt", "zorblax\n")
+    config = f.file("run.toml", f'[vocab]\nnew_words = "{words}"\n')
+    return f.args("--config", config, output=f"{f.path}/./new.txt"), [
+        f"Error: {f.path}/./new.txt: output would overwrite an input"]
+
+
+@case("freeze-list-empty-name")
+def _(f):
+    return f.args("--freeze-list", ""), ["Error: --freeze-list: empty file name"]
+
+
+@case("output-empty-name-in-a-dry-run")
+def _(f):
+    return f.args("--dry-run", output=""), ["Error: -o: empty file name"]
+
+
+@case("vectors-with-no-rows")
+def _(f):
+    f.file("glove.txt", "0 50\n")
+    return f.args(), [f"Error: {f.vectors}: holds no vectors (0 rows)"]
+
+
 @case("json-summary-into-a-missing-folder")
 def _(f):
     summary = f.path / "reports" / "summary.json"
@@ -601,7 +653,7 @@ def test_bad_options_and_missing_inputs_are_refused_before_the_vectors_are_read(
                "format": ["--format", "glove6b"]}[where]
     corpus = tmp_path / "none.txt" if where == "corpus-missing" else None
     result = run(folder.args(*options, corpus=corpus))
-    assert result.exit_code == 1
+    assert result.exit_code == (2 if where in ("seed", "batch-size", "format") else 1)   # usage errors: 2
     assert_one_error_line(result.stderr)
 
 

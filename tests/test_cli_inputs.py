@@ -74,7 +74,7 @@ def test_quiet_after_the_command_silences_its_messages(small, tmp_path, where):
 def test_an_unknown_format_is_reported_against_its_own_option(small, tmp_path, args, option):
     args = [a.format(v=small, out=tmp_path / "out.txt") for a in args]
     result = run(*args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2   # a usage error (docs/ci.md)
     assert result.stderr.splitlines() == [
         f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext)"]
     assert not (tmp_path / "out.txt").exists()
@@ -165,7 +165,7 @@ def test_float_options_must_be_finite(key, value):
 ])
 def test_init_checks_the_same_ranges_before_reading(small, tmp_path, option, value, message):
     result = run("init", small, small, "-o", tmp_path / "out.txt", option, value)
-    assert result.exit_code == 1   # as train's same checks
+    assert result.exit_code == 2   # as train's same checks: a value out of range is a usage error
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(f"Error: {option} {message}")
     assert "Loading" not in result.stderr
 
@@ -477,8 +477,14 @@ def test_the_readers_hints_work_in_the_commands_that_compare(tmp_path, command, 
     (["convert", "{v}"], ["Missing argument 'OUT'"]),
     (["convert", "{v}", "{out}", "--limit", "0"], ["'--limit'", "0", "x>=1"]),
     (["init", "{v}", "{v}", "-o", "{out}", "--init", "nope"], ["'--init'", "'nope'", "'alacarte'"]),
-    (["lexicon", "wordnet", "{out}", "-o", "{out}"], ["'FOLDER'", "does not exist"]),
     (["neighbors", "{v}"], ["Missing argument"]),
+    # a value that parses but is out of its range or not among the choices (issue 35: one rule, docs/ci.md)
+    (["train", "{v}", "{v}", "-o", "{out}", "--workers", "0"], ["Error: --workers must be between 1 and"]),
+    (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "0"], ["Error: --epochs must be at least 1, got 0"]),
+    # an objective's own option, checked as the shared ones are
+    (["train", "{v}", "{v}", "-o", "{out}", "--x-max", "0"], ["Error: --x-max must be positive, got 0.0"]),
+    (["init", "{v}", "{v}", "-o", "{out}", "--min-count", "0"], ["Error: --min-count must be at least 1, got 0"]),
+    (["convert", "{v}", "{out}", "--to", "bogus"], ["Error: --to: unknown format 'bogus'"]),
 ])
 def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts):
     result = run(*[a.format(v=small, out=tmp_path / "out.txt") for a in args])
@@ -490,20 +496,15 @@ def test_a_usage_error_is_one_line_and_exit_code_2(small, tmp_path, args, parts)
 
 
 @pytest.mark.parametrize("args, line", [
-    (["train", "{v}", "{v}", "-o", "{out}", "--workers", "0"], "Error: --workers must be between 1 and"),
-    (["train", "{v}", "{v}", "-o", "{out}", "--epochs", "0"], "Error: --epochs must be at least 1, got 0"),
-    # an objective's own option, checked as the shared ones are
-    (["train", "{v}", "{v}", "-o", "{out}", "--x-max", "0"], "Error: --x-max must be positive, got 0.0"),
-    (["init", "{v}", "{v}", "-o", "{out}", "--min-count", "0"], "Error: --min-count must be at least 1, got 0"),
     (["train", "{v}", "{v}", "-o", "{out}", "--checkpoint-dir", "{v}"], "Error: {v}: --checkpoint-dir: not a folder"),
     (["train", "{v}", "{v}", "-o", "{out}", "--logdir", "{v}"], "Error: {v}: --logdir: not a folder"),
-    (["convert", "{v}", "{out}", "--to", "bogus"], "Error: --to: unknown format 'bogus'"),
+    (["lexicon", "wordnet", "{out}", "-o", "{out}"], "Error: {out}: FOLDER: no such folder"),
 ])
-def test_a_value_that_parses_but_is_wrong_is_one_line_and_exit_code_1(small, tmp_path, args, line):
+def test_a_file_that_is_not_what_the_option_needs_is_one_line_and_exit_code_1(small, tmp_path, args, line):
     result = run(*[a.format(v=small, out=tmp_path / "out.txt") for a in args])
     assert result.exit_code == 1, result.output
     assert result.stdout == "" and len(result.stderr.splitlines()) == 1, result.stderr
-    assert result.stderr.startswith(line.format(v=small)), result.stderr
+    assert result.stderr.startswith(line.format(v=small, out=tmp_path / "out.txt")), result.stderr
     assert not (tmp_path / "out.txt").exists()
 
 

@@ -190,19 +190,19 @@ def test_a_config_error_names_the_key_and_the_file(files, tmp_path):
 # bad input: one line, non-zero exit, nothing written, input untouched
 
 
-@pytest.mark.parametrize("options, parts", [
-    (["--window", "0"], ["--window", "must be at least 1, got 0"]),
-    (["--epochs", "0"], ["--epochs", "must be at least 1, got 0"]),
-    (["--lr", "-0.5"], ["--lr", "must be positive, got -0.5"]),
-    (["--clip-norm", "-1"], ["--clip-norm", "got -1"]),
-    (["--freeze-pattern", "(unclosed"], ["--freeze-pattern", "not a valid regular expression"]),
-    (["--dim", "300"], ["50 dimensions", "300"]),
+@pytest.mark.parametrize("options, parts, code", [   # out of range: a usage error, 2 (docs/ci.md)
+    (["--window", "0"], ["--window", "must be at least 1, got 0"], 2),
+    (["--epochs", "0"], ["--epochs", "must be at least 1, got 0"], 2),
+    (["--lr", "-0.5"], ["--lr", "must be positive, got -0.5"], 2),
+    (["--clip-norm", "-1"], ["--clip-norm", "got -1"], 2),
+    (["--freeze-pattern", "(unclosed"], ["--freeze-pattern", "not a valid regular expression"], 1),
+    (["--dim", "300"], ["50 dimensions", "300"], 1),
 ])
-def test_bad_values_are_one_line_errors_and_leave_the_output_alone(files, tmp_path, options, parts):
+def test_bad_values_are_one_line_errors_and_leave_the_output_alone(files, tmp_path, options, parts, code):
     output = tmp_path / "out.txt"
     output.write_text("previous result\n")
     result = run(["train", files["vectors"], files["corpus"], "-o", output, *FAST, *options])
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == code and result.stdout == ""
     assert_one_error_line(result.stderr, *parts)
     assert output.read_text() == "previous result\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
@@ -260,7 +260,7 @@ def test_an_output_over_an_input_is_refused(files):
 
 def test_vectors_and_corpus_cannot_both_be_stdin():
     result = run(["train", "-", "-", "-o", "out.txt"], input=b"")
-    assert result.exit_code == 1
+    assert result.exit_code == 2   # a usage error
     assert_one_error_line(result.stderr, "cannot both be standard input")
 
 

@@ -269,7 +269,7 @@ def test_workers_are_bounded_by_the_cores(folder, monkeypatch):
     args = ["train", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "tuned.txt", "--dry-run"]
     assert run([*args, "--workers", "2"]).exit_code == 0
     result = run([*args, "--workers", "3"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2   # out of range: a usage error
     assert result.stderr.splitlines() == ["Error: --workers must be between 1 and 2 (the CPU cores this process "
                                           "may use; each worker is a process of its own), got 3"]
 

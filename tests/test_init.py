@@ -359,7 +359,7 @@ def test_cli_errors_are_one_line_and_leave_no_output(tmp_path):
     result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", "-", "--json"])
     assert result.exit_code == 1 and "standard output already carries the vectors" in result.stderr
     result = run(["init", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--window", "0"])
-    assert result.exit_code == 1 and "--window" in result.stderr and "must be at least 1, got 0" in result.stderr
+    assert result.exit_code == 2 and "--window" in result.stderr and "must be at least 1, got 0" in result.stderr
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     result = run(["init", SAMPLE_VECTORS, empty, "-o", out])

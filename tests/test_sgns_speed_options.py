@@ -219,7 +219,7 @@ def test_threads_and_negatives_are_accepted(files, tmp_path, options):
 def test_a_bad_thread_count_is_a_one_line_error(files, tmp_path, options, message):
     out = tmp_path / "out.txt"
     result = run(["train", files["vectors"], files["corpus"], "-o", out, *options])
-    assert result.exit_code == 1 and result.stderr.strip().splitlines()[-1] == message
+    assert result.exit_code == 2 and result.stderr.strip().splitlines()[-1] == message   # out of range: usage
     assert not out.exists()
 
 

@@ -206,20 +206,22 @@ class Objective:
         and ``lowercase`` added)."""
         settings = ", ".join(f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
                              for key, value in d["settings"].items())
-        limits = [f"{d[k]:,} {k.split('_')[1]}" for k in ("max_steps", "max_words") if d[k]]
+        limits = [counted(d[k], k.split('_')[1][:-1]) for k in ("max_steps", "max_words") if d[k]]
         mib, workers = 2**20, d["workers"]
         lines = [
-            ("vectors", f"{d['vectors']} ({d['format']}, {d['rows']:,} rows, {d['dim']} dimensions)"),
-            ("corpus", f"{d['corpus']} ({d['corpus_words']:,} words, {d['corpus_lines']:,} lines, "
+            ("vectors", f"{d['vectors']} ({d['format']}, {counted(d['rows'], 'row')}, {counted(d['dim'], 'dimension')})"),
+            ("corpus", f"{d['corpus']} ({counted(d['corpus_words'], 'word')}, {counted(d['corpus_lines'], 'line')}, "
                        f"{d['distinct_words']:,} distinct{', lower-cased' if d['lowercase'] else ''})"),
             ("output", f"{d['output']} ({d['to']})"),
             ("rows", f"{d['frozen']:,} frozen, {d['trainable']:,} trainable, {d['new']:,} new; in the corpus: "
                      f"{d['trainable_in_corpus']:,} to train, {d['frozen_in_corpus']:,} frozen"),
-            *[("missing", f"{m['count']:,} words of {path} are not in the vocabulary (first: {', '.join(m['first'])})")
+            *[("missing", f"{counted(m['count'], 'word')} of {path} {'is' if m['count'] == 1 else 'are'} not in the "
+                          f"vocabulary (first: {', '.join(m['first'])})")
               for path, m in d["missing_list_words"].items()],
+            *[("note", text) for text in d.get("notes", ())],
             ("new words", f"start: {d['init']}" if d["new"] else "none"),
             ("objective", f"{d['objective']}: {settings}"),
-            ("stop", f"after {' or '.join(limits)}" if limits else f"after {d['settings']['epochs']} epochs"),
+            ("stop", f"after {' or '.join(limits)}" if limits else f"after {counted(d['settings']['epochs'], 'epoch')}"),
             ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak "
                        + (f"in all: {workers} worker processes of {d['memory_per_worker_bytes'] / mib:,.0f} MiB "
                           f"each and the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
@@ -239,18 +241,18 @@ class Objective:
         """What the command says after a run, a line each (notes start with "Note: "), from
         ``result`` (embedtune.run.RunResult: its ``stats`` are the --json summary)."""
         s = result.stats
-        over = f"{s['epochs']} epoch{'s' if s['epochs'] != 1 else ''} of {s['corpus_words']:,} words"
+        over = f"{counted(s['epochs'], 'epoch')} of {counted(s['corpus_words'], 'word')}"
         if s["stopped_at_limit"]:
             limit = s["stopped_at_limit"]
-            over = (f"{s['steps']:,} steps, {s['words_done']:,} of {s['corpus_words'] * s['epochs']:,} words "
+            over = (f"{counted(s['steps'], 'step')}, {s['words_done']:,} of {counted(s['corpus_words'] * s['epochs'], 'word')} "
                     f"(stopped at --{limit.replace('_', '-')} {getattr(config.train, limit):,})")
         lines = [
             f"Trained {counted(s['trained_rows'], 'row')} ({s['new']:,} new) with {s['objective']} over {over}: "
             f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
             f"({s['total_seconds']:.1f} s with counting and starts); "
             f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
-            f"{s['frozen_rows_checked']:,} frozen rows read back from the output as written: all bit-identical "
-            f"to the input as read"]
+            f"{counted(s['frozen_rows_checked'], 'frozen row')} read back from the output as written: "
+            f"{'bit-identical' if s['frozen_rows_checked'] == 1 else 'all bit-identical'} to the input as read"]
         if s["new"]:
             spelling = (f"{s['new_from_spelling_only']:,} had too few contexts and started from their spelling "
                         "alone, " if s["init"] == "form-context" else "")
@@ -259,7 +261,7 @@ class Objective:
         if s.get("init_note"):
             lines.append(f"Note: {s['init_note']}")
         if config.output != "-":
-            lines.append(f"Wrote {len(result.vectors):,} vectors to {config.output}")
+            lines.append(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
         return lines
 
     # --- checks and figures ----------------------------------------------------------------------

@@ -258,10 +258,10 @@ class Retrofit(Objective):
     name = "retrofit"
     help = "to --lexicon, no CORPUS"
     keys = (
-        Key("lexicon", str, table="", path=True, only="read",
+        Key("lexicon", str, table="", path="read", only="read",
             help="Synonyms, 'word neighbour neighbour ...' per line (UTF-8; Faruqui's format; see "
                  "`embedtune lexicon`)."),
-        Key("antonyms", str, table="", path=True, only="read", help="Antonyms in the same format, pulled apart."),
+        Key("antonyms", str, table="", path="read", only="read", help="Antonyms in the same format, pulled apart."),
         Key("repel", float, range=Range(0, FLOAT32_MAX, zero="off"), help="Weight of the antonym term."),
     )
     # Faruqui et al.'s anchor (alpha = 1); 20 rounds: each shrinks the distance to the update's fixed
@@ -330,11 +330,11 @@ class Retrofit(Objective):
             lex = s[key]
             if lex is None:
                 continue
-            lines.append(f"{getattr(config, key)}: {lex['lines']:,} lines, {lex['words']:,} words, "
-                         f"{lex['pairs_in_vectors']:,} pairs in the vectors; {lex['words_not_in_vectors']:,} words "
-                         f"not in the vectors (not added)"
+            lines.append(f"{getattr(config, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
+                         f"{counted(lex['pairs_in_vectors'], 'pair')} in the vectors; "
+                         f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
                          + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
-        lines.append(f"Retrofitted {s['trained_rows']:,} rows in {s['epochs']} rounds (anchor {s['anchor']:g}"
+        lines.append(f"Retrofitted {counted(s['trained_rows'], 'row')} in {counted(s['epochs'], 'round')} (anchor {s['anchor']:g}"
                      + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
                      f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
                      f"largest change on a frozen row: {s['max_frozen_change']}")

@@ -102,10 +102,10 @@ class Classify(Objective):
                  "(never frozen, not in the output vectors; fastText's -wordNgrams)."),
         Key("ngram_min_count", int, 1, range=Range(1, INT64_MAX), only="used",
             help="An n-gram becomes a row at this many occurrences in the training lines."),
-        Key("valid", str, table="", path=True, only="used",
+        Key("valid", str, table="", path="read", only="used",
             help="Labelled lines (same format) to report accuracy on, before training (classifier alone) "
                  "and after."),
-        Key("save_classifier", str, table="", path=True, only="used",
+        Key("save_classifier", str, table="", path="write", only="used",
             help="Write the trained classifier here ('labels dim', then 'label bias w1 ... wdim' a line; "
                  "docs/classify.md)."),
     )
