@@ -4,15 +4,17 @@ This session has one physical machine, so other CPUs are emulated by the setting
 arithmetic the way another CPU does: numba compiled for other CPUs (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES:
 generic x86-64, Haswell and Zen 3 (AVX2), Zen 4 and Skylake-AVX512 (AVX-512), no FMA), XLA held to
 narrower vector units (XLA_FLAGS=--xla_cpu_max_isa), oneDNN on and held to AVX2, other OpenBLAS kernels
-(OPENBLAS_CORETYPE), numpy without AVX-512 (NPY_DISABLE_CPU_FEATURES), and other thread counts. Each
-variant runs every golden case in a fresh process (the settings are read at import) and keeps its output
-and summary under DIR/VARIANT/CASE/. The real changes run the same way: the learning rate up by a
-thousandth, and one step fewer.
+(OPENBLAS_CORETYPE), numpy without AVX-512 (NPY_DISABLE_CPU_FEATURES), and other thread counts; "zen3"
+and "zen4" combine them as on an AMD EPYC. Each variant runs every golden case in a fresh process (the
+settings are read at import) and keeps its output and summary under DIR/VARIANT/CASE/. The real changes
+run the same way: the learning rate times 1.001 and 1.1, one step fewer, and Adagrad's initial
+accumulator and Adam's 1 - beta_2 times 1.001.
 
-For each case it prints the largest relative distance (tests/test_golden.py's ``distances``; "exact" where
-a part that must be exact differs) of every variant from the host run, the tolerance that follows
-(FACTOR times the largest spread over the machine variants, at least FLOOR), and whether each real change
-falls outside it. ``--write`` puts those tolerances into tests/golden/train.json.
+For each case it prints the largest relative distance (tests/test_golden.py's ``distances``; "exact parts
+differ" where a part that must be equal on any machine differs) of every variant from the host run,
+the tolerance that follows (FACTOR times the largest spread over the machine variants, at least FLOOR),
+and whether each real change falls outside it; then which variants give the bytes recorded on a
+machine. ``--write`` (all variants, no ``--only``) puts the tolerances into tests/golden/train.json.
 
     python benchmarks/golden_spread.py [--dir DIR] [--only VARIANT,...] [--write]
 
@@ -57,6 +59,7 @@ VARIANTS = {
     "threads-4": ({}, ("threads", 4)),
     "zen3": ({"NUMBA_CPU_NAME": "znver3", "NUMBA_CPU_FEATURES": "+sse2", "XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
               "OPENBLAS_CORETYPE": "Zen", "NPY_DISABLE_CPU_FEATURES": NO_AVX512}, None),
+    "zen4": ({"NUMBA_CPU_NAME": "znver4", "NUMBA_CPU_FEATURES": "+sse2", "OPENBLAS_CORETYPE": "Zen"}, None),
     "lr-1e-3": ({}, ("lr", 1.001)),
     "lr-1e-1": ({}, ("lr", 1.1)),
     "one-step-fewer": ({}, ("steps", -1)),
@@ -153,6 +156,23 @@ def spread(root: Path, names: list[str]) -> dict:
     return table
 
 
+def reproduced(root: Path, names: list[str]) -> None:
+    """Print, for each variant, the recorded machines whose exact hashes it gives (all cases)."""
+    import test_golden as golden
+
+    recorded = golden.load_golden()["exact"]
+    for name in ["host", *names]:
+        cases = [*golden.CASES, golden.TWO_WORKERS]
+        if not all((root / name / case / "out.txt").exists() for case in cases):
+            continue
+        got = {case: golden.exact(root / name / case / "out.txt", root / name / case / "summary.json")
+               for case in cases}
+        same = [entry["fingerprint"]["cpu"] for entry in recorded
+                if all(entry["cases"].get(case) == got[case] for case in cases)]
+        if same:
+            print(f"{name}: every case's output and summary bytes as recorded on {', '.join(same)}")
+
+
 def report(table: dict) -> dict:
     """Print the table; the tolerance of each case."""
     tolerance = {}
@@ -169,7 +189,8 @@ def report(table: dict) -> dict:
             wrong, gap = value
             shown = ("exact parts differ; " if wrong else "") + ("other rows moved" if gap is None else f"{gap:.2e}")
             caught = "" if name not in CHANGES else "  caught by the floats" if gap is not None and \
-                gap > tolerance[case] else "  caught by the exact parts" if wrong else "  NOT caught"
+                gap > tolerance[case] else "  caught by the exact parts" if wrong else \
+                "  (the run does not use it)" if gap == 0 else "  NOT caught"
             print(f"  {name:16s} {shown}{caught}")
     return tolerance
 
@@ -182,6 +203,8 @@ def main() -> None:
     parser.add_argument("--collect", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--change", type=json.loads, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write and args.only:
+        parser.error("--write takes the spread over every variant: leave out --only")
     if args.collect:
         collect(args.collect, args.change)
         return
@@ -189,6 +212,8 @@ def main() -> None:
     for name in names:
         run_variant(args.dir, name)
     tolerance = report(spread(args.dir, names[1:]))
+    print()
+    reproduced(args.dir, names[1:])
     if args.write:
         import test_golden as golden
 

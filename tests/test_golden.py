@@ -21,17 +21,20 @@ The tolerances are measured, not guessed: benchmarks/golden_spread.py runs every
 settings that change the float arithmetic the way another CPU does (numba compiled for other CPUs,
 XLA and oneDNN held to narrower vector units, other OpenBLAS kernels, numpy without AVX-512, other
 thread counts), takes each case's largest distance, and writes a multiple of it into
-tests/golden/train.json; the same script shows that real changes (the learning rate up by a
-thousandth, one step fewer) fall outside them. Cases whose runs amplify rounding (a softmax
-classifier fitted from a rounding-sensitive start) get wide tolerances and are held tightly only by
-their exact hashes; benchmarks/README.md ("Golden tests across machines") has the figures.
+tests/golden/train.json. Its emulated AMD machine gives the bytes an AMD EPYC recorded, so the
+spread holds a real second machine. The same script runs real changes (the learning rate up by a
+thousandth, one step fewer, an optimizer constant) and shows them outside the tolerances, except in
+the classify cases: their runs amplify rounding (the classifier's start is an unconverged fit), so
+their tolerances are wide and only their exact hashes hold them tightly. benchmarks/README.md
+("Golden tests across machines") has the figures.
 
 A change of bits that is meant needs its reason in the commit that records again (one process):
 
     EMBEDTUNE_GOLDEN=record python -m pytest -q -n 0 tests/test_golden.py
 
 It records this machine's hashes and the portable values; another machine's hashes of a case whose
-bits changed here are dropped, saying so (they no longer describe the code), never rewritten.
+results changed here (its bits, or its values beyond the tolerance) are dropped with a warning (they
+no longer describe the code), never rewritten. Tolerances are only written by the script.
 Interrupted-and-resumed runs giving an uninterrupted run's bytes is tests/test_resume.py's.
 """
 
