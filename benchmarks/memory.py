@@ -155,7 +155,7 @@ def mark(name):
         pass
 began = time.perf_counter()
 import embedtune.cli.main as cli_main
-from embedtune import formats, init
+from embedtune import formats
 from embedtune.training import loop as train_mod
 from embedtune.corpus import Corpus
 mark("imports (TensorFlow, embedtune)")

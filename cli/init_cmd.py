@@ -1,4 +1,4 @@
-"""`embedtune init`: options and messages; the work is embedtune.init.
+"""`embedtune init`: options and messages; the work is embedtune.newwords.methods.
 
 Imports no TensorFlow: giving new words a start takes seconds and needs only numpy.
 """
@@ -15,8 +15,8 @@ from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
 from embedtune.errors import BadOption, EmbedtuneError, counted
-from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
-                            DEFAULT_WINDOW, METHODS)
+from embedtune.newwords.contexts import DEFAULT_FIT_MIN_COUNT, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW
+from embedtune.newwords.methods import DEFAULT_METHOD, METHODS
 
 
 @click.command("init", cls=FilesCommand)
@@ -88,9 +88,10 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
 
     from embedtune import formats
     from embedtune.corpus import Corpus
-    from embedtune.init import initial_vectors, is_lowercase_vocabulary
-    from embedtune.newwords import (effective_min_count, listed_notes, listed_report, pick_new_words,
-                                    read_new_words)
+    from embedtune.newwords.choose import (effective_min_count, listed_notes, listed_report, pick_new_words,
+                                           read_new_words)
+    from embedtune.newwords.contexts import is_lowercase_vocabulary
+    from embedtune.newwords.methods import initial_vectors
     from embedtune.vectors import Vectors
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load

@@ -17,8 +17,8 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, is_lowercase_vocabulary
-from embedtune.newwords import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
+from embedtune.newwords.choose import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
+from embedtune.newwords.contexts import choose_method, is_lowercase_vocabulary
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
 from embedtune.vectors import Vectors
@@ -132,15 +132,15 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
-    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
+    from embedtune.newwords.spelling import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.newwords.fitted import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
-    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
+    # the new words' buckets and the probe words' (embedtune.newwords.fitted), whose context sums are held too
     kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
     probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
     return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)

@@ -224,7 +224,8 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 
 
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
-    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.init", "embedtune.runplan",
+    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.newwords",
+               "embedtune.newwords.methods", "embedtune.runplan",
                "embedtune.formats", "embedtune.compare", "embedtune.checkpoint", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
@@ -298,7 +299,7 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
 
     import numpy as np
 
-    import embedtune.init
+    import embedtune.newwords.contexts
     import embedtune.runplan
     from embedtune.config import Config, merge
     from embedtune.run import dry_run
@@ -307,8 +308,8 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
 
     (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")
     calls = []
-    decide = embedtune.init.is_lowercase_vocabulary
-    for module in (embedtune.init, embedtune.runplan):   # runplan's own copy of the rule, if any
+    decide = embedtune.newwords.contexts.is_lowercase_vocabulary
+    for module in (embedtune.newwords.contexts, embedtune.runplan):   # runplan's own copy of the rule, if any
         monkeypatch.setattr(module, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v), raising=False)
     config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
                               "new_words": str(folder / "new.txt"), "objective": "sgns"})
@@ -338,7 +339,7 @@ def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
 def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method):
     """The context weights and the context pass both want the corpus's words' rows: one lookup."""
     from embedtune.corpus import Corpus
-    from embedtune.init import initial_vectors
+    from embedtune.newwords.methods import initial_vectors
     from embedtune.vectors import WordIndex
     from train_fixtures import glove, sample_lines
 

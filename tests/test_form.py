@@ -1,4 +1,5 @@
-"""The form model (embedtune.form) and the form-context start (embedtune.init, `init`/`train --init form-context`)."""
+"""The spelling model (embedtune.newwords.spelling) and the form-context start (embedtune.newwords.methods,
+`init`/`train --init form-context`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 
 from embedtune.corpus import Corpus
-from embedtune.form import FormModel, fit_form, piece_hash, piece_matrix, pieces
+from embedtune.newwords.spelling import FormModel, fit_form, piece_hash, piece_matrix, pieces
 from embedtune.formats import load_vectors
-from embedtune.init import combine_form_context, initial_vectors
+from embedtune.newwords.contexts import combine_form_context
+from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 
 from train_fixtures import SAMPLE_CORPUS, bits, glove, run, write_glove_text
@@ -183,7 +185,7 @@ def test_cli_init_form_context_keeps_glove_rows_and_reports_the_form_fit(files, 
     result = run(["init", files["vectors"], files["corpus"], "-o", out, "--init", "form-context", "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # the probe words (embedtune.starts) are left out of the spelling fit, to be predicted as new words are
+    # the probe words (embedtune.newwords.fitted) are left out of the spelling fit, to be predicted as new words are
     assert summary["method"] == "form-context" and summary["form_fit_words"] == 5000 - summary["probe_words"]
     assert "spelling" in result.stderr
     written = load_vectors(out)

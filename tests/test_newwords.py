@@ -1,4 +1,5 @@
-"""--new-words FILE (embedtune.newwords) and the starts fitted on the corpus's own words (embedtune.starts)."""
+"""--new-words FILE (embedtune.newwords.choose) and the starts fitted on the corpus's own words
+(embedtune.newwords.fitted)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 from embedtune.config import Config, VocabConfig, merge
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import context_sums
-from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
+from embedtune.newwords.choose import effective_min_count, pick_new_words, read_new_words
+from embedtune.newwords.contexts import context_sums
 from embedtune.runplan import plan_rows
-from embedtune.starts import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
+from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
 from embedtune.vectors import Vectors
 
 from train_fixtures import glove, run, write_glove_text

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import is_lowercase_vocabulary
+from embedtune.newwords.contexts import is_lowercase_vocabulary
 from embedtune.training import train
 from embedtune.vectors import Vectors
 

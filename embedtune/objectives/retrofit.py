@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse
 
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import is_lowercase_vocabulary
+from embedtune.newwords.contexts import is_lowercase_vocabulary
 from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.plan import Plan, make_plan

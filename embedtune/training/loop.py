@@ -20,7 +20,7 @@ from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
-from embedtune.init import initial_vectors
+from embedtune.newwords.methods import initial_vectors
 from embedtune.objectives import Objective, objective_class
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
@@ -39,7 +39,7 @@ class TrainResult:
     plan: Plan
     stats: dict = field(default_factory=dict)
     model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
-    init: object | None = None    # embedtune.init's InitResult of the new words (the report shows their contexts)
+    init: object | None = None    # the new words' InitResult (embedtune.newwords.contexts; the report shows their contexts)
 
 
 def train(vectors: Vectors, corpus: Corpus | None, config: Config,
@@ -102,7 +102,7 @@ class Run:
     corpus: Corpus
     plan: Plan
     trainer: Trainer
-    init: object | None           # embedtune.init's result for the new words, None without new words
+    init: object | None           # the new words' InitResult (embedtune.newwords), None without new words
     total_words: int              # corpus tokens in one epoch
     n_lines: int
     checkpoints: Checkpoints

@@ -1,6 +1,6 @@
 """What new words' starts are made of: the context sums of one corpus pass (within the window and over
 the whole line, embedtune.kernels.contexts), the à la carte map, the form/context mix, and the result's
-shape. The methods themselves: embedtune.init (alacarte, context-mean, random) and embedtune.starts
+shape. The methods themselves: embedtune.newwords.methods (alacarte, context-mean, random) and embedtune.newwords.fitted
 (form-context, fitted on the corpus).
 """
 
@@ -38,7 +38,7 @@ class ContextSums:
         pretrained word in their window
     line_sums, line_mass, line_contexts : the same over each occurrence's whole line
     probe_near, probe_line : [n_probes, n_buckets, dim + 2] float64 (sum, weight, occurrences) of the
-        probe words' occurrences in nested buckets (embedtune.starts), or None
+        probe words' occurrences in nested buckets (embedtune.newwords.fitted), or None
     """
 
     sums: np.ndarray
@@ -127,7 +127,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         process keeps
     vocabulary : every distinct word of the corpus (its counts' keys; counted here when None);
         vocabulary_rows: their rows, ``vectors.index.rows(vocabulary)``, when the caller has them
-    probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.starts) and
+    probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.newwords.fitted) and
         their corpus counts: an occurrence whose draw u has u * count < probe_slots[b] counts in bucket b
         and those after it, so bucket b holds about probe_slots[b] of the word's occurrences
     """
@@ -284,7 +284,7 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
 
     form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
     start (0 where it is not to be used). The unit vectors are weighted w = n / (n + k) (context;
-    or ``weight``, [n], when given: the fitted gate of embedtune.starts) and 1 - w (form), and the
+    or ``weight``, [n], when given: the fitted gate of embedtune.newwords.fitted) and 1 - w (form), and the
     sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
     with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
     the word was seen) leaves the context start as it is.

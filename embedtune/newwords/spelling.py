@@ -173,7 +173,7 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     words : the words the model is for (``predict``); when given, only the buckets they use are
         kept (the model then predicts exactly for them, and for any word whose pieces they share),
         so the full [n_used, dim] table (0.58 GB for 100k words at 300 dimensions) is never built.
-    exclude : rows left out of the fit (the probe words of embedtune.starts, whose spelling must be
+    exclude : rows left out of the fit (the probe words of embedtune.newwords.fitted, whose spelling must be
         predicted as a new word's is: from other words)
 
     The first rows, not a sample of all: on the recovery benchmark's rare validation words a sample

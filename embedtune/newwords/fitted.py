@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_FORM_K,
-                            DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult, choose_method,
-                            combine_form_context, context_sums, fit_alacarte, fitting_words, random_vectors,
-                            release_freed_memory, sif_weights)
 from embedtune.corpus import Corpus
-from embedtune.form import DEFAULT_FIT_WORDS
+from embedtune.newwords.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
+                                         DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult,
+                                         choose_method, combine_form_context, context_sums, fit_alacarte,
+                                         fitting_words, random_vectors, release_freed_memory, sif_weights)
+from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate")
@@ -208,7 +208,7 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
 class Evidence:
     """What one corpus pass and the spelling fit gave: the input of ``finish`` (which fits and mixes)."""
 
-    sums: object            # embedtune.contexts.ContextSums: new words, then the fitting words; probes
+    sums: object            # embedtune.newwords.contexts.ContextSums: new words, then the fitting words; probes
     form: np.ndarray        # [n_new + n_probes, dim] float32 spelling starts (the probes' from a fit without them)
     n_new: int
     fit_rows: np.ndarray    # rows of the fitting words in the vectors
@@ -223,7 +223,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
            seed: int = 1, progress=None) -> Evidence:
     """The corpus pass (new words, fitting words, ``probes`` probe words) and, in a second thread beside
     it, the spelling model's fit (without the probes)."""
-    from embedtune.form import fit_form
+    from embedtune.newwords.spelling import fit_form
 
     if counts is None:
         counts = corpus.count()[0]
