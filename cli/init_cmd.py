@@ -15,8 +15,8 @@ from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
 from embedtune.errors import BadOption, EmbedtuneError, counted
-from embedtune.newwords.contexts import DEFAULT_FIT_MIN_COUNT, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW
-from embedtune.newwords.methods import DEFAULT_METHOD, METHODS
+from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
+                                         DEFAULT_WINDOW, METHODS)
 
 
 @click.command("init", cls=FilesCommand)
@@ -90,18 +90,15 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     from embedtune.corpus import Corpus
     from embedtune.newwords.choose import (effective_min_count, listed_notes, listed_report, pick_new_words,
                                            read_new_words)
-    from embedtune.newwords.contexts import is_lowercase_vocabulary
     from embedtune.newwords.methods import initial_vectors
-    from embedtune.vectors import Vectors
+    from embedtune.vectors import Vectors, decide_lowercase
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
     in_format = format_ or formats.detect_format(vectors)
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
-    lower = {"yes": True, "no": False}.get(lowercase)
-    if lower is None:
-        lower = is_lowercase_vocabulary(pretrained)
+    lower = decide_lowercase(lowercase, pretrained)
 
     with Corpus(corpus, lowercase=lower, tokenize=tokenize, vocabulary=pretrained.index) as text:
         message(f"Counting {corpus} ...")

@@ -18,10 +18,10 @@ from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords.choose import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
-from embedtune.newwords.contexts import choose_method, is_lowercase_vocabulary
+from embedtune.newwords.contexts import choose_method
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, decide_lowercase
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
@@ -68,25 +68,18 @@ class RunPlan:
     reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
 
 
-def decide_lowercase(config: Config, vectors: Vectors) -> bool:
-    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case). Decided
-    once a run (embedtune.run), and the corpus opened so."""
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
-
-
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
               corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
     """The new words and the freeze plan for a counted corpus, refused when there is nothing to
     train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
-    corpus's (None: ``decide_lowercase``)."""
+    corpus's (None: embedtune.vectors.decide_lowercase)."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
     listed, lowered = None, []
     if v.new_words:   # lower-cased as the corpus is
         if lowercase is None:
-            lowercase = decide_lowercase(config, vectors)
+            lowercase = decide_lowercase(config.vocab.lowercase, vectors)
         listed = read_new_words(v.new_words, lowercase, lowered)
     min_count = effective_min_count(v.min_count, listed is not None)
     new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)

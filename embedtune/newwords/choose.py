@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.newwords.defaults import DEFAULT_MIN_COUNT
 from embedtune.plan import read_word_list
 from embedtune.vectors import Vectors
-
-DEFAULT_MIN_COUNT = 5   # when no list is given and --min-count is unset
 
 
 def read_new_words(path: str, lowercase: bool = False, lowered: list | None = None) -> list[str]:

@@ -6,7 +6,6 @@ shape. The methods themselves: embedtune.newwords.methods (alacarte, context-mea
 
 from __future__ import annotations
 
-import ctypes
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -15,16 +14,10 @@ import numpy as np
 
 from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FORM_K, DEFAULT_SIF,
+                                         DEFAULT_WINDOW)
 from embedtune.vectors import Vectors
 
-DEFAULT_WINDOW = 5          # words on each side
-DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
-DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 = every word weighs 1
-DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
-DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
-DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, and faster
-DEFAULT_FORM_K = 10.0       # form-context: the contexts weigh n / (n + k); best of 5/10/20/40 on the rare
-                            # validation words (benchmarks/recovery.py --rare), as in the rare-words note
 
 @dataclass
 class ContextSums:
@@ -83,10 +76,6 @@ def random_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     """word2vec's start for a word with no vector: [n, dim] float32 uniform in +-0.5/dim."""
     return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
 
-
-def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
-    """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
-    return not any(w != w.lower() for w in vectors.words[:sample])
 
 def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF,
                 rows: np.ndarray | None = None) -> np.ndarray | None:
@@ -264,18 +253,6 @@ def choose_method(method: str, vectors: Vectors, counts: Counter,
     if method == "form-context":   # its context side falls back; the spelling side needs no corpus
         return method, why + "the context side of form-context is the plain context mean (context-mean) instead"
     return "context-mean", why + "new words start from their plain context mean (context-mean) instead"
-
-def release_freed_memory() -> None:
-    """Hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere).
-
-    The spelling model's fit frees its work arrays, but those under glibc's mmap threshold (which
-    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists until trimmed
-    (benchmarks/README.md, memory). Left there, they add to the peak of the training that follows.
-    """
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):   # not glibc
-        pass
 
 
 def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,

@@ -36,10 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune.corpus import Corpus
-from embedtune.newwords.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
-                                         DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult,
-                                         choose_method, combine_form_context, context_sums, fit_alacarte,
-                                         fitting_words, random_vectors, release_freed_memory, sif_weights)
+from embedtune.memory import release_freed_memory
+from embedtune.newwords.contexts import (InitResult, choose_method, combine_form_context, context_sums, fit_alacarte,
+                                         fitting_words, random_vectors, sif_weights)
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
+                                         DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW)
 from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 

@@ -34,15 +34,12 @@ import numpy as np
 
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
-                                         DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult, choose_method,
-                                         context_sums, fit_alacarte, fitting_words, random_vectors, sif_weights)
+from embedtune.newwords.contexts import (InitResult, choose_method, context_sums, fit_alacarte, fitting_words,
+                                         random_vectors, sif_weights)
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
+                                         DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, METHODS)
 from embedtune.newwords.fitted import form_context_vectors
 from embedtune.vectors import Vectors
-
-METHODS = ("alacarte", "context-mean", "form-context", "random")
-DEFAULT_METHOD = "form-context"   # the best test R@10 after training on the recovery benchmark, rare and
-                                  # frequent words (benchmarks/README.md, recovery)
 
 
 def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], method: str = DEFAULT_METHOD,
