@@ -17,7 +17,7 @@ from embedtune import checkpoint, kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.newwords.choose import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
+from embedtune.newwords.choose import choose_new_words
 from embedtune.newwords.contexts import choose_method
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
@@ -76,21 +76,18 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
-    listed, lowered = None, []
-    if v.new_words:   # lower-cased as the corpus is
-        if lowercase is None:
-            lowercase = decide_lowercase(config.vocab.lowercase, vectors)
-        listed = read_new_words(v.new_words, lowercase, lowered)
-    min_count = effective_min_count(v.min_count, listed is not None)
-    new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
+    if v.new_words and lowercase is None:   # the list is lower-cased as the corpus is
+        lowercase = decide_lowercase(config.vocab.lowercase, vectors)
+    chosen = choose_new_words(vectors, counts, v.min_count, v.max_new, v.new_words, lowercase)
+    new_words, min_count = chosen.words, chosen.min_count
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
             f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
-    if listed is not None:   # what init's summary says too (docs/new-words.md)
-        plan.listed = listed_report(listed, vectors, counts)
-        plan.notes += listed_notes(v.new_words, listed, vectors, lowered)
+    if chosen.listed is not None:   # what init's summary says too (docs/new-words.md)
+        plan.listed = chosen.report
+        plan.notes += chosen.notes
     seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
     if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
