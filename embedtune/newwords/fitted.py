@@ -12,7 +12,7 @@ buckets (n = 1, 2, 4, ..., 64: embedtune.kernels.contexts), and on those the run
   bucket's mean average). Uncentred, a map adds the probes' own mean vector to every start, and the probes
   are not the new words: drawn from GloVe's rows past 100k it pointed every start at those rare rows'
   cluster, and one-context starts ranked worse than random (benchmarks/README.md, newwords). On the
-  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman (0.242 -> 0.222), and
+  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman, and
   past that the all-occurrence map (Khodak et al.'s) did as well or better;
 - ``line``: each average over the whole line beside the one within the window, as the per-n maps' input,
   so they weigh the near and the sentence-wide context (a one-line definition is all context);
