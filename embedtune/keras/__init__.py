@@ -1,0 +1,37 @@
+"""embedtune's frozen rows inside your own Keras model (Keras 3, TensorFlow backend).
+
+``Embedding.from_vectors(path, freeze_top=5000, ...)`` replaces keras.layers.Embedding: frozen rows are
+not a trainable variable at all, so no optimizer, weight decay, EMA, regulariser or loss scale moves
+them. ``LazyRows(optimizer)`` steps the layer's trainable rows lazily (only the batch's, repeats merged,
+each capped) with embedtune's own arithmetic, and every other variable with ``optimizer``.
+``FrozenRowsCallback`` proves the frozen rows after each epoch. docs/keras.md has the recipe.
+
+Importing this package imports Keras and TensorFlow; ``import embedtune`` does not.
+"""
+
+from __future__ import annotations
+
+from embedtune import _tf
+from embedtune.errors import EmbedtuneError
+
+_tf.tf   # TensorFlow's quiet import (its CUDA probe's lines kept off the terminal), before Keras loads it
+
+
+def check_backend() -> None:
+    """The layer's lookup, its gradient's slices and LazyRows' sparse updates are TensorFlow's: another
+    Keras backend is an error naming the one needed."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise EmbedtuneError(f"embedtune.keras needs Keras's TensorFlow backend, and Keras runs on {backend!r} here: "
+                             "set KERAS_BACKEND=tensorflow before Keras is imported")
+
+
+check_backend()
+
+from embedtune.keras.layer import Embedding  # noqa: E402
+from embedtune.keras.proof import FrozenRowsCallback  # noqa: E402
+from embedtune.keras.rows import LazyRows, is_lazy_rows  # noqa: E402
+
+__all__ = ["Embedding", "EmbedtuneError", "FrozenRowsCallback", "LazyRows", "check_backend", "is_lazy_rows"]
