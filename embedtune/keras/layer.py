@@ -4,13 +4,14 @@ Weights (all saved by ``.keras`` files and ``tf.train.Checkpoint``):
 - ``table`` [V, dim], not trainable: every row as it started (the vectors as read, the new words'
   starts). Frozen rows are read from it; no optimizer, weight decay, EMA, regulariser, constraint or
   loss scale is ever given it.
-- ``rows`` [T + 1, dim], trainable: the T trainable rows in row order, then a sink row that frozen ids
-  gather (its gradient is zero, its value never read): the lookup keeps static shapes.
-- ``slot_of`` [V] int32: an id's row of ``rows`` (T for a frozen id); ``row_ids`` [T] int32: a trainable
-  row's id.
+- ``rows`` [T, dim], trainable: the T trainable rows, in row order.
+- ``slot_of`` [V] int32: an id's row of ``rows`` (T, past its end, for a frozen id); ``row_ids`` [T]
+  int32: a trainable row's id.
 
-A lookup is two gathers and one select, ``where(slot < T, rows[slot], table[id])``: nothing in it
-grows with V, and a frozen id's output is its ``table`` row, bit for bit.
+A lookup gathers every id's ``table`` row and puts the trainable ones' ``rows`` rows in their place
+(one gather of those and one scatter into the batch's rows): nothing in it grows with V, a frozen id's
+output is its ``table`` row, bit for bit, and the gradient's slices hold the batch's trainable rows
+only. Its shapes follow the batch's trainable ids, so XLA cannot compile it (``supports_jit``).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class Embedding(keras.layers.Layer):
         self.mask_zero = mask_zero
         self.supports_masking = mask_zero
         self.autocast = False   # weights stay float32; the output is cast, as keras.layers.Embedding does
-        # The optimizer's merge of repeated ids (tf.unique) has no XLA kernel: model.fit's jit_compile="auto"
-        # leaves XLA off for a model holding this layer.
+        # The lookup's shapes follow the batch's trainable ids and the optimizer's merge of repeated ids
+        # (tf.unique) has no XLA kernel: model.fit's jit_compile="auto" leaves XLA off with this layer.
         self.supports_jit = False
         self.frozen_digest, self.source, self.source_format = frozen_digest, source, source_format
         self._initial = initial               # from_vectors' arrays, until build
@@ -117,7 +118,7 @@ class Embedding(keras.layers.Layer):
         slot_of = np.full(len(plan.words), len(trainable), np.int32)
         slot_of[trainable] = np.arange(len(trainable), dtype=np.int32)
         table = np.concatenate([matrix, rows.new_start]) if len(rows.new_start) else matrix
-        start = np.concatenate([table[trainable], np.zeros((1, table.shape[1]), np.float32)])
+        start = table[trainable]
         frozen_rows = np.flatnonzero(plan.frozen)
         hashes = row_hashes(matrix, frozen_rows)
         initial = {"table": table, "rows": start, "slot_of": slot_of, "row_ids": trainable.astype(np.int32),
@@ -137,7 +138,7 @@ class Embedding(keras.layers.Layer):
             return _constant(values[name]) if name in values else default
 
         self.table = self.add_weight(name="table", shape=(v, d), initializer=start("table"), trainable=False)
-        self.rows = self.add_weight(name="rows", shape=(t + 1, d), initializer=start("rows"), trainable=True,
+        self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=True,
                                     regularizer=self.embeddings_regularizer, constraint=self.embeddings_constraint)
         self.slot_of = self.add_weight(name="slot_of", shape=(v,), dtype="int32", trainable=False,
                                        initializer=start("slot_of", keras.initializers.Constant(t)))
@@ -159,11 +160,16 @@ class Embedding(keras.layers.Layer):
         return ops.cast(self.lookup(ids), self.compute_dtype)
 
     def lookup(self, ids):
-        """The rows of ``ids`` (0 <= id < V) in the weights' dtype: two gathers and one select."""
-        slot = tf.gather(self.slot_of.value, ids)
-        frozen = tf.gather(self.table.value, ids)
-        moved = tf.gather(self.rows.value, slot)
-        return tf.where(tf.expand_dims(slot < self.trainable_rows, -1), moved, frozen)
+        """The rows of ``ids`` (0 <= id < V) in the weights' dtype: the table's, with the trainable ones
+        replaced by their ``rows`` rows. Selecting by a mask over every id instead (two gathers of the
+        whole batch and a where) cost more a step, and its gradient carried a slice for every frozen id
+        (benchmarks/README.md, keras_rows)."""
+        shape = tf.concat([tf.shape(ids), [self.output_dim]], 0)
+        flat = tf.reshape(ids, [-1])
+        slot = tf.gather(self.slot_of.value, flat)
+        at = tf.where(slot < self.trainable_rows)   # [k, 1]: the batch's trainable positions
+        moved = tf.gather(self.rows.value, tf.gather_nd(slot, at))
+        return tf.reshape(tf.tensor_scatter_nd_update(tf.gather(self.table.value, flat), at, moved), shape)
 
     def _check_ids(self, ids) -> None:
         if tf.size(ids) == 0:

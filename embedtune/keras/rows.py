@@ -1,8 +1,8 @@
 """``LazyRows``: a Keras optimizer that steps an embedtune.keras.Embedding's trainable rows as
 ``embedtune train`` steps its own, and hands every other variable to the user's optimizer.
 
-A rows gradient (the lookup's ``tf.IndexedSlices``) is stepped as the project's step does
-(embedtune/training/step.py): the sink's slices dropped and repeated rows merged (``merge_rows``), each
+A rows gradient (the lookup's ``tf.IndexedSlices``, the batch's trainable rows only) is stepped as the
+project's step does (embedtune/training/step.py): repeated rows merged (``merge_rows``), each
 merged row capped (``cap_rows``), then the lazy sgd / adagrad / adam of embedtune/training/optimizers.py,
 whose state covers the trainable rows only and moves only for the rows the batch holds. Decoupled weight
 decay (AdamW's ``w -= lr * decay * w``, before the update as Keras applies it) touches only those rows
@@ -115,11 +115,10 @@ class LazyRows(keras.optimizers.Optimizer):
     def _step_rows(self, grad, variable, lr) -> None:
         """One lazy step of a rows variable: embedtune train's step (training/step.py) on its slices."""
         layer = layer_of(variable)
-        sink = layer.trainable_rows
         if not isinstance(grad, tf.IndexedSlices):   # a regulariser's term reaches every row
             grad = tf.IndexedSlices(grad, tf.range(tf.shape(grad)[0]))
         grad = tf.IndexedSlices(tf.cast(grad.values, variable.dtype), grad.indices)
-        rows, merged = project.merge_rows(grad, sink=sink)
+        rows, merged = project.merge_rows(grad)
         merged = project.cap_rows(merged, self.clip_norm)
         table = variable.value
         if self.row_decay:
