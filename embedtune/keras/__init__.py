@@ -31,7 +31,7 @@ def check_backend() -> None:
 check_backend()
 
 from embedtune.keras.layer import Embedding  # noqa: E402
-from embedtune.keras.proof import FrozenRowsCallback  # noqa: E402
+from embedtune.keras.callback import FrozenRowsCallback  # noqa: E402
 from embedtune.keras.rows import LazyRows, is_lazy_rows  # noqa: E402
 
 __all__ = ["Embedding", "EmbedtuneError", "FrozenRowsCallback", "LazyRows", "check_backend", "is_lazy_rows"]

@@ -288,6 +288,10 @@ class Embedding(keras.layers.Layer):
                       frozen_digest=self.frozen_digest, source=self.source, source_format=self.source_format)
         return config
 
+    def load_own_variables(self, store):
+        super().load_own_variables(store)
+        self.check_frozen()   # the frozen rows as loaded against the digest of the vectors they came from
+
     def save_assets(self, dir_path):
         with open(os.path.join(dir_path, "vocabulary.json"), "w", encoding="utf-8") as f:
             json.dump(self.vocabulary, f, ensure_ascii=False)

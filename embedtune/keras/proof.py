@@ -1,5 +1,5 @@
-"""The frozen rows' proof: a hash of each frozen row's bits, taken from the vectors as read, and a
-Keras callback that checks the layer's frozen rows against it after each epoch.
+"""The frozen rows' proof: a hash of each frozen row's bits, taken from the vectors as read, that the
+layer's check (``Embedding.check_frozen``, run after each epoch by embedtune.keras.callback) compares with.
 
 A row's hash is sum_j bits_j * c_j modulo 2^64 (bits: the float32's as an integer; c_j: fixed odd
 numbers), so a change of any one value always changes it, and several at once go unseen with
@@ -35,39 +35,6 @@ def row_hashes(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def digest(hashes: np.ndarray) -> str:
     """The frozen rows' hashes as one hex digest (the layer's config keeps it)."""
     return hashlib.blake2b(np.ascontiguousarray(hashes, np.uint64).tobytes(), digest_size=16).hexdigest()
-
-
-def _callback_base():
-    import keras
-
-    return keras.callbacks.Callback
-
-
-class FrozenRowsCallback(_callback_base()):
-    """After each epoch, every embedtune.keras.Embedding of the model reads its frozen rows through its
-    own lookup and compares them, bit for bit, with the vectors it was made from
-    (``Embedding.check_frozen``); a difference stops training with an EmbedtuneError. ``checked``
-    holds, per epoch, the frozen rows compared. At the start it warns once when the model's optimizer
-    is not embedtune.keras.LazyRows (frozen rows stay, but untouched trainable rows move)."""
-
-    def __init__(self):
-        super().__init__()
-        self.checked: list[int] = []
-
-    def _layers(self):
-        from embedtune.keras.layer import Embedding
-
-        return [layer for layer in self.model._flatten_layers() if isinstance(layer, Embedding)]
-
-    def on_train_begin(self, logs=None):
-        from embedtune.keras.rows import is_lazy_rows
-
-        if not is_lazy_rows(getattr(self.model, "optimizer", None)):
-            for layer in self._layers():
-                layer.warn_plain_optimizer()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.checked.append(sum(layer.check_frozen() for layer in self._layers()))
 
 
 def warn_once(owner, message: str) -> None:
