@@ -293,3 +293,17 @@ def test_the_shipped_sample_loads_with_freeze_rules():
                                    train_pattern="^[a-z]+$")
     assert layer.input_dim == 20000 and layer.output_dim == 50
     assert 0 < layer.trainable_rows < 1000 and not layer.frozen[19500:].all()
+
+
+def test_fit_with_a_plain_optimizer_warns_once_and_with_lazy_rows_not_at_all():
+    x, y = np.stack(batches(8)), np.ones((8, 1))
+    for optimizer, expected in ((keras.optimizers.Adam(1e-2), 1), (LazyRows(keras.optimizers.Adam(1e-2)), 0)):
+        layer = Embedding.from_vectors(table(), freeze_top=FROZEN)
+        model = keras.Sequential([keras.Input((8,), dtype="int32"), layer, keras.layers.Flatten(),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer, "mse")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[FrozenRowsCallback()])
+            layer.check_frozen()
+        assert sum("LazyRows" in str(w.message) for w in caught) == expected

@@ -117,7 +117,8 @@ class LazyRows(keras.optimizers.Optimizer):
         layer = layer_of(variable)
         if not isinstance(grad, tf.IndexedSlices):   # a regulariser's term reaches every row
             grad = tf.IndexedSlices(grad, tf.range(tf.shape(grad)[0]))
-        grad = tf.IndexedSlices(tf.cast(grad.values, variable.dtype), grad.indices)
+        if grad.values.dtype != variable.dtype:
+            grad = tf.IndexedSlices(tf.cast(grad.values, variable.dtype), grad.indices)
         rows, merged = project.merge_rows(grad)
         merged = project.cap_rows(merged, self.clip_norm)
         table = variable.value
