@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
+# The layer's note that a plain Keras optimizer moves untouched trainable rows: tests that use one on
+# purpose; the tests of the note record it themselves.
+pytestmark = pytest.mark.filterwarnings("ignore:a Keras optimizer other than embedtune.keras.LazyRows")
 
 from embedtune import EmbedtuneError, Vectors  # noqa: E402
 from embedtune.keras import Embedding, LazyRows  # noqa: E402
