@@ -98,7 +98,8 @@ def measure(variant: str, steps: int, warmup: int) -> dict:
     ms = (time.perf_counter() - began) / steps * 1000
     cpu_ms = (time.process_time() - cpu) / steps * 1000   # every thread's: steadier than wall on a shared machine
     state = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in model.optimizer.variables)
-    return {"variant": variant, "ms_per_step": ms, "cpu_ms_per_step": cpu_ms, "jit": bool(model.jit_compile), "optimizer_state_bytes": state,
+    return {"variant": variant, "ms_per_step": ms, "cpu_ms_per_step": cpu_ms, "jit": bool(model.jit_compile),
+            "optimizer_state_bytes": state,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 

@@ -90,7 +90,8 @@ def build(kind: str, layer, n_labels: int, lr: float):
         embedding.embeddings.assign(layer.lookup(np.arange(layer.input_dim)).numpy())
         optimizer = keras.optimizers.Adam(lr)
     model = keras.Sequential([keras.Input((MAX_LEN,), dtype="int32"), embedding,
-                              keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(n_labels, activation="softmax")])
+                              keras.layers.GlobalAveragePooling1D(),
+                              keras.layers.Dense(n_labels, activation="softmax")])
     model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 

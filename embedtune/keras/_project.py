@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune.api import checked_sentences, options_config
+from embedtune.config import DEFAULT_LR
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords import read_new_words
 from embedtune.plan import Plan, make_plan
@@ -25,8 +26,8 @@ from embedtune.training.optimizers import (ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BET
                                            EPSILON, OPTIMIZERS, cap_rows, make_optimizer, merge_rows)
 from embedtune.vectors import PatchedVectors, Vectors
 
-__all__ = ["EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Vectors", "cap_rows", "counted",
-           "layer_rows", "make_optimizer", "merge_rows", "output_format", "save_checked"]
+__all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",
+           "cap_rows", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format", "save_checked"]
 
 # The options a layer takes: the vocabulary's ([vocab] of the config: freeze and train rules, new words,
 # how the corpus is read), the vectors' format, the expected dimension and the seed of random starts.

@@ -33,7 +33,8 @@ from embedtune.keras.proof import digest, row_hashes, warn_once
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
 PLAIN_OPTIMIZER = ("a Keras optimizer other than embedtune.keras.LazyRows updates {name}'s trainable rows: the frozen "
                    "rows stay as they are, but Keras's optimizers move trainable rows no batch touched (momentum, "
-                   "weight decay) and cost the whole rows table each step; wrap it: LazyRows(optimizer) (docs/keras.md)")
+                   "weight decay) and cost the whole rows table each step; wrap it: LazyRows(optimizer) "
+                   "(docs/keras.md)")
 
 
 def layer_of(variable):
@@ -252,7 +253,8 @@ class Embedding(keras.layers.Layer):
                 raise project.EmbedtuneError(f"{self.name}: {project.counted(len(changed), 'frozen row')} changed "
                                              f"(first: {self.vocabulary[frozen[changed[0]]]!r})")
         elif self.frozen_digest is not None and digest(hashes) != self.frozen_digest:
-            raise project.EmbedtuneError(f"{self.name}: the frozen rows differ from the vectors the layer was made from")
+            raise project.EmbedtuneError(f"{self.name}: the frozen rows differ from the vectors the layer was "
+                                         "made from")
         return len(frozen)
 
     def save_vectors(self, path, to: str | None = None):

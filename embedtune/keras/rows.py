@@ -20,8 +20,6 @@ from embedtune.keras import _project as project
 from embedtune.keras.layer import layer_of
 
 DECAY_TO = ("zero", "start")
-# The rows' learning rate when none is given: embedtune train's default for the optimizer (config.DEFAULT_LR).
-DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 
 
 def is_lazy_rows(optimizer) -> bool:
@@ -58,7 +56,9 @@ class LazyRows(keras.optimizers.Optimizer):
         for key, value in (("clip_norm", clip_norm), ("weight_decay", weight_decay)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
                 raise project.EmbedtuneError(f"{key} must be a number >= 0, got {value!r}")
-        super().__init__(learning_rate=DEFAULT_LR[rows] if learning_rate is None else learning_rate, name=name)
+        # The rows' learning rate when none is given: embedtune train's default for the optimizer.
+        super().__init__(learning_rate=project.DEFAULT_LR[rows] if learning_rate is None else learning_rate,
+                         name=name)
         self.inner_optimizer = keras.optimizers.get(optimizer)
         self.rows = rows
         self.clip_norm, self.row_decay, self.decay_to = float(clip_norm), float(weight_decay), decay_to
