@@ -9,6 +9,9 @@ The recipe's setting is docs/keras.md's (the measured table in /work/shared/note
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -290,9 +293,17 @@ def test_a_vectors_file_with_a_repeated_word_is_an_error_naming_its_line(tmp_pat
 
 
 def test_another_keras_backend_is_an_error_naming_tensorflow(monkeypatch):
-    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")   # Keras running on another backend
     with pytest.raises(EmbedtuneError, match="needs Keras's TensorFlow backend.*'jax'.*KERAS_BACKEND=tensorflow"):
         check_backend()
+    # asked for before Keras is imported (neither jax nor torch need be installed): the same one line
+    code = "import embedtune.keras"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KERAS_BACKEND": "torch"})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "embedtune.errors.EmbedtuneError: embedtune.keras needs Keras's TensorFlow backend, and Keras runs on "
+        "'torch' here: set KERAS_BACKEND=tensorflow before Keras is imported")
 
 
 def test_the_shipped_sample_loads_with_freeze_rules():

@@ -11,24 +11,35 @@ Importing this package imports Keras and TensorFlow; ``import embedtune`` does n
 
 from __future__ import annotations
 
-from embedtune import _tf
+import os
+import sys
+
 from embedtune.errors import EmbedtuneError
 
-_tf.tf   # TensorFlow's quiet import (its CUDA probe's lines kept off the terminal), before Keras loads it
 
-
-def check_backend() -> None:
+def check_backend(backend: str | None = None) -> None:
     """The layer's lookup, its gradient's slices and LazyRows' sparse updates are TensorFlow's: another
-    Keras backend is an error naming the one needed."""
-    import keras
-
-    backend = keras.backend.backend()
+    Keras backend is an error naming the one needed. ``backend``: Keras's (default: the one Keras runs on;
+    before Keras is imported, the one KERAS_BACKEND asks for, so that a backend that is not installed
+    gets this error and not Keras's own)."""
+    if backend is None:
+        if "keras" in sys.modules:
+            backend = sys.modules["keras"].backend.backend()
+        else:
+            backend = os.environ.get("KERAS_BACKEND", "tensorflow")
     if backend != "tensorflow":
         raise EmbedtuneError(f"embedtune.keras needs Keras's TensorFlow backend, and Keras runs on {backend!r} here: "
                              "set KERAS_BACKEND=tensorflow before Keras is imported")
 
 
 check_backend()
+
+from embedtune import _tf  # noqa: E402
+
+_tf.tf   # TensorFlow's quiet import (its CUDA probe's lines kept off the terminal), before Keras loads it
+import keras  # noqa: E402
+
+check_backend(keras.backend.backend())   # also what ~/.keras/keras.json chose
 
 from embedtune.keras.layer import Embedding  # noqa: E402
 from embedtune.keras.callback import FrozenRowsCallback  # noqa: E402
