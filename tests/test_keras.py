@@ -234,6 +234,7 @@ def test_tokens_become_the_layers_ids_and_string_lookup_agrees():
         layer.ids(["zzz"])
     lookup = layer.string_lookup()
     assert lookup(tf.constant(["w7", "w0", "w45"])).numpy().tolist() == [7, 0, 45]
+    assert np.array_equal(layer.lookup(np.array([[7, 45]])).numpy(), table().matrix[[[7, 45]]])   # numpy ids too
 
 
 def test_save_vectors_writes_the_table_and_diff_check_frozen_agrees(tmp_path):

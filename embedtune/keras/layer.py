@@ -165,6 +165,7 @@ class Embedding(keras.layers.Layer):
         replaced by their ``rows`` rows. Selecting by a mask over every id instead (two gathers of the
         whole batch and a where) cost more a step, and its gradient carried a slice for every frozen id
         (benchmarks/README.md, keras_rows)."""
+        ids = tf.convert_to_tensor(ids)
         shape = (ids.shape.as_list() + [self.output_dim] if ids.shape.is_fully_defined()
                  else tf.concat([tf.shape(ids), [self.output_dim]], 0))
         flat = tf.reshape(ids, [-1])
