@@ -46,3 +46,50 @@ def test_constant_scores_are_one_error_and_no_scipy_warning(tmp_path):
         result = run(["eval", SAMPLE_VECTORS, "--similarity", pairs])
     assert result.exit_code == 1
     one_error_line(result, str(pairs), "same score (5)")
+
+
+# ---------------------------------------------------------------------------------------------
+# a vectors line far past any dimension: refused as it is read, in bounded memory
+
+
+@pytest.mark.parametrize("values", [70_000, 1_200_000])
+def test_a_glove_line_past_65536_values_is_one_error_in_bounded_memory(tmp_path, values):
+    import tracemalloc
+
+    from embedtune.errors import EmbedtuneError
+    from embedtune.formats import load_vectors
+
+    path = tmp_path / "one-line.txt"
+    path.write_bytes(b"word " + b" ".join([b"0.5"] * values) + b"\n")   # 4.8 MB at most
+    result = run(["inspect", path])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 1", "more than 65,536 values", "at most 65,536")
+    tracemalloc.start()
+    try:
+        with pytest.raises(EmbedtuneError, match="more than 65,536 values"):
+            load_vectors(path, "glove")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The fields were never made (split: 1.2M bytes objects, about 60 MB): the file's bytes and masks.
+    assert peak < 6 * path.stat().st_size + (8 << 20), peak
+
+
+@pytest.mark.parametrize("fmt, header", [("word2vec", b"1 70000\nw 0.5\n"),
+                                         ("word2vec-binary", b"1 70000\nw \x00\x00\x00\x3f\n")])
+def test_a_header_past_65536_dimensions_is_one_error(tmp_path, fmt, header):
+    path = tmp_path / "v.bin"
+    path.write_bytes(header)
+    result = run(["inspect", path, "--format", fmt])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 1", "dimension 70,000 (at most 65,536)")
+
+
+def test_a_later_line_past_the_dimension_is_refused_before_it_is_read_whole(tmp_path):
+    path = tmp_path / "late.txt"
+    with open(path, "wb") as f:   # 20 MB: the long line runs past two of the reader's reads
+        f.write(b"a 0.5 0.25\n")
+        f.write(b"b " + b" ".join([b"0.5"] * 5_000_000) + b"\n")
+    result = run(["inspect", path])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 2", "more than 2 values")
