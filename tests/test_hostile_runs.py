@@ -93,3 +93,64 @@ def test_a_later_line_past_the_dimension_is_refused_before_it_is_read_whole(tmp_
     result = run(["inspect", path])
     assert result.exit_code == 1
     one_error_line(result, f"{path} line 2", "more than 2 values")
+
+
+# ---------------------------------------------------------------------------------------------
+# a pattern that backtracks without end: a bounded match, naming the pattern and the word
+
+
+@pytest.fixture
+def hostile_vocabulary(tmp_path):
+    words = [line.split(b" ", 1)[0] for line in SAMPLE_VECTORS.read_bytes().splitlines()[:200]]
+    words += [b"a" * 40 + b"b", b"aaaa"]
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(w + b" 0.5 0.25\n" for w in words))
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b" ".join(words[:50]) + b"\n")
+    return vectors, corpus
+
+
+def _guarded(args, seconds: float = 30):
+    """The command in this process, failed (not hung) after ``seconds``: a thread sends SIGUSR1 to
+    this one, whose handler raises inside re (re looks for signals as it backtracks). Not SIGALRM:
+    the matching uses that one itself, when nobody else does."""
+    import _thread
+    import signal
+    import threading
+
+    class Hung(Exception):
+        pass
+
+    def hung(signum, frame):
+        raise Hung(f"still running after {seconds} s: {args}")
+
+    previous = signal.signal(signal.SIGUSR1, hung)
+    timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGUSR1,))
+    timer.start()
+    try:
+        return run(args)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.parametrize("option, pattern", [("--freeze-pattern", "(a|aa)+$"), ("--train-pattern", "(a+)+$")])
+def test_a_catastrophic_pattern_is_one_error_naming_the_pattern_and_the_word(hostile_vocabulary, tmp_path, option,
+                                                                            pattern):
+    vectors, corpus = hostile_vocabulary
+    result = _guarded(["train", vectors, corpus, "-o", tmp_path / "out.txt", option, pattern, "--dry-run"])
+    assert result.exit_code == 1
+    one_error_line(result, option, repr(pattern), repr("a" * 40 + "b"), "backtracks")
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("pattern", [r"ing$", r"^[A-Z\W]+$", r"(?<=n)'t$"])
+def test_patterns_match_the_words_re_search_matches_across_chunks(pattern):
+    import re
+
+    from embedtune.plan import WordPattern
+
+    words = [line.split(" ", 1)[0] for line in SAMPLE_VECTORS.read_text(encoding="utf-8").splitlines()]
+    words += ["café", "naïve", "Ünïcode", "ABC-DEF", "x" * 300]
+    want = [re.search(pattern, w) is not None for w in words]
+    assert WordPattern(pattern, "freeze_pattern").matches(words, len(words)).tolist() == want
