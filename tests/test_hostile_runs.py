@@ -154,3 +154,90 @@ def test_patterns_match_the_words_re_search_matches_across_chunks(pattern):
     words += ["café", "naïve", "Ünïcode", "ABC-DEF", "x" * 300]
     want = [re.search(pattern, w) is not None for w in words]
     assert WordPattern(pattern, "freeze_pattern").matches(words, len(words)).tolist() == want
+
+
+# ---------------------------------------------------------------------------------------------
+# TF_CONFIG that makes no sense: a usage error (exit 2) naming TF_CONFIG; a peer that never comes
+
+
+@pytest.mark.parametrize("tf_config, said", [
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "worker", "index": 5}}',
+     "task worker 5 is not in the cluster (its one worker task is 0)"),
+    ('{"cluster": {"worker": ["localhost:23456", "localhost:23457"]}, "task": {"type": "worker", "index": -1}}',
+     "task worker -1 is not in the cluster (its worker tasks are 0 to 1)"),
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "evaluator", "index": 0}}',
+     'task type "evaluator" is not one embedtune runs'),
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "chief", "index": 0}}',
+     "task chief 0 is not in the cluster (it has no chief task)"),
+    ('{"cluster": {"worker": "localhost:23456"}}', 'cluster "worker" must be a list of "host:port" strings'),
+    ('{"cluster": {"worker": ["localhost:1"]}, "task": {"index": "0"}}', 'task index "0" is not a whole number'),
+    ('{"cluster": ', "TF_CONFIG is not a cluster description (not JSON"),
+    ("[1, 2]", "TF_CONFIG is not a cluster description"),
+])
+def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch, tf_config, said):
+    from train_fixtures import SAMPLE_CORPUS
+
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    out = tmp_path / "out.txt"
+    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--dry-run"])
+    assert result.exit_code == 2
+    one_error_line(result, "TF_CONFIG", said)
+    assert not out.exists()
+
+
+def _peer_wait(tmp_path, *extra, sig=None):
+    """`train` as worker 0 of a two-worker TF_CONFIG whose worker 1 never comes (nothing listens at its
+    port); ``sig`` sent once the wait is announced. -> (exit code, stderr, seconds from the signal)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from embedtune.distribute import free_ports
+    from test_signals import WAIT
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
+    hosts = [f"localhost:{port}" for port in free_ports(2)]
+    env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
+                                     f'"task": {{"type": "worker", "index": 0}}}}')
+    process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors), str(SAMPLE_CORPUS),
+                                "-o", str(tmp_path / "out.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    lines = []
+    began = None
+    try:
+        for line in iter(process.stderr.readline, b""):
+            lines.append(line.decode())
+            if sig is not None and "waiting for worker 1" in lines[-1]:
+                began = time.monotonic()
+                process.send_signal(sig)
+        process.wait(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait()
+    return process.returncode, "".join(lines), hosts, (time.monotonic() - began if began else None)
+
+
+def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded(tmp_path):
+    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2")
+    assert code == 1, stderr
+    assert f"Note: waiting for worker 1 at {hosts[1]} (TF_CONFIG), up to 2 s" in stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last == (f"Error: TF_CONFIG: worker 1 at {hosts[1]} did not start within 2 s (start every worker "
+                    "of TF_CONFIG; --peer-timeout sets the wait)"), stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_stops_the_wait_for_a_peer_at_once(tmp_path, sig, code):
+    import signal
+
+    got, stderr, _, seconds = _peer_wait(tmp_path, sig=getattr(signal, sig))
+    assert seconds is not None, stderr
+    assert got == code, stderr
+    assert seconds < 10, f"{seconds:.1f} s after {sig}"
+    assert "Traceback" not in stderr and "Interrupted before training began" in stderr, stderr
