@@ -190,12 +190,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         ctx.exit(stop.code or 130)
     finally:
         bar.close()
-    if result.written is None:   # one worker of several: the chief writes the output and reports
-        return
-    for line in result.report:
-        message(line)
-    if json_out:
-        write_json(result.stats, json_out)
+    if result.written is not None:   # else one worker of several: the chief writes the output and reports
+        for line in result.report:
+            message(line)
+        if json_out:
+            write_json(result.stats, json_out)
+    if stop.requested:   # after the loop's last look at it: the run is whole, the exit code still says
+        message("Note: the stop request came after the last step; the run finished.")
+        ctx.exit(stop.code)
 
 
 def say_loading(path: str) -> None:

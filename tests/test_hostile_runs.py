@@ -241,3 +241,108 @@ def test_a_signal_stops_the_wait_for_a_peer_at_once(tmp_path, sig, code):
     assert got == code, stderr
     assert seconds < 10, f"{seconds:.1f} s after {sig}"
     assert "Traceback" not in stderr and "Interrupted before training began" in stderr, stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal at any moment of `train --workers 2`: 130 (SIGINT) or 143 (SIGTERM), never 0
+
+
+def test_a_signal_the_chief_gets_as_it_finishes_still_ends_the_launcher_with_its_code():
+    """The chief took the signal after its loop's last look at the stop request and finished the run
+    (exit 0), as did the other worker: the launcher exited 0, so a pipeline read Ctrl-C as success.
+    Here each worker is a script that takes SIGINT and exits 0 all the same."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    from embedtune.distribute import launch
+
+    worker = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda *a: None)\n"
+              "time.sleep(1.5)\n"
+              "sys.exit(0)\n")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        done = launch([sys.executable, "-c", worker], 2, 1)
+    finally:
+        timer.cancel()
+    assert (done.code, done.failure) == (130, None)
+
+
+def test_a_stop_request_after_the_last_step_exits_with_its_code(tmp_path, monkeypatch):
+    """The same window in one process: a Ctrl-C the loop never looked at again (its last step done)
+    let the run finish and exit 0."""
+    import embedtune.run
+    from train_fixtures import SAMPLE_CORPUS
+
+    calls = []
+    monkeypatch.setattr(embedtune.run, "run", lambda config, **kw: calls.append(1) or _finish(kw["stop"]))
+    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", tmp_path / "out.txt"])
+    assert calls == [1]
+    assert result.exit_code == 143, result.output
+    assert "the stop request came after the last step; the run finished" in result.output
+
+
+def _finish(stop):
+    """A run that returns as one worker of several returns (nothing written), its stop asked on the way."""
+    import os
+    import signal
+    from types import SimpleNamespace
+
+    with stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return SimpleNamespace(written=None, report=[], stats={})
+
+
+def test_a_signal_at_every_moment_of_a_workers_run_exits_with_its_code(tmp_path):
+    """Real `train --workers 2` runs, each signalled once at a moment found by what it says: as the
+    workers start, as the chief loads, in the loop (a checkpoint written), as the chief reports the
+    finished run. Every one ends 130 or 143 (0 only where it had exited before the signal was sent),
+    with no traceback and no process left."""
+    import os
+    import signal
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_fault_injection import Run, complete_checkpoints
+    from test_signals import CODES, WAIT, children
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:2000]))
+    moments = [("start", "Starting 2 workers", signal.SIGINT), ("loading", "Loading", signal.SIGTERM),
+               ("loop", None, signal.SIGINT), ("end", "Trained ", signal.SIGTERM)]
+
+    def signalled(moment) -> str:
+        name, said, sig = moment
+        folder = tmp_path / name
+        folder.mkdir()
+        checkpoints = folder / "ckpt"
+        run_ = Run(["train", vectors, SAMPLE_CORPUS, "-o", folder / "out.txt", "--epochs", "1", "--batch-size", "512",
+                    "--seed", "3", "--workers", "2", "--checkpoint-dir", checkpoints, "--checkpoint-every", "5"])
+        seen = (lambda: run_.said(said)) if said else (lambda: bool(complete_checkpoints(checkpoints)))
+        deadline = time.monotonic() + WAIT
+        while not seen() and run_.process.poll() is None and time.monotonic() < deadline:
+            run_.others.update(children(run_.process.pid))
+            time.sleep(0.002)
+        sent = run_.process.poll() is None
+        if sent:
+            run_.others.update(children(run_.process.pid))
+            run_.process.send_signal(sig)
+        code, stderr = run_.finish(name)
+        problems = []
+        if code != CODES[sig] and not (code == 0 and not sent):
+            problems.append(f"exit {code} (signal {'sent' if sent else 'not sent: it had ended'})")
+        if "Traceback" in stderr:
+            problems.append("a traceback")
+        if left := run_.left():
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            problems.append(f"processes {left} left")
+        return f"{name}, {sig.name}: {'; '.join(problems)}\n{stderr}" if problems else ""
+
+    with ThreadPoolExecutor(2) as pool:
+        problems = [p for p in pool.map(signalled, moments) if p]
+    assert not problems, "\n\n".join(problems)

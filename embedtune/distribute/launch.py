@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from embedtune.distribute.cluster import ENV_LAUNCHED, ENV_THREADS
 
 PEER_LOST = 3   # exit code of a worker whose peer went away (the launcher reports the peer, not it)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 SETTLE = 1.0   # seconds the launcher waits, after a worker fails, for the others to fail on their own
 
 
@@ -60,8 +61,16 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
     logs = []
     forwarded = {}
     stopped_by = []   # the signals passed on to the chief
+    starting = [True]   # while the workers are started, a signal is only recorded (early)
+    early = []
 
     def forward(signum, frame):
+        if starting[0]:
+            # Raised here, it could land inside Popen after the fork and leave that worker running
+            # unlisted, waiting for its peers (even with the signals blocked in this thread: another
+            # thread may take a signal sent to the process, and Python runs the handler here).
+            early.append(signum)
+            return
         if procs and procs[0].poll() is None:
             stopped_by.append(signum)
             procs[0].send_signal(signum)
@@ -75,6 +84,8 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
             except ValueError:   # not the main thread
                 pass
         for k in range(workers):
+            if early:
+                break
             env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": hosts},
                                                           "task": {"type": "worker", "index": k}}))
             env[ENV_LAUNCHED] = "1"
@@ -84,13 +95,27 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
             log = None if k == 0 else tempfile.TemporaryFile()
             logs.append(log)
             # Own sessions: a Ctrl-C at the terminal reaches the launcher only, which passes it on.
-            procs.append(subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=None if k == 0 else subprocess.DEVNULL,
-                                          stderr=None if k == 0 else log, start_new_session=True))
+            # Started with Ctrl-C and SIGTERM blocked, which the worker inherits and unblocks once its
+            # handlers are set (cli/main.py): one passed on while Python starts there is taken then,
+            # with its exit code, not as a KeyboardInterrupt traceback.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            try:
+                procs.append(subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                              stdout=None if k == 0 else subprocess.DEVNULL,
+                                              stderr=None if k == 0 else log, start_new_session=True))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        starting[0] = False
+        if early:   # before any worker could do anything: all are ended, the launcher exits as asked
+            _stop(procs)
+            return Launch(128 + early[0], None)
         while True:
             codes = [p.poll() for p in procs]
             if all(c == 0 for c in codes):
-                return Launch(0, None)
+                # A signal passed on as the chief finished (after its last look at the stop request,
+                # or as it exited, when the signal was not sent) still ends the launcher with its code:
+                # the output is whole, but a pipeline must not read an interrupted command as success.
+                return Launch(128 + stopped_by[0] if stopped_by else 0, None)
             if any(c not in (None, 0) for c in codes):
                 break
             time.sleep(0.05)
