@@ -185,43 +185,52 @@ class WordPattern:
             found[:] = np.fromiter((search(w) is not None for w in words), bool, n)
             return found
         chunk: list = []
+        armed = [False]   # a timer's signal handled after its chunk was done raises nothing
 
         def too_costly(signum, frame):
-            raise PatternTooCostly
+            if armed[0]:
+                raise PatternTooCostly
 
         previous = signal.signal(signal.SIGALRM, too_costly)
         words = iter(words)
         try:
             for at in range(0, n, PATTERN_CHUNK):
                 chunk = list(itertools.islice(words, min(PATTERN_CHUNK, n - at)))
+                armed[0] = True
                 signal.setitimer(signal.ITIMER_REAL, PATTERN_CHUNK_SECONDS)
                 found[at:at + len(chunk)] = [search(w) is not None for w in chunk]
+                armed[0] = False
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except PatternTooCostly:
             # Which word: the chunk is matched again word by word, each under the timer, slowest named.
             raise EmbedtuneError(
                 f"{_option(self.key)} {self.pattern!r} took more than {PATTERN_CHUNK_SECONDS:g} s over "
-                f"{_shown(self._costly(chunk))} (it backtracks without end: nested repeats such as (a|aa)+ do; "
-                "rewrite it)") from None
+                f"{_shown(self._costly(chunk, armed))} (it backtracks without end: nested repeats such as "
+                "(a|aa)+ do; rewrite it)") from None
         finally:
+            armed[0] = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
         return found
 
-    def _costly(self, chunk: list) -> str:
+    def _costly(self, chunk: list, armed: list) -> str:
         """The word of ``chunk`` the pattern takes longest over (the first that runs out the timer)."""
-        slowest, worst = "", -1.0
-        for word in chunk:
-            began = time.perf_counter()
-            try:
+        slowest, worst, word = "", -1.0, ""
+        try:
+            for word in chunk:
+                began = time.perf_counter()
+                armed[0] = True
                 signal.setitimer(signal.ITIMER_REAL, PATTERN_CHUNK_SECONDS)
                 self.compiled.search(word)
-            except PatternTooCostly:
-                return word
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if time.perf_counter() - began > worst:
-                slowest, worst = word, time.perf_counter() - began
+                armed[0] = False
+                took = time.perf_counter() - began
+                if took > worst:
+                    slowest, worst = word, took
+        except PatternTooCostly:
+            return word
+        finally:
+            armed[0] = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
         return slowest
 
 
