@@ -64,6 +64,11 @@ def test_a_glove_line_past_65536_values_is_one_error_in_bounded_memory(tmp_path,
     result = run(["inspect", path])
     assert result.exit_code == 1
     one_error_line(result, f"{path} line 1", "more than 65,536 values", "at most 65,536")
+    from train_fixtures import SAMPLE_CORPUS
+
+    dry = run(["train", path, SAMPLE_CORPUS, "-o", tmp_path / "out.txt", "--dry-run"])   # it said: all passed
+    assert dry.exit_code == 1
+    one_error_line(dry, f"{path} line 1", "more than 65,536 values")
     tracemalloc.start()
     try:
         with pytest.raises(EmbedtuneError, match="more than 65,536 values"):
