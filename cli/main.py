@@ -225,6 +225,9 @@ def main():
     # own Ctrl-C there printed a traceback, or click's "Aborted!" with exit 1.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_at_once)
+    # A worker of `--workers` starts with both blocked (embedtune/distribute/launch.py): one that came
+    # meanwhile is taken here, by the handler above.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         cli(prog_name="embedtune")
     except SystemExit as done:

@@ -142,9 +142,13 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if problem := missing_argument(config):
         raise click.UsageError(problem)
     workers = workers or 1
-    from embedtune.distribute import PEER_LOST, PeerLost, launched, server_cluster_from_env
+    from embedtune.distribute import PEER_LOST, PeerLost, cluster_from_env, launched, server_cluster_from_env
 
-    servers = server_cluster_from_env()   # TF_CONFIG names ps tasks
+    try:   # an environment that makes no sense is a usage error (exit 2), as a bad option is
+        servers = server_cluster_from_env()   # TF_CONFIG names ps tasks
+        cluster_from_env()
+    except EmbedtuneError as err:
+        raise click.UsageError(str(err)) from None
     if servers is not None and not servers.chief:   # reads no file: serves and ends there
         serve_task(ctx, config, resume, workers, servers, dry_run)
     check_run(config, resume=resume, dry_run=dry_run, json_out=json_out, workers=workers, config_path=config_path)
@@ -177,6 +181,9 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         raise EmbedtuneError(str(lost)) from None
     except TrainingInterrupted as interrupted:
         bar.close()
+        if interrupted.position is None:   # while waiting for the other workers (TF_CONFIG)
+            click.echo("Interrupted before training began; nothing was saved.", err=True)
+            ctx.exit(stop.code or 130)
         where = f"step {interrupted.position.steps}, epoch {interrupted.position.epoch}"
         if interrupted.checkpoint:
             click.echo(f"Interrupted at {where}; checkpoint written to {interrupted.checkpoint}.\n"
@@ -186,12 +193,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         ctx.exit(stop.code or 130)
     finally:
         bar.close()
-    if result.written is None:   # one worker of several: the chief writes the output and reports
-        return
-    for line in result.report:
-        message(line)
-    if json_out:
-        write_json(result.stats, json_out)
+    if result.written is not None:   # else one worker of several: the chief writes the output and reports
+        for line in result.report:
+            message(line)
+        if json_out:
+            write_json(result.stats, json_out)
+    if stop.requested:   # after the loop's last look at it: the run is whole, the exit code still says
+        message("Note: the stop request came after the last step; the run finished.")
+        ctx.exit(stop.code)
 
 
 def say_loading(path: str) -> None:

@@ -117,6 +117,9 @@ KEYS: tuple[Key, ...] = (
         section=RUNS,
         help="--workers: steps each worker trains on its own lines between two exchanges of the rows it "
              "changed, summed on every worker (docs/workers.md); 0 = every step's gradients gathered (slower)."),
+    Key("peer_timeout", float, 120.0, range=Range(0, FLOAT32_MAX, low_open=True), metavar="SECONDS", section=RUNS,
+        help="--workers or TF_CONFIG: seconds each worker waits for the others to start before an error naming "
+             "the missing ones (Ctrl-C stops the wait)."),
     Key("logdir", str, path="folder", section=RUNS,
         help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
              "most-moved rows at the end: tensorboard --logdir DIR."),

@@ -38,8 +38,8 @@ class TrainingInterrupted(Exception):
 
     def __init__(self, checkpoint: str | None, position):
         self.checkpoint = checkpoint
-        self.position = position   # embedtune.checkpoint.Position
-        super().__init__(f"stopped at step {position.steps}")
+        self.position = position   # embedtune.checkpoint.Position; None: before the first step
+        super().__init__(f"stopped at step {position.steps}" if position is not None else "stopped before training")
 
 
 def counted(n: int, noun: str, plural: str | None = None, grouped: bool = True) -> str:

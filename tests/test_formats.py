@@ -403,12 +403,16 @@ def test_a_header_beyond_what_numpy_can_address_in_a_compressed_file_is_an_error
     """A compressed file's size says nothing of its rows, so the header's count goes to the allocation:
     more than numpy can address raised its ValueError (found by tests/test_properties.py's readers)."""
     for name, data in [("t.txt.gz", b"4611686018427387904 8\na 1 2 3 4 5 6 7 8\n"),
-                       ("b.bin.gz", b"1 4611686018427387904\na " + np.float32([1, 2]).tobytes())]:
+                       ("b.bin.gz", b"4611686018427387904 2\na " + np.float32([1, 2]).tobytes())]:
         path = write(tmp_path / name, gzip.compress(data))
         with pytest.raises(EmbedtuneError) as err:
             load_vectors(path)
         assert str(err.value).startswith(f"{path} line 1: not enough memory for ")
         assert str(err.value).endswith(" bytes) as the header says")
+    # A dimension that large is refused before any allocation (formats.io.MAX_DIM, as --dim).
+    path = write(tmp_path / "d.bin.gz", gzip.compress(b"1 4611686018427387904\na " + np.float32([1, 2]).tobytes()))
+    with pytest.raises(EmbedtuneError, match="line 1: header says dimension 4,611,686,018,427,387,904 "):
+        load_vectors(path)
 
 
 def test_a_binary_header_of_no_records_reads_alike_from_any_source(tmp_path):

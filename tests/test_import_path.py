@@ -147,3 +147,21 @@ def test_row_counts_through_the_index_are_the_word_by_word_counts():
     repeated = Vectors(words[:-1] + ["w3"], np.zeros((50, 2), np.float32))
     plan = make_plan(repeated, [], VocabConfig())
     assert plan.row_counts(counts).tolist() == [counts.get(w, 0) for w in plan.words]
+
+
+def test_keras_loads_only_with_embedtune_keras():
+    """`import embedtune` (and its options, config and plan) imports neither Keras nor TensorFlow; the
+    Keras layer and optimizer come with `import embedtune.keras` (the README's one line)."""
+    code = textwrap.dedent("""
+        import json, sys
+        import embedtune
+        from embedtune.api import options_config
+        options_config({"freeze_top": 3})
+        light = [m for m in ("keras", "tensorflow") if m in sys.modules]
+        from embedtune.keras import Embedding, LazyRows
+        print(json.dumps({"light": light, "keras": "keras" in sys.modules, "layer": Embedding.__module__}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"light": [], "keras": True,
+                                                                 "layer": "embedtune.keras.layer"}

@@ -172,9 +172,10 @@ def _text_lines(path: str):
 
 def _read_pairs(path: str, case_insensitive: bool, delimiter: str = "\t") -> list[tuple[str, str, float]]:
     """(word, word, score) for each line gensim's evaluate_word_pairs reads, parsed as it does:
-    '#' lines skipped, exactly three fields, a score that parses as a number."""
+    '#' lines skipped, exactly three fields, a score that parses as a number. A score that parses but
+    is not finite (nan, inf) is an error naming the line: scipy would make the correlation nan."""
     triples = []
-    for _, line in _text_lines(path):
+    for line_no, line in _text_lines(path):
         if not line or line.startswith("#"):
             continue
         parts = line.split(delimiter)
@@ -186,6 +187,8 @@ def _read_pairs(path: str, case_insensitive: bool, delimiter: str = "\t") -> lis
             score = float(parts[2])
         except ValueError:
             continue
+        if not math.isfinite(score):
+            raise EmbedtuneError(f"score {parts[2].strip()!r} is not a finite number", path, line_no)
         triples.append((parts[0], parts[1], score))
     return triples
 
@@ -217,10 +220,25 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, r
         model.append(np.dot(unitvec(matrix[ia]), unitvec(matrix[ib])))
     if not gold:
         return SimilarityScore(Path(path).stem, path, None, None, len(pairs), 0)
+    _check_correlatable(gold, model, path)
     pearson, spearman = stats.pearsonr(gold, model), stats.spearmanr(gold, model)
     return SimilarityScore(
         Path(path).stem, path, float(pearson.statistic), float(spearman.statistic), len(pairs), len(gold)
     )
+
+
+def _check_correlatable(gold: list[float], model: list, path: str) -> None:
+    """What scipy answers with a traceback (fewer than 2 pairs) or a warning and nan (constant input),
+    as one error naming the file."""
+    if len(gold) < 2:
+        raise EmbedtuneError("only 1 pair has both words in the vocabulary; Pearson and Spearman correlations "
+                             "need at least 2", path)
+    if min(gold) == max(gold):
+        raise EmbedtuneError(f"every pair in the vocabulary has the same score ({gold[0]:g}); a correlation "
+                             "with constant scores is undefined", path)
+    if min(model) == max(model):
+        raise EmbedtuneError(f"every pair in the vocabulary has the same cosine similarity ({float(model[0]):g}); "
+                             "a correlation with constant similarities is undefined", path)
 
 
 def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[tuple[str, ...]]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from embedtune.errors import EmbedtuneError
 
@@ -25,6 +25,7 @@ class PeerLost(Exception):
 class Cluster:
     index: int   # this worker; 0 is the chief
     size: int
+    hosts: tuple[str, ...] = field(default=(), compare=False)   # every worker's host:port, the chief first
 
     @property
     def chief(self) -> bool:
@@ -48,17 +49,39 @@ class ServerCluster:
         return self.spec[self.kind][self.index]
 
 
+KINDS = ("chief", "worker", "ps")
+
+
 def _parse(environ) -> tuple[dict, str, int] | None:
+    """TF_CONFIG's (cluster, task type, task index), each checked: an environment that does not make
+    sense is an error naming TF_CONFIG, never a run as one process (cli: a usage error, exit 2)."""
     raw = environ.get("TF_CONFIG")
     if not raw:
         return None
     try:
         spec = json.loads(raw)
-        cluster, task = spec["cluster"], spec.get("task", {})
-        kind, index = task.get("type", "worker"), int(task.get("index", 0))
-        cluster = {str(key): [str(host) for host in hosts] for key, hosts in cluster.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise EmbedtuneError(f"TF_CONFIG is not a cluster description ({err})") from None
+    except ValueError as err:
+        raise EmbedtuneError(f"TF_CONFIG is not a cluster description (not JSON: {err})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("cluster"), dict):
+        raise EmbedtuneError('TF_CONFIG is not a cluster description (expected {"cluster": {...}, "task": {...}})')
+    cluster, task = spec["cluster"], spec.get("task", {})
+    for key, hosts in cluster.items():
+        if not isinstance(hosts, list) or not all(isinstance(host, str) and host for host in hosts):
+            raise EmbedtuneError(f'TF_CONFIG: cluster "{key}" must be a list of "host:port" strings, got '
+                                 f"{json.dumps(hosts)[:80]}")
+    if not isinstance(task, dict):
+        raise EmbedtuneError(f'TF_CONFIG: "task" must be {{"type": ..., "index": ...}}, got {json.dumps(task)[:80]}')
+    kind, index = task.get("type", "worker"), task.get("index", 0)
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise EmbedtuneError(f"TF_CONFIG: task type {json.dumps(kind)} is not one embedtune runs (chief, worker "
+                             "or ps; see docs/scale-out.md)")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise EmbedtuneError(f"TF_CONFIG: task index {json.dumps(index)} is not a whole number")
+    tasks = cluster.get(kind, [])
+    if not 0 <= index < len(tasks):
+        has = (f"its {kind} tasks are 0 to {len(tasks) - 1}" if len(tasks) > 1 else
+               f"its one {kind} task is 0" if tasks else f"it has no {kind} task")
+        raise EmbedtuneError(f"TF_CONFIG: task {kind} {index} is not in the cluster ({has})")
     return cluster, kind, index
 
 
@@ -77,8 +100,6 @@ def server_cluster_from_env(environ=os.environ) -> ServerCluster | None:
         raise EmbedtuneError(f"TF_CONFIG: a parameter-server cluster needs one chief, at least one ps and at least "
                              f"one worker task (it has {counts['chief']}, {counts['ps']} and {counts['worker']}; "
                              "see docs/scale-out.md)")
-    if kind not in cluster or not 0 <= index < len(cluster[kind]):
-        raise EmbedtuneError(f"TF_CONFIG: task {kind} {index} is not in the cluster")
     return ServerCluster(cluster, kind, index)
 
 
@@ -97,9 +118,8 @@ def cluster_from_env(environ=os.environ) -> Cluster | None:
     size = len(chiefs) + len(workers)
     if size <= 1:
         return None
-    if kind not in ("chief", "worker") or not 0 <= index < (len(chiefs) if kind == "chief" else len(workers)):
-        raise EmbedtuneError(f"TF_CONFIG: task {kind} {index} is not in the cluster")
-    return Cluster(index if kind == "chief" else len(chiefs) + index, size)
+    hosts = tuple(chiefs + workers)
+    return Cluster(index if kind == "chief" else len(chiefs) + index, size, hosts)
 
 
 def launched() -> bool:

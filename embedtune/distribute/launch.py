@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from embedtune.distribute.cluster import ENV_LAUNCHED, ENV_THREADS
 
 PEER_LOST = 3   # exit code of a worker whose peer went away (the launcher reports the peer, not it)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 SETTLE = 1.0   # seconds the launcher waits, after a worker fails, for the others to fail on their own
 
 
@@ -60,8 +61,16 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
     logs = []
     forwarded = {}
     stopped_by = []   # the signals passed on to the chief
+    starting = [True]   # while the workers are started, a signal is only recorded (early)
+    early = []
 
     def forward(signum, frame):
+        if starting[0]:
+            # Raised here, it could land inside Popen after the fork and leave that worker running
+            # unlisted, waiting for its peers (even with the signals blocked in this thread: another
+            # thread may take a signal sent to the process, and Python runs the handler here).
+            early.append(signum)
+            return
         if procs and procs[0].poll() is None:
             stopped_by.append(signum)
             procs[0].send_signal(signum)
@@ -75,44 +84,14 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
             except ValueError:   # not the main thread
                 pass
         for k in range(workers):
-            env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": hosts},
-                                                          "task": {"type": "worker", "index": k}}))
-            env[ENV_LAUNCHED] = "1"
-            env[ENV_THREADS] = str(threads)
-            # A dead peer makes TensorFlow log gRPC errors on every survivor; the launcher's one line says it.
-            env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-            log = None if k == 0 else tempfile.TemporaryFile()
-            logs.append(log)
-            # Own sessions: a Ctrl-C at the terminal reaches the launcher only, which passes it on.
-            procs.append(subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=None if k == 0 else subprocess.DEVNULL,
-                                          stderr=None if k == 0 else log, start_new_session=True))
-        while True:
-            codes = [p.poll() for p in procs]
-            if all(c == 0 for c in codes):
-                return Launch(0, None)
-            if any(c not in (None, 0) for c in codes):
+            if early:
                 break
-            time.sleep(0.05)
-        # The others often fail on their own a moment later (the same bad input, or a lost peer):
-        # then the chief's own error line, already printed, is the one line to show.
-        deadline = time.monotonic() + SETTLE
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            time.sleep(0.05)
-        codes = [p.poll() for p in procs]
-        if stopped_by and codes[0] in (128 + stopped_by[0], -stopped_by[0]):
-            # The chief stopped as asked (or, not yet running Python, was ended by the signal); the
-            # others were left waiting for it. 130 for SIGINT, 143 for SIGTERM, as a shell reports them.
+            procs.append(_start_worker(command, hosts, k, threads, logs))
+        starting[0] = False
+        if early:   # before any worker could do anything: all are ended, the launcher exits as asked
             _stop(procs)
-            return Launch(128 + stopped_by[0], None)
-        failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
-        causes = [k for k in failed if codes[k] != PEER_LOST] or failed
-        culprit = causes[0]
-        _stop(procs)
-        code = codes[culprit]
-        if culprit == 0 and code > 0 and code != PEER_LOST:
-            return Launch(code, None)   # the chief said why itself (its error, or an interruption)
-        return Launch(code if code > 0 else 1, f"worker {culprit} exited ({_why(code, logs[culprit])})")
+            return Launch(128 + early[0], None)
+        return _wait(procs, logs, stopped_by)
     finally:
         _stop(procs)
         for sig, handler in forwarded.items():
@@ -120,6 +99,63 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
         for log in logs:
             if log is not None:
                 log.close()
+
+
+def _start_worker(command: list[str], hosts: list[str], k: int, threads: int, logs: list) -> subprocess.Popen:
+    """Worker ``k`` of ``hosts``, its TF_CONFIG set; its standard error kept in a file (added to
+    ``logs``) unless it is the chief, whose output is the launcher's."""
+    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": hosts},
+                                                  "task": {"type": "worker", "index": k}}))
+    env[ENV_LAUNCHED] = "1"
+    env[ENV_THREADS] = str(threads)
+    # A dead peer makes TensorFlow log gRPC errors on every survivor; the launcher's one line says it.
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    log = None if k == 0 else tempfile.TemporaryFile()
+    logs.append(log)
+    # Own sessions: a Ctrl-C at the terminal reaches the launcher only, which passes it on.
+    # Started with Ctrl-C and SIGTERM blocked, which the worker inherits and unblocks once its
+    # handlers are set (cli/main.py): one passed on while Python starts there is taken then,
+    # with its exit code, not as a KeyboardInterrupt traceback.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                stdout=None if k == 0 else subprocess.DEVNULL,
+                                stderr=None if k == 0 else log, start_new_session=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _wait(procs: list[subprocess.Popen], logs: list, stopped_by: list) -> Launch:
+    """Until every worker has ended well, or one has failed (then the others are ended): the Launch."""
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c == 0 for c in codes):
+            # A signal passed on as the chief finished (after its last look at the stop request,
+            # or as it exited, when the signal was not sent) still ends the launcher with its code:
+            # the output is whole, but a pipeline must not read an interrupted command as success.
+            return Launch(128 + stopped_by[0] if stopped_by else 0, None)
+        if any(c not in (None, 0) for c in codes):
+            break
+        time.sleep(0.05)
+    # The others often fail on their own a moment later (the same bad input, or a lost peer):
+    # then the chief's own error line, already printed, is the one line to show.
+    deadline = time.monotonic() + SETTLE
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    codes = [p.poll() for p in procs]
+    if stopped_by and codes[0] in (128 + stopped_by[0], -stopped_by[0]):
+        # The chief stopped as asked (or, not yet running Python, was ended by the signal); the
+        # others were left waiting for it. 130 for SIGINT, 143 for SIGTERM, as a shell reports them.
+        _stop(procs)
+        return Launch(128 + stopped_by[0], None)
+    failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
+    causes = [k for k in failed if codes[k] != PEER_LOST] or failed
+    culprit = causes[0]
+    _stop(procs)
+    code = codes[culprit]
+    if culprit == 0 and code > 0 and code != PEER_LOST:
+        return Launch(code, None)   # the chief said why itself (its error, or an interruption)
+    return Launch(code if code > 0 else 1, f"worker {culprit} exited ({_why(code, logs[culprit])})")
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

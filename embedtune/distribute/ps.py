@@ -165,7 +165,7 @@ class ParameterServers(OneProcess):
         self.lost: str | None = None   # a server that stopped answering (the watch)
         self.watching = threading.Event()
 
-    def start(self):
+    def start(self, train=None, note=None, stop=None):
         """Wait for every server, then connect: TensorFlow's own connection waits without a limit for a
         server that is not there, and retries a lost worker's steps for an hour."""
         wait_for(self.cluster, self.patience)

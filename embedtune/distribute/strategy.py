@@ -44,6 +44,7 @@ from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
+from embedtune.distribute.peers import PEER_TIMEOUT, wait_for_peers
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
                                          share_batches)
 from embedtune.training.batches import Batch
@@ -98,6 +99,7 @@ class Worker(OneProcess):
 
     def __init__(self, cluster: Cluster, threads: int | None = None):
         self.index, self.size = cluster.index, cluster.size
+        self.hosts = cluster.hosts
         self.chief = cluster.chief
         self.threads = threads   # None: every core (one worker per machine)
         self.collectives = Collectives(self.index, self.size)
@@ -108,8 +110,12 @@ class Worker(OneProcess):
         self.round: list[Batch] = []   # averaging: the round the loop runs now, and this share's position after it
         self.mine: list[int] = []
 
-    def start(self):
-        """Join the cluster. Before any TensorFlow variable exists: the strategy sets up the runtime."""
+    def start(self, train=None, note=None, stop=None):
+        """Join the cluster, once every peer is up (peers.wait_for_peers: bounded, and stopped by
+        ``stop``). Before any TensorFlow variable exists: the strategy sets up the runtime."""
+        if self.hosts:
+            wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
+                           note, stop)
         self.collectives.start()
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
         # only records), so the command's handler never ran: the worker trained on. Put it back.

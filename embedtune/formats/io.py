@@ -31,6 +31,11 @@ _BZIP2_MAGIC = b"BZh"
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+# The most values a row may have, as --dim allows: a line or header past it is a damaged or wrong file,
+# found before the line is read whole (one 200 MB line would otherwise take GBs as split fields).
+MAX_DIM = 1 << 16
+
+
 def check_header_fits(source, count: int, dim: int, min_row_bytes: int) -> None:
     """A damaged header (say '4000000000 300') must be an error, not an attempt at a huge matrix.
     (A small excess is left to the reader, which then says how many rows the file really has.)"""

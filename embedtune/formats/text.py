@@ -31,7 +31,7 @@ import stat
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.io import UTF8_BOM, check_header_fits, new_matrix
+from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix
 from embedtune.formats.textparse import NUMBER, NotFast, nth_newline, parse_fast
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
@@ -50,7 +50,10 @@ def parse_header(line: bytes, name: str):
     and a count or dimension cannot be negative, so ``-5 50`` is a damaged header, not a GloVe row."""
     match = _HEADER.fullmatch(line)
     if match:
-        return int(match.group(1)), int(match.group(2))
+        count, dim = int(match.group(1)), int(match.group(2))
+        if dim > MAX_DIM:
+            raise EmbedtuneError(f"header says dimension {dim:,} (at most {MAX_DIM:,})", name, 1)
+        return count, dim
     signed = _SIGNED_HEADER.fullmatch(line)
     if signed:
         count, dim = int(signed.group(1)), int(signed.group(2))
@@ -59,6 +62,18 @@ def parse_header(line: bytes, name: str):
         if dim < 0:
             raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
     return None
+
+
+_SPACE_BYTES = np.zeros(256, bool)
+_SPACE_BYTES[list(b" \t\n\r\x0b\x0c")] = True   # bytes.split()'s
+
+
+def count_fields(data) -> int:
+    """len(data.split()), without making the fields (a line of millions of values)."""
+    space = _SPACE_BYTES[np.frombuffer(data, np.uint8)]
+    if not len(space):
+        return 0
+    return int(np.count_nonzero(~space[1:] & space[:-1])) + (not space[0])
 
 
 def _shorten(data: bytes, limit: int = 40) -> str:
@@ -109,6 +124,8 @@ class TextReader:
         else:
             count = None
             # the trailing numbers of line 1 are its vector (its word may contain spaces)
+            if count_fields(first) > MAX_DIM + 1:   # before the fields are made
+                self._too_many_values(1, MAX_DIM)
             fields = first.split()
             numbers = 0
             for field in reversed(fields):
@@ -133,7 +150,7 @@ class TextReader:
         words = []
         rows = 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
-        for block in self._blocks(data):
+        for block in self._blocks(data, line):
             n_block = block.count(b"\n")
             body, n_body = block, n_block
             last = block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
@@ -266,19 +283,36 @@ class TextReader:
         return words, matrix, 2 if self.header else 1
 
     def _first_line_and_more(self) -> bytes:
-        data = b""
-        while b"\n" not in data:
+        """The first line and what was read with it. Its fields are counted as it comes: a line past
+        MAX_DIM values is an error before the rest of it is read."""
+        pieces, fields, joined = [], 0, False
+        while True:
             more = self.source.read(BLOCK_BYTES)
             if not more:
                 break
-            data += more
+            newline = more.find(b"\n")
+            head = more if newline < 0 else more[:newline]
+            fields += count_fields(head) - (joined and head[:1].strip() != b"")
+            joined = bool(head) and head[-1:].strip() != b""   # a field goes on into the next read
+            pieces.append(more)
+            if newline >= 0:
+                break
+            if fields > MAX_DIM + 1:
+                self._too_many_values(1, MAX_DIM)
+        data = b"".join(pieces)
         if not data.strip():
             what = "a header 'COUNT DIM'" if self.header else "lines of a word and its values"
             raise EmbedtuneError(f"empty file (expected {what})", self.name, 1)
         return data
 
-    def _blocks(self, data: bytes):
-        """Blocks of whole lines, each ending in a newline (one is added at the end if missing)."""
+    def _too_many_values(self, line: int, most: int):
+        what = f"expected {most:,} {self.dim_note}" if most < MAX_DIM else f"a row has at most {MAX_DIM:,}"
+        raise EmbedtuneError(f"more than {most:,} values on one line ({what})", self.name, line)
+
+    def _blocks(self, data: bytes, line: int):
+        """Blocks of whole lines, each ending in a newline (one is added at the end if missing).
+        ``line``: the number of data's first line. A line that grows past dim values without its
+        newline is an error then (it is held whole until its newline)."""
         rest = data
         while True:
             more = self.source.read(BLOCK_BYTES)
@@ -289,11 +323,16 @@ class TextReader:
             cut = more.rfind(b"\n")
             if cut < 0:
                 rest += more
+                if len(rest) > 2 * BLOCK_BYTES:   # rare: a line longer than two reads
+                    start = rest.rfind(b"\n") + 1
+                    if count_fields(memoryview(rest)[start:]) > self.dim + 1:
+                        self._too_many_values(line + rest.count(b"\n", 0, start), self.dim)
                 continue
             block = b"".join((rest, memoryview(more)[:cut + 1])) if rest else more[:cut + 1]
             rest = more[cut + 1:]
             if self.progress is not None:
                 self.progress(self.source.consumed(), self.source.size)
+            line += block.count(b"\n")
             yield block
 
     # -- a block of lines ----------------------------------------------------------------------

@@ -78,7 +78,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
-        run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy)
+        run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
         run_epochs(run, progress, stop)
         return result(run)
 
@@ -118,14 +118,14 @@ class Run:
 
 def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpoints,
           on_plan: Callable[[Plan], None] | None = None, note: Callable[[str], None] | None = None,
-          strategy: OneProcess | None = None) -> Run:
+          strategy: OneProcess | None = None, stop: Callable[[], bool] | None = None) -> Run:
     """Count the corpus, plan the rows, start the new words, build the tables; restore a checkpoint
     when ``checkpoints`` was opened to resume. ``config`` resolved. The ``strategy`` (default one
     process) says what this process counts, reads and steps."""
     t = config.train
     strategy = OneProcess() if strategy is None else strategy
     use_threads(t.threads or strategy.threads or local_cores())
-    strategy.start()   # a multi-worker strategy sets up TensorFlow's runtime, before any variable
+    strategy.start(t, note, stop)   # a multi-worker strategy sets up TensorFlow's runtime, before any variable
     if t.deterministic:   # when TensorFlow is imported: a compiled step's run may never import it
         _tf.when_imported("determinism", lambda tf: tf.config.experimental.enable_op_determinism())
     began = time.perf_counter()
@@ -294,7 +294,7 @@ def settings_for_resume(config: Config) -> dict:
     """The settings a resumed run must share with the checkpoint (not where or how often to save,
     nor on how many threads)."""
     settings = dataclasses.asdict(config.train)
-    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads"):
+    for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads", "peer_timeout"):
         settings.pop(key, None)
     settings["vocab"] = dataclasses.asdict(config.vocab)
     return settings

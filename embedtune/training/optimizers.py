@@ -66,11 +66,15 @@ def cap_rows(values: tf.Tensor, clip_norm: float) -> tf.Tensor:
 
 
 class LazyOptimizer:
-    """Base of the sparse optimizers: state only for the rows a batch touches."""
+    """Base of the sparse optimizers: state only for the rows a batch touches.
+
+    state : the variables ``variables()`` returns, by name, made by the caller from ``initial_state``
+        (embedtune.keras.LazyRows: a Keras optimizer's own variables, which it saves); None: made here.
+    """
 
     name = ""
 
-    def __init__(self, table: tf.Variable):
+    def __init__(self, table: tf.Variable, state: dict | None = None):
         self.table = table
 
     def variables(self) -> dict[str, tf.Variable]:
@@ -102,10 +106,10 @@ class SGD(LazyOptimizer):
 class Adagrad(LazyOptimizer):
     name = "adagrad"
 
-    def __init__(self, table, initial_accumulator=ADAGRAD_INITIAL_ACCUMULATOR, epsilon=EPSILON):
+    def __init__(self, table, initial_accumulator=ADAGRAD_INITIAL_ACCUMULATOR, epsilon=EPSILON, state=None):
         super().__init__(table)
         self.epsilon = epsilon
-        self.accumulator = tf.Variable(
+        self.accumulator = state["accumulator"] if state else tf.Variable(
             tf.fill(tf.shape(table), tf.constant(initial_accumulator, table.dtype)), trainable=False,
             name=f"{table.name.split(':')[0]}_adagrad")
 
@@ -129,9 +133,12 @@ class Adam(LazyOptimizer):
 
     name = "adam"
 
-    def __init__(self, table, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2, epsilon=EPSILON):
+    def __init__(self, table, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2, epsilon=EPSILON, state=None):
         super().__init__(table)
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        if state:
+            self.m, self.v, self.iterations = state["m"], state["v"], state["iterations"]
+            return
         base = table.name.split(":")[0]
         self.m = tf.Variable(tf.zeros_like(table), trainable=False, name=f"{base}_adam_m")
         self.v = tf.Variable(tf.zeros_like(table), trainable=False, name=f"{base}_adam_v")
@@ -159,8 +166,8 @@ class Adam(LazyOptimizer):
 OPTIMIZERS = {cls.name: cls for cls in (SGD, Adagrad, Adam)}
 
 
-def make_optimizer(name: str, table: tf.Variable) -> LazyOptimizer:
-    return OPTIMIZERS[name](table)
+def make_optimizer(name: str, table: tf.Variable, state: dict | None = None) -> LazyOptimizer:
+    return OPTIMIZERS[name](table, state=state)
 
 
 @dataclass

@@ -17,8 +17,10 @@ class OneProcess:
     chief = True    # writes checkpoints, the TensorBoard log, the summary and the output
     threads: int | None = None   # TensorFlow's threads when --threads is not given (None: every core)
 
-    def start(self) -> None:
-        """Set up before any TensorFlow variable exists."""
+    def start(self, train=None, note: Callable[[str], None] | None = None,
+              stop: Callable[[], bool] | None = None) -> None:
+        """Set up before any TensorFlow variable exists (``train``: the run's TrainConfig; ``stop``
+        polled while a multi-worker strategy waits for its peers)."""
 
     def count(self, corpus):
         """``corpus.count()``'s (counts, total words, lines) of the whole corpus."""

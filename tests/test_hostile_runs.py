@@ -1,0 +1,353 @@
+"""Hostile inputs and runs (issue 35, part B): benchmark files that scipy cannot correlate, a vectors
+line far past any dimension, regexes that backtrack without end, TF_CONFIG that makes no sense, and
+signals at every moment of a `--workers 2` run. Each gives one `Error:` line (or 130/143), never a
+traceback, a warning or a hang."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from train_fixtures import SAMPLE_VECTORS, one_error_line, run
+
+# ---------------------------------------------------------------------------------------------
+# eval and report: a similarity file scipy cannot correlate
+
+
+def _pairs(tmp_path, text: str):
+    path = tmp_path / "pairs.tsv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity"])
+def test_a_score_that_is_not_finite_names_the_file_and_line(tmp_path, score):
+    pairs = _pairs(tmp_path, f"king\tqueen\t8\nman\twoman\t{score}\nfrance\tspain\t7\n")
+    result = run(["eval", SAMPLE_VECTORS, "--similarity", pairs])
+    assert result.exit_code == 1
+    one_error_line(result, f"{pairs} line 2", "not a finite number")
+
+
+@pytest.mark.parametrize("command", ["eval", "report"])
+def test_one_usable_pair_says_a_correlation_needs_two(tmp_path, command):
+    pairs = _pairs(tmp_path, "the\tof\t3\n")
+    args = ([SAMPLE_VECTORS] if command == "eval" else [SAMPLE_VECTORS, SAMPLE_VECTORS, "-o", tmp_path / "r.html"])
+    result = run([command, *args, "--similarity", pairs])
+    assert result.exit_code == 1
+    one_error_line(result, str(pairs), "at least 2")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_constant_scores_are_one_error_and_no_scipy_warning(tmp_path):
+    pairs = _pairs(tmp_path, "king\tqueen\t5\nman\twoman\t5\nfrance\tspain\t5\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # scipy's ConstantInputWarning would fail the test
+        result = run(["eval", SAMPLE_VECTORS, "--similarity", pairs])
+    assert result.exit_code == 1
+    one_error_line(result, str(pairs), "same score (5)")
+
+
+# ---------------------------------------------------------------------------------------------
+# a vectors line far past any dimension: refused as it is read, in bounded memory
+
+
+@pytest.mark.parametrize("values", [70_000, 1_200_000])
+def test_a_glove_line_past_65536_values_is_one_error_in_bounded_memory(tmp_path, values):
+    import tracemalloc
+
+    from embedtune.errors import EmbedtuneError
+    from embedtune.formats import load_vectors
+
+    path = tmp_path / "one-line.txt"
+    path.write_bytes(b"word " + b" ".join([b"0.5"] * values) + b"\n")   # 4.8 MB at most
+    result = run(["inspect", path])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 1", "more than 65,536 values", "at most 65,536")
+    from train_fixtures import SAMPLE_CORPUS
+
+    dry = run(["train", path, SAMPLE_CORPUS, "-o", tmp_path / "out.txt", "--dry-run"])   # it said: all passed
+    assert dry.exit_code == 1
+    one_error_line(dry, f"{path} line 1", "more than 65,536 values")
+    tracemalloc.start()
+    try:
+        with pytest.raises(EmbedtuneError, match="more than 65,536 values"):
+            load_vectors(path, "glove")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The fields were never made (split: 1.2M bytes objects, about 60 MB): the file's bytes and masks.
+    assert peak < 6 * path.stat().st_size + (8 << 20), peak
+
+
+@pytest.mark.parametrize("fmt, header", [("word2vec", b"1 70000\nw 0.5\n"),
+                                         ("word2vec-binary", b"1 70000\nw \x00\x00\x00\x3f\n")])
+def test_a_header_past_65536_dimensions_is_one_error(tmp_path, fmt, header):
+    path = tmp_path / "v.bin"
+    path.write_bytes(header)
+    result = run(["inspect", path, "--format", fmt])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 1", "dimension 70,000 (at most 65,536)")
+
+
+def test_a_later_line_past_the_dimension_is_refused_before_it_is_read_whole(tmp_path):
+    path = tmp_path / "late.txt"
+    with open(path, "wb") as f:   # 20 MB: the long line runs past two of the reader's reads
+        f.write(b"a 0.5 0.25\n")
+        f.write(b"b " + b" ".join([b"0.5"] * 5_000_000) + b"\n")
+    result = run(["inspect", path])
+    assert result.exit_code == 1
+    one_error_line(result, f"{path} line 2", "more than 2 values")
+
+
+# ---------------------------------------------------------------------------------------------
+# a pattern that backtracks without end: a bounded match, naming the pattern and the word
+
+
+@pytest.fixture
+def hostile_vocabulary(tmp_path):
+    words = [line.split(b" ", 1)[0] for line in SAMPLE_VECTORS.read_bytes().splitlines()[:200]]
+    words += [b"a" * 40 + b"b", b"aaaa"]
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(w + b" 0.5 0.25\n" for w in words))
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b" ".join(words[:50]) + b"\n")
+    return vectors, corpus
+
+
+def _guarded(args, seconds: float = 30):
+    """The command in this process, failed (not hung) after ``seconds``: a thread sends SIGUSR1 to
+    this one, whose handler raises inside re (re looks for signals as it backtracks). Not SIGALRM:
+    the matching uses that one itself, when nobody else does."""
+    import _thread
+    import signal
+    import threading
+
+    class Hung(Exception):
+        pass
+
+    def hung(signum, frame):
+        raise Hung(f"still running after {seconds} s: {args}")
+
+    previous = signal.signal(signal.SIGUSR1, hung)
+    timer = threading.Timer(seconds, _thread.interrupt_main, (signal.SIGUSR1,))
+    timer.start()
+    try:
+        return run(args)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.parametrize("option, pattern", [("--freeze-pattern", "(a|aa)+$"), ("--train-pattern", "(a+)+$")])
+def test_a_catastrophic_pattern_is_one_error_naming_the_pattern_and_the_word(hostile_vocabulary, tmp_path, option,
+                                                                            pattern):
+    vectors, corpus = hostile_vocabulary
+    result = _guarded(["train", vectors, corpus, "-o", tmp_path / "out.txt", option, pattern, "--dry-run"])
+    assert result.exit_code == 1
+    one_error_line(result, option, repr(pattern), repr("a" * 40 + "b"), "backtracks")
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("pattern", [r"ing$", r"^[A-Z\W]+$", r"(?<=n)'t$"])
+def test_patterns_match_the_words_re_search_matches_across_chunks(pattern):
+    import re
+
+    from embedtune.plan import WordPattern
+
+    words = [line.split(" ", 1)[0] for line in SAMPLE_VECTORS.read_text(encoding="utf-8").splitlines()]
+    words += ["café", "naïve", "Ünïcode", "ABC-DEF", "x" * 300]
+    want = [re.search(pattern, w) is not None for w in words]
+    assert WordPattern(pattern, "freeze_pattern").matches(words, len(words)).tolist() == want
+
+
+# ---------------------------------------------------------------------------------------------
+# TF_CONFIG that makes no sense: a usage error (exit 2) naming TF_CONFIG; a peer that never comes
+
+
+@pytest.mark.parametrize("tf_config, said", [
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "worker", "index": 5}}',
+     "task worker 5 is not in the cluster (its one worker task is 0)"),
+    ('{"cluster": {"worker": ["localhost:23456", "localhost:23457"]}, "task": {"type": "worker", "index": -1}}',
+     "task worker -1 is not in the cluster (its worker tasks are 0 to 1)"),
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "evaluator", "index": 0}}',
+     'task type "evaluator" is not one embedtune runs'),
+    ('{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "chief", "index": 0}}',
+     "task chief 0 is not in the cluster (it has no chief task)"),
+    ('{"cluster": {"worker": "localhost:23456"}}', 'cluster "worker" must be a list of "host:port" strings'),
+    ('{"cluster": {"worker": ["localhost:1"]}, "task": {"index": "0"}}', 'task index "0" is not a whole number'),
+    ('{"cluster": ', "TF_CONFIG is not a cluster description (not JSON"),
+    ("[1, 2]", "TF_CONFIG is not a cluster description"),
+])
+def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch, tf_config, said):
+    from train_fixtures import SAMPLE_CORPUS
+
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    out = tmp_path / "out.txt"
+    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--dry-run"])
+    assert result.exit_code == 2
+    one_error_line(result, "TF_CONFIG", said)
+    assert not out.exists()
+
+
+def _peer_wait(tmp_path, *extra, sig=None):
+    """`train` as worker 0 of a two-worker TF_CONFIG whose worker 1 never comes (nothing listens at its
+    port); ``sig`` sent once the wait is announced. -> (exit code, stderr, seconds from the signal)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from embedtune.distribute import free_ports
+    from test_signals import WAIT
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
+    hosts = [f"localhost:{port}" for port in free_ports(2)]
+    env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
+                                     f'"task": {{"type": "worker", "index": 0}}}}')
+    process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors), str(SAMPLE_CORPUS),
+                                "-o", str(tmp_path / "out.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    lines = []
+    began = None
+    try:
+        for line in iter(process.stderr.readline, b""):
+            lines.append(line.decode())
+            if sig is not None and "waiting for worker 1" in lines[-1]:
+                began = time.monotonic()
+                process.send_signal(sig)
+        process.wait(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait()
+    return process.returncode, "".join(lines), hosts, (time.monotonic() - began if began else None)
+
+
+def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded(tmp_path):
+    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2")
+    assert code == 1, stderr
+    assert f"Note: waiting for worker 1 at {hosts[1]} (TF_CONFIG), up to 2 s" in stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last == (f"Error: TF_CONFIG: worker 1 at {hosts[1]} did not start within 2 s (start every worker "
+                    "of TF_CONFIG; --peer-timeout sets the wait)"), stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_stops_the_wait_for_a_peer_at_once(tmp_path, sig, code):
+    import signal
+
+    got, stderr, _, seconds = _peer_wait(tmp_path, sig=getattr(signal, sig))
+    assert seconds is not None, stderr
+    assert got == code, stderr
+    assert seconds < 10, f"{seconds:.1f} s after {sig}"
+    assert "Traceback" not in stderr and "Interrupted before training began" in stderr, stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a signal at any moment of `train --workers 2`: 130 (SIGINT) or 143 (SIGTERM), never 0
+
+
+def test_a_signal_the_chief_gets_as_it_finishes_still_ends_the_launcher_with_its_code():
+    """The chief took the signal after its loop's last look at the stop request and finished the run
+    (exit 0), as did the other worker: the launcher exited 0, so a pipeline read Ctrl-C as success.
+    Here each worker is a script that takes SIGINT and exits 0 all the same."""
+    import os
+    import signal
+    import sys
+    import threading
+
+    from embedtune.distribute import launch
+
+    worker = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda *a: None)\n"
+              "time.sleep(1.5)\n"
+              "sys.exit(0)\n")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        done = launch([sys.executable, "-c", worker], 2, 1)
+    finally:
+        timer.cancel()
+    assert (done.code, done.failure) == (130, None)
+
+
+def test_a_stop_request_after_the_last_step_exits_with_its_code(tmp_path, monkeypatch):
+    """The same window in one process: a Ctrl-C the loop never looked at again (its last step done)
+    let the run finish and exit 0."""
+    import embedtune.run
+    from train_fixtures import SAMPLE_CORPUS
+
+    calls = []
+    monkeypatch.setattr(embedtune.run, "run", lambda config, **kw: calls.append(1) or _finish(kw["stop"]))
+    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", tmp_path / "out.txt"])
+    assert calls == [1]
+    assert result.exit_code == 143, result.output
+    assert "the stop request came after the last step; the run finished" in result.output
+
+
+def _finish(stop):
+    """A run that returns as one worker of several returns (nothing written), its stop asked on the way."""
+    import os
+    import signal
+    from types import SimpleNamespace
+
+    with stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return SimpleNamespace(written=None, report=[], stats={})
+
+
+def test_a_signal_at_every_moment_of_a_workers_run_exits_with_its_code(tmp_path):
+    """Real `train --workers 2` runs, each signalled once at a moment found by what it says: as the
+    workers start, as the chief loads, as the chief reports the finished run. Every one ends 130 or 143 (0 only where it had exited before the signal was sent),
+    with no traceback and no process left."""
+    import os
+    import signal
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_fault_injection import Run
+    from test_signals import CODES, WAIT, children
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:2000]))
+    # The loop itself: tests/test_signals.py's launcher test and test_fault_injection's workers moments.
+    moments = [("start", "Starting 2 workers", signal.SIGINT), ("loading", "Loading", signal.SIGTERM),
+               ("end", "Trained ", signal.SIGINT)]
+
+    def signalled(moment) -> str:
+        name, said, sig = moment
+        folder = tmp_path / name
+        folder.mkdir()
+        checkpoints = folder / "ckpt"
+        run_ = Run(["train", vectors, SAMPLE_CORPUS, "-o", folder / "out.txt", "--epochs", "1", "--batch-size", "512",
+                    "--seed", "3", "--workers", "2", "--checkpoint-dir", checkpoints, "--checkpoint-every", "5"])
+        seen = lambda: run_.said(said)   # noqa: E731
+        deadline = time.monotonic() + WAIT
+        while not seen() and run_.process.poll() is None and time.monotonic() < deadline:
+            run_.others.update(children(run_.process.pid))
+            time.sleep(0.002)
+        sent = run_.process.poll() is None
+        if sent:
+            run_.others.update(children(run_.process.pid))
+            run_.process.send_signal(sig)
+        code, stderr = run_.finish(name)
+        problems = []
+        if code != CODES[sig] and not (code == 0 and not sent):
+            problems.append(f"exit {code} (signal {'sent' if sent else 'not sent: it had ended'})")
+        if "Traceback" in stderr:
+            problems.append("a traceback")
+        if left := run_.left():
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            problems.append(f"processes {left} left")
+        return f"{name}, {sig.name}: {'; '.join(problems)}\n{stderr}" if problems else ""
+
+    with ThreadPoolExecutor(3) as pool:
+        problems = [p for p in pool.map(signalled, moments) if p]
+    assert not problems, "\n\n".join(problems)
