@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.plan import Plan
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, decide_lowercase
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,6 @@ class _Loaded:
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
     from embedtune import formats
-    from embedtune.runplan import decide_lowercase
 
     if vectors is None:
         in_format = config.format or formats.detect_format(config.vectors)
@@ -106,7 +105,7 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
             on_load(config.vectors)
         vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
-    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config, vectors), seconds)
+    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
 
 
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,

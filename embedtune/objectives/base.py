@@ -55,7 +55,7 @@ from typing import ClassVar
 import numpy as np
 
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
+from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.keys import Key
 
 
@@ -119,7 +119,7 @@ class Objective:
     # --- what the run decides from the class, before any training --------------------------------
     @classmethod
     def init_window(cls, train) -> int:
-        """The context window that new words' starting vectors are taken from (embedtune.init).
+        """The context window that new words' starting vectors are taken from (embedtune.newwords).
 
         init's own window (5, the best on the recovery benchmark's validation words:
         benchmarks/README.md, recovery), unless the objective trains on such windows itself (sgns:

@@ -39,11 +39,10 @@ import numpy as np
 import scipy.sparse
 
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import is_lowercase_vocabulary
 from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.plan import Plan, make_plan
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, decide_lowercase
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
     from embedtune.config import Config
@@ -196,9 +195,7 @@ def retrofit(matrix: np.ndarray, synonyms: scipy.sparse.csr_matrix, antonyms: sc
 def plan_retrofit(vectors: Vectors, config: Config, on_plan=None):
     """The plan and the lexicons read against the vectors: every check ``fit`` makes before its
     update (``train --dry-run`` stops here). Returns (plan, lowercase, synonyms, antonyms or None)."""
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    if lowercase is None:
-        lowercase = is_lowercase_vocabulary(vectors)
+    lowercase = decide_lowercase(config.vocab.lowercase, vectors)
     plan = make_plan(vectors, [], config.vocab)
     if on_plan is not None:
         on_plan(plan)
