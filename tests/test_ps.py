@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from embedtune.cli.main import cli
 from embedtune.distribute import server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
-from embedtune.distribute.serve import ENV_WAIT, loopback_cluster, task_config
+from embedtune.distribute.serve import ENV_WAIT, task_config
 from embedtune.errors import EmbedtuneError
 
+from loopback import loopback_cluster
 from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, write_glove_text
 
 FROZEN = 1000

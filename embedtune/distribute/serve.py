@@ -26,14 +26,6 @@ GONE = 4      # failed probes in a row after which a chief seen once counts as g
 SEE = "see docs/scale-out.md, section 5"
 
 
-def loopback_cluster(ps: int, workers: int) -> dict:
-    """A parameter-server cluster on this machine's free ports: TF_CONFIG's "cluster" (tests, benchmarks)."""
-    from embedtune.distribute.launch import free_ports
-
-    hosts = [f"localhost:{port}" for port in free_ports(1 + ps + workers)]
-    return {"chief": hosts[:1], "ps": hosts[1:1 + ps], "worker": hosts[1 + ps:]}
-
-
 def task_config(spec: dict, kind: str, index: int) -> str:
     """TF_CONFIG of task ``kind`` ``index`` of cluster ``spec``."""
     return json.dumps({"cluster": spec, "task": {"type": kind, "index": index}})
