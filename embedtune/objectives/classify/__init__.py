@@ -159,31 +159,7 @@ class Classify(Objective):
         # A worker's config already holds its part of the batch; the emulation's (all shares held) the whole.
         self.part_lines = train.batch_size // shares.size if shares is not None and len(held) > 1 else train.batch_size
         self.share_index = shares.held[0] if shares is not None and len(held) == 1 else None
-        ids, starts, line_labels, line_tokens = [], [0], [], []
-        figures = []   # each held share's: label counts, lines, raw tokens, skipped lines, several labels
-        self.line_range = {}   # share -> its lines' [first, end) among those held
-        for share in held:
-            label_counts: Counter = Counter()
-            first, raw, skipped, several = len(line_labels), 0, 0, False
-            for example in source.examples(share):
-                raw += len(example.tokens)
-                local = [i for i in map(index.get, example.tokens) if i is not None]
-                if not local:
-                    skipped += 1
-                    continue
-                ids.extend(local)
-                starts.append(len(ids))
-                line_labels.append(example.labels)
-                label_counts.update(example.labels)
-                several = several or len(set(example.labels)) > 1
-                if self.word_ngrams > 1:
-                    line_tokens.append(example.tokens)
-            self.line_range[share and share[0]] = (first, len(line_labels))
-            figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
-                            "skipped": skipped, "several": several})
-        self.ids = np.asarray(ids, np.int32)
-        self.starts = np.asarray(starts, np.int64)
-        self.n_lines = len(line_labels)   # held here
+        line_labels, line_tokens, figures = self._read_lines(source, held, index)
         for figure, share in zip(figures, held):   # what the batch budgets need, at a part's lines a batch
             figure["budget"] = budget_figures(self.ids, self.starts, *self.line_range[share and share[0]],
                                               self.part_lines)
@@ -210,11 +186,47 @@ class Classify(Objective):
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
         # The n-gram rows (--word-ngrams): side rows after the labels.
         grams = ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start)
-        self.ngrams, self.ngram_index, self.grams = grams.ngrams, grams.index, grams
+        self.ngrams, self.grams = grams.ngrams, grams
         self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
         self.grams_per_batch, self.distinct_grams_per_batch = (
             gram_budgets(self.gram_ids, self.gram_starts, self.lines_per_batch) if self.ngrams else (0, 0))
-        # The classifier alone on the starting vectors: the "before" figure and the training's start.
+        self._fit_start(source, shares, index, start, train.threads)
+
+    def _read_lines(self, source: LabelledCorpus, held: list, index: dict) -> tuple[list, list, list]:
+        """The held shares' lines as local ids (``ids``, ``starts``; a line without a known word
+        skipped), each share's apart (``line_range``). Returns (each line's labels, each line's tokens
+        (with --word-ngrams, else none), each held share's figures: label counts, lines, raw tokens,
+        skipped lines, several labels)."""
+        ids, starts, line_labels, line_tokens = [], [0], [], []
+        figures = []
+        self.line_range = {}   # share -> its lines' [first, end) among those held
+        for share in held:
+            label_counts: Counter = Counter()
+            first, raw, skipped, several = len(line_labels), 0, 0, False
+            for example in source.examples(share):
+                raw += len(example.tokens)
+                local = [i for i in map(index.get, example.tokens) if i is not None]
+                if not local:
+                    skipped += 1
+                    continue
+                ids.extend(local)
+                starts.append(len(ids))
+                line_labels.append(example.labels)
+                label_counts.update(example.labels)
+                several = several or len(set(example.labels)) > 1
+                if self.word_ngrams > 1:
+                    line_tokens.append(example.tokens)
+            self.line_range[share and share[0]] = (first, len(line_labels))
+            figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
+                            "skipped": skipped, "several": several})
+        self.ids = np.asarray(ids, np.int32)
+        self.starts = np.asarray(starts, np.int64)
+        self.n_lines = len(line_labels)   # held here
+        return line_labels, line_tokens, figures
+
+    def _fit_start(self, source: LabelledCorpus, shares, index: dict, start: np.ndarray, threads: int) -> None:
+        """The classifier alone on the starting vectors (``start``): the training's start and the
+        "before" figure on --valid (read here)."""
         means = line_means(start, self.ids, self.starts, ngram_features(self.ngrams, self.ngram_start, self.gram_ids,
                                                                         self.gram_starts))
         began = time.perf_counter()
@@ -225,7 +237,7 @@ class Classify(Objective):
             # (model.py) two threads halve the fit's wall at the same CPU (benchmarks/README.md, classify).
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
-                                     threads=train.threads or local_cores())
+                                     threads=threads or local_cores())
                 self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread
