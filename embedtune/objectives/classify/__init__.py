@@ -52,7 +52,6 @@ but 4 GB for a million lines and a thousand labels; a sparse form would be neede
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections import Counter
@@ -68,15 +67,16 @@ from embedtune._tf import lazy as tf
 
 from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError
 from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
 from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
-from embedtune.objectives.classify.valid import evaluate, read_valid, valid_lines
+from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
+from embedtune.report.text import ClassifyDescribe
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
     from embedtune.config import TrainConfig
@@ -116,6 +116,7 @@ class Classify(Objective):
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
+    describe = ClassifyDescribe
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
@@ -250,28 +251,9 @@ class Classify(Objective):
                                            self.one_vs_all, self.ngrams, self.ngram_start)
         self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
-    def part(self, k: int, size: int) -> Classify:
-        """Share k's own lines and its part of the batch (the tests' one-process emulation of several
-        workers holds all shares)."""
-        part = copy.copy(self)
-        part.share_index, part.lines_per_batch = k, self.part_lines
-        return part
-
     def padding_batch(self) -> dict:
         """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
         return self.emptied(self.batches(np.zeros(1, np.int32)))
-
-    def concatenate(self, raws: list[dict]) -> dict:
-        """The shares' batches (``part``'s) as one batch of this objective's lines_per_batch: the words
-        one after another, each part's slots and line segments moved past the parts before it (a
-        padding token's segment to the last, padding one)."""
-        lines, width, B = len(raws[0]["targets"]), len(raws[0]["word"]), self.lines_per_batch
-        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in ("word", "weight", "targets")}
-        batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
-        batch["segment"] = np.concatenate([np.where(raw["segment"] == lines, B, raw["segment"] + k * lines)
-                                           for k, raw in enumerate(raws)]).astype(np.int32)
-        batch["pairs"] = sum(raw["pairs"] for raw in raws)
-        return batch
 
     @cached_property
     def slices(self) -> np.ndarray:
@@ -442,21 +424,6 @@ class Classify(Objective):
         if config.save_classifier:
             save_classifier(result.model, config.save_classifier)
 
-    @classmethod
-    def report_lines(cls, result, config) -> list[str]:
-        """The run's lines, then labels, skipped lines, --valid before and after, the classifier written."""
-        lines = super().report_lines(result, config)
-        s = result.stats
-        lines.append(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} "
-                     "training lines"
-                     + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
-                        if s["train_lines_no_known_word"] else "")
-                     + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)"
-                        if s["ngram_rows"] else ""))
-        lines += valid_lines(s)
-        if config.save_classifier:
-            lines.append(f"Wrote the classifier to {config.save_classifier}")
-        return lines
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
