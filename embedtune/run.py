@@ -41,7 +41,7 @@ class RunResult:
         setup, loop and write
     written : the frozen rows' read-back (embedtune.training.FrozenRowsCheck), None when nothing was
         written (no output, or a worker of several that is not the chief)
-    report : what to tell the person who ran it, a line each (Objective.report_lines)
+    report : what to tell the person who ran it, a line each (Objective.describe)
     """
 
     vectors: Vectors
@@ -116,8 +116,8 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     loaded = _load(config, None, reading, on_load, note)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
-    if objective.closed_form:   # no corpus, no loop: the objective plans itself
-        d = objective.dry_run(vectors, config, loaded.lowercase, resume, workers)
+    if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
+        d = objective.closed_form.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
         from embedtune.runplan import describe, plan_run
 
@@ -127,7 +127,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
             objective.dry_run_reads(corpus)   # what training reads beyond the corpus, for its errors
         d = describe(planned, vectors, workers)
     d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)
-    return DryRun(d, objective.dry_run_lines(d, loaded.config))
+    return DryRun(d, objective.describe.dry_run_lines(d, loaded.config))
 
 
 def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable | None = None,
@@ -159,7 +159,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as held:
         corpus = None
-        if objective.reads_corpus():
+        if objective.modes.corpus:
             source = config.corpus if sentences is None else sentences
             corpus = held.enter_context(objective.open_corpus(source, config, lowercase=loaded.lowercase,
                                                               tokenize=config.vocab.tokenize,
@@ -175,7 +175,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
-        polled = held.enter_context(stop) if stop is not None and not objective.closed_form else None
+        polled = held.enter_context(stop) if stop is not None and objective.closed_form is None else None
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,
                        strategy=strategy_from_env())
@@ -200,7 +200,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
 
         made = after_run(out, vectors, result.init)
         out.stats.setdefault("seconds", {}).update({key: round(value, 3) for key, value in made.items()})
-    out.report = objective.report_lines(out, config)
+    out.report = objective.describe.report_lines(out, config)
     return out
 
 

@@ -72,7 +72,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
                              config.vectors)
     objective = objective_class(t.objective)
-    if objective.closed_form:
+    if objective.closed_form is not None:
         return fit_closed_form(objective, vectors, config, on_plan, resume)
     strategy = OneProcess() if strategy is None else strategy
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
@@ -85,7 +85,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
 
 def fit_closed_form(objective: type[Objective], vectors: Vectors, config: Config, on_plan, resume) -> TrainResult:
     """An objective without the loop (retrofit): its fit, and every frozen row checked after it."""
-    out, plan, stats = objective.fit(vectors, config, on_plan, resume)
+    out, plan, stats = objective.closed_form.fit(vectors, config, on_plan, resume)
     check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
     check(0, len(vectors), out.matrix)
     stats["max_frozen_change"] = check.worst
