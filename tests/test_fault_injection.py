@@ -103,6 +103,25 @@ class Run:
         return left
 
 
+@dataclass
+class Resume:
+    """A stopped run that left a checkpoint: `--resume` must give the uninterrupted run's bytes."""
+    moment: Moment
+    code: int             # the stopped run's exit code
+    stderr: str
+    args: list
+    out: Path
+
+    def run(self, wanted: bytes) -> str:
+        """Resume in this process; the problem, or ''."""
+        resumed = run([*self.args, "--resume"])
+        if resumed.exit_code != 0 or self.out.read_bytes() != wanted:
+            return (f"{self.moment}: --resume after exit {self.code}: exit {resumed.exit_code}, output "
+                    f"{'equal to' if self.out.exists() and self.out.read_bytes() == wanted else 'not'} the "
+                    f"uninterrupted run's\n{self.stderr}\n--- resumed:\n{resumed.output}")
+        return ""
+
+
 def complete_checkpoints(folder: Path) -> list[str]:
     return [n for n in os.listdir(folder) if n.startswith("ckpt-") and "." not in n] if folder.is_dir() else []
 
@@ -185,7 +204,7 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         assert done.exit_code == 0, done.output
         return out.read_bytes()
 
-    def scenario(k: int, moment: Moment) -> str:
+    def scenario(k: int, moment: Moment) -> str | Resume:
         folder = tmp_path / f"run{k}"
         (folder / "out").mkdir(parents=True)
         checkpoints = folder / "ckpt"
@@ -205,14 +224,7 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
             return f"{moment}: exit {code} and an output that is not the uninterrupted run's\n{stderr}"
         if code == 0 or not complete_checkpoints(checkpoints):
             return ""
-        wanted = uninterrupted.result(timeout=WAIT * 2)
-        resumed = subprocess.run([*start_args(), *map(str, args), "--resume"], capture_output=True, text=True,
-                                 timeout=WAIT * 2)
-        if resumed.returncode != 0 or out.read_bytes() != wanted:
-            return (f"{moment}: --resume after exit {code}: exit {resumed.returncode}, output "
-                    f"{'equal to' if out.exists() and out.read_bytes() == wanted else 'not'} the uninterrupted "
-                    f"run's\n{stderr}\n--- resumed:\n{resumed.stderr}")
-        return ""
+        return Resume(moment, code, stderr, args, out)
 
     def convert_reference() -> bytes:
         out = tmp_path / "converted.vec"
@@ -230,5 +242,10 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         except BaseException as error:
             uninterrupted.set_exception(error)
             raise
-        problems = [p for p in results if p]
+        outcomes = list(results)
+    # The resumes get no signal: they run in this process, one after another (a command's signal handlers
+    # need the main thread), each with no TensorFlow start of its own.
+    problems = [outcome.run(uninterrupted.result()) if isinstance(outcome, Resume) else outcome
+                for outcome in outcomes]
+    problems = [p for p in problems if p]
     assert not problems, "\n\n".join(problems)
