@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,18 +234,19 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         return out.read_bytes()
 
     uninterrupted: Future = Future()
+    problems = []
     with ThreadPoolExecutor(3) as pool:
         converted = pool.submit(convert_reference)
-        results = pool.map(scenario, range(len(draw)), draw)   # all under way now
+        runs = [pool.submit(scenario, k, moment) for k, moment in enumerate(draw)]   # all under way now
         try:   # the reference in this thread (a command's signal handlers need the main thread), meanwhile
             uninterrupted.set_result(reference())
         except BaseException as error:
             uninterrupted.set_exception(error)
             raise
-        outcomes = list(results)
-    # The resumes get no signal: they run in this process, one after another (a command's signal handlers
-    # need the main thread), each with no TensorFlow start of its own.
-    problems = [outcome.run(uninterrupted.result()) if isinstance(outcome, Resume) else outcome
-                for outcome in outcomes]
+        # A resume gets no signal: it runs in this thread too, as its stopped run ends, while the pool's
+        # threads go on with the other moments; no TensorFlow start of its own.
+        for done in as_completed(runs):
+            outcome = done.result()
+            problems.append(outcome.run(uninterrupted.result()) if isinstance(outcome, Resume) else outcome)
     problems = [p for p in problems if p]
     assert not problems, "\n\n".join(problems)
