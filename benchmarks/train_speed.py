@@ -316,7 +316,7 @@ def make_step_trainer(n_rows: int, optimizer: str):
     (pretend) corpus, so the trainable variable, the frozen constant and the context table really
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
     from embedtune.config import Config, TrainConfig
-    from embedtune.plan import Plan
+    from embedtune.plan.rules import Plan
     from embedtune.training.tables import Trainer
 
     rng = np.random.default_rng(SEED)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.plan import Plan
+from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors
 
 
@@ -94,7 +94,7 @@ class _Loaded:
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
     from embedtune import formats
-    from embedtune.runplan import decide_lowercase
+    from embedtune.plan.run import decide_lowercase
 
     if vectors is None:
         in_format = config.format or formats.detect_format(config.vectors)
@@ -120,7 +120,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     if objective.closed_form:   # no corpus, no loop: the objective plans itself
         d = objective.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
-        from embedtune.runplan import describe, plan_run
+        from embedtune.plan.run import describe, plan_run
 
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:

@@ -19,9 +19,9 @@ from embedtune.api import checked_sentences, options_config
 from embedtune.config import DEFAULT_LR
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords import read_new_words
-from embedtune.plan import Plan, make_plan
+from embedtune.plan.rules import Plan, make_plan
 from embedtune.run import Reading, load_training_vectors, save_checked
-from embedtune.runplan import decide_lowercase, plan_rows
+from embedtune.plan.run import decide_lowercase, plan_rows
 from embedtune.training.optimizers import (ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2,  # noqa: F401
                                            EPSILON, OPTIMIZERS, cap_rows, make_optimizer, merge_rows)
 from embedtune.vectors import PatchedVectors, Vectors
@@ -41,7 +41,7 @@ class LayerRows:
     """A layer's rows decided.
 
     vectors : the pretrained vectors as read (their matrix is the reference of the frozen check)
-    plan : frozen / trainable / new rows, pretrained first (embedtune.plan.Plan)
+    plan : frozen / trainable / new rows, pretrained first (embedtune.plan.rules.Plan)
     new_start : float32 [n_new, dim], the new words' starting vectors
     source : the vectors' path (None for a Vectors object); format : its format (None: unknown)
     init : how the new words started (embedtune.init's stats), None without new words

@@ -42,7 +42,7 @@ from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import is_lowercase_vocabulary
 from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import Objective
-from embedtune.plan import Plan, make_plan
+from embedtune.plan.rules import Plan, make_plan
 from embedtune.vectors import Vectors
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here

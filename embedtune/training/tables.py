@@ -32,7 +32,7 @@ from embedtune.corpus import Corpus
 from embedtune.init import random_vectors
 from embedtune.objectives import objective_class
 from embedtune.objectives.rows import LocalRows
-from embedtune.plan import Plan
+from embedtune.plan.rules import Plan
 from embedtune.training.optimizers import make_optimizer
 from embedtune.training.step import Step, choose_step
 

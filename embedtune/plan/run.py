@@ -20,7 +20,7 @@ from embedtune.errors import EmbedtuneError, counted
 from embedtune.init import choose_method, is_lowercase_vocabulary
 from embedtune.newwords import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
-from embedtune.plan import Plan, make_plan
+from embedtune.plan.rules import Plan, make_plan
 from embedtune.vectors import Vectors
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
