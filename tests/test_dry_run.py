@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from embedtune.plan.run import OPTIMIZER_SLOTS
+from embedtune.plan.dry_run import OPTIMIZER_SLOTS
 
 from test_bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
@@ -224,7 +224,8 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 
 
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
-    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan.rules", "embedtune.corpus", "embedtune.init", "embedtune.plan.run",
+    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan.rules", "embedtune.corpus", "embedtune.init",
+               "embedtune.plan.rows", "embedtune.plan.run", "embedtune.plan.dry_run",
                "embedtune.formats", "embedtune.compare", "embedtune.checkpoint", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
@@ -299,16 +300,16 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
     import numpy as np
 
     import embedtune.init
-    import embedtune.plan.run
+    import embedtune.plan.rows
     from embedtune.config import Config, merge
     from embedtune.run import dry_run
-    from embedtune.plan.run import plan_rows
+    from embedtune.plan.rows import plan_rows
     from embedtune.vectors import Vectors
 
     (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")
     calls = []
     decide = embedtune.init.is_lowercase_vocabulary
-    for module in (embedtune.init, embedtune.plan.run):   # plan.run's own copy of the rule, if any
+    for module in (embedtune.init, embedtune.plan.rows):   # plan.rows' own copy of the rule, if any
         monkeypatch.setattr(module, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v), raising=False)
     config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
                               "new_words": str(folder / "new.txt"), "objective": "sgns"})

@@ -13,7 +13,7 @@ from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.init import context_sums
 from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
-from embedtune.plan.run import plan_rows
+from embedtune.plan.rows import plan_rows
 from embedtune.starts import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
 from embedtune.vectors import Vectors
 

@@ -155,7 +155,7 @@ class Objective:
 
     @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int) -> tuple[int, int]:
-        """The dry run's estimate (embedtune/runplan.py), in bytes, of what this objective holds at
+        """The dry run's estimate (embedtune/plan/dry_run.py), in bytes, of what this objective holds at
         its peak: (its side table, its pairs and batches on the host). Here: a table one float wide
         (a bias a word) and nothing kept on the host."""
         return (n_local + 1) * 4, 0
@@ -193,8 +193,8 @@ class Objective:
     @classmethod
     def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
         """Closed-form objectives only: the dry run's description (plain data, for --json) of a run of
-        resolved ``config``. An objective of the loop is planned by embedtune/runplan.py (``run.dry_run``)."""
-        raise NotImplementedError(f"{cls.name} is planned by the loop's dry run (embedtune/runplan.py)")
+        resolved ``config``. An objective of the loop is planned by embedtune/plan/ (``run.dry_run``)."""
+        raise NotImplementedError(f"{cls.name} is planned by the loop's dry run (embedtune/plan/)")
 
     @classmethod
     def dry_run_reads(cls, corpus) -> None:

@@ -1,47 +1,23 @@
 """What a training run will do, decided without TensorFlow: the corpus counted, the new words, the
-freeze plan, the objective's settings as resolved and the memory its tables will take.
-
-``embedtune train --dry-run`` reports it and stops. It imports numpy and the plan, corpus and init
-code only, so a check of a config and its lists costs the reading of the files, not TensorFlow's
-import (seconds and hundreds of MB).
+freeze plan and how new words will start (``RunPlan``). ``embedtune train --dry-run`` reports it
+(``plan.dry_run``: the settings and the memory estimate) and stops. It imports numpy and the plan,
+corpus and init code only, so a check of a config and its lists costs the reading of the files, not
+TensorFlow's import (seconds and hundreds of MB).
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass
 
-
-from embedtune import checkpoint, kernels
-from embedtune.config import Config, learning_rate, resolve
+from embedtune import checkpoint
+from embedtune.config import Config
 from embedtune.corpus import Corpus
-from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, is_lowercase_vocabulary
-from embedtune.newwords import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
-from embedtune.objectives import objective_class
-from embedtune.plan.rules import Plan, make_plan
+from embedtune.errors import EmbedtuneError
+from embedtune.init import choose_method
+from embedtune.plan.rows import plan_rows
+from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors
-
-# The settings every looped objective reads; each objective's own are its class's ``settings``.
-SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
-                   "deterministic")
-OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # training/optimizers.py: a table-sized variable per slot
-# TensorFlow, XLA's compiled step and the Python process around them: calibrated against the
-# quickstart's peak RSS less the parts below (benchmarks/README.md, memory).
-RUNTIME_BYTES = 700 * 2**20
-# --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
-# tf.distribute's (gRPC, collectives); the launcher holds Python and click. Calibrated against the
-# quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
-WORKER_RUNTIME_BYTES = 140 * 2**20
-LAUNCHER_BYTES = 55 * 2**20
-# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
-# pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
-# piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
-# most form.COLUMN_BLOCK columns; the result is kept only for the buckets of the new words. Freed
-# before training; counted in the sum all the same, so the estimate errs high for it.
-FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
-FORM_PIECE_BYTES = 20
 
 
 @dataclass
@@ -68,54 +44,10 @@ class RunPlan:
     reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
 
 
-def decide_lowercase(config: Config, vectors: Vectors) -> bool:
-    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case). Decided
-    once a run (embedtune.run), and the corpus opened so."""
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
-
-
-def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
-              corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
-    """The new words and the freeze plan for a counted corpus, refused when there is nothing to
-    train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
-    corpus's (None: ``decide_lowercase``)."""
-    if total_words == 0:
-        raise EmbedtuneError("the corpus has no words", corpus_path)
-    v = config.vocab
-    listed, lowered = None, []
-    if v.new_words:   # lower-cased as the corpus is
-        if lowercase is None:
-            lowercase = decide_lowercase(config, vectors)
-        listed = read_new_words(v.new_words, lowercase, lowered)
-    min_count = effective_min_count(v.min_count, listed is not None)
-    new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
-    if not new_words and not any(w in vectors.index for w in counts):
-        raise EmbedtuneError(
-            f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
-            f"seen --min-count ({min_count}) times", corpus_path)
-    plan = make_plan(vectors, new_words, config.vocab)
-    if listed is not None:   # what init's summary says too (docs/new-words.md)
-        plan.listed = listed_report(listed, vectors, counts)
-        plan.notes += listed_notes(v.new_words, listed, vectors, lowered)
-    seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
-    if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
-        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
-                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
-        raise EmbedtuneError(
-            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is {seen}", v.freeze_list or v.train_list)
-    return new_words, plan
-
-
 def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = False) -> RunPlan:
     """Count the corpus and apply the freeze rules: every check ``train`` makes before its tables,
-    with the same messages."""
-    config = resolve(config)
+    with the same messages. ``config``: resolved (``config.resolve``; ``embedtune.run`` resolves once)."""
     t = config.train
-    if t.dim is not None and t.dim != vectors.dim:
-        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
-                             config.vectors)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and checkpoint.latest(t.checkpoint_dir) is None:
@@ -128,117 +60,3 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
     reader = getattr(corpus, "fast", None)
     return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
                    int((in_corpus & plan.frozen).sum()), reader.held_bytes() if reader is not None else 0)
-
-
-def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
-    """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
-    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
-
-    if run.init != "form-context" or not run.new_words:
-        return 0
-    fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
-    block = min(vectors.dim, COLUMN_BLOCK)
-    buckets = fit * FORM_BUCKETS_PER_WORD
-    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
-    kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
-    probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
-    return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
-               + fit * 2 * 4 * block              # a block of the targets and M times the direction
-               + kept * vectors.dim * 4           # the result
-               + DEFAULT_BUCKETS * 8              # bucket -> column
-               + probe_sums)
-
-
-def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
-    """Bytes each part of a run's process (of each worker's, with ``workers`` > 1) will hold at its
-    peak (the end, when the output is written while the tables still live): an estimate from the
-    table sizes, not a measurement.
-
-    Checked against peak RSS (benchmarks/README.md, memory): it errs high, glove's most (its pair
-    count is bounded from above: the real one is known only after counting; and the spelling
-    model's fit is freed before the pairs are made).
-    """
-    t = run.config.train
-    dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
-    n_local = run.trainable_in_corpus + run.frozen_in_corpus
-    rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
-    objective = objective_class(t.objective)
-    side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
-    compiled = kernels.KERNEL and objective.compiles(t)
-    words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
-             + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
-             + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
-    parts = {
-        "input_matrix": n_pre * dim * 4,
-        # A worker of several keeps the whole file's ids too (distribute/compiled_share.py) and cuts its share.
-        "corpus_ids": run.reader_bytes,
-        "words_and_counts": words,
-        "new_word_starts": n_new * dim * 4,
-        # The variable, and the float32 start the objective's row reader keeps.
-        "trainable_rows": 2 * rows,
-        "anchor_starts": rows if t.anchor else 0,
-        "optimizer_slots": OPTIMIZER_SLOTS[t.optimizer] * (rows + side),
-        # The objective's compiled step (Objective.compiles) steps numpy copies: of the side table, and
-        # of the optimizer's state (the trainable rows' copy is the start counted above).
-        "compiled_step_copies": ((1 + OPTIMIZER_SLOTS[t.optimizer]) * side + OPTIMIZER_SLOTS[t.optimizer] * rows
-                                 if compiled else 0),
-        "side_table": side,
-        "pairs_and_batches": batches,
-        # The output is the input matrix with the trained rows put in place, written a block at a
-        # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
-        "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
-        "spelling_model_fit": form_fit_bytes(run, vectors),
-        "tensorflow_and_python": RUNTIME_BYTES,
-        "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
-        # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
-        # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
-        # an int64 id and an int32 count for the sync. A sync's payloads come and go between syncs.
-        "averaging_last_sync": (averaging_copy(rows, side, dim, t.optimizer)
-                                if workers > 1 and t.sync_every else 0),
-    }
-    return parts
-
-
-def averaging_copy(rows: int, side: int, dim: int, optimizer: str) -> int:
-    """Bytes of averaging's copy of the tables at the last sync (float32 ``rows`` and ``side`` bytes and
-    the optimizer's slots of both), with its 12 bytes a table row (ids, counts; rows of ``dim`` floats)."""
-    tables = (1 + OPTIMIZER_SLOTS[optimizer]) * (rows + side)
-    return tables + 12 * tables // (4 * dim)
-
-
-def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
-    """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate
-    (of ``workers`` local worker processes and their launcher, when more than one)."""
-    c, t = run.config, run.config.train
-    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
-    settings["lr"] = learning_rate(t)
-    parts = estimate_memory(run, vectors, workers)
-    per_worker = sum(parts.values())
-    launcher = LAUNCHER_BYTES if workers > 1 else 0
-    return {
-        "vectors": c.vectors,
-        "format": c.format,
-        "rows": len(vectors),
-        "dim": vectors.dim,
-        "corpus": c.corpus,
-        "corpus_words": run.corpus_words,
-        "corpus_lines": run.corpus_lines,
-        "distinct_words": len(run.counts),
-        "output": c.output,
-        **run.plan.summary(),
-        "trainable_in_corpus": run.trainable_in_corpus,
-        "frozen_in_corpus": run.frozen_in_corpus,
-        "init": run.init,
-        "objective": t.objective,
-        "settings": settings,
-        "max_steps": t.max_steps or None,
-        "max_words": t.max_words or None,
-        "checkpoint_dir": t.checkpoint_dir,
-        "logdir": t.logdir,
-        "workers": workers,
-        "memory_estimate_bytes": workers * per_worker + launcher,
-        "memory_per_worker_bytes": per_worker,
-        "memory_launcher_bytes": launcher,
-        "memory_parts_bytes": parts,
-    }

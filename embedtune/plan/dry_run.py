@@ -1,0 +1,149 @@
+"""The dry run's account of a planned run (``RunPlan``): the objective's settings as resolved and an
+estimate of the memory each part of the run will hold, as plain data (``describe``, the ``--json`` of
+``embedtune train --dry-run``; the objective words it as text).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from embedtune import kernels
+from embedtune.config import learning_rate
+from embedtune.objectives import objective_class
+from embedtune.plan.run import RunPlan
+from embedtune.vectors import Vectors
+
+# The settings every looped objective reads; each objective's own are its class's ``settings``.
+SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
+                   "deterministic")
+OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # training/optimizers.py: a table-sized variable per slot
+# TensorFlow, XLA's compiled step and the Python process around them: calibrated against the
+# quickstart's peak RSS less the parts below (benchmarks/README.md, memory).
+RUNTIME_BYTES = 700 * 2**20
+# --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
+# tf.distribute's (gRPC, collectives); the launcher holds Python and click. Calibrated against the
+# quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
+WORKER_RUNTIME_BYTES = 140 * 2**20
+LAUNCHER_BYTES = 55 * 2**20
+# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
+# pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
+# piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
+# most form.COLUMN_BLOCK columns; the result is kept only for the buckets of the new words. Freed
+# before training; counted in the sum all the same, so the estimate errs high for it.
+FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
+FORM_PIECE_BYTES = 20
+
+
+
+def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
+    """What fitting the spelling model holds at its peak, when new words start by form-context."""
+    from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
+
+    if run.init != "form-context" or not run.new_words:
+        return 0
+    fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
+    block = min(vectors.dim, COLUMN_BLOCK)
+    buckets = fit * FORM_BUCKETS_PER_WORD
+    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
+    kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
+    probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
+    return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
+               + fit * 2 * 4 * block              # a block of the targets and M times the direction
+               + kept * vectors.dim * 4           # the result
+               + DEFAULT_BUCKETS * 8              # bucket -> column
+               + probe_sums)
+
+
+def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
+    """Bytes each part of a run's process (of each worker's, with ``workers`` > 1) will hold at its
+    peak (the end, when the output is written while the tables still live): an estimate from the
+    table sizes, not a measurement.
+
+    Checked against peak RSS (benchmarks/README.md, memory): it errs high, glove's most (its pair
+    count is bounded from above: the real one is known only after counting; and the spelling
+    model's fit is freed before the pairs are made).
+    """
+    t = run.config.train
+    dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
+    n_local = run.trainable_in_corpus + run.frozen_in_corpus
+    rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
+    objective = objective_class(t.objective)
+    side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
+    compiled = kernels.KERNEL and objective.compiles(t)
+    words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
+             + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
+             + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
+    parts = {
+        "input_matrix": n_pre * dim * 4,
+        # A worker of several keeps the whole file's ids too (distribute/compiled_share.py) and cuts its share.
+        "corpus_ids": run.reader_bytes,
+        "words_and_counts": words,
+        "new_word_starts": n_new * dim * 4,
+        # The variable, and the float32 start the objective's row reader keeps.
+        "trainable_rows": 2 * rows,
+        "anchor_starts": rows if t.anchor else 0,
+        "optimizer_slots": OPTIMIZER_SLOTS[t.optimizer] * (rows + side),
+        # The objective's compiled step (Objective.compiles) steps numpy copies: of the side table, and
+        # of the optimizer's state (the trainable rows' copy is the start counted above).
+        "compiled_step_copies": ((1 + OPTIMIZER_SLOTS[t.optimizer]) * side + OPTIMIZER_SLOTS[t.optimizer] * rows
+                                 if compiled else 0),
+        "side_table": side,
+        "pairs_and_batches": batches,
+        # The output is the input matrix with the trained rows put in place, written a block at a
+        # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
+        "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
+        "spelling_model_fit": form_fit_bytes(run, vectors),
+        "tensorflow_and_python": RUNTIME_BYTES,
+        "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
+        # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
+        # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
+        # an int64 id and an int32 count for the sync. A sync's payloads come and go between syncs.
+        "averaging_last_sync": (averaging_copy(rows, side, dim, t.optimizer)
+                                if workers > 1 and t.sync_every else 0),
+    }
+    return parts
+
+
+def averaging_copy(rows: int, side: int, dim: int, optimizer: str) -> int:
+    """Bytes of averaging's copy of the tables at the last sync (float32 ``rows`` and ``side`` bytes and
+    the optimizer's slots of both), with its 12 bytes a table row (ids, counts; rows of ``dim`` floats)."""
+    tables = (1 + OPTIMIZER_SLOTS[optimizer]) * (rows + side)
+    return tables + 12 * tables // (4 * dim)
+
+
+def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
+    """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate
+    (of ``workers`` local worker processes and their launcher, when more than one)."""
+    c, t = run.config, run.config.train
+    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
+    settings["lr"] = learning_rate(t)
+    parts = estimate_memory(run, vectors, workers)
+    per_worker = sum(parts.values())
+    launcher = LAUNCHER_BYTES if workers > 1 else 0
+    return {
+        "vectors": c.vectors,
+        "format": c.format,
+        "rows": len(vectors),
+        "dim": vectors.dim,
+        "corpus": c.corpus,
+        "corpus_words": run.corpus_words,
+        "corpus_lines": run.corpus_lines,
+        "distinct_words": len(run.counts),
+        "output": c.output,
+        **run.plan.summary(),
+        "trainable_in_corpus": run.trainable_in_corpus,
+        "frozen_in_corpus": run.frozen_in_corpus,
+        "init": run.init,
+        "objective": t.objective,
+        "settings": settings,
+        "max_steps": t.max_steps or None,
+        "max_words": t.max_words or None,
+        "checkpoint_dir": t.checkpoint_dir,
+        "logdir": t.logdir,
+        "workers": workers,
+        "memory_estimate_bytes": workers * per_worker + launcher,
+        "memory_per_worker_bytes": per_worker,
+        "memory_launcher_bytes": launcher,
+        "memory_parts_bytes": parts,
+    }
