@@ -22,8 +22,8 @@ from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 from embedtune.init import initial_vectors
 from embedtune.objectives import Objective, objective_class
-from embedtune.plan.rules import Plan
 from embedtune.plan.rows import plan_rows
+from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
 from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
