@@ -96,7 +96,7 @@ try:
     from embedtune import Vectors
     from embedtune.config import Config, merge
     from embedtune.corpus import Corpus
-    from embedtune.plan import make_plan
+    from embedtune.plan.rules import make_plan
     tiny = os.path.join(work, "tiny.txt")
     with open(tiny, "w") as f:
         f.write("the of and to in a is that for it\n" * 50)

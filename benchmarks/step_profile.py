@@ -57,7 +57,7 @@ def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
     from embedtune.config import Config, TrainConfig, VocabConfig, resolve
     from embedtune.corpus import Corpus
     from embedtune import kernels
-    from embedtune.runplan import plan_rows
+    from embedtune.plan.rows import plan_rows
     from embedtune.training.tables import Trainer
 
     kernels.KERNEL = False   # TensorFlow's step, part by part; the kernel is timed apart (profile)

@@ -315,8 +315,8 @@ def make_step_trainer(n_rows: int, optimizer: str):
     """A Trainer over ``n_rows`` random rows, all but STEP_TRAINABLE frozen, and every row in the
     (pretend) corpus, so the trainable variable, the frozen constant and the context table really
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
-    from embedtune.config import Config, TrainConfig
-    from embedtune.plan import Plan
+    from embedtune.config import Config, TrainConfig, resolve
+    from embedtune.plan.rules import Plan
     from embedtune.training.tables import Trainer
 
     rng = np.random.default_rng(SEED)
@@ -329,8 +329,8 @@ def make_step_trainer(n_rows: int, optimizer: str):
     # so the negatives (drawn by count^0.75) fall there at both sizes (99.9% of draws at 1M): the
     # batch, negatives included, is the same and only the size of the tables differs.
     counts = {w: (int(1e10 / (i + 1)) if i < STEP_BATCH_ROWS else 1) for i, w in enumerate(words)}
-    config = Config(train=TrainConfig(optimizer=optimizer, window=WINDOW, negative=NEGATIVE, seed=SEED))
-    return Trainer(matrix, plan, counts, config)
+    config = resolve(Config(train=TrainConfig(optimizer=optimizer, window=WINDOW, negative=NEGATIVE, seed=SEED)))
+    return Trainer(matrix, plan, counts, config)   # a Trainer takes a resolved config
 
 
 def fixed_batch(trainer):

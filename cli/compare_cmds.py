@@ -77,7 +77,7 @@ def frozen_rules(frozen_file: str | None, config_file: str | None):
     if frozen_file and config_file:
         raise click.UsageError("give --check-frozen or --config, not both")
     if frozen_file:
-        from embedtune.plan import read_word_list
+        from embedtune.plan.rules import read_word_list
 
         return [word for _, word in read_word_list(frozen_file)], None
     if not config_file:

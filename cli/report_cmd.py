@@ -57,7 +57,7 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
       embedtune train --config configs/quickstart.toml --json run.json
       embedtune report data/sample/glove.6B.50d.20k.txt quickstart-out.txt --run run.json -o report.html
     """
-    from embedtune.plan import read_word_list
+    from embedtune.plan.rules import read_word_list
     from embedtune.report import build_report, from_summary, write_report
 
     frozen_words, config = frozen_rules(frozen_file, config_file)

@@ -151,7 +151,7 @@ def check_input_file(path: str | None, what: str, missing: str | None = None) ->
 def check_pattern(pattern: str | None, option: str) -> None:
     if pattern is None:
         return
-    from embedtune.plan import compile_pattern
+    from embedtune.plan.rules import compile_pattern
 
     compile_pattern(pattern, option.lstrip("-").replace("-", "_"))
 
@@ -299,4 +299,6 @@ def check_workers(config, workers: int) -> None:
         if path is not None and (path == "-" or not os.path.isfile(path)):   # a pipe (<(...), a FIFO) is read once
             raise EmbedtuneError(f"--workers: every worker reads {key.upper()}, so it must be a file, "
                                  f"not {'standard input' if path == '-' else 'a pipe'}")
-    distribute.check_split(resolve(config).train, workers)   # the batch size is the objective's unless given
+    # The batch size is the objective's unless given. Resolved here for this check alone, before the vectors'
+    # format is known ("auto" follows it); the run resolves its own config once, after loading (embedtune.run).
+    distribute.check_split(resolve(config).train, workers)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.plan import Plan
+from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors, decide_lowercase
 
 
@@ -92,7 +92,8 @@ class _Loaded:
 
 
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
-    """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
+    """The vectors loaded (unless given) and the config resolved once, for everything downstream (which
+    takes it resolved), its ``--dim`` checked against them."""
     from embedtune import formats
 
     if vectors is None:
@@ -105,7 +106,15 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
             on_load(config.vectors)
         vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
-    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
+    config = resolve(config)
+    check_dimension(vectors, config.train.dim, config.vectors)
+    return _Loaded(vectors, config, out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
+
+
+def check_dimension(vectors: Vectors, dim: int | None, source: str | None, option: str = "--dim") -> None:
+    """The one check of ``dim`` (``--dim``, or the layer's ``dim``) against the vectors as loaded."""
+    if dim is not None and dim != vectors.dim:
+        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but {option} says {dim}", source)
 
 
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
@@ -119,7 +128,8 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
         d = objective.closed_form.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
-        from embedtune.runplan import describe, plan_run
+        from embedtune.plan.dry_run import describe
+        from embedtune.plan.run import plan_run
 
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from embedtune.runplan import OPTIMIZER_SLOTS
+from embedtune.plan.dry_run import OPTIMIZER_SLOTS
 
 from test_bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
@@ -224,8 +224,9 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 
 
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
-    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.newwords",
-               "embedtune.newwords.methods", "embedtune.runplan",
+    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan.rules","embedtune.corpus", "embedtune.newwords",
+               "embedtune.newwords.methods",
+               "embedtune.plan.rows", "embedtune.plan.run", "embedtune.plan.dry_run",
                "embedtune.formats", "embedtune.compare", "embedtune.checkpoint", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
@@ -302,7 +303,7 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
     import embedtune.vectors
     from embedtune.config import Config, merge
     from embedtune.run import dry_run
-    from embedtune.runplan import plan_rows
+    from embedtune.plan.rows import plan_rows
     from embedtune.vectors import Vectors
 
     (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")

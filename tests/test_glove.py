@@ -98,7 +98,7 @@ def test_glove_training_leaves_frozen_rows_bit_identical():
 
 
 def glove_trainer(vectors, lines, config):
-    from embedtune.plan import make_plan
+    from embedtune.plan.rules import make_plan
     from embedtune.training.tables import Trainer
 
     corpus = Corpus(lines)
@@ -153,7 +153,7 @@ def test_glove_with_the_anchor_converges_to_the_minimiser_of_the_loss_as_written
     import scipy.optimize
 
     from embedtune.newwords.methods import initial_vectors
-    from embedtune.plan import make_plan
+    from embedtune.plan.rules import make_plan
     from embedtune.training.tables import Trainer
 
     vectors = glove(20000, drop=("police",))

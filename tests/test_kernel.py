@@ -16,7 +16,7 @@ import pytest
 from embedtune import kernels
 from embedtune.config import resolve
 from embedtune.corpus import Corpus
-from embedtune.plan import make_plan
+from embedtune.plan.rules import make_plan
 from embedtune.training.step import TensorFlowStep
 from embedtune.training.tables import Trainer
 

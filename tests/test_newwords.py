@@ -14,7 +14,7 @@ from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.choose import effective_min_count, pick_new_words, read_new_words
 from embedtune.newwords.contexts import context_sums
-from embedtune.runplan import plan_rows
+from embedtune.plan.rows import plan_rows
 from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
 from embedtune.vectors import Vectors
 

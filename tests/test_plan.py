@@ -1,4 +1,4 @@
-"""Freeze rules -> plan: each of the four rules of embedtune.plan, their precedence, missing list words."""
+"""Freeze rules -> plan: each of the four rules of embedtune.plan.rules, their precedence, missing list words."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from embedtune.config import VocabConfig
 from embedtune.errors import EmbedtuneError
-from embedtune.plan import MISSING_SHOWN, make_plan, read_word_list
+from embedtune.plan.rules import MISSING_SHOWN, make_plan, read_word_list
 from embedtune.vectors import Vectors
 
 # Pretrained words in "frequency order", as a GloVe file would hold them.
@@ -219,7 +219,7 @@ def test_a_word_list_that_is_not_utf8_is_an_error_with_its_line(tmp_path):
 
 
 def expected_frozen(word, row, is_new, rules, freeze_set, train_set) -> bool:
-    """The docstring of embedtune.plan, one word at a time: the first rule that applies decides."""
+    """The docstring of embedtune.plan.rules, one word at a time: the first rule that applies decides."""
     if is_new:
         return False                                                          # rule 1
     if (rules["freeze_pretrained"] or row < rules["freeze_top"] or word in freeze_set

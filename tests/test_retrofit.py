@@ -229,6 +229,9 @@ def test_cli_retrofit_with_a_config_file_and_json_on_stdout(tmp_path):
     (["--objective", "retrofit", "--lexicon", "no-such.txt"], ["no-such.txt", "no such lexicon file"]),
     (["--objective", "retrofit", "--lexicon", SAMPLE_VECTORS], [str(SAMPLE_VECTORS), "line 1",
                                                                 "looks like a vectors file"]),
+    # --dim is checked once, as the vectors load: the dry run of an objective without the loop too
+    (["--objective", "retrofit", "--lexicon", SYNONYMS, "--dim", "300", "--dry-run"],
+     [str(SAMPLE_VECTORS), "the vectors have 50 dimensions, but --dim says 300"]),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, parts):
     output = tmp_path / "out.txt"

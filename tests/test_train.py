@@ -212,8 +212,11 @@ def test_deterministic_runs_with_one_seed_give_the_same_bits_and_another_seed_do
 
 
 def test_a_dimension_other_than_the_files_is_an_error():
+    """Checked once, where the run loads the vectors and resolves its config (embedtune.run)."""
+    from embedtune.run import run
+
     with pytest.raises(EmbedtuneError, match="the vectors have 50 dimensions, but --dim says 300"):
-        train(glove(1000), Corpus(LINES), make_config(dim=300))
+        run(make_config(dim=300), vectors=glove(1000), sentences=LINES)
 
 
 def test_an_empty_corpus_is_an_error():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedtune.config import Config, TrainConfig, VocabConfig
+from embedtune.config import Config, TrainConfig, VocabConfig, resolve
 from embedtune.vectors import Vectors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,8 +58,9 @@ def sample_lines(n: int | None = None) -> list[str]:
 
 
 def make_config(vocab: dict | None = None, **train) -> Config:
-    """A Config with the defaults except for the given [vocab] and [train] values."""
-    return Config(vocab=VocabConfig(**(vocab or {})), train=TrainConfig(**train))
+    """A Config with the defaults except for the given [vocab] and [train] values, resolved (the objective
+    and its defaults decided, as embedtune.run does once) since the loop and its parts take it so."""
+    return resolve(Config(vocab=VocabConfig(**(vocab or {})), train=TrainConfig(**train)))
 
 
 def with_paths(config: Config, **paths) -> Config:

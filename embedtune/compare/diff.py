@@ -256,7 +256,7 @@ def config_frozen_words(vectors: Vectors, vocab) -> list[str]:
 
     Only pretrained words can be frozen, so the plan is made without corpus words.
     """
-    from embedtune.plan import make_plan
+    from embedtune.plan.rules import make_plan
 
     plan = make_plan(vectors, [], vocab)
     return [vectors.words[i] for i in np.flatnonzero(plan.frozen[: plan.n_pretrained])]

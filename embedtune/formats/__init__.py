@@ -26,8 +26,8 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.binary import read_binary, write_binary
 from embedtune.formats.io import Source, display_name, open_source, open_target
-from embedtune.formats.text import TextReader, parse_header
-from embedtune.formats.textparse import NUMBER
+from embedtune.formats.text import TextReader
+from embedtune.formats.textparse import NUMBER, parse_header
 from embedtune.formats.textwrite import write_text
 from embedtune.vectors import Vectors
 

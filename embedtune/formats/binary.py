@@ -14,7 +14,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import check_header_fits, new_matrix
-from embedtune.formats.text import parse_header
+from embedtune.formats.textparse import parse_header
 from embedtune.vectors import WordList
 
 BLOCK_BYTES = 16 << 20
@@ -30,6 +30,25 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     read buffer, so loading needs little more memory than the matrix itself.
     """
     name = source.name
+    count, dim, start = _read_header(source)
+    wanted = count if limit is None else min(count, limit)
+    check_header_fits(source, wanted, dim, 4 * dim + 2)  # a word of at least one byte and a space
+    mapped = _read_mapped(source, start, count, wanted, dim)
+    if mapped is not None:
+        raw_words, matrix = mapped
+    else:
+        raw_words, matrix = _read_buffered(source, count, wanted, dim, progress,
+                                           check_end=limit is None or limit >= count)
+    if progress is not None:
+        progress(source.size if mapped is not None else source.consumed(), source.size)
+    if sys.byteorder != "little":  # the format is little-endian
+        matrix.byteswap(inplace=True)
+    return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
+
+
+def _read_header(source):
+    """-> (count, dim, the header line's length): the ``COUNT DIM`` line, read."""
+    name = source.name
     head = source.peek(1024)
     newline = head.find(b"\n")
     if not head:
@@ -42,21 +61,16 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     count, dim = sizes
     if dim < 1:
         raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
-    wanted = count if limit is None else min(count, limit)
-    row_bytes = 4 * dim
-    check_header_fits(source, wanted, dim, row_bytes + 2)  # a word of at least one byte and a space
-    mapped = _read_mapped(source, newline + 1, count, wanted, dim)
-    if mapped is not None:
-        raw_words, matrix = mapped
-        if progress is not None:
-            progress(source.size, source.size)
-        if sys.byteorder != "little":
-            matrix.byteswap(inplace=True)
-        return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
+    return count, dim, newline + 1
+
+
+def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_end: bool):
+    """-> (raw words, matrix): ``wanted`` records read through one reused buffer (standard input,
+    compressed data, or a file the memory map found amiss); ``check_end``: nothing may follow them."""
+    name, row_bytes = source.name, 4 * dim
     matrix = new_matrix(wanted, dim, name, 1)
     flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
-
     buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
     view = memoryview(buf)
     find = buf.find
@@ -73,17 +87,9 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
                 _raise_spaced_word(raw_words, matrix, row - 1, name)
                 _raise_truncated(name, row, count, buf[pos:end], space - pos if space >= 0 else -1, row_bytes)
             if space < 0 and end - pos > MAX_WORD_BYTES:
-                raise EmbedtuneError(
-                    f"record {row + 1}: no space after the word within {MAX_WORD_BYTES} bytes "
-                    f"(is the header's dimension {dim} right?)", name)
-            left = bytes(view[pos:end])  # less than one record: move it to the front
-            view[:len(left)] = left
-            pos, end = 0, len(left)
-            got = source.readinto(view[end:])
-            ended = got == 0
-            end += got
-            if progress is not None:
-                progress(source.consumed(), source.size)
+                raise EmbedtuneError(f"record {row + 1}: no space after the word within {MAX_WORD_BYTES} bytes "
+                                     f"(is the header's dimension {dim} right?)", name)
+            pos, end, ended = _refill(source, view, pos, end, progress)
             continue
         # gensim writes no newline after a vector, the C tool does: skip it before the next word
         while buf[pos] == 10 and pos < space:
@@ -93,21 +99,34 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
         offset += row_bytes
         pos = stop
         row += 1
-    if limit is None or limit >= count:
-        rest = bytes(view[pos:end]).strip()
-        while not rest and not ended:
-            got = source.readinto(view)
-            ended = got == 0
-            rest = bytes(view[:got]).strip()
-        if rest:
-            _raise_spaced_word(raw_words, matrix, count - 1, name)
-            raise EmbedtuneError(
-                f"record {count + 1}: more data after {count} records (expected {count} as the header says)", name)
+    if check_end:
+        _check_no_more(source, view, pos, end, ended, raw_words, matrix, count)
+    return raw_words, matrix
+
+
+def _refill(source, view, pos: int, end: int, progress):
+    """-> (pos, end, ended): what is left of the buffer (less than one record) moved to its front and
+    the buffer filled up after it."""
+    left = bytes(view[pos:end])
+    view[:len(left)] = left
+    pos, end = 0, len(left)
+    got = source.readinto(view[end:])
     if progress is not None:
         progress(source.consumed(), source.size)
-    if sys.byteorder != "little":  # the format is little-endian
-        matrix.byteswap(inplace=True)
-    return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
+    return pos, end + got, got == 0
+
+
+def _check_no_more(source, view, pos: int, end: int, ended: bool, raw_words, matrix, count: int) -> None:
+    """Nothing but white space may follow the header's ``count`` records."""
+    rest = bytes(view[pos:end]).strip()
+    while not rest and not ended:
+        got = source.readinto(view)
+        ended = got == 0
+        rest = bytes(view[:got]).strip()
+    if rest:
+        _raise_spaced_word(raw_words, matrix, count - 1, source.name)
+        raise EmbedtuneError(
+            f"record {count + 1}: more data after {count} records (expected {count} as the header says)", source.name)
 
 
 def _read_mapped(source, start: int, count: int, wanted: int, dim: int):

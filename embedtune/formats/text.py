@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 import signal
 import stat
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix
-from embedtune.formats.textparse import NUMBER, NotFast, nth_newline, parse_fast
+from embedtune.formats.textparse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
@@ -40,42 +39,6 @@ SLOW_LINES = 64  # below this many lines a failing block goes straight to the pe
 PARALLEL_MIN_BYTES = 16 << 20
 MAX_PROCESSES = 8
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-_HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
-_SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
-
-
-def parse_header(line: bytes, name: str):
-    """b'400000 50' -> (400000, 50); anything else -> None, but two whole numbers with a minus sign
-    are an error: a first line of two whole numbers is a header (the readers take ``5 50`` as one),
-    and a count or dimension cannot be negative, so ``-5 50`` is a damaged header, not a GloVe row."""
-    match = _HEADER.fullmatch(line)
-    if match:
-        count, dim = int(match.group(1)), int(match.group(2))
-        if dim > MAX_DIM:
-            raise EmbedtuneError(f"header says dimension {dim:,} (at most {MAX_DIM:,})", name, 1)
-        return count, dim
-    signed = _SIGNED_HEADER.fullmatch(line)
-    if signed:
-        count, dim = int(signed.group(1)), int(signed.group(2))
-        if count < 0:
-            raise EmbedtuneError(f"header says {count} rows (a count cannot be negative)", name, 1)
-        if dim < 0:
-            raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
-    return None
-
-
-_SPACE_BYTES = np.zeros(256, bool)
-_SPACE_BYTES[list(b" \t\n\r\x0b\x0c")] = True   # bytes.split()'s
-
-
-def count_fields(data) -> int:
-    """len(data.split()), without making the fields (a line of millions of values)."""
-    space = _SPACE_BYTES[np.frombuffer(data, np.uint8)]
-    if not len(space):
-        return 0
-    return int(np.count_nonzero(~space[1:] & space[:-1])) + (not space[0])
-
-
 def _shorten(data: bytes, limit: int = 40) -> str:
     """The start of a line for a message; bytes that are not UTF-8 and control bytes are escaped
     (\\x8b), so binary data (a compressed or damaged file) never puts raw bytes on a terminal."""
@@ -110,68 +73,57 @@ class TextReader:
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
         if self.header:
-            sizes = parse_header(first, self.name)
-            if sizes is None:
-                raise EmbedtuneError(
-                    f"expected a header 'COUNT DIM' (two whole numbers), got '{_shorten(first)}'", self.name, 1)
-            count, self.dim = sizes
-            if self.dim < 1:
-                raise EmbedtuneError(f"header says dimension {self.dim} (expected at least 1)", self.name, 1)
-            self.dim_note = "as in the header"
+            count = self._read_header(first)
             data = data[newline + 1:] if newline >= 0 else b""
-            line = 2
-            wanted = count if self.limit is None else min(count, self.limit)
+            line, wanted = 2, count if self.limit is None else min(count, self.limit)
         else:
-            count = None
-            # the trailing numbers of line 1 are its vector (its word may contain spaces)
-            if count_fields(first) > MAX_DIM + 1:   # before the fields are made
-                self._too_many_values(1, MAX_DIM)
-            fields = first.split()
-            numbers = 0
-            for field in reversed(fields):
-                if not NUMBER.fullmatch(field):
-                    break
-                numbers += 1
-            self.dim = min(numbers, len(fields) - 1)
-            if self.dim < 1:
-                raise EmbedtuneError(
-                    f"expected a word followed by numbers, got '{_shorten(first)}'", self.name, 1)
-            self.dim_note = "as on line 1"
-            line = 1
-            wanted = self.limit
-        first_row_line = line
+            self._dim_from_first_row(first)
+            count, line, wanted = None, 1, self.limit
+        words, matrix = self._read_rows(data, line, count, wanted)
+        return words, matrix, line
 
-        # with a header (and no smaller --limit) the row count must match the header exactly
+    def _read_header(self, first: bytes) -> int:
+        """The row count of a 'COUNT DIM' header line; sets the dimension."""
+        sizes = parse_header(first, self.name)
+        if sizes is None:
+            raise EmbedtuneError(
+                f"expected a header 'COUNT DIM' (two whole numbers), got '{_shorten(first)}'", self.name, 1)
+        count, self.dim = sizes
+        if self.dim < 1:
+            raise EmbedtuneError(f"header says dimension {self.dim} (expected at least 1)", self.name, 1)
+        self.dim_note = "as in the header"
+        return count
+
+    def _dim_from_first_row(self, first: bytes) -> None:
+        """Without a header, the dimension is the count of trailing numbers of line 1 (its vector: its
+        word may contain spaces)."""
+        if count_fields(first) > MAX_DIM + 1:   # before the fields are made
+            self._too_many_values(1, MAX_DIM)
+        fields = first.split()
+        numbers = 0
+        for field in reversed(fields):
+            if not NUMBER.fullmatch(field):
+                break
+            numbers += 1
+        self.dim = min(numbers, len(fields) - 1)
+        if self.dim < 1:
+            raise EmbedtuneError(f"expected a word followed by numbers, got '{_shorten(first)}'", self.name, 1)
+        self.dim_note = "as on line 1"
+
+    def _read_rows(self, data: bytes, line: int, count, wanted):
+        """-> (words, matrix): the rows from ``line`` on (``data`` holds their start), at most ``wanted``;
+        with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once."""
         exact_count = count is not None and (self.limit is None or self.limit >= count)
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
         matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
-        blocks = []
-        words = []
-        rows = 0
+        blocks, words, rows = [], [], 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
         for block in self._blocks(data, line):
             n_block = block.count(b"\n")
-            body, n_body = block, n_block
-            last = block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
-            if blank_line is not None or not last.strip():
-                # rare: blank lines at the end of this block, or after the end of an earlier one
-                body = block.rstrip(b" \t\r\n")
-                if body and blank_line is not None:
-                    raise EmbedtuneError(f"empty line (expected a word and {self.dim} values)", self.name,
-                                         blank_line)
-                n_body = body.count(b"\n") + 1 if body else 0
-                if blank_line is None and n_block > n_body:
-                    blank_line = line + n_body
-                body = body + b"\n" if body else b""
+            body, n_body, blank_line = self._without_blank_end(block, n_block, line, blank_line)
             if wanted is not None and rows + n_body > wanted:
-                take = wanted - rows
-                cut = nth_newline(body, take)
-                if exact_count and body[cut + 1:].strip():
-                    raise EmbedtuneError(
-                        f"more rows than the header says (expected {count}, got at least {count + 1})",
-                        self.name, line + take)
-                body, n_body = body[:cut + 1], take
+                body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
             if n_body:
                 block_words, block_matrix = self._parse_lines(body, line, n_body)
                 words.extend(block_words)
@@ -190,7 +142,29 @@ class TextReader:
             matrix = new_matrix(rows, self.dim, self.name)
             if blocks:
                 np.concatenate(blocks, out=matrix)
-        return words, matrix, first_row_line
+        return words, matrix
+
+    def _without_blank_end(self, block: bytes, n_block: int, line: int, blank_line):
+        """-> (the block's rows, their count, the first blank line of the file's end so far): blank lines
+        at the end of a block (rare) are dropped; a row after one is an error."""
+        last = block[block.rfind(b"\n", 0, len(block) - 1) + 1:]
+        if blank_line is None and last.strip():
+            return block, n_block, None
+        body = block.rstrip(b" \t\r\n")
+        if body and blank_line is not None:
+            raise EmbedtuneError(f"empty line (expected a word and {self.dim} values)", self.name, blank_line)
+        n_body = body.count(b"\n") + 1 if body else 0
+        if blank_line is None and n_block > n_body:
+            blank_line = line + n_body
+        return (body + b"\n" if body else b""), n_body, blank_line
+
+    def _cut_at(self, body: bytes, take: int, line: int, count, exact_count: bool):
+        """The first ``take`` rows of ``body``; a row after them is an error when the header's count is exact."""
+        cut = nth_newline(body, take)
+        if exact_count and body[cut + 1:].strip():
+            raise EmbedtuneError(
+                f"more rows than the header says (expected {count}, got at least {count + 1})", self.name, line + take)
+        return body[:cut + 1], take
 
     def _processes(self) -> int:
         """How many processes to read with: 1 unless this is a big plain file and cores are free."""
@@ -211,76 +185,71 @@ class TextReader:
     def _read_parallel(self, processes: int):
         """The file read in `processes` ranges at once; None when it must be read in one process."""
         source = self.source
-        start = len(UTF8_BOM) if source.bom else 0
-        count = dim = None
-        if self.header:
-            head = source.peek(1 << 16)
-            newline = head.find(b"\n")
-            sizes = parse_header(head[:newline], self.name) if newline >= 0 else None
-            if sizes is None or sizes[1] < 1:
-                return None
-            count, dim = sizes
-            check_header_fits(source, count, dim, 2 * dim + 2)
-            start += newline + 1
+        start = self._parallel_start()
+        if start is None:
+            return None
+        start, count, dim = start
         cuts = _cuts(source.path, start, source.size, processes)
         if cuts is None:
             return None
-        ctx = multiprocessing.get_context("fork")
         children = []
         try:
-            for a, b in zip(cuts[1:-1], cuts[2:]):
-                receive, send = ctx.Pipe(duplex=False)
-                readers = [r for _, r in children] + [receive]
-                child = ctx.Process(target=_read_range_in_child,
-                                    args=(source.path, a, b, self.replace_bad_utf8, send, readers), daemon=True)
-                # Ctrl-C and SIGTERM wait until the child has set its own handlers: between the fork
-                # and that, the parent's copied handlers would run in the child.
-                mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-                try:
-                    child.start()
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                    send.close()
-                children.append((child, receive))
+            self._start_children(cuts, children)
             try:
                 words, first, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
                                                       self.progress, source.size)
             except EmbedtuneError:
                 return None
-            replies = []
-            for _, receive in children:
-                try:
-                    reply = receive.recv()
-                except EOFError:
-                    return None
-                if reply[0] != "ok" or reply[2] != first_dim:
-                    return None
-                replies.append(reply)
+            replies = _replies(children, first_dim)
+            if replies is None:
+                return None
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
             matrix = new_matrix(rows, first_dim, self.name)
             matrix[:len(words)] = first
             del first
-            flat = memoryview(matrix.reshape(-1).view(np.uint8))
-            offset = len(words) * first_dim * 4
-            for (_, receive), (_, n, _, more_words) in zip(children, replies):
-                if n:
-                    receive.recv_bytes_into(flat, offset)
-                offset += n * first_dim * 4
-                words.extend(more_words)
+            _receive_rows(matrix, words, children, replies)
         finally:
-            # However the read ends (done, given up, interrupted): no child outlives it. A child
-            # still sending gets EPIPE once its reader is closed, and SIGTERM ends it where it is.
-            for child, receive in children:
-                receive.close()
-                child.terminate()
-            for child, _ in children:
-                child.join()
+            _end_children(children)
         if self.progress is not None:
             self.progress(source.size, source.size)
         self.dim = first_dim
         return words, matrix, 2 if self.header else 1
+
+    def _parallel_start(self):
+        """-> (the offset of the first row, the header's count and dimension, or None without a header),
+        or None when the header is not one the ranges can be read after."""
+        source = self.source
+        start = len(UTF8_BOM) if source.bom else 0
+        if not self.header:
+            return start, None, None
+        head = source.peek(1 << 16)
+        newline = head.find(b"\n")
+        sizes = parse_header(head[:newline], self.name) if newline >= 0 else None
+        if sizes is None or sizes[1] < 1:
+            return None
+        count, dim = sizes
+        check_header_fits(source, count, dim, 2 * dim + 2)
+        return start + newline + 1, count, dim
+
+    def _start_children(self, cuts: list, children: list) -> None:
+        """A forked child for each range after the first, added to ``children`` (with its pipe) as it starts."""
+        ctx = multiprocessing.get_context("fork")
+        for a, b in zip(cuts[1:-1], cuts[2:]):
+            receive, send = ctx.Pipe(duplex=False)
+            readers = [r for _, r in children] + [receive]
+            child = ctx.Process(target=_read_range_in_child,
+                                args=(self.source.path, a, b, self.replace_bad_utf8, send, readers), daemon=True)
+            # Ctrl-C and SIGTERM wait until the child has set its own handlers: between the fork
+            # and that, the parent's copied handlers would run in the child.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                child.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                send.close()
+            children.append((child, receive))
 
     def _first_line_and_more(self) -> bytes:
         """The first line and what was read with it. Its fields are counted as it comes: a line past
@@ -464,6 +433,43 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> 
             pass
     finally:
         send.close()
+
+
+def _replies(children: list, dim: int):
+    """Each child's ("ok", rows, dim, words), in range order; None when one failed or read another dimension."""
+    replies = []
+    for _, receive in children:
+        try:
+            reply = receive.recv()
+        except EOFError:
+            return None
+        if reply[0] != "ok" or reply[2] != dim:
+            return None
+        replies.append(reply)
+    return replies
+
+
+def _receive_rows(matrix: np.ndarray, words: list, children: list, replies: list) -> None:
+    """The children's rows received straight into ``matrix`` after the first range's, their words
+    added to ``words``."""
+    dim = matrix.shape[1]
+    flat = memoryview(matrix.reshape(-1).view(np.uint8))
+    offset = len(words) * dim * 4
+    for (_, receive), (_, n, _, more_words) in zip(children, replies):
+        if n:
+            receive.recv_bytes_into(flat, offset)
+        offset += n * dim * 4
+        words.extend(more_words)
+
+
+def _end_children(children: list) -> None:
+    """However the read ends (done, given up, interrupted): no child outlives it. A child still
+    sending gets EPIPE once its reader is closed, and SIGTERM ends it where it is."""
+    for child, receive in children:
+        receive.close()
+        child.terminate()
+    for child, _ in children:
+        child.join()
 
 
 def _cuts(path: str, start: int, size: int, parts: int):

@@ -1,6 +1,6 @@
-"""Parsing a block of whole text lines (a word and DIM values each) into words and a float32 matrix:
-the fast paths (floatparse.py on whole arrays, numpy's columns, ``np.loadtxt``) that text.py's reader and
-textwrite.py's read-back both use."""
+"""Parsing text vectors: the ``COUNT DIM`` header line (text.py's and binary.py's), and a block of whole
+lines (a word and DIM values each) into words and a float32 matrix: the fast paths (floatparse.py on
+whole arrays, numpy's columns, ``np.loadtxt``) that text.py's reader and textwrite.py's read-back both use."""
 
 from __future__ import annotations
 
@@ -10,13 +10,50 @@ import warnings
 
 import numpy as np
 
+from embedtune.errors import EmbedtuneError
 from embedtune.formats import floatparse
+from embedtune.formats.io import MAX_DIM
 
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
                     re.IGNORECASE)
 ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
 PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
+
+_HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
+_SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
+
+
+def parse_header(line: bytes, name: str):
+    """b'400000 50' -> (400000, 50); anything else -> None, but two whole numbers with a minus sign
+    are an error: a first line of two whole numbers is a header (the readers take ``5 50`` as one),
+    and a count or dimension cannot be negative, so ``-5 50`` is a damaged header, not a GloVe row."""
+    match = _HEADER.fullmatch(line)
+    if match:
+        count, dim = int(match.group(1)), int(match.group(2))
+        if dim > MAX_DIM:
+            raise EmbedtuneError(f"header says dimension {dim:,} (at most {MAX_DIM:,})", name, 1)
+        return count, dim
+    signed = _SIGNED_HEADER.fullmatch(line)
+    if signed:
+        count, dim = int(signed.group(1)), int(signed.group(2))
+        if count < 0:
+            raise EmbedtuneError(f"header says {count} rows (a count cannot be negative)", name, 1)
+        if dim < 0:
+            raise EmbedtuneError(f"header says dimension {dim} (expected at least 1)", name, 1)
+    return None
+
+
+_SPACE_BYTES = np.zeros(256, bool)
+_SPACE_BYTES[list(b" \t\n\r\x0b\x0c")] = True   # bytes.split()'s
+
+
+def count_fields(data) -> int:
+    """len(data.split()), without making the fields (a line of millions of values)."""
+    space = _SPACE_BYTES[np.frombuffer(data, np.uint8)]
+    if not len(space):
+        return 0
+    return int(np.count_nonzero(~space[1:] & space[:-1])) + (not space[0])
 
 
 class NotFast(Exception):

@@ -2,8 +2,8 @@
 freeze rules, the new words and their starts, the writers with their frozen read-back, and the lazy
 optimizers' arithmetic. A move of those modules touches this file only.
 
-``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> runplan.plan_rows
--> plan.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
+``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> plan.rows.plan_rows
+-> plan.rules.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
 which train, which words are new and where they start.
 """
 
@@ -20,9 +20,9 @@ from embedtune.config import DEFAULT_LR
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.newwords.choose import read_new_words
-from embedtune.plan import Plan, make_plan
-from embedtune.run import Reading, load_training_vectors, save_checked
-from embedtune.runplan import plan_rows
+from embedtune.plan.rows import plan_rows
+from embedtune.plan.rules import Plan, make_plan
+from embedtune.run import Reading, check_dimension, load_training_vectors, save_checked
 from embedtune.training.optimizers import (ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2,  # noqa: F401
                                            EPSILON, OPTIMIZERS, cap_rows, make_optimizer, merge_rows)
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
@@ -42,7 +42,7 @@ class LayerRows:
     """A layer's rows decided.
 
     vectors : the pretrained vectors as read (their matrix is the reference of the frozen check)
-    plan : frozen / trainable / new rows, pretrained first (embedtune.plan.Plan)
+    plan : frozen / trainable / new rows, pretrained first (embedtune.plan.rules.Plan)
     new_start : float32 [n_new, dim], the new words' starting vectors
     source : the vectors' path (None for a Vectors object); format : its format (None: unknown)
     init : how the new words started (their InitResult's stats: embedtune.newwords), None without new words
@@ -90,9 +90,8 @@ def layer_rows(vectors, options: dict, config=None, corpus=None, reading: Readin
         vectors = load_training_vectors(source, config.format, reading)
     from embedtune.config import resolve
 
-    config = resolve(config)
-    if config.train.dim is not None and config.train.dim != vectors.dim:
-        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but dim says {config.train.dim}", source)
+    config = resolve(config)   # once: the layer's rows are chosen from this config
+    check_dimension(vectors, config.train.dim, source, option="dim")
     if corpus is None:
         return _rows_without_corpus(vectors, config, source)
     return _rows_from_corpus(vectors, config, source, corpus)
@@ -123,7 +122,7 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
 
 def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     """With a corpus: counted, planned and the new words started as ``embedtune train`` does before
-    its first step (runplan.plan_rows, newwords.add_new_words), with the objective's window."""
+    its first step (plan.rows.plan_rows, newwords.add_new_words), with the objective's window."""
     from embedtune.objectives import objective_class
 
     objective = objective_class(config.train.objective)

@@ -1,7 +1,7 @@
 """The new-word pipeline: count the corpus, choose the new words, start each from its contexts and spelling.
 
 ``embedtune init`` is this call and its output; ``train`` makes the same call for the words its plan chose
-(embedtune.runplan.plan_rows, before the freeze plan is shown), so both start new words one way.
+(embedtune.plan.rows.plan_rows, before the freeze plan is shown), so both start new words one way.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords.defaults import DEFAULT_MIN_COUNT
-from embedtune.plan import read_word_list
+from embedtune.plan.rules import read_word_list
 from embedtune.vectors import Vectors
 
 
 def read_new_words(path: str, lowercase: bool = False, lowered: list | None = None) -> list[str]:
-    """The words of a ``--new-words`` file (one a line, as word lists are read: embedtune.plan.read_word_list),
+    """The words of a ``--new-words`` file (one a line, as word lists are read: embedtune.plan.rules.read_word_list),
     in file order, repeats dropped; lower-cased when the corpus is (each word that changed appended to
     ``lowered`` as (as written, lower-cased), for ``listed_notes``). A word holding a space could never be
     a corpus token: an error naming its line, as is a file with no word."""

@@ -175,7 +175,7 @@ class Objective:
 
     @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int) -> tuple[int, int]:
-        """The dry run's estimate (embedtune/runplan.py), in bytes, of what this objective holds at
+        """The dry run's estimate (embedtune/plan/dry_run.py), in bytes, of what this objective holds at
         its peak: (its side table, its pairs and batches on the host). Here: a table one float wide
         (a bias a word) and nothing kept on the host."""
         return (n_local + 1) * 4, 0

@@ -41,7 +41,7 @@ import scipy.sparse
 from embedtune.errors import EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, Key, Range
 from embedtune.objectives.base import ClosedForm, Modes, Objective
-from embedtune.plan import Plan, make_plan
+from embedtune.plan.rules import Plan, make_plan
 from embedtune.report.text import RetrofitDescribe
 from embedtune.vectors import Vectors, decide_lowercase
 

@@ -16,14 +16,14 @@ import numpy as np
 
 from embedtune import _tf
 from embedtune.checkpoint import Position
-from embedtune.config import Config, TrainConfig, learning_rate, resolve
+from embedtune.config import Config, TrainConfig, learning_rate
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.objectives import Objective, objective_class
-from embedtune.plan import Plan
-from embedtune.runplan import plan_rows
+from embedtune.plan.rows import plan_rows
+from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
 from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
@@ -53,6 +53,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
 
     corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
+    config : resolved (``config.resolve``: ``embedtune.run`` resolves once, and checks ``--dim`` then)
 
     resume : continue from the newest usable checkpoint in ``config.train.checkpoint_dir``
     stop : polled after every call of the step (up to GROUP batches); when it returns True a checkpoint is written (if a
@@ -66,11 +67,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
     (``checkpoint.remove`` deletes them once the caller has written the result).
     """
-    config = resolve(config)
     t = config.train
-    if t.dim is not None and t.dim != vectors.dim:
-        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
-                             config.vectors)
     objective = objective_class(t.objective)
     if objective.closed_form is not None:
         return fit_closed_form(objective, vectors, config, on_plan, resume)

@@ -27,12 +27,12 @@ import numpy as np
 
 from embedtune._tf import lazy as tf
 
-from embedtune.config import Config, resolve
+from embedtune.config import Config
 from embedtune.corpus import Corpus
 from embedtune.newwords.contexts import random_vectors
 from embedtune.objectives import objective_class
 from embedtune.objectives.rows import LocalRows
-from embedtune.plan import Plan
+from embedtune.plan.rules import Plan
 from embedtune.training.optimizers import make_optimizer
 from embedtune.training.step import Step, choose_step
 
@@ -46,12 +46,12 @@ class Trainer:
 
     ``corpus`` is read by objectives that count before training (glove). ``make_step`` builds the
     step (default: ``step.choose_step``, one process); a multi-worker strategy passes its own.
+    ``config`` is resolved (``config.resolve``: the run resolves once).
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
                  new_start: np.ndarray | None = None, corpus: Corpus | None = None,
                  make_step: StepFactory | None = None, note: Callable[[str], None] | None = None):
-        config = resolve(config)
         t = config.train
         self.config = config
         self.plan = plan

@@ -1,27 +1,17 @@
-"""What a training run will do, decided without TensorFlow: the corpus counted, the new words, the
-freeze plan, the objective's settings as resolved and the memory its tables will take.
-
-``embedtune train --dry-run`` reports it and stops. It imports numpy and the plan, corpus and init
-code only, so a check of a config and its lists costs the reading of the files, not TensorFlow's
-import (seconds and hundreds of MB).
+"""The dry run's account of a planned run (``RunPlan``): the objective's settings as resolved and an
+estimate of the memory each part of the run will hold, as plain data (``describe``, the ``--json`` of
+``embedtune train --dry-run``; the objective words it as text).
 """
 
 from __future__ import annotations
 
 import sys
-from collections import Counter
-from dataclasses import dataclass
 
-
-from embedtune import checkpoint, kernels
-from embedtune.config import Config, learning_rate, resolve
-from embedtune.corpus import Corpus
-from embedtune.errors import EmbedtuneError, counted
-from embedtune.newwords.choose import choose_new_words
-from embedtune.newwords.contexts import choose_method
+from embedtune import kernels
+from embedtune.config import learning_rate
 from embedtune.objectives import objective_class
-from embedtune.plan import Plan, make_plan
-from embedtune.vectors import Vectors, decide_lowercase
+from embedtune.plan.run import RunPlan
+from embedtune.vectors import Vectors
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
@@ -43,81 +33,6 @@ LAUNCHER_BYTES = 55 * 2**20
 FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
 FORM_PIECE_BYTES = 20
 
-
-@dataclass
-class RunPlan:
-    """A run decided but not started.
-
-    config : the config with the objective and its defaults resolved
-    plan : frozen / trainable / new rows of the output
-    counts : corpus token counts; corpus_words, corpus_lines : totals
-    init : how new words will start (alacarte falls back to context-mean on a small corpus)
-    trainable_in_corpus, frozen_in_corpus : the rows that get a local id (trainable rows the corpus
-        never shows keep their vectors)
-    """
-
-    config: Config
-    plan: Plan
-    counts: Counter
-    corpus_words: int
-    corpus_lines: int
-    new_words: list[str]
-    init: str
-    trainable_in_corpus: int
-    frozen_in_corpus: int
-    reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
-
-
-def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
-              corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
-    """The new words and the freeze plan for a counted corpus, refused when there is nothing to
-    train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
-    corpus's (None: embedtune.vectors.decide_lowercase)."""
-    if total_words == 0:
-        raise EmbedtuneError("the corpus has no words", corpus_path)
-    v = config.vocab
-    if v.new_words and lowercase is None:   # the list is lower-cased as the corpus is
-        lowercase = decide_lowercase(config.vocab.lowercase, vectors)
-    chosen = choose_new_words(vectors, counts, v.min_count, v.max_new, v.new_words, lowercase)
-    new_words, min_count = chosen.words, chosen.min_count
-    if not new_words and not any(w in vectors.index for w in counts):
-        raise EmbedtuneError(
-            f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
-            f"seen --min-count ({min_count}) times", corpus_path)
-    plan = make_plan(vectors, new_words, config.vocab)
-    if chosen.listed is not None:   # what init's summary says too (docs/new-words.md)
-        plan.listed = chosen.report
-        plan.notes += chosen.notes
-    seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
-    if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
-        rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
-                                                   "train_pattern", "freeze_pretrained") if getattr(v, k)]
-        raise EmbedtuneError(
-            f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
-            f"and no new word is {seen}", v.freeze_list or v.train_list)
-    return new_words, plan
-
-
-def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = False) -> RunPlan:
-    """Count the corpus and apply the freeze rules: every check ``train`` makes before its tables,
-    with the same messages."""
-    config = resolve(config)
-    t = config.train
-    if t.dim is not None and t.dim != vectors.dim:
-        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
-                             config.vectors)
-    if resume and not t.checkpoint_dir:
-        raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
-    if resume and checkpoint.latest(t.checkpoint_dir) is None:
-        raise EmbedtuneError("--resume: no checkpoint in this folder", t.checkpoint_dir)
-    counts, total_words, n_lines = corpus.count()
-    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
-    in_corpus = plan.row_counts(counts) > 0
-    trainable = int((in_corpus & ~plan.frozen).sum())
-    method, _ = choose_method(config.vocab.init, vectors, counts)   # the rule train follows
-    reader = getattr(corpus, "fast", None)
-    return RunPlan(config, plan, counts, total_words, n_lines, new_words, method, trainable,
-                   int((in_corpus & plan.frozen).sum()), reader.held_bytes() if reader is not None else 0)
 
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
