@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 
-from embedtune import checkpoint, kernels
+from embedtune import kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
@@ -21,6 +21,7 @@ from embedtune.init import choose_method, is_lowercase_vocabulary
 from embedtune.newwords import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
+from embedtune.training.checkpoints import folder as checkpoint
 from embedtune.vectors import Vectors
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.

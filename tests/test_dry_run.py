@@ -225,7 +225,7 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
     modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.init", "embedtune.runplan",
-               "embedtune.formats", "embedtune.compare", "embedtune.checkpoint", "embedtune.cli.common",
+               "embedtune.formats", "embedtune.compare", "embedtune.training.checkpoints", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
     code = f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('tensorflow' in sys.modules)"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtune import _tf
-from embedtune.checkpoint import Position
+from embedtune.training.checkpoints.folder import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
@@ -29,7 +29,7 @@ from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
 from embedtune.training.strategy import OneProcess
-from embedtune.training.tables import Trainer
+from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
 
 

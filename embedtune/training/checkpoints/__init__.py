@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from embedtune._tf import lazy as tf
-from embedtune import checkpoint
-from embedtune.checkpoint import Position
 from embedtune.config import TrainConfig
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
+from embedtune.training.checkpoints import folder as checkpoint
+from embedtune.training.checkpoints.folder import Position
 from embedtune.vectors import Vectors
 
 if TYPE_CHECKING:
