@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtune import _tf
-from embedtune.training.checkpoints.folder import Position
 from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
@@ -25,9 +24,11 @@ from embedtune.objectives import Objective, objective_class
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
 from embedtune.training.batches import LOSS_EVERY, prefetch
-from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
+from embedtune.training.checkpoints import Checkpoints
+from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
+from embedtune.training.progress import LossLog, Progress
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
@@ -64,7 +65,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     strategy : how the run is spread over processes (None: one process; several workers:
         embedtune.distribute.strategy_from_env())
     Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
-    (``checkpoint.remove`` deletes them once the caller has written the result).
+    (``training.checkpoints.folder.remove`` deletes them once the caller has written the result).
     """
     config = resolve(config)
     t = config.train

@@ -1,53 +1,29 @@
-"""Checkpoints of a run (save, prune, resume: ``Checkpoints``) and its loss read-back (``LossLog``)."""
+"""Checkpoints of a run: ``Checkpoints`` (when to save, what a resume must match), over the locked folder
+(``folder.py``: one run at a time, pruned, a damaged checkpoint skipped) and what one checkpoint holds
+(``state.py``: the position, the fingerprint, reading and writing)."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import numpy as np
-
-from embedtune._tf import lazy as tf
 from embedtune.config import TrainConfig
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.training.checkpoints import folder as checkpoint
-from embedtune.training.checkpoints.folder import Position
+from embedtune.training.checkpoints import state
+from embedtune.training.checkpoints.folder import Folder
+from embedtune.training.checkpoints.state import Position
 from embedtune.vectors import Vectors
 
-if TYPE_CHECKING:
-    from embedtune.training.tblog import ScalarLog
-
 CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
-# A mean loss (over LOSS_EVERY steps) above this many times the first step's is divergence. The
-# first step's loss is taken before any update, so it is the start whatever the lr. 10x lies well
-# above the ratios of normal runs and below what diverging runs pass in their first report
-# (benchmarks/README.md, train_speed).
-DIVERGED = 10
-
-
-
-@dataclass
-class Progress:
-    """What the loop reports to a progress callback."""
-
-    epoch: int
-    words_done: int       # raw corpus tokens processed so far, all epochs
-    words_total: int
-    loss: float           # mean loss per pair since the last report
-    pairs: int
-
 
 
 class Checkpoints:
-    """Checkpoint save, prune and resume for one run: the locked folder (``checkpoint.Folder``,
+    """Checkpoint save, prune and resume for one run: the locked folder (``Folder``,
     which prunes), the run's fingerprint and when it last saved. Without a folder it saves nothing."""
 
-    def __init__(self, folder: checkpoint.Folder | None, every: int, resuming: bool = False, writes: bool = True):
+    def __init__(self, folder: Folder | None, every: int, resuming: bool = False, writes: bool = True):
         self.folder = folder
         self.writes = writes   # False: a multi-worker run's other workers, which only read the chief's
         self.resuming = resuming   # restore the folder's newest usable checkpoint before training
@@ -65,7 +41,7 @@ class Checkpoints:
             raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
         folder = None
         if train.checkpoint_dir:
-            folder = cleanup.enter_context(checkpoint.Folder(train.checkpoint_dir))
+            folder = cleanup.enter_context(Folder(train.checkpoint_dir))
             if writes:
                 folder.open(resume, overwrite=overwrite)
         return cls(folder, train.checkpoint_every, resume, writes)
@@ -76,7 +52,7 @@ class Checkpoints:
         self.trainer = trainer
         if self.folder is not None:
             plan = trainer.plan
-            self.fingerprint = checkpoint.fingerprint(
+            self.fingerprint = state.fingerprint(
                 plan.words, plan.frozen.tobytes(), total_words, n_lines, settings,
                 matrix=vectors.matrix, corpus_digest=corpus.digest)
         self.last_saved = time.monotonic()
@@ -104,71 +80,3 @@ class Checkpoints:
         if self.folder is None or not self.writes:
             return None
         return self.folder.save(self.trainer.tf_checkpoint(), pos, self.fingerprint)
-
-
-class LossLog:
-    """The loss bookkeeping: the step's loss tensors are summed on the host every LOSS_EVERY steps (a
-    read is a host sync), checked for divergence, kept in ``pos.loss_history`` and reported to the
-    progress callback and TensorBoard."""
-
-    def __init__(self, pos: Position, lr0: float, words_total: int,
-                 progress: Callable[[Progress], None] | None, tblog: ScalarLog | None):
-        self.pos = pos
-        self.lr0 = lr0
-        self.words_total = words_total
-        self.progress = progress
-        self.tblog = tblog
-        self.pending: list = []
-        self.pairs = 0
-        self.lr = lr0   # that of the last step added
-
-    def add(self, loss, pairs: int, lr: float) -> None:
-        """One step's summed loss (a tensor, not read yet) over ``pairs`` pairs at ``lr``."""
-        self.pending.append(loss)
-        self.pairs += pairs
-        self.lr = lr
-        if self.pos.loss_start is None:   # the yardstick of divergence: the loss before any update
-            self.pos.loss_start = float(loss) / max(pairs, 1)
-
-    def flush(self) -> None:
-        """Read the pending losses back: their mean per pair, checked and reported."""
-        pos = self.pos
-        # No pairs: steps of an averaging worker whose share has ended (none trained anything); no figure.
-        if self.pending and self.pairs:
-            mean = float(_sum(self.pending)) / max(self.pairs, 1)
-            if not math.isfinite(mean):
-                raise EmbedtuneError(
-                    f"training diverged at step {pos.steps} (loss {mean}); lower --lr (it was {self.lr0:g}) "
-                    "or cap rows with --clip-norm")
-            if pos.loss_start and mean > DIVERGED * pos.loss_start:
-                raise EmbedtuneError(
-                    f"training diverged at step {pos.steps}: loss {mean:.4g} per pair, over {DIVERGED}x the "
-                    f"first step's {pos.loss_start:.4g}; lower --lr (it was {self.lr0:g}) or cap each row's step "
-                    f"with --clip-norm (e.g. 1)")
-            pos.loss_history.append(mean)
-            if self.progress is not None:
-                self.progress(Progress(pos.epoch, pos.words_done, self.words_total, mean, self.pairs))
-            if self.tblog is not None:
-                self.tblog.write(pos.steps, pos.words_done, mean, self.lr)
-        self.pending, self.pairs = [], 0
-
-
-def _sum(losses: list):
-    """The losses summed as tf.add_n sums them, in float32: a compiled step's (numpy float32) without
-    importing TensorFlow, with the same bits (tests/test_import_path.py compares the two). TensorFlow's
-    CPU kernel adds the first n % 8 (8 for 0, 9 for 1) in order, then each next 8, summed in order,
-    onto the total."""
-    if not all(isinstance(loss, np.float32) for loss in losses):
-        return tf.add_n(losses)
-    first = {0: 8, 1: 9}.get(len(losses) % 8, len(losses) % 8)
-    total = _in_order(losses[:first])
-    for start in range(first, len(losses), 8):
-        total = total + _in_order(losses[start:start + 8])
-    return total
-
-
-def _in_order(losses: list) -> np.float32:
-    total = losses[0]
-    for loss in losses[1:]:
-        total = total + loss
-    return total
