@@ -113,7 +113,8 @@ class Trainer:
         self.clip_norm = float(t.clip_norm)
         # Merging repeated rows matters only to a cap, an anchor or optimizer state; plain sgd
         # adds each slice as it comes (scatter_sub sums repeated ids itself, on the CPU in index
-        # order, so as deterministically as the merge), which saved ~20% of the step (notes).
+        # order, so as deterministically as the merge), which costs less than merging (benchmarks/README.md,
+        # train_speed, "Figures moved from code comments").
         self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
         # Chosen once, here: ``start`` and ``side`` are the numpy tables a compiled step takes as its own.
         self.step: Step = (make_step or choose_step)(self, start, side, note)
