@@ -30,7 +30,7 @@ def variable_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray, step
     from embedtune._tf import tf
 
     variables = {"m": tf.Variable(state), "iterations": tf.Variable(steps)}
-    trainer = SimpleNamespace(_trainable=tf.Variable(words), _side=tf.Variable(side),
+    trainer = SimpleNamespace(trainable_variable=tf.Variable(words), side_variable=tf.Variable(side),
                               word_opt=SimpleNamespace(variables=lambda: variables),
                               side_opt=SimpleNamespace(variables=dict))
     return Tables(SimpleNamespace(compiled=False), trainer)

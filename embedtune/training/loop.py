@@ -77,6 +77,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         return fit_closed_form(objective, vectors, config, on_plan, resume)
     strategy = OneProcess() if strategy is None else strategy
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
+        cleanup.callback(strategy.close)   # and what the strategy took at its start
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
         run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
