@@ -155,7 +155,7 @@ def mark(name):
         pass
 began = time.perf_counter()
 import embedtune.cli.main as cli_main
-from embedtune import formats, init
+from embedtune import formats
 from embedtune.training import loop as train_mod
 from embedtune.corpus import Corpus
 mark("imports (TensorFlow, embedtune)")
@@ -172,7 +172,7 @@ def after(owner, name, label, first_only=False):
 after(formats, "load_vectors", "load the table")
 after(Corpus, "count", "count the corpus", first_only=True)
 after(train_mod, "plan_rows", "plan")
-after(train_mod, "initial_vectors", "new-word starts")
+after(train_mod, "add_new_words", "new-word starts")
 trainer_init = train_mod.Trainer.__init__
 def init_and_watch(self, *a, **k):
     trainer_init(self, *a, **k)

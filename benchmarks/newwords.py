@@ -7,7 +7,7 @@ and WordNet 3.0 (/usr/share/wordnet). The test words are deleted from the vector
 ``--new-words`` gives them (only they are new); each start is scored by the rank of the true vector among
 all 400k GloVe vectors (median, MRR, R@10) and, for ``contexts``, by Spearman's rho of cos(word, partner)
 against the human scores of WordSim-353 and SimLex-999 pairs holding a test word. What the starts fit
-(embedtune.starts) is fitted on pretrained words of the same corpus: never on a test word, which has no
+(embedtune.newwords.fitted) is fitted on pretrained words of the same corpus: never on a test word, which has no
 vector there.
 
 - ``definition``: WordNet nouns (GloVe ranks 1k-40k), taken out of the corpus, each then seen once, in a
@@ -20,7 +20,7 @@ Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the fo
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
 ``+per_n+line`` (the maps without the gate) and ``all`` (the default). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
-corpus (embedtune.starts.gather); ``seconds`` is that shared part, and each row's own time beside it.
+corpus (embedtune.newwords.fitted.gather); ``seconds`` is that shared part, and each row's own time beside it.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recovery import load_glove, unit_rows  # noqa: E402
 
 from embedtune.corpus import Corpus  # noqa: E402
-from embedtune.init import initial_vectors  # noqa: E402
-from embedtune.starts import PARTS, finish, gather  # noqa: E402
+from embedtune.newwords.methods import initial_vectors  # noqa: E402
+from embedtune.newwords.fitted import PARTS, finish, gather  # noqa: E402
 from embedtune.vectors import Vectors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,7 +54,7 @@ KS = (1, 4, 16, 128)
 RARE = (5, 29)
 ROWS = {"fixed": (), "+gate": ("gate",), "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"),
         "all": PARTS}
-DEFAULT_ROW = "all"   # embedtune.starts.DEFAULT_PARTS
+DEFAULT_ROW = "all"   # embedtune.newwords.fitted.DEFAULT_PARTS
 RANK_BLOCK = 256
 
 

@@ -28,8 +28,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from embedtune.distribute.serve import loopback_cluster, task_config  # noqa: E402
+from embedtune.distribute.serve import task_config  # noqa: E402
+from loopback import loopback_cluster  # noqa: E402
 
 CORPUS = os.path.join(HERE, "_data", "corpus.txt")
 VECTORS = os.path.join(REPO, "data", "sample", "glove.6B.50d.20k.txt")

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune.corpus import Corpus
-from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
-                            DEFAULT_WINDOW, context_sums, fit_alacarte, fitting_words, initial_vectors,
-                            pick_new_words, random_vectors, sif_weights)
+from embedtune.newwords.choose import pick_new_words
+from embedtune.newwords.contexts import context_sums, fit_alacarte, fitting_words, random_vectors, sif_weights
+from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS,
+                                         DEFAULT_SIF, DEFAULT_WINDOW)
+from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -359,8 +361,9 @@ SWEEP_ANCHOR = (1.0, 2.0, 4.0)
 def sweep_form(setup: Setup, unit_glove, rounds) -> list[dict]:
     """The form-context start with the spelling model fitted by each number of CG ``rounds``, scored on
     the validation words (and the test words, for reference); the context side is fitted once."""
-    from embedtune.form import fit_form
-    from embedtune.init import DEFAULT_FORM_K, combine_form_context
+    from embedtune.newwords.spelling import fit_form
+    from embedtune.newwords.contexts import combine_form_context
+    from embedtune.newwords.defaults import DEFAULT_FORM_K
 
     with Corpus(setup.corpus_path, lowercase=True) as corpus:
         context = initial_vectors(setup.deleted, corpus, setup.new_words, "alacarte", counts=setup.counts,

@@ -1,10 +1,11 @@
-"""`embedtune init`: options and messages; the work is embedtune.init.
+"""`embedtune init`: options and messages; the work is embedtune.newwords.add_new_words.
 
 Imports no TensorFlow: giving new words a start takes seconds and needs only numpy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
@@ -14,9 +15,9 @@ from embedtune.cli.files import FilesCommand, reads, writes
 from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet_option,
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.config import range_problem
-from embedtune.errors import BadOption, EmbedtuneError, counted
-from embedtune.init import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
-                            DEFAULT_WINDOW, METHODS)
+from embedtune.errors import BadOption, counted
+from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
+                                         DEFAULT_WINDOW, METHODS)
 
 
 @click.command("init", cls=FilesCommand)
@@ -84,77 +85,41 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
             raise BadOption(f"{name} {problem}")
     check_inputs_and_outputs(vectors, corpus, output, json_out, other_inputs=(new_words_file,))
 
-    import numpy as np
-
     from embedtune import formats
     from embedtune.corpus import Corpus
-    from embedtune.init import initial_vectors, is_lowercase_vocabulary
-    from embedtune.newwords import (effective_min_count, listed_notes, listed_report, pick_new_words,
-                                    read_new_words)
-    from embedtune.vectors import Vectors
+    from embedtune.newwords import NewWordSettings, add_new_words
+    from embedtune.vectors import decide_lowercase
 
     Corpus.check_start(corpus)   # binary data or another encoding, said before the vectors load
     in_format = format_ or formats.detect_format(vectors)
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
-    lower = {"yes": True, "no": False}.get(lowercase)
-    if lower is None:
-        lower = is_lowercase_vocabulary(pretrained)
-
+    lower = decide_lowercase(lowercase, pretrained)
+    settings = NewWordSettings(method=method, window=window, min_contexts=min_contexts, sif=sif,
+                               fit_min_count=fit_min_count, seed=seed, min_count=min_count, max_new=max_new,
+                               new_words=new_words_file)
     with Corpus(corpus, lowercase=lower, tokenize=tokenize, vocabulary=pretrained.index) as text:
         message(f"Counting {corpus} ...")
-        counts, total_words, n_lines = text.count()
-        if total_words == 0:
-            raise EmbedtuneError("the corpus has no words", text.path)
-        lowered = []
-        listed = read_new_words(new_words_file, lower, lowered) if new_words_file else None
-        for note in listed_notes(new_words_file, listed, pretrained, lowered) if listed else ():
-            message(f"Note: {note}")
-        min_count = effective_min_count(min_count, listed is not None)
-        new_words = pick_new_words(counts, pretrained, min_count, max_new, listed)
-        bar = None
-        if show_progress() and method != "random" and new_words:
-            from tqdm import tqdm
+        added = add_new_words(pretrained, text, settings, progress=progress_bar if show_progress() else None,
+                              note=lambda note: message(f"Note: {note}"))
 
-            bar = tqdm(total=total_words, unit="word", unit_scale=True, file=sys.stderr, desc="contexts",
-                       dynamic_ncols=True)
-        try:
-            result = initial_vectors(pretrained, text, new_words, method, window=window, min_contexts=min_contexts,
-                                     counts=counts, sif=sif, fit_min_count=fit_min_count, seed=seed,
-                                     progress=bar.update if bar is not None else None)
-        finally:
-            if bar is not None:
-                bar.close()
-
-    out = Vectors(pretrained.words + new_words, np.vstack([pretrained.matrix, result.matrix]))
+    out = added.appended_to(pretrained)
     formats.save_vectors(out, output, out_format)
-
-    summary = {"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
-               "tokenize": tokenize, "corpus_words": total_words, "corpus_lines": n_lines, "pretrained": len(pretrained),
-               "new": len(new_words), "min_count": min_count, "from_context": result.n_from_context,
-               "too_few_contexts": result.n_too_few, **listed_report(listed, pretrained, counts),
-               **result.stats}
-    fitted = f", map fitted on {counted(result.stats['fit_words'], 'word')}" if "fit_words" in result.stats else ""
-    if method == "random":
-        started = ("it starts" if len(new_words) == 1 else f"all {len(new_words):,} start") + " random (--init random)"
-    elif method == "form-context":
-        started = (f"{result.n_from_context:,} start from their contexts and spelling (form-context, window {window}"
-                   f"{fitted}, spelling fitted on {result.stats.get('form_fit_words', 0):,} words"
-                   + (f", mix fitted on {result.stats['probe_words']:,} corpus words playing rare ones"
-                      if result.stats.get("probe_words") else "") + "), "
-                   f"{result.stats.get('from_form_only', 0):,} had fewer than {counted(min_contexts, 'context')} and "
-                   f"start from their spelling alone, {result.n_too_few:,} start random")
-    else:
-        started = (f"{result.n_from_context:,} start from their contexts ({method}, window {window}{fitted}), "
-                   f"{result.n_too_few:,} had fewer than {counted(min_contexts, 'context')} and start random")
-    chosen = (f"listed in {new_words_file}" + (f" or seen {min_count}+ times" if min_count else "")
-              if listed is not None else f"seen {min_count}+ times")
-    message(f"Added {counted(len(new_words), 'new word')} {chosen} in {counted(total_words, 'corpus word')}: "
-            f"{started}; {result.stats['seconds']:.1f} s")
-    if "method_note" in result.stats:
-        message(f"Note: {result.stats['method_note']}")
+    for line in added.report():
+        message(line)
     if output != "-":
         message(f"Wrote {counted(len(out), 'vector')} to {output}")
     if json_out:
-        write_json(summary, json_out)
+        write_json({"vectors": vectors, "corpus": corpus, "output": output, "format": out_format, "lowercase": lower,
+                    "tokenize": tokenize, **added.summary(pretrained)}, json_out)
+
+
+@contextlib.contextmanager
+def progress_bar(total_words: int):
+    """The context pass's progress on standard error, in corpus words."""
+    from tqdm import tqdm
+
+    with tqdm(total=total_words, unit="word", unit_scale=True, file=sys.stderr, desc="contexts",
+              dynamic_ncols=True) as bar:
+        yield bar.update

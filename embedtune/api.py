@@ -68,9 +68,10 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     """Fine-tune ``vectors`` on ``corpus`` and return the result; ``embedtune train`` from Python.
 
     vectors : a path (any supported format, detected; ``format=`` to name it) or a :class:`Vectors`.
-        With a Vectors, ``objective="auto"`` means sgns (the file format is unknown); pass
-        ``objective="glove"`` or ``format="glove"`` for GloVe vectors.
-    corpus : None for ``objective="retrofit"`` (it reads ``lexicon=``); else a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
+        With a Vectors, ``objective="auto"`` means the default objective (the file format is unknown):
+        pass ``format=`` (or ``objective=``) to have the one its format declares.
+    corpus : None for an objective that reads no corpus (it reads its own files, named by its
+        options); else a path (``.gz``/``.bz2`` too), or sentences: an iterable of strings or of token lists
         (a list, a re-iterable like gensim's corpora, or a generator, spooled to a temporary file).
     config : a TOML config file or a Config; ``options`` override it, as on the command line.
     progress : called with an :class:`embedtune.training.Progress` now and then.
@@ -86,6 +87,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
     """
     from embedtune.checks import objective_of
+    from embedtune.objectives import registered
     from embedtune.run import Reading, run
 
     config = options_config(options, config)
@@ -94,12 +96,15 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
         config = dataclasses.replace(config, corpus=corpus)
     if not isinstance(vectors, Vectors):
         config = dataclasses.replace(config, vectors=os.fspath(vectors))
-    reads_corpus = objective_of(config).reads_corpus()
-    if not reads_corpus and corpus is not None:   # retrofit reads config.lexicon
-        raise EmbedtuneError(f"objective {config.train.objective} reads no corpus; pass lexicon= (and antonyms=) "
+    objective = objective_of(config)
+    if not objective.modes.corpus and corpus is not None:
+        raise EmbedtuneError(f"objective {config.train.objective} reads no corpus; pass {_own_files(objective)} "
                              "instead")
-    if reads_corpus and corpus is None:
-        raise EmbedtuneError("fine_tune needs a corpus (only objective='retrofit' reads a lexicon instead)")
+    if objective.modes.corpus and corpus is None:
+        readers = [f"objective={name!r} reads {_own_files(cls)}" for name, cls in registered().items()
+                   if not cls.modes.corpus]
+        raise EmbedtuneError("fine_tune needs a corpus" + (f" ({'only ' if len(readers) == 1 else ''}"
+                                                           f"{'; '.join(readers)} instead)" if readers else ""))
     result = run(config, vectors=vectors if isinstance(vectors, Vectors) else None,
                  sentences=None if corpus is None or isinstance(corpus, str) else checked_sentences(corpus),
                  reading=Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), resume=resume,
@@ -108,6 +113,12 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     # The run returns the input matrix with the trained rows put in place (PatchedVectors, for writing
     # a block at a time); a caller of the library gets a plain Vectors of its own.
     return out if isinstance(out, Vectors) else Vectors(out.words, out.matrix)
+
+
+def _own_files(objective) -> str:
+    """The options naming the files an objective reads besides VECTORS: "lexicon= (and antonyms=)"."""
+    names = [f"{key.name}=" for key in objective.keys if key.table == "" and key.role == "read"]
+    return names[0] + "".join(f" (and {name})" for name in names[1:])
 
 
 def checked_sentences(sentences):

@@ -238,7 +238,7 @@ def objective_of(config):
 def missing_argument(config) -> str | None:
     """What a run's arguments lack or have too much of (a usage error), or None."""
     objective = objective_of(config)
-    for key in ("vectors", "corpus", "output") if objective.reads_corpus() else ("vectors", "output"):
+    for key in ("vectors", "corpus", "output") if objective.modes.corpus else ("vectors", "output"):
         if getattr(config, key) is None:
             return f"missing {key.upper()} (give it as an argument{'' if key != 'output' else ' (-o)'} or in --config)"
     return objective.argument_problem(config)

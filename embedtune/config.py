@@ -30,7 +30,7 @@ DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say 
 # read them there, and train.objective's values are that registry's names.
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
-INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.init.METHODS
+INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.newwords.defaults.METHODS
 AUTO = registry.AUTO
 
 # Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.plan import Plan
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, decide_lowercase
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class RunResult:
         setup, loop and write
     written : the frozen rows' read-back (embedtune.training.FrozenRowsCheck), None when nothing was
         written (no output, or a worker of several that is not the chief)
-    report : what to tell the person who ran it, a line each (Objective.report_lines)
+    report : what to tell the person who ran it, a line each (Objective.describe)
     """
 
     vectors: Vectors
@@ -94,7 +94,6 @@ class _Loaded:
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream."""
     from embedtune import formats
-    from embedtune.runplan import decide_lowercase
 
     if vectors is None:
         in_format = config.format or formats.detect_format(config.vectors)
@@ -106,7 +105,7 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
             on_load(config.vectors)
         vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
-    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config, vectors), seconds)
+    return _Loaded(vectors, resolve(config), out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
 
 
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
@@ -117,8 +116,8 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     loaded = _load(config, None, reading, on_load, note)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
-    if objective.closed_form:   # no corpus, no loop: the objective plans itself
-        d = objective.dry_run(vectors, config, loaded.lowercase, resume, workers)
+    if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
+        d = objective.closed_form.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
         from embedtune.runplan import describe, plan_run
 
@@ -128,7 +127,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
             objective.dry_run_reads(corpus)   # what training reads beyond the corpus, for its errors
         d = describe(planned, vectors, workers)
     d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)
-    return DryRun(d, objective.dry_run_lines(d, loaded.config))
+    return DryRun(d, objective.describe.dry_run_lines(d, loaded.config))
 
 
 def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable | None = None,
@@ -160,7 +159,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as held:
         corpus = None
-        if objective.reads_corpus():
+        if objective.modes.corpus:
             source = config.corpus if sentences is None else sentences
             corpus = held.enter_context(objective.open_corpus(source, config, lowercase=loaded.lowercase,
                                                               tokenize=config.vocab.tokenize,
@@ -176,7 +175,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
-        polled = held.enter_context(stop) if stop is not None and not objective.closed_form else None
+        polled = held.enter_context(stop) if stop is not None and objective.closed_form is None else None
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,
                        strategy=strategy_from_env())
@@ -201,7 +200,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
 
         made = after_run(out, vectors, result.init)
         out.stats.setdefault("seconds", {}).update({key: round(value, 3) for key, value in made.items()})
-    out.report = objective.report_lines(out, config)
+    out.report = objective.describe.report_lines(out, config)
     return out
 
 

@@ -17,12 +17,12 @@ from embedtune import kernels
 from embedtune.config import Config, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import choose_method, is_lowercase_vocabulary
-from embedtune.newwords import effective_min_count, listed_notes, listed_report, pick_new_words, read_new_words
+from embedtune.newwords.choose import choose_new_words
+from embedtune.newwords.contexts import choose_method
 from embedtune.objectives import objective_class
 from embedtune.plan import Plan, make_plan
 from embedtune.training.checkpoints import folder as checkpoint
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, decide_lowercase
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
@@ -69,36 +69,26 @@ class RunPlan:
     reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
 
 
-def decide_lowercase(config: Config, vectors: Vectors) -> bool:
-    """--lowercase yes/no, or auto: as the vectors' vocabulary is (GloVe's is lower-case). Decided
-    once a run (embedtune.run), and the corpus opened so."""
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase
-
-
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
               corpus_path: str | None, lowercase: bool | None = None) -> tuple[list[str], Plan]:
     """The new words and the freeze plan for a counted corpus, refused when there is nothing to
     train: the checks ``train`` and ``--dry-run`` share, with the same messages. ``lowercase``: the
-    corpus's (None: ``decide_lowercase``)."""
+    corpus's (None: embedtune.vectors.decide_lowercase)."""
     if total_words == 0:
         raise EmbedtuneError("the corpus has no words", corpus_path)
     v = config.vocab
-    listed, lowered = None, []
-    if v.new_words:   # lower-cased as the corpus is
-        if lowercase is None:
-            lowercase = decide_lowercase(config, vectors)
-        listed = read_new_words(v.new_words, lowercase, lowered)
-    min_count = effective_min_count(v.min_count, listed is not None)
-    new_words = pick_new_words(counts, vectors, min_count, v.max_new, listed)
+    if v.new_words and lowercase is None:   # the list is lower-cased as the corpus is
+        lowercase = decide_lowercase(config.vocab.lowercase, vectors)
+    chosen = choose_new_words(vectors, counts, v.min_count, v.max_new, v.new_words, lowercase)
+    new_words, min_count = chosen.words, chosen.min_count
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
             f"seen --min-count ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
-    if listed is not None:   # what init's summary says too (docs/new-words.md)
-        plan.listed = listed_report(listed, vectors, counts)
-        plan.notes += listed_notes(v.new_words, listed, vectors, lowered)
+    if chosen.listed is not None:   # what init's summary says too (docs/new-words.md)
+        plan.listed = chosen.report
+        plan.notes += chosen.notes
     seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
     if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
@@ -133,15 +123,15 @@ def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = Fa
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.form import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
-    from embedtune.starts import DEFAULT_PROBES, DEFAULT_SLOTS
+    from embedtune.newwords.spelling import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.newwords.fitted import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
         return 0
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
-    # the new words' buckets and the probe words' (embedtune.starts), whose context sums are held too
+    # the new words' buckets and the probe words' (embedtune.newwords.fitted), whose context sums are held too
     kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
     probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
     return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)

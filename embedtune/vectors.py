@@ -332,3 +332,16 @@ class PatchedVectors:
     @cached_property
     def index(self) -> WordIndex:
         return WordIndex(self.words)
+
+
+def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
+    """True when the vectors' first ``sample`` words hold no upper-case one (GloVe's vocabulary)."""
+    return not any(w != w.lower() for w in vectors.words[:sample])
+
+
+def decide_lowercase(setting: str | None, vectors: Vectors) -> bool:
+    """Whether text read against ``vectors`` is lower-cased: ``--lowercase`` (``vocab.lowercase``) yes or
+    no, or auto (anything else): as the vectors' vocabulary is. The one rule of train, its dry run, init
+    and retrofit's lexicons; each run decides it once."""
+    lowercase = {"yes": True, "no": False}.get(setting)
+    return is_lowercase_vocabulary(vectors) if lowercase is None else lowercase

@@ -8,6 +8,7 @@ Run as the command (``python tests/debug_worker.py train ...``): it gives `embed
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -21,6 +22,8 @@ import numpy as np
 from embedtune import distribute
 from embedtune.corpus import HeldLines, ShareCount, merge_counts
 from embedtune.distribute.shares import MORE, CorpusShare, WorkerShare, batch_part, global_words, share_batches
+from embedtune.errors import EmbedtuneError
+from embedtune.objectives.classify import Classify
 from embedtune.training.batches import Batch, step_groups
 from embedtune.training.step import TensorFlowStep, choose_step
 from embedtune.training.strategy import OneProcess
@@ -53,9 +56,40 @@ class HeldShares(HeldLines):
         return self.corpus.numbered_lines()
 
 
+def share_part(objective, k: int, size: int):
+    """Share k of ``size``'s own objective where one process trains every share's batches: its part of the
+    batch and its own cache of chunks (sgns and glove: 1 / size of its batch_size; classify: share k's own
+    lines, at a part's lines a batch)."""
+    part = copy.copy(objective)
+    if isinstance(objective, Classify):
+        part.share_index, part.lines_per_batch = k, objective.part_lines
+    elif objective.name in ("sgns", "glove"):
+        part.batch_size = objective.batch_size // size
+    else:
+        raise EmbedtuneError(f"the {objective.name} objective's batches cannot be split into shares in one process")
+    return part
+
+
+def concatenated(objective, raws: list[dict]) -> dict:
+    """The shares' batches (``share_part``'s) as one global batch: each entry concatenated, the pairs summed.
+    classify's as one batch of its lines_per_batch: the words one after another, each part's slots and line
+    segments moved past the parts before it (a padding token's segment to the last, padding one)."""
+    if not isinstance(objective, Classify):
+        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
+        batch["pairs"] = sum(raw["pairs"] for raw in raws)
+        return batch
+    lines, width, B = len(raws[0]["targets"]), len(raws[0]["word"]), objective.lines_per_batch
+    batch = {key: np.concatenate([raw[key] for raw in raws]) for key in ("word", "weight", "targets")}
+    batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
+    batch["segment"] = np.concatenate([np.where(raw["segment"] == lines, B, raw["segment"] + k * lines)
+                                       for k, raw in enumerate(raws)]).astype(np.int32)
+    batch["pairs"] = sum(raw["pairs"] for raw in raws)
+    return batch
+
+
 class Shares(OneProcess):
     """N workers' shares trained in one process: each step's global batch is the N shares' batches
-    (B / N units each, padding for a share that has ended) concatenated (Objective.part, .concatenate),
+    (B / N units each, padding for a share that has ended) concatenated (share_part, concatenated),
     the step the single process's over B units; the multi-worker run gathers the same slices, so the
     two agree up to the order of float32 sums. Steps, learning rates and positions follow Worker's rules."""
 
@@ -84,7 +118,7 @@ class Shares(OneProcess):
 
     def make_step(self, trainer, words, side, note):
         objective = trainer.objective
-        self.parts = [objective.part(k, self.size) for k in range(self.size)]
+        self.parts = [share_part(objective, k, self.size) for k in range(self.size)]
         self.padding = self.parts[0].padding_batch()
         # The shares' batches can hold the same row, as the workers' gathered slices: merged. A compiled
         # step that updates each of a batch's rows once (an objective whose batches are distinct) cannot take them.
@@ -107,7 +141,7 @@ class Shares(OneProcess):
             for k, (b, after) in enumerate(zip(current, following)):
                 shares[k] = [b.chunk, b.batch, b.words_done, int(after is not None)] if b is not None else [
                     *shares[k][:MORE], 0]
-            batch = trainer.objective.concatenate([b.tensors if b is not None else self.padding for b in current])
+            batch = concatenated(trainer.objective, [b.tensors if b is not None else self.padding for b in current])
             step += 1
             positions = [list(s) for s in shares]
             yield Batch(trainer.prepare(batch), batch["pairs"], 0, step, None,

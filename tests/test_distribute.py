@@ -396,7 +396,7 @@ def test_context_sums_of_the_shares_add_up_to_the_whole_corpus_with_sampled_occu
     """What each worker's context pass adds up (init.context_sums on a share): every share's sums,
     weights and contexts summed are the whole corpus's, the same occurrences kept where ``keep``
     samples them (each occurrence's draw is its own, not the next of a stream)."""
-    from embedtune.init import context_sums, sif_weights
+    from embedtune.newwords.contexts import context_sums, sif_weights
     from train_fixtures import glove
 
     vectors = glove(3000)

@@ -224,7 +224,8 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 
 
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
-    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.init", "embedtune.runplan",
+    modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan", "embedtune.corpus", "embedtune.newwords",
+               "embedtune.newwords.methods", "embedtune.runplan",
                "embedtune.formats", "embedtune.compare", "embedtune.training.checkpoints", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
@@ -298,8 +299,7 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
 
     import numpy as np
 
-    import embedtune.init
-    import embedtune.runplan
+    import embedtune.vectors
     from embedtune.config import Config, merge
     from embedtune.run import dry_run
     from embedtune.runplan import plan_rows
@@ -307,9 +307,8 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
 
     (folder / "new.txt").write_text("Zebu\n", encoding="utf-8")
     calls = []
-    decide = embedtune.init.is_lowercase_vocabulary
-    for module in (embedtune.init, embedtune.runplan):   # runplan's own copy of the rule, if any
-        monkeypatch.setattr(module, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v), raising=False)
+    decide = embedtune.vectors.is_lowercase_vocabulary
+    monkeypatch.setattr(embedtune.vectors, "is_lowercase_vocabulary", lambda v: calls.append(1) or decide(v))
     config = merge(Config(), {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt"),
                               "new_words": str(folder / "new.txt"), "objective": "sgns"})
     assert dry_run(config).description["new"] == 1
@@ -318,6 +317,31 @@ def test_lower_casing_is_decided_once_and_new_words_follow_the_corpus(folder, mo
     words = Vectors(["the", "cat"], np.ones((2, 3), np.float32))
     assert plan_rows(words, Counter({"the": 2}), 2, config, None, lowercase=False)[0] == ["Zebu"]
     assert plan_rows(words, Counter({"the": 2}), 2, config, None)[0] == ["zebu"]
+
+
+def test_train_init_and_retrofit_follow_one_lower_case_decision(folder, monkeypatch):
+    """--lowercase auto is one rule (embedtune.vectors.decide_lowercase), asked once by each command:
+    told that GloVe's vocabulary is not lower-case, each keeps the case of what it reads."""
+    import embedtune.vectors
+    from embedtune.config import Config, merge
+    from embedtune.objectives.retrofit import plan_retrofit
+    from embedtune.run import dry_run
+
+    calls = []
+    monkeypatch.setattr(embedtune.vectors, "is_lowercase_vocabulary", lambda v: calls.append(1) or False)
+    paths = {"vectors": str(folder / "glove.txt"), "corpus": str(folder / "corpus.txt")}
+    assert dry_run(merge(Config(), {**paths, "objective": "sgns"})).description["lowercase"] is False
+    assert len(calls) == 1
+    result = run(["init", folder / "glove.txt", folder / "corpus.txt", "-o", folder / "out.txt", "--init", "random",
+                  "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["lowercase"] is False and len(calls) == 2
+    (folder / "syn.txt").write_text("Big large\nbig huge\n", encoding="utf-8")
+    from embedtune.formats import load_vectors
+
+    config = merge(Config(), {**paths, "objective": "retrofit", "lexicon": str(folder / "syn.txt")})
+    _, lowercase, _, _ = plan_retrofit(load_vectors(str(folder / "glove.txt")), config)
+    assert lowercase is False and len(calls) == 3
 
 
 def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
@@ -338,7 +362,7 @@ def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
 def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method):
     """The context weights and the context pass both want the corpus's words' rows: one lookup."""
     from embedtune.corpus import Corpus
-    from embedtune.init import initial_vectors
+    from embedtune.newwords.methods import initial_vectors
     from embedtune.vectors import WordIndex
     from train_fixtures import glove, sample_lines
 

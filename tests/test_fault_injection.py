@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +101,25 @@ class Run:
         while (left := group(self.process.pid) + [p for p in self.others if alive(p)]) and time.monotonic() < deadline:
             time.sleep(0.02)
         return left
+
+
+@dataclass
+class Resume:
+    """A stopped run that left a checkpoint: `--resume` must give the uninterrupted run's bytes."""
+    moment: Moment
+    code: int             # the stopped run's exit code
+    stderr: str
+    args: list
+    out: Path
+
+    def run(self, wanted: bytes) -> str:
+        """Resume in this process; the problem, or ''."""
+        resumed = run([*self.args, "--resume"])
+        if resumed.exit_code != 0 or self.out.read_bytes() != wanted:
+            return (f"{self.moment}: --resume after exit {self.code}: exit {resumed.exit_code}, output "
+                    f"{'equal to' if self.out.exists() and self.out.read_bytes() == wanted else 'not'} the "
+                    f"uninterrupted run's\n{self.stderr}\n--- resumed:\n{resumed.output}")
+        return ""
 
 
 def complete_checkpoints(folder: Path) -> list[str]:
@@ -185,7 +204,7 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         assert done.exit_code == 0, done.output
         return out.read_bytes()
 
-    def scenario(k: int, moment: Moment) -> str:
+    def scenario(k: int, moment: Moment) -> str | Resume:
         folder = tmp_path / f"run{k}"
         (folder / "out").mkdir(parents=True)
         checkpoints = folder / "ckpt"
@@ -205,14 +224,7 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
             return f"{moment}: exit {code} and an output that is not the uninterrupted run's\n{stderr}"
         if code == 0 or not complete_checkpoints(checkpoints):
             return ""
-        wanted = uninterrupted.result(timeout=WAIT * 2)
-        resumed = subprocess.run([*start_args(), *map(str, args), "--resume"], capture_output=True, text=True,
-                                 timeout=WAIT * 2)
-        if resumed.returncode != 0 or out.read_bytes() != wanted:
-            return (f"{moment}: --resume after exit {code}: exit {resumed.returncode}, output "
-                    f"{'equal to' if out.exists() and out.read_bytes() == wanted else 'not'} the uninterrupted "
-                    f"run's\n{stderr}\n--- resumed:\n{resumed.stderr}")
-        return ""
+        return Resume(moment, code, stderr, args, out)
 
     def convert_reference() -> bytes:
         out = tmp_path / "converted.vec"
@@ -222,13 +234,19 @@ def test_signals_at_random_moments_in_every_phase(tmp_path, corpus, big_text):  
         return out.read_bytes()
 
     uninterrupted: Future = Future()
+    problems = []
     with ThreadPoolExecutor(3) as pool:
         converted = pool.submit(convert_reference)
-        results = pool.map(scenario, range(len(draw)), draw)   # all under way now
+        runs = [pool.submit(scenario, k, moment) for k, moment in enumerate(draw)]   # all under way now
         try:   # the reference in this thread (a command's signal handlers need the main thread), meanwhile
             uninterrupted.set_result(reference())
         except BaseException as error:
             uninterrupted.set_exception(error)
             raise
-        problems = [p for p in results if p]
+        # A resume gets no signal: it runs in this thread too, as its stopped run ends, while the pool's
+        # threads go on with the other moments; no TensorFlow start of its own.
+        for done in as_completed(runs):
+            outcome = done.result()
+            problems.append(outcome.run(uninterrupted.result()) if isinstance(outcome, Resume) else outcome)
+    problems = [p for p in problems if p]
     assert not problems, "\n\n".join(problems)

@@ -1,4 +1,5 @@
-"""The form model (embedtune.form) and the form-context start (embedtune.init, `init`/`train --init form-context`)."""
+"""The spelling model (embedtune.newwords.spelling) and the form-context start (embedtune.newwords.methods,
+`init`/`train --init form-context`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 
 from embedtune.corpus import Corpus
-from embedtune.form import FormModel, fit_form, piece_hash, piece_matrix, pieces
+from embedtune.newwords.spelling import FormModel, _fnv, fit_form, piece_matrix, pieces
 from embedtune.formats import load_vectors
-from embedtune.init import combine_form_context, initial_vectors
+from embedtune.newwords.contexts import combine_form_context
+from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 
 from train_fixtures import SAMPLE_CORPUS, bits, glove, run, write_glove_text
@@ -38,11 +40,14 @@ def fnv1a(piece):
     return h
 
 
-def test_piece_hash_is_fnv1a():
-    # The published FNV-1a 32-bit test vectors (www.isthe.com/chongo/tech/comp/fnv).
-    assert piece_hash("") == 0x811C9DC5
-    assert piece_hash("a") == 0xE40C292C
-    assert piece_hash("foobar") == 0xBF9CF968
+def test_the_piece_hash_is_fnv1a():
+    # The published FNV-1a 32-bit test vectors (www.isthe.com/chongo/tech/comp/fnv), by the reference
+    # above and by the vectorised hash piece_matrix uses, all three pieces hashed at once.
+    pieces_, expected = ["", "a", "foobar"], [0x811C9DC5, 0xE40C292C, 0xBF9CF968]
+    assert [fnv1a(piece) for piece in pieces_] == expected
+    codes = np.frombuffer("".join(pieces_).encode("utf-32-le"), np.uint32)
+    lengths = np.array([len(piece) for piece in pieces_])
+    assert _fnv(codes, np.cumsum(lengths) - lengths, lengths).tolist() == expected
 
 
 @pytest.mark.parametrize("word", ["a", "of", "the", "tigers", "insurgency", "aaaaaa", "naïve", "東京", "antidisestablishmentarianism", "ab"])
@@ -183,7 +188,7 @@ def test_cli_init_form_context_keeps_glove_rows_and_reports_the_form_fit(files, 
     result = run(["init", files["vectors"], files["corpus"], "-o", out, "--init", "form-context", "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # the probe words (embedtune.starts) are left out of the spelling fit, to be predicted as new words are
+    # the probe words (embedtune.newwords.fitted) are left out of the spelling fit, to be predicted as new words are
     assert summary["method"] == "form-context" and summary["form_fit_words"] == 5000 - summary["probe_words"]
     assert "spelling" in result.stderr
     written = load_vectors(out)

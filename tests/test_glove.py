@@ -152,7 +152,7 @@ def test_glove_with_the_anchor_converges_to_the_minimiser_of_the_loss_as_written
     # anchor, a proximal step, weighs the same as that term (and not, say, sqrt(accumulator) times it).
     import scipy.optimize
 
-    from embedtune.init import initial_vectors
+    from embedtune.newwords.methods import initial_vectors
     from embedtune.plan import make_plan
     from embedtune.training.trainer import Trainer
 

@@ -1,4 +1,4 @@
-"""New-word starting vectors from contexts (embedtune.init) and the `embedtune init` command."""
+"""New-word starting vectors from contexts (embedtune.newwords.methods) and the `embedtune init` command."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors, save_vectors
-from embedtune.init import context_sums, fit_alacarte, initial_vectors, pick_new_words, sif_weights
+from embedtune.newwords.choose import pick_new_words
+from embedtune.newwords.contexts import context_sums, fit_alacarte, sif_weights
+from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 
 CONTEXT_METHODS = ["context-mean", "alacarte"]

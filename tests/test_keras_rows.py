@@ -21,6 +21,14 @@ from embedtune.keras import Embedding, LazyRows  # noqa: E402
 from embedtune.training.optimizers import OPTIMIZERS, cap_rows, merge_rows  # noqa: E402
 from embedtune._tf import tf  # noqa: E402
 
+@pytest.fixture(autouse=True)
+def seeded():
+    """Keras's initialisers are random ops: seeded, so that a test runs where an earlier deterministic run
+    in the same process (`--deterministic` turns TensorFlow's op determinism on for the process, and
+    nothing turns it off) would make unseeded ones an error."""
+    keras.utils.set_random_seed(1234)
+
+
 V, DIM, FROZEN = 60, 5, 30
 TARGET = np.linspace(-1, 1, DIM, dtype=np.float32)
 

@@ -20,53 +20,64 @@ import pytest
 from embedtune.training import host
 from train_fixtures import REPO, SAMPLE_CORPUS, SAMPLE_VECTORS
 
-# Allocator statistics exist only for a pooling allocator: glibc's malloc has none to give.
-PROBE = """
+# A deterministic Adam run (`embedtune train`, in a process of its own: the allocator is chosen when
+# TensorFlow's runtime starts), then, in the same process, which allocator it ran on: allocator statistics
+# exist only for a pooling allocator, glibc's malloc has none to give. One process answers both
+# questions (which allocator, which bits), so each setting costs one TensorFlow start.
+TRAIN_AND_PROBE = """
+import sys
+from embedtune.cli.main import cli
+try:
+    cli.main(sys.argv[1:], prog_name="embedtune")
+except SystemExit as done:
+    if done.code:
+        raise
+assert "tensorflow" in sys.modules, "the run never started TensorFlow: no allocator was used"
 from embedtune._tf import tf
-tf.constant([1.0, 2.0]) * 2.0
 try:
     tf.config.experimental.get_memory_info("CPU:0")
     print("pool")
 except ValueError:
     print("malloc")
+sys.stdout.flush()
+import os
+os._exit(0)   # as the command itself ends (cli.main.exit_now): no interpreter teardown after TensorFlow
 """
-
-
-def allocator(**env) -> str:
-    environ = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env={**environ, **env}, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def test_cpu_tensors_come_from_tensorflows_pool():
-    assert allocator() == "pool"
-
-
-def test_a_users_own_allocator_choice_is_kept():
-    assert allocator(TF_CPU_ALLOCATOR_USE_BFC="false") == "malloc"
 
 
 def train(out, **env) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
     head = out.parent / "corpus.txt"
-    if not head.exists():
-        with open(SAMPLE_CORPUS, encoding="utf-8") as f:
-            head.write_text("".join(f.readlines()[:120]), encoding="utf-8")
+    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+        head.write_text("".join(f.readlines()[:120]), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "embedtune.cli.main", "train", str(SAMPLE_VECTORS), str(head), "--freeze-top", "5000",
+        [sys.executable, "-c", TRAIN_AND_PROBE, "train", str(SAMPLE_VECTORS), str(head), "--freeze-top", "5000",
          "--optimizer", "adam", "--objective", "sgns", "--epochs", "1", "--batch-size", "256", "--deterministic",
          "-o", str(out)], cwd=REPO, env={**environ, **env}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     return result
 
 
-def test_the_pool_changes_no_bit_of_a_deterministic_adam_run(tmp_path):
-    pooled = train(tmp_path / "pool.txt")
-    plain = train(tmp_path / "malloc.txt", TF_CPU_ALLOCATOR_USE_BFC="false")
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The run with TensorFlow's pool as embedtune sets it, and with a user's TF_CPU_ALLOCATOR_USE_BFC=false."""
+    folder = tmp_path_factory.mktemp("allocators")
+    return {"pool": (train(folder / "pool.txt"), folder / "pool.txt"),
+            "malloc": (train(folder / "malloc.txt", TF_CPU_ALLOCATOR_USE_BFC="false"), folder / "malloc.txt")}
+
+
+def test_cpu_tensors_come_from_tensorflows_pool(trained):
+    assert trained["pool"][0].stdout.strip() == "pool"
+
+
+def test_a_users_own_allocator_choice_is_kept(trained):
+    assert trained["malloc"][0].stdout.strip() == "malloc"
+
+
+def test_the_pool_changes_no_bit_of_a_deterministic_adam_run(trained):
+    (pooled, pool_out), (plain, malloc_out) = trained["pool"], trained["malloc"]
     assert "all bit-identical to the input" in pooled.stderr
-    assert (tmp_path / "pool.txt").read_bytes() == (tmp_path / "malloc.txt").read_bytes()
+    assert pool_out.read_bytes() == malloc_out.read_bytes()
     assert "Trained" in plain.stderr
 
 

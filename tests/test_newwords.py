@@ -1,4 +1,5 @@
-"""--new-words FILE (embedtune.newwords) and the starts fitted on the corpus's own words (embedtune.starts)."""
+"""--new-words FILE (embedtune.newwords.choose) and the starts fitted on the corpus's own words
+(embedtune.newwords.fitted)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import pytest
 from embedtune.config import Config, VocabConfig, merge
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import context_sums
-from embedtune.newwords import effective_min_count, pick_new_words, read_new_words
+from embedtune.newwords.choose import effective_min_count, pick_new_words, read_new_words
+from embedtune.newwords.contexts import context_sums
 from embedtune.runplan import plan_rows
-from embedtune.starts import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
+from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
 from embedtune.vectors import Vectors
 
-from train_fixtures import glove, run, write_glove_text
+from train_fixtures import bits, glove, make_config, run, sample_lines, write_glove_text
 
 
 def small_vectors():
@@ -78,6 +79,32 @@ def test_cli_init_new_words_reports_the_words_without_context(tmp_path):
     bad = run(["init", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o2.txt",
                "--new-words", tmp_path / "none.txt"])
     assert bad.exit_code == 1 and "none.txt: no such word-list file" in bad.output
+
+
+def test_init_and_train_start_new_words_by_one_call(tmp_path):
+    """`embedtune init` is add_new_words and its output; train makes the same call for the words its plan
+    chose: the same words start from the same bits (form-context, the default: its spelling fit and probes)."""
+    from embedtune.formats import load_vectors
+    from embedtune.newwords import NewWordSettings, add_new_words
+    from embedtune.training import train
+
+    vectors = glove(3000)
+    write_glove_text(vectors, tmp_path / "v.txt")
+    lines = sample_lines(80)
+    (tmp_path / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = str(tmp_path / "c.txt")
+    added = add_new_words(vectors, Corpus(corpus, lowercase=True), NewWordSettings(min_count=3))
+    assert len(added.chosen.words) > 5 and added.start.stats["method"] == "form-context"
+    result = run(["init", tmp_path / "v.txt", tmp_path / "c.txt", "-o", tmp_path / "o.txt", "--min-count", "3",
+                  "--tokenize", "none"])
+    assert result.exit_code == 0, result.output
+    written = load_vectors(str(tmp_path / "o.txt"))
+    assert written.words[len(vectors):] == added.chosen.words
+    assert bits(written.matrix[len(vectors):]).tolist() == bits(added.start.matrix).tolist()
+    trained = train(vectors, Corpus(corpus, lowercase=True),
+                    make_config({"min_count": 3}, objective="sgns", max_steps=1, seed=1))
+    assert trained.plan.words[len(vectors):] == added.chosen.words
+    assert bits(trained.init.matrix).tolist() == bits(added.start.matrix).tolist()
 
 
 def test_probe_buckets_are_nested_and_the_last_holds_every_occurrence():

@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from embedtune.cli.main import cli
 from embedtune.distribute import server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
-from embedtune.distribute.serve import ENV_WAIT, loopback_cluster, task_config
+from embedtune.distribute.serve import ENV_WAIT, task_config
 from embedtune.errors import EmbedtuneError
 
+from loopback import loopback_cluster
 from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, write_glove_text
 
 FROZEN = 1000
@@ -128,6 +129,26 @@ def test_what_is_not_built_is_refused_before_anything_loads(files, tmp_path, mon
     assert result.exit_code == 1 and "Loading" not in result.output
     line = one_error_line(result.output)
     assert words in line and "a parameter-server run does not take" in line and "docs/scale-out.md" in line
+
+
+def test_which_objectives_train_on_parameter_servers_is_their_declared_mode(monkeypatch):
+    """serve.check_server_run reads each objective's ``modes``, not a list of names: auto (sgns or glove, by
+    the vectors' format) passes, classify is refused naming those that declare the mode, and classify
+    declaring it would pass."""
+    from embedtune.config import Config, TrainConfig
+    from embedtune.distribute.cluster import ServerCluster
+    from embedtune.distribute.serve import check_server_run
+    from embedtune.objectives.base import Modes
+    from embedtune.objectives.classify import Classify
+
+    cluster = ServerCluster(loopback_cluster(ps=1, workers=1), "chief", 0)
+    for objective, format in (("auto", None), ("auto", "glove"), ("sgns", None), ("glove", None)):
+        check_server_run(Config(format=format, train=TrainConfig(objective=objective)), False, 1, cluster)
+    classify = Config(train=TrainConfig(objective="classify"))
+    with pytest.raises(EmbedtuneError, match=r"--objective classify \(sgns and glove train on parameter servers\)"):
+        check_server_run(classify, False, 1, cluster)
+    monkeypatch.setattr(Classify, "modes", Modes(parameter_servers=True))
+    check_server_run(classify, False, 1, cluster)
 
 
 def test_a_chief_whose_servers_do_not_answer_stops_with_one_line(files, tmp_path, monkeypatch):

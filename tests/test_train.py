@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.init import is_lowercase_vocabulary
 from embedtune.training import train
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, is_lowercase_vocabulary
 
 from train_fixtures import (HIDDEN, SAMPLE_CORPUS, bits, glove, make_config, sample_lines, true_ranks,
                             write_glove_text)

@@ -231,13 +231,13 @@ def test_listed_new_words_are_summed_up_and_said_in_train_as_in_init(tmp_path, n
 
 
 def test_counts_of_one_are_singular():
-    from embedtune.objectives.base import Objective
+    from embedtune.report.text import Describe
 
     stats = dict(epochs=1, corpus_words=1, stopped_at_limit=None, trained_rows=1, new=0, objective="sgns",
                  words_per_second=1, train_seconds=1.0, total_seconds=1.0, loss_first=1.0, loss_last=1.0,
                  frozen_rows_checked=1)
     result = SimpleNamespace(stats=stats, vectors=[0], written="o.txt")
-    lines = Objective.report_lines(result, SimpleNamespace(output="o.txt"))
+    lines = Describe.report_lines(result, SimpleNamespace(output="o.txt"))
     assert lines[0].startswith("Trained 1 row (0 new) with sgns over 1 epoch of 1 word:"), lines[0]
     assert "1 frozen row read back from the output as written: bit-identical" in lines[0]
     assert lines[-1] == "Wrote 1 vector to o.txt"

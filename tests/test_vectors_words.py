@@ -14,7 +14,7 @@ import pytest
 from embedtune import load_vectors
 from embedtune.corpus import Corpus
 from embedtune.formats import save_vectors
-from embedtune.init import context_sums
+from embedtune.newwords.contexts import context_sums
 from embedtune.vectors import Vectors, WordIndex, WordList
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"

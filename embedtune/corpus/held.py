@@ -4,7 +4,7 @@ what the run's other processes make of theirs.
 One process holds every line (``HeldLines``' defaults: combining one share's figures gives those figures);
 a worker of several holds its share of the lines (distribute.WorkerShare: its figures are gathered from
 every worker); the tests' one-process emulation holds every share, each apart (tests/debug_worker.py).
-The new words' context sums (embedtune.init), glove's pair counts and classify's lines call these
+The new words' context sums (embedtune.newwords.contexts), glove's pair counts and classify's lines call these
 methods whatever holds the lines, so none of them asks how many processes there are."""
 
 from __future__ import annotations

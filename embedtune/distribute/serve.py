@@ -26,14 +26,6 @@ GONE = 4      # failed probes in a row after which a chief seen once counts as g
 SEE = "see docs/scale-out.md, section 5"
 
 
-def loopback_cluster(ps: int, workers: int) -> dict:
-    """A parameter-server cluster on this machine's free ports: TF_CONFIG's "cluster" (tests, benchmarks)."""
-    from embedtune.distribute.launch import free_ports
-
-    hosts = [f"localhost:{port}" for port in free_ports(1 + ps + workers)]
-    return {"chief": hosts[:1], "ps": hosts[1:1 + ps], "worker": hosts[1 + ps:]}
-
-
 def task_config(spec: dict, kind: str, index: int) -> str:
     """TF_CONFIG of task ``kind`` ``index`` of cluster ``spec``."""
     return json.dumps({"cluster": spec, "task": {"type": kind, "index": index}})
@@ -102,10 +94,14 @@ def serve(cluster: ServerCluster, threads: int, wait: float) -> str:
 def check_server_run(config, resume: bool, workers: int, cluster: ServerCluster) -> None:
     """What a parameter-server run does not build, refused in one line by every task before it starts
     (the same command runs in each: a ps task refuses what its chief would)."""
+    from embedtune.objectives import AUTO, auto_objective, objective_class, registered
+
     t = config.train
     refused = None
-    if t.objective not in ("sgns", "glove", "auto"):   # auto: sgns or glove, as the vectors' format says
-        refused = f"--objective {t.objective} (sgns and glove train on parameter servers)"
+    objective = auto_objective(config.format) if t.objective == AUTO else t.objective   # as the run will resolve it
+    if not objective_class(objective).modes.parameter_servers:
+        able = [name for name, cls in registered().items() if cls.modes.parameter_servers]
+        refused = f"--objective {t.objective} ({' and '.join(able)} train on parameter servers)"
     elif resume or t.checkpoint_dir:
         refused = "--checkpoint-dir and --resume (checkpoints of the servers' shards are not built)"
     elif workers > 1:

@@ -154,7 +154,7 @@ class Worker(OneProcess):
         return WorkerShare(corpus, self) if corpus.shares_lines else corpus
 
     def init_corpus(self, corpus):
-        """What the new words' context pass reads (embedtune.init.context_sums): this worker's share of
+        """What the new words' context pass reads (embedtune.newwords.contexts.context_sums): this worker's share of
         the lines, whose sums are added up over all workers there (WorkerShare.sum_arrays)."""
         return WorkerShare(corpus, self) if corpus.shares_lines else corpus
 

@@ -3,7 +3,7 @@ freeze rules, the new words and their starts, the writers with their frozen read
 optimizers' arithmetic. A move of those modules touches this file only.
 
 ``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> runplan.plan_rows
--> plan.make_plan -> init.initial_vectors), from the same functions, for a layer: which rows are frozen,
+-> plan.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
 which train, which words are new and where they start.
 """
 
@@ -18,13 +18,14 @@ import numpy as np
 from embedtune.api import checked_sentences, options_config
 from embedtune.config import DEFAULT_LR
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.newwords import read_new_words
+from embedtune.newwords import NewWordSettings, add_new_words
+from embedtune.newwords.choose import read_new_words
 from embedtune.plan import Plan, make_plan
 from embedtune.run import Reading, load_training_vectors, save_checked
-from embedtune.runplan import decide_lowercase, plan_rows
+from embedtune.runplan import plan_rows
 from embedtune.training.optimizers import (ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2,  # noqa: F401
                                            EPSILON, OPTIMIZERS, cap_rows, make_optimizer, merge_rows)
-from embedtune.vectors import PatchedVectors, Vectors
+from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
 __all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",
            "cap_rows", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format", "save_checked"]
@@ -44,7 +45,7 @@ class LayerRows:
     plan : frozen / trainable / new rows, pretrained first (embedtune.plan.Plan)
     new_start : float32 [n_new, dim], the new words' starting vectors
     source : the vectors' path (None for a Vectors object); format : its format (None: unknown)
-    init : how the new words started (embedtune.init's stats), None without new words
+    init : how the new words started (their InitResult's stats: embedtune.newwords), None without new words
     """
 
     vectors: Vectors
@@ -103,7 +104,7 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
     v = config.vocab
     new_words = []
     if v.new_words:
-        listed = read_new_words(v.new_words, decide_lowercase(config, vectors))
+        listed = read_new_words(v.new_words, decide_lowercase(v.lowercase, vectors))
         new_words = [w for w in listed if w not in vectors.index]
     if v.min_count is not None:
         raise EmbedtuneError("min_count picks new words from a corpus: pass corpus= (a path or sentences)")
@@ -113,7 +114,7 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
         if v.init != "random":
             raise EmbedtuneError(f"new words start from their contexts in a corpus (init {v.init}): pass corpus= "
                                  "(a path or sentences), or init='random'", v.new_words)
-        from embedtune.init import initial_vectors
+        from embedtune.newwords.methods import initial_vectors
 
         result = initial_vectors(vectors, None, new_words, method="random", seed=config.train.seed)
         new_start, init = result.matrix, result.stats
@@ -122,13 +123,12 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
 
 def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     """With a corpus: counted, planned and the new words started as ``embedtune train`` does before
-    its first step (runplan.plan_rows, init.initial_vectors), with the objective's window."""
-    from embedtune.init import initial_vectors
+    its first step (runplan.plan_rows, newwords.add_new_words), with the objective's window."""
     from embedtune.objectives import objective_class
 
     objective = objective_class(config.train.objective)
     sentences = os.fspath(corpus) if isinstance(corpus, (str, os.PathLike)) else checked_sentences(corpus)
-    lowercase = decide_lowercase(config, vectors)
+    lowercase = decide_lowercase(config.vocab.lowercase, vectors)
     with objective.open_corpus(sentences, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
                                vocabulary=vectors.index) as opened:
         counts, total_words, _ = opened.count()
@@ -136,9 +136,9 @@ def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
         init = None
         new_start = np.zeros((0, vectors.dim), np.float32)
         if new_words:
-            result = initial_vectors(vectors, opened, new_words, method=config.vocab.init,
-                                     window=objective.init_window(config.train), counts=counts,
+            starts = NewWordSettings(method=config.vocab.init, window=objective.init_window(config.train),
                                      seed=config.train.seed)
+            result = add_new_words(vectors, opened, starts, counts=counts, words=new_words).start
             new_start, init = result.matrix, result.stats
     return LayerRows(vectors, plan, new_start, source, config.format, init)
 

@@ -112,6 +112,82 @@ def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
             row[j] -= adam_lr / (np.sqrt(vj) + eps) * mj
 
 
+@njit(inline="always")
+def _gather(out, s, W, words, frozen, frozen_rows, n_trainable, word, weight, side, gram, gram_weight):
+    """Slot ``s`` of a batch's rows into ``out``, times its weight: word slots first (``W`` of them), then
+    n-gram ones."""
+    if s < W:
+        wt = weight[s]
+        row = _row(words, frozen, frozen_rows, n_trainable, word[s])
+    else:
+        wt = gram_weight[s - W]
+        row = side[gram[s - W]]
+    if wt == 0:
+        out[:] = 0
+    else:
+        for j in range(len(out)):
+            out[j] = wt * row[j]
+
+
+@njit(inline="always")
+def _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_weight, line_grams, gram_line_starts,
+          side, targets, one_vs_all, total, z, e, means, dz, dsum, losses):
+    """Line ``b`` of a batch: the mean of its weighted rows (``rows``, gathered) into ``means[b]``, its
+    loss into ``losses[b]``, d loss / d logit into ``dz[b]`` and d loss / d (a token's row) into
+    ``dsum[b]``; a line with no counted word (padding among them) is left out of the loss.
+    ``total``, ``z``, ``e``: the thread's scratch."""
+    dim, L = means.shape[1], dz.shape[1]
+    total[:] = 0
+    count = np.float32(0.0)
+    for i in range(line_starts[b], line_starts[b + 1]):
+        s = slot[line_tokens[i]]
+        wt = weight[s]
+        row = rows[s]
+        for j in range(dim):
+            total[j] += row[j]
+        count += wt
+    if count <= 0:
+        return
+    grams = np.float32(0.0)
+    for i in range(gram_line_starts[b], gram_line_starts[b + 1]):
+        s = gram_slot[line_grams[i]]
+        row = rows[W + s]
+        for j in range(dim):
+            total[j] += row[j]
+        grams += gram_weight[s]
+    denom = max(count + grams, np.float32(1.0))
+    mean = means[b]
+    for j in range(dim):
+        mean[j] = total[j] / denom
+    for k in range(L):
+        label = side[k]
+        x = label[dim]
+        for j in range(dim):
+            x += mean[j] * label[j]
+        z[k] = x
+    losses[b] = _logit_loss(z, targets[b], one_vs_all, e, dz[b], 0.0)
+    d = dsum[b]
+    for k in range(L):
+        c = dz[b, k]
+        for j in range(dim):
+            d[j] += c * side[k, j]
+    for j in range(dim):
+        d[j] = d[j] / denom
+
+
+@njit(inline="always")
+def _label_gradient(g, k, dz, means):
+    """Label ``k``'s gradient (weights, then bias) into ``g``: the sum over the batch's lines, in order."""
+    dim = means.shape[1]
+    g[:] = 0
+    for b in range(len(dz)):
+        c = dz[b, k]
+        if c != 0:
+            for j in range(dim):
+                g[j] += c * means[b, j]
+            g[dim] += c
+
+
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
 def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word, weight, slot, segment,
                   gram, gram_weight, gram_slot, gram_segment, targets, one_vs_all, optimizer, lr, word_lr,
@@ -150,72 +226,21 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
     rows = np.empty((W + G, dim), np.float32)
     for p in prange(parts):
         for s in range(p * (W + G) // parts, (p + 1) * (W + G) // parts):
-            out = rows[s]
-            if s < W:
-                wt = weight[s]
-                row = _row(words, frozen, frozen_rows, n_trainable, word[s])
-            else:
-                wt = gram_weight[s - W]
-                row = side[gram[s - W]]
-            if wt == 0:
-                out[:] = 0
-            else:
-                for j in range(dim):
-                    out[j] = wt * row[j]
+            _gather(rows[s], s, W, words, frozen, frozen_rows, n_trainable, word, weight, side, gram, gram_weight)
     for p in prange(parts):
         total = np.empty(dim, np.float32)
         z = np.empty(L, np.float32)
         e = np.empty(L, np.float64)
         for b in range(p * B // parts, (p + 1) * B // parts):
-            total[:] = 0
-            count = np.float32(0.0)
-            for i in range(line_starts[b], line_starts[b + 1]):
-                s = slot[line_tokens[i]]
-                wt = weight[s]
-                row = rows[s]
-                for j in range(dim):
-                    total[j] += row[j]
-                count += wt
-            if count <= 0:   # no counted word: out of the loss (padding lines among them)
-                continue
-            grams = np.float32(0.0)
-            for i in range(gram_line_starts[b], gram_line_starts[b + 1]):
-                s = gram_slot[line_grams[i]]
-                row = rows[W + s]
-                for j in range(dim):
-                    total[j] += row[j]
-                grams += gram_weight[s]
-            denom = max(count + grams, np.float32(1.0))
-            mean = means[b]
-            for j in range(dim):
-                mean[j] = total[j] / denom
-            for k in range(L):
-                label = side[k]
-                x = label[dim]
-                for j in range(dim):
-                    x += mean[j] * label[j]
-                z[k] = x
-            losses[b] = _logit_loss(z, targets[b], one_vs_all, e, dz[b], 0.0)
-            d = dsum[b]
-            for k in range(L):
-                c = dz[b, k]
-                for j in range(dim):
-                    d[j] += c * side[k, j]
-            for j in range(dim):
-                d[j] = d[j] / denom
+            _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_weight, line_grams,
+                  gram_line_starts, side, targets, one_vs_all, total, z, e, means, dz, dsum, losses)
     # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
     # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
     # trainable words of the batch (frozen ones and padding are not written), then n-gram rows.
     for p in prange(parts):
         g = np.empty(dim + 1, np.float32)
         for k in range(p * L // parts, (p + 1) * L // parts):
-            g[:] = 0
-            for b in range(B):
-                c = dz[b, k]
-                if c != 0:
-                    for j in range(dim):
-                        g[j] += c * means[b, j]
-                    g[dim] += c
+            _label_gradient(g, k, dz, means)
             _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
         for s in range(p * W // parts, (p + 1) * W // parts):
             c = word[s]
@@ -242,7 +267,6 @@ class ClassifyKernel:
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                  n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int):
         self.words, self.side = words, side
-        self.distinct_rows = True   # each of a batch's rows is updated once: the batch must not repeat one
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
         self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)

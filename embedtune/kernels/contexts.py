@@ -3,10 +3,10 @@ pretrained vectors within ``window`` of it and in its whole line, in time linear
 
 A line's sum is made once (when the line holds a target) and each occurrence takes it less the word's
 own vector, so the sentence-wide context costs one subtraction per occurrence, not a pass over the line.
-Occurrences of probe words (frequent pretrained words playing rare ones: embedtune.starts) are summed
+Occurrences of probe words (frequent pretrained words playing rare ones: embedtune.newwords.fitted) are summed
 into nested buckets: an occurrence at ``level`` b counts in buckets b, b + 1, ..., so bucket b holds the
 occurrences of every level up to b. Single-threaded and ``nogil``: the spelling model's fit runs beside
-it in another thread (embedtune.starts.gather).
+it in another thread (embedtune.newwords.fitted.gather).
 """
 
 from __future__ import annotations

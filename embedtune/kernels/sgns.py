@@ -208,7 +208,6 @@ class SgnsKernel:
         # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
         self.lockfree = lockfree and not shared
         self.word_state, self.side_state = {}, {}   # plain sgd: no optimizer state
-        self.distinct_rows = False   # a row repeated in a batch gets each of its slices
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable = n_trainable
         self.word_grads = np.empty((batch_size, words.shape[1]), np.float32)

@@ -73,6 +73,37 @@ def _alnum(b):
     return (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _token_id(buf, start, i, h, mask, slots, pool, pool_used, tstart, tlen, thash, tcount, tplain, n_types):
+    """The id of token ``buf[start:i]`` (hash ``h``) in the table, added to it when new (its bytes copied
+    to the pool, its count 0): (id, pool_used, n_types) after it."""
+    n = i - start
+    slot = h & mask
+    while True:
+        t = slots[slot]
+        if t < 0:   # a new token
+            t = n_types
+            slots[slot] = t
+            tstart[t] = pool_used
+            tlen[t] = n
+            thash[t] = h
+            tcount[t] = 0
+            tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
+            pool[pool_used:pool_used + n] = buf[start:i]
+            pool[pool_used + n] = SEPARATOR
+            return t, pool_used + n + 1, n_types + 1
+        if thash[t] == h and tlen[t] == n:
+            s = tstart[t]
+            same = True
+            for k in range(n):
+                if pool[s + k] != buf[start + k]:
+                    same = False
+                    break
+            if same:
+                return t, pool_used, n_types
+        slot = (slot + 1) & mask
+
+
 @njit(cache=True, nogil=True)
 def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen, thash, tcount, tplain, n_types,
          slots, ids, n_ids, unit_tokens, unit_numbers, n_units):
@@ -118,33 +149,8 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
                     break
                 h = (h ^ np.uint64(buf[i])) * FNV_PRIME
                 i += 1
-            n = i - start
-            slot = h & mask
-            while True:
-                t = slots[slot]
-                if t < 0:   # a new token
-                    t = n_types
-                    slots[slot] = t
-                    tstart[t] = pool_used
-                    tlen[t] = n
-                    thash[t] = h
-                    tcount[t] = 0
-                    tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
-                    pool[pool_used:pool_used + n] = buf[start:i]
-                    pool[pool_used + n] = SEPARATOR
-                    pool_used += n + 1
-                    n_types += 1
-                    break
-                if thash[t] == h and tlen[t] == n:
-                    s = tstart[t]
-                    same = True
-                    for k in range(n):
-                        if pool[s + k] != buf[start + k]:
-                            same = False
-                            break
-                    if same:
-                        break
-                slot = (slot + 1) & mask
+            t, pool_used, n_types = _token_id(buf, start, i, h, mask, slots, pool, pool_used, tstart, tlen, thash,
+                                              tcount, tplain, n_types)
             tcount[t] += 1
             ids[n_ids] = t
             n_ids += 1

@@ -14,8 +14,9 @@ Adding an objective ``name``:
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below), and ``padding_batch``
    to run on several workers; where it needs them, ``learning_rates``, ``init_window``, ``no_pairs_hint``, ``check``, ``summary``, ``report``,
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
-   TensorFlow's); and what a run reads, refuses and reports (``reads_corpus``, ``input_files``,
-   ``output_files``, ``check_run``, ``dry_run_lines``, ``report_lines``, ``write_outputs``, ...):
+   TensorFlow's); what runs it supports (``modes``), what a run reads, refuses and writes
+   (``input_files``, ``output_files``, ``check_run``, ``write_outputs``, ...), and what the dry run and
+   the finished run say (``describe``: a class of embedtune/report/text.py, ``Describe`` by default):
    embedtune/run.py and the command ask these, and name no objective.
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
@@ -29,13 +30,13 @@ Adding an objective ``name``:
    (tests/test_objectives.py shows the smallest such objective; tests/test_plugin_objective.py the
    same with an option of its own, registered by an entry point).
 
-An objective solved in closed form, without a corpus or the loop (retrofit), sets
-``closed_form = True`` and implements ``fit`` instead of the batch methods.
+An objective solved in closed form, without a corpus or the loop (retrofit), sets ``closed_form`` to a
+``ClosedForm`` (its fit and its dry run) instead of implementing the batch methods.
 
 The step and the workers ask an objective only through declared methods with defaults: a compiled
 step (``compiles``, ``why_not_compiled``, ``compiled_step``); how its batches split over workers
-(``reads_lines``, ``share_index``, ``batch_unit``, ``padding_batch``; and ``part`` and ``concatenate`` for
-the tests' one-process emulation of several workers).
+(``reads_lines``, ``share_index``, ``batch_unit``, ``padding_batch``); what runs it supports (``modes``).
+The tests' one-process emulation of several workers splits and joins batches itself (tests/debug_worker.py).
 
 Local ids. The trainer gives the corpus words of a run local ids, trainable words first:
 ``[0, rows.n_trainable)`` trainable, then frozen ones (``LocalRows``). Word-table ids in a batch
@@ -48,15 +49,35 @@ row per local word plus a sink row; rows from ``side_fixed_from`` on are read bu
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import DEFAULT_WINDOW as INIT_WINDOW
+from embedtune.errors import EmbedtuneError
+from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.keys import Key
+from embedtune.report.text import Describe
+
+
+@dataclass(frozen=True)
+class Modes:
+    """The runs an objective supports, declared: the run, the API and the workers read these, never its
+    name. Several local workers: an objective that implements ``padding_batch``; a compiled step:
+    ``compiles`` (it depends on the config)."""
+
+    corpus: bool = True               # a run reads CORPUS (False: only its own input files, retrofit's lexicons)
+    parameter_servers: bool = False   # TF_CONFIG with ps tasks: its tables sharded over servers (distribute/ps.py)
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """An objective solved in closed form, without a corpus, batches or the loop (retrofit): the two calls
+    its run and its dry run make, instead of the loop's."""
+
+    fit: Callable      # (vectors, resolved config, on_plan, resume) -> (vectors, plan, stats)
+    dry_run: Callable  # (vectors, resolved config, lowercase, resume, workers) -> the dry run's description
 
 
 class Objective:
@@ -76,7 +97,9 @@ class Objective:
     learning_rates : {optimizer: lr} where this objective starts better than the optimizer's own
         default (``config.DEFAULT_LR``); say next to it what measured it
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
-    closed_form : True for an objective fitted by ``fit`` without batches (no corpus, no loop)
+    closed_form : for an objective fitted without batches (no corpus, no loop), its ``ClosedForm``; else None
+    modes : the runs it supports (``Modes``: reads a corpus, parameter servers)
+    describe : what a dry run and a finished run say about it, a line each (embedtune.report.text)
     word_keys : the batch entries holding word-table (local) ids, each [B] int
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
@@ -97,7 +120,9 @@ class Objective:
     defaults: ClassVar[dict] = {}
     learning_rates: ClassVar[dict] = {}
     settings: ClassVar[tuple] = ()
-    closed_form: ClassVar[bool] = False
+    closed_form: ClassVar[ClosedForm | None] = None
+    modes: ClassVar[Modes] = Modes()
+    describe: ClassVar[type[Describe]] = Describe
     word_keys: ClassVar[tuple] = ()
     # chunks() reads the corpus's lines as it goes: a worker of a multi-worker run reads its share of
     # the lines (embedtune/distribute/); else the chunks come from what the objective holds, the same on every
@@ -119,7 +144,7 @@ class Objective:
     # --- what the run decides from the class, before any training --------------------------------
     @classmethod
     def init_window(cls, train) -> int:
-        """The context window that new words' starting vectors are taken from (embedtune.init).
+        """The context window that new words' starting vectors are taken from (embedtune.newwords).
 
         init's own window (5, the best on the recovery benchmark's validation words:
         benchmarks/README.md, recovery), unless the objective trains on such windows itself (sgns:
@@ -131,11 +156,6 @@ class Objective:
         """Text added to the "no training pairs" error after the window clause: what setting of this
         objective may have removed the pairs, and what to try ("" when none)."""
         return ""
-
-    @classmethod
-    def fit(cls, vectors, config, on_plan=None, resume: bool = False):
-        """Closed-form objectives only: (vectors, plan, stats) for a resolved ``config``."""
-        raise NotImplementedError(f"{cls.name} is trained by the loop, not fitted in closed form")
 
     @classmethod
     def open_corpus(cls, source, config, **options):
@@ -163,14 +183,9 @@ class Objective:
     # --- what a run reads, refuses and reports (embedtune/run.py and the command around it) ---------
     # Read from the class, before the vectors load: the command names no objective, it asks these.
     @classmethod
-    def reads_corpus(cls) -> bool:
-        """Whether a run reads CORPUS (retrofit reads its lexicons instead)."""
-        return True
-
-    @classmethod
     def argument_problem(cls, config) -> str | None:
         """What the run's arguments lack or have too much of for this objective, as a usage error
-        (exit 2), or None; CORPUS missing is the run's own check, from ``reads_corpus``."""
+        (exit 2), or None; CORPUS missing is the run's own check, from ``modes.corpus``."""
         return None
 
     @classmethod
@@ -191,78 +206,13 @@ class Objective:
         checkpoint folder or ``workers`` > 1 local processes it cannot take."""
 
     @classmethod
-    def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
-        """Closed-form objectives only: the dry run's description (plain data, for --json) of a run of
-        resolved ``config``. An objective of the loop is planned by embedtune/runplan.py (``run.dry_run``)."""
-        raise NotImplementedError(f"{cls.name} is planned by the loop's dry run (embedtune/runplan.py)")
-
-    @classmethod
     def dry_run_reads(cls, corpus) -> None:
         """Read what training would read beyond the counted corpus, for its errors (classify: --valid)."""
-
-    @classmethod
-    def dry_run_lines(cls, d: dict, config) -> list[str]:
-        """The dry run's report, a line each, from its description ``d`` (``dry_run``'s, with ``to``
-        and ``lowercase`` added)."""
-        settings = ", ".join(f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
-                             for key, value in d["settings"].items())
-        limits = [counted(d[k], k.split('_')[1][:-1]) for k in ("max_steps", "max_words") if d[k]]
-        mib, workers = 2**20, d["workers"]
-        lines = [
-            ("vectors", f"{d['vectors']} ({d['format']}, {counted(d['rows'], 'row')}, {counted(d['dim'], 'dimension')})"),
-            ("corpus", f"{d['corpus']} ({counted(d['corpus_words'], 'word')}, {counted(d['corpus_lines'], 'line')}, "
-                       f"{d['distinct_words']:,} distinct{', lower-cased' if d['lowercase'] else ''})"),
-            ("output", f"{d['output']} ({d['to']})"),
-            ("rows", f"{d['frozen']:,} frozen, {d['trainable']:,} trainable, {d['new']:,} new; in the corpus: "
-                     f"{d['trainable_in_corpus']:,} to train, {d['frozen_in_corpus']:,} frozen"),
-            *[("missing", f"{counted(m['count'], 'word')} of {path} {'is' if m['count'] == 1 else 'are'} not in the "
-                          f"vocabulary (first: {', '.join(m['first'])})")
-              for path, m in d["missing_list_words"].items()],
-            *[("note", text) for text in d.get("notes", ())],
-            ("new words", f"start: {d['init']}" if d["new"] else "none"),
-            ("objective", f"{d['objective']}: {settings}"),
-            ("stop", f"after {' or '.join(limits)}" if limits else f"after {counted(d['settings']['epochs'], 'epoch')}"),
-            ("memory", f"about {d['memory_estimate_bytes'] / mib:,.0f} MiB at the peak "
-                       + (f"in all: {workers} worker processes of {d['memory_per_worker_bytes'] / mib:,.0f} MiB "
-                          f"each and the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
-                       + "(an estimate from the table sizes, MiB" + (" a worker" if workers > 1 else "") + ": "
-                       + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
-                                   for k, v in d["memory_parts_bytes"].items() if v) + ")"),
-        ]
-        return [f"{name:<10} {value}" for name, value in lines]
 
     @classmethod
     def write_outputs(cls, result, config) -> None:
         """Write this objective's own outputs (``output_files``) from a finished run's ``result``
         (embedtune.run.RunResult), after the output vectors."""
-
-    @classmethod
-    def report_lines(cls, result, config) -> list[str]:
-        """What the command says after a run, a line each (notes start with "Note: "), from
-        ``result`` (embedtune.run.RunResult: its ``stats`` are the --json summary)."""
-        s = result.stats
-        over = f"{counted(s['epochs'], 'epoch')} of {counted(s['corpus_words'], 'word')}"
-        if s["stopped_at_limit"]:
-            limit = s["stopped_at_limit"]
-            over = (f"{counted(s['steps'], 'step')}, {s['words_done']:,} of {counted(s['corpus_words'] * s['epochs'], 'word')} "
-                    f"(stopped at --{limit.replace('_', '-')} {getattr(config.train, limit):,})")
-        lines = [
-            f"Trained {counted(s['trained_rows'], 'row')} ({s['new']:,} new) with {s['objective']} over {over}: "
-            f"{s['words_per_second']:,} words/s, {s['train_seconds']:.1f} s "
-            f"({s['total_seconds']:.1f} s with counting and starts); "
-            f"loss {s['loss_first']:.4f} -> {s['loss_last']:.4f}; "
-            f"{counted(s['frozen_rows_checked'], 'frozen row')} read back from the output as written: "
-            f"{'bit-identical' if s['frozen_rows_checked'] == 1 else 'all bit-identical'} to the input as read"]
-        if s["new"]:
-            spelling = (f"{s['new_from_spelling_only']:,} had too few contexts and started from their spelling "
-                        "alone, " if s["init"] == "form-context" else "")
-            lines.append(f"New words: {s['new_from_context']:,} started from their contexts ({s['init']}), "
-                         f"{spelling}{s['new_too_few_contexts']:,} had too few contexts and started random")
-        if s.get("init_note"):
-            lines.append(f"Note: {s['init_note']}")
-        if config.output != "-":
-            lines.append(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
-        return lines
 
     # --- checks and figures ----------------------------------------------------------------------
     def check(self, corpus) -> None:
@@ -329,23 +279,6 @@ class Objective:
         """The first of ``batches`` with nothing in it: every weight 0, no pairs (``padding_batch``)."""
         batch = next(iter(batches))
         return dict(batch, weight=np.zeros_like(batch["weight"]), pairs=0)
-
-    def part(self, k: int, size: int) -> Objective:
-        """Share k of ``size``'s own objective where one process trains every share's batches (the
-        tests' emulation of several workers): its part of the batch, its own cache of chunks."""
-        raise EmbedtuneError(f"the {self.name} objective's batches cannot be split into shares in one process")
-
-    def concatenate(self, raws: list[dict]) -> dict:
-        """The shares' batches (from ``part``'s) as one global batch: each entry concatenated, the pairs summed."""
-        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
-        batch["pairs"] = sum(raw["pairs"] for raw in raws)
-        return batch
-
-    def _part_of_batch(self, size: int) -> Objective:
-        """``part`` for an objective with a ``batch_size`` of units: a copy with 1 / size of it."""
-        part = copy.copy(self)
-        part.batch_size = self.batch_size // size
-        return part
 
     # --- host side: corpus -> fixed-size batches (numpy) ------------------------------------------
     def side_start(self) -> np.ndarray:

@@ -30,7 +30,7 @@ from embedtune._tf import lazy as tf
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, Key, Range
-from embedtune.objectives.base import Objective
+from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
@@ -153,6 +153,7 @@ class GloVe(Objective):
     name = "glove"
     help = "GloVe's least squares on co-occurrence counts"
     for_formats = ("glove",)   # --objective auto: GloVe's objective made such vectors
+    modes = Modes(parameter_servers=True)
     keys = (
         # GloVe's own default is 100; 2 was best on held-out words (benchmarks/README.md, recovery)
         Key("x_max", float, 2.0, range=Range(0, FLOAT32_MAX, low_open=True),
@@ -223,9 +224,6 @@ class GloVe(Objective):
         return {"glove_scale": round(float(self.scale), 6), "glove_fit_pairs": self.fit_pairs}
 
     # --- host side -----------------------------------------------------------------------------
-    def part(self, k: int, size: int) -> GloVe:
-        return self._part_of_batch(size)
-
     def padding_batch(self) -> dict:
         """One entry (the first), weighing nothing."""
         return self.emptied(self.batches(np.zeros(1, np.int32)))

@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse
 
-from embedtune.errors import EmbedtuneError, counted
-from embedtune.init import is_lowercase_vocabulary
+from embedtune.errors import EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, Key, Range
-from embedtune.objectives.base import Objective
+from embedtune.objectives.base import ClosedForm, Modes, Objective
 from embedtune.plan import Plan, make_plan
-from embedtune.vectors import Vectors
+from embedtune.report.text import RetrofitDescribe
+from embedtune.vectors import Vectors, decide_lowercase
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
     from embedtune.config import Config
@@ -196,9 +196,7 @@ def retrofit(matrix: np.ndarray, synonyms: scipy.sparse.csr_matrix, antonyms: sc
 def plan_retrofit(vectors: Vectors, config: Config, on_plan=None):
     """The plan and the lexicons read against the vectors: every check ``fit`` makes before its
     update (``train --dry-run`` stops here). Returns (plan, lowercase, synonyms, antonyms or None)."""
-    lowercase = {"yes": True, "no": False}.get(config.vocab.lowercase)
-    if lowercase is None:
-        lowercase = is_lowercase_vocabulary(vectors)
+    lowercase = decide_lowercase(config.vocab.lowercase, vectors)
     plan = make_plan(vectors, [], config.vocab)
     if on_plan is not None:
         on_plan(plan)
@@ -251,6 +249,16 @@ def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) ->
     return Vectors(list(vectors.words), matrix), plan, stats
 
 
+def dry_run(vectors: Vectors, config: Config, lowercase: bool, resume: bool, workers: int) -> dict:
+    """The rules applied and the lexicons read against the vectors; nothing retrofitted."""
+    plan, lowercase, synonyms, antonyms = plan_retrofit(vectors, config)
+    t = config.train
+    return {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,
+            "output": config.output, "to": None, "lowercase": lowercase,
+            "settings": {"epochs": t.epochs, "anchor": t.anchor, "repel": t.repel if antonyms else None},
+            "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
+
+
 class Retrofit(Objective):
     """Retrofitting as an objective of ``embedtune train``: fitted in closed form by ``fit`` above,
     never by the loop (no corpus, batches, learning rate or checkpoints)."""
@@ -269,17 +277,11 @@ class Retrofit(Objective):
     # 2 on validation halves of SimLex-999 and WordSim-353 (benchmarks/retrofit.py, benchmarks/README.md).
     defaults = {"anchor": 1.0, "repel": 1.0, "epochs": 20}
     settings = ("repel",)
-    closed_form = True
-
-    @classmethod
-    def fit(cls, vectors: Vectors, config: Config, on_plan=None, resume: bool = False):
-        return fit(vectors, config, on_plan, resume)
+    closed_form = ClosedForm(fit=fit, dry_run=dry_run)
+    modes = Modes(corpus=False)
+    describe = RetrofitDescribe
 
     # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
-    @classmethod
-    def reads_corpus(cls) -> bool:
-        return False
-
     @classmethod
     def argument_problem(cls, config) -> str | None:
         if config.lexicon is None:
@@ -298,46 +300,3 @@ class Retrofit(Objective):
             raise EmbedtuneError("retrofit takes seconds and keeps no checkpoints; drop --resume and --checkpoint-dir")
         if workers > 1:
             raise EmbedtuneError("--workers: retrofit runs in one process (it takes seconds)")
-
-    @classmethod
-    def dry_run(cls, vectors, config, lowercase: bool, resume: bool, workers: int) -> dict:
-        """The rules applied and the lexicons read against the vectors; nothing retrofitted."""
-        plan, lowercase, synonyms, antonyms = plan_retrofit(vectors, config)
-        t = config.train
-        return {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,
-                "output": config.output, "to": None, "lowercase": lowercase,
-                "settings": {"epochs": t.epochs, "anchor": t.anchor, "repel": t.repel if antonyms else None},
-                "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
-
-    @classmethod
-    def dry_run_lines(cls, d: dict, config) -> list[str]:
-        lines = [f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable"]
-        for key in ("lexicon", "antonyms"):
-            lex = d[key]
-            if lex is not None:
-                lines.append(f"{key:<10} {getattr(config, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
-                             f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
-        s = d["settings"]
-        lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
-                     + (f", repel {s['repel']:g}" if d["antonyms"] else ""))
-        return lines
-
-    @classmethod
-    def report_lines(cls, result, config) -> list[str]:
-        s = result.stats
-        lines = []
-        for key in ("lexicon", "antonyms"):
-            lex = s[key]
-            if lex is None:
-                continue
-            lines.append(f"{getattr(config, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
-                         f"{counted(lex['pairs_in_vectors'], 'pair')} in the vectors; "
-                         f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
-                         + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
-        lines.append(f"Retrofitted {counted(s['trained_rows'], 'row')} in {counted(s['epochs'], 'round')} (anchor {s['anchor']:g}"
-                     + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
-                     f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
-                     f"largest change on a frozen row: {s['max_frozen_change']}")
-        if config.output != "-":
-            lines.append(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
-        return lines

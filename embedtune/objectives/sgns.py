@@ -31,7 +31,7 @@ import numpy as np
 from embedtune._tf import lazy as tf
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
 from embedtune.keys import Key, Range
-from embedtune.objectives.base import Objective
+from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
@@ -76,6 +76,7 @@ class SkipGram(Objective):
     name = "sgns"
     help = "skip-gram, word2vec's"
     auto_default = True   # --objective auto, for vectors no other objective made
+    modes = Modes(parameter_servers=True)
     keys = (
         Key("negative", int, 5, range=Range(1, 100), help="Negative samples per pair."),
         Key("negatives", str, "per-pair", choices=NEGATIVES,
@@ -153,9 +154,6 @@ class SkipGram(Objective):
     def batch_unit(cls, train) -> tuple[int, str]:
         """Shared negatives: whole groups in each worker's part of the batch."""
         return (SHARED_GROUP, "--negatives shared") if train.negatives == "shared" else (1, "")
-
-    def part(self, k: int, size: int) -> SkipGram:
-        return self._part_of_batch(size)
 
     def padding_batch(self) -> dict:
         """One pair of local id 0 (and its negatives), weighing nothing."""

@@ -26,7 +26,7 @@ class RunInfo:
     command : the run as one command line (rebuilt from its settings), or None
     settings : (key, value) pairs, as text
     stats : the run's summary (``train --json``): plan counts, loss_history, seconds, ...
-    new_contexts : new word -> occurrences with a pretrained word nearby (embedtune.init), when known
+    new_contexts : new word -> occurrences with a pretrained word nearby (embedtune.newwords.methods), when known
     min_contexts : fewer contexts than this: the word started from its spelling (form-context) or at random
     """
 
@@ -61,7 +61,7 @@ def from_summary(path: str) -> RunInfo:
 
 
 def from_run(result, init=None) -> RunInfo:
-    """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.init.InitResult (the new
+    """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.newwords.contexts.InitResult (the new
     words' contexts), None without new words."""
     config = result.config
     settings = []
@@ -71,7 +71,7 @@ def from_run(result, init=None) -> RunInfo:
             if isinstance(value, dict) or value is None:
                 continue
             settings.append((f"{table}.{key}" if table else key, _text(value)))
-    new_contexts, min_contexts = {}, 1   # embedtune.init's default
+    new_contexts, min_contexts = {}, 1   # embedtune.newwords' default
     if init is not None:
         new_words = result.plan.words[result.plan.n_pretrained:]
         new_contexts = dict(zip(new_words, np.asarray(init.contexts).tolist()))

@@ -19,7 +19,7 @@ from embedtune.config import Config, TrainConfig, learning_rate, resolve
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
-from embedtune.init import initial_vectors
+from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.objectives import Objective, objective_class
 from embedtune.plan import Plan
 from embedtune.runplan import plan_rows
@@ -40,7 +40,7 @@ class TrainResult:
     plan: Plan
     stats: dict = field(default_factory=dict)
     model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
-    init: object | None = None    # embedtune.init's InitResult of the new words (the report shows their contexts)
+    init: object | None = None    # the new words' InitResult (embedtune.newwords.contexts; the report shows their contexts)
 
 
 def train(vectors: Vectors, corpus: Corpus | None, config: Config,
@@ -73,7 +73,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but --dim says {t.dim}",
                              config.vectors)
     objective = objective_class(t.objective)
-    if objective.closed_form:
+    if objective.closed_form is not None:
         return fit_closed_form(objective, vectors, config, on_plan, resume)
     strategy = OneProcess() if strategy is None else strategy
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
@@ -87,7 +87,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
 
 def fit_closed_form(objective: type[Objective], vectors: Vectors, config: Config, on_plan, resume) -> TrainResult:
     """An objective without the loop (retrofit): its fit, and every frozen row checked after it."""
-    out, plan, stats = objective.fit(vectors, config, on_plan, resume)
+    out, plan, stats = objective.closed_form.fit(vectors, config, on_plan, resume)
     check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
     check(0, len(vectors), out.matrix)
     stats["max_frozen_change"] = check.worst
@@ -104,7 +104,7 @@ class Run:
     corpus: Corpus
     plan: Plan
     trainer: Trainer
-    init: object | None           # embedtune.init's result for the new words, None without new words
+    init: object | None           # the new words' InitResult (embedtune.newwords), None without new words
     total_words: int              # corpus tokens in one epoch
     n_lines: int
     checkpoints: Checkpoints
@@ -136,15 +136,15 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
     if on_plan is not None:
         on_plan(plan)
-    # New words start from their contexts (one streaming pass), unless --init random. A corpus
-    # too small to fit the a la carte map falls back to the plain context mean (init.choose_method,
-    # the rule `embedtune init` follows too), and the summary says so. The window is the
+    # New words start from their contexts (one streaming pass), unless --init random: `embedtune init`'s
+    # call, for the words the plan chose. A corpus too small to fit the a la carte map falls back to the
+    # plain context mean (newwords.contexts.choose_method), and the summary says so. The window is the
     # objective's (Objective.init_window).
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
-    init = initial_vectors(vectors, strategy.init_corpus(corpus), new_words,
-                           method=config.vocab.init,
-                           window=objective_class(t.objective).init_window(t),
-                           counts=counts, seed=t.seed) if new_words else None
+    starts = NewWordSettings(method=config.vocab.init, window=objective_class(t.objective).init_window(t),
+                             seed=t.seed)
+    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts,
+                         words=new_words).start if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
                       new_start=None if init is None else init.matrix,
                       corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)

@@ -29,7 +29,7 @@ from embedtune._tf import lazy as tf
 
 from embedtune.config import Config, resolve
 from embedtune.corpus import Corpus
-from embedtune.init import random_vectors
+from embedtune.newwords.contexts import random_vectors
 from embedtune.objectives import objective_class
 from embedtune.objectives.rows import LocalRows
 from embedtune.plan import Plan

@@ -52,7 +52,6 @@ but 4 GB for a million lines and a thousand labels; a sparse form would be neede
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections import Counter
@@ -68,15 +67,16 @@ from embedtune._tf import lazy as tf
 
 from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError
 from embedtune.keys import INT64_MAX, Key, Range
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
 from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
-from embedtune.objectives.classify.valid import evaluate, read_valid, valid_lines
+from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
+from embedtune.report.text import ClassifyDescribe
 
 if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
     from embedtune.config import TrainConfig
@@ -116,6 +116,7 @@ class Classify(Objective):
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
+    describe = ClassifyDescribe
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
@@ -159,31 +160,7 @@ class Classify(Objective):
         # A worker's config already holds its part of the batch; the emulation's (all shares held) the whole.
         self.part_lines = train.batch_size // shares.size if shares is not None and len(held) > 1 else train.batch_size
         self.share_index = shares.held[0] if shares is not None and len(held) == 1 else None
-        ids, starts, line_labels, line_tokens = [], [0], [], []
-        figures = []   # each held share's: label counts, lines, raw tokens, skipped lines, several labels
-        self.line_range = {}   # share -> its lines' [first, end) among those held
-        for share in held:
-            label_counts: Counter = Counter()
-            first, raw, skipped, several = len(line_labels), 0, 0, False
-            for example in source.examples(share):
-                raw += len(example.tokens)
-                local = [i for i in map(index.get, example.tokens) if i is not None]
-                if not local:
-                    skipped += 1
-                    continue
-                ids.extend(local)
-                starts.append(len(ids))
-                line_labels.append(example.labels)
-                label_counts.update(example.labels)
-                several = several or len(set(example.labels)) > 1
-                if self.word_ngrams > 1:
-                    line_tokens.append(example.tokens)
-            self.line_range[share and share[0]] = (first, len(line_labels))
-            figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
-                            "skipped": skipped, "several": several})
-        self.ids = np.asarray(ids, np.int32)
-        self.starts = np.asarray(starts, np.int64)
-        self.n_lines = len(line_labels)   # held here
+        line_labels, line_tokens, figures = self._read_lines(source, held, index)
         for figure, share in zip(figures, held):   # what the batch budgets need, at a part's lines a batch
             figure["budget"] = budget_figures(self.ids, self.starts, *self.line_range[share and share[0]],
                                               self.part_lines)
@@ -210,11 +187,47 @@ class Classify(Objective):
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
         # The n-gram rows (--word-ngrams): side rows after the labels.
         grams = ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start)
-        self.ngrams, self.ngram_index, self.grams = grams.ngrams, grams.index, grams
+        self.ngrams, self.grams = grams.ngrams, grams
         self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
         self.grams_per_batch, self.distinct_grams_per_batch = (
             gram_budgets(self.gram_ids, self.gram_starts, self.lines_per_batch) if self.ngrams else (0, 0))
-        # The classifier alone on the starting vectors: the "before" figure and the training's start.
+        self._fit_start(source, shares, index, start, train.threads)
+
+    def _read_lines(self, source: LabelledCorpus, held: list, index: dict) -> tuple[list, list, list]:
+        """The held shares' lines as local ids (``ids``, ``starts``; a line without a known word
+        skipped), each share's apart (``line_range``). Returns (each line's labels, each line's tokens
+        (with --word-ngrams, else none), each held share's figures: label counts, lines, raw tokens,
+        skipped lines, several labels)."""
+        ids, starts, line_labels, line_tokens = [], [0], [], []
+        figures = []
+        self.line_range = {}   # share -> its lines' [first, end) among those held
+        for share in held:
+            label_counts: Counter = Counter()
+            first, raw, skipped, several = len(line_labels), 0, 0, False
+            for example in source.examples(share):
+                raw += len(example.tokens)
+                local = [i for i in map(index.get, example.tokens) if i is not None]
+                if not local:
+                    skipped += 1
+                    continue
+                ids.extend(local)
+                starts.append(len(ids))
+                line_labels.append(example.labels)
+                label_counts.update(example.labels)
+                several = several or len(set(example.labels)) > 1
+                if self.word_ngrams > 1:
+                    line_tokens.append(example.tokens)
+            self.line_range[share and share[0]] = (first, len(line_labels))
+            figures.append({"labels": sorted(label_counts.items()), "lines": len(line_labels) - first, "raw": raw,
+                            "skipped": skipped, "several": several})
+        self.ids = np.asarray(ids, np.int32)
+        self.starts = np.asarray(starts, np.int64)
+        self.n_lines = len(line_labels)   # held here
+        return line_labels, line_tokens, figures
+
+    def _fit_start(self, source: LabelledCorpus, shares, index: dict, start: np.ndarray, threads: int) -> None:
+        """The classifier alone on the starting vectors (``start``): the training's start and the
+        "before" figure on --valid (read here)."""
         means = line_means(start, self.ids, self.starts, ngram_features(self.ngrams, self.ngram_start, self.gram_ids,
                                                                         self.gram_starts))
         began = time.perf_counter()
@@ -225,7 +238,7 @@ class Classify(Objective):
             # (model.py) two threads halve the fit's wall at the same CPU (benchmarks/README.md, classify).
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
-                                     threads=train.threads or local_cores())
+                                     threads=threads or local_cores())
                 self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread
@@ -238,28 +251,9 @@ class Classify(Objective):
                                            self.one_vs_all, self.ngrams, self.ngram_start)
         self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
-    def part(self, k: int, size: int) -> Classify:
-        """Share k's own lines and its part of the batch (the tests' one-process emulation of several
-        workers holds all shares)."""
-        part = copy.copy(self)
-        part.share_index, part.lines_per_batch = k, self.part_lines
-        return part
-
     def padding_batch(self) -> dict:
         """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
         return self.emptied(self.batches(np.zeros(1, np.int32)))
-
-    def concatenate(self, raws: list[dict]) -> dict:
-        """The shares' batches (``part``'s) as one batch of this objective's lines_per_batch: the words
-        one after another, each part's slots and line segments moved past the parts before it (a
-        padding token's segment to the last, padding one)."""
-        lines, width, B = len(raws[0]["targets"]), len(raws[0]["word"]), self.lines_per_batch
-        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in ("word", "weight", "targets")}
-        batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
-        batch["segment"] = np.concatenate([np.where(raw["segment"] == lines, B, raw["segment"] + k * lines)
-                                           for k, raw in enumerate(raws)]).astype(np.int32)
-        batch["pairs"] = sum(raw["pairs"] for raw in raws)
-        return batch
 
     @cached_property
     def slices(self) -> np.ndarray:
@@ -430,21 +424,6 @@ class Classify(Objective):
         if config.save_classifier:
             save_classifier(result.model, config.save_classifier)
 
-    @classmethod
-    def report_lines(cls, result, config) -> list[str]:
-        """The run's lines, then labels, skipped lines, --valid before and after, the classifier written."""
-        lines = super().report_lines(result, config)
-        s = result.stats
-        lines.append(f"Classifier: {counted(s['labels'], 'label')} ({s['loss_kind']}), {s['train_lines']:,} "
-                     "training lines"
-                     + (f", {counted(s['train_lines_no_known_word'], 'line')} with no known word skipped"
-                        if s["train_lines_no_known_word"] else "")
-                     + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)"
-                        if s["ngram_rows"] else ""))
-        lines += valid_lines(s)
-        if config.save_classifier:
-            lines.append(f"Wrote the classifier to {config.save_classifier}")
-        return lines
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:

@@ -122,8 +122,8 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, ite
     cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
 
     L-BFGS (scipy) on a loss and gradient computed by a compiled kernel (numpy's matmuls, OpenBLAS's
-    threads, were far slower on a loaded machine: benchmarks/README.md, classify). On the WordNet noun
-    glosses validation accuracy reaches its plateau within about 100 iterations (benchmarks/README.md).
+    threads, were far slower on a loaded machine: benchmarks/README.md, classify). ``iterations``: where the
+    WordNet noun glosses' validation accuracy levels off (benchmarks/README.md, classify).
     threads : the kernel's threads in the calling thread (numba's setting is a thread's own); the same
     bits whatever the count."""
     if threads is not None:

@@ -1,12 +1,11 @@
 """classify's --valid: its labelled lines read as the training's rows and labels see them, their scores
-for a classifier, and the report's lines about them."""
+for a classifier (the report's lines about them: embedtune/report/text.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from embedtune.corpus.labelled import LabelledCorpus
-from embedtune.errors import counted
 from embedtune.objectives.classify.model import Classifier, line_means, scores, word_ngrams
 from embedtune.objectives.classify.ngrams import NgramRows, ngram_features
 
@@ -43,31 +42,3 @@ def evaluate(valid: dict, local_vectors: np.ndarray, classifier: Classifier) -> 
     rows included)."""
     ngrams = ngram_features(classifier.ngrams, classifier.ngram_vectors, valid["gram_ids"], valid["gram_starts"])
     return scores(classifier, line_means(local_vectors, valid["ids"], valid["starts"], ngrams), valid["gold"])
-
-
-def valid_lines(s: dict) -> list[str]:
-    """The report's lines about --valid from the run's figures ``s``: before and after, and a note."""
-    v = s["valid"]
-    if v is None:
-        return []
-
-    def figure(f):
-        if f["accuracy"] is None:
-            return "no line"
-        r1 = (f"; P@1 {f['precision_at_1']:.4f}, R@1 {f['recall_at_1']:.4f}"
-              if s["loss_kind"] == "one-vs-all" else "")
-        return f"{f['accuracy']:.4f}{r1}"
-    lines = [f"Valid {v['path']} ({v['after']['lines']:,} lines): accuracy before {figure(v['before'])} "
-             f"(classifier alone), after {figure(v['after'])}"]
-    if note := valid_note(s):
-        lines.append(f"Note: {note}")
-    return lines
-
-
-def valid_note(figures: dict) -> str | None:
-    """A note for --valid lines skipped because none of their labels was seen in training."""
-    v = figures.get("valid")
-    if not v or not v["lines_unseen_labels"]:
-        return None
-    return (f"{counted(v['lines_unseen_labels'], 'line')} of {v['path']} (first: line {v['first_line_unseen_labels']}) "
-            "had only labels the training lines never have; skipped, as fastText's test does")

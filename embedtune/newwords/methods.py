@@ -13,10 +13,10 @@ the sums, [n_targets, dim], whatever the corpus length. From the sums:
                   corpus, gives each new word A x_w. Averaging contexts leaves mostly the
                   directions shared by all words; A learns to undo that.
 ``form-context``  Schick & Schuetze 2019's form-and-context idea: the context start and the form
-                  start (embedtune.form: the word's spelling through character n-grams fitted to
+                  start (embedtune.newwords.spelling: the word's spelling through character n-grams fitted to
                   the pretrained vectors) mixed by the word's evidence, with the maps (one per
                   number of contexts, over the window and the whole line) and the mix fitted on
-                  frequent words of this corpus playing rare ones (embedtune.starts).
+                  frequent words of this corpus playing rare ones (embedtune.newwords.fitted).
 ``random``        word2vec's start, uniform in +-0.5/dim (no corpus pass).
 
 A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in
@@ -32,20 +32,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from embedtune.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,  # noqa: F401
-                                DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, ContextSums,
-                                InitResult, choose_method, combine_form_context, context_sums, fit_alacarte,
-                                fitting_words, is_lowercase_vocabulary, occurrence_uniform, random_vectors,
-                                release_freed_memory, sif_weights)
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords import pick_new_words  # noqa: F401  (the name callers know)
-from embedtune.starts import form_context_vectors
+from embedtune.newwords.contexts import (InitResult, choose_method, context_sums, fit_alacarte, fitting_words,
+                                         random_vectors, sif_weights)
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
+                                         DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, METHODS)
+from embedtune.newwords.fitted import form_context_vectors
 from embedtune.vectors import Vectors
-
-METHODS = ("alacarte", "context-mean", "form-context", "random")
-DEFAULT_METHOD = "form-context"   # the best test R@10 after training on the recovery benchmark, rare and
-                                  # frequent words (benchmarks/README.md, recovery)
 
 
 def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], method: str = DEFAULT_METHOD,

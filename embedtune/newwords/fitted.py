@@ -12,7 +12,7 @@ buckets (n = 1, 2, 4, ..., 64: embedtune.kernels.contexts), and on those the run
   bucket's mean average). Uncentred, a map adds the probes' own mean vector to every start, and the probes
   are not the new words: drawn from GloVe's rows past 100k it pointed every start at those rare rows'
   cluster, and one-context starts ranked worse than random (benchmarks/README.md, newwords). On the
-  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman (0.242 -> 0.222), and
+  validation words a map at 4 contexts still won rank but lost the pair sets' Spearman, and
   past that the all-occurrence map (Khodak et al.'s) did as well or better;
 - ``line``: each average over the whole line beside the one within the window, as the per-n maps' input,
   so they weigh the near and the sentence-wide context (a one-line definition is all context);
@@ -35,12 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.contexts import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_FORM_K,
-                            DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, InitResult, choose_method,
-                            combine_form_context, context_sums, fit_alacarte, fitting_words, random_vectors,
-                            release_freed_memory, sif_weights)
 from embedtune.corpus import Corpus
-from embedtune.form import DEFAULT_FIT_WORDS
+from embedtune.memory import release_freed_memory
+from embedtune.newwords.contexts import (InitResult, choose_method, combine_form_context, context_sums, fit_alacarte,
+                                         fitting_words, random_vectors, sif_weights)
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
+                                         DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW)
+from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate")
@@ -208,7 +209,7 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
 class Evidence:
     """What one corpus pass and the spelling fit gave: the input of ``finish`` (which fits and mixes)."""
 
-    sums: object            # embedtune.contexts.ContextSums: new words, then the fitting words; probes
+    sums: object            # embedtune.newwords.contexts.ContextSums: new words, then the fitting words; probes
     form: np.ndarray        # [n_new + n_probes, dim] float32 spelling starts (the probes' from a fit without them)
     n_new: int
     fit_rows: np.ndarray    # rows of the fitting words in the vectors
@@ -223,7 +224,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
            seed: int = 1, progress=None) -> Evidence:
     """The corpus pass (new words, fitting words, ``probes`` probe words) and, in a second thread beside
     it, the spelling model's fit (without the probes)."""
-    from embedtune.form import fit_form
+    from embedtune.newwords.spelling import fit_form
 
     if counts is None:
         counts = corpus.count()[0]

@@ -1,12 +1,11 @@
 """What new words' starts are made of: the context sums of one corpus pass (within the window and over
 the whole line, embedtune.kernels.contexts), the à la carte map, the form/context mix, and the result's
-shape. The methods themselves: embedtune.init (alacarte, context-mean, random) and embedtune.starts
+shape. The methods themselves: embedtune.newwords.methods (alacarte, context-mean, random) and embedtune.newwords.fitted
 (form-context, fitted on the corpus).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -15,16 +14,10 @@ import numpy as np
 
 from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
+from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FORM_K, DEFAULT_SIF,
+                                         DEFAULT_WINDOW)
 from embedtune.vectors import Vectors
 
-DEFAULT_WINDOW = 5          # words on each side
-DEFAULT_MIN_CONTEXTS = 1    # fewer contexts than this: random start (even 1 context beats random)
-DEFAULT_SIF = 30.0          # a context word seen n times weighs a / (a + n); 0 = every word weighs 1
-DEFAULT_FIT_MIN_COUNT = 20  # a pretrained word fits the map A when seen this often
-DEFAULT_FIT_MAX_WORDS = 50_000  # the most frequent such words; bounds the sums' memory
-DEFAULT_FIT_OCCURRENCES = 1000  # occurrences sampled per fitting word: as good as all, and faster
-DEFAULT_FORM_K = 10.0       # form-context: the contexts weigh n / (n + k); best of 5/10/20/40 on the rare
-                            # validation words (benchmarks/recovery.py --rare), as in the rare-words note
 
 @dataclass
 class ContextSums:
@@ -38,7 +31,7 @@ class ContextSums:
         pretrained word in their window
     line_sums, line_mass, line_contexts : the same over each occurrence's whole line
     probe_near, probe_line : [n_probes, n_buckets, dim + 2] float64 (sum, weight, occurrences) of the
-        probe words' occurrences in nested buckets (embedtune.starts), or None
+        probe words' occurrences in nested buckets (embedtune.newwords.fitted), or None
     """
 
     sums: np.ndarray
@@ -84,17 +77,13 @@ def random_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
 
 
-def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
-    """True when the vectors hold no upper-case words (GloVe): the corpus is then lower-cased."""
-    return not any(w != w.lower() for w in vectors.words[:sample])
-
 def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF,
                 rows: np.ndarray | None = None) -> np.ndarray | None:
     """[n_pretrained] float32 context weight a / (a + corpus count) of each pretrained word (None if a = 0).
     ``rows``: ``vectors.index.rows(list(counts))`` when the caller has them (context_sums takes them too).
 
-    ``a`` is a count, not Arora et al.'s frequency: on corpora of 0.38M and 1.5M tokens the best
-    frequency moved tenfold, the best count (30-40) hardly (benchmarks/recovery.py).
+    ``a`` is a count, not Arora et al.'s frequency: across corpus sizes the best count hardly moved where
+    the best frequency did (benchmarks/README.md, newwords).
     """
     if not a:
         return None
@@ -127,7 +116,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         process keeps
     vocabulary : every distinct word of the corpus (its counts' keys; counted here when None);
         vocabulary_rows: their rows, ``vectors.index.rows(vocabulary)``, when the caller has them
-    probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.starts) and
+    probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.newwords.fitted) and
         their corpus counts: an occurrence whose draw u has u * count < probe_slots[b] counts in bucket b
         and those after it, so bucket b holds about probe_slots[b] of the word's occurrences
     """
@@ -136,9 +125,47 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     if window < 1:
         raise EmbedtuneError(f"the window must be at least 1 word, got {window}")
     n_pre, dim = len(vectors), vectors.dim
-    # Ids: pretrained words keep their row; targets without a vector follow them. Only the words
-    # the corpus holds need one (every token is looked up, in a dict: WordIndex is slower per word),
-    # so the dict holds those, not a copy of all the vectors' words (benchmarks/README.md, memory).
+    index, n_ids = _corpus_ids(vectors, corpus, targets, vocabulary, vocabulary_rows)
+    target_of = np.full(n_ids, -1, np.int32)
+    target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
+    probes = list(probes or ())
+    probe_of = np.full(n_ids, -1, np.int32)
+    probe_count = np.zeros(n_ids, np.float64)
+    if probes:
+        probe_rows = [index[w] for w in probes]
+        probe_of[probe_rows] = np.arange(len(probes), dtype=np.int32)
+        probe_count[probe_rows] = probe_counts
+    slots = np.asarray(probe_slots, np.float64)
+    shape = (len(targets), len(probes), max(len(slots), 1), dim)
+    # One float64 table, so that a worker adds up every share's sums, weights and contexts in one call
+    # (corpus.sum_arrays: counts exact below 2**53); views of it are filled here.
+    whole = np.zeros(2 * (shape[0] + shape[1] * shape[2]) * (dim + 2), np.float64)
+    near, line_table, probe_near, probe_line = _table_views(whole, *shape)
+    weights = np.ones(n_pre, np.float32) if weights is None else np.asarray(weights, np.float32)
+    matrix = np.ascontiguousarray(vectors.matrix, np.float32)
+    numbered = keep is not None or bool(probes)
+    repeats = np.zeros(n_ids, np.int32)
+    for chunk in id_chunks(corpus, index, chunk_tokens, numbered=numbered):
+        target, level, probe = _marks(chunk, target_of, probe_of, probe_count, keep, slots, seed, bool(probes))
+        if len(chunk.ids):
+            context_pass(chunk.ids, chunk.line, target, level, probe, n_pre, window, weights, matrix, near,
+                         line_table, probe_near, probe_line, repeats)
+        if progress is not None:
+            progress(chunk.raw_tokens)
+    # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
+    # up, the same on every worker and the one-process sums up to their order; one process: its own.
+    near, line_table, probe_near, probe_line = _table_views(corpus.sum_arrays([whole]), *shape)
+    return ContextSums(near[:, :dim], near[:, dim], near[:, dim + 1].astype(np.int64),
+                       line_table[:, :dim], line_table[:, dim], line_table[:, dim + 1].astype(np.int64),
+                       probe_near if probes else None, probe_line if probes else None)
+
+
+def _corpus_ids(vectors: Vectors, corpus: Corpus, targets: list[str], vocabulary: Iterable[str] | None,
+                vocabulary_rows: np.ndarray | None) -> tuple[dict[str, int], int]:
+    """The pass's ids (word -> id) and their number: pretrained words keep their row; targets without a
+    vector follow them. Only the words the corpus holds need one (every token is looked up, in a dict:
+    WordIndex is slower per word), so the dict holds those, not a copy of all the vectors' words
+    (benchmarks/README.md, memory)."""
     if vocabulary is None:
         vocabulary = corpus.count()[0]
     vocabulary = list(vocabulary)
@@ -146,65 +173,46 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         vocabulary_rows = vectors.index.rows(vocabulary)
     index = {w: r for w, r in zip(vocabulary, vocabulary_rows.tolist()) if r >= 0}
     extra = [w for w in dict.fromkeys(targets) if w not in index and w not in vectors.index]
-    index.update((w, n_pre + i) for i, w in enumerate(extra))
+    index.update((w, len(vectors) + i) for i, w in enumerate(extra))
     for w in targets:   # a target that is not in the corpus keeps its row, as the vectors give it
         if w not in index:
             index[w] = vectors.index[w]
-    target_of = np.full(n_pre + len(extra), -1, np.int32)
-    target_of[[index[w] for w in targets]] = np.arange(len(targets), dtype=np.int32)
-    probes = list(probes or ())
-    probe_of = np.full(n_pre + len(extra), -1, np.int32)
-    probe_count = np.zeros(n_pre + len(extra), np.float64)
-    if probes:
-        probe_rows = [index[w] for w in probes]
-        probe_of[probe_rows] = np.arange(len(probes), dtype=np.int32)
-        probe_count[probe_rows] = probe_counts
-    slots = np.asarray(probe_slots, np.float64)
+    return index, len(vectors) + len(extra)
 
-    n_targets, n_probes, n_buckets = len(targets), len(probes), max(len(slots), 1)
-    # One float64 table, so that a worker adds up every share's sums, weights and contexts in one call
-    # (corpus.sum_arrays: counts exact below 2**53); views of it are filled here.
+
+def _table_views(whole: np.ndarray, n_targets: int, n_probes: int, n_buckets: int, dim: int):
+    """The views of context_sums' one table: [n_targets, dim + 2] within the window and in the line, then
+    [n_probes, n_buckets, dim + 2] of the probes, the same two (columns: sum, weight, occurrences)."""
     table = 2 * n_targets * (dim + 2)
-    whole = np.zeros(table + 2 * n_probes * n_buckets * (dim + 2), np.float64)
-    near, line_table = whole[:table // 2].reshape(n_targets, dim + 2), whole[table // 2:table].reshape(n_targets, dim + 2)
-    probe_near = whole[table:table + n_probes * n_buckets * (dim + 2)].reshape(n_probes, n_buckets, dim + 2)
-    probe_line = whole[table + n_probes * n_buckets * (dim + 2):].reshape(n_probes, n_buckets, dim + 2)
-    weights = np.ones(n_pre, np.float32) if weights is None else np.asarray(weights, np.float32)
-    matrix = np.ascontiguousarray(vectors.matrix, np.float32)
-    numbered = keep is not None or bool(probes)
-    repeats = np.zeros(n_pre + len(extra), np.int32)
-    for chunk in id_chunks(corpus, index, chunk_tokens, numbered=numbered):
-        ids, line = chunk.ids, chunk.line
-        target = target_of[ids]
-        level = np.full(len(ids), -1, np.int32)
-        if numbered:
-            first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))   # each line's first id
-        if keep is not None:
-            # An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the
-            # next number of a stream: a worker reading its share of the lines keeps the occurrences one
-            # process keeps, so the summed shares are one process's sums.
-            at = np.flatnonzero(target >= 0)
-            draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
-            target[at[draws >= keep[target[at]]]] = -1
-        probe = probe_of[ids]
-        if probes:
-            at = np.flatnonzero(probe >= 0)
-            draws = occurrence_uniform(seed + 7919, chunk.numbers[line[at]], at - first[line[at]])
-            level[at] = np.searchsorted(slots, draws * probe_count[ids[at]], side="right")
-            level[level >= len(slots)] = -1
-        if len(ids):
-            context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix, near, line_table,
-                         probe_near, probe_line, repeats)
-        if progress is not None:
-            progress(chunk.raw_tokens)
-    # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
-    # up, the same on every worker and the one-process sums up to their order; one process: its own.
-    whole = corpus.sum_arrays([whole])
-    near, line_table = whole[:table // 2].reshape(n_targets, dim + 2), whole[table // 2:table].reshape(n_targets, dim + 2)
-    rest = whole[table:].reshape(2, n_probes, n_buckets, dim + 2)
-    return ContextSums(near[:, :dim], near[:, dim], near[:, dim + 1].astype(np.int64),
-                       line_table[:, :dim], line_table[:, dim], line_table[:, dim + 1].astype(np.int64),
-                       rest[0] if probes else None, rest[1] if probes else None)
+    near = whole[:table // 2].reshape(n_targets, dim + 2)
+    line_table = whole[table // 2:table].reshape(n_targets, dim + 2)
+    probes = whole[table:].reshape(2, n_probes, n_buckets, dim + 2)
+    return near, line_table, probes[0], probes[1]
+
+
+def _marks(chunk, target_of: np.ndarray, probe_of: np.ndarray, probe_count: np.ndarray, keep: np.ndarray | None,
+           slots: np.ndarray, seed: int, probed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[n] int32 each of a chunk's tokens: its target row (-1: none, or not sampled), its first probe bucket
+    (-1: none) and its probe row (-1: none), as embedtune.kernels.contexts.context_pass takes them."""
+    ids, line = chunk.ids, chunk.line
+    target = target_of[ids]
+    level = np.full(len(ids), -1, np.int32)
+    if keep is not None or probed:   # the chunk is numbered (context_sums)
+        first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))   # each line's first id
+    if keep is not None:
+        # An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the
+        # next number of a stream: a worker reading its share of the lines keeps the occurrences one
+        # process keeps, so the summed shares are one process's sums.
+        at = np.flatnonzero(target >= 0)
+        draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
+        target[at[draws >= keep[target[at]]]] = -1
+    probe = probe_of[ids]
+    if probed:
+        at = np.flatnonzero(probe >= 0)
+        draws = occurrence_uniform(seed + 7919, chunk.numbers[line[at]], at - first[line[at]])
+        level[at] = np.searchsorted(slots, draws * probe_count[ids[at]], side="right")
+        level[level >= len(slots)] = -1
+    return target, level, probe
 
 
 def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:
@@ -227,7 +235,7 @@ def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float64)
     v = np.asarray(v, np.float64)
     # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim], which is slow where
-    # OpenBLAS runs more threads than cores; the answers agree to 1e-9 on GloVe.
+    # OpenBLAS runs more threads than cores; the answers agree (benchmarks/README.md, recovery).
     try:
         return np.linalg.solve(x.T @ x, x.T @ v).T
     except np.linalg.LinAlgError:   # fewer independent fitting words than dimensions
@@ -265,18 +273,6 @@ def choose_method(method: str, vectors: Vectors, counts: Counter,
         return method, why + "the context side of form-context is the plain context mean (context-mean) instead"
     return "context-mean", why + "new words start from their plain context mean (context-mean) instead"
 
-def release_freed_memory() -> None:
-    """Hand freed heap pages back to the system (glibc's malloc_trim; nothing elsewhere).
-
-    The spelling model's fit frees its work arrays, but those under glibc's mmap threshold (which
-    rises to 32 MB as large arrays are freed) stay resident in the heap's free lists until trimmed
-    (benchmarks/README.md, memory). Left there, they add to the peak of the training that follows.
-    """
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):   # not glibc
-        pass
-
 
 def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
                          k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None) -> np.ndarray:
@@ -284,7 +280,7 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
 
     form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
     start (0 where it is not to be used). The unit vectors are weighted w = n / (n + k) (context;
-    or ``weight``, [n], when given: the fitted gate of embedtune.starts) and 1 - w (form), and the
+    or ``weight``, [n], when given: the fitted gate of embedtune.newwords.fitted) and 1 - w (form), and the
     sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
     with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
     the word was seen) leaves the context start as it is.

@@ -8,12 +8,12 @@ who knows the words wanted does not get every once-seen corpus word with them.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.newwords.defaults import DEFAULT_MIN_COUNT
 from embedtune.plan import read_word_list
 from embedtune.vectors import Vectors
-
-DEFAULT_MIN_COUNT = 5   # when no list is given and --min-count is unset
 
 
 def read_new_words(path: str, lowercase: bool = False, lowered: list | None = None) -> list[str]:
@@ -78,3 +78,34 @@ def listed_report(listed: list[str] | None, vectors: Vectors, counts: Counter) -
     known = sum(w in vectors.index for w in listed)
     absent = sum(1 for w in listed if w not in vectors.index and not counts.get(w))
     return {"listed_new_words": len(listed) - known, "listed_in_vectors": known, "listed_not_in_corpus": absent}
+
+
+@dataclass
+class Chosen:
+    """The new words of a run, and what a user of ``--new-words`` is told about them.
+
+    words : the new rows, in output order (pick_new_words)
+    min_count : the corpus count that added a word (None: only the list's words are added)
+    listed : the ``--new-words`` file's words as the corpus reads them (None without a file)
+    notes : listed_notes' lines; report : listed_report's figures (empty without a file)
+    """
+
+    words: list[str]
+    min_count: int | None
+    listed: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+    report: dict = field(default_factory=dict)
+
+
+def choose_new_words(vectors: Vectors, counts: Counter, min_count: int | None = None, max_new: int = 0,
+                     new_words_file: str | None = None, lowercase: bool = False) -> Chosen:
+    """The new words of a counted corpus: ``new_words_file``'s (lower-cased when the corpus is) and
+    those seen ``min_count`` times (effective_min_count), as `embedtune init` and `train` both choose them."""
+    lowered: list = []
+    listed = read_new_words(new_words_file, lowercase, lowered) if new_words_file else None
+    min_count = effective_min_count(min_count, listed is not None)
+    words = pick_new_words(counts, vectors, min_count, max_new, listed)
+    if listed is None:
+        return Chosen(words, min_count)
+    return Chosen(words, min_count, listed, listed_notes(new_words_file, listed, vectors, lowered),
+                  listed_report(listed, vectors, counts))

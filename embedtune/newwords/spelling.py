@@ -3,7 +3,7 @@
 A word w is wrapped as ``<w>``; its pieces are every substring of ``<w>`` of ``MIN_N`` to
 ``MAX_N`` characters (fastText's subwords, repeats kept) plus ``<w>`` itself when it is longer
 than ``MAX_N`` (shorter, it is already one of the substrings). A piece goes to bucket
-``piece_hash`` mod ``buckets`` (FNV-1a, fastText's hash); the word's form vector is the mean of
+its 32-bit FNV-1a hash (fastText's) mod ``buckets``; the word's form vector is the mean of
 its pieces' bucket vectors. The bucket vectors E are the ridge solution
 
     min_E  sum_w |mean of E over w's pieces - v_w|^2 + ridge |E|^2
@@ -29,10 +29,10 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 MIN_N, MAX_N = 3, 6             # fastText's defaults
-DEFAULT_BUCKETS = 2 ** 21       # 100k GloVe words use 0.48M of them; 2^18 scored the same (50k words)
+DEFAULT_BUCKETS = 2 ** 21       # only those some fitting word uses are stored (benchmarks/README.md, recovery)
 DEFAULT_FIT_WORDS = 100_000     # the first rows of the vectors file (the most frequent, in GloVe/word2vec)
 DEFAULT_RIDGE = 0.1             # lambda
-DEFAULT_ITERATIONS = 3          # CG rounds from zero: 3-6 gave the same R@10 on the rare validation words
+DEFAULT_ITERATIONS = 3          # CG rounds from zero: more gave no better starts (benchmarks/README.md, recovery)
 
 
 def pieces(word: str, min_n: int = MIN_N, max_n: int = MAX_N) -> list[str]:
@@ -47,17 +47,9 @@ def pieces(word: str, min_n: int = MIN_N, max_n: int = MAX_N) -> list[str]:
 FNV_OFFSET, FNV_PRIME = 2166136261, 16777619   # 32-bit FNV-1a, fastText's subword hash
 
 
-def piece_hash(piece: str) -> int:
-    """32-bit FNV-1a over the piece's code points (over its bytes, for ASCII: fastText's hash)."""
-    h = FNV_OFFSET
-    for ch in piece:
-        h = ((h ^ ord(ch)) * FNV_PRIME) & 0xFFFFFFFF
-    return h
-
-
 def piece_matrix(words: list[str], buckets: int) -> scipy.sparse.csr_matrix:
     """[len(words), buckets] float32 CSR: row i holds 1/len(pieces) at the bucket
-    ``piece_hash(piece) % buckets`` of each of ``pieces(words[i])`` (a piece seen twice, or two
+    FNV-1a(piece) % buckets of each of ``pieces(words[i])`` (a piece seen twice, or two
     pieces in one bucket, add up).
 
     Hashed in numpy, all words at once: the code points of every ``<word>`` in one array, and
@@ -172,8 +164,8 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
 
     words : the words the model is for (``predict``); when given, only the buckets they use are
         kept (the model then predicts exactly for them, and for any word whose pieces they share),
-        so the full [n_used, dim] table (0.58 GB for 100k words at 300 dimensions) is never built.
-    exclude : rows left out of the fit (the probe words of embedtune.starts, whose spelling must be
+        so the full [n_used, dim] table is never built (benchmarks/README.md, newwords).
+    exclude : rows left out of the fit (the probe words of embedtune.newwords.fitted, whose spelling must be
         predicted as a new word's is: from other words)
 
     The first rows, not a sample of all: on the recovery benchmark's rare validation words a sample
@@ -221,8 +213,8 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
         used = asked[slot[asked] >= 0]
     keep = slot[used]       # model rows (sorted buckets) -> work array rows
     # CG runs on a block of columns at a time: the columns are independent problems sharing the
-    # matrix, and its work arrays would otherwise take 5 x n_used x dim x 4 bytes (2.9 GB for 100k
-    # words at 300 dimensions; 0.3 GB with blocks of COLUMN_BLOCK).
+    # matrix, and its work arrays would otherwise take 5 x n_used x dim x 4 bytes (benchmarks/README.md,
+    # newwords).
     x = np.empty((len(used), target.shape[1]), np.float32)
     rr = bb = 0.0
     for first_column in range(0, target.shape[1], COLUMN_BLOCK):
