@@ -58,7 +58,7 @@ def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
     from embedtune.corpus import Corpus
     from embedtune import kernels
     from embedtune.plan.rows import plan_rows
-    from embedtune.training.tables import Trainer
+    from embedtune.training.trainer import Trainer
 
     kernels.KERNEL = False   # TensorFlow's step, part by part; the kernel is timed apart (profile)
 

@@ -317,7 +317,7 @@ def make_step_trainer(n_rows: int, optimizer: str):
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
     from embedtune.config import Config, TrainConfig, resolve
     from embedtune.plan.rules import Plan
-    from embedtune.training.tables import Trainer
+    from embedtune.training.trainer import Trainer
 
     rng = np.random.default_rng(SEED)
     words = [f"w{i}" for i in range(n_rows)]

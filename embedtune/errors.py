@@ -38,7 +38,7 @@ class TrainingInterrupted(Exception):
 
     def __init__(self, checkpoint: str | None, position):
         self.checkpoint = checkpoint
-        self.position = position   # embedtune.checkpoint.Position; None: before the first step
+        self.position = position   # embedtune.training.checkpoints.state.Position; None: before the first step
         super().__init__(f"stopped at step {position.steps}" if position is not None else "stopped before training")
 
 

@@ -198,10 +198,10 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format)
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
-        from embedtune import checkpoint
+        from embedtune.training.checkpoints import folder as checkpoints
 
         # Only now: until the output is written, the checkpoints are all there is of the run.
-        if not checkpoint.remove(config.train.checkpoint_dir) and note is not None:
+        if not checkpoints.remove(config.train.checkpoint_dir) and note is not None:
             note(f"another run is using {config.train.checkpoint_dir}; its checkpoints were left")
     objective.write_outputs(out, config)
     summarize(out, loaded.out_format, seconds, corpus is not None)

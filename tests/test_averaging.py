@@ -30,7 +30,7 @@ def variable_tables(words: np.ndarray, side: np.ndarray, state: np.ndarray, step
     from embedtune._tf import tf
 
     variables = {"m": tf.Variable(state), "iterations": tf.Variable(steps)}
-    trainer = SimpleNamespace(_trainable=tf.Variable(words), _side=tf.Variable(side),
+    trainer = SimpleNamespace(trainable_variable=tf.Variable(words), side_variable=tf.Variable(side),
                               word_opt=SimpleNamespace(variables=lambda: variables),
                               side_opt=SimpleNamespace(variables=dict))
     return Tables(SimpleNamespace(compiled=False), trainer)
@@ -167,8 +167,8 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
 def test_steps_without_pairs_add_no_loss_figure():
     """An averaging worker whose share has ended steps without pairs until the last sync: a loss window of
     such steps alone gives no figure (it gave a loss of 0, which the summary showed as the last loss)."""
-    from embedtune.checkpoint import Position
-    from embedtune.training.checkpoints import LossLog
+    from embedtune.training.checkpoints.state import Position
+    from embedtune.training.progress import LossLog
 
     pos = Position()
     log = LossLog(pos, 0.025, 1000, None, None)

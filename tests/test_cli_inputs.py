@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from embedtune import checkpoint
 from embedtune.cli.main import COMMANDS, cli
 from embedtune.config import RANGES, Config, merge
 from embedtune.errors import EmbedtuneError
+from embedtune.training.checkpoints import state as checkpoint
 
 from train_fixtures import SAMPLE_VECTORS, one_error_line
 

@@ -227,7 +227,7 @@ def test_the_modules_a_dry_run_uses_import_no_tensorflow():
     modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan.rules","embedtune.corpus", "embedtune.newwords",
                "embedtune.newwords.methods",
                "embedtune.plan.rows", "embedtune.plan.run", "embedtune.plan.dry_run",
-               "embedtune.formats", "embedtune.compare", "embedtune.checkpoint", "embedtune.cli.common",
+               "embedtune.formats", "embedtune.compare", "embedtune.training.checkpoints", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]
     code = f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('tensorflow' in sys.modules)"

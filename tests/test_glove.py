@@ -99,7 +99,7 @@ def test_glove_training_leaves_frozen_rows_bit_identical():
 
 def glove_trainer(vectors, lines, config):
     from embedtune.plan.rules import make_plan
-    from embedtune.training.tables import Trainer
+    from embedtune.training.trainer import Trainer
 
     corpus = Corpus(lines)
     counts, _, _ = corpus.count()
@@ -154,7 +154,7 @@ def test_glove_with_the_anchor_converges_to_the_minimiser_of_the_loss_as_written
 
     from embedtune.newwords.methods import initial_vectors
     from embedtune.plan.rules import make_plan
-    from embedtune.training.tables import Trainer
+    from embedtune.training.trainer import Trainer
 
     vectors = glove(20000, drop=("police",))
     known = set(vectors.words)

@@ -18,7 +18,7 @@ import pytest
 from embedtune.config import Config, TrainConfig, resolve
 from embedtune.objectives import objective_class
 from embedtune.plan.rules import Plan, make_plan
-from embedtune.training.checkpoints import _sum
+from embedtune.training.progress import _sum
 from embedtune.training.step import runs_on
 from embedtune.vectors import Vectors
 

@@ -18,7 +18,7 @@ from embedtune.config import resolve
 from embedtune.corpus import Corpus
 from embedtune.plan.rules import make_plan
 from embedtune.training.step import TensorFlowStep
-from embedtune.training.tables import Trainer
+from embedtune.training.trainer import Trainer
 
 from train_fixtures import bits, glove, make_config, sample_lines
 

@@ -171,21 +171,114 @@ def test_a_server_whose_chief_never_comes_ends_with_one_line(tmp_path):
     assert f"ps task 0: the chief at {spec['chief'][0]} did not come within 1 s" in one_error_line(err)
 
 
-def test_sharded_gather_keeps_the_ids_order_and_shape():
+def test_sharded_gather_keeps_the_ids_order_and_shape_while_patched():
     """TensorFlow's ShardedVariable.sparse_read (what tf.gather calls in a tf.function) returns the
-    rows shard after shard and takes 1-D ids only; with ps.fix_sparse_read, rows come in the ids'
-    order for ids of any shape (per-pair negatives' [B, 1 + K])."""
+    rows shard after shard and takes 1-D ids only; inside ps.sparse_read_in_order, rows come in the ids'
+    order for ids of any shape (per-pair negatives' [B, 1 + K]); TensorFlow's own is back after it."""
     from embedtune._tf import tf
     from embedtune.distribute import ps
     from tensorflow.python.distribute.sharded_variable import ShardedVariable
 
     matrix = np.arange(11 * 3, dtype=np.float32).reshape(11, 3)
     table = ShardedVariable([tf.Variable(matrix[:6]), tf.Variable(matrix[6:])])
-    gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
-    ps.fix_sparse_read()
-    for ids in (np.array([7, 1, 3, 0, 10, 2, 7]), np.array([[7, 1, 3], [0, 10, 2]])):
-        np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[ids])
+    unsorted = np.array([7, 1, 3, 0, 10, 2, 7])
+    with ps.sparse_read_in_order():
+        gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
+        for ids in (unsorted, np.array([[7, 1, 3], [0, 10, 2]])):
+            np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[ids])
+    assert "sparse_read" not in ShardedVariable.__dict__   # inherited again, as TensorFlow has it
+    own = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
+    np.testing.assert_array_equal(own(tf.constant(unsorted)).numpy(), matrix[[1, 3, 0, 2, 7, 10, 7]])
     partition = ps.row_partitioner(2)
     assert partition(tf.TensorShape([64, 50]), tf.float32) == [2, 1]
     assert partition(tf.TensorShape([63, 50]), tf.float32) == [1, 1]
     assert partition(tf.TensorShape([3]), tf.int64) == [1]   # the step's random generator's state
+
+
+def test_the_gather_the_patch_replaces_is_tensorflows_as_it_was_checked(monkeypatch):
+    """ps.sparse_read_in_order stands on TensorFlow's ShardedVariable as SPARSE_READ_VERSIONS have it:
+    tf.gather calls its sparse_read(self, indices, name=None), which returns the rows shard after shard
+    (wrong for ids out of order) and refuses ids that are not 1-D; ``variables`` holds the shards in
+    order. Where the installed TensorFlow differs, this fails: check what the new one does, then widen
+    SPARSE_READ_VERSIONS, change ``_sparse_read`` or drop it."""
+    import inspect
+
+    from embedtune._tf import tf
+    from embedtune.distribute import ps
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+    low, high = ps.SPARSE_READ_VERSIONS
+    assert low <= ps.tensorflow_version(tf.__version__) <= high
+    assert list(inspect.signature(ShardedVariable.sparse_read).parameters) == ["self", "indices", "name"]
+    assert inspect.signature(ShardedVariable.sparse_read) == inspect.signature(ps._sparse_read)
+    matrix = np.arange(11 * 3, dtype=np.float32).reshape(11, 3)
+    shards = [tf.Variable(matrix[:6]), tf.Variable(matrix[6:])]
+    table = ShardedVariable(shards)
+    assert table.variables == shards
+    gather = tf.function(lambda ids: tf.gather(table, ids), autograph=False)
+    ids = np.array([7, 1, 3, 0, 10, 2, 7])
+    np.testing.assert_array_equal(gather(tf.constant(ids)).numpy(), matrix[[1, 3, 0, 2, 7, 10, 7]])
+    with pytest.raises(ValueError, match="must be 1D"):
+        gather(tf.constant(ids[:6].reshape(2, 3)))
+    called = []
+    monkeypatch.setattr(ShardedVariable, "sparse_read", lambda self, indices, name=None: called.append(name) or 0,
+                        raising=False)
+    tf.gather(table, tf.constant(ids), name="rows")
+    assert called == ["rows"]
+
+
+def test_a_tensorflow_the_gather_was_not_checked_against_is_refused_and_nothing_patched(monkeypatch):
+    from embedtune._tf import tf
+    from embedtune.distribute import ps
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+    assert ps.tensorflow_version("2.21.0") == (2, 21)
+    assert ps.tensorflow_version("2.22.0rc1") == ps.tensorflow_version("2.22.0-dev20260101") == (2, 22)
+    monkeypatch.setattr(ps, "SPARSE_READ_VERSIONS", ((2, 0), (2, 1)))
+    with pytest.raises(EmbedtuneError) as refused:
+        with ps.sparse_read_in_order():
+            pytest.fail("entered")
+    assert str(refused.value) == ("parameter servers: embedtune's sharded row gather is written for TensorFlow "
+                                  f"2.0 to 2.1, not {tf.__version__}; install one of those for a run on parameter "
+                                  "servers")
+    assert "sparse_read" not in ShardedVariable.__dict__
+
+
+def test_a_server_step_holds_the_anchors_tables_as_variables_and_steps_the_same(monkeypatch):
+    """ServerStep's hook (TensorFlowStep.fixed_as_variables, read by Trainer.make_tensorflow_state): the
+    anchor's start rows and slices are variables no optimizer sees, and the steps are the bits of the
+    constants' (here in one process, the cluster's strategy aside)."""
+    from embedtune import kernels
+    from embedtune._tf import tf
+    from embedtune.config import resolve
+    from embedtune.corpus import Corpus
+    from embedtune.plan.rules import make_plan
+    from embedtune.training.step import TensorFlowStep
+    from embedtune.training.trainer import Trainer
+
+    from train_fixtures import make_config, sample_lines
+
+    class Held(TensorFlowStep):
+        fixed_as_variables = True
+
+    monkeypatch.setattr(kernels, "KERNEL", False)
+    vectors, corpus = glove(3000), Corpus(sample_lines(40))
+    counts, _, _ = corpus.count()
+    config = resolve(make_config({"freeze_top": FROZEN}, objective="sgns", optimizer="adagrad", anchor=1.0, seed=3,
+                                 batch_size=256, threads=1))
+    made = []
+    for make_step in (None, lambda trainer, words, side, note: Held(trainer)):
+        trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus,
+                          make_step=make_step)
+        objective = trainer.objective
+        chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+        batches = [trainer.prepare(b) for b in list(objective.batches(*objective.units(chunk, trainer.rng)))[:3]]
+        trainer.run(batches, [0.05] * len(batches))
+        made.append(trainer)
+    constants, held = made
+    assert not isinstance(constants.start, tf.Variable)
+    for name in ("start", "slices_per_epoch"):
+        table = getattr(held, name)
+        assert isinstance(table, tf.Variable) and not table.trainable
+        np.testing.assert_array_equal(table.numpy(), getattr(constants, name).numpy())
+    np.testing.assert_array_equal(bits(held.trained_matrix()), bits(constants.trained_matrix()))

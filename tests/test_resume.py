@@ -351,7 +351,8 @@ def test_pruning_follows_the_order_this_run_wrote_in_not_step_numbers(tmp_path):
     # A resume that falls back past a damaged ckpt-20 to ckpt-10 writes 11, 12, 13: those are the
     # newest three, and the damaged ckpt-20, out of this run's line, goes first.
     from embedtune._tf import tf
-    from embedtune.checkpoint import Folder, Position
+    from embedtune.training.checkpoints.folder import Folder
+    from embedtune.training.checkpoints.state import Position
     from embedtune.errors import EmbedtuneError
 
     table = tf.Variable(tf.zeros([4, 2]))

@@ -7,7 +7,7 @@ ids of the corpus's words, in the order the reference first sees them, so the co
 the lines and every chunk of row ids are the reference's. The raw ids of the whole corpus are kept
 (int32, 4 bytes a token, up to KEEP_TOKENS tokens) so an epoch reads no text; past that, each pass
 scans the file again (still compiled). Lines of MAX_PIECE_BYTES or more, and blocks with bytes the
-reference rejects, go through the reference's own code (``pieces``, ``Corpus._text``)."""
+reference rejects, go through the reference's own code (``pieces``, ``Corpus.line_text``)."""
 
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ class FastPass:
         corpus = self.corpus
         try:
             try:
-                raw = open_binary(corpus._read_path)
+                raw = open_binary(corpus.read_path)
             except (OSError, EOFError, ValueError) as err:
                 raise _ReadFailed(err) from None
             with raw:
@@ -289,7 +289,7 @@ class FastPass:
         except _ReadFailed as failed:   # damaged .gz/.bz2 among them
             # Read in blocks, the damage may show before a bad line the reference reads first: its
             # pass says which error comes first.
-            for _ in corpus._numbered_lines(None):
+            for _ in corpus.numbered_lines(None):
                 pass
             raise EmbedtuneError(f"cannot read: {failed.args[0]}", corpus.path) from None
 
@@ -330,7 +330,7 @@ class FastPass:
             for piece_number, offset, piece in pieces(reader, self.corpus.path, number):
                 if digest is not None:
                     digest.update(piece)
-                self.corpus._text(piece, self.corpus.path, piece_number, offset)   # its errors
+                self.corpus.line_text(piece, self.corpus.path, piece_number, offset)   # its errors
                 if piece_number == 1 and offset == 0 and piece.startswith(UTF8_BOM):
                     piece = piece[len(UTF8_BOM):]
                 block = self.table.scan(np.frombuffer(piece, np.uint8), 0, len(piece), piece_number,
@@ -343,7 +343,7 @@ class FastPass:
 
     def _check(self, buf: bytes, end: int, number: int) -> None:
         """The reference's errors for lines ``buf[:end]`` (numbered from ``number``): raised by
-        ``Corpus._text`` line by line once the block as a whole is found not to be UTF-8 text."""
+        ``Corpus.line_text`` line by line once the block as a whole is found not to be UTF-8 text."""
         try:
             bad = buf.find(b"\x00", 0, end) >= 0
             if not bad:
@@ -356,6 +356,6 @@ class FastPass:
         while at < end:
             nl = buf.find(b"\n", at, end)
             stop = nl + 1 if nl >= 0 else end
-            self.corpus._text(buf[at:stop], self.corpus.path, number, 0)
+            self.corpus.line_text(buf[at:stop], self.corpus.path, number, 0)
             at, number = stop, number + 1
         raise EmbedtuneError("not valid UTF-8 text; is this a corpus file?", self.corpus.path)

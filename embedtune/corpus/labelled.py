@@ -91,11 +91,11 @@ class LabelledCorpus(Corpus):
                 _labels_and_words(raw, label_prefix, path, number)
 
     @classmethod
-    def _text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
-        """Corpus._text for labelled lines: a line is one example, so a line cut in pieces is an error."""
+    def line_text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
+        """Corpus.line_text for labelled lines: a line is one example, so a line cut in pieces is an error."""
         if offset:
             raise EmbedtuneError("a line over 1 MiB; one example per line is expected", path, number)
-        return super()._text(piece, path, number, offset, final)
+        return super().line_text(piece, path, number, offset, final)
 
     def examples(self, share: tuple[int, int] | None = None) -> Iterator[Example]:
         """Every non-blank line as an Example (of ``share``'s lines only, as Corpus.lines); a line

@@ -41,6 +41,9 @@ class Corpus(HeldLines):
         self.lowercase = lowercase
         self.tokenizer = Tokenizer(vocabulary) if tokenize == "auto" else None
         self._spool = None
+        # The file every pass reads (the compiled reader's too): the corpus file, or its spool (a pipe,
+        # a one-pass iterator); None for sentences held in memory.
+        self.read_path: str | None = None
         self._hash = None
         self.digest: str | None = None   # sha256 of the content, set by count(); resume compares it
         self._counted = None   # count()'s figures, once made
@@ -70,9 +73,9 @@ class Corpus(HeldLines):
                     except OSError as err:
                         raise EmbedtuneError(f"cannot copy it to a temporary file in {tempfile.gettempdir()}: "
                                              f"{err.strerror or err}", self.path) from None
-                self._read_path = self._spool
+                self.read_path = self._spool
             else:
-                self._read_path = self.path
+                self.read_path = self.path
         elif isinstance(source, Iterator):
             # A one-pass iterator (a generator): spooled like standard input, since training reads
             # the corpus more than once (counts, new-word starts, then every epoch).
@@ -81,7 +84,7 @@ class Corpus(HeldLines):
             with self._spooling("w", encoding="utf-8") as spool:
                 for sentence in source:
                     spool.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
-            self._read_path = self._spool
+            self.read_path = self._spool
         else:
             self.path = "<corpus>"
             self.sentences = source
@@ -135,6 +138,12 @@ class Corpus(HeldLines):
         the other lines are not decoded."""
         return (tokens for _, tokens in self._numbered_lines(share))
 
+    @property
+    def reads_compiled(self) -> bool:
+        """Whether ``count`` reads this corpus with the compiled reader (corpus/fast.py): a file of plain
+        lines (a subclass that makes its lines otherwise, such as classify's, reads them itself)."""
+        return self.compiled and self.sentences is None and type(self)._numbered_lines is Corpus._numbered_lines
+
     def numbered_lines(self, share: tuple[int, int] | None = None) -> Iterator[tuple[int, list[str]]]:
         """lines() with each line's number (the same number for a line whichever share reads it)."""
         return self._numbered_lines(share)
@@ -171,20 +180,20 @@ class Corpus(HeldLines):
 
     def _file_texts(self, k: int, n: int) -> Iterator[tuple[int, str]]:
         """(line number, text) of lines k, k + n, ... of the file (counted from 0; the others are not
-        decoded), as ``_text`` decodes them; the digest, while counting, takes every line's bytes."""
+        decoded), as ``line_text`` decodes them; the digest, while counting, takes every line's bytes."""
         digest = self._hash
         try:
-            with open_binary(self._read_path) as raw:
+            with open_binary(self.read_path) as raw:
                 for number, offset, piece in pieces(raw, self.path):
                     if digest is not None:
                         digest.update(piece)
                     if (number - 1) % n == k:
-                        yield number, self._text(piece, self.path, number, offset)
+                        yield number, self.line_text(piece, self.path, number, offset)
         except (OSError, EOFError, ValueError) as err:   # damaged .gz/.bz2 among them
             raise EmbedtuneError(f"cannot read: {err}", self.path) from None
 
     @classmethod
-    def _text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
+    def line_text(cls, piece: bytes, path: str, number: int, offset: int, final: bool = True) -> str:
         """A piece of line ``number`` (from byte ``offset`` of the line) as text, or the error that says
         why it is not: not UTF-8, or NUL bytes. ``final``: False for a piece cut off at an arbitrary
         byte (check_start's last), whose end may be part of a character."""
@@ -228,7 +237,7 @@ class Corpus(HeldLines):
                 number += 1
                 left -= len(line)
                 whole = line.endswith(b"\n") or left > 0   # else cut by the head's end
-                yield number, cls._text(line, path, number, 0, final=whole), whole
+                yield number, cls.line_text(line, path, number, 0, final=whole), whole
 
     def count(self) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a
@@ -246,7 +255,7 @@ class Corpus(HeldLines):
         self._hash = hashlib.sha256()
         self.fast = None
         try:
-            if self.compiled and self.sentences is None and type(self)._numbered_lines is Corpus._numbered_lines:
+            if self.reads_compiled:
                 self.reads[None] += 1
                 passes = fast.FastPass(self)
                 counts, _, n_lines = passes.count(self._hash)

@@ -42,8 +42,8 @@ class Tables:
             self.arrays = [kernel.words, kernel.side, *kernel.word_state.values(), *kernel.side_state.values()]
             self.variables = None
         else:
-            self.variables = [trainer._trainable, trainer._side, *trainer.word_opt.variables().values(),
-                              *trainer.side_opt.variables().values()]
+            self.variables = [trainer.trainable_variable, trainer.side_variable,
+                              *trainer.word_opt.variables().values(), *trainer.side_opt.variables().values()]
 
     def read(self) -> list[np.ndarray]:
         """Each table as [rows, width] (a compiled step's arrays themselves; a variable's copy); a scalar

@@ -25,8 +25,7 @@ def reads_compiled(corpus) -> bool:
     """Whether ``Corpus.count`` would read ``corpus`` with the compiled reader (a plain-text file)."""
     from embedtune.corpus.text import Corpus
 
-    return (isinstance(corpus, Corpus) and corpus.compiled and corpus.sentences is None
-            and type(corpus)._numbered_lines is Corpus._numbered_lines)
+    return isinstance(corpus, Corpus) and corpus.reads_compiled
 
 
 def share_blocks(blocks, share: tuple[int, int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

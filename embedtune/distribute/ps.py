@@ -44,6 +44,10 @@ from embedtune.training.strategy import OneProcess
 # sharded, and a split of a few rows saves nothing.
 MIN_SHARDED_ROWS = 64
 WATCH = 0.5   # seconds between the chief's probes of its servers while it trains
+# The TensorFlow versions (major, minor) whose ShardedVariable.sparse_read ``_sparse_read`` replaces: from
+# the oldest pyproject.toml allows to the newest it was checked against. tests/test_ps.py checks, on the
+# installed TensorFlow, that its own still does what ``_sparse_read`` corrects, and fails when it does not.
+SPARSE_READ_VERSIONS = ((2, 16), (2, 21))
 
 
 def row_partitioner(shards: int, min_rows: int = MIN_SHARDED_ROWS) -> Callable:
@@ -72,18 +76,40 @@ def _sparse_read(self, indices, name=None):
     return tf.nn.embedding_lookup(self.variables, indices, name=name)
 
 
-def fix_sparse_read() -> None:
-    """Make ``tf.gather`` on every ShardedVariable return rows in the ids' order, for ids of any shape
-    (``_sparse_read``). Idempotent; call before the first step is traced."""
+def tensorflow_version(version: str) -> tuple[int, int]:
+    """(major, minor) of a TensorFlow version string ("2.21.0", "2.22.0rc1", "2.22.0-dev20260101")."""
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+@contextlib.contextmanager
+def sparse_read_in_order():
+    """While inside, ``tf.gather`` on every ShardedVariable returns rows in the ids' order, for ids of any
+    shape (``_sparse_read``); TensorFlow's own again after. Enter before the first step is traced (a
+    traced step keeps what it was traced with). Refused, with nothing patched, on a TensorFlow outside
+    SPARSE_READ_VERSIONS, whose ShardedVariable it was not written for."""
+    low, high = SPARSE_READ_VERSIONS
+    if not low <= tensorflow_version(tf.__version__) <= high:
+        raise EmbedtuneError(f"parameter servers: embedtune's sharded row gather is written for TensorFlow "
+                             f"{low[0]}.{low[1]} to {high[0]}.{high[1]}, not {tf.__version__}; install one of "
+                             "those for a run on parameter servers")
     from tensorflow.python.distribute.sharded_variable import ShardedVariable
 
+    own = ShardedVariable.__dict__.get("sparse_read")   # None: inherited (ShardedVariableMixin's)
     ShardedVariable.sparse_read = _sparse_read
+    try:
+        yield
+    finally:
+        if own is None:
+            del ShardedVariable.sparse_read
+        else:
+            ShardedVariable.sparse_read = own
 
 
 def parameter_server_strategy(resolver, shards: int, min_rows: int = MIN_SHARDED_ROWS):
     """A ParameterServerStrategy over ``resolver``'s cluster whose tables (variables of ``min_rows``
-    rows or more) are split by rows into ``shards`` shards, with ``fix_sparse_read`` applied."""
-    fix_sparse_read()
+    rows or more) are split by rows into ``shards`` shards (gather from them inside
+    ``sparse_read_in_order``)."""
     return tf.distribute.experimental.ParameterServerStrategy(
         resolver, variable_partitioner=row_partitioner(shards, min_rows))
 
@@ -120,13 +146,11 @@ class ServerStep(TensorFlowStep):
     """TensorFlow's step on the sharded tables, each call scheduled on a worker task; not fused (the
     fused sgd scatters inside an XLA cluster, which takes no ShardedVariable)."""
 
+    # The anchor's start rows and slice counts as variables, sharded as the tables are: as constants (one
+    # process) they would travel with every call.
+    fixed_as_variables = True
+
     def __init__(self, trainer, servers: ParameterServers):
-        if trainer.anchor:
-            # The anchor's start rows and slice counts as variables, sharded as the tables are: as
-            # constants (one process) they would travel with every call.
-            for name in ("start", "slices_per_epoch"):
-                made = getattr(type(trainer), name).func(trainer)
-                trainer.__dict__[name] = tf.Variable(made, trainable=False, name=name)
         super().__init__(trainer, fused=False)
         self.servers = servers
         tf.register_tensor_conversion_function(RemoteLoss, _convert)
@@ -144,11 +168,11 @@ class ServerStep(TensorFlowStep):
 
     def trained_matrix(self):
         self.sync()
-        return whole(self.trainer._trainable)[: self.trainer.n_trainable]
+        return whole(self.trainer.trainable_variable)[: self.trainer.n_trainable]
 
     def side_matrix(self):
         self.sync()
-        return whole(self.trainer._side)
+        return whole(self.trainer.side_variable)
 
 
 class ParameterServers(OneProcess):
@@ -164,10 +188,13 @@ class ParameterServers(OneProcess):
         self.strategy = self.coordinator = self.step = None
         self.lost: str | None = None   # a server that stopped answering (the watch)
         self.watching = threading.Event()
+        self.held = contextlib.ExitStack()   # the sharded gather's patch, from start to close
 
     def start(self, train=None, note=None, stop=None):
         """Wait for every server, then connect: TensorFlow's own connection waits without a limit for a
-        server that is not there, and retries a lost worker's steps for an hour."""
+        server that is not there, and retries a lost worker's steps for an hour. A TensorFlow whose
+        sharded gather was not checked is refused first."""
+        self.held.enter_context(sparse_read_in_order())
         wait_for(self.cluster, self.patience)
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(self.cluster.spec), task_type="chief", task_id=0, rpc_layer="grpc")
@@ -251,9 +278,13 @@ class ParameterServers(OneProcess):
         self.join()
         self.watching.clear()
 
+    def close(self):
+        """TensorFlow's own ShardedVariable.sparse_read back, however the run ended."""
+        self.held.close()
+
     def summary(self) -> dict:
         """The cluster, and the rows of the trainable table each server holds (its sink included)."""
-        shards = getattr(self.step.trainer._trainable, "variables", [])
+        shards = getattr(self.step.trainer.trainable_variable, "variables", [])
         return {"parameter_servers": self.shards, "ps_workers": self.size,
                 "ps_shard_rows": [int(v.shape[0]) for v in shards],
                 "ps_shard_devices": [v.device for v in shards]}

@@ -93,10 +93,9 @@ def open_source(path) -> "Source":
     """A Source for `path`; for a pipe the one detect_format peeked at, so nothing read is lost."""
     source = _parked.pop(str(path), None)
     if source is not None:
-        if source._is_still(path):
+        if source.still_reads(path):
             return source
-        source._reading = True   # closed for good, not parked again
-        source.close()
+        source.discard()
     return Source(path)
 
 
@@ -135,7 +134,7 @@ class Source:
         try:   # a damaged stream fails here, before a `with` holds the source: close the file
             self._raw = raw
             self._raw_read = 0
-            magic = self._read_raw(3)
+            magic = self.read_raw(3)
             self.compression = None
             if magic.startswith(_GZIP_MAGIC):
                 self.compression = "gzip"
@@ -160,7 +159,8 @@ class Source:
                 self._owned.close()
             raise
 
-    def _read_raw(self, n: int) -> bytes:
+    def read_raw(self, n: int) -> bytes:
+        """Up to n bytes of the file as they are on disk (compressed data still compressed; -1: all the rest)."""
         try:
             data = self._raw.read(n)
         except OSError as err:
@@ -176,9 +176,9 @@ class Source:
             if self._magic:
                 data, self._magic = self._magic, b""
                 if n > len(data):
-                    data += self._read_raw(n - len(data))
+                    data += self.read_raw(n - len(data))
                 return data
-            return self._read_raw(n)
+            return self.read_raw(n)
         try:
             return self._stream.read(n)
         except (OSError, EOFError, zlib.error) as err:
@@ -229,7 +229,7 @@ class Source:
         except (OSError, EOFError, zlib.error) as err:
             raise EmbedtuneError(f"damaged {self.compression} data ({err})", path=self.name) from None
 
-    def _is_still(self, path) -> bool:
+    def still_reads(self, path) -> bool:
         """Whether `path` still names the file this Source reads (tests replace standard input)."""
         if self.path == STDIO:
             return self._raw is sys.stdin.buffer
@@ -238,6 +238,11 @@ class Source:
         except (OSError, ValueError):
             return False
         return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+    def discard(self) -> None:
+        """Close for good, even a pipe only peeked at (not parked for its next reader)."""
+        self._reading = True
+        self.close()
 
     def close(self) -> None:
         if self.pipe and not self._reading:
@@ -265,11 +270,11 @@ class _Prefixed:
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             data, self._prefix = self._prefix, b""
-            return data + self._source._read_raw(-1)
+            return data + self._source.read_raw(-1)
         if self._prefix:
             data, self._prefix = self._prefix[:n], self._prefix[n:]
             return data
-        return self._source._read_raw(n)
+        return self._source.read_raw(n)
 
     def readable(self):
         return True

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from embedtune import checkpoint
 from embedtune.config import Config
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.contexts import choose_method
 from embedtune.plan.rows import plan_rows
 from embedtune.plan.rules import Plan
+from embedtune.training.checkpoints import folder as checkpoint
 from embedtune.vectors import Vectors
 
 

@@ -1,8 +1,9 @@
-"""Training: the loop (``loop.py``: setup -> run_epochs -> result), the tables (``tables.py``), the step
-(``step.py``: TensorFlow's or an objective's compiled one, chosen once), the lazy optimizers and cap
-(``optimizers.py``), batches (``batches.py``), checkpoints and the loss log (``checkpoints.py``), the
-frozen-row checks (``frozen.py``), the strategy the loop is given (``strategy.py``: one process by
-default) and the host's settings (``host.py``).
+"""Training: the loop (``loop.py``: setup -> run_epochs -> result), the tables (``trainer.py``: ``Trainer``),
+the step (``step.py``: TensorFlow's or an objective's compiled one, chosen once), the lazy optimizers and
+cap (``optimizers.py``), batches (``batches.py``), checkpoints (``checkpoints/``: ``Checkpoints``, the
+locked folder, one checkpoint's state), the loss log and progress (``progress.py``), the frozen-row
+checks (``frozen.py``), the strategy the loop is given (``strategy.py``: one process by default) and the
+host's settings (``host.py``).
 
 The public names are imported when first asked for (PEP 562), so that importing a light module of
 the package (the optimizers' constants, read by the compiled steps) does not import TensorFlow.
@@ -14,7 +15,7 @@ import importlib
 
 _EXPORTS = {
     "train": "loop", "TrainResult": "loop", "no_pairs_message": "loop",
-    "Progress": "checkpoints", "FrozenRowsCheck": "frozen", "OneProcess": "strategy",
+    "Progress": "progress", "FrozenRowsCheck": "frozen", "OneProcess": "strategy",
 }
 __all__ = sorted(_EXPORTS)
 

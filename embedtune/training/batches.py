@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from embedtune.checkpoint import Position
+from embedtune.training.checkpoints.state import Position
 from embedtune.config import TrainConfig
 
 LOSS_EVERY = 20  # steps between reading the loss back (a host sync)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtune import _tf
-from embedtune.checkpoint import Position
 from embedtune.config import Config, TrainConfig, learning_rate
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
@@ -25,11 +24,13 @@ from embedtune.objectives import Objective, objective_class
 from embedtune.plan.rows import plan_rows
 from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
-from embedtune.training.checkpoints import Checkpoints, LossLog, Progress
+from embedtune.training.checkpoints import Checkpoints
+from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
+from embedtune.training.progress import LossLog, Progress
 from embedtune.training.strategy import OneProcess
-from embedtune.training.tables import Trainer
+from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
 
 
@@ -65,7 +66,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     strategy : how the run is spread over processes (None: one process; several workers:
         embedtune.distribute.strategy_from_env())
     Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
-    (``checkpoint.remove`` deletes them once the caller has written the result).
+    (``training.checkpoints.folder.remove`` deletes them once the caller has written the result).
     """
     t = config.train
     objective = objective_class(t.objective)
@@ -73,6 +74,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         return fit_closed_form(objective, vectors, config, on_plan, resume)
     strategy = OneProcess() if strategy is None else strategy
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
+        cleanup.callback(strategy.close)   # and what the strategy took at its start
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
         run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)

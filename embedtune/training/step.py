@@ -112,8 +112,8 @@ class CompiledStep(Step):
     def _state(self):
         """(variable, the kernel's numpy copy) of each table and each of its optimizer's variables."""
         trainer, kernel = self.trainer, self.kernel
-        yield trainer._trainable, kernel.words
-        yield trainer._side, kernel.side
+        yield trainer.trainable_variable, kernel.words
+        yield trainer.side_variable, kernel.side
         for opt, state in ((trainer.word_opt, kernel.word_state), (trainer.side_opt, kernel.side_state)):
             for name, var in opt.variables().items():
                 if name in state:
@@ -154,9 +154,13 @@ class TensorFlowStep(Step):
         False where batches can repeat a row (gradients gathered from several workers)
     """
 
+    # The anchor's fixed tables as variables, not constants (Trainer.make_tensorflow_state): for a step
+    # whose tables are placed elsewhere (distribute/ps.py).
+    fixed_as_variables = False
+
     def __init__(self, trainer, fused: bool | None = None, grouped: bool = True, distinct: bool | None = None):
         super().__init__(trainer)
-        trainer.make_tensorflow_state()
+        trainer.make_tensorflow_state(self.fixed_as_variables)
         self.fused = not trainer.merge if fused is None else fused
         self.grouped = grouped
         self.distinct = trainer.objective.distinct_ids if distinct is None else distinct

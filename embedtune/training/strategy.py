@@ -57,6 +57,9 @@ class OneProcess:
     def finish(self, trainer) -> None:
         """After the last step."""
 
+    def close(self) -> None:
+        """After the run, however it ended (an error, an interrupt): release what ``start`` took."""
+
     def summary(self) -> dict:
         """The run summary's figures of the strategy (several workers: the syncs)."""
         return {}

@@ -42,7 +42,7 @@ def scalar(tag: str, value: float) -> None:
 class ScalarLog:
     """Scalars of one run; ``write`` at each loss point, ``close`` at the end.
 
-    trainer : an embedtune.training.tables.Trainer (its ``trainable`` variable, ``rows`` and ``plan``)
+    trainer : an embedtune.training.trainer.Trainer (its ``trainable`` variable, ``rows`` and ``plan``)
     """
 
     def __init__(self, logdir: str, trainer, words_done: int = 0, seed: int = 1):

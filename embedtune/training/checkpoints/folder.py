@@ -1,11 +1,7 @@
-"""Checkpoints: everything a run needs to continue exactly where it stopped.
+"""The checkpoint folder of a run: where its checkpoints go, one run at a time.
 
-A checkpoint is a folder ``ckpt-<step>`` holding a ``tf.train.Checkpoint`` of the
-trainable table, the context table, the optimizer state and the step's random
-generator, plus ``state.json``: the position in the corpus, the numpy random state
-of the current chunk, the loss so far and a fingerprint of the vectors, corpus and
-settings. It is written under a temporary name and renamed when complete, so a run
-killed while writing leaves the previous checkpoint intact.
+Each checkpoint (what it holds and how it is read: ``state.py``) is written under a temporary name
+and renamed when complete, so a run killed while writing leaves the previous checkpoint intact.
 
 A checkpoint folder belongs to one run at a time (`Folder`): a lock file held for the
 run's life keeps a second run out; a new run refuses a folder that holds another run's
@@ -27,68 +23,18 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-
-import numpy as np
 
 from embedtune.errors import EmbedtuneError
+from embedtune.training.checkpoints import state
+from embedtune.training.checkpoints.state import STATE_FILE, DamagedCheckpoint, Position
 
-STATE_FILE = "state.json"
-TABLES = "tables"          # prefix of the tf.train.Checkpoint files in a checkpoint folder
 PREFIX = "ckpt-"
 PARTIAL = ".partial"
 LOCK_FILE = ".lock"
 KEEP = 3
-
-
-@dataclass
-class Position:
-    """Where the loop is: the next batch to run is (epoch, chunk, batch)."""
-
-    epoch: int = 1
-    chunk: int = 0
-    batch: int = 0
-    words_done: int = 0
-    steps: int = 0
-    pairs: int = 0
-    chunk_rng: dict | None = None   # numpy bit-generator state at the start of the chunk
-    loss_history: list = field(default_factory=list)
-    loss_start: float | None = None  # loss per pair of the run's first step, before any update
-    # A multi-worker run's position in each worker's share of the lines, [chunk, batch, words, more]
-    # a worker (embedtune/distribute/); None in one process
-    shares: list | None = None
-
-
-class DamagedCheckpoint(EmbedtuneError):
-    """A checkpoint whose state or tables cannot be read; ``path`` names the damaged file."""
-
-
-def fingerprint(words: list[str], frozen_bytes: bytes, corpus_words: int, corpus_lines: int, settings: dict,
-                matrix: np.ndarray | None = None, corpus_digest: str | None = None) -> dict:
-    """What must match for a resume: the rows (words, values and freeze plan), the corpus
-    (counts and a hash of its content) and the settings."""
-    h = hashlib.sha256()
-    for w in words:
-        h.update(w.encode("utf-8", "surrogatepass"))
-        h.update(b"\n")
-    h.update(frozen_bytes)
-    if matrix is not None:
-        # The values too: a vectors file edited in place, same words, must not resume. Hashing the
-        # matrix is cheap next to loading it as text (benchmarks/README.md, io).
-        h.update(np.ascontiguousarray(matrix, np.float32).data)
-    corpus = {"words": corpus_words, "lines": corpus_lines}
-    if corpus_digest is not None:
-        corpus["sha256"] = corpus_digest
-    return {
-        "rows": hashlib.sha256(h.digest()).hexdigest()[:16],
-        "corpus": corpus,
-        "settings": settings,
-    }
 
 
 def _step_of(name: str) -> int | None:
@@ -202,7 +148,7 @@ class Folder:
         for name in reversed(names):
             path = os.path.join(self.directory, name)
             try:
-                position = load(path, tf_checkpoint, fp)
+                position = state.load(path, tf_checkpoint, fp)
             except DamagedCheckpoint as err:
                 damaged.append(err)
                 continue
@@ -228,11 +174,7 @@ class Folder:
         try:
             shutil.rmtree(partial, ignore_errors=True)
             os.makedirs(partial)
-            tf_checkpoint.write(os.path.join(partial, TABLES))
-            with open(os.path.join(partial, STATE_FILE), "w") as f:
-                json.dump({"position": asdict(position), "fingerprint": fp}, f)
-                f.flush()
-                os.fsync(f.fileno())
+            state.write(partial, tf_checkpoint, position, fp)
             shutil.rmtree(final, ignore_errors=True)
             os.rename(partial, final)
         except OSError as err:
@@ -285,74 +227,3 @@ def remove(directory: str) -> bool:
     return True
 
 
-def _flat(settings: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat
-
-
-def _shown(value) -> str:
-    # None in the settings is a key left to its default (the objective's, for lr and the like)
-    return "unset (default)" if value is None else repr(value)
-
-
-def _settings_diff(then: dict, now: dict) -> str:
-    """'lr: unset (default) then, 0.05 now; vocab.min_count: 5 then, 3 now'"""
-    then, now = _flat(then), _flat(now)
-    keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
-    return "; ".join(f"{k}: {_shown(then.get(k))} then, {_shown(now.get(k))} now" for k in keys)
-
-
-def load(path: str, tf_checkpoint, fp: dict) -> Position:
-    """Restore tables and state from a checkpoint folder; the fingerprint must match.
-
-    Raises DamagedCheckpoint when its state or tables cannot be read, EmbedtuneError when it
-    belongs to other vectors, another corpus or other settings (then nothing was restored).
-    """
-    state_path = os.path.join(path, STATE_FILE)
-    try:
-        with open(state_path, "rb") as f:
-            saved = json.loads(f.read().decode("utf-8"))
-        theirs = saved["fingerprint"]
-        position = Position(**saved["position"])
-        for key in ("rows", "corpus", "settings"):
-            theirs[key]
-    except FileNotFoundError:
-        raise DamagedCheckpoint("missing (the checkpoint is incomplete)", state_path) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DamagedCheckpoint(f"damaged, not JSON ({err})", state_path) from None
-    except (KeyError, TypeError, AttributeError):
-        raise DamagedCheckpoint("damaged, not a checkpoint's state", state_path) from None
-    except OSError as err:
-        raise DamagedCheckpoint(f"cannot be read: {err.strerror or err}", state_path) from None
-    for key, what in (("rows", "vectors or freeze rules"), ("corpus", "corpus"), ("settings", "settings")):
-        if theirs.get(key) != fp.get(key):
-            detail = ""
-            if key == "settings":
-                detail = f" ({_settings_diff(theirs[key], fp[key])})"
-            elif key == "corpus":
-                then, now = theirs[key], fp[key]
-                if (then.get("words"), then.get("lines")) == (now.get("words"), now.get("lines")):
-                    detail = f" (the same {now['words']:,} words in {now['lines']:,} lines, other content)"
-                else:
-                    detail = (f" ({then.get('words')} words in {then.get('lines')} lines then, "
-                              f"{now['words']} in {now['lines']} now)")
-            verb = "differs" if key == "corpus" else "differ"
-            raise EmbedtuneError(f"cannot resume: the {what} {verb} from the checkpoint's{detail}", path)
-    from embedtune._tf import tf
-
-    try:
-        tf_checkpoint.read(os.path.join(path, TABLES)).assert_consumed()
-    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
-        reason = (getattr(err, "message", None) or str(err) or type(err).__name__).strip().splitlines()[0]
-        # TensorFlow's words for a damaged index (measured: flipped, cut and missing index and data
-        # files); anything else is the data file (a checksum mismatch, "Read less bytes than requested").
-        in_index = any(w in reason for w in (".index", "sstable", "matching files"))
-        data = sorted(n for n in os.listdir(path) if n.startswith(TABLES + ".data")) if os.path.isdir(path) else []
-        damaged = TABLES + ".index" if in_index else (data[0] if data else TABLES + ".data-00000-of-00001")
-        raise DamagedCheckpoint(f"damaged ({reason[:160]})", os.path.join(path, damaged)) from None
-    return position

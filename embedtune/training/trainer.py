@@ -110,10 +110,12 @@ class Trainer:
         self.side_sink_from = self.side_rows if fixed is None else fixed
 
         self.anchor = float(t.anchor)
+        self._fixed_as_variables = False   # the anchor's tables as constants (make_tensorflow_state)
         self.clip_norm = float(t.clip_norm)
         # Merging repeated rows matters only to a cap, an anchor or optimizer state; plain sgd
         # adds each slice as it comes (scatter_sub sums repeated ids itself, on the CPU in index
-        # order, so as deterministically as the merge), which saved ~20% of the step (notes).
+        # order, so as deterministically as the merge), which costs less than merging (benchmarks/README.md,
+        # train_speed, "Figures moved from code comments").
         self.merge = bool(self.clip_norm or self.anchor or t.optimizer != "sgd")
         # Chosen once, here: ``start`` and ``side`` are the numpy tables a compiled step takes as its own.
         self.step: Step = (make_step or choose_step)(self, start, side, note)
@@ -124,12 +126,16 @@ class Trainer:
         return tf.random.Generator.from_seed(self.config.train.seed)
 
     @cached_property
-    def _trainable(self) -> tf.Variable:
+    def trainable_variable(self) -> tf.Variable:
+        """[T + 1, dim] the trainable rows' variable as it is: what the step (or a strategy standing in
+        for it) reads and writes. A compiled step's steps reach it only when synced: other readers
+        take ``trainable``."""
         # A compiled step's numpy table, as it is now (the step has it, in place of ``_start``).
         return tf.Variable(self._start, name="trainable_words")
 
     @cached_property
-    def _side(self) -> tf.Variable:
+    def side_variable(self) -> tf.Variable:
+        """The objective's own table's variable as it is (see ``trainable_variable``; others take ``side``)."""
         side, self._side_start = self._side_start, None   # the variable holds it now (or the compiled step)
         return tf.Variable(side, name="side")
 
@@ -143,31 +149,48 @@ class Trainer:
         return tf.constant(self._side_size, tf.int64)
 
     @cached_property
-    def start(self) -> tf.Tensor | None:
+    def start(self) -> tf.Tensor | tf.Variable | None:
         """The anchor pulls each trainable row toward where it started; only then is the start kept
         (TensorFlow's step: ``_start`` is not stepped in place)."""
-        return tf.constant(self._start) if self.anchor else None
+        return self._fixed(tf.constant(self._start), "start") if self.anchor else None
 
     @cached_property
-    def slices_per_epoch(self) -> tf.Tensor | None:
+    def slices_per_epoch(self) -> tf.Tensor | tf.Variable | None:
         """With an anchor, the word slices a row gets per epoch, over which its pull is spread."""
         if not self.anchor:
             return None
-        return tf.constant(np.concatenate([np.maximum(self.objective.slices, 1.0), [1.0]]), tf.float32)
+        slices = tf.constant(np.concatenate([np.maximum(self.objective.slices, 1.0), [1.0]]), tf.float32)
+        return self._fixed(slices, "slices_per_epoch")
+
+    def _fixed(self, table: tf.Tensor, name: str) -> tf.Tensor | tf.Variable:
+        """A table the step reads and never updates: a constant, or a variable no optimizer sees where
+        the step asked for one (``make_tensorflow_state``)."""
+        return tf.Variable(table, trainable=False, name=name) if self._fixed_as_variables else table
 
     @cached_property
     def word_opt(self):
-        return make_optimizer(self.config.train.optimizer, self._trainable)
+        return make_optimizer(self.config.train.optimizer, self.trainable_variable)
 
     @cached_property
     def side_opt(self):
-        return make_optimizer(self.config.train.optimizer, self._side)
+        return make_optimizer(self.config.train.optimizer, self.side_variable)
 
-    def make_tensorflow_state(self) -> None:
+    def make_tensorflow_state(self, fixed_as_variables: bool = False) -> None:
         """Every TensorFlow object of the run made now, outside any traced function (a variable made
-        while tracing is refused, and a constant made there would be a graph tensor)."""
-        for name in ("tf_rng", "_trainable", "_side", "trainable_shape", "side_shape", "start",
-                     "slices_per_epoch", "word_opt", "side_opt"):
+        while tracing is refused, and a constant made there would be a graph tensor).
+
+        fixed_as_variables : the anchor's fixed tables (``start``, ``slices_per_epoch``) as variables,
+            made first, not constants: a step whose tables live on other machines (parameter servers:
+            distribute/ps.py) places them as it places the tables, where a constant would travel with
+            every call.
+        """
+        self._fixed_as_variables = fixed_as_variables
+        fixed = ("start", "slices_per_epoch")
+        names = ("tf_rng", "trainable_variable", "side_variable", "trainable_shape", "side_shape", *fixed,
+                 "word_opt", "side_opt")
+        if fixed_as_variables:   # made before the tables, so placed before them on the servers
+            names = fixed + tuple(name for name in names if name not in fixed)
+        for name in names:
             getattr(self, name)
         self._start = None   # the variable (and the anchor's constant) hold it now; a compiled step its own
 
@@ -185,13 +208,13 @@ class Trainer:
     def trainable(self) -> tf.Variable:
         """[T + 1, dim] the trainable rows and the sink, with every step taken."""
         self.step.sync()
-        return self._trainable
+        return self.trainable_variable
 
     @property
     def side(self) -> tf.Variable:
         """The objective's own table (sgns: context vectors), its sink last, with every step taken."""
         self.step.sync()
-        return self._side
+        return self.side_variable
 
     def prepare(self, batch: dict) -> dict:
         """An objective's numpy batch as the step takes it."""

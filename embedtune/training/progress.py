@@ -1,10 +1,9 @@
-"""Checkpoints of a run (save, prune, resume: ``Checkpoints``) and its loss read-back (``LossLog``)."""
+"""What a run reports while it trains: the loss read back from the step every LOSS_EVERY steps and
+checked for divergence (``LossLog``), and what the progress callback is given (``Progress``)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -12,23 +11,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from embedtune._tf import lazy as tf
-from embedtune import checkpoint
-from embedtune.checkpoint import Position
-from embedtune.config import TrainConfig
-from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.vectors import Vectors
+from embedtune.training.checkpoints.state import Position
 
 if TYPE_CHECKING:
     from embedtune.training.tblog import ScalarLog
 
-CHECKPOINT_SECONDS = 300  # without --checkpoint-every, a checkpoint every this many seconds
 # A mean loss (over LOSS_EVERY steps) above this many times the first step's is divergence. The
 # first step's loss is taken before any update, so it is the start whatever the lr. 10x lies well
 # above the ratios of normal runs and below what diverging runs pass in their first report
 # (benchmarks/README.md, train_speed).
 DIVERGED = 10
-
 
 
 @dataclass
@@ -40,70 +33,6 @@ class Progress:
     words_total: int
     loss: float           # mean loss per pair since the last report
     pairs: int
-
-
-
-class Checkpoints:
-    """Checkpoint save, prune and resume for one run: the locked folder (``checkpoint.Folder``,
-    which prunes), the run's fingerprint and when it last saved. Without a folder it saves nothing."""
-
-    def __init__(self, folder: checkpoint.Folder | None, every: int, resuming: bool = False, writes: bool = True):
-        self.folder = folder
-        self.writes = writes   # False: a multi-worker run's other workers, which only read the chief's
-        self.resuming = resuming   # restore the folder's newest usable checkpoint before training
-        self.every = every   # steps between checkpoints; 0: every CHECKPOINT_SECONDS
-        self.fingerprint: dict | None = None
-        self.trainer = None   # the run's Trainer (bind)
-        self.last_saved = time.monotonic()
-
-    @classmethod
-    def open(cls, train: TrainConfig, resume: bool, overwrite: bool, cleanup: contextlib.ExitStack,
-             writes: bool = True) -> Checkpoints:
-        """The folder locked and checked before any work (one folder, one run), held until ``cleanup``;
-        ``writes`` False: not locked, only read (the other workers of a multi-worker run)."""
-        if resume and not train.checkpoint_dir:
-            raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
-        folder = None
-        if train.checkpoint_dir:
-            folder = cleanup.enter_context(checkpoint.Folder(train.checkpoint_dir))
-            if writes:
-                folder.open(resume, overwrite=overwrite)
-        return cls(folder, train.checkpoint_every, resume, writes)
-
-    def bind(self, trainer, vectors: Vectors, corpus: Corpus, total_words: int, n_lines: int,
-             settings: dict) -> None:
-        """What is saved (the trainer's state) and what a resume must match (vectors, plan, corpus, settings)."""
-        self.trainer = trainer
-        if self.folder is not None:
-            plan = trainer.plan
-            self.fingerprint = checkpoint.fingerprint(
-                plan.words, plan.frozen.tobytes(), total_words, n_lines, settings,
-                matrix=vectors.matrix, corpus_digest=corpus.digest)
-        self.last_saved = time.monotonic()
-
-    def restore(self, note: Callable[[str], None] | None) -> Position:
-        """The trainer's state from the newest usable checkpoint; the position to continue from."""
-        found, pos = self.folder.resume(self.trainer.tf_checkpoint(), self.fingerprint, note)
-        self.trainer.restored()
-        if note is not None:
-            note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
-        self.last_saved = time.monotonic()
-        return pos
-
-    def due(self, pos: Position) -> bool:
-        if self.folder is None:
-            return False
-        if self.every:
-            return pos.steps % self.every == 0
-        return time.monotonic() - self.last_saved > CHECKPOINT_SECONDS
-
-    def save(self, pos: Position) -> str | None:
-        """Write a checkpoint at ``pos`` (the folder keeps this run's newest few); its path, or None
-        without a folder."""
-        self.last_saved = time.monotonic()
-        if self.folder is None or not self.writes:
-            return None
-        return self.folder.save(self.trainer.tf_checkpoint(), pos, self.fingerprint)
 
 
 class LossLog:
