@@ -155,3 +155,34 @@ def test_the_readme_is_short_and_its_headline_cells_link_docs_speed():
             shown = re.sub(r"\]\([^)]*\)", "]", cell)
             assert len(shown) <= CELL_MAX_CHARS, f"a long headline cell ({len(shown)} characters): {cell}"
         assert re.search(r"\]\(docs/speed\.md#[\w-]+\)", row[1]), f"the figure links no row of docs/speed.md: {row}"
+
+
+def architecture_paths() -> list[tuple[int, str]]:
+    """(line, path) for each file or folder docs/architecture.md names: `embedtune/...` and `cli/...`, and a
+    bare `name.py` beside them on its line, read inside the last folder named before it there."""
+    found = []
+    for number, line in enumerate(text_of(ROOT / "docs" / "architecture.md").splitlines(), 1):
+        folder = None
+        for token in re.findall(r"`([^`\s]+)`", line):
+            if token.startswith(("embedtune/", "cli/")):
+                found.append((number, token))
+                folder = token if token.endswith("/") else folder
+            elif token.endswith(".py") and folder:
+                found.append((number, folder + token))
+    return found
+
+
+def test_every_module_the_architecture_page_names_exists():
+    paths = architecture_paths()
+    assert len(paths) > 40, "docs/architecture.md names fewer modules than it should: was it parsed?"
+    missing = [f"line {number}: {path}" for number, path in paths if not (ROOT / path).exists()]
+    assert not missing, "docs/architecture.md names what is not in the tree (moved? update the page): " + "; ".join(missing)
+
+
+def test_the_architecture_page_places_every_package_and_top_level_module():
+    named = {path.rstrip("/") for _, path in architecture_paths()}
+    homes = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "embedtune").iterdir())
+             if (p.is_dir() and (p / "__init__.py").exists() and p.name != "cli")
+             or (p.suffix == ".py" and p.name not in ("__init__.py", "_tf.py", "cores.py", "wordnet.py"))]
+    unplaced = [home for home in homes if not any(n == home or n.startswith(home + "/") for n in named)]
+    assert not unplaced, f"docs/architecture.md does not say where these live: {unplaced}"
