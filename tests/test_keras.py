@@ -31,12 +31,7 @@ from embedtune._tf import tf  # noqa: E402
 
 from train_fixtures import REPO  # noqa: E402
 
-@pytest.fixture(autouse=True)
-def seeded():
-    """Keras's initialisers are random ops: seeded, so that a test runs where an earlier deterministic run
-    in the same process (`--deterministic` turns TensorFlow's op determinism on for the process, and
-    nothing turns it off) would make unseeded ones an error."""
-    keras.utils.set_random_seed(1234)
+from keras_fixtures import seeded  # noqa: E402,F401  (autouse: Keras seeded in every test)
 
 
 V, DIM, FROZEN, STEPS = 50, 4, 40, 20
