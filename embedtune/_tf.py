@@ -40,6 +40,32 @@ def when_imported(key: str, apply) -> None:
     apply(tf)
 
 
+def forget(key: str) -> None:
+    """Drop what ``when_imported`` was asked to apply under ``key``, if TensorFlow's import has not yet."""
+    with _hooks:
+        _on_import.pop(key, None)
+
+
+def op_determinism() -> bool:
+    """Whether TensorFlow runs its ops deterministically now (False while it is not imported)."""
+    if "tf" not in globals():
+        return False
+    from tensorflow.python.framework import config
+
+    return config.is_op_determinism_enabled()
+
+
+def restore_op_determinism(was: bool) -> None:
+    """Put the process's op determinism back as a run found it (``was``: ``op_determinism()`` then): a
+    ``--deterministic`` run turns it on for the whole process, and a library caller's later unseeded
+    random ops would then raise. TensorFlow's public API only turns it on; its framework config turns it off."""
+    forget("determinism")
+    if not was and op_determinism():
+        from tensorflow.python.framework import config
+
+        config.disable_op_determinism()
+
+
 def _import():
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]

@@ -211,6 +211,32 @@ def test_deterministic_runs_with_one_seed_give_the_same_bits_and_another_seed_do
     assert result.stdout.split() == ["True", "False"]
 
 
+def test_a_deterministic_run_leaves_the_processs_op_determinism_as_it_found_it():
+    """--deterministic turns TensorFlow's op determinism on for its run only: after it a caller's
+    unseeded random op runs (it raised: 'Random ops require a seed'), and a caller who had turned it
+    on keeps it on."""
+    from tensorflow.python.framework import config as tf_config
+
+    from embedtune._tf import tf
+
+    def deterministic_run():
+        config = make_config({"freeze_top": 100}, objective="glove", epochs=1, batch_size=512, seed=1,
+                             deterministic=True, max_steps=2)
+        train(glove(2000), Corpus(sample_lines(5)), config)
+
+    was = tf_config.is_op_determinism_enabled()
+    try:
+        tf_config.disable_op_determinism()
+        deterministic_run()
+        assert not tf_config.is_op_determinism_enabled()
+        tf.random.uniform([2])   # unseeded: refused while determinism is on
+        tf_config.enable_op_determinism()
+        deterministic_run()
+        assert tf_config.is_op_determinism_enabled()
+    finally:
+        (tf_config.enable_op_determinism if was else tf_config.disable_op_determinism)()
+
+
 def test_a_dimension_other_than_the_files_is_an_error():
     """Checked once, where the run loads the vectors and resolves its config (embedtune.run)."""
     from embedtune.run import run

@@ -75,6 +75,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
     strategy = OneProcess() if strategy is None else strategy
     with contextlib.ExitStack() as cleanup:   # the checkpoint folder's lock, released however the run ends
         cleanup.callback(strategy.close)   # and what the strategy took at its start
+        if t.deterministic:   # turned on in setup, for this run only
+            cleanup.callback(_tf.restore_op_determinism, _tf.op_determinism())
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
         run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
