@@ -95,9 +95,8 @@ def test_every_package_folder_is_installed():
     assert folders == listed
 
 
-# Private state read from outside its object, left as it is: the Keras layer's flag that its optimizer
-# sets when it takes the layer's rows (embedtune/keras/, outside issue 36's tidy).
-KNOWN_PRIVATE_READS = {"embedtune/keras/rows.py: layer._lazy_rows"}
+# Private state read from outside its object, left as it is (none today).
+KNOWN_PRIVATE_READS: set[str] = set()
 
 
 def private_reads(paths: list[Path], root: Path) -> set[str]:

@@ -23,8 +23,7 @@ from embedtune.newwords.choose import read_new_words
 from embedtune.plan.rows import plan_rows
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.run import Reading, check_dimension, load_training_vectors, save_checked
-from embedtune.training.optimizers import (ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2,  # noqa: F401
-                                           EPSILON, OPTIMIZERS, cap_rows, make_optimizer, merge_rows)
+from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
 __all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",

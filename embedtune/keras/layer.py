@@ -87,8 +87,12 @@ class Embedding(keras.layers.Layer):
         self._initial = initial               # from_vectors' arrays, until build
         self._vocabulary = initial["words"] if initial else None
         self._reference = initial["hashes"] if initial else None   # per-row hashes of the frozen rows as read
-        self._lazy_rows = False               # set by LazyRows.build
+        self._lazy_rows = False               # set by LazyRows.build (stepped_by_lazy_rows)
         self._suspect = False                 # a training call saw no LazyRows (warn_plain_optimizer)
+
+    def stepped_by_lazy_rows(self) -> None:
+        """Told by LazyRows when it takes this layer's rows: a plain Keras optimizer's warning does not apply."""
+        self._lazy_rows = True
 
     # --- making one ----------------------------------------------------------------------------
     @classmethod

@@ -80,7 +80,7 @@ class LazyRows(keras.optimizers.Optimizer):
         """The lazy optimizer's state for one rows variable, as this optimizer's own variables (saved with
         it), from the values embedtune's optimizers start from."""
         layer = layer_of(variable)
-        layer._lazy_rows = True
+        layer.stepped_by_lazy_rows()
         start = project.OPTIMIZERS[self.rows].initial_state(tuple(variable.shape))
         prefix = variable.path.replace("/", "_")
         state = {key: self.add_variable(shape=value.shape, dtype=str(value.dtype), name=f"{prefix}_{key}",
