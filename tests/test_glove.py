@@ -97,10 +97,13 @@ def test_glove_training_leaves_frozen_rows_bit_identical():
     assert (out[trainable_used] != before[trainable_used]).any(axis=1).mean() > 0.9
 
 
-def glove_trainer(vectors, lines, config):
+def glove_trainer(vectors, lines, config, monkeypatch):
+    """A trainer on TensorFlow's step (the compiled one against it: tests/test_glove_kernel.py)."""
+    from embedtune import kernels
     from embedtune.plan.rules import make_plan
     from embedtune.training.trainer import Trainer
 
+    monkeypatch.setattr(kernels, "KERNEL", False)
     corpus = Corpus(lines)
     counts, _, _ = corpus.count()
     config = resolve(config)
@@ -113,11 +116,12 @@ def epoch_batches(trainer, corpus):
     return list(objective.batches(*objective.units(chunk, trainer.rng)))
 
 
-def test_glove_loss_over_all_pairs_falls():
+def test_glove_loss_over_all_pairs_falls(monkeypatch):
     # The loss of every batched pair, summed without updating, before and after three epochs: the
     # per-step losses the summary reports vary more from batch to batch than they fall.
     trainer, corpus = glove_trainer(glove(20000), sample_lines(),
-                                    glove_config({"freeze_top": 5000}, batch_size=1024, x_max=3.0, anchor=0.0))
+                                    glove_config({"freeze_top": 5000}, batch_size=1024, x_max=3.0, anchor=0.0),
+                                    monkeypatch)
     batches = [trainer.prepare(b) for b in epoch_batches(trainer, corpus)]
 
     def total_loss():
@@ -132,9 +136,9 @@ def test_glove_loss_over_all_pairs_falls():
     assert losses[-1] < 0.98 * losses[0], losses
 
 
-def test_glove_keeps_the_fitted_biases_of_frozen_words():
+def test_glove_keeps_the_fitted_biases_of_frozen_words(monkeypatch):
     trainer, corpus = glove_trainer(glove(5000), sample_lines(300),
-                                    glove_config({"freeze_top": 1000}, batch_size=256))
+                                    glove_config({"freeze_top": 1000}, batch_size=256), monkeypatch)
     fitted = trainer.side.numpy().copy()
     assert 0.01 < trainer.objective.scale < 1 and trainer.objective.fit_pairs > 1000
     for batch in epoch_batches(trainer, corpus):

@@ -178,6 +178,7 @@ class GloVe(Objective):
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
         self.batch_size = train.batch_size
+        self.anchor = train.anchor
         n, t = rows.n_local, rows.n_trainable
         counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window)
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
@@ -210,7 +211,19 @@ class GloVe(Objective):
         # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
         self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
         self.side_fixed_from = t   # frozen words keep their fitted bias
-        self._scale = tf.constant(self.scale, tf.float32)
+
+    @classmethod
+    def compiles(cls, train) -> bool:
+        """Every optimizer, the cap and the anchor: the compiled step has them all."""
+        return True
+
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
+        """The numba step (embedtune/kernels/glove.py): TensorFlow's step's arithmetic with
+        ``deterministic``, else glove.c's per-pair loop, lock-free on ``threads`` threads."""
+        from embedtune.kernels.glove import GloveKernel
+
+        return GloveKernel(words, side, matrix, frozen_rows, n_trainable, self.scale, update, self.anchor,
+                           self.slices, self.batch_size, threads, lockfree=not deterministic)
 
     def check(self, corpus) -> None:
         if not self.scale:
@@ -260,6 +273,6 @@ class GloVe(Objective):
 
     def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
         """words : [row vectors [B, dim], col vectors [B, dim]]; side : [B, 2, 1] their biases."""
-        predicted = self._scale * tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
+        predicted = np.float32(self.scale) * tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
         error = predicted - batch["target"]
         return 0.5 * tf.reduce_sum(batch["f"] * batch["weight"] * error * error)
