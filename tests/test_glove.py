@@ -32,8 +32,11 @@ def brute_force_counts(lines: list[list[str]], vocab: dict[str, int], window: in
 
 
 @pytest.mark.parametrize("window", [1, 3, 10])
-@pytest.mark.parametrize("chunk_tokens", [5, 10**6])
-def test_counts_match_a_brute_force_count(window, chunk_tokens):
+@pytest.mark.parametrize("chunk_tokens, block_pairs", [(5, 7), (5, 1 << 25), (10**6, 1 << 25)])
+def test_counts_match_a_brute_force_count(window, chunk_tokens, block_pairs, monkeypatch):
+    from embedtune.kernels import cooccur
+
+    monkeypatch.setattr(cooccur, "BLOCK_PAIRS", block_pairs)   # (5, 7): a block a chunk, merged in turn
     rng = np.random.default_rng(window)
     words = ["a", "b", "c", "d", "e", "unknown"]
     lines = [list(rng.choice(words, size=rng.integers(0, 14))) for _ in range(40)]

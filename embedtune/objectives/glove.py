@@ -12,9 +12,9 @@ pairs of pretrained words at their starting vectors. Frozen words keep their fit
 trainable words train theirs (the objective's own table, one column wide).
 
 Only pairs with a trainable word are batched: the others give no gradient to anything that
-trains. Counting is one streaming pass: each chunk's pairs are summed with scipy.sparse and
-merged into the running counts, so memory follows the number of distinct pairs, never the
-vocabulary squared.
+trains. Counting is one streaming, compiled pass (kernels/cooccur.py): each block of lines' pairs are
+summed row by row and merged into the running counts, so memory follows the block and the number of
+distinct pairs, never the vocabulary squared.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse
 
 from embedtune._tf import lazy as tf
+from embedtune.cores import local_cores
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, Key, Range
@@ -38,47 +39,49 @@ if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is no
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
-FIT_BLOCK = 1 << 20      # pairs per block when taking dot products (bounds the [block, dim] gathers)
 # Host bytes per counted pair at the peak: the COO counts (float64 + 2 int32), their int32 ids,
 # float64 log-counts and weights, the float32 copies batched and an int64 order (the dry run's estimate).
 BYTES_PER_PAIR = 64
 
 
-def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
+def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int,
+                 threads: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
     """Counts X[j, k] (j <= k) of ids on one line within ``window`` of each other, weighted 1/distance.
 
     chunks : id chunks of the corpus (ids in [0, n_words); words outside them already dropped)
-    Returns (X as COO with rows <= cols and no duplicates, raw tokens read).
+    threads : the compiled count's (kernels/cooccur.py; 0: every core)
+    Returns (X as COO with rows <= cols, sorted by row then col, no duplicates; raw tokens read).
     """
-    total = scipy.sparse.csr_matrix((n_words, n_words), dtype=np.float64)
-    pending, pending_size, raw = [], 0, 0
-    for chunk in chunks:
-        raw += chunk.raw_tokens
-        ids, line = chunk.ids, chunk.line
-        rows, cols, weights = [], [], []
-        for distance in range(1, min(window, len(ids) - 1) + 1):
-            same_line = line[distance:] == line[:-distance]
-            left, right = ids[:-distance][same_line], ids[distance:][same_line]
-            rows.append(np.minimum(left, right))
-            cols.append(np.maximum(left, right))
-            weights.append(np.full(len(left), 1.0 / distance))
-        if not rows:
-            continue
-        rows, cols, weights = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
-        pending.append(scipy.sparse.coo_matrix((weights, (rows, cols)), shape=(n_words, n_words)).tocsr())
-        pending_size += pending[-1].nnz
-        if pending_size > max(total.nnz, 1 << 22):   # merge when the parts outgrow the total
-            total = _add(total, pending)
-            pending, pending_size = [], 0
-    total = _add(total, pending)
-    return total.tocoo(), raw
+    from embedtune.kernels import cooccur
+
+    raw = 0
+
+    def blocks():
+        nonlocal raw
+        ids, lines, pairs = [], [], 0
+        for chunk in chunks:
+            raw += chunk.raw_tokens
+            # Lines numbered apart across the block's chunks (each chunk numbers its own from 0).
+            lines.append(chunk.line + (int(lines[-1][-1]) + 1 if lines and len(lines[-1]) else 0))
+            ids.append(chunk.ids)
+            pairs += len(chunk.ids) * window
+            if pairs >= cooccur.BLOCK_PAIRS:
+                yield np.concatenate(ids), np.concatenate(lines)
+                ids, lines, pairs = [], [], 0
+        if ids:
+            yield np.concatenate(ids), np.concatenate(lines)
+
+    indptr, cols, values = cooccur.count(blocks(), n_words, window, threads or local_cores())
+    rows = np.repeat(np.arange(n_words, dtype=np.int32), np.diff(indptr))
+    return scipy.sparse.coo_matrix((values, (rows, cols)), shape=(n_words, n_words)), raw
 
 
-def count_pairs(corpus, local_index: dict, n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
+def count_pairs(corpus, local_index: dict, n_words: int, window: int,
+                threads: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
     """``cooccurrence`` over the corpus's lines (corpus.HeldLines). A worker's share of a multi-worker
     run (distribute.WorkerShare) counts its own lines, and the shares' counts are summed on every worker
     (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums."""
-    counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window)
+    counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window, threads)
     return corpus.combine((counts, raw), lambda figure: cells_bytes(*figure), lambda parts: sum_pairs(parts, n_words))
 
 
@@ -101,24 +104,16 @@ def sum_pairs(parts: list[bytes], n_words: int) -> tuple[scipy.sparse.coo_matrix
     return total.tocoo(), raw
 
 
-def _add(total, parts):
-    for part in parts:
-        total = total + part
-    return total
-
-
 def weights(counts: np.ndarray, x_max: float) -> np.ndarray:
     """GloVe's f(x) = min(1, (x / x_max)^0.75)."""
     return np.minimum(1.0, (counts / x_max) ** POWER)
 
 
-def dots(vectors, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """w_rows . w_cols for each pair, block by block; vectors(ids) -> [n, dim] rows."""
-    out = np.empty(len(rows), np.float64)
-    for start in range(0, len(rows), FIT_BLOCK):
-        r, c = rows[start:start + FIT_BLOCK], cols[start:start + FIT_BLOCK]
-        out[start:start + FIT_BLOCK] = np.einsum("nd,nd->n", vectors(r), vectors(c), dtype=np.float64)
-    return out
+def dots(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """[n] float64: table[rows] . table[cols] for each pair (table: [n_words, dim] float32 rows)."""
+    from embedtune.kernels.cooccur import pair_dots
+
+    return pair_dots(table, rows, cols)
 
 
 def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS):
@@ -126,18 +121,12 @@ def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=F
 
     Alternates: ``a`` in closed form given the biases, then every bias in closed form given
     ``a`` and the other biases (a damped Jacobi round). Words without pairs get bias 0.
-    Returns (a, b [n_words]).
+    Returns (a, b [n_words]). Compiled (kernels/cooccur.py, fit_rounds).
     """
-    b = np.zeros(n_words)
-    a = 0.0
-    mass = np.bincount(rows, weight, n_words) + np.bincount(cols, weight, n_words)
-    denominator = float(np.sum(weight * products * products))
-    for _ in range(rounds):
-        a = float(np.sum(weight * products * (target - b[rows] - b[cols]))) / denominator if denominator else 0.0
-        rest = target - a * products
-        total = np.bincount(rows, weight * (rest - b[cols]), n_words) + np.bincount(cols, weight * (rest - b[rows]), n_words)
-        b = 0.5 * b + 0.5 * np.divide(total, mass, out=np.zeros(n_words), where=mass > 0)
-    return a, b
+    from embedtune.kernels.cooccur import fit_rounds
+
+    return fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
+                      np.asarray(products, np.float64), n_words, rounds)
 
 
 @dataclass
@@ -180,14 +169,15 @@ class GloVe(Objective):
         self.batch_size = train.batch_size
         self.anchor = train.anchor
         n, t = rows.n_local, rows.n_trainable
-        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window)
+        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads)
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
         target = np.log(counts.data)
         f = weights(counts.data, train.x_max)
 
         # The fit: pairs of pretrained words, at their starting vectors.
+        table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
         fit = rows.is_pretrained[j] & rows.is_pretrained[k]
-        products = dots(rows.vectors, j[fit], k[fit])
+        products = dots(table, j[fit], k[fit])
         self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
         self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
 
@@ -198,7 +188,7 @@ class GloVe(Objective):
         self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
         new = ~rows.is_pretrained
         if new.any():
-            products = dots(rows.vectors, self.row, self.col)
+            products = dots(table, self.row, self.col)
             rest = self.weight * (self.target - self.scale * products)
             total = np.zeros(n)
             mass = np.zeros(n)
