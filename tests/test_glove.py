@@ -232,3 +232,23 @@ def test_auto_picks_glove_for_glove_files_and_sgns_otherwise():
     assert (chosen.objective, chosen.window, chosen.optimizer, chosen.anchor) == ("sgns", 4, "sgd", 0.0)
     glove_defaults = resolve(Config(format="glove")).train
     assert (glove_defaults.window, glove_defaults.optimizer) == (10, "adagrad")
+
+
+def test_glove_set_up_reports_its_phases_to_the_progress_callback():
+    # The command shows a bar for each set-up phase that lasts (cli/train_cmd.py): the new words' context
+    # pass and the co-occurrence count report their units as they go, and end at their totals.
+    from embedtune.training.progress import Phase, Progress
+
+    reports = []
+    vectors = glove(20000, drop=HIDDEN)
+    train(vectors, Corpus(sample_lines(400)), glove_config({"freeze_top": 5000}, epochs=1), progress=reports.append)
+    phases = [r for r in reports if isinstance(r, Phase)]
+    names = list(dict.fromkeys(p.name for p in phases))
+    assert names == ["new words: contexts", "glove: counting pairs"]
+    for name in names:
+        mine = [p for p in phases if p.name == name]
+        assert [p.done for p in mine] == sorted(p.done for p in mine) and mine[0].done == 0
+        assert mine[-1].finished and mine[-1].done == mine[-1].total > 0
+        assert len(mine) >= 3   # the start, a chunk at least, the end
+    # Then the loop's own progress, after every phase.
+    assert isinstance(reports[-1], Progress) and reports.index(phases[-1]) < len(reports) - 1

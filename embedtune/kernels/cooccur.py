@@ -16,8 +16,9 @@ from numba import njit, prange, set_num_threads
 from embedtune.kernels.common import PARALLEL, kernel_threads
 
 # Pairs (positions at most window apart) of one block; the bucket costs 5 bytes a pair (the dry run's
-# estimate, objectives/glove.py, counts it).
-BLOCK_PAIRS = 1 << 25
+# estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
+# of the count's progress bar.
+BLOCK_PAIRS = 1 << 24
 
 
 @njit(nogil=True, cache=True)

@@ -44,12 +44,13 @@ FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weight
 BYTES_PER_PAIR = 64
 
 
-def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int,
-                 threads: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
+def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int, threads: int = 0,
+                 advance=lambda tokens: None) -> tuple[scipy.sparse.coo_matrix, int]:
     """Counts X[j, k] (j <= k) of ids on one line within ``window`` of each other, weighted 1/distance.
 
     chunks : id chunks of the corpus (ids in [0, n_words); words outside them already dropped)
     threads : the compiled count's (kernels/cooccur.py; 0: every core)
+    advance : called with each chunk's kept tokens as it is read (progress)
     Returns (X as COO with rows <= cols, sorted by row then col, no duplicates; raw tokens read).
     """
     from embedtune.kernels import cooccur
@@ -60,6 +61,7 @@ def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int,
         nonlocal raw
         ids, lines, pairs = [], [], 0
         for chunk in chunks:
+            advance(len(chunk.ids))
             raw += chunk.raw_tokens
             # Lines numbered apart across the block's chunks (each chunk numbers its own from 0).
             lines.append(chunk.line + (int(lines[-1][-1]) + 1 if lines and len(lines[-1]) else 0))
@@ -76,12 +78,16 @@ def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int,
     return scipy.sparse.coo_matrix((values, (rows, cols)), shape=(n_words, n_words)), raw
 
 
-def count_pairs(corpus, local_index: dict, n_words: int, window: int,
-                threads: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
+def count_pairs(corpus, local_index: dict, n_words: int, window: int, threads: int = 0,
+                total_tokens: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
     """``cooccurrence`` over the corpus's lines (corpus.HeldLines). A worker's share of a multi-worker
     run (distribute.WorkerShare) counts its own lines, and the shares' counts are summed on every worker
-    (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums."""
-    counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window, threads)
+    (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums.
+    ``total_tokens``: the kept tokens the pass reads, for its progress (a set-up phase)."""
+    from embedtune.training.progress import phase   # not at the top: training imports the objectives
+
+    with phase("glove: counting pairs", total_tokens) as advance:
+        counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window, threads, advance)
     return corpus.combine((counts, raw), lambda figure: cells_bytes(*figure), lambda parts: sum_pairs(parts, n_words))
 
 
@@ -169,7 +175,8 @@ class GloVe(Objective):
         self.batch_size = train.batch_size
         self.anchor = train.anchor
         n, t = rows.n_local, rows.n_trainable
-        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads)
+        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads,
+                                              int(rows.counts.sum()))
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
         target = np.log(counts.data)
         f = weights(counts.data, train.x_max)

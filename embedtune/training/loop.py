@@ -28,7 +28,7 @@ from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
-from embedtune.training.progress import LossLog, Progress
+from embedtune.training.progress import LossLog, Progress, phase, reporting
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
@@ -79,7 +79,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
             cleanup.callback(_tf.restore_op_determinism, _tf.op_determinism())
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
-        run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
+        with reporting(progress):   # the set-up's phases (Phase) to the same callback
+            run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
         run_epochs(run, progress, stop)
         return result(run)
 
@@ -142,8 +143,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
     starts = NewWordSettings(method=config.vocab.init, window=objective_class(t.objective).init_window(t),
                              seed=t.seed)
-    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts,
-                         words=new_words).start if new_words else None
+    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts, words=new_words,
+                         progress=lambda _: phase("new words: contexts", total_words)).start if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
                       new_start=None if init is None else init.matrix,
                       corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)
