@@ -134,6 +134,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:
             planned = plan_run(vectors, corpus, config, resume=resume)
+            planned.set_up_units = objective.set_up_units(config.train, corpus, planned)
             objective.dry_run_reads(corpus)   # what training reads beyond the corpus, for its errors
         d = describe(planned, vectors, workers)
     d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)

@@ -164,11 +164,22 @@ class GloVe(Objective):
     settings = ("window", "x_max")
 
     @classmethod
-    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
-        """A bias a local word; at most every pair of distinct local words, and at most window pairs
-        per corpus word, BYTES_PER_PAIR each."""
-        pairs = min(n_local * (n_local + 1) // 2, corpus_words * train.window)
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):
+        """A bias a local word; the distinct pairs ``units`` (set_up_units) or, uncounted, at most every
+        pair of distinct local words and at most window pairs per corpus word, BYTES_PER_PAIR each."""
+        pairs = units if units is not None else min(n_local * (n_local + 1) // 2, corpus_words * train.window)
         return (n_local + 1) * 4, pairs * BYTES_PER_PAIR
+
+    @classmethod
+    def set_up_units(cls, train, corpus, run) -> int:
+        """The distinct pairs of the run's local words, counted as training counts them (the compiled
+        count: seconds for ten million words), local ids in the trainer's order."""
+        in_corpus = run.plan.row_counts(run.counts) > 0
+        rows = np.concatenate([np.flatnonzero(in_corpus & ~run.plan.frozen), np.flatnonzero(in_corpus & run.plan.frozen)])
+        local_index = {run.plan.words[r]: i for i, r in enumerate(rows)}
+        counts, _ = count_pairs(corpus, local_index, len(rows), train.window, train.threads)
+        return int(counts.nnz)
+
     word_keys = ("row", "col")   # both ends of a pair read the word table
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
