@@ -174,7 +174,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     try:
         result = embedtune.run.run(config, reading=reading, resume=resume, overwrite_checkpoints=overwrite_checkpoints,
                                    keep_checkpoints=keep_checkpoints, own_process=True, on_load=say_loading,
-                                   on_plan=say_plan, progress=bar, note=note, stop=stop)
+                                   on_plan=say_plan, progress=bar, note=note, stop=stop,
+                                   on_phase=bar.show_phase)
     except PeerLost as lost:
         if launched():   # the launcher names the worker that went first
             ctx.exit(PEER_LOST)
@@ -223,8 +224,8 @@ def say_plan(plan) -> None:
 
 class ProgressBar:
     """The run's progress as a tqdm bar on standard error, when it is a terminal and -q was not given: a
-    set-up phase's (embedtune.training.progress.Phase) once it has lasted a second, gone when it ends;
-    then the training's."""
+    set-up phase's (``show_phase``, given an embedtune.training.progress.Phase) once it has lasted a second,
+    gone when it ends; then the training's."""
 
     def __init__(self):
         self.bar = None
@@ -232,11 +233,6 @@ class ProgressBar:
 
     def __call__(self, p) -> None:
         if not show_progress():
-            return
-        from embedtune.training.progress import Phase
-
-        if isinstance(p, Phase):
-            self.show_phase(p)
             return
         if self.bar is None or self.phase is not None:
             from tqdm import tqdm
@@ -248,6 +244,9 @@ class ProgressBar:
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     def show_phase(self, p) -> None:
+        """A set-up phase's bar (``on_phase``)."""
+        if not show_progress():
+            return
         if p.finished:
             if self.phase == p.name:
                 self.close()

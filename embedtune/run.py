@@ -146,7 +146,8 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         keep_checkpoints: bool = False, own_process: bool = False,
         on_load: Callable[[str], None] | None = None, on_plan: Callable[[Plan], None] | None = None,
         progress: Callable | None = None, note: Callable[[str], None] | None = None,
-        stop: contextlib.AbstractContextManager | None = None) -> RunResult:
+        stop: contextlib.AbstractContextManager | None = None,
+        on_phase: Callable | None = None) -> RunResult:
     """Fine-tune ``config.vectors`` (or ``vectors``) on ``config.corpus`` (or ``sentences``), write
     ``config.output`` when it is set, and return the result.
 
@@ -157,7 +158,8 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         import made is frozen out of the cyclic collector for the rest of it (count_while_importing);
         a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
-        progress : given an embedtune.training.Progress now and then; note : told the text of each note
+        progress : given an embedtune.training.Progress now and then; note : told the text of each note;
+        on_phase : given an embedtune.training.progress.Phase as each lasting set-up phase goes
     stop : a context manager entered once the corpus is counted, for the training alone (the command's
         takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
@@ -188,6 +190,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
         polled = held.enter_context(stop) if stop is not None and objective.closed_form is None else None
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
+                       on_phase=on_phase,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,
                        strategy=strategy_from_env())
     out = RunResult(result.vectors, result.plan, result.stats, config, loaded.lowercase, result.model)

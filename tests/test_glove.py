@@ -236,12 +236,14 @@ def test_auto_picks_glove_for_glove_files_and_sgns_otherwise():
 
 def test_glove_set_up_reports_its_phases_to_the_progress_callback():
     # The command shows a bar for each set-up phase that lasts (cli/train_cmd.py): the new words' context
-    # pass and the co-occurrence count report their units as they go, and end at their totals.
+    # pass and the co-occurrence count report their units as they go to on_phase, and end at their totals;
+    # the progress callback gets only the loop's Progress.
     from embedtune.training.progress import Phase, Progress
 
     reports = []
     vectors = glove(20000, drop=HIDDEN)
-    train(vectors, Corpus(sample_lines(400)), glove_config({"freeze_top": 5000}, epochs=1), progress=reports.append)
+    train(vectors, Corpus(sample_lines(400)), glove_config({"freeze_top": 5000}, epochs=1), progress=reports.append,
+          on_phase=reports.append)
     phases = [r for r in reports if isinstance(r, Phase)]
     names = list(dict.fromkeys(p.name for p in phases))
     assert names == ["new words: contexts", "glove: counting pairs"]

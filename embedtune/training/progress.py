@@ -1,6 +1,6 @@
 """What a run reports while it trains: the loss read back from the step every LOSS_EVERY steps and
 checked for divergence (``LossLog``), and what the progress callback is given (``Progress``); before
-the loop, each set-up phase's progress (``Phase``, from ``phase`` while ``reporting``)."""
+the loop, each set-up phase's progress (``Phase``, from ``phase`` while ``reporting``: train's on_phase)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Progress:
 
 @dataclass
 class Phase:
-    """What a set-up phase reports to the progress callback (the command shows a bar for one that lasts)."""
+    """What a set-up phase reports to train's ``on_phase`` (the command shows a bar for one that lasts)."""
 
     name: str             # what it does, a few words ("glove: counting pairs")
     done: int
