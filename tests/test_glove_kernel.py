@@ -20,6 +20,7 @@ from embedtune.plan.rules import make_plan
 from embedtune.training.optimizers import ADAGRAD_INITIAL_ACCUMULATOR, EPSILON
 from embedtune.training.trainer import Trainer
 
+from test_classify_kernel import state   # the tables and every optimizer variable, synced
 from train_fixtures import bits, glove, make_config, sample_lines
 
 LINES = sample_lines(60)
@@ -50,14 +51,6 @@ def some_batches(trainer, n: int) -> list[dict]:
 
 def run_steps(trainer, batches, lrs) -> list[float]:
     return [float(loss) for loss in trainer.run([trainer.prepare(b) for b in batches], lrs)]
-
-
-def state(trainer) -> dict[str, np.ndarray]:
-    """The tables and every optimizer variable, as the variables hold them (the kernel's synced)."""
-    out = {"trainable": trainer.trainable.numpy(), "side": trainer.side.numpy()}
-    for table, opt in (("word", trainer.word_opt), ("side", trainer.side_opt)):
-        out.update({f"{table}_{name}": np.asarray(var.numpy()) for name, var in opt.variables().items()})
-    return out
 
 
 LRS = [0.1, 0.08, 0.05, 0.1, 0.02, 0.1]
