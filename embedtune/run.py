@@ -182,8 +182,11 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             from embedtune.training.step import runs_on
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
-            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
-                                                                compiled=compiled)
+            from embedtune.training.progress import phase, reporting
+
+            with reporting(on_phase), phase("counting the corpus", 0, "B") as advance:
+                seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
+                                                                    compiled=compiled, advance=advance)
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
@@ -259,7 +262,8 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False) -> float:
+def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False,
+                          advance=None) -> float:
     """Count the corpus (Corpus.count keeps its figures for train) while the trainer imports on a
     thread, with TensorFlow (``tensorflow``: the run will use it) and numba's compiler started from its
     cache (``compiled``: the run steps through a compiled step; training.step.runs_on says both): the
@@ -272,7 +276,8 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
     (distribute.Worker.count; a plain-text file by one compiled pass over the whole file, whose ids it
     keeps: distribute/compiled_share.py), after the import. ``freeze`` False: the
-    collector is only off while both run (a library caller's process lives on)."""
+    collector is only off while both run (a library caller's process lives on). ``advance``: Corpus.count's
+    (the bytes read, for progress)."""
     import importlib
     import threading
 
@@ -304,7 +309,7 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     pending = None
     try:
         if cluster_from_env() is None:
-            corpus.count()
+            corpus.count(advance)
     except BaseException as err:
         pending = err
     # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it
