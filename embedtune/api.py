@@ -118,7 +118,8 @@ def _own_files(objective) -> str:
     """The options naming the files an objective reads besides VECTORS: "lexicon= (and antonyms=)"."""
     from embedtune.keys import declared
 
-    names = [f"{key.name}=" for keys in objective.keys for key in declared(keys) if key.table == "" and key.role == "read"]
+    names = [f"{key.name}=" for keys in objective.keys for key in declared(keys)
+             if key.table == "" and key.role == "read"]
     return names[0] + "".join(f" (and {name})" for name in names[1:])
 
 

@@ -154,5 +154,6 @@ def _declare(cls: type) -> tuple[Key, ...]:
         if tp not in (int, float, str, bool) or optional != (f.default is None):
             raise TypeError(f"{cls.__qualname__}.{f.name}: annotate a key as int, float, str or bool, with "
                             f"| None exactly when its default is None (got {hints[f.name]}, default {f.default!r})")
-        out.append(Key(f.name, tp, f.default, table=cls.table, holder=cls, **f.metadata["key"]))  # type: ignore[attr-defined]
+        table = cls.table   # type: ignore[attr-defined]   # a ClassVar of every class declaring keys
+        out.append(Key(f.name, tp, f.default, table=table, holder=cls, **f.metadata["key"]))
     return tuple(out)

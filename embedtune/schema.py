@@ -18,7 +18,7 @@ from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TR
 
 __all__ = ["Config", "VocabConfig", "TrainConfig", "AUTO", "OPTIMIZERS", "LOWERCASE", "TOKENIZE", "INITS"]
 
-AUTO = "auto"   # train.objective: the one declared for the vectors' format, else the default (objectives.auto_objective)
+AUTO = "auto"   # train.objective: the vectors' format's objective, else the default (objectives.auto_objective)
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE

@@ -60,6 +60,21 @@ def test_the_config_defaults_come_from_the_objective_classes(adjacent):
     validate(Config(train=TrainConfig(objective="adjacent")))   # a registered name is a valid train.objective
 
 
+def test_an_objective_declaring_its_keys_the_old_way_is_an_error_naming_it(monkeypatch):
+    """Keys are an OwnKeys dataclass now (embedtune.keys); a tuple of Key records, as before issue 36, says so."""
+    from embedtune import config
+    from embedtune.keys import Key
+
+    class Old(Adjacent):
+        name = "old"
+        keys = (Key("target", float, 2.0),)
+
+    monkeypatch.setattr(config, "_built", {})   # gathered again, with this registry
+    monkeypatch.setitem(OBJECTIVES, "old", Old)
+    with pytest.raises(EmbedtuneError, match=r"objective old: keys holds Key\(name='target'.*OwnKeys"):
+        config.all_keys()
+
+
 def test_an_unregistered_objective_is_an_error_naming_the_registered_ones():
     with pytest.raises(EmbedtuneError) as err:
         validate(Config(train=TrainConfig(objective="adjacent")))

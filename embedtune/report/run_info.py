@@ -62,9 +62,9 @@ def from_summary(path: str) -> RunInfo:
 def from_run(result, init=None) -> RunInfo:
     """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.newwords.contexts.InitResult (the new
     words' contexts), None without new words."""
-    config = result.config
     from embedtune.config import all_keys
 
+    config = result.config
     settings = []
     for table in ("", "vocab", "train"):
         for key in all_keys():

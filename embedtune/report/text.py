@@ -107,10 +107,11 @@ class RetrofitDescribe(Describe):
     @classmethod
     def dry_run_lines(cls, d: dict, config) -> list[str]:
         lines = [f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable"]
+        files = config.keys_of(cls.files)
         for key in ("lexicon", "antonyms"):
             lex = d[key]
             if lex is not None:
-                lines.append(f"{key:<10} {getattr(config.keys_of(cls.files), key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
+                lines.append(f"{key:<10} {getattr(files, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
                              f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
         s = d["settings"]
         lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
@@ -119,13 +120,13 @@ class RetrofitDescribe(Describe):
 
     @classmethod
     def report_lines(cls, result, config) -> list[str]:
-        s = result.stats
+        s, files = result.stats, config.keys_of(cls.files)
         lines = []
         for key in ("lexicon", "antonyms"):
             lex = s[key]
             if lex is None:
                 continue
-            lines.append(f"{getattr(config.keys_of(cls.files), key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
+            lines.append(f"{getattr(files, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
                          f"{counted(lex['pairs_in_vectors'], 'pair')} in the vectors; "
                          f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
                          + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
