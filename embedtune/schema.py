@@ -46,13 +46,6 @@ def _keys_of(own: tuple, cls: type[K]) -> K:
     return next((keys for keys in own if type(keys) is cls), None) or cls()
 
 
-# Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
-# a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
-# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB
-# of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
-# counts go up to int64.
-
-
 @dataclass(frozen=True)
 class VocabConfig:
     """Which rows may move. Freeze rules win over train rules; see embedtune.plan."""
@@ -89,6 +82,11 @@ class VocabConfig:
         return getattr(self, key.name)
 
 
+# Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
+# a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
+# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB
+# of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
+# counts go up to int64.
 @dataclass(frozen=True)
 class TrainConfig:
     """The keys every objective shares, and in ``own`` each objective's own (``keys_of``). None: decided
