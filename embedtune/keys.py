@@ -48,7 +48,7 @@ class Range:
 
 @dataclass(frozen=True)
 class Key:
-    """A config key and its command-line option.
+    """A config key and its command-line option, as ``declared`` reads it from a ``key(...)`` field.
 
     name : the key in its TOML table and the dataclass attribute (``--name-with-dashes`` on the command line)
     type : int, float, str or bool; a ``default`` of None means "decided later" (by the objective, the
@@ -82,10 +82,6 @@ class Key:
     # the dataclass declaring it: an objective's OwnKeys class (read through the config's ``keys_of``),
     # or one of the config's own classes (None: a Key made by hand, read as the config's attribute)
     holder: builtins.type | None = dataclasses.field(default=None, compare=False, repr=False)
-
-    @property
-    def annotation(self):
-        return self.type if self.default is not None else self.type | None
 
     @property
     def role(self) -> str:
