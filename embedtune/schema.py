@@ -27,23 +27,37 @@ INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.new
 K = TypeVar("K", bound=OwnKeys)
 
 
-def _own(own, table: str) -> tuple:
-    """``own`` as a config holds it: one instance per OwnKeys class of ``table``, those equal to their
-    class's defaults left out (so a config equals another with the same values, however built), in a
-    fixed order; a tuple, so that the config stays hashable."""
-    kept: dict[type, OwnKeys] = {}
-    for keys in own:
-        if not isinstance(keys, OwnKeys) or keys.table != table:
-            raise TypeError(f"own: expected OwnKeys of table {table!r}, got {keys!r}")
-        if type(keys) in kept:
-            raise TypeError(f"own: {type(keys).__qualname__} given twice")
-        if keys != type(keys)():
-            kept[type(keys)] = keys
-    return tuple(sorted(kept.values(), key=lambda k: (type(k).__module__, type(k).__qualname__)))
+class _HoldsOwn:
+    """What TrainConfig and Config share: ``own``, the objectives' keys of their table (a dataclass field
+    of each), and ``keys_of``, which reads one objective's typed instance from it."""
 
+    table: ClassVar[str]
+    own: tuple[OwnKeys, ...]
 
-def _keys_of(own: tuple, cls: type[K]) -> K:
-    return next((keys for keys in own if type(keys) is cls), None) or cls()
+    def __post_init__(self) -> None:
+        """``own`` as a config holds it: one instance per OwnKeys class of its table, those equal to their
+        class's defaults left out (so a config equals another with the same values, however built), in
+        a fixed order; a tuple, so that the config stays hashable."""
+        kept: dict[type, OwnKeys] = {}
+        for keys in self.own:
+            if not isinstance(keys, OwnKeys) or keys.table != self.table:
+                raise TypeError(f"own: expected OwnKeys of table {self.table!r}, got {keys!r}")
+            if type(keys) in kept:
+                raise TypeError(f"own: {type(keys).__qualname__} given twice")
+            if keys != type(keys)():
+                kept[type(keys)] = keys
+        order = sorted(kept.values(), key=lambda k: (type(k).__module__, type(k).__qualname__))
+        object.__setattr__(self, "own", tuple(order))
+
+    def keys_of(self, cls: type[K]) -> K:
+        """The values of an objective's own keys of this table (``cls``: its OwnKeys class; its defaults
+        where none was set)."""
+        return next((keys for keys in self.own if type(keys) is cls), None) or cls()
+
+    def _holder(self, key: Key):
+        """Where ``key``'s value is an attribute: this config, or the instance of the objective's class."""
+        is_own = key.holder is not None and issubclass(key.holder, OwnKeys)
+        return self.keys_of(key.holder) if is_own else self   # type: ignore[arg-type,type-var]
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class VocabConfig:
 # of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
 # counts go up to int64.
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(_HoldsOwn):
     """The keys every objective shares, and in ``own`` each objective's own (``keys_of``). None: decided
     by the objective (its class's ``defaults``; see embedtune.config.resolve)."""
 
@@ -142,21 +156,13 @@ class TrainConfig:
     # the objectives' own keys of [train] that differ from their defaults, an OwnKeys instance each
     own: tuple[OwnKeys, ...] = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "own", _own(self.own, self.table))
-
-    def keys_of(self, cls: type[K]) -> K:
-        """The values of an objective's own keys of [train] (``cls``: its OwnKeys class)."""
-        return _keys_of(self.own, cls)
-
     def value(self, key: Key):
         """The value of a declared key of [train], shared or an objective's."""
-        holder = self.keys_of(key.holder) if _is_own(key) else self   # type: ignore[arg-type]
-        return getattr(holder, key.name)
+        return getattr(self._holder(key), key.name)
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(_HoldsOwn):
     """The whole config: the file's top level, [vocab] and [train]. Paths are relative to the directory
     embedtune is run from."""
 
@@ -177,20 +183,8 @@ class Config:
     # the objectives' own keys of the top level that differ from their defaults, an OwnKeys instance each
     own: tuple[OwnKeys, ...] = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "own", _own(self.own, self.table))
-
-    def keys_of(self, cls: type[K]) -> K:
-        """The values of an objective's own keys of the top level (``cls``: its OwnKeys class)."""
-        return _keys_of(self.own, cls)
-
     def value(self, key: Key):
         """The value of any declared key, of whichever table."""
         if key.table:
             return (self.vocab if key.table == "vocab" else self.train).value(key)
-        holder = self.keys_of(key.holder) if _is_own(key) else self   # type: ignore[arg-type]
-        return getattr(holder, key.name)
-
-
-def _is_own(key: Key) -> bool:
-    return key.holder is not None and issubclass(key.holder, OwnKeys)
+        return getattr(self._holder(key), key.name)
