@@ -41,7 +41,7 @@ import numpy as np
 
 from embedtune import formats
 from embedtune.compare import default_similarity_files, evaluate_similarity
-from embedtune.config import Config, TrainConfig, VocabConfig
+from embedtune.config import Config, VocabConfig, train_config
 from embedtune.objectives import retrofit as retrofit_module
 from embedtune.training import train
 from embedtune.vectors import Vectors
@@ -194,8 +194,10 @@ def main(argv=None):
         return out
 
     def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None):
-        config = Config(lexicon=lexicons["syn", similar], antonyms=lexicons["ant", similar] if antonyms else None,
-                        vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit", repel=repel))
+        files = retrofit_module.RetrofitFiles(lexicon=lexicons["syn", similar],
+                                              antonyms=lexicons["ant", similar] if antonyms else None)
+        config = Config(vocab=VocabConfig(freeze_top=freeze_top), own=(files,),
+                        train=train_config(objective="retrofit", repel=repel))
         default_pull = retrofit_module.FROZEN_PULL
         retrofit_module.FROZEN_PULL = default_pull if pull is None else pull
         try:

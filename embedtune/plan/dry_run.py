@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from embedtune import kernels
-from embedtune.config import learning_rate
+from embedtune.config import find_key, learning_rate
 from embedtune.objectives import objective_class
 from embedtune.plan.run import RunPlan
 from embedtune.vectors import Vectors
@@ -116,7 +116,7 @@ def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
     """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate
     (of ``workers`` local worker processes and their launcher, when more than one)."""
     c, t = run.config, run.config.train
-    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
+    settings = {key: t.value(find_key("train", key)) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
     settings["lr"] = learning_rate(t)
     parts = estimate_memory(run, vectors, workers)
     per_worker = sum(parts.values())
