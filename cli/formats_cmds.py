@@ -117,6 +117,11 @@ def _report_lines(s: dict) -> list[str]:
         ("nan/inf", nonfinite),
         ("duplicates", duplicates),
     ]
+    ft = s.get("fasttext")
+    if ft is not None:   # a fastText model: what its subword rows are
+        rows.append(("model", f"fastText version {ft['version']}, {ft['model']} ({ft['loss']} loss), "
+                              f"{ft['labels']} labels, output matrix {ft['output_rows']} rows"))
+        rows.append(("subwords", f"minn {ft['minn']}  maxn {ft['maxn']}  bucket {ft['bucket']}"))
     return [f"{name:<11} {value}" for name, value in rows]
 
 

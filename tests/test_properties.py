@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from embedtune.config import DEFAULT_LR
 from embedtune.corpus import Corpus, Tokenizer
 from embedtune.errors import EmbedtuneError
-from embedtune.formats import FORMAT_NAMES, load_vectors, save_vectors
+from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, load_vectors, save_vectors
 from embedtune.training import train
 from embedtune.vectors import Vectors
 
@@ -116,7 +116,7 @@ def test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly(run):
             movement = np.linalg.norm(out.matrix[:n].astype(np.float64) - before, axis=1)
             assert movement.max() <= options["lr"] * options["clip_norm"] * s["steps"] * (1 + 1e-5) + 1e-30
 
-        for fmt in FORMAT_NAMES:
+        for fmt in VECTOR_FORMATS:
             for suffix in ("", ".gz"):
                 path = Path(folder) / f"out.{fmt}{suffix}"
                 save_vectors(out, path, fmt)
