@@ -217,3 +217,40 @@ def test_writing_a_model_needs_a_model_read(tmp_path):
     result = run("convert", vectors_file, tmp_path / "out.bin", "--to", "fasttext-model")
     assert_one_line_error(result, "fastText model", "subword rows")
     assert not (tmp_path / "out.bin").exists()
+
+
+# -- training ----------------------------------------------------------------------------------
+
+def test_train_keeps_frozen_and_unseen_words_bit_for_bit_and_fasttext_loads_the_result(model_file, tmp_path):
+    import dataclasses
+
+    from gensim.models.fasttext import load_facebook_model
+
+    from embedtune.api import options_config
+    from embedtune.run import run as run_training
+
+    path, model = model_file
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quokkaville council met the quokkaville mayor on monday\n"
+                      "quokkaville is a small town near the river and the council\n" * 30)
+    out = tmp_path / "tuned.bin"
+    config = options_config({"freeze_top": 1000, "epochs": 2, "optimizer": "sgd", "lr": 0.05}, None)
+    config = dataclasses.replace(config, vectors=str(path), corpus=str(corpus), output=str(out))
+    result = run_training(config)
+    assert result.written.checked == 1000 and result.written.worst == 0.0
+    before, after = model.get_input_matrix(), fasttext.load_model(str(out))
+    words = after.get_words()
+    assert words[:len(model.get_words())] == model.get_words() and "quokkaville" in words
+    matrix = after.get_input_matrix()
+    frozen = np.flatnonzero(result.plan.frozen)
+    assert all(same_bits(fasttext_vector(after, matrix, words[i]), fasttext_vector(model, before, words[i]))
+               for i in frozen)
+    for word in UNSEEN:
+        assert same_bits(fasttext_vector(after, matrix, word), fasttext_vector(model, before, word))
+    read = load_vectors(path)
+    moved = [w for w in ("council", "town", "river", "small") if w in read and not np.array_equal(result.vectors[w], read[w])]
+    assert moved and not any(result.plan.frozen[read.index[w]] for w in moved)
+    for word in moved + ["quokkaville"]:   # trained and new words: fastText's arithmetic gives the trained vector
+        np.testing.assert_allclose(fasttext_vector(after, matrix, word), result.vectors[word], rtol=0, atol=2e-6)
+    gensim_model = load_facebook_model(str(out))
+    np.testing.assert_allclose(gensim_model.wv["quokkaville"], result.vectors["quokkaville"], atol=1e-5)

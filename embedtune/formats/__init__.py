@@ -270,8 +270,10 @@ def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
         return vectors, []
     keep = np.ones(len(vectors), bool)
     keep[bad] = False
-    return Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep]), \
-        [vectors.words[int(r)] for r in bad]
+    kept = Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep])
+    if getattr(vectors, "fasttext", None) is not None:
+        kept.fasttext = vectors.fasttext
+    return kept, [vectors.words[int(r)] for r in bad]
 
 
 def _written_value(path, table: Table, row: int, col: int) -> str | None:
