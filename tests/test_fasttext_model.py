@@ -254,3 +254,18 @@ def test_train_keeps_frozen_and_unseen_words_bit_for_bit_and_fasttext_loads_the_
         np.testing.assert_allclose(fasttext_vector(after, matrix, word), result.vectors[word], rtol=0, atol=2e-6)
     gensim_model = load_facebook_model(str(out))
     np.testing.assert_allclose(gensim_model.wv["quokkaville"], result.vectors["quokkaville"], atol=1e-5)
+
+
+def test_a_new_word_without_contexts_starts_as_the_models_own_vector_for_it(model_file, tmp_path):
+    path, model = model_file
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the council met the mayor on monday near the river\n" * 20)
+    listed = tmp_path / "new.txt"
+    listed.write_text("zzqxville\n")
+    out = tmp_path / "out.vec"
+    result = run("train", path, corpus, "--freeze-top", 1000, "--epochs", 1, "--new-words", listed, "-o", out,
+                 "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new_from_spelling_only"] == 1
+    expected = fasttext_vector(model, model.get_input_matrix(), "zzqxville")   # its n-gram rows, as fastText
+    assert same_bits(load_vectors(out)["zzqxville"], expected)

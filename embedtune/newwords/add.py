@@ -89,7 +89,8 @@ class NewWords:
             return ("it starts" if n == 1 else f"all {n:,} start") + " random (--init random)"
         if s.method == "form-context":
             return (f"{r.n_from_context:,} start from their contexts and spelling (form-context, window {s.window}"
-                    f"{fitted}, spelling fitted on {r.stats.get('form_fit_words', 0):,} words"
+                    f"{fitted}, " + ("spelling from the fastText model's subwords" if r.stats.get("form") == "fasttext-subwords"
+                                   else f"spelling fitted on {r.stats.get('form_fit_words', 0):,} words")
                     + (f", mix fitted on {r.stats['probe_words']:,} corpus words playing rare ones"
                        if r.stats.get("probe_words") else "") + "), "
                     f"{r.stats.get('from_form_only', 0):,} had fewer than {counted(s.min_contexts, 'context')} and "
