@@ -269,3 +269,16 @@ def test_a_new_word_without_contexts_starts_as_the_models_own_vector_for_it(mode
     assert json.loads(result.stdout)["new_from_spelling_only"] == 1
     expected = fasttext_vector(model, model.get_input_matrix(), "zzqxville")   # its n-gram rows, as fastText
     assert same_bits(load_vectors(out)["zzqxville"], expected)
+
+
+def test_the_dry_run_counts_the_models_matrices(model_file, tmp_path):
+    path, model = model_file
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the council met the mayor\n" * 5)
+    result = run("train", path, corpus, "--dry-run", "--json", "-o", tmp_path / "out.bin")
+    assert result.exit_code == 0, result.output
+    parts = json.loads(result.stdout)["memory_parts_bytes"]
+    n = len(model.get_words())
+    assert parts["fasttext_model_matrices"] == (n + 2000 + n) * 10 * 4   # input: words + buckets; output: words
+    assert parts["spelling_model_fit"] == 0
+    assert not (tmp_path / "out.bin").exists()
