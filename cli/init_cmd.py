@@ -95,6 +95,9 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
+    from embedtune.run import check_model_output
+
+    check_model_output(pretrained, out_format, output)   # a fastText model is written from one only
     lower = decide_lowercase(lowercase, pretrained)
     settings = NewWordSettings(method=method, window=window, min_contexts=min_contexts, sif=sif,
                                fit_min_count=fit_min_count, seed=seed, min_count=min_count, max_new=max_new,

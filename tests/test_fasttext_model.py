@@ -282,3 +282,22 @@ def test_the_dry_run_counts_the_models_matrices(model_file, tmp_path):
     assert parts["fasttext_model_matrices"] == (n + 2000 + n) * 10 * 4   # input: words + buckets; output: words
     assert parts["spelling_model_fit"] == 0
     assert not (tmp_path / "out.bin").exists()
+
+
+def test_init_adds_new_words_to_the_model_and_fasttext_loads_it(model_file, tmp_path):
+    path, model = model_file
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the quokkaville council met near the river\n" * 10)
+    out = tmp_path / "init.bin"
+    result = run("init", path, corpus, "-o", out, "--min-count", 2)
+    assert result.exit_code == 0, result.output
+    loaded = fasttext.load_model(str(out))
+    words = loaded.get_words()
+    assert words[:len(model.get_words())] == model.get_words() and words[-1] == "quokkaville"
+    before, after = model.get_input_matrix(), loaded.get_input_matrix()
+    assert np.array_equal(after[:len(model.get_words())], before[:len(model.get_words())])
+    assert np.array_equal(after[len(words):], before[len(model.get_words()):])   # the subword rows
+    as_text = tmp_path / "init.vec"   # the same start, written as text
+    assert run("init", path, corpus, "-o", as_text, "--min-count", 2).exit_code == 0
+    start = load_vectors(as_text)["quokkaville"]
+    np.testing.assert_allclose(fasttext_vector(loaded, after, "quokkaville"), start, atol=2e-6)

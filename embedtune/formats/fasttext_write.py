@@ -22,6 +22,7 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.fasttext import _ARGS, _DICT, _MATRIX, ARGS, MAGIC, SUPERVISED
 from embedtune.formats.subwords import solve_own_rows, word_vectors
+from embedtune.vectors import WordList
 
 BLOCK_ROWS = 1 << 14
 NEW_WORD_COUNT = 1
@@ -55,8 +56,8 @@ def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
     """(the dictionary id of each vector row, the words the model lacks in the order they get ids)."""
     n, nw = len(words), model.nwords
     ids = np.empty(n, np.int64)
-    shared = getattr(words, "_data", None) is model.words._data and len(words._ends) <= nw
-    prefix = len(words._ends) if shared else 0
+    shared = isinstance(words, WordList) and words.data is model.words.data and len(words.ends) <= nw
+    prefix = len(words.ends) if shared else 0
     ids[:prefix] = np.arange(prefix)
     rest = words[prefix:] if prefix < n else []
     lookup = None

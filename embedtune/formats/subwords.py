@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.vectors import WordList
+
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619
 EOS = b"</s>"
@@ -162,9 +164,8 @@ def _solve_rows(data, starts, ends, grams, minn, maxn, bucket, targets, rows):
 
 def _layout(words):
     """(uint8 data, int64 starts, int64 ends) of ``words``: a WordList's own block, else the words encoded."""
-    data = getattr(words, "_data", None)
-    if data is not None and not getattr(words, "_tail", None):
-        ends = np.asarray(words._ends, np.int64)
+    if isinstance(words, WordList) and not words.tail:
+        data, ends = words.data, np.asarray(words.ends, np.int64)
         starts = np.empty_like(ends)
         if len(ends):
             starts[0] = 0

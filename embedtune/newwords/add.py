@@ -59,8 +59,14 @@ class NewWords:
     corpus_lines: int | None = None
 
     def appended_to(self, vectors: Vectors) -> Vectors:
-        """``vectors``' rows as they are, then the new words' starts."""
-        return Vectors(vectors.words + self.chosen.words, np.vstack([vectors.matrix, self.start.matrix]))
+        """``vectors``' rows as they are, then the new words' starts (with a fastText model's subwords, kept for
+        writing the model back)."""
+        words = vectors.words.appended(self.chosen.words) if hasattr(vectors.words, "appended") \
+            else vectors.words + self.chosen.words
+        out = Vectors(words, np.vstack([vectors.matrix, self.start.matrix]))
+        if getattr(vectors, "fasttext", None) is not None:
+            out.fasttext = vectors.fasttext
+        return out
 
     def summary(self, vectors: Vectors) -> dict:
         """init's summary (``--json``), after its files: the corpus, the words and how they started."""
