@@ -251,6 +251,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
 
     written = FrozenRowsCheck(vectors.matrix, plan.frozen)
     if out_format == "fasttext-model":   # the model read: its subword rows and settings, written back
+        check_model_output(vectors, out_format, output)
         out.fasttext = vectors.fasttext
 
     def check_block(start, stop, rows):
