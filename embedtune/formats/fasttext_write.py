@@ -42,12 +42,12 @@ def write_model(vectors, out, *, name: str, progress=None, on_written=None, chec
     n_words = model.nwords + len(new_words)
     _write_header(out, model, n_words, new_words, name)
     out.write(b"\0")   # not quantized
-    own_of = dict(zip(ids[changed_rows].tolist(), range(len(changed_rows))))
-    _write_input(out, model, n_words, own_of, solved)
+    changed_ids = ids[changed_rows]
+    _write_input(out, model, n_words, changed_ids, solved)
     out.write(b"\0")   # output not quantized
     _write_output(out, model, len(new_words))
     if on_written is not None:
-        _read_back(vectors, model, ids, own_of, solved, on_written, check_rows)
+        _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows)
     if progress is not None:
         progress(len(vectors.words), len(vectors.words))
 
@@ -135,7 +135,7 @@ def _write_header(out, model, n_words: int, new_words: list, name) -> None:
     out.write(model.entries[model.labels_at:])
 
 
-def _write_input(out, model, n_words: int, own_of: dict, solved: np.ndarray) -> None:
+def _write_input(out, model, n_words: int, changed_ids: np.ndarray, solved: np.ndarray) -> None:
     nw, dim = model.nwords, model.dim
     out.write(_MATRIX.pack(n_words + model.bucket, dim))
     for start in range(0, n_words, BLOCK_ROWS):
@@ -143,10 +143,8 @@ def _write_input(out, model, n_words: int, own_of: dict, solved: np.ndarray) -> 
         block = np.zeros((stop - start, dim), "<f4")
         if start < nw:
             block[:min(stop, nw) - start] = model.input[start:min(stop, nw)]
-        for d in range(start, stop):
-            k = own_of.get(d)
-            if k is not None:
-                block[d - start] = solved[k]
+        here = (changed_ids >= start) & (changed_ids < stop)
+        block[changed_ids[here] - start] = solved[here]
         out.write(block.tobytes())
     grams = model.grams
     for start in range(0, len(grams), BLOCK_ROWS):
@@ -163,9 +161,10 @@ def _write_output(out, model, n_new: int) -> None:
         out.write(bytes(4 * n_new * model.dim))
 
 
-def _read_back(vectors, model, ids, own_of, solved, on_written, check_rows) -> None:
+def _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows) -> None:
     """on_written(start, stop, the rows' vectors as fastText computes them from the rows written)."""
     n = len(vectors.words)
+    order = np.argsort(changed_ids)
     for start in range(0, n, BLOCK_ROWS):
         stop = min(n, start + BLOCK_ROWS)
         if check_rows is not None and not np.any(check_rows[start:stop]):
@@ -174,10 +173,10 @@ def _read_back(vectors, model, ids, own_of, solved, on_written, check_rows) -> N
         own = np.empty((stop - start, model.dim), np.float32)
         known = block_ids < model.nwords
         own[known] = model.input[block_ids[known]]
-        for i, d in enumerate(block_ids.tolist()):
-            k = own_of.get(d)
-            if k is not None:
-                own[i] = solved[k]
+        # the solved rows, found by dictionary id (every id not among them is the model's own row)
+        at = np.minimum(np.searchsorted(changed_ids, block_ids, sorter=order), max(len(order) - 1, 0))
+        hit = (changed_ids[order[at]] == block_ids) if len(order) else np.zeros(len(block_ids), bool)
+        own[hit] = solved[order[at[hit]]]
         words = vectors.words[start:stop]
         on_written(start, stop, word_vectors(words, np.arange(stop - start), own, model.grams, model.minn,
                                              model.maxn))
