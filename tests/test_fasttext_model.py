@@ -303,3 +303,24 @@ def test_init_adds_new_words_to_the_model_and_fasttext_loads_it(model_file, tmp_
     assert run("init", path, corpus, "-o", as_text, "--min-count", 2).exit_code == 0
     start = load_vectors(as_text)["quokkaville"]
     np.testing.assert_allclose(fasttext_vector(loaded, after, "quokkaville"), start, atol=2e-6)
+
+
+def test_cut_or_scrambled_models_read_or_fail_with_the_files_name(model_file, tmp_path):
+    from embedtune.errors import EmbedtuneError
+
+    path, _ = model_file
+    data = path.read_bytes()
+    rng = np.random.default_rng(0)
+    header = 8 + 56 + 28 + 200   # the settings, the dictionary's header and its first entries
+    cases = [data[:int(n)] for n in rng.integers(0, len(data), 20)]
+    for _ in range(40):
+        scrambled = bytearray(data)
+        scrambled[int(rng.integers(4, header))] = int(rng.integers(0, 256))
+        cases.append(bytes(scrambled))
+    for i, case in enumerate(cases):
+        bad = tmp_path / f"case{i}.bin"
+        bad.write_bytes(case)
+        try:
+            load_vectors(bad, format="fasttext-model")
+        except EmbedtuneError as err:
+            assert str(err).startswith(str(bad)), err

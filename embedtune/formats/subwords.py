@@ -115,7 +115,7 @@ def _most_ids(starts, ends, maxn):
     longest = 0
     for w in range(len(starts)):
         longest = max(longest, ends[w] - starts[w])
-    return (longest + 2) * max(maxn, 1) + 1
+    return (longest + 2) * max(min(maxn, longest + 2), 1) + 1   # an n-gram a start and length that fits
 
 
 @njit(cache=True, nogil=True)
