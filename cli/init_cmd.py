@@ -53,8 +53,8 @@ from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, 
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
 @click.option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
               callback=format_name)
-@click.option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
-                                            "fasttext for *.vec, else that of VECTORS; --to that the name "
+@click.option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin "
+                                            "(a fastText model from one), fasttext for *.vec, else that of VECTORS; --to that the name "
                                             "contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               type=writes(allow_dash=True), help="Print the summary as JSON on standard output, or write it to FILE.")

@@ -70,7 +70,7 @@ class FastTextModel:
     """A fastText model as read: everything needed to write it back byte for byte.
 
     args : the 12 integer settings by name (ARGS) and ``t``; dictionary: ``entries`` (the raw bytes of
-    the word entries, then of the label entries, split at ``labels_at``), ``counts`` int64 [nwords]
+    the word entries, then of the label entries, split at ``labels_at``), ``words`` (the words' bytes)
     input : float32 [nwords + bucket, dim] (memory-mapped for a plain file); output : float32 [m, dim]
     """
 
@@ -82,7 +82,6 @@ class FastTextModel:
     ntokens: int
     entries: bytes
     labels_at: int
-    counts: np.ndarray
     input: np.ndarray
     qout: bool
     output: np.ndarray
@@ -195,7 +194,7 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
         raise EmbedtuneError(f"fastText model: damaged dictionary header ({size} entries, {nwords} words, "
                              f"{nlabels} labels)", name)
     begin = r.pos
-    starts, ends, counts, types, stop = _scan_entries(r, size)
+    starts, ends, types, stop = _scan_entries(r, size)
     if np.any(types[:nwords] != 0) or np.any(types[nwords:] != 1):
         bad = int(np.flatnonzero(np.concatenate([types[:nwords] != 0, types[nwords:] != 1]))[0])
         raise EmbedtuneError(f"fastText model: dictionary entry {bad + 1} has type {int(types[bad])} "
@@ -220,8 +219,7 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
         raise EmbedtuneError(f"fastText model: {len(r.data) - r.pos} bytes after the output matrix "
                              "(expected the file to end there); damaged?", name)
     words = _words(r.data, starts[:nwords], ends[:nwords], name, replace_bad_utf8)
-    model = FastTextModel(version, args, t, nwords, nlabels, ntokens, entries, labels_at, counts[:nwords].copy(),
-                          input_, qout, output, words)
+    model = FastTextModel(version, args, t, nwords, nlabels, ntokens, entries, labels_at, input_, qout, output, words)
     wanted = nwords if limit is None else min(limit, nwords)
     shown = words if wanted == nwords else words[:wanted]
     from embedtune.formats.io import new_matrix
@@ -233,7 +231,8 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
 
 
 def _scan_entries(r: _Reader, size: int):
-    """(starts, ends, counts, types, position after them) of the dictionary's ``size`` entries."""
+    """(starts, ends, types, position after them) of the dictionary's ``size`` entries (their counts are
+    written back with the entries' bytes as they are)."""
     from embedtune.formats.subwords import scan_entries
 
     data = np.frombuffer(r.data, np.uint8)
@@ -246,7 +245,7 @@ def _scan_entries(r: _Reader, size: int):
         raise EmbedtuneError(f"fastText model: file ends inside the dictionary (entry {done + 1} of {size}); "
                              "truncated?", r.name)
     r.pos = stop
-    return starts, ends, counts, types, stop
+    return starts, ends, types, stop
 
 
 def _matrix(r: _Reader, what: str, rows: int | None, dim: int) -> np.ndarray:
