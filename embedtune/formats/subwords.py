@@ -118,47 +118,58 @@ def _most_ids(starts, ends, maxn):
     return (longest + 2) * max(min(maxn, longest + 2), 1) + 1   # an n-gram a start and length that fits
 
 
+WALK = 256   # ulps a solved component may be walked toward its target (the corrections leave a few)
+
+
+@njit(cache=True, nogil=True)
+def _through(x, grams, ids, grams_n, d, scale):
+    """fastText's arithmetic for one component: 0 + x (the own row), each n-gram row's added, times scale."""
+    acc = np.float32(0.0) + x
+    for k in range(grams_n):
+        acc += grams[ids[k], d]
+    return acc * scale
+
+
 @njit(cache=True, nogil=True)
 def _solve_rows(data, starts, ends, grams, minn, maxn, bucket, targets, rows):
-    """For each word, the own row that makes fastText's average of (own row, its n-gram rows) come out as
-    ``targets[w]``: n * target - sum(n-gram rows) in float64, then corrected twice by what the float32
-    arithmetic actually gives back (each correction n times the miss); the best of the three is kept.
-    Writes ``rows[w]``; returns the largest |average - target| over all words."""
+    """For each word and component, the own-row value that makes fastText's average of (own row, its n-gram
+    rows) come out as ``targets[w, d]``, or as near as float32 allows: n * target - sum(n-gram values) in
+    float64, corrected twice by what the float32 arithmetic gives back (n times the miss), then walked one
+    float32 step at a time toward the target while the result comes nearer (it never goes down as the own
+    value goes up, so the walk ends at the nearest result it can reach). Writes ``rows[w]``; returns the
+    largest |average - target|."""
     ids = np.empty(_most_ids(starts, ends, maxn) + 1, np.int64)
     dim = targets.shape[1]
-    acc = np.empty(dim, np.float32)
-    trial = np.empty(dim, np.float64)
     worst = 0.0
     for w in range(len(starts)):
         grams_n = _ngrams(data, starts[w], ends[w] - starts[w], minn, maxn, bucket, ids)
         count = grams_n + 1   # the own row and the n-grams
+        scale = np.float32(1.0 / count)
         for d in range(dim):
+            t = targets[w, d]
             s = 0.0
             for k in range(grams_n):
                 s += grams[ids[k], d]
-            trial[d] = count * np.float64(targets[w, d]) - s
-        best = np.inf
-        for _round in range(3):
-            for d in range(dim):
-                acc[d] = np.float32(0.0) + np.float32(trial[d])   # fastText adds the own row to zero
-            for k in range(grams_n):
-                row = grams[ids[k]]
-                for d in range(dim):
-                    acc[d] += row[d]
-            scale = np.float32(1.0 / count)
-            miss = 0.0
-            for d in range(dim):
-                miss = max(miss, abs(np.float64(acc[d] * scale) - np.float64(targets[w, d])))
-            if miss < best:
-                best = miss
-                for d in range(dim):
-                    rows[w, d] = np.float32(trial[d])
-            if miss == 0.0:
-                break
-            for d in range(dim):
-                trial[d] = np.float64(np.float32(trial[d])) + count * (
-                    np.float64(targets[w, d]) - np.float64(acc[d] * scale))
-        worst = max(worst, best)
+            x = np.float32(count * np.float64(t) - s)
+            y = _through(x, grams, ids, grams_n, d, scale)
+            for _round in range(2):
+                if y == t:
+                    break
+                nx = np.float32(np.float64(x) + count * (np.float64(t) - np.float64(y)))
+                ny = _through(nx, grams, ids, grams_n, d, scale)
+                if abs(np.float64(ny) - t) > abs(np.float64(y) - t):
+                    break
+                x, y = nx, ny
+            for _step in range(WALK):
+                if y == t:
+                    break
+                nx = np.nextafter(x, np.float32(np.inf) if y < t else np.float32(-np.inf))
+                ny = _through(nx, grams, ids, grams_n, d, scale)
+                if abs(np.float64(ny) - t) > abs(np.float64(y) - t):
+                    break
+                x, y = nx, ny
+            rows[w, d] = x
+            worst = max(worst, abs(np.float64(y) - t))
     return worst
 
 
