@@ -115,9 +115,10 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
 
 def check_model_output(vectors: Vectors, out_format: str, output: str) -> None:
     """A fastText model is written from one read (its subword rows and settings): said before any work."""
-    if out_format == "fasttext-model" and getattr(vectors, "fasttext", None) is None:
-        raise EmbedtuneError("a fastText model (fasttext-model) is written from a fastText model only: it needs the "
-                             "model's subword rows and settings (give a .bin model as VECTORS, or write .vec)", output)
+    if out_format == "fasttext-model":
+        from embedtune.formats.fasttext_write import require_model
+
+        require_model(vectors, output)
 
 
 def check_dimension(vectors: Vectors, dim: int | None, source: str | None, option: str = "--dim") -> None:

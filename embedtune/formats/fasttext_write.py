@@ -29,12 +29,19 @@ NEW_WORD_COUNT = 1
 FASTTEXT_SPACE = " \n\r\t\v\f\0"   # what fastText's readWord splits words at
 
 
-def write_model(vectors, out, *, name: str, progress=None, on_written=None, check_rows=None) -> None:
-    """Write ``vectors`` (Vectors or PatchedVectors carrying ``fasttext``, the model they came from)."""
+def require_model(vectors, name: str):
+    """The fastText model ``vectors`` came from; an error naming ``name`` (the output) when there is none."""
     model = getattr(vectors, "fasttext", None)
     if model is None:
         raise EmbedtuneError("a fastText model (fasttext-model) is written from a fastText model only: it needs "
-                             "the model's subword rows and settings (read a .bin model, or write .vec)", name)
+                             "the model's subword rows and settings (give a .bin model as the vectors, or write "
+                             ".vec)", name)
+    return model
+
+
+def write_model(vectors, out, *, name: str, progress=None, on_written=None, check_rows=None) -> None:
+    """Write ``vectors`` (Vectors or PatchedVectors carrying ``fasttext``, the model they came from)."""
+    model = require_model(vectors, name)
     if vectors.dim != model.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, the fastText model {model.dim}", name)
     ids, new_words = _dictionary_ids(vectors.words, model, name)
