@@ -76,7 +76,7 @@ def test_an_unknown_format_is_reported_against_its_own_option(small, tmp_path, a
     result = run(*args)
     assert result.exit_code == 2   # a usage error (docs/ci.md)
     assert result.stderr.splitlines() == [
-        f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext)"]
+        f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext, fasttext-model)"]
     assert not (tmp_path / "out.txt").exists()
 
 

@@ -224,7 +224,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
            seed: int = 1, progress=None) -> Evidence:
     """The corpus pass (new words, fitting words, ``probes`` probe words) and, in a second thread beside
     it, the spelling model's fit (without the probes)."""
-    from embedtune.newwords.spelling import fit_form
+    from embedtune.newwords.spelling import form_model_for
 
     if counts is None:
         counts = corpus.count()[0]
@@ -253,7 +253,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     # The form fit needs no corpus, so it runs in a second thread during the corpus pass (the pass is a
     # nogil kernel, the fit numpy/scipy); the result does not depend on the overlap.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fitting = pool.submit(fit_form, vectors, words=list(new_words) + probe_words, exclude=left_out,
+        fitting = pool.submit(form_model_for, vectors, words=list(new_words) + probe_words, exclude=left_out,
                               **(form_options or {}))
         rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
         sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows),

@@ -42,6 +42,8 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
 
     if run.init != "form-context" or not run.new_words:
         return 0
+    if getattr(vectors, "fasttext", None) is not None and vectors.fasttext.maxn > 0:
+        return 0   # a fastText model's own subwords are the spelling start: nothing is fitted
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
@@ -53,6 +55,12 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
                + kept * vectors.dim * 4           # the result
                + DEFAULT_BUCKETS * 8              # bucket -> column
                + probe_sums)
+
+
+def fasttext_bytes(vectors: Vectors) -> int:
+    """A fastText model's two matrices (0 for other vectors files)."""
+    model = getattr(vectors, "fasttext", None)
+    return 0 if model is None else int(model.input.nbytes + model.output.nbytes)
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
@@ -94,6 +102,9 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
         "spelling_model_fit": form_fit_bytes(run, vectors),
+        # A fastText model's input (words and subwords) and output matrices, memory-mapped from the file
+        # (formats/fasttext.py): every row is read for the word vectors, and written back for a .bin output.
+        "fasttext_model_matrices": fasttext_bytes(vectors),
         "tensorflow_and_python": RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
         # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
