@@ -166,6 +166,8 @@ def words_of(text: str) -> list[str]:
 def draw(pool: list[str], n: int, rng, split: str) -> list[str]:
     """``n`` words of ``pool``: the test words (rng's draw), or for ``split`` = valid as many others, disjoint
     from them (a second rng), on which the starts' parts and settings are chosen."""
+    if len(pool) - n < n // 2:   # a small pool (the fiction corpus's 128+ line words): half for each side
+        n = len(pool) // 2
     test = np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))
     if split == "test":
         return [pool[i] for i in test]
@@ -342,6 +344,43 @@ def evaluate(glove, unit_glove, test, text, seed, pairs):
     return out
 
 
+PART_ROWS = {"per_n": "-per_n", "line": "+gate+per_n", "gate": "+per_n+line", "probe_draw": "-probe_draw"}
+VERDICT_METRICS = ("mrr", "spearman")
+
+
+def verdict(paths: list[str]) -> None:
+    """Issue 40's rule over the cells' --json files: a part stays on only if, in every cell where it changes a
+    figure, the default beats the row without it beyond the paired interval on some protocol's MRR or rho,
+    and in no cell loses beyond it."""
+    cells = []
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        cells.append((f"{d['corpus']} x {d['vectors']} ({d['split']})", d["protocols"]))
+    for part, row in PART_ROWS.items():
+        print(f"\n{part} (the default against {row}):")
+        keep = True
+        for cell, protocols in cells:
+            wins, losses, acts = [], [], False
+            for name, p in protocols.items():
+                r, base = p["rows"][row], p["rows"][DEFAULT_ROW]
+                for m in VERDICT_METRICS:
+                    if m not in r:
+                        continue
+                    acts |= r[m] != base[m]
+                    lo, hi = r["minus_default"][m]
+                    if hi < 0:
+                        wins.append(f"{name} {m} +[{-hi:.3f}, {-lo:.3f}]")
+                    elif lo > 0:
+                        losses.append(f"{name} {m} -[{lo:.3f}, {hi:.3f}]")
+            ok = (wins or not acts) and not losses
+            keep &= bool(ok)
+            state = "no effect" if not acts else ("wins" if wins else "within the draw everywhere")
+            print(f"  {cell}: {state}; wins beyond: {', '.join(wins) or 'none'}; loses beyond: "
+                  f"{', '.join(losses) or 'none'}")
+        print(f"  -> {'stays on' if keep else 'off'}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--protocols", default="definition,contexts,rare")
@@ -353,7 +392,12 @@ def main(argv=None) -> None:
     parser.add_argument("--vectors", default="glove50", help="glove50, sgns100 (benchmarks/spaces.py) or a path")
     parser.add_argument("--rows", help="comma-separated rows to print (all are computed; default every row)")
     parser.add_argument("--json")
+    parser.add_argument("--verdict", nargs="+", metavar="JSON",
+                        help="only print issue 40's rule over the --json files of the cells (no run)")
     args = parser.parse_args(argv)
+    if args.verdict:
+        verdict(args.verdict)
+        return
     wanted = set(args.protocols.split(","))
     glove = load_space(args.vectors)
     unit_glove = unit_rows(glove.matrix)
