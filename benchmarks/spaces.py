@@ -14,7 +14,7 @@ Spaces:
            corpus-large then corpus-fiction (6.3M tokens; window 5, negative 5, sample 1e-3, min_count 5,
            5 epochs, seed 1, one worker: the same bits on every run of one gensim build); rows in gensim's
            order, most frequent first, like GloVe's. Another kind of vector (sgns, not GloVe), another
-           dimension, another corpus and about 10x fewer words. Trained on corpus-large alone it did not
+           dimension, another corpus and 11x fewer words (36,308). Trained on corpus-large alone it did not
            carry to the fiction corpus (every new-word start near chance there: benchmarks/README.md, issue
            40): a space must have seen text of the corpus's kind, as GloVe's 6B tokens have. So the test
            words' true vectors saw their contexts in this space (GloVe's may have too, less directly).
