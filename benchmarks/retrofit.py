@@ -61,6 +61,7 @@ SEED = 26
 WORDSIM_DROP = 0.01
 REPELS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 4.0)
 FROZEN_PULLS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+ANCHORS = (0.5, 1.0, 2.0, 4.0, 8.0)   # --anchor-grid: alpha, Faruqui's anchor (issue 40's relatedness constraint)
 FARUQUI_ALPHAS = (0.1, 0.25, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 16.0, 32.0)  # as many as REPELS + PULLS
 BOOTSTRAP = 1000
 FREEZE_TOP = 10000
@@ -215,6 +216,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=SEED, help="of the valid/test split")
     parser.add_argument("--no-faruqui-grid", action="store_true",
                         help="skip the tuning of Faruqui's alpha (its published 1 is scored), the slowest grid")
+    parser.add_argument("--anchor-grid", action="store_true",
+                        help="also choose embedtune's anchor (ANCHORS) at the chosen repel, before the frozen pull")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
@@ -262,10 +265,11 @@ def main(argv=None):
         out["wordsim all"] = evaluate_similarity(v, wordsim_file).spearman
         return out
 
-    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None):
+    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None, anchor=None):
         config = resolve(Config(lexicon=lexicons["syn", similar], antonyms=lexicons["ant", similar] if antonyms else None,
                                 vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit",
-                                                                                            repel=repel)))
+                                                                                            repel=repel,
+                                                                                            anchor=anchor)))
         default_pull = retrofit_module.FROZEN_PULL
         retrofit_module.FROZEN_PULL = default_pull if pull is None else pull
         try:
@@ -314,9 +318,13 @@ def main(argv=None):
     alpha, alpha_rows = (1.0, []) if args.no_faruqui_grid else choose(
         "faruqui alpha", FARUQUI_ALPHAS, lambda a: faruqui_retrofit(vectors, faruqui_lexicon, alpha=a), 1.0)
     repel, repel_rows = choose("embedtune repel", REPELS, lambda r: embedtune_run(repel=r), default_repel)
-    pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g})", FROZEN_PULLS,
-                             lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p), default_pull)
-    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, frozen pull {pull:g} "
+    default_anchor = retrofit_module.Retrofit.defaults["anchor"]
+    anchor, anchor_rows = (default_anchor, []) if not args.anchor_grid else choose(
+        f"embedtune anchor (repel {repel:g})", ANCHORS, lambda a: embedtune_run(repel=repel, anchor=a), default_anchor)
+    pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g}, anchor {anchor:g})",
+                             FROZEN_PULLS, lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p,
+                                                                   anchor=anchor), default_pull)
+    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, anchor {anchor:g}, frozen pull {pull:g} "
           f"(defaults: repel {retrofit_module.Retrofit.defaults['repel']:g}, "
           f"frozen pull {retrofit_module.FROZEN_PULL:g})", flush=True)
 
@@ -328,7 +336,9 @@ def main(argv=None):
         f"defaults top10k (pull {default_pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP),
         f"+antonyms (repel {repel:g})": lambda: embedtune_run(similar=False, repel=repel),
         f"similar (repel {repel:g})": lambda: embedtune_run(repel=repel),
-        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull),
+        f"similar (repel {repel:g}, anchor {anchor:g})": lambda: embedtune_run(repel=repel, anchor=anchor),
+        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull,
+                                                                 anchor=anchor),
     }
     seconds = {name: [] for name in runs}
     outputs = {}
@@ -338,7 +348,7 @@ def main(argv=None):
             outputs[name] = run()
             seconds[name].append(time.perf_counter() - began)
 
-    rows = [{"row": "GloVe 6B 50d", **before, "seconds": None}]
+    rows = [{"row": os.path.basename(args.vectors), **before, "seconds": None}]
     for name, out in outputs.items():
         row = {"row": name, **score(matrix_of(out)), "seconds": float(np.median(seconds[name]))}
         if not isinstance(out, np.ndarray):
@@ -363,8 +373,9 @@ def main(argv=None):
     print(f"load average at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"vectors": args.vectors, "pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "pull": pull},
-                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "pull": pull_rows},
+            json.dump({"vectors": args.vectors, "pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "anchor": anchor,
+                                                                           "pull": pull},
+                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "anchor": anchor_rows, "pull": pull_rows},
                        "rows": rows, "load_average": os.getloadavg()}, f, indent=2)
 
 
