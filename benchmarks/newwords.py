@@ -69,7 +69,8 @@ ROWS = {"fixed": (), "+gate": ("gate",), "+gate+per_n": ("gate", "per_n"), "+per
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}
 OLD_PROBE_FLOOR = 1000   # the first round's MIN_OUTSIDE_PROBES
-DEFAULT_ROW = "all"   # embedtune.newwords.fitted.DEFAULT_PARTS
+DEFAULT_ROW = "all"   # every part on: the row the differences (and the bisection) are taken against; the default
+                      # start is embedtune.newwords.fitted.DEFAULT_PARTS's row ("fixed" since issue 40)
 RANK_BLOCK = 256
 BOOTSTRAP = 1000        # resamples of the test words for each interval
 
