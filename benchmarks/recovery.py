@@ -178,10 +178,10 @@ def check_sample(setup: Setup, out: Vectors, name: str) -> None:
 def train_vectors(setup: Setup, options: dict) -> tuple[Vectors, dict]:
     """`embedtune train` on GloVe input (its defaults, then ``options``) with every GloVe row frozen,
     so only new words train. Returns (vectors, summary)."""
-    from embedtune.config import Config, merge
+    from embedtune.config import Config, merge, resolve
     from embedtune.training import train
 
-    config = merge(Config(format="glove"), {"freeze_pretrained": True, **options})
+    config = resolve(merge(Config(format="glove"), {"freeze_pretrained": True, **options}))
     with Corpus(setup.corpus_path, lowercase=True) as lowered:  # what `lowercase auto` gives for GloVe
         result = train(setup.deleted, lowered, config)
     if result.stats["max_frozen_change"] != 0.0:
