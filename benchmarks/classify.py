@@ -28,6 +28,15 @@ Wall time is the whole command for both (loading 400k vectors included); embedtu
 
     python benchmarks/classify.py --tune [--only-tool fasttext|embedtune]
     python benchmarks/classify.py [--rounds 3] [--only ROW,ROW]
+    python benchmarks/classify.py --splits 5 [--data glosses|fortunes] [--vectors glove50|sgns100] [--only ROW,ROW]
+
+Issue 40: ``--splits N`` pools the data's lines and cuts them N times afresh (seeded permutations 0..N-1,
+80/10/10 as make_glosses.py cuts), each row run once on each split's test part (the tools taking turns), and
+prints the accuracy's mean ± sd over the splits and the median wall ratio. ``--data fortunes`` is a second
+task: the English fortune cookies (Debian's fortunes, fortunes-min) labelled by their file (art, computers,
+food, law, love, ...: the files of FORTUNE_MIN_COOKIES+ cookies), tokenised as make_corpus.py does.
+``--vectors sgns100`` is the second vector space (benchmarks/spaces.py); fastText reads it as written (its
+word2vec header). ``--tune`` and the fixed split take --data and --vectors too.
 """
 
 from __future__ import annotations
@@ -42,11 +51,21 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from spaces import SPACES, vectors_path  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "_data")
 TRAIN, VALID, TEST = (os.path.join(DATA, f"wordnet-noun-glosses.{part}.txt") for part in ("train", "valid", "test"))
 GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
 GLOVE_W2V = os.path.join(DATA, "glove.6B.50d.w2v.txt")   # the same rows with a "400000 50" header
+FORTUNES = "/usr/share/games/fortunes"
+FORTUNE_MIN_COOKIES = 100
+HELD_SHARE = 0.2   # valid and test together, as data/make_glosses.py
+# What a run reads: the fixed split and GloVe unless main() sets others (--data, --vectors, --splits).
+INPUTS = {"train": TRAIN, "vectors": GLOVE, "fasttext_vectors": GLOVE_W2V, "dim": 50}
 
 # The grids (--tune): the same number of trials for both tools. fastText's defaults are lr 0.1 and 5
 # epochs, embedtune's adam at 0.01, 5 epochs, 256 lines a step.
@@ -68,7 +87,7 @@ FASTTEXT = r"""
 import json, sys, time
 import fasttext
 began = time.perf_counter()
-model = fasttext.train_supervised(input=sys.argv[1], pretrainedVectors=sys.argv[3], dim=50, thread=2, verbose=0,
+model = fasttext.train_supervised(input=sys.argv[1], pretrainedVectors=sys.argv[3], thread=2, verbose=0,
                                   **json.loads(sys.argv[4]))
 trained = time.perf_counter() - began
 n, p1, r1 = model.test(sys.argv[2])
@@ -84,7 +103,8 @@ def children_cpu() -> float:
 
 def run_fasttext(options: dict, held: str) -> dict:
     began, cpu = time.perf_counter(), children_cpu()
-    out = subprocess.run([sys.executable, "-c", FASTTEXT, TRAIN, held, GLOVE_W2V, json.dumps(options)],
+    out = subprocess.run([sys.executable, "-c", FASTTEXT, INPUTS["train"], held, INPUTS["fasttext_vectors"],
+                          json.dumps({"dim": INPUTS["dim"], **options})],
                          check=True, capture_output=True, text=True)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     figures["wall_seconds"], figures["cpu_seconds"] = time.perf_counter() - began, children_cpu() - cpu
@@ -99,7 +119,8 @@ def run_embedtune(args: list[str], held: str, folder: str) -> dict:
     output = os.path.join(folder, "tuned.txt")
     summary = os.path.join(folder, "summary.json")
     began, cpu = time.perf_counter(), children_cpu()
-    subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", GLOVE, TRAIN, "--objective", "classify",
+    subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", INPUTS["vectors"], INPUTS["train"],
+                    "--objective", "classify",
                     "--valid", held, "-o", output, "--json", summary, "--threads", "2", "-q", *args],
                    check=True, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - began, children_cpu() - cpu
@@ -116,7 +137,7 @@ def run_embedtune(args: list[str], held: str, folder: str) -> dict:
 
 def frozen_identical(output: str, n: int) -> bool:
     """The first n rows of ``output`` against GloVe's, byte for byte as text (the same writer format)."""
-    with open(GLOVE, "rb") as a, open(output, "rb") as b:
+    with open(INPUTS["vectors"], "rb") as a, open(output, "rb") as b:
         return all(x == y for _, x, y in zip(range(n), a, b))
 
 
@@ -153,20 +174,113 @@ def tune(only: str | None, folder: str) -> None:
         print(f"embedtune with bigrams chose {best(ng)}", flush=True)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tune", action="store_true", help="choose each tool's settings on valid")
-    parser.add_argument("--only-tool", choices=("fasttext", "embedtune"), help="--tune: one tool's trials")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", help="comma-separated row names")
-    args = parser.parse_args()
+def pooled_lines(data: str) -> list[str]:
+    """Every labelled line of ``data``: the gloss files' three parts, or the fortune cookies."""
+    if data == "glosses":
+        lines = []
+        for path in (TRAIN, VALID, TEST):
+            if not os.path.exists(path):
+                sys.exit(f"{path} is missing: python data/make_glosses.py")
+            with open(path, encoding="utf-8") as f:
+                lines.extend(f)
+        return lines
+    from make_corpus import words
+
+    if not os.path.exists(os.path.join(FORTUNES, "fortunes")):
+        sys.exit(f"{FORTUNES} is missing: apt-get install fortunes fortunes-min")
+    by_file = {}
+    for name in sorted(os.listdir(FORTUNES)):
+        path = os.path.join(FORTUNES, name)
+        if "." in name or name == "ascii-art" or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            cookies = [" ".join(words(c)) for c in f.read().split("\n%\n")]
+        by_file[name] = [f"__label__{name} {c}\n" for c in cookies if c]
+    return [line for cookies in by_file.values() if len(cookies) >= FORTUNE_MIN_COOKIES for line in cookies]
+
+
+def write_split(lines: list[str], seed: int, folder: str) -> tuple[str, str, str]:
+    """Split ``seed``: a seeded permutation cut 80/10/10 into train, valid and test files in ``folder``."""
+    order = np.random.default_rng(seed).permutation(len(lines))
+    n_held = int(round(len(lines) * HELD_SHARE))
+    parts = (order[n_held:], order[:n_held // 2], order[n_held // 2:n_held])
+    paths = tuple(os.path.join(folder, f"split{seed}.{name}.txt") for name in ("train", "valid", "test"))
+    for path, rows in zip(paths, parts):
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(lines[i] for i in rows)
+    return paths
+
+
+def fasttext_vectors(name: str) -> str:
+    """The vectors as fastText reads them: with a word2vec header (GloVe's text has none)."""
+    if name != "glove50":
+        return vectors_path(name)
     if not os.path.exists(GLOVE_W2V):
         with open(GLOVE, "rb") as src, open(GLOVE_W2V + ".part", "wb") as dst:
             dst.write(b"400000 50\n")
             while block := src.read(1 << 24):
                 dst.write(block)
         os.replace(GLOVE_W2V + ".part", GLOVE_W2V)
-    print(f"load before: {os.getloadavg()}", flush=True)
+    return GLOVE_W2V
+
+
+def vectors_dim(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        first = f.readline().split()
+        if len(first) == 2:   # a word2vec header
+            return int(first[1])
+        return len(first) - 1
+
+
+def shuffled_splits(rows: dict, data: str, n: int, folder: str) -> None:
+    """Each row on each of ``n`` fresh splits of the pooled data; mean ± sd of the test accuracy."""
+    lines = pooled_lines(data)
+    labels = {line.split(" ", 1)[0] for line in lines}
+    print(f"{data}: {len(lines):,} lines, {len(labels)} classes; {n} shuffled splits 80/10/10", flush=True)
+    results = {name: [] for name in rows}
+    for seed in range(n):
+        INPUTS["train"], _, test = write_split(lines, seed, folder)
+        for name, run in rows.items():
+            r = run(folder, test)
+            r.pop("output", None)
+            r["load"] = os.getloadavg()[0]
+            results[name].append(r)
+            print(name, f"split {seed}", json.dumps(r), flush=True)
+    print(f"load after: {os.getloadavg()}")
+    print(f"\ntest accuracy over {n} shuffled splits, mean ± sd (min-max); wall median:")
+    for name, runs in results.items():
+        acc = [r["accuracy"] for r in runs]
+        print(f"{name:<24} {statistics.mean(acc):.4f} ± {statistics.stdev(acc) if n > 1 else 0:.4f} "
+              f"({min(acc):.4f}-{max(acc):.4f})  wall {statistics.median(r['wall_seconds'] for r in runs):.1f} s")
+    for mine, theirs in (("embedtune-tuned", "fasttext-tuned"), ("embedtune-25", "fasttext-25"),
+                         ("embedtune-ng2", "fasttext-ng2")):
+        if mine in results and theirs in results:
+            diff = [a["accuracy"] - b["accuracy"] for a, b in zip(results[mine], results[theirs])]
+            ratios = [a["wall_seconds"] / b["wall_seconds"] for a, b in zip(results[mine], results[theirs])]
+            print(f"{mine} - {theirs}: accuracy {statistics.mean(diff):+.4f} ± "
+                  f"{statistics.stdev(diff) if n > 1 else 0:.4f} (paired, per split); wall "
+                  + ", ".join(f"{x:.2f}x" for x in ratios) + f"; median {statistics.median(ratios):.2f}x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tune", action="store_true", help="choose each tool's settings on valid")
+    parser.add_argument("--only-tool", choices=("fasttext", "embedtune"), help="--tune: one tool's trials")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated row names")
+    parser.add_argument("--splits", type=int, help="N fresh shuffled splits of the pooled data (mean ± sd)")
+    parser.add_argument("--data", choices=("glosses", "fortunes"), default="glosses")
+    parser.add_argument("--vectors", choices=tuple(SPACES), default="glove50")
+    args = parser.parse_args()
+    INPUTS.update(vectors=vectors_path(args.vectors), fasttext_vectors=fasttext_vectors(args.vectors))
+    INPUTS["dim"] = vectors_dim(INPUTS["vectors"])
+    print(f"load before: {os.getloadavg()}; data {args.data}, vectors {args.vectors} ({INPUTS['dim']}d)", flush=True)
+    split_folder = None
+    if args.data != "glosses" and not args.splits:
+        # --tune and the fixed rows on another task: its split 0 as the fixed split
+        split_folder = tempfile.mkdtemp(prefix="classify-")
+        INPUTS["train"], valid, test = write_split(pooled_lines(args.data), 0, split_folder)
+        globals().update(VALID=valid, TEST=test)
     if args.tune:
         with tempfile.TemporaryDirectory() as folder:
             tune(args.only_tool, folder)
@@ -174,6 +288,18 @@ def main():
         return
     tuned = options_of(TUNED["embedtune"])
     ng2 = [*options_of({**TUNED["embedtune"], **TUNED["embedtune-ng2"]}), "--word-ngrams", "2"]
+    if args.splits:
+        held_rows = {
+            "fasttext-tuned": lambda folder, held: run_fasttext(TUNED["fasttext"], held),
+            "embedtune-tuned": lambda folder, held: run_embedtune(tuned, held, folder),
+            "fasttext-25": lambda folder, held: run_fasttext(TUNED["fasttext-25"], held),
+            "embedtune-25": lambda folder, held: run_embedtune(["--epochs", "25"], held, folder),
+        }
+        if args.only:
+            held_rows = {k: v for k, v in held_rows.items() if k in args.only.split(",")}
+        with tempfile.TemporaryDirectory() as folder:
+            shuffled_splits(held_rows, args.data, args.splits, folder)
+        return
     rows = {
         "fasttext-tuned": lambda folder: run_fasttext(TUNED["fasttext"], TEST),
         "embedtune-tuned": lambda folder: run_embedtune(tuned, TEST, folder),

@@ -69,7 +69,7 @@ with open(train_list, "w", encoding="utf-8") as f:
     f.write("".join(w + "\n" for w in trainable))
 
 results = {}
-# Plain-sgd sgns steps through the compiled CPU kernel (embedtune/kernels.py) even with a GPU: "sgns"
+# Plain-sgd sgns steps through the compiled CPU kernel (embedtune/kernels/sgns.py) even with a GPU: "sgns"
 # is that, on every core; "sgns-tf" is TensorFlow's step (EMBEDTUNE_KERNEL=0), on the GPU. glove steps
 # through TensorFlow.
 for name in ("sgns", "sgns-tf", "glove"):
@@ -92,19 +92,20 @@ for name in ("sgns", "sgns-tf", "glove"):
 
 # Where the tables live: the same Trainer the command builds, on a tiny input.
 try:
-    import embedtune.train as T
     from embedtune import Vectors
-    from embedtune.config import Config, merge
+    from embedtune.config import Config, merge, resolve
     from embedtune.corpus import Corpus
     from embedtune.plan.rules import make_plan
+    from embedtune.training.trainer import Trainer
     tiny = os.path.join(work, "tiny.txt")
     with open(tiny, "w") as f:
         f.write("the of and to in a is that for it\n" * 50)
     v = Vectors(words[:1000], matrix[:1000])
     with Corpus(tiny, lowercase=True) as c:
         counts = c.count()[0]
-        config = merge(Config(), {"vectors": "x", "corpus": tiny, "output": "y", "format": "glove"}, source=None)
-        trainer = T.Trainer(v.matrix, make_plan(v, [], config.vocab), counts, config, corpus=c)
+        config = resolve(merge(Config(), {"vectors": "x", "corpus": tiny, "output": "y", "format": "glove"},
+                               source=None))
+        trainer = Trainer(v.matrix, make_plan(v, [], config.vocab), counts, config, corpus=c)
     print("trainable table on", trainer.trainable.device, "| side table on", trainer.side.device, flush=True)
 except Exception as err:   # the Trainer's signature may have moved on; the timings above still stand
     print(f"placement not checked: {type(err).__name__}: {err}", flush=True)

@@ -2,6 +2,7 @@
 
     python benchmarks/make_corpus.py [--out benchmarks/_data/corpus.txt]
     python benchmarks/make_corpus.py --large [--out benchmarks/_data/corpus-large.txt]
+    python benchmarks/make_corpus.py --fiction [--out benchmarks/_data/corpus-fiction.txt]
 
 Sources, in this order (all offline, all real text):
 
@@ -38,6 +39,16 @@ as above, then, one Debian package each (a missing one is named in the error mes
 Sources 4-8 need ``apt-get install bible-kjv wordnet-base perl-doc jargon-text debian-handbook``
 (Debian 12 paths: perl-doc's .pod files are read from /usr/share/perl/5.36.0/pod).
 
+``--fiction`` writes a corpus of another domain and register (default corpus-fiction.txt; issue 40's second
+corpus): narrative prose and sayings instead of reference, news and technical text. One Debian package each:
+
+9. austen    Jane Austen's six novels (r-cran-janeaustenr, public domain), printed by R's Rscript from the
+             package's data (austen_books()); one paragraph per line, chapter headings and titles dropped.
+10. fortunes the English fortune cookies of fortunes and fortunes-min (quotations, literature, humour,
+             sayings; public domain or freely redistributable), one cookie per line; ascii-art dropped.
+
+Sources 9-10 need ``apt-get install r-cran-janeaustenr fortunes fortunes-min``.
+
 Everything goes through one tokenizer (gensim's wikicorpus.tokenize: alphabetic runs,
 lower-cased, 1..30 characters), so every source splits words the same way.
 """
@@ -62,15 +73,18 @@ from gensim.test.utils import datapath
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "_data", "corpus.txt")
 LARGE_OUT = os.path.join(HERE, "_data", "corpus-large.txt")
+FICTION_OUT = os.path.join(HERE, "_data", "corpus-fiction.txt")
 WIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 PYDOCS = "/usr/share/doc/python3.11/html/_sources"
 WORDNET = "/usr/share/wordnet"
 PERLPOD = "/usr/share/perl/5.36.0/pod"
 JARGON = "/usr/share/doc/jargon-text/jargon.txt.gz"
 HANDBOOK = "/usr/share/doc/debian-handbook/html/en-US"
+FORTUNES = "/usr/share/games/fortunes"
 TOKEN_MIN, TOKEN_MAX = 1, 30   # keep one-letter words ("a", "i"): word2vec and GloVe keep them
 TARGET_TOKENS = 1_000_000
 LARGE_TARGET_TOKENS = 5_000_000
+FICTION_TARGET_TOKENS = 900_000
 
 
 def words(text: str) -> list[str]:
@@ -294,6 +308,43 @@ def handbook_lines():
             yield words(paragraph)
 
 
+# ---- sources of the fiction corpus (--fiction) ----
+
+AUSTEN_HEADING = re.compile(r"^(CHAPTER|Chapter) [0-9IVXLC]+\.?$|^(VOLUME|Volume) [0-9IVXLC]+$|^by Jane Austen$|^\(\d{4}\)$"
+                            r"|^[A-Z][A-Z &']+$|^THE END$")
+
+
+def austen_lines():
+    """One line per paragraph of Jane Austen's six novels (janeaustenr's austen_books())."""
+    if shutil.which("Rscript") is None:
+        sys.exit("make_corpus: Rscript not found; install it with: apt-get install r-cran-janeaustenr")
+    script = "suppressMessages(library(janeaustenr)); writeLines(austen_books()$text)"
+    text = subprocess.run(["Rscript", "-e", script], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if text.returncode:
+        sys.exit("make_corpus: R could not read janeaustenr's novels; install them with: "
+                 "apt-get install r-cran-janeaustenr")
+    for block in re.split(r"\n\s*\n", text.stdout):
+        lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
+        if len(lines) == 1 and AUSTEN_HEADING.match(lines[0]):
+            continue
+        yield words(" ".join(lines))
+
+
+FORTUNES_SKIP = {"ascii-art"}   # pictures, not text
+
+
+def fortunes_lines():
+    """One line per fortune cookie of the English fortune files (fortunes, fortunes-min)."""
+    require(os.path.join(FORTUNES, "fortunes"), "fortunes fortunes-min")
+    for path in sorted(glob.glob(os.path.join(FORTUNES, "*"))):
+        name = os.path.basename(path)
+        if "." in name or name in FORTUNES_SKIP or not os.path.isfile(path):
+            continue   # the .dat indexes and .u8 links
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for cookie in re.split(r"^%$", f.read(), flags=re.M):
+                yield words(cookie)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help=f"default {DEFAULT_OUT}, or {LARGE_OUT} with --large")
@@ -302,9 +353,13 @@ def main() -> None:
     parser.add_argument("--large", action="store_true",
                         help="the large corpus (5M tokens or more): also the KJV Bible, WordNet glosses, "
                              "Perl's documentation, the Jargon File and the Debian handbook")
+    parser.add_argument("--fiction", action="store_true",
+                        help="the second corpus (issue 40): Jane Austen's novels and the fortune cookies")
     args = parser.parse_args()
-    args.out = args.out or (LARGE_OUT if args.large else DEFAULT_OUT)
-    target = LARGE_TARGET_TOKENS if args.large else TARGET_TOKENS
+    if args.fiction and (args.large or args.with_head500):
+        parser.error("--fiction is a corpus of its own: no --large or --with-head500 with it")
+    args.out = args.out or (FICTION_OUT if args.fiction else LARGE_OUT if args.large else DEFAULT_OUT)
+    target = FICTION_TARGET_TOKENS if args.fiction else LARGE_TARGET_TOKENS if args.large else TARGET_TOKENS
 
     sources = [("wiki", wiki_lines), ("lee", lambda: plain_lines("lee_background.cor")),
                ("pydocs", pydocs_lines)]
@@ -313,6 +368,8 @@ def main() -> None:
     if args.large:
         sources += [("bible", bible_lines), ("wordnet", wordnet_lines), ("perldoc", perldoc_lines),
                     ("jargon", jargon_lines), ("handbook", handbook_lines)]
+    if args.fiction:
+        sources = [("austen", austen_lines), ("fortunes", fortunes_lines)]
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     temporary = args.out + ".partial"

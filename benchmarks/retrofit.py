@@ -1,7 +1,7 @@
 """Retrofit benchmark: GloVe 6B 50d + WordNet lexicons, weights chosen on validation pairs, scored on test pairs.
 
     python data/make_sample.py --words 400000 -o benchmarks/_data/glove.6B.50d.txt   # once (171 MB)
-    python benchmarks/retrofit.py [--vectors PATH] [--wordnet /usr/share/wordnet] [--repeats 3] [--json FILE]
+    python benchmarks/retrofit.py [--vectors glove50|sgns100|PATH] [--wordnet /usr/share/wordnet] [--repeats 3] [--json FILE]
 
 SimLex-999 (similarity: antonyms rate low) and WordSim-353 (relatedness), gensim's copies, are each cut
 into a validation and a test half by their words: every word of either file goes to one side (a seeded
@@ -24,6 +24,12 @@ The lexicons are built in the run by ``embedtune.wordnet`` from the WordNet data
 ``wordnet-base``). Seconds: median of --repeats interleaved runs of the chosen settings; embedtune's
 are the whole ``train()`` call (both lexicons read, plan, rounds, copy, frozen-row check), the vectors
 already loaded; the faruqui loop's are its own.
+
+Issue 40: ``--vectors sgns100`` is the second vector space (benchmarks/spaces.py). Every setting's validation
+figures carry a 95% bootstrap interval over the words of the validation halves (BOOTSTRAP resamples of the
+words, with replacement; a pair counted once per draw of each of its words), and each setting's difference
+from embedtune's current default is bootstrapped paired (the same draws): ``beyond`` when that interval
+excludes 0. The grids reach past the value chosen: a choice at a grid's end is flagged (extend the grid).
 """
 
 from __future__ import annotations
@@ -41,19 +47,23 @@ import numpy as np
 
 from embedtune import formats
 from embedtune.compare import default_similarity_files, evaluate_similarity
-from embedtune.config import Config, TrainConfig, VocabConfig
+from embedtune.config import Config, VocabConfig, resolve, train_config
 from embedtune.objectives import retrofit as retrofit_module
 from embedtune.training import train
 from embedtune.vectors import Vectors
 from embedtune.wordnet import format_lexicon, wordnet_lexicons
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from spaces import vectors_path  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_VECTORS = os.path.join(HERE, "_data", "glove.6B.50d.txt")
 SEED = 26
 WORDSIM_DROP = 0.01
-REPELS = (0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
-FROZEN_PULLS = (1.0, 2.0, 4.0, 8.0)
-FARUQUI_ALPHAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0)   # as many settings as REPELS + FROZEN_PULLS
+REPELS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 4.0)
+FROZEN_PULLS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+ANCHORS = (0.5, 1.0, 2.0, 4.0, 8.0)   # --anchor-grid: alpha, Faruqui's anchor (issue 40's relatedness constraint)
+FARUQUI_ALPHAS = (0.1, 0.25, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 16.0, 32.0)  # as many as REPELS + PULLS
+BOOTSTRAP = 1000
 FREEZE_TOP = 10000
 
 
@@ -153,17 +163,65 @@ def write_halves(files: dict[str, list], side: dict[str, str], folder: str) -> d
     return paths
 
 
+class PairCosines:
+    """The pairs of one half file whose words are both in the vectors: rows, human scores and word ids, to
+    score a matrix and resample the half's words."""
+
+    def __init__(self, vectors: Vectors, path: str, word_ids: dict[str, int]):
+        rows = {}
+        for i, w in enumerate(vectors.words):   # first row of a lower-cased word, as evaluate_similarity reads
+            rows.setdefault(w.lower(), i)
+        a, b, human, owners = [], [], [], []
+        for x, y, line in pair_lines(path):
+            if x in rows and y in rows:
+                a.append(rows[x])
+                b.append(rows[y])
+                human.append(float(line.rstrip("\n").split("\t")[2]))
+                owners.append((word_ids[x], word_ids[y]))
+        self.a, self.b, self.human = np.array(a), np.array(b), np.array(human)
+        self.owners = np.array(owners, np.int64).reshape(-1, 2)
+
+    def cosines(self, matrix: np.ndarray) -> np.ndarray:
+        x, y = matrix[self.a].astype(np.float64), matrix[self.b].astype(np.float64)
+        return (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1) + 1e-30)
+
+    def weights(self, counts: np.ndarray) -> np.ndarray:
+        """[draws, pairs]: how often each pair is in each resample."""
+        return counts[:, self.owners[:, 0]] + counts[:, self.owners[:, 1]]
+
+
+def spearman_draws(cos: np.ndarray, human: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Spearman's rho over each resample's pairs (weights: [draws, pairs] multiplicities)."""
+    from scipy.stats import rankdata
+
+    out = np.empty(len(weights))
+    for d, w in enumerate(weights):
+        take = np.repeat(np.arange(len(cos)), w)
+        x, y = rankdata(cos[take]), rankdata(human[take])
+        x, y = x - x.mean(), y - y.mean()
+        out[d] = (x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum() + 1e-30)
+    return out
+
+
+def interval(x: np.ndarray) -> list[float]:
+    lo, hi = np.percentile(x, [2.5, 97.5])
+    return [round(float(lo), 4), round(float(hi), 4)]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--vectors", default=DEFAULT_VECTORS)
+    parser.add_argument("--vectors", default="glove50", help="glove50, sgns100 (benchmarks/spaces.py) or a path")
     parser.add_argument("--wordnet", default="/usr/share/wordnet")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=SEED, help="of the valid/test split")
+    parser.add_argument("--no-faruqui-grid", action="store_true",
+                        help="skip the tuning of Faruqui's alpha (its published 1 is scored), the slowest grid")
+    parser.add_argument("--anchor-grid", action="store_true",
+                        help="also choose embedtune's anchor (ANCHORS) at the chosen repel, before the frozen pull")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
-    if not os.path.exists(args.vectors):
-        sys.exit(f"{args.vectors} is missing: python data/make_sample.py --words 400000 -o {args.vectors}")
+    args.vectors = vectors_path(args.vectors)
 
     print(f"load average at start {os.getloadavg()}; loading {args.vectors} ...", file=sys.stderr, flush=True)
     vectors = formats.load_vectors(args.vectors)
@@ -186,6 +244,20 @@ def main(argv=None):
     print("pairs: " + ", ".join(f"{k} {v}" for k, v in sizes.items())
           + f" (of {len(files['simlex'])} and {len(files['wordsim'])}); halves in {folder}", flush=True)
 
+    valid_words = sorted({w for pairs in files.values() for a, b, _ in pairs for w in (a, b)
+                          if side[a] == side[b] == side[w] == "valid"})
+    word_ids = {w: i for i, w in enumerate(valid_words)}
+    rng = np.random.default_rng([args.seed, 40])
+    draws = rng.integers(0, len(valid_words), (BOOTSTRAP, len(valid_words)))
+    counts = np.zeros((BOOTSTRAP, len(valid_words)), np.int64)
+    np.add.at(counts, (np.arange(BOOTSTRAP)[:, None], draws), 1)
+    valid_pairs = {name: PairCosines(vectors, halves[name, "valid"], word_ids) for name in files}
+    pair_weights = {name: p.weights(counts) for name, p in valid_pairs.items()}
+
+    def valid_draws(matrix) -> dict[str, np.ndarray]:
+        """Each validation half's rho over each resample of its words."""
+        return {name: spearman_draws(p.cosines(matrix), p.human, pair_weights[name]) for name, p in valid_pairs.items()}
+
     def score(matrix) -> dict[str, float]:
         v = Vectors(vectors.words, matrix)
         out = {f"{name} {half}": evaluate_similarity(v, path).spearman for (name, half), path in halves.items()}
@@ -193,9 +265,11 @@ def main(argv=None):
         out["wordsim all"] = evaluate_similarity(v, wordsim_file).spearman
         return out
 
-    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None):
-        config = Config(lexicon=lexicons["syn", similar], antonyms=lexicons["ant", similar] if antonyms else None,
-                        vocab=VocabConfig(freeze_top=freeze_top), train=TrainConfig(objective="retrofit", repel=repel))
+    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None, anchor=None):
+        files = retrofit_module.RetrofitFiles(lexicon=lexicons["syn", similar],
+                                              antonyms=lexicons["ant", similar] if antonyms else None)
+        config = resolve(Config(vocab=VocabConfig(freeze_top=freeze_top), own=(files,),
+                                train=train_config(objective="retrofit", repel=repel, anchor=anchor)))
         default_pull = retrofit_module.FROZEN_PULL
         retrofit_module.FROZEN_PULL = default_pull if pull is None else pull
         try:
@@ -207,26 +281,50 @@ def main(argv=None):
         return out if isinstance(out, np.ndarray) else out.vectors.matrix
 
     before = score(vectors.matrix)
+    before_draws = valid_draws(vectors.matrix)
 
-    def choose(label, settings, make):
-        """Score each setting on valid; the best SimLex among those keeping WordSim (see the docstring)."""
-        rows = []
+    def choose(label, settings, make, default):
+        """Score each setting on valid; the best SimLex among those keeping WordSim (see the docstring). Each
+        setting's figures carry their bootstrap interval, and its difference from ``default`` a paired one."""
+        rows, per = [], {}
         for value in settings:
-            s = score(matrix_of(make(value)))
+            matrix = matrix_of(make(value))
+            s = score(matrix)
+            per[value] = valid_draws(matrix)
             rows.append({"setting": value, "simlex valid": s["simlex valid"],
-                         "wordsim valid change": s["wordsim valid"] - before["wordsim valid"]})
-            print(f"  {label} {value:g}: valid SimLex {s['simlex valid']:.3f}, "
-                  f"WordSim change {rows[-1]['wordsim valid change']:+.3f}", flush=True)
+                         "wordsim valid change": s["wordsim valid"] - before["wordsim valid"],
+                         "simlex valid interval": interval(per[value]["simlex"]),
+                         "wordsim valid change interval": interval(per[value]["wordsim"] - before_draws["wordsim"])})
+        base = per.get(default)
+        for r in rows:
+            if base is not None:
+                for name in files:
+                    d = per[r["setting"]][name] - base[name]
+                    r[f"{name} minus default"] = interval(d)
+            r1 = r.get("simlex minus default", [0, 0])
+            r2 = r.get("wordsim minus default", [0, 0])
+            print(f"  {label} {r['setting']:g}: valid SimLex {r['simlex valid']:.3f} {r['simlex valid interval']}, "
+                  f"WordSim change {r['wordsim valid change']:+.3f} {r['wordsim valid change interval']}; "
+                  f"minus default {default:g}: SimLex [{r1[0]:+.3f}, {r1[1]:+.3f}] WordSim [{r2[0]:+.3f}, {r2[1]:+.3f}]",
+                  flush=True)
         kept = [r for r in rows if r["wordsim valid change"] >= -WORDSIM_DROP] or rows
-        return max(kept, key=lambda r: r["simlex valid"])["setting"], rows
+        chosen = max(kept, key=lambda r: r["simlex valid"])["setting"]
+        if chosen == max(settings):
+            print(f"  note: {label} chose {chosen:g}, the largest value tried: extend the grid", flush=True)
+        return chosen, rows
 
     print("tuning on the validation halves:", flush=True)
-    alpha, alpha_rows = choose("faruqui alpha", FARUQUI_ALPHAS,
-                               lambda a: faruqui_retrofit(vectors, faruqui_lexicon, alpha=a))
-    repel, repel_rows = choose("embedtune repel", REPELS, lambda r: embedtune_run(repel=r))
-    pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g})", FROZEN_PULLS,
-                             lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p))
-    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, frozen pull {pull:g} "
+    default_repel, default_pull = retrofit_module.Retrofit.defaults["repel"], retrofit_module.FROZEN_PULL
+    alpha, alpha_rows = (1.0, []) if args.no_faruqui_grid else choose(
+        "faruqui alpha", FARUQUI_ALPHAS, lambda a: faruqui_retrofit(vectors, faruqui_lexicon, alpha=a), 1.0)
+    repel, repel_rows = choose("embedtune repel", REPELS, lambda r: embedtune_run(repel=r), default_repel)
+    default_anchor = retrofit_module.Retrofit.defaults["anchor"]
+    anchor, anchor_rows = (default_anchor, []) if not args.anchor_grid else choose(
+        f"embedtune anchor (repel {repel:g})", ANCHORS, lambda a: embedtune_run(repel=repel, anchor=a), default_anchor)
+    pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g}, anchor {anchor:g})",
+                             FROZEN_PULLS, lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p,
+                                                                   anchor=anchor), default_pull)
+    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, anchor {anchor:g}, frozen pull {pull:g} "
           f"(defaults: repel {retrofit_module.Retrofit.defaults['repel']:g}, "
           f"frozen pull {retrofit_module.FROZEN_PULL:g})", flush=True)
 
@@ -234,9 +332,13 @@ def main(argv=None):
         f"faruqui (alpha {alpha:g}, chosen)": lambda: faruqui_retrofit(vectors, faruqui_lexicon, alpha=alpha),
         "faruqui (alpha 1, published)": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
         "synonyms": lambda: embedtune_run(similar=False, antonyms=False),
+        f"defaults (repel {default_repel:g})": lambda: embedtune_run(),
+        f"defaults top10k (pull {default_pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP),
         f"+antonyms (repel {repel:g})": lambda: embedtune_run(similar=False, repel=repel),
         f"similar (repel {repel:g})": lambda: embedtune_run(repel=repel),
-        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull),
+        f"similar (repel {repel:g}, anchor {anchor:g})": lambda: embedtune_run(repel=repel, anchor=anchor),
+        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull,
+                                                                 anchor=anchor),
     }
     seconds = {name: [] for name in runs}
     outputs = {}
@@ -246,7 +348,7 @@ def main(argv=None):
             outputs[name] = run()
             seconds[name].append(time.perf_counter() - began)
 
-    rows = [{"row": "GloVe 6B 50d", **before, "seconds": None}]
+    rows = [{"row": os.path.basename(args.vectors), **before, "seconds": None}]
     for name, out in outputs.items():
         row = {"row": name, **score(matrix_of(out)), "seconds": float(np.median(seconds[name]))}
         if not isinstance(out, np.ndarray):
@@ -271,8 +373,9 @@ def main(argv=None):
     print(f"load average at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "pull": pull},
-                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "pull": pull_rows},
+            json.dump({"vectors": args.vectors, "pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "anchor": anchor,
+                                                                           "pull": pull},
+                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "anchor": anchor_rows, "pull": pull_rows},
                        "rows": rows, "load_average": os.getloadavg()}, f, indent=2)
 
 

@@ -54,7 +54,7 @@ def corpus_head(tokens: int) -> str:
 
 
 def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
-    from embedtune.config import Config, TrainConfig, VocabConfig, resolve
+    from embedtune.config import Config, VocabConfig, resolve, train_config
     from embedtune.corpus import Corpus
     from embedtune import kernels
     from embedtune.plan.rows import plan_rows
@@ -67,8 +67,8 @@ def build(negatives: str, corpus_path: str, words, matrix, trainable_words):
         f.write("\n".join(trainable_words) + "\n")
     config = resolve(Config(
         vocab=VocabConfig(train_list=train_list, min_count=ts.MIN_COUNT),
-        train=TrainConfig(epochs=1, window=ts.WINDOW, negative=ts.NEGATIVE, sample=ts.SAMPLE, lr=ts.LR,
-                          optimizer="sgd", seed=ts.SEED, negatives=negatives)))
+        train=train_config(epochs=1, window=ts.WINDOW, negative=ts.NEGATIVE, sample=ts.SAMPLE, lr=ts.LR,
+                           optimizer="sgd", seed=ts.SEED, negatives=negatives)))
     corpus = Corpus(corpus_path)
     from embedtune.vectors import Vectors
     vectors = Vectors(list(words), matrix)

@@ -126,7 +126,7 @@ def run_embedtune(words, matrix, trainable_words, corpus, workdir, kernel: bool 
     """``settings``: [train] values other than the comparison's (negatives, threads, ...); ``kernel``
     False: TensorFlow's fused step instead of the compiled one (embedtune.kernels.KERNEL)."""
     from embedtune import kernels
-    from embedtune.config import Config, TrainConfig, VocabConfig
+    from embedtune.config import Config, VocabConfig, train_config
     from embedtune.corpus import Corpus
     from embedtune.training import train
 
@@ -138,8 +138,8 @@ def run_embedtune(words, matrix, trainable_words, corpus, workdir, kernel: bool 
         f.write("\n".join(trainable_words) + "\n")
     config = Config(
         vocab=VocabConfig(train_list=train_list, min_count=MIN_COUNT),
-        train=TrainConfig(epochs=EPOCHS, window=WINDOW, negative=NEGATIVE, sample=SAMPLE, lr=LR,
-                          optimizer="sgd", seed=SEED, **settings),
+        train=train_config(epochs=EPOCHS, window=WINDOW, negative=NEGATIVE, sample=SAMPLE, lr=LR,
+                           optimizer="sgd", seed=SEED, **settings),
     )
     vectors = Vectors(list(words), matrix)
     began, cpu_began = time.perf_counter(), time.process_time()
@@ -315,7 +315,7 @@ def make_step_trainer(n_rows: int, optimizer: str):
     """A Trainer over ``n_rows`` random rows, all but STEP_TRAINABLE frozen, and every row in the
     (pretend) corpus, so the trainable variable, the frozen constant and the context table really
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
-    from embedtune.config import Config, TrainConfig, resolve
+    from embedtune.config import Config, resolve, train_config
     from embedtune.plan.rules import Plan
     from embedtune.training.trainer import Trainer
 
@@ -329,7 +329,7 @@ def make_step_trainer(n_rows: int, optimizer: str):
     # so the negatives (drawn by count^0.75) fall there at both sizes (99.9% of draws at 1M): the
     # batch, negatives included, is the same and only the size of the tables differs.
     counts = {w: (int(1e10 / (i + 1)) if i < STEP_BATCH_ROWS else 1) for i, w in enumerate(words)}
-    config = resolve(Config(train=TrainConfig(optimizer=optimizer, window=WINDOW, negative=NEGATIVE, seed=SEED)))
+    config = resolve(Config(train=train_config(optimizer=optimizer, window=WINDOW, negative=NEGATIVE, seed=SEED)))
     return Trainer(matrix, plan, counts, config)   # a Trainer takes a resolved config
 
 

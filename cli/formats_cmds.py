@@ -117,6 +117,11 @@ def _report_lines(s: dict) -> list[str]:
         ("nan/inf", nonfinite),
         ("duplicates", duplicates),
     ]
+    ft = s.get("fasttext")
+    if ft is not None:   # a fastText model: what its subword rows are
+        rows.append(("model", f"fastText version {ft['version']}, {ft['model']} ({ft['loss']} loss), "
+                              f"{ft['labels']} labels, output matrix {ft['output_rows']} rows"))
+        rows.append(("subwords", f"minn {ft['minn']}  maxn {ft['maxn']}  bucket {ft['bucket']}"))
     return [f"{name:<11} {value}" for name, value in rows]
 
 
@@ -128,7 +133,7 @@ def _report_lines(s: dict) -> list[str]:
 @click.argument("input_path", metavar="IN", type=reads(allow_dash=True))
 @click.argument("output_path", metavar="OUT", type=writes(allow_dash=True))
 @click.option("--to", "to_format", metavar="NAME", callback=format_name,
-              help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin, fasttext for "
+              help=f"Write OUT in this format ({FORMAT_HELP}); default: word2vec-binary for *.bin (a fastText model from one), fasttext for "
                    "*.vec, else IN's format (--to that OUT's name contradicts is an error).")
 @click.option("--format", "format_", metavar="NAME", callback=format_name,
               help=f"Read IN as this format ({FORMAT_HELP}); default: detected.")

@@ -53,8 +53,8 @@ from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, 
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random starts.")
 @click.option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
               callback=format_name)
-@click.option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
-                                            "fasttext for *.vec, else that of VECTORS; --to that the name "
+@click.option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin "
+                                            "(a fastText model from one), fasttext for *.vec, else that of VECTORS; --to that the name "
                                             "contradicts is an error).", callback=format_name)
 @click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
               type=writes(allow_dash=True), help="Print the summary as JSON on standard output, or write it to FILE.")
@@ -95,6 +95,9 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
+    from embedtune.run import check_model_output
+
+    check_model_output(pretrained, out_format, output)   # a fastText model is written from one only
     lower = decide_lowercase(lowercase, pretrained)
     settings = NewWordSettings(method=method, window=window, min_contexts=min_contexts, sif=sif,
                                fit_min_count=fit_min_count, seed=seed, min_count=min_count, max_new=max_new,

@@ -107,9 +107,9 @@ def workers_bound(ctx, param, value):
         help="TOML config (see configs/default.toml); options override it.")
 @option("--format", "format_", metavar="NAME", help=f"Format of VECTORS: {FORMAT_HELP} (default: detected).",
         callback=format_name, section=IO)
-@option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin, "
-                                      "fasttext for *.vec, else that of VECTORS; --to that the name contradicts is "
-                                      "an error).", callback=format_name, section=IO)
+@option("--to", metavar="NAME", help=f"Output format, {FORMAT_HELP} (default: word2vec-binary for -o *.bin (a "
+                                      "fastText model from one), fasttext for *.vec, else that of VECTORS; --to that "
+                                      "the name contradicts is an error).", callback=format_name, section=IO)
 @option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]", section=IO,
         type=writes(allow_dash=True),
         help="Print the summary as JSON on standard output, or write it to FILE.")

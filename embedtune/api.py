@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
-if TYPE_CHECKING:   # built from the objectives' keys on first use (embedtune.config)
-    from embedtune.config import Config
+if TYPE_CHECKING:   # embedtune.config loads the registry where it reads it; `import embedtune` stays light
+    from embedtune.schema import Config
 
 # Keys of Config that are arguments or outputs here, not options.
 _NOT_OPTIONS = {"vectors", "corpus", "output", "to"}
@@ -37,7 +37,7 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
     TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
     EmbedtuneError naming the option."""
     from embedtune import config as configs
-    from embedtune.config import _build, load_config, merge
+    from embedtune.config import _build, find_key, load_config, merge
 
     source = None
     if isinstance(config, (str, os.PathLike)):
@@ -56,8 +56,7 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
             continue
         (table[known[name]] if known[name] else table)[name] = value
     typed = _build(configs.Config, table, "fine_tune()")   # types checked, ints taken as floats where floats go
-    flat = {name: getattr(typed, name) if not known[name] else getattr(getattr(typed, known[name]), name)
-            for name in options if options[name] is not None}
+    flat = {name: typed.value(find_key(known[name], name)) for name in options if options[name] is not None}
     return merge(config, flat, source=source)
 
 
@@ -117,7 +116,10 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
 
 def _own_files(objective) -> str:
     """The options naming the files an objective reads besides VECTORS: "lexicon= (and antonyms=)"."""
-    names = [f"{key.name}=" for key in objective.keys if key.table == "" and key.role == "read"]
+    from embedtune.keys import declared
+
+    names = [f"{key.name}=" for keys in objective.keys for key in declared(keys)
+             if key.table == "" and key.role == "read"]
     return names[0] + "".join(f" (and {name})" for name in names[1:])
 
 

@@ -88,8 +88,7 @@ def config_files(config, source: str | None = None, given=lambda name: False) ->
 
     reads, writes = [], []
     for key in all_keys():
-        holder = getattr(config, key.table) if key.table else config
-        value = getattr(holder, key.name)
+        value = config.value(key)
         if not key.role or value is None or given(key.name):
             continue
         where = f"{key.table}.{key.name}".lstrip(".")

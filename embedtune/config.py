@@ -1,213 +1,134 @@
-"""The training config: one TOML file (stdlib tomllib) into frozen dataclasses.
+"""The training config: one TOML file (stdlib tomllib) into the frozen dataclasses of embedtune/schema.py.
 
-Every shared key is declared here, once (``KEYS``); each objective declares its own keys on its class
-(``Objective.keys``), and the dataclasses ``Config``, ``VocabConfig`` and ``TrainConfig`` are built from
-both on first use, so ``config.train.word_ngrams`` works as a plain attribute. A config file holds only
-what differs from the defaults; an unknown key or a value of the wrong type is an error naming the key
-and the file. Command-line options override the file (see ``merge``).
-Paths in a config are relative to the directory embedtune is run from.
+The shared keys are the fields of ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective
+declares its own as an ``OwnKeys`` dataclass of its module (its class's ``keys``), and a config holds
+their values as typed instances (``config.train.keys_of(SkipGramKeys).negative``). The file and the
+command line stay flat: ``[train] negative = 3``, ``--negative 3``. A config file holds only what
+differs from the defaults; an unknown key or a value of the wrong type is an error naming the key
+and the file. Command-line options override the file (see ``merge``). In Python, ``with_values``
+and ``train_config`` set keys by their flat names. Paths in a config are relative to the directory
+embedtune is run from.
+
+The registry (embedtune.objectives) is imported inside the functions that read it: importing this
+module loads no objective, and no objective imports this module (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import fields
 from pathlib import Path
+from typing import TypeVar
 
-from embedtune import objectives as registry
 from embedtune.errors import BadOption, EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, Range
+from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
+from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
 __all__ = ["Config", "TrainConfig", "VocabConfig", "RANGES", "Key", "Range", "load_config", "merge", "validate",
-           "resolve", "learning_rate", "range_problem", "all_keys"]
+           "resolve", "learning_rate", "range_problem", "all_keys", "owners", "find_key", "with_values", "train_config",
+           "AUTO", "INITS", "LOWERCASE", "OPTIMIZERS", "TOKENIZE"]
 
-OPTIMIZERS = ("sgd", "adagrad", "adam")
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise
 # Each objective's defaults (window, optimizer, anchor, epochs, ...) and the learning rates it
 # starts better at live on its class (embedtune/objectives/); ``resolve`` and ``learning_rate``
 # read them there, and train.objective's values are that registry's names.
-LOWERCASE = ("auto", "yes", "no")
-TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
-INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.newwords.defaults.METHODS
-AUTO = registry.AUTO
 
-# Upper bounds guard against what would fail late or take all memory (arithmetic, not measured):
-# a batch of 2^20 pairs with 5 negatives at 300 dimensions gathers 2^20 x 6 x 300 float32 context
-# values, 7.5 GB; a window of 100 gives a 1M-token chunk about 10^8 (center, context) pairs (0.8 GB
-# of ids). Seeds are numpy's and TensorFlow's common range. Counts that only compare with corpus
-# counts go up to int64.
-KEYS: tuple[Key, ...] = (
-    # the file's top level: inputs and outputs (arguments and hand-written options on the command line)
-    Key("vectors", str, table="", option=False, path="read", help="Pretrained vectors file."),
-    Key("corpus", str, table="", option=False, path="read", help='Text corpus, one sentence or paragraph per line; "-" = stdin.'),
-    Key("output", str, table="", option=False, path="write", help='Output vectors file; "-" = stdout.'),
-    Key("format", str, table="", option=False, help="Input vectors format (None: detect)."),
-    Key("to", str, table="", option=False, help="Output format (None: the same as the input)."),
-    Key("report", str, table="", path="write", metavar="FILE", section=IO,
-        help="Write an HTML page of what the run did (embedtune report's, with the run's own figures)."),
-    # [vocab]: which rows may move; freeze rules win over train rules (embedtune.plan)
-    Key("freeze_list", str, table="vocab", path="read", section=ROWS, help="File of words to freeze, one per line."),
-    Key("train_list", str, table="vocab", path="read", section=ROWS,
-        help="File of words to train; the rest are frozen."),
-    Key("freeze_top", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="off"), section=ROWS,
-        help="Freeze the first N rows of VECTORS (the most frequent words).", shown_default="0 = off"),
-    Key("freeze_pattern", str, table="vocab", section=ROWS, help="Freeze pretrained words matching this regex."),
-    Key("train_pattern", str, table="vocab", section=ROWS,
-        help="Train words matching this regex; the rest are frozen."),
-    Key("freeze_pretrained", bool, False, table="vocab", section=ROWS,
-        help="Freeze every pretrained row: only new words train."),
-    Key("min_count", int, None, table="vocab", range=Range(1, INT64_MAX), section=NEW_WORDS,
-        help="Add corpus words seen this often as new rows.", shown_default="5; none with --new-words"),
-    Key("new_words", str, table="vocab", path="read", section=NEW_WORDS,
-        help="File of words, one a line, to add as new rows whatever their count (spelling alone when the "
-             "corpus lacks them); no other word is added unless --min-count is given."),
-    Key("max_new", int, 0, table="vocab", range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
-        help="Add at most this many new words, most frequent first (0 = all)."),
-    Key("init", str, "form-context", table="vocab", choices=INITS, section=NEW_WORDS,
-        help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
-             "spelling (form-context: better for rare words), or random (docs/new-words.md)."),
-    Key("lowercase", str, "auto", table="vocab", choices=LOWERCASE, section=IO,
-        help="Lower-case the corpus; auto: when the vectors' own words are lower-case."),
-    Key("tokenize", str, "auto", table="vocab", choices=TOKENIZE, section=IO,
-        help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' '.'); "
-             "none: whitespace tokens as they are (pre-tokenized corpora)."),
-    Key("strict_lists", bool, False, table="vocab", section=ROWS,
-        help="A list word missing from the vocabulary is an error."),
-    # [train]: the keys every objective shares; None is decided by the objective (its class's
-    # ``defaults``; see ``resolve``)
-    Key("objective", str, AUTO, section=TRAINING, help="What to train (each objective's options are in a "
-        "section of their own below)."),
-    Key("epochs", int, range=Range(1, 1_000_000), section=TRAINING,
-        help="Passes over the corpus (or the objective's rounds)."),
-    Key("window", int, range=Range(1, 100), section=TRAINING, help="Maximum context distance."),
-    Key("lr", float, range=Range(0, FLOAT32_MAX, low_open=True), section=TRAINING,
-        help="Starting learning rate, decayed linearly."),
-    Key("min_lr_fraction", float, 1e-4, range=Range(0, 1), option=False,
-        help="The linear decay ends at lr * this."),
-    Key("batch_size", int, range=Range(1, 1 << 20), section=TRAINING,
-        help="Training units (pairs, lines) per step."),
-    Key("optimizer", str, choices=OPTIMIZERS, section=TRAINING,
-        help="Lazy optimizer (only the batch's rows)."),
-    Key("clip_norm", float, 0.0, range=Range(0, FLOAT32_MAX, zero="no cap"), section=TRAINING,
-        help="Cap on each row's merged gradient L2 norm per step (0 = none; docs/training.md)."),
-    Key("anchor", float, range=Range(0, FLOAT32_MAX, zero="off"), metavar="RHO", section=TRAINING,
-        help="Pull each trainable row toward its starting vector: RHO/2 |w - start|^2 per epoch, spread "
-             "over the steps that read the row (0 = off)."),
-    Key("seed", int, 1, range=Range(0, 2**32 - 1), section=TRAINING, help="Random seed."),
-    Key("dim", int, range=Range(1, 1 << 16), section=TRAINING,
-        help="Expected dimension (default: that of VECTORS); a mismatch is an error."),
-    Key("deterministic", bool, False, section=TRAINING,
-        help="Op determinism, a seeded data order and batch-synchronous compiled steps: two runs give "
-             "byte-identical files (slower). Without it, a compiled step may run lock-free on --threads "
-             "threads, as word2vec's do (results vary from run to run)."),
-    # TensorFlow's pools; more is a typo
-    Key("threads", int, 0, range=Range(0, 1024, zero="all cores"), section=TRAINING,
-        help="CPU threads of TensorFlow's thread pools and of the compiled steps (plain sgd, as gensim's "
-             "workers).", shown_default="0 = all cores"),
-    Key("checkpoint_dir", str, path="folder", section=RUNS, help="Write checkpoints to this folder."),
-    Key("checkpoint_every", int, 0, range=Range(0, INT64_MAX, zero="every 5 minutes"), section=RUNS,
-        help="Steps between checkpoints.", shown_default="every 5 minutes"),
-    Key("max_steps", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
-        help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI."),
-    Key("max_words", int, 0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
-        help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit)."),
-    Key("sync_every", int, 100, range=Range(0, INT64_MAX, zero="gather every step's gradients"), metavar="STEPS",
-        section=RUNS,
-        help="--workers: steps each worker trains on its own lines between two exchanges of the rows it "
-             "changed, summed on every worker (docs/workers.md); 0 = every step's gradients gathered (slower)."),
-    Key("peer_timeout", float, 120.0, range=Range(0, FLOAT32_MAX, low_open=True), metavar="SECONDS", section=RUNS,
-        help="--workers or TF_CONFIG: seconds each worker waits for the others to start before an error naming "
-             "the missing ones (Ctrl-C stops the wait)."),
-    Key("logdir", str, path="folder", section=RUNS,
-        help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the projector's new and "
-             "most-moved rows at the end: tensorboard --logdir DIR."),
-)
 # embedtune init's own options, checked against the same kind of range
 INIT_RANGES = {
     "init.min_contexts": Range(1, INT64_MAX),
     "init.fit_min_count": Range(1, INT64_MAX),
     "init.sif": Range(0, FLOAT32_MAX, zero="all weigh 1"),
 }
+SHARED: tuple[type, ...] = (Config, VocabConfig, TrainConfig)   # the shared keys' classes, in --help's order
+C = TypeVar("C", Config, VocabConfig, TrainConfig)
 
 
-# --- the dataclasses, built from the declarations on first use --------------------------------------
-# First use, not import: the registry loads objectives from other packages (entry points), whose
-# modules may import this one's functions.
+# --- the keys: the shared ones and the registered objectives' own -----------------------------------
+# Gathered on first use, not import: the registry loads objectives from other packages (entry points).
 _built: dict = {}
-_state = {"building": False}
-_LAZY = ("Config", "VocabConfig", "TrainConfig", "RANGES")
 
 
 def all_keys() -> tuple[Key, ...]:
     """Every key: the shared ones, then each registered objective's own, in the registry's order."""
-    return _classes()["keys"]
+    return _keys()["keys"]
 
 
 def owners() -> dict[tuple[str, str], str]:
     """(table, name) -> the objective that declares the key, for the objectives' own keys."""
-    return _classes()["owners"]
+    return _keys()["owners"]
 
 
-def _classes() -> dict:
+def _keys() -> dict:
     if _built:
         return _built
-    if _state["building"] or registry.loading():
-        # An objective module imported by the registry asked for the dataclasses, which need its keys.
-        raise ImportError("embedtune.config's dataclasses are built from the objectives' keys: an objective "
-                          "module must not use Config or TrainConfig at import (import them inside functions)")
-    _state["building"] = True
-    try:
-        keys, owner = list(KEYS), {}
-        seen = {(k.table, k.name): "the shared keys" for k in KEYS}
-        for name, cls in registry.registered().items():
-            for key in cls.keys:
+    from embedtune import objectives as registry
+
+    if registry.loading():   # an objective's module, imported by the registry, asked: its keys are not in yet
+        raise ImportError("embedtune.config's keys include the objectives': an objective module must not read them "
+                          "at import (read them inside functions)")
+    keys = [key for cls in SHARED for key in declared(cls)]
+    seen = {(k.table, k.name): "the shared keys" for k in keys}
+    owner = {}
+    for name, cls in registry.registered().items():
+        for holder in cls.keys:
+            if not (isinstance(holder, type) and issubclass(holder, OwnKeys) and dataclasses.is_dataclass(holder)
+                    and holder.table in ("", "train")):
+                raise EmbedtuneError(f"objective {name}: keys holds {holder!r}; declare an objective's keys as a "
+                                     "frozen dataclass of embedtune.keys.OwnKeys whose fields are key(...)s, of "
+                                     "table 'train' or '' (the top level)")
+            for key in declared(holder):
                 where = (key.table, key.name)
                 if where in seen:
                     raise EmbedtuneError(f"objective {name}: key '{key.name}' is already one of {seen[where]}")
                 seen[where] = f"objective {name}'s"
                 owner[where] = name
                 keys.append(key)
-        vocab = _dataclass("VocabConfig", _fields(keys, "vocab"),
-                           "Which rows may move. Freeze rules win over train rules; see embedtune.plan.")
-        train = _dataclass("TrainConfig", _fields(keys, "train"),
-                           "None: decided by the objective (its class's ``defaults``; see ``resolve``).")
-        config = _dataclass("Config", [*_fields(keys, ""), ("vocab", vocab, dataclasses.field(default_factory=vocab)),
-                                       ("train", train, dataclasses.field(default_factory=train))],
-                            "The whole config: the file's top level, [vocab] and [train].")
-        ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
-        _built.update(Config=config, VocabConfig=vocab, TrainConfig=train, RANGES={**ranges, **INIT_RANGES},
-                      keys=tuple(keys), owners=owner, by_key={(k.table, k.name): k for k in keys})
-        return _built
-    finally:
-        _state["building"] = False
-
-
-def _fields(keys: list[Key], table: str) -> list:
-    return [(k.name, k.annotation, dataclasses.field(default=k.default)) for k in keys if k.table == table]
-
-
-def _dataclass(name: str, fields_: list, doc: str):
-    cls = dataclasses.make_dataclass(name, fields_, frozen=True)
-    cls.__module__, cls.__qualname__, cls.__doc__ = __name__, name, doc   # pickled and shown by this name
-    return cls
+    ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
+    _built.update(keys=tuple(keys), owners=owner, by_key={(k.table, k.name): k for k in keys},
+                  RANGES={**ranges, **INIT_RANGES})
+    return _built
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        return _classes()[name]
+    if name == "RANGES":   # "table.key" -> Range, with the entry points' objectives' keys, so read on use
+        return _keys()["RANGES"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _key(table: str, name: str) -> Key:
-    return _classes()["by_key"][(table, name)]
+def find_key(table: str, name: str) -> Key:
+    """The declared key ``name`` of ``table`` ("", "vocab" or "train"), shared or an objective's (KeyError if none)."""
+    return _keys()["by_key"][(table, name)]
+
+
+def with_values(holder: C, **values) -> C:
+    """``holder`` (a Config, VocabConfig or TrainConfig) with keys of its own table set by their flat
+    names, the shared ones and the objectives' own alike: ``with_values(train, window=3, negative=2)``.
+    An unknown name is a TypeError, as ``dataclasses.replace``'s."""
+    shared: dict = {}
+    own: dict[type, dict] = {}
+    for name, value in values.items():
+        key = _keys()["by_key"].get((holder.table, name))
+        if key is None or key.holder is None or not issubclass(key.holder, OwnKeys):
+            shared[name] = value   # a shared key (dataclasses.replace names an unknown one)
+        else:
+            own.setdefault(key.holder, {})[name] = value
+    if own:
+        assert not isinstance(holder, VocabConfig)   # an objective's keys are of [train] or the top level
+        kept: list[OwnKeys] = [keys for keys in holder.own if type(keys) not in own]
+        shared["own"] = (*kept, *(dataclasses.replace(holder.keys_of(cls), **changed) for cls, changed in own.items()))
+    return dataclasses.replace(holder, **shared) if shared else holder
+
+
+def train_config(**values) -> TrainConfig:
+    """A TrainConfig from flat names, the objectives' own keys included: ``train_config(negative=3)``."""
+    return with_values(TrainConfig(), **values)
 
 
 # --- checks -------------------------------------------------------------------------------------
 def range_problem(key: str, value) -> str | None:
     """What is wrong with ``value`` for ``key`` of RANGES ("must be ..., got ..."), or None."""
-    r = _classes()["RANGES"][key]
+    r = _keys()["RANGES"][key]
     if isinstance(value, float) and (value != value or abs(value) == float("inf")):
         return f"must be a finite number, got {value}"
     if isinstance(value, float) and abs(value) > FLOAT32_MAX:
@@ -224,12 +145,11 @@ def range_problem(key: str, value) -> str | None:
     return None
 
 
-def _values(config, *tables: str):
+def _values(config: Config, *tables: str):
     """(key, value) for every key of these tables, in declaration order."""
     for key in all_keys():
         if key.table in tables:
-            holder = getattr(config, key.table) if key.table else config
-            yield key, getattr(holder, key.name)
+            yield key, config.value(key)
 
 
 def _type_name(tp) -> str:
@@ -248,32 +168,35 @@ def _check_value(key: Key, where: str, value, source: str):
     return value
 
 
-def _build(cls, table: dict, source: str, prefix: str = ""):
-    known = {f.name: f for f in fields(cls)}
-    name_of = prefix.rstrip(".")
+_TABLES = {"vocab": VocabConfig, "train": TrainConfig}
+
+
+def _build(cls: type[C], table: dict, source: str, prefix: str = "") -> C:
+    """One table of the file (flat names, the objectives' own keys among the shared ones) as ``cls``."""
+    known = {k.name for k in all_keys() if k.table == cls.table} | (set(_TABLES) if cls is Config else set())
     values = {}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in known:
             raise EmbedtuneError(f"unknown key '{prefix}{key}' (known: {', '.join(sorted(known))})", path=source)
-        if name in ("vocab", "train") and not prefix:
+        if name in _TABLES and cls is Config:
             if not isinstance(value, dict):
                 raise EmbedtuneError(f"'{key}' must be a table ([{key}])", path=source)
-            values[name] = _build(known[name].type, value, source, prefix=f"{key}.")
+            values[name] = _build(_TABLES[name], value, source, prefix=f"{key}.")
         else:
-            values[name] = _check_value(_key(name_of, name), prefix + key, value, source)
-    return cls(**values)
+            values[name] = _check_value(find_key(cls.table, name), prefix + key, value, source)
+    return with_values(cls(), **values)
 
 
-def _away(t, objective: str) -> list[tuple[Key, str]]:
+def _away(t: TrainConfig, objective: str) -> list[tuple[Key, str]]:
     """(key, owner) for the [train] keys that only their objective reads, set away from their
     defaults under ``objective``."""
     return [(key, owner) for (table, name), owner in owners().items()
-            if table == "train" and owner != objective and (key := _key(table, name)).only
-            and getattr(t, name) != key.default]
+            if table == "train" and owner != objective and (key := find_key(table, name)).only
+            and t.value(key) != key.default]
 
 
-def validate(config, source: str | None = None, options: frozenset = frozenset()):
+def validate(config: Config, source: str | None = None, options: frozenset = frozenset()) -> Config:
     """Check values that have a type but not every value makes sense.
 
     source : the config file the values came from; options : names given on the command line,
@@ -289,6 +212,8 @@ def validate(config, source: str | None = None, options: frozenset = frozenset()
         if name in options or source is None:   # a command-line value: a usage error (exit 2)
             raise BadOption(f"--{name.replace('_', '-')} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
+
+    from embedtune import objectives as registry
 
     for key, value in _values(config, "", "train", "vocab"):
         if key.role and value == "":
@@ -321,7 +246,7 @@ def validate(config, source: str | None = None, options: frozenset = frozenset()
     return config
 
 
-def load_config(path: str | Path, check_values: bool = True):
+def load_config(path: str | Path, check_values: bool = True) -> Config:
     """Read a TOML config file: keys and types always, values unless ``check_values`` is False
     (when command-line options will be merged over it first; see ``merge``)."""
     source = str(path)
@@ -338,43 +263,45 @@ def load_config(path: str | Path, check_values: bool = True):
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:
         raise EmbedtuneError(f"not valid UTF-8 TOML: {err.reason}", path=source) from None
-    config = _build(_classes()["Config"], table, source)
+    config = _build(Config, table, source)
     return validate(config, source) if check_values else config
 
 
-def merge(config, overrides: dict, source: str | None = None):
+def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
     """Apply command-line values (None = not given) over a config, then check the values.
 
     overrides : flat dict of names from Config, VocabConfig or TrainConfig.
     source : the config file ``config`` was read from, for messages.
     """
-    tables = {"": {}, "vocab": {}, "train": {}}
+    tables: dict[str, dict] = {"": {}, "vocab": {}, "train": {}}
     table_of = {k.name: k.table for k in all_keys()}
     for name, value in overrides.items():
         if value is not None:
             tables[table_of.get(name, "")][name] = value
     return validate(
-        dataclasses.replace(
+        with_values(
             config,
             **tables[""],
-            vocab=dataclasses.replace(config.vocab, **tables["vocab"]),
-            train=dataclasses.replace(config.train, **tables["train"]),
+            vocab=with_values(config.vocab, **tables["vocab"]),
+            train=with_values(config.train, **tables["train"]),
         ),
         source,
         frozenset(tables[""]) | frozenset(tables["vocab"]) | frozenset(tables["train"]),
     )
 
 
-def resolve(config):
+def resolve(config: Config) -> Config:
     """The config with every "decided later" value decided: the objective (auto: the one declared
     for ``config.format``, since that objective made such vectors, else the registry's default; see
     ``objectives.auto_objective``), then the window, optimizer and anchor that objective uses by
     default. A resolved config is returned as it is: a run resolves once (embedtune/run.py), and the
     trainer's entry points, which resolve for callers that skip the run, then read that same object."""
+    from embedtune import objectives as registry
+
     t = config.train
     objective = t.objective
     if objective != AUTO and t.batch_size is not None and all(
-            getattr(t, key) is not None for key in registry.objective_class(objective).defaults):
+            t.value(find_key("train", key)) is not None for key in registry.objective_class(objective).defaults):
         return config
     if objective == AUTO:
         objective = registry.auto_objective(config.format)
@@ -382,14 +309,17 @@ def resolve(config):
             raise EmbedtuneError(f"{key.flag} (train.{key.name}) is {key.only} only by --objective {owner} "
                                  f"(the objective here is {objective}: give --objective {owner})")
     defaults = registry.objective_class(objective).defaults
-    chosen = {key: getattr(t, key) if getattr(t, key) is not None else value for key, value in defaults.items()}
+    given = {key: t.value(find_key("train", key)) for key in defaults}
+    chosen = {key: given[key] if given[key] is not None else value for key, value in defaults.items()}
     if t.batch_size is None and "batch_size" not in chosen:
         chosen["batch_size"] = DEFAULT_BATCH_SIZE
-    return dataclasses.replace(config, train=dataclasses.replace(t, objective=objective, **chosen))
+    return dataclasses.replace(config, train=with_values(t, objective=objective, **chosen))
 
 
-def learning_rate(train) -> float:
+def learning_rate(train: TrainConfig) -> float:
     """The starting learning rate of a resolved config."""
+    from embedtune import objectives as registry
+
     if train.lr is not None:
         return train.lr
     objective = registry.registered().get(train.objective)   # "auto" unresolved: the optimizer's own

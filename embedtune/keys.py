@@ -1,14 +1,22 @@
 """One declaration per config key: its type, default, range or choices, and its command-line option.
 
-The shared keys (embedtune/config.py) and each objective's own (its class's ``keys``) are declared
-with ``Key``; the config's dataclasses, their checks, ``embedtune train``'s options and their
-``--help`` all come from these declarations. A leaf module: it imports nothing of embedtune's, so
+A key is a field of a frozen dataclass declared with ``key(...)``: its name, type (the annotation) and
+default are the field's, the rest (help, range, choices, option, ...) rides in the field's metadata, and
+``declared(cls)`` reads them back as ``Key`` records. The shared keys are the fields of
+embedtune/schema.py's ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective declares its own as
+``OwnKeys`` dataclasses (its class's ``keys``). The config's checks, ``embedtune train``'s options and
+their ``--help`` all come from these declarations. A leaf module: it imports nothing of embedtune's, so
 the objectives and the config can both import it.
 """
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import types
+import typing
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 FLOAT32_MAX = 3.4028234663852886e38
 INT64_MAX = 2**63 - 1
@@ -40,7 +48,7 @@ class Range:
 
 @dataclass(frozen=True)
 class Key:
-    """A config key and its command-line option.
+    """A config key and its command-line option, as ``declared`` reads it from a ``key(...)`` field.
 
     name : the key in its TOML table and the dataclass attribute (``--name-with-dashes`` on the command line)
     type : int, float, str or bool; a ``default`` of None means "decided later" (by the objective, the
@@ -71,10 +79,9 @@ class Key:
     metavar: str | None = None
     section: str = ""
     shown_default: str | None = None
-
-    @property
-    def annotation(self):
-        return self.type if self.default is not None else self.type | None
+    # the dataclass declaring it: an objective's OwnKeys class (read through the config's ``keys_of``),
+    # or one of the config's own classes (None: a Key made by hand, read as the config's attribute)
+    holder: builtins.type | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def role(self) -> str:
@@ -85,3 +92,64 @@ class Key:
     def flag(self) -> str:
         """The command-line option: ``--word-ngrams`` for word_ngrams."""
         return "--" + self.name.replace("_", "-")
+
+
+def key(default: Any = None, **declaration: Any) -> Any:
+    """A config key as a dataclass field: ``negative: int = key(5, range=Range(1, 100), help="...")``.
+
+    default : the field's default (None: "decided later", and the annotation must allow None);
+    declaration : the rest of ``Key`` (help, range, choices, only, option, path, metavar, section,
+    shown_default). The name and type come from the field, the table from the class (``table``)."""
+    unknown = set(declaration) - {f.name for f in dataclasses.fields(Key)} - {"name", "type", "default", "table",
+                                                                            "holder"}
+    assert not unknown, f"key(): unknown declaration {sorted(unknown)}"
+    return dataclasses.field(default=default, metadata={"key": declaration})
+
+
+@dataclass(frozen=True)
+class OwnKeys:
+    """An objective's own keys: subclass it as a frozen dataclass whose fields are ``key(...)``s.
+
+    table : the TOML table they sit in: "train" ([train], ``config.train.keys_of(cls)``) or "" (the
+    file's top level, ``config.keys_of(cls)``); a class holds the keys of one table. The file and the
+    command line stay flat (``[train] negative = 3``, ``--negative 3``); in Python the values are a
+    typed instance: ``config.train.keys_of(SkipGramKeys).negative``."""
+
+    table: ClassVar[str] = "train"
+
+
+def _base_type(annotation) -> tuple[type, bool]:
+    """(the type, whether None is allowed) of an annotation such as ``int`` or ``int | None``."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(annotation)) == 2:
+            return args[0], True
+        raise TypeError(f"a key's type is one of int, float, str, bool, or that | None; got {annotation}")
+    return annotation, False
+
+
+_declared: dict[type, tuple[Key, ...]] = {}
+
+
+def declared(cls: type) -> tuple[Key, ...]:
+    """The ``Key`` of each ``key(...)`` field of the dataclass ``cls``, in declaration order (fields
+    without a key's metadata, such as Config's ``vocab``, are left out). A default of None needs an
+    annotation that allows None, and only it."""
+    if cls not in _declared:
+        _declared[cls] = _declare(cls)
+    return _declared[cls]
+
+
+def _declare(cls: type) -> tuple[Key, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "key" not in f.metadata:
+            continue
+        tp, optional = _base_type(hints[f.name])
+        if tp not in (int, float, str, bool) or optional != (f.default is None):
+            raise TypeError(f"{cls.__qualname__}.{f.name}: annotate a key as int, float, str or bool, with "
+                            f"| None exactly when its default is None (got {hints[f.name]}, default {f.default!r})")
+        table = cls.table   # type: ignore[attr-defined]   # a ClassVar of every class declaring keys
+        out.append(Key(f.name, tp, f.default, table=table, holder=cls, **f.metadata["key"]))
+    return tuple(out)

@@ -108,7 +108,17 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
     config = resolve(config)
     check_dimension(vectors, config.train.dim, config.vectors)
+    if out_format is not None:
+        check_model_output(vectors, out_format, config.output)
     return _Loaded(vectors, config, out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
+
+
+def check_model_output(vectors: Vectors, out_format: str, output: str) -> None:
+    """A fastText model is written from one read (its subword rows and settings): said before any work."""
+    if out_format == "fasttext-model":
+        from embedtune.formats.fasttext_write import require_model
+
+        require_model(vectors, output)
 
 
 def check_dimension(vectors: Vectors, dim: int | None, source: str | None, option: str = "--dim") -> None:
@@ -248,6 +258,9 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     from embedtune.training import FrozenRowsCheck
 
     written = FrozenRowsCheck(vectors.matrix, plan.frozen)
+    if out_format == "fasttext-model":   # the model read: its subword rows and settings, written back
+        check_model_output(vectors, out_format, output)
+        out.fasttext = vectors.fasttext
 
     def check_block(start, stop, rows):
         written(start, stop, rows)

@@ -47,6 +47,21 @@ class WordList(Sequence):
         ends = np.cumsum(np.fromiter(map(len, raw_words), np.int64, len(raw_words)) + 1) - 1
         return cls(data, ends)
 
+    @property
+    def data(self) -> bytes:
+        """The words before ``tail``, UTF-8, joined by ``\n`` (what compiled code reads: formats/subwords.py)."""
+        return self._data
+
+    @property
+    def ends(self) -> np.ndarray:
+        """int64: where each word of ``data`` ends in it."""
+        return self._ends
+
+    @property
+    def tail(self) -> list:
+        """The words appended after those of ``data``."""
+        return self._tail
+
     def _start(self, i: int) -> int:
         return int(self._ends[i - 1]) + 1 if i else 0
 

@@ -455,7 +455,7 @@ def _(f):
 @case("config-unknown-format")
 def _(f):
     args, config = config_case('format = "bogus"\n')(f)
-    return args, [f"Error: {config}: 'format' must be one of word2vec, word2vec-binary, glove, fasttext, got 'bogus'"]
+    return args, [f"Error: {config}: 'format' must be one of word2vec, word2vec-binary, glove, fasttext, fasttext-model, got 'bogus'"]
 
 
 @case("config-is-a-folder")

@@ -175,7 +175,7 @@ def test_bad_requests(tmp_path):
         (["convert", tmp_path / "in.txt", tmp_path / "out.bin", "--to", "word2vec-binary"],
          f"Error: {tmp_path / 'out.bin'}: cannot write word 'new york' (row 1) in word2vec binary"),
         (["convert", tmp_path / "in.txt", tmp_path / "out", "--to", "text"],
-         "Error: --to: unknown format 'text' (expected one of word2vec, word2vec-binary, glove, fasttext)"),
+         "Error: --to: unknown format 'text' (expected one of word2vec, word2vec-binary, glove, fasttext, fasttext-model)"),
         (["convert", tmp_path / "in.txt", tmp_path / "out", "--format", "vec"], "Error: --format: unknown format 'vec'"),
         (["inspect", tmp_path / "in.txt", "--format", "vec"], "Error: --format: unknown format 'vec'"),
         (["convert", tmp_path / "missing.txt", tmp_path / "out"], f"Error: {tmp_path / 'missing.txt'}: no such file"),

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import COMMANDS, cli
-from embedtune.config import RANGES, Config, merge
+from embedtune.config import RANGES, Config, find_key, merge
 from embedtune.errors import EmbedtuneError
 from embedtune.training.checkpoints import state as checkpoint
 
@@ -76,7 +76,7 @@ def test_an_unknown_format_is_reported_against_its_own_option(small, tmp_path, a
     result = run(*args)
     assert result.exit_code == 2   # a usage error (docs/ci.md)
     assert result.stderr.splitlines() == [
-        f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext)"]
+        f"Error: {option}: unknown format 'bogus' (expected one of word2vec, word2vec-binary, glove, fasttext, fasttext-model)"]
     assert not (tmp_path / "out.txt").exists()
 
 
@@ -130,10 +130,15 @@ def _option(key):
     return key.split(".")[1]
 
 
+def _default(key):
+    """The default value of "table.name" (shared or an objective's key)."""
+    return Config().value(find_key(*key.split(".")))
+
+
 @pytest.mark.parametrize("key", [k for k in RANGES if not k.startswith("init.")])
 def test_every_number_is_refused_just_outside_its_range(key):
     r = RANGES[key]
-    is_int = isinstance(getattr(Config().train if key.startswith("train") else Config().vocab, _option(key)), int) \
+    is_int = isinstance(_default(key), int) \
         or _option(key) in ("window", "dim")
     below = r.low if r.low_open else (r.low - 1 if is_int else r.low - 1e-9)
     with pytest.raises(EmbedtuneError, match=rf"^--{_option(key).replace('_', '-')} must be"):
@@ -149,7 +154,7 @@ def test_every_number_is_refused_just_outside_its_range(key):
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize("key", [k for k, r in RANGES.items() if k.startswith("train.") and
-                                 isinstance(getattr(Config().train, _option(k)), float | type(None))
+                                 isinstance(_default(k), float | type(None))
                                  and _option(k) not in ("window", "dim")])
 def test_float_options_must_be_finite(key, value):
     with pytest.raises(EmbedtuneError, match="must be a finite number"):

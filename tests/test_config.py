@@ -7,8 +7,11 @@ import re
 
 import pytest
 
-from embedtune.config import Config, TrainConfig, VocabConfig, learning_rate, load_config, merge, resolve
+from embedtune.config import (Config, TrainConfig, VocabConfig, learning_rate, load_config, merge, resolve,
+                              train_config)
 from embedtune.errors import EmbedtuneError
+from embedtune.objectives.classify import ClassifyFiles, ClassifyKeys
+from embedtune.objectives.sgns import SkipGramKeys
 
 from train_fixtures import CONFIGS, REPO
 
@@ -50,14 +53,15 @@ def documented_keys(path) -> dict[str, dict[str, bool]]:
 
 
 def test_default_toml_documents_every_key_and_comments_out_only_those_without_a_value():
+    from embedtune.config import all_keys
+
     documented = documented_keys(CONFIGS / "default.toml")
-    for table, cls in (("", Config), ("vocab", VocabConfig), ("train", TrainConfig)):
-        names = {f.name for f in dataclasses.fields(cls)} - {"vocab", "train"}
-        assert set(documented[table]) == names, f"[{table}] keys differ from {cls.__name__}"
+    for table in ("", "vocab", "train"):
+        keys = [k for k in all_keys() if k.table == table]   # the shared ones and the objectives' own
+        assert set(documented[table]) == {k.name for k in keys}, f"[{table}] keys differ from the declared ones"
         # TOML has no null: exactly the keys whose default is None are commented out.
-        defaults = cls()
         commented = {k for k, c in documented[table].items() if c}
-        assert commented == {n for n in names if getattr(defaults, n) is None}, table
+        assert commented == {k.name for k in keys if Config().value(k) is None}, table
 
 
 def test_new_words_only_freezes_every_pretrained_row_and_nothing_else():
@@ -93,7 +97,8 @@ def test_keys_may_be_spelled_with_dashes(tmp_path):
 def test_an_integer_is_accepted_where_a_number_is_expected(tmp_path):
     config = load_config(write(tmp_path, "[train]\nlr = 1\nsample = 0\n"))
     assert config.train.lr == 1.0 and type(config.train.lr) is float
-    assert config.train.sample == 0.0 and type(config.train.sample) is float
+    sample = config.train.keys_of(SkipGramKeys).sample
+    assert sample == 0.0 and type(sample) is float
 
 
 @pytest.mark.parametrize("text, key", [
@@ -199,24 +204,43 @@ def test_the_dataclasses_hold_exactly_the_declared_keys_with_their_defaults():
     from embedtune.config import RANGES, all_keys
 
     for table, cls in (("", Config), ("vocab", VocabConfig), ("train", TrainConfig)):
+        # one source of truth: the class's fields are its shared keys (apart from the tables and ``own``),
+        # the objectives' keys are fields of their own classes, never of these
         declared = [k for k in all_keys() if k.table == table]
-        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("vocab", "train")]
-        assert names == [k.name for k in declared], table
-        defaults = cls()
-        assert all(getattr(defaults, k.name) == k.default for k in declared), table
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("vocab", "train", "own")]
+        assert names == [k.name for k in declared if k.holder is cls], table
+        assert all(k.holder is cls or k.holder.__module__.startswith("embedtune.objectives") for k in declared)
+        assert all(Config().value(k) == k.default for k in declared), table
     ranges = {f"{k.table}.{k.name}": k.range for k in all_keys() if k.range is not None}
     assert {key: r for key, r in RANGES.items() if not key.startswith("init.")} == ranges
 
 
 def test_each_objective_declares_its_own_keys_and_config_py_only_the_shared_ones():
-    from embedtune.config import KEYS, owners
+    from embedtune.config import SHARED, owners
+    from embedtune.keys import declared
 
-    shared = {k.name for k in KEYS}
+    shared = {k.name for cls in SHARED for k in declared(cls)}
     assert not shared & {"negative", "negatives", "sample", "context_init", "x_max", "repel", "label_prefix",
                          "word_ngrams", "ngram_min_count", "lexicon", "antonyms", "valid", "save_classifier"}
     assert owners()[("train", "x_max")] == "glove" and owners()[("", "lexicon")] == "retrofit"
     assert owners()[("train", "word_ngrams")] == owners()[("", "valid")] == "classify"
-    assert TrainConfig().word_ngrams == 1 and Config().save_classifier is None   # plain attributes
+    # typed attributes of each objective's own class, defaults where nothing was set
+    assert TrainConfig().keys_of(ClassifyKeys).word_ngrams == 1 and Config().keys_of(ClassifyFiles).save_classifier is None
+
+
+
+def test_the_flat_file_fills_each_objectives_own_instance_and_equal_values_make_equal_configs(tmp_path):
+    path = write(tmp_path, 'valid = "v.txt"\n[train]\nobjective = "classify"\nword_ngrams = 2\nnegative = 7\n')
+    config = load_config(path)
+    assert config.keys_of(ClassifyFiles) == ClassifyFiles(valid="v.txt")
+    assert config.train.keys_of(ClassifyKeys) == ClassifyKeys(word_ngrams=2)
+    assert config.train.keys_of(SkipGramKeys) == SkipGramKeys(negative=7)
+    assert config.train == TrainConfig(objective="classify", own=(SkipGramKeys(negative=7), ClassifyKeys(word_ngrams=2)))
+    assert config.train == train_config(objective="classify", word_ngrams=2, negative=7)
+    # values at their defaults are not held, however given: a config equals one built plainly
+    assert train_config(negative=5, word_ngrams=1) == TrainConfig() and hash(TrainConfig()) == hash(train_config())
+    with pytest.raises(TypeError):
+        train_config(negativ=3)
 
 
 def test_config_py_names_no_objective():
@@ -239,7 +263,7 @@ def test_a_key_of_another_objective_is_an_error_where_its_objective_says_so(tmp_
 
 def test_keys_of_another_objective_that_it_does_not_refuse_are_left_alone(tmp_path):
     path = write(tmp_path, '[train]\nobjective = "classify"\nnegative = 7\nx_max = 3.0\nlabel_prefix = "#"\n')
-    assert load_config(path).train.negative == 7
+    assert load_config(path).train.keys_of(SkipGramKeys).negative == 7
 
 
 @pytest.mark.parametrize("objective", ["auto", "sgns", "glove", "classify", "retrofit"])

@@ -502,7 +502,7 @@ def test_share_batches_split_the_epoch_and_resume_from_a_position():
     """Two shares of the sample corpus's lines together hold every line's pairs once; a share restarted
     from a position makes the rest of its batches again, the same."""
     from embedtune.objectives.sgns import SkipGram
-    from embedtune.config import Config, TrainConfig, resolve
+    from embedtune.config import Config, resolve, train_config
     from embedtune.objectives.rows import LocalRows
 
     lines = open(SAMPLE_CORPUS, encoding="utf-8").read().splitlines()[:60]
@@ -510,7 +510,7 @@ def test_share_batches_split_the_epoch_and_resume_from_a_position():
     words = sorted({w for line in lines for w in line.split()})
     index = {w: i for i, w in enumerate(words)}
     counts = np.ones(len(words), np.int64)
-    t = resolve(Config(train=TrainConfig(objective="sgns", batch_size=64, sample=0, window=1))).train
+    t = resolve(Config(train=train_config(objective="sgns", batch_size=64, sample=0, window=1))).train
 
     def batches(k, start=None):
         # An objective a share, as on the workers: sgns keeps the chunks it read for the next epochs.

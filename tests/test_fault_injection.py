@@ -160,9 +160,12 @@ def interrupt(moment: Moment, args, out: Path, checkpoints: Path) -> tuple[int, 
     run = Run(args)
     seen = phase_seen(moment, run, out, checkpoints)
     deadline = time.monotonic() + WAIT
+    # A checkpoint's .partial file lives for milliseconds; the other phases last tenths of a second, and
+    # need no finer poll (each poll lists folders and reads /proc).
+    poll = 0.001 if moment.phase == "checkpoint" else 0.005
     while not seen() and run.process.poll() is None and time.monotonic() < deadline:
         run.others.update(children(run.process.pid) if "--workers" in moment.command else ())
-        time.sleep(0.001)
+        time.sleep(poll)
     done_before = True   # the output was in place before the signal (or no signal was sent)
     if run.process.poll() is None:
         if time.monotonic() >= deadline:

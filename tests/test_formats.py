@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedtune import EmbedtuneError, Vectors, load_vectors, save_vectors
-from embedtune.formats import FORMAT_NAMES, check_format_name, detect_format, summarize_vectors
+from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format, summarize_vectors
 from embedtune.formats.floattext import format_values, shortest_g
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
@@ -118,7 +118,7 @@ def test_changed_rows_are_the_only_lines_that_differ(tmp_path):
 
 # -- round trips -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", VECTOR_FORMATS)
 @pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
 def test_round_trip_is_bit_identical(tmp_path, fmt, suffix):
     vectors = awkward_vectors()
@@ -142,7 +142,7 @@ def test_words_with_spaces_round_trip_in_text(tmp_path, fmt):
 
 def test_nan_rows_round_trip_when_allowed(tmp_path):
     vectors = Vectors(["a", "b"], np.array([[np.nan, 1.0], [np.inf, -np.inf]], np.float32))
-    for fmt in FORMAT_NAMES:
+    for fmt in VECTOR_FORMATS:
         save_vectors(vectors, tmp_path / "v", fmt)
         back = load_vectors(tmp_path / "v", allow_nan=True)
         assert np.array_equal(back.matrix, vectors.matrix, equal_nan=True)
@@ -164,7 +164,7 @@ def test_random_matrices_round_trip(tmp_path_factory, n, dim, seed):
 
 def test_standard_input_and_output(monkeypatch, tmp_path):
     vectors = awkward_vectors()
-    for fmt in FORMAT_NAMES:
+    for fmt in VECTOR_FORMATS:
         out = _FakeStdio()
         monkeypatch.setattr(sys, "stdout", out)
         save_vectors(vectors, "-", fmt)
@@ -246,7 +246,7 @@ def test_a_big_file_with_one_odd_line_keeps_the_fast_path_exact(tmp_path):
 
 # -- limit, detection, names ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", VECTOR_FORMATS)
 def test_limit_reads_only_the_first_rows(tmp_path, fmt):
     vectors = load_vectors(SAMPLE, limit=300)
     assert len(vectors) == 300
@@ -269,7 +269,7 @@ def test_detection(tmp_path):
 
 
 def test_format_names():
-    assert FORMAT_NAMES == ("word2vec", "word2vec-binary", "glove", "fasttext")
+    assert FORMAT_NAMES == ("word2vec", "word2vec-binary", "glove", "fasttext", "fasttext-model")
     assert check_format_name("fasttext") == "fasttext"
     with pytest.raises(EmbedtuneError, match=r"unknown format 'text' \(expected one of word2vec, "):
         check_format_name("text")
@@ -507,7 +507,7 @@ def test_stale_standard_input_is_not_reused(monkeypatch):
     assert load_vectors("-").words == ["new"]
 
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", VECTOR_FORMATS)
 def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, monkeypatch, fmt):
     """Issue 11.2: '\\ufeffthe' must not be read as a word, nor make word2vec text look like GloVe."""
     vectors = awkward_vectors()
@@ -523,7 +523,7 @@ def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path, monkeypatch, 
     same(load_vectors("-"), vectors)
 
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", VECTOR_FORMATS)
 def test_patched_vectors_write_as_the_whole_matrix_would(tmp_path, fmt):
     """Training's output (input rows with trained ones put in place, new rows after) is written a
     block at a time without a copy of the table, byte for byte as the whole matrix would be; the
@@ -661,7 +661,7 @@ def test_text_written_on_threads_is_byte_identical_to_one_thread(tmp_path, monke
     same(load_vectors(tmp_path / "t4", format=fmt), vectors)
 
 
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
+@pytest.mark.parametrize("fmt", VECTOR_FORMATS)
 def test_only_blocks_holding_a_checked_row_are_read_back(tmp_path, fmt):
     """check_rows: on_written is called only for the blocks holding a row it needs (here rows 2,700 and
     2,701 of 12,000), with those blocks' rows as read back from the bytes written; the file is unchanged."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedtune.config import Config, TrainConfig, resolve
+from embedtune.config import Config, resolve, train_config
 from embedtune.objectives import objective_class
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.training.progress import _sum
@@ -102,7 +102,7 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     ("classify", {"checkpoint_dir": "ckpt"}, (True, True)),
 ])
 def test_runs_on_says_ahead_what_a_run_uses(objective, settings, expected):
-    train = resolve(Config(train=TrainConfig(objective=objective, **settings))).train
+    train = resolve(Config(train=train_config(objective=objective, **settings))).train
     assert runs_on(objective_class(objective), train) == expected
     assert runs_on(objective_class(objective), train, one_process=False) == (False, True)
 

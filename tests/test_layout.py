@@ -1,7 +1,7 @@
 """The package's shape (issue 25): no import circle anywhere, one concern a file, about 500 lines at most.
 
-Imports are read with ast, those inside functions included (a lazy import hides a circle; it does not
-remove it); imports under ``if TYPE_CHECKING:`` are annotations only and are left out.
+Imports are read with ast, those inside functions and under ``if TYPE_CHECKING:`` included (a lazy import
+hides a circle and an annotation's import is one a type checker follows; neither removes it).
 """
 
 from __future__ import annotations
@@ -29,12 +29,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    annotations_only = {id(inner) for node in ast.walk(tree)
-                        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test)
-                        for part in node.body for inner in ast.walk(part)}
     for node in ast.walk(tree):
-        if id(node) in annotations_only:
-            continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -68,15 +63,35 @@ def test_no_import_circle_in_the_package():
     assert circles == [], "\n".join(" -> ".join(c) for c in circles)
 
 
-def test_the_reader_catches_a_circle_hidden_in_a_function(tmp_path):
-    """The check above can fail: a lazy import back to a module that imports this one is a circle."""
+def test_the_reader_catches_a_circle_hidden_in_a_function_or_an_annotation(tmp_path):
+    """The check above can fail: a lazy import, or one for annotations only, back to a module that
+    imports this one is a circle (issue 36: config and the objectives were one, through TYPE_CHECKING)."""
     a = tmp_path / "a.py"
     a.write_text("import pkg.b\n")
     b = tmp_path / "b.py"
     b.write_text("def f():\n    from pkg import a\n\nif TYPE_CHECKING:\n    import pkg.c\n")
     known = {"pkg.a", "pkg.b", "pkg.c"}
     assert imports("pkg.a", a, known) == {"pkg.b"}
-    assert imports("pkg.b", b, known) == {"pkg.a"}   # the TYPE_CHECKING one left out
+    assert imports("pkg.b", b, known) == {"pkg.a", "pkg.c"}
+
+
+def test_the_config_and_the_objectives_are_no_circle():
+    """Named on its own (issue 36, item 6): the config reads the registry; nothing under
+    embedtune.objectives reaches embedtune.config, by any import."""
+    files = sources()
+    graph = {name: imports(name, path, set(files)) for name, path in files.items()}
+    assert "embedtune.objectives" in graph["embedtune.config"]   # the one direction: config reads the registry
+
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    objectives = [name for name in graph if name == "embedtune.objectives" or name.startswith("embedtune.objectives.")]
+    assert [name for name in objectives if "embedtune.config" in reach(name)] == []
 
 
 def test_every_source_file_is_at_most_about_500_lines():

@@ -136,7 +136,7 @@ def test_fitted_starts_report_their_gate_and_start_held_out_words_near_their_vec
 
     with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
         counts = corpus.count()[0]
-        fitted = form_context_vectors(vectors, corpus, list(drop), counts=counts, probes=400)
+        fitted = form_context_vectors(vectors, corpus, list(drop), parts=PARTS, counts=counts, probes=400)
     stats = fitted.stats
     assert stats["probe_words"] == 400 and len(stats["form_k_per_bucket"]) == 7
     assert all(k > 0 for k in stats["form_k_per_bucket"]) and np.isfinite(fitted.matrix).all()

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from embedtune.config import Config, TrainConfig, learning_rate, resolve, validate
+from embedtune.config import Config, TrainConfig, find_key, learning_rate, resolve, validate
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives import OBJECTIVES, Objective, objective_class
@@ -48,7 +48,7 @@ def test_the_config_defaults_come_from_the_objective_classes(adjacent):
     for name, cls in OBJECTIVES.items():
         resolved = resolve(make_config(objective=name)).train
         for key, value in cls.defaults.items():
-            assert getattr(resolved, key) == value, (name, key)
+            assert resolved.value(find_key("train", key)) == value, (name, key)
     t = resolve(make_config(objective="adjacent")).train
     assert (t.window, t.optimizer, t.anchor, t.epochs) == (1, "adagrad", 0.0, 2)
     assert learning_rate(t) == 0.2
@@ -58,6 +58,21 @@ def test_the_config_defaults_come_from_the_objective_classes(adjacent):
     assert objective_class("glove").defaults == {"window": 10, "optimizer": "adagrad", "anchor": 8.0, "epochs": 5}
     assert learning_rate(resolve(make_config(objective="glove")).train) == 0.1
     validate(Config(train=TrainConfig(objective="adjacent")))   # a registered name is a valid train.objective
+
+
+def test_an_objective_declaring_its_keys_the_old_way_is_an_error_naming_it(monkeypatch):
+    """Keys are an OwnKeys dataclass now (embedtune.keys); a tuple of Key records, as before issue 36, says so."""
+    from embedtune import config
+    from embedtune.keys import Key
+
+    class Old(Adjacent):
+        name = "old"
+        keys = (Key("target", float, 2.0),)
+
+    monkeypatch.setattr(config, "_built", {})   # gathered again, with this registry
+    monkeypatch.setitem(OBJECTIVES, "old", Old)
+    with pytest.raises(EmbedtuneError, match=r"objective old: keys holds Key\(name='target'.*OwnKeys"):
+        config.all_keys()
 
 
 def test_an_unregistered_objective_is_an_error_naming_the_registered_ones():
@@ -213,20 +228,23 @@ def test_the_library_and_the_command_layer_around_the_objectives_name_none_of_th
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for path in (root / "embedtune" / "config.py", root / "embedtune" / "keys.py", root / "cli" / "options.py"):
+    for path in (root / "embedtune" / "config.py", root / "embedtune" / "keys.py", root / "embedtune" / "schema.py",
+                 root / "cli" / "options.py"):
         text = path.read_text(encoding="utf-8").lower()
         assert not [name for name in OBJECTIVES if name in text], path
 
 
-def test_the_objectives_and_the_plan_do_not_import_the_config_at_module_level():
-    # config imports the registry (its dataclasses are built from the objectives' keys): an import the
-    # other way, outside `if TYPE_CHECKING:`, would close a circle.
+def test_the_objectives_and_the_plan_never_import_the_config():
+    # config reads the registry (the objectives' keys): an import the other way, even inside a function or
+    # under `if TYPE_CHECKING:`, would close a circle; they take the classes from embedtune.schema.
+    # (tests/test_layout.py checks the whole package for circles the same way.)
     import ast
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "embedtune"
-    for path in [root / "plan" / "rules.py", *sorted((root / "objectives").glob("*.py"))]:
+    for path in [root / "plan" / "rules.py", root / "schema.py", root / "keys.py",
+                 *sorted((root / "objectives").rglob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
-        modules += [a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names]
+        modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        modules += [a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names]
         assert "embedtune.config" not in modules, path

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from embedtune.errors import EmbedtuneError
-from embedtune.objectives.retrofit import FROZEN_PULL, Lexicon, adjacency, read_lexicon, retrofit
+from embedtune.objectives.retrofit import FROZEN_PULL, Lexicon, RetrofitKeys, adjacency, read_lexicon, retrofit
 from embedtune.training import train
 from embedtune.wordnet import wordnet_lexicons
 
@@ -318,7 +318,7 @@ def test_epochs_are_decided_by_the_objective():
         == [5, 5, 20]
     assert resolve(Config(train=TrainConfig(objective="retrofit", epochs=3))).train.epochs == 3
     t = resolve(Config(train=TrainConfig(objective="retrofit"))).train
-    assert (t.anchor, t.repel) == (1.0, 1.0)
+    assert (t.anchor, t.keys_of(RetrofitKeys).repel) == (1.0, 1.0)
 
 
 def test_a_lexicon_with_no_pair_in_the_vectors_is_an_error(tmp_path):

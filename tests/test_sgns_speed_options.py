@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from embedtune._tf import tf
-from embedtune.config import TrainConfig, resolve
+from embedtune.config import resolve, train_config
 from embedtune.corpus import Corpus, IdChunk
 from embedtune.objectives.rows import LocalRows
 from embedtune.objectives.sgns import SkipGram
@@ -58,7 +58,7 @@ def _rows(n: int, dim: int, rng) -> LocalRows:
 def test_the_shared_loss_is_word2vecs_loss_with_one_draw_of_negatives_per_group():
     rng = np.random.default_rng(0)
     rows = _rows(50, 8, rng)
-    sgns = SkipGram(rows, TrainConfig(window=5, negative=3, batch_size=40, negatives="shared"))
+    sgns = SkipGram(rows, train_config(window=5, negative=3, batch_size=40, negatives="shared"))
     assert sgns.group == 16 and sgns.batch_size == 48   # the batch is padded to whole groups
     centers = rng.standard_normal((48, 8)).astype(np.float32)
     side = rng.standard_normal((48 + 3 * 3, 8)).astype(np.float32)
@@ -74,7 +74,7 @@ def test_the_shared_loss_is_word2vecs_loss_with_one_draw_of_negatives_per_group(
 
 def test_side_ids_route_padding_to_the_sink_and_draw_one_set_of_negatives_per_group():
     rows = _rows(50, 8, np.random.default_rng(0))
-    sgns = SkipGram(rows, TrainConfig(window=5, negative=3, batch_size=32, negatives="shared"))
+    sgns = SkipGram(rows, train_config(window=5, negative=3, batch_size=32, negatives="shared"))
     context = np.arange(32, dtype=np.int32)
     real = np.arange(32) < 20
     batch = next(sgns.batches(context[:20], context[:20], seed=1))
@@ -85,7 +85,7 @@ def test_side_ids_route_padding_to_the_sink_and_draw_one_set_of_negatives_per_gr
     np.testing.assert_array_equal(ids[32:], batch["negatives"].ravel())
     assert ((ids[32:] >= 0) & (ids[32:] < 50)).all()
 
-    per_pair = SkipGram(rows, TrainConfig(window=5, negative=3, batch_size=32, negatives="per-pair"))
+    per_pair = SkipGram(rows, train_config(window=5, negative=3, batch_size=32, negatives="per-pair"))
     batch = next(per_pair.batches(context[:20], context[:20], seed=1))
     assert batch["negatives"].shape == (32, 3)
     ids = per_pair.side_ids({k: tf.constant(v) for k, v in batch.items()}, None, tf.constant(real), sink=50).numpy()
@@ -96,7 +96,7 @@ def test_side_ids_route_padding_to_the_sink_and_draw_one_set_of_negatives_per_gr
 def test_a_chunks_negatives_follow_from_its_random_state():
     # A resumed run restores the chunk's random state and makes its batches again: the same negatives.
     rows = _rows(500, 8, np.random.default_rng(0))
-    sgns = SkipGram(rows, TrainConfig(window=5, negative=5, batch_size=64))
+    sgns = SkipGram(rows, train_config(window=5, negative=5, batch_size=64))
     chunk = IdChunk(np.random.default_rng(1).integers(0, 500, 2000).astype(np.int32), np.zeros(2000, np.int32), 2000)
 
     def negatives(state):

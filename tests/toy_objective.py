@@ -3,7 +3,7 @@ process) and tests/test_plugin_objective.py (registered by an entry point, with 
 
 Each pair of neighbouring words on a line should score ``target``: loss = 1/2 sum (w_a . w_b + b_a + b_b -
 target)^2, with a bias per word as its own table. Imported while the registry loads (the plugin's entry
-point): no embedtune.config dataclasses and no trainer at module level.
+point): no embedtune.config keys read and no trainer at module level.
 """
 
 from __future__ import annotations

@@ -5,13 +5,12 @@ Helpers only (no tests): the test modules import what they need, so each module 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from pathlib import Path
 
 import numpy as np
 
-from embedtune.config import Config, TrainConfig, VocabConfig, resolve
+from embedtune.config import Config, VocabConfig, resolve, train_config, with_values
 from embedtune.vectors import Vectors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,11 +59,12 @@ def sample_lines(n: int | None = None) -> list[str]:
 def make_config(vocab: dict | None = None, **train) -> Config:
     """A Config with the defaults except for the given [vocab] and [train] values, resolved (the objective
     and its defaults decided, as embedtune.run does once) since the loop and its parts take it so."""
-    return resolve(Config(vocab=VocabConfig(**(vocab or {})), train=TrainConfig(**train)))
+    return resolve(Config(vocab=VocabConfig(**(vocab or {})), train=train_config(**train)))
 
 
 def with_paths(config: Config, **paths) -> Config:
-    return dataclasses.replace(config, **paths)
+    """``config`` with top-level paths set by their flat names (an objective's own, ``lexicon=``, too)."""
+    return with_values(config, **paths)
 
 
 # Eight frequent words of the sample corpus, taken out of GloVe and given back as new words.

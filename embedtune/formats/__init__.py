@@ -5,6 +5,8 @@
     word2vec-binary  header `COUNT DIM`, then per word: `word `, DIM float32 (little-endian), newline
     glove            text without a header: `word v1 ... vDIM` per line
     fasttext         fastText `.vec`: the same layout as word2vec text
+    fasttext-model   fastText's own model (`.bin`, detected by its magic number): dictionary, word rows,
+                     subword rows; a word's vector is fastText's get_word_vector (formats/fasttext.py)
 
 Every reader returns (words, float32 matrix [n, dim], where the rows start); every writer takes a
 `Vectors`. Files ending in `.gz` / `.bz2` are compressed, `-` is standard input / output.
@@ -25,6 +27,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.binary import read_binary, write_binary
+from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, display_name, open_source, open_target
 from embedtune.formats.text import TextReader
 from embedtune.formats.textparse import NUMBER, parse_header
@@ -32,7 +35,7 @@ from embedtune.formats.textwrite import write_text
 from embedtune.vectors import Vectors
 
 __all__ = [
-    "FORMATS", "FORMAT_NAMES", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
+    "FORMATS", "FORMAT_NAMES", "VECTOR_FORMATS", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
     "output_format", "summarize_vectors", "without_nonfinite",
 ]
 
@@ -41,9 +44,10 @@ __all__ = [
 class Format:
     name: str
     description: str
-    read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line)
+    read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line[, model])
     write: Callable  # (vectors, out, name, progress, on_written, check_rows) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
+    from_model: bool = False  # written only from vectors read from such a file (a fastText model's subwords)
 
 
 def _text_format(name, description, header):
@@ -66,6 +70,18 @@ def _binary_write(vectors, out, name, progress, on_written, check_rows):
     write_binary(vectors, out, name=name, progress=progress, on_written=on_written, check_rows=check_rows)
 
 
+def _model_read(source, limit, replace_bad_utf8, progress):
+    from embedtune.formats.fasttext import read_model
+
+    return read_model(source, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
+
+
+def _model_write(vectors, out, name, progress, on_written, check_rows):
+    from embedtune.formats.fasttext_write import write_model
+
+    write_model(vectors, out, name=name, progress=progress, on_written=on_written, check_rows=check_rows)
+
+
 FORMATS = {
     "word2vec": _text_format(
         "word2vec", "text: header 'COUNT DIM', then 'word v1 ... vDIM' per line", header=True),
@@ -74,8 +90,13 @@ FORMATS = {
         _binary_read, _binary_write, rows_are_lines=False),
     "glove": _text_format("glove", "text without a header: 'word v1 ... vDIM' per line", header=False),
     "fasttext": _text_format("fasttext", "fastText .vec: the same layout as word2vec text", header=True),
+    "fasttext-model": Format(
+        "fasttext-model", "fastText's model (.bin): dictionary, word and subword rows; vectors as get_word_vector",
+        _model_read, _model_write, rows_are_lines=False, from_model=True),
 }
 FORMAT_NAMES = tuple(FORMATS)
+# The formats any vectors can be written in (a fastText model needs one read to write one).
+VECTOR_FORMATS = tuple(name for name, f in FORMATS.items() if not f.from_model)
 
 
 def get_format(name: str) -> Format:
@@ -92,7 +113,7 @@ def check_format_name(name: str) -> str:
 
 # An output name's extension (before .gz / .bz2) -> the formats it means, the first when it decides:
 # gensim's users name word2vec binary files .bin and fastText's text .vec.
-EXTENSIONS = {".bin": ("word2vec-binary",), ".vec": ("fasttext", "word2vec")}
+EXTENSIONS = {".bin": ("word2vec-binary", "fasttext-model"), ".vec": ("fasttext", "word2vec")}
 
 
 def output_format(path, to: str | None, in_format: str) -> str:
@@ -130,6 +151,8 @@ def _detect(source: Source) -> str:
     Looks only at the first bytes (peeked, not consumed), so it works on standard input too.
     """
     head = source.peek(1 << 16)
+    if is_fasttext_model(head):
+        return "fasttext-model"
     if not head.strip():
         raise EmbedtuneError("empty file (expected vectors)", source.name, 1)
     newline = head.find(b"\n")
@@ -171,6 +194,7 @@ class Table:
     matrix: np.ndarray
     first_row: int
     rows_are_lines: bool
+    model: object = None   # a fastText model's FastTextModel (its subword rows and settings)
 
     def error(self, row: int, message: str) -> EmbedtuneError:
         """An error about row `row` (0-based), named by its line (text) or record (binary)."""
@@ -191,8 +215,8 @@ def read_table(path, format=None, limit=None, *, replace_bad_utf8=False, progres
     with open_source(path) as source:
         if format is None:
             fmt = FORMATS[_detect(source)]
-        words, matrix, first_row = fmt.read(source, limit, replace_bad_utf8, progress)
-    return Table(source.name, fmt.name, words, matrix, first_row, fmt.rows_are_lines)
+        words, matrix, first_row, *model = fmt.read(source, limit, replace_bad_utf8, progress)
+    return Table(source.name, fmt.name, words, matrix, first_row, fmt.rows_are_lines, *model)
 
 
 def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, allow_nan=False,
@@ -222,6 +246,8 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
             raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
                                    f"--allow-nan accepts such rows)")
     vectors = Vectors(table.words, table.matrix)
+    if table.model is not None:
+        vectors.fasttext = table.model   # what a fastText model written back and new words' starts need
     if len(vectors.index) == len(vectors.words):
         return vectors  # no duplicates (the index, built anyway, tells without another pass)
     duplicates = find_duplicates(table.words)
@@ -244,8 +270,10 @@ def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
         return vectors, []
     keep = np.ones(len(vectors), bool)
     keep[bad] = False
-    return Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep]), \
-        [vectors.words[int(r)] for r in bad]
+    kept = Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep])
+    if getattr(vectors, "fasttext", None) is not None:
+        kept.fasttext = vectors.fasttext
+    return kept, [vectors.words[int(r)] for r in bad]
 
 
 def _written_value(path, table: Table, row: int, col: int) -> str | None:
@@ -356,4 +384,5 @@ def summarize_vectors(path, format=None, *, replace_bad_utf8=False, progress=Non
         "duplicate_words": len(duplicates),
         "duplicates": [{"word": table.words[r], **table.where(r), **first_where(f)}
                        for r, f in duplicates[:max_listed]],
+        **({"fasttext": table.model.settings()} if table.model is not None else {}),
     }

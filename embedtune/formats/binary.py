@@ -71,7 +71,11 @@ def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_en
     matrix = new_matrix(wanted, dim, name, 1)
     flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
-    buf = bytearray(max(BLOCK_BYTES, 4 * (row_bytes + MAX_WORD_BYTES)))
+    # A small file gets a buffer of its own size: zero-filling BLOCK_BYTES for each of many small files
+    # was most of their read.
+    small = source.size is not None and source.compression is None
+    block = min(BLOCK_BYTES, source.size + 1) if small else BLOCK_BYTES
+    buf = bytearray(max(block, 4 * (row_bytes + MAX_WORD_BYTES)))
     view = memoryview(buf)
     find = buf.find
     add_word = raw_words.append

@@ -131,6 +131,8 @@ class Embedding(keras.layers.Layer):
         layer = cls(len(plan.words), table.shape[1], len(trainable), plan.n_pretrained, frozen_digest=digest(hashes),
                     source=rows.source, source_format=rows.format, _initial=initial, **keras_args)
         layer.build()   # its shapes are known: the weights take the vectors now, not on a first call
+        # A fastText model read: its subword rows, for save_vectors to write a model back (not serialised).
+        layer._fasttext = getattr(rows.vectors, "fasttext", None)
         return layer
 
     def build(self, input_shape=None):
@@ -274,7 +276,8 @@ class Embedding(keras.layers.Layer):
         out = project.PatchedVectors(self.vocabulary, table[:n_pre], row_ids, trained)
         plan = project.Plan(self.vocabulary, self.frozen, n_pre)
         fmt = project.output_format(path, to, self.source_format)
-        return project.save_checked(out, types.SimpleNamespace(matrix=table[:n_pre]), plan, os.fspath(path), fmt)
+        source = types.SimpleNamespace(matrix=table[:n_pre], fasttext=getattr(self, "_fasttext", None))
+        return project.save_checked(out, source, plan, os.fspath(path), fmt)
 
     def warn_plain_optimizer(self) -> None:
         warn_once(self, PLAIN_OPTIMIZER.format(name=self.name))

@@ -59,8 +59,14 @@ class NewWords:
     corpus_lines: int | None = None
 
     def appended_to(self, vectors: Vectors) -> Vectors:
-        """``vectors``' rows as they are, then the new words' starts."""
-        return Vectors(vectors.words + self.chosen.words, np.vstack([vectors.matrix, self.start.matrix]))
+        """``vectors``' rows as they are, then the new words' starts (with a fastText model's subwords, kept for
+        writing the model back)."""
+        words = vectors.words.appended(self.chosen.words) if hasattr(vectors.words, "appended") \
+            else vectors.words + self.chosen.words
+        out = Vectors(words, np.vstack([vectors.matrix, self.start.matrix]))
+        if getattr(vectors, "fasttext", None) is not None:
+            out.fasttext = vectors.fasttext
+        return out
 
     def summary(self, vectors: Vectors) -> dict:
         """init's summary (``--json``), after its files: the corpus, the words and how they started."""
@@ -89,7 +95,8 @@ class NewWords:
             return ("it starts" if n == 1 else f"all {n:,} start") + " random (--init random)"
         if s.method == "form-context":
             return (f"{r.n_from_context:,} start from their contexts and spelling (form-context, window {s.window}"
-                    f"{fitted}, spelling fitted on {r.stats.get('form_fit_words', 0):,} words"
+                    f"{fitted}, " + ("spelling from the fastText model's subwords" if r.stats.get("form") == "fasttext-subwords"
+                                   else f"spelling fitted on {r.stats.get('form_fit_words', 0):,} words")
                     + (f", mix fitted on {r.stats['probe_words']:,} corpus words playing rare ones"
                        if r.stats.get("probe_words") else "") + "), "
                     f"{r.stats.get('from_form_only', 0):,} had fewer than {counted(s.min_contexts, 'context')} and "

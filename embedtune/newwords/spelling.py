@@ -228,3 +228,26 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
              "form_ridge": ridge, "form_iterations": iterations, "form_relative_residual": round(residual, 6),
              "form_hash_seconds": round(hashed, 3), "form_seconds": round(time.perf_counter() - began, 3)}
     return FormModel(buckets, used.astype(np.int64), x, stats)
+
+
+class SubwordForm:
+    """A fastText model's own spelling start, in place of the fitted model: the vector fastText gives a word
+    it lacks (its n-gram rows averaged, embedtune.formats.subwords), zero for a word with no n-gram.
+    The probe words get theirs the same way, without their own rows: as a new word's."""
+
+    def __init__(self, model):
+        self.model = model
+        self.stats = {"form": "fasttext-subwords", "form_minn": model.minn, "form_maxn": model.maxn,
+                      "form_buckets": model.bucket}
+
+    def predict(self, words: list[str]) -> np.ndarray:
+        return self.model.oov_vectors(list(words))
+
+
+def form_model_for(vectors: Vectors, **fit_options):
+    """The spelling start for new words of ``vectors``: a fastText model's subwords when they came from one,
+    else the form model fitted to them (``fit_form``)."""
+    model = getattr(vectors, "fasttext", None)
+    if model is not None and model.maxn > 0 and model.bucket > 0:
+        return SubwordForm(model)
+    return fit_form(vectors, **fit_options)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
+from embedtune import schema
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify import Classify
@@ -24,7 +25,7 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "retrofit": Retrofit,
     "classify": Classify,
 }
-AUTO = "auto"   # the objective declared for the vectors' format, else the default one (auto_objective)
+AUTO = schema.AUTO   # the objective declared for the vectors' format, else the default one (auto_objective)
 GROUP = "embedtune.objectives"   # the entry-point group of objectives from other packages
 _plugins = {"state": "not loaded"}   # then "loading", then "loaded"
 
@@ -81,13 +82,12 @@ def auto_objective(format: str | None) -> str:
 
 
 def check_corpus_start(config) -> None:
-    """The first bytes of the config's corpus and --valid files, as its objective reads them (auto:
-    plain text), checked before the vectors load (Corpus.check_start); standard input and pipes are
-    left alone."""
+    """The first bytes of the config's corpus (and its objective's files read as one, such as
+    classify's --valid), as its objective reads them (auto: plain text), checked before the vectors
+    load (Corpus.check_start); standard input and pipes are left alone."""
     objective = config.train.objective
     reader = Objective if objective == AUTO else objective_class(objective)
-    for path in (config.corpus, config.valid):
-        reader.check_corpus_start(path, config)
+    reader.check_corpus_start(config)
 
 
 def __getattr__(name):

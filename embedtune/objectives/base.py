@@ -8,7 +8,8 @@ Adding an objective ``name``:
 
 1. One file, ``embedtune/objectives/<name>.py``, with ``class <Name>(Objective)``. It sets
    ``name``, ``help`` (its line in ``--objective``'s help), ``keys`` (its own config keys and their
-   options, ``embedtune.keys.Key``), ``defaults`` (a value for each config key left to the
+   options: frozen dataclasses of ``embedtune.keys.OwnKeys`` whose fields are ``key(...)``s, one for
+   [train] and, if it has any, one for the file's top level), ``defaults`` (a value for each config key left to the
    objective: at least window, optimizer, anchor and epochs), ``settings`` (the keys it reads beyond
    the shared ones, which the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
    ``chunks``, ``units``, ``batches``, ``side_ids`` and ``loss`` (shapes below), and ``padding_batch``
@@ -23,8 +24,8 @@ Adding an objective ``name``:
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,`` (or, from
    another package, an entry point ``<name> = "module:<Name>"`` in the group ``embedtune.objectives``).
    The config's ``train.objective`` values and keys and the CLI's ``--objective`` choices and options
-   come from that table. The module must not use embedtune.config's dataclasses at import: they are
-   built from the objectives' keys.
+   come from that table. The module takes the config's classes from ``embedtune.schema`` and never
+   imports embedtune.config (which reads the registry: tests/test_layout.py checks for the circle).
 3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.training.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
    (tests/test_objectives.py shows the smallest such objective; tests/test_plugin_objective.py the
@@ -57,7 +58,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.keys import Key
+from embedtune.keys import OwnKeys
 from embedtune.report.text import Describe
 
 
@@ -87,11 +88,13 @@ class Objective:
 
     name : the ``--objective`` value
     help : what it trains, a few words for ``--objective``'s help
-    keys : its own config keys (``embedtune.keys.Key``): ``config.train.<name>`` (or ``config.<name>``
-        for ``table=""``), checked and offered as options of ``embedtune train`` in a section of their own
+    keys : its own config keys, as ``OwnKeys`` dataclasses (``SkipGramKeys``, ...): flat in the file and on
+        the command line (``[train] negative = 3``, ``--negative 3``), checked and offered as options of
+        ``embedtune train`` in a section of their own; read typed, ``train.keys_of(SkipGramKeys).negative``
+        (``config.keys_of(cls)`` for a class of the top level, ``table = ""``)
     for_formats : vector formats for which ``--objective auto`` means this objective (the one that made
         such vectors); auto_default : the objective auto means otherwise (exactly one of the registry)
-    defaults : {config key: value} for keys of ``TrainConfig`` left unset (None), such as
+    defaults : {config key: value} for [train] keys left unset (None), its own among them, such as
         {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}; ``config.resolve`` fills
         them in
     learning_rates : {optimizer: lr} where this objective starts better than the optimizer's own
@@ -114,7 +117,7 @@ class Objective:
 
     name: ClassVar[str] = ""
     help: ClassVar[str] = ""
-    keys: ClassVar[tuple[Key, ...]] = ()
+    keys: ClassVar[tuple[type[OwnKeys], ...]] = ()
     for_formats: ClassVar[tuple[str, ...]] = ()
     auto_default: ClassVar[bool] = False
     defaults: ClassVar[dict] = {}
@@ -167,11 +170,12 @@ class Objective:
         return Corpus(source, **options)
 
     @classmethod
-    def check_corpus_start(cls, path, config) -> None:
-        """Corpus.check_start for the corpus as this objective reads it (as open_corpus opens it)."""
+    def check_corpus_start(cls, config) -> None:
+        """Corpus.check_start for the config's corpus as this objective reads it (as open_corpus opens
+        it), and for any file of its own read the same way (classify's --valid)."""
         from embedtune.corpus import Corpus
 
-        Corpus.check_start(path)
+        Corpus.check_start(config.corpus)
 
     @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int,

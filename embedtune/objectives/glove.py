@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse
@@ -30,12 +29,10 @@ from embedtune._tf import lazy as tf
 from embedtune.cores import local_cores
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, Key, Range
+from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
-
-if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
-    from embedtune.config import TrainConfig
+from embedtune.schema import TrainConfig
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
@@ -142,6 +139,15 @@ class EntriesChunk:
     raw_tokens: int
 
 
+@dataclass(frozen=True)
+class GloVeKeys(OwnKeys):
+    """glove's own keys of [train]."""
+
+    # GloVe's own default is 100; 2 was best on held-out words (benchmarks/README.md, recovery)
+    x_max: float = key(2.0, range=Range(0, FLOAT32_MAX, low_open=True),
+                       help="A co-occurrence count x weighs min(1, (x / X_MAX)^0.75).")
+
+
 class GloVe(Objective):
     """The GloVe objective over the local rows of a run (trainable ids first, then frozen ones)."""
 
@@ -149,11 +155,7 @@ class GloVe(Objective):
     help = "GloVe's least squares on co-occurrence counts"
     for_formats = ("glove",)   # --objective auto: GloVe's objective made such vectors
     modes = Modes(parameter_servers=True)
-    keys = (
-        # GloVe's own default is 100; 2 was best on held-out words (benchmarks/README.md, recovery)
-        Key("x_max", float, 2.0, range=Range(0, FLOAT32_MAX, low_open=True),
-            help="A co-occurrence count x weighs min(1, (x / X_MAX)^0.75)."),
-    )
+    keys = (GloVeKeys,)
     # The anchor (with x_max 2 and adagrad at 0.1) was chosen on the recovery benchmark's validation
     # words (benchmarks/recovery.py --sweep-train): the best on 5.1M tokens, all alike on 1.5M
     # (benchmarks/README.md, recovery).
@@ -190,7 +192,7 @@ class GloVe(Objective):
                                               int(rows.counts.sum()))
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
         target = np.log(counts.data)
-        f = weights(counts.data, train.x_max)
+        f = weights(counts.data, train.keys_of(GloVeKeys).x_max)
 
         # The fit: pairs of pretrained words, at their starting vectors.
         table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
@@ -268,8 +270,8 @@ class GloVe(Objective):
             batch = {"row": self.row[pick], "col": self.col[pick], "target": self.target[pick],
                      "f": self.weight[pick], "weight": np.ones(size, np.float32)}
             if pad:
-                for key in ("row", "col", "target", "f"):
-                    batch[key] = np.concatenate([batch[key], np.zeros(pad, batch[key].dtype)])
+                for name in ("row", "col", "target", "f"):
+                    batch[name] = np.concatenate([batch[name], np.zeros(pad, batch[name].dtype)])
                 batch["weight"][n:] = 0
             batch["pairs"] = n
             yield batch

@@ -33,22 +33,37 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse
 
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, Key, Range
+from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import ClosedForm, Modes, Objective
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.report.text import RetrofitDescribe
+from embedtune.schema import Config
 from embedtune.vectors import Vectors, decide_lowercase
 
-if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
-    from embedtune.config import Config
-
 UNKNOWN_SHOWN = 5   # lexicon words missing from the vectors, shown by name in the summary
+
+
+@dataclass(frozen=True)
+class RetrofitFiles(OwnKeys):
+    """retrofit's own keys of the file's top level: the lexicons it reads instead of a corpus."""
+
+    table = ""
+    lexicon: str | None = key(path="read", only="read",
+                              help="Synonyms, 'word neighbour neighbour ...' per line (UTF-8; Faruqui's format; see "
+                                   "`embedtune lexicon`).")
+    antonyms: str | None = key(path="read", only="read", help="Antonyms in the same format, pulled apart.")
+
+
+@dataclass(frozen=True)
+class RetrofitKeys(OwnKeys):
+    """retrofit's own keys of [train]."""
+
+    repel: float | None = key(range=Range(0, FLOAT32_MAX, zero="off"), help="Weight of the antonym term.")
 
 
 @dataclass
@@ -200,23 +215,24 @@ def plan_retrofit(vectors: Vectors, config: Config, on_plan=None):
     plan = make_plan(vectors, [], config.vocab)
     if on_plan is not None:
         on_plan(plan)
-    synonyms = read_lexicon(config.lexicon, vectors.index, lowercase)
-    antonyms = read_lexicon(config.antonyms, vectors.index, lowercase) if config.antonyms else None
+    files = config.keys_of(RetrofitFiles)
+    synonyms = read_lexicon(files.lexicon, vectors.index, lowercase)
+    antonyms = read_lexicon(files.antonyms, vectors.index, lowercase) if files.antonyms else None
     if not len(synonyms.rows) and (antonyms is None or not len(antonyms.rows)):
         raise EmbedtuneError(f"no pair of its {synonyms.words:,} words is in the vectors "
-                             f"({synonyms.unknown:,} of them are not)", config.lexicon)
+                             f"({synonyms.unknown:,} of them are not)", files.lexicon)
     return plan, lowercase, synonyms, antonyms
 
 
 def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) -> tuple[Vectors, Plan, dict]:
-    """Retrofit ``vectors`` to ``config.lexicon`` (and ``config.antonyms``); ``config`` resolved.
+    """Retrofit ``vectors`` to the lexicon (and the antonyms) of ``config`` (``RetrofitFiles``), resolved.
 
     Lexicon words are lower-cased when the vectors are (``vocab.lowercase`` auto), as a corpus is.
     Returns (vectors: same words, moved rows replaced; the plan; summary figures).
     """
     began = time.perf_counter()
-    t = config.train
-    if not config.lexicon:
+    t, repel = config.train, config.train.keys_of(RetrofitKeys).repel
+    if not config.keys_of(RetrofitFiles).lexicon:
         raise EmbedtuneError("the retrofit objective needs a lexicon (--lexicon FILE or lexicon = in the config)")
     if resume or t.checkpoint_dir:
         raise EmbedtuneError("retrofit takes seconds and keeps no checkpoints; drop --resume and --checkpoint-dir")
@@ -225,7 +241,7 @@ def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) ->
     train_began = time.perf_counter()
     moving, rows, changes = retrofit(vectors.matrix, adjacency(synonyms, n),
                                      adjacency(antonyms, n) if antonyms is not None else None,
-                                     plan.frozen, t.epochs, t.anchor, t.repel)
+                                     plan.frozen, t.epochs, t.anchor, repel)
     if not len(moving):
         raise EmbedtuneError("nothing to train: every row with a lexicon neighbour is frozen by the rules",
                              config.vocab.freeze_list or config.vocab.train_list)
@@ -237,7 +253,7 @@ def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) ->
         "objective": "retrofit",
         "lowercase": lowercase,
         "anchor": t.anchor,
-        "repel": t.repel if antonyms is not None else None,
+        "repel": repel if antonyms is not None else None,
         "epochs": t.epochs,
         "lexicon": synonyms.summary(),
         "antonyms": antonyms.summary() if antonyms is not None else None,
@@ -255,8 +271,13 @@ def dry_run(vectors: Vectors, config: Config, lowercase: bool, resume: bool, wor
     t = config.train
     return {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,
             "output": config.output, "to": None, "lowercase": lowercase,
-            "settings": {"epochs": t.epochs, "anchor": t.anchor, "repel": t.repel if antonyms else None},
+            "settings": {"epochs": t.epochs, "anchor": t.anchor,
+                         "repel": t.keys_of(RetrofitKeys).repel if antonyms else None},
             "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
+
+
+class _Describe(RetrofitDescribe):
+    files = RetrofitFiles   # where its text finds the lexicons' names (embedtune.report imports no objective)
 
 
 class Retrofit(Objective):
@@ -265,13 +286,7 @@ class Retrofit(Objective):
 
     name = "retrofit"
     help = "to --lexicon, no CORPUS"
-    keys = (
-        Key("lexicon", str, table="", path="read", only="read",
-            help="Synonyms, 'word neighbour neighbour ...' per line (UTF-8; Faruqui's format; see "
-                 "`embedtune lexicon`)."),
-        Key("antonyms", str, table="", path="read", only="read", help="Antonyms in the same format, pulled apart."),
-        Key("repel", float, range=Range(0, FLOAT32_MAX, zero="off"), help="Weight of the antonym term."),
-    )
+    keys = (RetrofitFiles, RetrofitKeys)
     # Faruqui et al.'s anchor (alpha = 1); 20 rounds: each shrinks the distance to the update's fixed
     # point by (1 + repel) / (2 + repel) at least, (2/3)^20 = 3e-4 at repel 1; repel chosen from 0.1 to
     # 2 on validation halves of SimLex-999 and WordSim-353 (benchmarks/retrofit.py, benchmarks/README.md).
@@ -279,20 +294,21 @@ class Retrofit(Objective):
     settings = ("repel",)
     closed_form = ClosedForm(fit=fit, dry_run=dry_run)
     modes = Modes(corpus=False)
-    describe = RetrofitDescribe
+    describe = _Describe
 
     # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
     @classmethod
-    def argument_problem(cls, config) -> str | None:
-        if config.lexicon is None:
+    def argument_problem(cls, config: Config) -> str | None:
+        if config.keys_of(RetrofitFiles).lexicon is None:
             return "--objective retrofit needs --lexicon FILE (or lexicon = in --config)"
         if config.corpus is not None:
             return "--objective retrofit reads no CORPUS; give --lexicon (and --antonyms) instead"
         return None
 
     @classmethod
-    def input_files(cls, config) -> list[tuple[str | None, str]]:
-        return [(config.lexicon, "lexicon file"), (config.antonyms, "lexicon file")]
+    def input_files(cls, config: Config) -> list[tuple[str | None, str]]:
+        files = config.keys_of(RetrofitFiles)
+        return [(files.lexicon, "lexicon file"), (files.antonyms, "lexicon file")]
 
     @classmethod
     def check_run(cls, config, resume: bool, workers: int) -> None:

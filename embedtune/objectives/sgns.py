@@ -24,18 +24,16 @@ option, not the default.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
 from embedtune._tf import lazy as tf
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
-from embedtune.keys import Key, Range
+from embedtune.keys import OwnKeys, Range, key
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
-
-if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
-    from embedtune.config import TrainConfig
+from embedtune.schema import TrainConfig
 
 UNIGRAM_POWER = 0.75
 NEGATIVES = ("shared", "per-pair")
@@ -70,6 +68,20 @@ def unigram_table(counts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(counts), dtype=np.int32), repeats)
 
 
+@dataclass(frozen=True)
+class SkipGramKeys(OwnKeys):
+    """sgns's own keys of [train]."""
+
+    negative: int = key(5, range=Range(1, 100), help="Negative samples per pair.")
+    negatives: str = key("per-pair", choices=NEGATIVES,
+                         help="Negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs (half the "
+                              "CPU; lower quality on the recovery benchmark).")
+    sample: float = key(1e-3, range=Range(0, 1, zero="off"), help="Subsampling threshold for frequent words (0 = off).")
+    # zeros: lower loss (benchmarks/README.md, recovery)
+    context_init: str = key("zeros", choices=("zeros", "word"), option=False,
+                            help="Start of the context table: zeros (word2vec) | word.")
+
+
 class SkipGram(Objective):
     """SGNS over the local rows of a run; its own table (the side table) holds context vectors."""
 
@@ -77,24 +89,14 @@ class SkipGram(Objective):
     help = "skip-gram, word2vec's"
     auto_default = True   # --objective auto, for vectors no other objective made
     modes = Modes(parameter_servers=True)
-    keys = (
-        Key("negative", int, 5, range=Range(1, 100), help="Negative samples per pair."),
-        Key("negatives", str, "per-pair", choices=NEGATIVES,
-            help="Negatives drawn for each pair (word2vec's) or shared by a group of 16 pairs (half the CPU; "
-                 "lower quality on the recovery benchmark)."),
-        Key("sample", float, 1e-3, range=Range(0, 1, zero="off"),
-            help="Subsampling threshold for frequent words (0 = off)."),
-        # zeros: lower loss (benchmarks/README.md, recovery)
-        Key("context_init", str, "zeros", choices=("zeros", "word"), option=False,
-            help="Start of the context table: zeros (word2vec) | word."),
-    )
+    keys = (SkipGramKeys,)
     defaults = {"window": 5, "optimizer": "sgd", "anchor": 0.0, "epochs": 5}   # word2vec's
     settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids
     reads_lines = True
 
     @classmethod
-    def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):
+    def memory(cls, train: TrainConfig, dim, n_local, corpus_words, corpus_lines, units=None):
         """Context vectors a local word; one chunk's pairs: a kept word centers window + 1 pairs on
         average (reach 1..window each side), BYTES_PER_PAIR each."""
         return (n_local + 1) * dim * 4, min(CHUNK_TOKENS, corpus_words) * (train.window + 1) * BYTES_PER_PAIR
@@ -106,22 +108,24 @@ class SkipGram(Objective):
 
     @classmethod
     def no_pairs_hint(cls, train: TrainConfig) -> str:
-        return f" once frequent words are subsampled; try --sample 0 (it was {train.sample:g})" if train.sample else ""
+        sample = train.keys_of(SkipGramKeys).sample
+        return f" once frequent words are subsampled; try --sample 0 (it was {sample:g})" if sample else ""
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus=None):
+        own = train.keys_of(SkipGramKeys)
         self.rows = rows
         self.window = train.window
-        self.negative = train.negative
-        self.shared = train.negatives == "shared"
+        self.negative = own.negative
+        self.shared = own.negatives == "shared"
         # Shared negatives need whole groups: the batch is padded to a multiple of the group.
         self.group = min(SHARED_GROUP, train.batch_size)
         self.batch_size = -(-train.batch_size // self.group) * self.group if self.shared else train.batch_size
-        self.context_init = train.context_init
+        self.context_init = own.context_init
         self.epochs = train.epochs
         self._cached: list[IdChunk] | None = None
         self.kernel = None   # the compiled step, if the run's step is it (compiled_step)
         self.side_fixed_from = None   # every context row trains (frozen words' too: they are internal)
-        self.keep = keep_probabilities(rows.counts, train.sample)
+        self.keep = keep_probabilities(rows.counts, own.sample)
         self.table = unigram_table(rows.counts)
         # Word slices a trainable row gets in an epoch (expected): one per pair it centers, and a
         # kept occurrence centers about window + 1 pairs (a reach of 1..window on each side).
@@ -151,9 +155,9 @@ class SkipGram(Objective):
 
     # --- several workers --------------------------------------------------------------------------
     @classmethod
-    def batch_unit(cls, train) -> tuple[int, str]:
+    def batch_unit(cls, train: TrainConfig) -> tuple[int, str]:
         """Shared negatives: whole groups in each worker's part of the batch."""
-        return (SHARED_GROUP, "--negatives shared") if train.negatives == "shared" else (1, "")
+        return (SHARED_GROUP, "--negatives shared") if train.keys_of(SkipGramKeys).negatives == "shared" else (1, "")
 
     def padding_batch(self) -> dict:
         """One pair of local id 0 (and its negatives), weighing nothing."""

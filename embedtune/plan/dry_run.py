@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from embedtune import kernels
-from embedtune.config import learning_rate
+from embedtune.config import find_key, learning_rate
 from embedtune.objectives import objective_class
 from embedtune.plan.run import RunPlan
 from embedtune.training.step import runs_on
@@ -47,6 +47,8 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
 
     if run.init != "form-context" or not run.new_words:
         return 0
+    if getattr(vectors, "fasttext", None) is not None and vectors.fasttext.maxn > 0:
+        return 0   # a fastText model's own subwords are the spelling start: nothing is fitted
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
@@ -58,6 +60,12 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
                + kept * vectors.dim * 4           # the result
                + DEFAULT_BUCKETS * 8              # bucket -> column
                + probe_sums)
+
+
+def fasttext_bytes(vectors: Vectors) -> int:
+    """A fastText model's two matrices (0 for other vectors files)."""
+    model = getattr(vectors, "fasttext", None)
+    return 0 if model is None else int(model.input.nbytes + model.output.nbytes)
 
 
 def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
@@ -99,6 +107,9 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
         "spelling_model_fit": 0,   # below: what it adds over the training's tables and pairs
+        # A fastText model's input (words and subwords) and output matrices, memory-mapped from the file
+        # (formats/fasttext.py): every row is read for the word vectors, and written back for a .bin output.
+        "fasttext_model_matrices": fasttext_bytes(vectors),
         "tensorflow_and_python": RUNTIME_BYTES if tensorflow else 0,
         "python_and_numba": 0 if tensorflow else COMPILED_RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
@@ -110,8 +121,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     }
     # Held while the spelling model fits: the runtime, the input, the corpus's ids and the words; the rest
     # is made after it is freed.
-    held = ("input_matrix", "corpus_ids", "words_and_counts", "tensorflow_and_python", "python_and_numba",
-            "distribution_runtime")
+    held = ("input_matrix", "corpus_ids", "words_and_counts", "fasttext_model_matrices", "tensorflow_and_python",
+            "python_and_numba", "distribution_runtime")
     later = sum(value for key, value in parts.items() if key not in held)
     parts["spelling_model_fit"] = max(0, form_fit_bytes(run, vectors) - later)
     return parts
@@ -128,7 +139,7 @@ def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
     """The plan as plain data (JSON): counts, the objective's settings as resolved, the memory estimate
     (of ``workers`` local worker processes and their launcher, when more than one)."""
     c, t = run.config, run.config.train
-    settings = {key: getattr(t, key) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
+    settings = {key: t.value(find_key("train", key)) for key in SHARED_SETTINGS + objective_class(t.objective).settings}
     settings["lr"] = learning_rate(t)
     parts = estimate_memory(run, vectors, workers)
     per_worker = sum(parts.values())

@@ -29,8 +29,8 @@ import numpy as np
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.vectors import Vectors, WordIndex, WordList
 
-if TYPE_CHECKING:   # an annotation only: the config imports the objectives, which import this module
-    from embedtune.config import VocabConfig
+if TYPE_CHECKING:   # an annotation only
+    from embedtune.schema import VocabConfig
 
 MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
 # Words a pattern is matched over between two looks at the clock, and the seconds it may take over them:

@@ -3,7 +3,6 @@ the summary ``train --json`` wrote (``embedtune report --run``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 
@@ -63,14 +62,15 @@ def from_summary(path: str) -> RunInfo:
 def from_run(result, init=None) -> RunInfo:
     """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.newwords.contexts.InitResult (the new
     words' contexts), None without new words."""
+    from embedtune.config import all_keys
+
     config = result.config
     settings = []
     for table in ("", "vocab", "train"):
-        values = dataclasses.asdict(getattr(config, table) if table else config)
-        for key, value in values.items():
-            if isinstance(value, dict) or value is None:
-                continue
-            settings.append((f"{table}.{key}" if table else key, _text(value)))
+        for key in all_keys():
+            value = config.value(key)
+            if key.table == table and value is not None:
+                settings.append((f"{table}.{key.name}" if table else key.name, _text(value)))
     new_contexts, min_contexts = {}, 1   # embedtune.newwords' default
     if init is not None:
         new_words = result.plan.words[result.plan.n_pretrained:]
@@ -96,7 +96,7 @@ def command_line(config) -> str:
     for key in all_keys():
         if not key.option:
             continue
-        value = getattr(getattr(config, key.table) if key.table else config, key.name)
+        value = config.value(key)
         if value is None or value == key.default or (key.default is None and value == defaults.get(key.name)):
             continue
         if key.name == "batch_size" and key.default is None and "batch_size" not in defaults:

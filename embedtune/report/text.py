@@ -6,6 +6,8 @@ and --valid's lines; retrofit, fitted in closed form, has its own. Imports nothi
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from embedtune.errors import counted
 
 
@@ -73,7 +75,10 @@ class Describe:
 
 
 class ClassifyDescribe(Describe):
-    """classify's: the run's lines, then its classifier's and --valid's."""
+    """classify's: the run's lines, then its classifier's and --valid's. ``files``: classify's top-level
+    keys (--save-classifier's name), set by its module's subclass."""
+
+    files: ClassVar[Any]
 
     @classmethod
     def report_lines(cls, result, config) -> list[str]:
@@ -87,21 +92,26 @@ class ClassifyDescribe(Describe):
                      + (f", {counted(s['ngram_rows'], 'n-gram row')} (up to {s['word_ngrams']} words)"
                         if s["ngram_rows"] else ""))
         lines += valid_lines(s)
-        if config.save_classifier:
-            lines.append(f"Wrote the classifier to {config.save_classifier}")
+        path = config.keys_of(cls.files).save_classifier
+        if path:
+            lines.append(f"Wrote the classifier to {path}")
         return lines
 
 
 class RetrofitDescribe(Describe):
-    """retrofit's: the lexicons read, its rounds and the largest changes (no corpus, no loop)."""
+    """retrofit's: the lexicons read, its rounds and the largest changes (no corpus, no loop). ``files``:
+    retrofit's top-level keys (the lexicons' names), set by its module's subclass."""
+
+    files: ClassVar[Any]
 
     @classmethod
     def dry_run_lines(cls, d: dict, config) -> list[str]:
         lines = [f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable"]
+        files = config.keys_of(cls.files)
         for key in ("lexicon", "antonyms"):
             lex = d[key]
             if lex is not None:
-                lines.append(f"{key:<10} {getattr(config, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
+                lines.append(f"{key:<10} {getattr(files, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
                              f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
         s = d["settings"]
         lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
@@ -110,13 +120,13 @@ class RetrofitDescribe(Describe):
 
     @classmethod
     def report_lines(cls, result, config) -> list[str]:
-        s = result.stats
+        s, files = result.stats, config.keys_of(cls.files)
         lines = []
         for key in ("lexicon", "antonyms"):
             lex = s[key]
             if lex is None:
                 continue
-            lines.append(f"{getattr(config, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
+            lines.append(f"{getattr(files, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
                          f"{counted(lex['pairs_in_vectors'], 'pair')} in the vectors; "
                          f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
                          + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtune import _tf
-from embedtune.config import Config, TrainConfig, learning_rate
+from embedtune.config import Config, TrainConfig, all_keys, learning_rate
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
@@ -297,8 +297,8 @@ def no_pairs_message(config: Config, total_words: int, n_lines: int) -> str:
 def settings_for_resume(config: Config) -> dict:
     """The settings a resumed run must share with the checkpoint (not where or how often to save,
     nor on how many threads)."""
-    settings = dataclasses.asdict(config.train)
+    settings = {key.name: config.value(key) for key in all_keys() if key.table == "train"}
     for key in ("checkpoint_dir", "checkpoint_every", "max_steps", "max_words", "logdir", "threads", "peer_timeout"):
         settings.pop(key, None)
-    settings["vocab"] = dataclasses.asdict(config.vocab)
+    settings["vocab"] = {key.name: config.value(key) for key in all_keys() if key.table == "vocab"}
     return settings

@@ -59,7 +59,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -68,7 +67,7 @@ from embedtune._tf import lazy as tf
 from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import INT64_MAX, Key, Range
+from embedtune.keys import INT64_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
@@ -77,9 +76,7 @@ from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
 from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
 from embedtune.report.text import ClassifyDescribe
-
-if TYPE_CHECKING:   # the config is built from the objectives' keys, so it is not imported here
-    from embedtune.config import TrainConfig
+from embedtune.schema import Config, TrainConfig
 
 
 @dataclass
@@ -89,26 +86,42 @@ class LinesChunk:
     raw_tokens: int
 
 
+@dataclass(frozen=True)
+class ClassifyKeys(OwnKeys):
+    """classify's own keys of [train]."""
+
+    label_prefix: str = key(LABEL_PREFIX, help="Tokens starting with this are labels (fastText's -label).")
+    # each length adds about a row a corpus token (the n-gram rows)
+    word_ngrams: int = key(1, range=Range(1, 5), only="used", shown_default="1: words only",
+                           help="Word n-grams up to this length are features too, each a trainable row of the "
+                                "classifier (never frozen, not in the output vectors; fastText's -wordNgrams).")
+    ngram_min_count: int = key(1, range=Range(1, INT64_MAX), only="used",
+                               help="An n-gram becomes a row at this many occurrences in the training lines.")
+
+
+@dataclass(frozen=True)
+class ClassifyFiles(OwnKeys):
+    """classify's own keys of the file's top level: the files it reads and writes besides the run's."""
+
+    table = ""
+    valid: str | None = key(path="read", only="used",
+                            help="Labelled lines (same format) to report accuracy on, before training (classifier "
+                                 "alone) and after.")
+    save_classifier: str | None = key(path="write", only="used",
+                                      help="Write the trained classifier here ('labels dim', then 'label bias w1 ... "
+                                           "wdim' a line; docs/classify.md).")
+
+
+class _Describe(ClassifyDescribe):
+    files = ClassifyFiles   # where its text finds --save-classifier's name (embedtune.report imports no objective)
+
+
 class Classify(Objective):
     """fastText's supervised model over the local rows of a run (trainable ids first, then frozen)."""
 
     name = "classify"
     help = "CORPUS of labelled lines, fastText's supervised format"
-    keys = (
-        Key("label_prefix", str, LABEL_PREFIX, help="Tokens starting with this are labels (fastText's -label)."),
-        # each length adds about a row a corpus token (the n-gram rows)
-        Key("word_ngrams", int, 1, range=Range(1, 5), only="used", shown_default="1: words only",
-            help="Word n-grams up to this length are features too, each a trainable row of the classifier "
-                 "(never frozen, not in the output vectors; fastText's -wordNgrams)."),
-        Key("ngram_min_count", int, 1, range=Range(1, INT64_MAX), only="used",
-            help="An n-gram becomes a row at this many occurrences in the training lines."),
-        Key("valid", str, table="", path="read", only="used",
-            help="Labelled lines (same format) to report accuracy on, before training (classifier alone) "
-                 "and after."),
-        Key("save_classifier", str, table="", path="write", only="used",
-            help="Write the trained classifier here ('labels dim', then 'label bias w1 ... wdim' a line; "
-                 "docs/classify.md)."),
-    )
+    keys = (ClassifyKeys, ClassifyFiles)
     # Chosen on the WordNet noun glosses' validation split, 5 epochs (benchmarks/classify.py,
     # benchmarks/README.md). batch_size counts lines; window: new words' context window for their start.
     defaults = {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256}
@@ -116,24 +129,27 @@ class Classify(Objective):
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
-    describe = ClassifyDescribe
+    describe = _Describe
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):
         """The classifier: a row a label (bounded here by the lines), and with --word-ngrams N at most
         N - 1 n-gram rows a corpus word; the corpus kept as int32 ids with an int64 offset a line (and
         its n-grams' likewise)."""
-        grams = (train.word_ngrams - 1) * corpus_words
+        grams = (train.keys_of(ClassifyKeys).word_ngrams - 1) * corpus_words
         return ((min(corpus_lines, 1 << 16) + grams + 1) * (dim + 1) * 4,
                 (corpus_words + grams) * 4 + corpus_lines * 8 * (1 + (grams > 0)))
 
     @classmethod
     def open_corpus(cls, source, config, **options) -> LabelledCorpus:
-        return LabelledCorpus(source, label_prefix=config.train.label_prefix, valid=config.valid, **options)
+        return LabelledCorpus(source, label_prefix=config.train.keys_of(ClassifyKeys).label_prefix,
+                              valid=config.keys_of(ClassifyFiles).valid, **options)
 
     @classmethod
-    def check_corpus_start(cls, path, config) -> None:
-        LabelledCorpus.check_start(path, config.train.label_prefix)
+    def check_corpus_start(cls, config: Config) -> None:
+        """CORPUS and --valid, both labelled lines."""
+        for path in (config.corpus, config.keys_of(ClassifyFiles).valid):
+            LabelledCorpus.check_start(path, config.train.keys_of(ClassifyKeys).label_prefix)
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus: LabelledCorpus):
         """corpus : the LabelledCorpus, or shares of its lines (corpus.HeldLines: a multi-worker run's
@@ -152,7 +168,8 @@ class Classify(Objective):
         self.corpus_path = source.path
         self.lines_per_batch = train.batch_size
         index = rows.local_index
-        self.word_ngrams, self.ngram_min_count = train.word_ngrams, train.ngram_min_count
+        own = train.keys_of(ClassifyKeys)
+        self.word_ngrams, self.ngram_min_count = own.word_ngrams, own.ngram_min_count
         if shares is not None and self.word_ngrams > 1:
             # The n-gram rows' list would have to be gathered across workers as the labels are (not built).
             raise EmbedtuneError("--word-ngrams runs in one process: several workers do not share n-gram rows yet")
@@ -401,16 +418,16 @@ class Classify(Objective):
 
     # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
     @classmethod
-    def input_files(cls, config) -> list[tuple[str | None, str]]:
-        return [(config.valid, "--valid file")]
+    def input_files(cls, config: Config) -> list[tuple[str | None, str]]:
+        return [(config.keys_of(ClassifyFiles).valid, "--valid file")]
 
     @classmethod
-    def output_files(cls, config) -> list[tuple[str | None, str]]:
-        return [(config.save_classifier, "--save-classifier")]
+    def output_files(cls, config: Config) -> list[tuple[str | None, str]]:
+        return [(config.keys_of(ClassifyFiles).save_classifier, "--save-classifier")]
 
     @classmethod
-    def check_run(cls, config, resume: bool, workers: int) -> None:
-        if workers > 1 and config.train.word_ngrams > 1:
+    def check_run(cls, config: Config, resume: bool, workers: int) -> None:
+        if workers > 1 and config.train.keys_of(ClassifyKeys).word_ngrams > 1:
             raise EmbedtuneError("--workers: --word-ngrams runs in one process (the workers would need the "
                                  "n-gram rows' list gathered as the labels are; not built)")
 
@@ -420,9 +437,10 @@ class Classify(Objective):
             pass
 
     @classmethod
-    def write_outputs(cls, result, config) -> None:
-        if config.save_classifier:
-            save_classifier(result.model, config.save_classifier)
+    def write_outputs(cls, result, config: Config) -> None:
+        path = config.keys_of(ClassifyFiles).save_classifier
+        if path:
+            save_classifier(result.model, path)
 
 
 
