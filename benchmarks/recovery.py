@@ -181,6 +181,7 @@ def train_vectors(setup: Setup, options: dict) -> tuple[Vectors, dict]:
     from embedtune.config import Config, merge, resolve
     from embedtune.training import train
 
+    # Resolved once, as embedtune.run does (train takes it resolved: the objective and its defaults decided).
     config = resolve(merge(Config(format="glove"), {"freeze_pretrained": True, **options}))
     with Corpus(setup.corpus_path, lowercase=True) as lowered:  # what `lowercase auto` gives for GloVe
         result = train(setup.deleted, lowered, config)

@@ -174,7 +174,8 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     try:
         result = embedtune.run.run(config, reading=reading, resume=resume, overwrite_checkpoints=overwrite_checkpoints,
                                    keep_checkpoints=keep_checkpoints, own_process=True, on_load=say_loading,
-                                   on_plan=say_plan, progress=bar, note=note, stop=stop)
+                                   on_plan=say_plan, progress=bar, note=note, stop=stop,
+                                   on_phase=bar.show_phase)
     except PeerLost as lost:
         if launched():   # the launcher names the worker that went first
             ctx.exit(PEER_LOST)
@@ -222,26 +223,48 @@ def say_plan(plan) -> None:
 
 
 class ProgressBar:
-    """The run's progress as a tqdm bar on standard error, when it is a terminal and -q was not given."""
+    """The run's progress as a tqdm bar on standard error, when it is a terminal and -q was not given: a
+    set-up phase's (``show_phase``, given an embedtune.training.progress.Phase) once it has lasted a second,
+    gone when it ends; then the training's."""
 
     def __init__(self):
         self.bar = None
+        self.phase = None   # the set-up phase the bar shows (None: the training's bar)
 
     def __call__(self, p) -> None:
         if not show_progress():
             return
-        if self.bar is None:
+        if self.bar is None or self.phase is not None:
             from tqdm import tqdm
 
+            self.close()
             self.bar = tqdm(total=p.words_total, unit="word", unit_scale=True, file=sys.stderr, desc="train",
                             dynamic_ncols=True)
         self.bar.update(p.words_done - self.bar.n)
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
+    def show_phase(self, p) -> None:
+        """A set-up phase's bar (``on_phase``)."""
+        if not show_progress():
+            return
+        if p.finished:
+            if self.phase == p.name:
+                self.close()
+            return
+        if self.phase != p.name:
+            from tqdm import tqdm
+
+            self.close()
+            self.phase = p.name
+            self.bar = tqdm(total=p.total or None, unit=p.unit, unit_scale=True, file=sys.stderr, desc=p.name,
+                            delay=1.0, leave=False, dynamic_ncols=True)
+        self.bar.update(p.done - self.bar.n)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        self.phase = None
 
 
 def serve_task(ctx, config, resume: bool, workers: int, servers, dry_run: bool) -> None:

@@ -144,6 +144,7 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:
             planned = plan_run(vectors, corpus, config, resume=resume)
+            planned.set_up_units = objective.set_up_units(config.train, corpus, planned)
             objective.dry_run_reads(corpus)   # what training reads beyond the corpus, for its errors
         d = describe(planned, vectors, workers)
     d.update(dry_run=True, to=loaded.out_format, lowercase=loaded.lowercase)
@@ -155,7 +156,8 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         keep_checkpoints: bool = False, own_process: bool = False,
         on_load: Callable[[str], None] | None = None, on_plan: Callable[[Plan], None] | None = None,
         progress: Callable | None = None, note: Callable[[str], None] | None = None,
-        stop: contextlib.AbstractContextManager | None = None) -> RunResult:
+        stop: contextlib.AbstractContextManager | None = None,
+        on_phase: Callable | None = None) -> RunResult:
     """Fine-tune ``config.vectors`` (or ``vectors``) on ``config.corpus`` (or ``sentences``), write
     ``config.output`` when it is set, and return the result.
 
@@ -166,7 +168,8 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         import made is frozen out of the cyclic collector for the rest of it (count_while_importing);
         a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
-        progress : given an embedtune.training.Progress now and then; note : told the text of each note
+        progress : given an embedtune.training.Progress now and then; note : told the text of each note;
+        on_phase : given an embedtune.training.progress.Phase as each lasting set-up phase goes
     stop : a context manager entered once the corpus is counted, for the training alone (the command's
         takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
@@ -189,14 +192,18 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             from embedtune.training.step import runs_on
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
-            seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
-                                                                compiled=compiled)
+            from embedtune.training.progress import phase, reporting
+
+            with reporting(on_phase), phase("counting the corpus", 0, "B") as advance:
+                seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
+                                                                    compiled=compiled, advance=advance)
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
         # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
         polled = held.enter_context(stop) if stop is not None and objective.closed_form is None else None
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
+                       on_phase=on_phase,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,
                        strategy=strategy_from_env())
     out = RunResult(result.vectors, result.plan, result.stats, config, loaded.lowercase, result.model)
@@ -268,7 +275,8 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
     return written
 
 
-def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False) -> float:
+def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False,
+                          advance=None) -> float:
     """Count the corpus (Corpus.count keeps its figures for train) while the trainer imports on a
     thread, with TensorFlow (``tensorflow``: the run will use it) and numba's compiler started from its
     cache (``compiled``: the run steps through a compiled step; training.step.runs_on says both): the
@@ -281,7 +289,8 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
     (distribute.Worker.count; a plain-text file by one compiled pass over the whole file, whose ids it
     keeps: distribute/compiled_share.py), after the import. ``freeze`` False: the
-    collector is only off while both run (a library caller's process lives on)."""
+    collector is only off while both run (a library caller's process lives on). ``advance``: Corpus.count's
+    (the bytes read, for progress)."""
     import importlib
     import threading
 
@@ -313,7 +322,7 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     pending = None
     try:
         if cluster_from_env() is None:
-            corpus.count()
+            corpus.count(advance)
     except BaseException as err:
         pending = err
     # Waited for on an Event: a Thread.join interrupted by Ctrl-C marks the thread stopped while it

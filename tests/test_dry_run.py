@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from embedtune.plan.dry_run import OPTIMIZER_SLOTS
+from embedtune.plan.dry_run import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES
 
 from test_bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
@@ -126,7 +126,44 @@ def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
     assert parts["compiled_step_copies"] == 0 and sgd["memory_parts_bytes"]["compiled_step_copies"] == side
     assert parts["output_rows"] == (adam["trainable_in_corpus"] + adam["new"]) * 50 * 4
     assert adam["memory_estimate_bytes"] == sum(parts.values())
-    assert adam["memory_estimate_bytes"] - sgd["memory_estimate_bytes"] == 2 * (rows + side) - side
+    # adam steps through TensorFlow (its runtime), plain sgd through the compiled step (no TensorFlow).
+    assert parts["tensorflow_and_python"] == RUNTIME_BYTES and parts["python_and_numba"] == 0
+    assert sgd["memory_parts_bytes"]["python_and_numba"] == COMPILED_RUNTIME_BYTES
+    assert sgd["memory_parts_bytes"]["tensorflow_and_python"] == 0
+
+    def held(plan):   # the spelling model's fit counts only for what it holds beyond the tables
+        return plan["memory_estimate_bytes"] - plan["memory_parts_bytes"]["spelling_model_fit"]
+
+    assert held(adam) - held(sgd) == 2 * (rows + side) - side + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES
+
+
+# Peak memory from VmHWM (ru_maxrss would carry over the size of the test process it was forked from).
+PEAK_RUN = """
+import sys
+from embedtune.cli.main import cli
+
+cli(sys.argv[1:], prog_name="embedtune", standalone_mode=False)
+with open("/proc/self/status") as status:
+    print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024)
+"""
+
+
+def test_the_memory_estimate_is_within_a_quarter_of_a_measured_peak(tmp_path):
+    # A small real run of the main job (a GloVe file, a corpus, a freeze list: glove, its compiled step),
+    # other than the one the runtime's constant was calibrated on: the sample's 20k rows, its corpus three
+    # times over with the WordNet glosses, the top 2,000 frozen, new words from their contexts.
+    corpus = tmp_path / "corpus.txt"
+    glosses = (SAMPLE_VECTORS.parent / "wordnet-glosses.train.txt").read_text(encoding="utf-8")
+    corpus.write_text(SAMPLE_CORPUS.read_text(encoding="utf-8") * 3 + glosses, encoding="utf-8")
+    args = ["train", str(SAMPLE_VECTORS), str(corpus), "-o", str(tmp_path / "out.txt"), "--freeze-top", "2000",
+            "--epochs", "2"]
+    planned = run([*args, "--dry-run", "--json"])
+    assert planned.exit_code == 0, planned.stderr
+    estimate = json.loads(planned.stdout)["memory_estimate_bytes"]
+    done = subprocess.run([sys.executable, "-c", PEAK_RUN, "-q", *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    peak = int(done.stdout.split()[-1])
+    assert 0.75 * peak <= estimate <= 1.25 * peak, (estimate / 2**20, peak / 2**20)
 
 
 def test_a_dry_run_fails_where_training_would_before_it_trains(folder):
@@ -253,8 +290,16 @@ def test_the_memory_estimate_counts_every_worker_process(folder):
     # distribute/compiled_share.py) and tf.distribute's runtime; the launcher waits beside them.
     per_worker = two["memory_per_worker_bytes"]
     assert per_worker == sum(two["memory_parts_bytes"].values())
-    extra = two["memory_parts_bytes"]["distribution_runtime"] + two["memory_parts_bytes"]["averaging_last_sync"]
-    assert per_worker - one["memory_per_worker_bytes"] == extra and one["memory_parts_bytes"]["averaging_last_sync"] == 0
+    # A worker imports TensorFlow (one plain compiled process does not); the spelling fit counts for what
+    # it holds beyond the tables, which differ.
+    extra = (two["memory_parts_bytes"]["distribution_runtime"] + two["memory_parts_bytes"]["averaging_last_sync"]
+             + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES)
+    assert two["memory_parts_bytes"]["tensorflow_and_python"] == RUNTIME_BYTES
+
+    def held(plan):
+        return plan["memory_per_worker_bytes"] - plan["memory_parts_bytes"]["spelling_model_fit"]
+
+    assert held(two) - held(one) == extra and one["memory_parts_bytes"]["averaging_last_sync"] == 0
     # Averaging's copy of the tables at the last sync (sgd: the rows and the side table), with 12 bytes
     # a row for the sync; none with the gathered gradients.
     tables = one["memory_parts_bytes"]["trainable_rows"] // 2 + one["memory_parts_bytes"]["side_table"]

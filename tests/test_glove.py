@@ -32,8 +32,11 @@ def brute_force_counts(lines: list[list[str]], vocab: dict[str, int], window: in
 
 
 @pytest.mark.parametrize("window", [1, 3, 10])
-@pytest.mark.parametrize("chunk_tokens", [5, 10**6])
-def test_counts_match_a_brute_force_count(window, chunk_tokens):
+@pytest.mark.parametrize("chunk_tokens, block_pairs", [(5, 7), (5, 1 << 25), (10**6, 1 << 25)])
+def test_counts_match_a_brute_force_count(window, chunk_tokens, block_pairs, monkeypatch):
+    from embedtune.kernels import cooccur
+
+    monkeypatch.setattr(cooccur, "BLOCK_PAIRS", block_pairs)   # (5, 7): a block a chunk, merged in turn
     rng = np.random.default_rng(window)
     words = ["a", "b", "c", "d", "e", "unknown"]
     lines = [list(rng.choice(words, size=rng.integers(0, 14))) for _ in range(40)]
@@ -97,10 +100,13 @@ def test_glove_training_leaves_frozen_rows_bit_identical():
     assert (out[trainable_used] != before[trainable_used]).any(axis=1).mean() > 0.9
 
 
-def glove_trainer(vectors, lines, config):
+def glove_trainer(vectors, lines, config, monkeypatch):
+    """A trainer on TensorFlow's step (the compiled one against it: tests/test_glove_kernel.py)."""
+    from embedtune import kernels
     from embedtune.plan.rules import make_plan
     from embedtune.training.trainer import Trainer
 
+    monkeypatch.setattr(kernels, "KERNEL", False)
     corpus = Corpus(lines)
     counts, _, _ = corpus.count()
     config = resolve(config)
@@ -113,11 +119,12 @@ def epoch_batches(trainer, corpus):
     return list(objective.batches(*objective.units(chunk, trainer.rng)))
 
 
-def test_glove_loss_over_all_pairs_falls():
+def test_glove_loss_over_all_pairs_falls(monkeypatch):
     # The loss of every batched pair, summed without updating, before and after three epochs: the
     # per-step losses the summary reports vary more from batch to batch than they fall.
     trainer, corpus = glove_trainer(glove(20000), sample_lines(),
-                                    glove_config({"freeze_top": 5000}, batch_size=1024, x_max=3.0, anchor=0.0))
+                                    glove_config({"freeze_top": 5000}, batch_size=1024, x_max=3.0, anchor=0.0),
+                                    monkeypatch)
     batches = [trainer.prepare(b) for b in epoch_batches(trainer, corpus)]
 
     def total_loss():
@@ -132,9 +139,9 @@ def test_glove_loss_over_all_pairs_falls():
     assert losses[-1] < 0.98 * losses[0], losses
 
 
-def test_glove_keeps_the_fitted_biases_of_frozen_words():
+def test_glove_keeps_the_fitted_biases_of_frozen_words(monkeypatch):
     trainer, corpus = glove_trainer(glove(5000), sample_lines(300),
-                                    glove_config({"freeze_top": 1000}, batch_size=256))
+                                    glove_config({"freeze_top": 1000}, batch_size=256), monkeypatch)
     fitted = trainer.side.numpy().copy()
     assert 0.01 < trainer.objective.scale < 1 and trainer.objective.fit_pairs > 1000
     for batch in epoch_batches(trainer, corpus):
@@ -225,3 +232,25 @@ def test_auto_picks_glove_for_glove_files_and_sgns_otherwise():
     assert (chosen.objective, chosen.window, chosen.optimizer, chosen.anchor) == ("sgns", 4, "sgd", 0.0)
     glove_defaults = resolve(Config(format="glove")).train
     assert (glove_defaults.window, glove_defaults.optimizer) == (10, "adagrad")
+
+
+def test_glove_set_up_reports_its_phases_to_the_progress_callback():
+    # The command shows a bar for each set-up phase that lasts (cli/train_cmd.py): the new words' context
+    # pass and the co-occurrence count report their units as they go to on_phase, and end at their totals;
+    # the progress callback gets only the loop's Progress.
+    from embedtune.training.progress import Phase, Progress
+
+    reports = []
+    vectors = glove(20000, drop=HIDDEN)
+    train(vectors, Corpus(sample_lines(400)), glove_config({"freeze_top": 5000}, epochs=1), progress=reports.append,
+          on_phase=reports.append)
+    phases = [r for r in reports if isinstance(r, Phase)]
+    names = list(dict.fromkeys(p.name for p in phases))
+    assert names == ["new words: contexts", "glove: counting pairs"]
+    for name in names:
+        mine = [p for p in phases if p.name == name]
+        assert [p.done for p in mine] == sorted(p.done for p in mine) and mine[0].done == 0
+        assert mine[-1].finished and mine[-1].done == mine[-1].total > 0
+        assert len(mine) >= 3   # the start, a chunk at least, the end
+    # Then the loop's own progress, after every phase.
+    assert isinstance(reports[-1], Progress) and reports.index(phases[-1]) < len(reports) - 1

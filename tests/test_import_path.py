@@ -44,7 +44,7 @@ def _classify(tmp: str, name: str, **options) -> list:
 
 
 def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it_does(tmp_path):
-    """In a fresh interpreter: the default sgns run (the compiled step, lock-free) and the default
+    """In a fresh interpreter: the default sgns and glove runs (the compiled steps, lock-free) and the default
     classify run (adam's state, the classifier's report and --valid scores, --save-classifier) train
     and write without TensorFlow in sys.modules; the thread pools it asked for wait for TensorFlow's
     import (applied here to a stand-in, so that the test does not pay for the import). Then, here,
@@ -64,6 +64,8 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
         tmp = {str(tmp_path)!r}
         out = fine_tune(tmp + "/glove.txt", tmp + "/corpus.txt", objective="sgns",
                         freeze_top=1000, epochs=1, threads=1, seed=1)
+        fine_tune(tmp + "/glove.txt", tmp + "/corpus.txt", objective="glove", freeze_top=1000, epochs=1, threads=1,
+                  seed=1)
         plain = _classify(tmp, "plain")
         asked = []
         threading = types.SimpleNamespace(set_intra_op_parallelism_threads=asked.append,
@@ -92,7 +94,8 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     ("sgns", {"optimizer": "adam"}, (False, True)),                # TensorFlow's step
     ("sgns", {"checkpoint_dir": "ckpt"}, (True, True)),            # tf.train.Checkpoint
     ("sgns", {"logdir": "logs"}, (True, True)),                    # TensorBoard
-    ("glove", {}, (False, True)),
+    ("glove", {}, (True, False)),                                  # the lock-free kernel, adagrad's state in numpy
+    ("glove", {"deterministic": True, "optimizer": "adam"}, (True, False)),
     ("classify", {}, (True, False)),                               # adam's state in numpy, the report too
     ("classify", {"optimizer": "adagrad", "word_ngrams": 2}, (True, False)),
     ("classify", {"anchor": 0.5}, (False, True)),                  # TensorFlow's step

@@ -223,7 +223,7 @@ class FastPass:
         self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self._rows: tuple | None = None   # rows_of's: (index, n_types, (piece_start, piece_rows))
 
-    def count(self, digest) -> tuple[Counter, int, int]:
+    def count(self, digest, advance=None) -> tuple[Counter, int, int]:
         """``Corpus.count``'s (counts, total tokens, lines with tokens); ``digest`` takes the bytes the
         reference's would. Keeps the raw ids for ``blocks`` while they stay within KEEP_TOKENS."""
         from embedtune.kernels.tokens import units_with_pieces
@@ -231,7 +231,7 @@ class FastPass:
         table = self.table
         kept, n_kept, n_lines = [], 0, 0
         every_token = table.tokenizer is None   # every raw token is one word
-        for block in self._scan(digest):
+        for block in self._scan(digest, advance):
             table.resolve()
             ids, unit_tokens, _ = block
             n_lines += len(unit_tokens) if every_token else units_with_pieces(ids, unit_tokens, table.n_pieces)
@@ -277,7 +277,7 @@ class FastPass:
             self.table.resolve()   # nothing new unless the file changed since the count
             yield block
 
-    def _scan(self, digest) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _scan(self, digest, advance=None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         corpus = self.corpus
         try:
             try:
@@ -285,7 +285,7 @@ class FastPass:
             except (OSError, EOFError, ValueError) as err:
                 raise _ReadFailed(err) from None
             with raw:
-                yield from self._blocks(_Reads(raw), digest)
+                yield from self._blocks(_Reads(raw), digest, advance)
         except _ReadFailed as failed:   # damaged .gz/.bz2 among them
             # Read in blocks, the damage may show before a bad line the reference reads first: its
             # pass says which error comes first.
@@ -293,7 +293,7 @@ class FastPass:
                 pass
             raise EmbedtuneError(f"cannot read: {failed.args[0]}", corpus.path) from None
 
-    def _blocks(self, raw, digest) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _blocks(self, raw, digest, advance=None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         from embedtune.kernels.tokens import LONG_LINE
 
         buf, eof, number = b"", False, 1
@@ -302,6 +302,8 @@ class FastPass:
             if end == 0 and not eof:
                 if len(buf) < MAX_PIECE_BYTES:   # no whole line yet
                     more = raw.read(BLOCK_BYTES)
+                    if advance is not None:
+                        advance(len(more))
                     eof = not more
                     buf = buf + more if buf else more
                     continue

@@ -239,14 +239,15 @@ class Corpus(HeldLines):
                 whole = line.endswith(b"\n") or left > 0   # else cut by the head's end
                 yield number, cls.line_text(line, path, number, 0, final=whole), whole
 
-    def count(self) -> tuple[Counter, int, int]:
+    def count(self, advance=None) -> tuple[Counter, int, int]:
         """(token counts, total tokens, lines with tokens) in one pass; also sets ``digest``, a
         sha256 of the bytes read (cheap next to the read: benchmarks/README.md, io). The pass
         is made once for two calls: the first returns a copy of the counts and keeps them, the next
         is handed the kept ones (so the command counts while TensorFlow imports and train() finds the
         count made, without a second copy of a large vocabulary held through training); a third
         call reads the corpus again. A file is read by the compiled reader (corpus/fast.py): the same
-        figures, and the corpus's ids kept for ``id_chunks`` (``fast``)."""
+        figures, and the corpus's ids kept for ``id_chunks`` (``fast``). ``advance``: called with the
+        bytes of each block the compiled reader reads (a set-up phase's progress)."""
         if self._counted is not None:
             counted, self._counted = self._counted, None
             return counted
@@ -258,7 +259,7 @@ class Corpus(HeldLines):
             if self.reads_compiled:
                 self.reads[None] += 1
                 passes = fast.FastPass(self)
-                counts, _, n_lines = passes.count(self._hash)
+                counts, _, n_lines = passes.count(self._hash, advance)
                 self.fast = passes
             else:
                 for tokens in self.lines():

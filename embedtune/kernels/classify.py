@@ -8,12 +8,8 @@ import math
 import numpy as np
 from numba import njit, prange, set_num_threads
 
-from embedtune.kernels.common import FASTMATH, PARALLEL, _row, _sum_in_order, frozen_source, kernel_threads
-from embedtune.training.optimizers import ADAM_BETA_1, ADAM_BETA_2, EPSILON
-
-# The optimizers the kernel applies (training/optimizers.py's lazy ones, the same arithmetic).
-SGD, ADAGRAD, ADAM = 0, 1, 2
-KERNEL_OPTIMIZERS = {"sgd": SGD, "adagrad": ADAGRAD, "adam": ADAM}
+from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row, _sum_in_order,
+                                      _update, adam_rate, frozen_source, kernel_threads)
 
 
 @njit(inline="always")
@@ -75,41 +71,6 @@ def _logit_loss(z, t, one_vs_all, e, dz, loss):
                 loss += t[k] * (log_total - float(z[k] - top))
             dz[k] = np.float32(e[k] / total) - t[k]
     return loss
-
-
-@njit(inline="always")
-def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
-    """One row's lazy update by its merged gradient ``g`` (capped first), as training/optimizers.py's:
-    sgd row -= lr g; adagrad (m: the accumulator) m += g^2, row -= lr / (sqrt(m) + eps) g; adam m, v
-    moments, row -= adam_lr / (sqrt(v) + eps) m (adam_lr: lr with the bias correction). float32
-    throughout, so that the loops vectorise."""
-    if clip_norm > 0:
-        norm = np.float32(0.0)
-        for j in range(len(g)):
-            norm += g[j] * g[j]
-        norm = np.sqrt(norm)
-        if norm > clip_norm:
-            scale = clip_norm / norm
-            for j in range(len(g)):
-                g[j] = g[j] * scale
-    eps = np.float32(EPSILON)
-    if optimizer == SGD:
-        for j in range(len(row)):
-            row[j] -= lr * g[j]
-    elif optimizer == ADAGRAD:
-        for j in range(len(row)):
-            a = m[j] + g[j] * g[j]
-            m[j] = a
-            row[j] -= lr / (np.sqrt(a) + eps) * g[j]
-    else:
-        b1, b2 = np.float32(ADAM_BETA_1), np.float32(ADAM_BETA_2)
-        c1, c2 = np.float32(1) - b1, np.float32(1) - b2
-        for j in range(len(row)):
-            mj = b1 * m[j] + c1 * g[j]
-            vj = b2 * v[j] + c2 * (g[j] * g[j])
-            m[j] = mj
-            v[j] = vj
-            row[j] -= adam_lr / (np.sqrt(vj) + eps) * mj
 
 
 @njit(inline="always")
@@ -280,15 +241,6 @@ class ClassifyKernel:
         self._no_grams = (np.full(1, len(side) - 1, np.int32), np.zeros(1, np.float32), np.zeros(0, np.int32),
                           np.zeros(0, np.int32))
 
-    def _adam_lr(self, state: dict, lr: np.float32) -> np.float32:
-        """adam: the step's iteration counted, and lr with its bias correction (optimizers.Adam.apply)."""
-        if self.optimizer != ADAM:
-            return lr
-        state["iterations"][...] += 1
-        t = np.float32(state["iterations"])
-        return np.float32(lr * np.sqrt(np.float32(1) - np.float32(ADAM_BETA_2) ** t)
-                          / (np.float32(1) - np.float32(ADAM_BETA_1) ** t))
-
     def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
         set_num_threads(self.threads)
         return [self.step(batch, np.float32(lr)) for batch, lr in zip(batches, lrs)]
@@ -296,7 +248,7 @@ class ClassifyKernel:
     def step(self, batch: dict, lr: np.float32) -> np.float32:
         grams = (tuple(batch[k] for k in ("gram", "gram_weight", "gram_slot", "gram_segment")) if "gram" in batch
                  else self._no_grams)
-        word_lr, side_lr = self._adam_lr(self.word_state, lr), self._adam_lr(self.side_state, lr)
+        word_lr, side_lr = adam_rate(self.word_state, self.optimizer, lr), adam_rate(self.side_state, self.optimizer, lr)
         return np.float32(classify_step(
             self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, self.n_labels, batch["word"],
             batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,

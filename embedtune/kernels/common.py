@@ -1,6 +1,7 @@
-"""What the compiled (numba) steps share: the thread settings, the frozen rows' source and the small
-row helpers (a dot product, a descent, a sum in order). The steps themselves: ``sgns.py``, ``classify.py``;
-their optimizer constants come from embedtune/training/optimizers.py, as TensorFlow's step's do."""
+"""What the compiled (numba) steps share: the thread settings, the frozen rows' source, the small
+row helpers (a dot product, a descent, a sum in order) and the lazy optimizers' update of one row. The
+steps themselves: ``sgns.py``, ``classify.py``, ``glove.py``; their optimizer constants come from
+embedtune/training/optimizers.py, as TensorFlow's step's do."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import numpy as np
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange  # noqa: E402  (after the wait policy)
+
+from embedtune.training.optimizers import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
@@ -74,6 +77,57 @@ def _descend(row, lr, grad):
     """row -= lr * grad, in place."""
     for j in range(len(row)):
         row[j] -= lr * grad[j]
+
+
+# The optimizers the kernels apply (training/optimizers.py's lazy ones, the same arithmetic).
+SGD, ADAGRAD, ADAM = 0, 1, 2
+KERNEL_OPTIMIZERS = {"sgd": SGD, "adagrad": ADAGRAD, "adam": ADAM}
+
+
+@njit(inline="always")
+def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
+    """One row's lazy update by its merged gradient ``g`` (capped first), as training/optimizers.py's:
+    sgd row -= lr g; adagrad (m: the accumulator) m += g^2, row -= lr / (sqrt(m) + eps) g; adam m, v
+    moments, row -= adam_lr / (sqrt(v) + eps) m (adam_lr: lr with the bias correction). float32
+    throughout, so that the loops vectorise."""
+    if clip_norm > 0:
+        norm = np.float32(0.0)
+        for j in range(len(g)):
+            norm += g[j] * g[j]
+        norm = np.sqrt(norm)
+        if norm > clip_norm:
+            scale = clip_norm / norm
+            for j in range(len(g)):
+                g[j] = g[j] * scale
+    eps = np.float32(EPSILON)
+    if optimizer == SGD:
+        for j in range(len(row)):
+            row[j] -= lr * g[j]
+    elif optimizer == ADAGRAD:
+        for j in range(len(row)):
+            a = m[j] + g[j] * g[j]
+            m[j] = a
+            row[j] -= lr / (np.sqrt(a) + eps) * g[j]
+    else:
+        b1, b2 = np.float32(ADAM_BETA_1), np.float32(ADAM_BETA_2)
+        c1, c2 = np.float32(1) - b1, np.float32(1) - b2
+        for j in range(len(row)):
+            mj = b1 * m[j] + c1 * g[j]
+            vj = b2 * v[j] + c2 * (g[j] * g[j])
+            m[j] = mj
+            v[j] = vj
+            row[j] -= adam_lr / (np.sqrt(vj) + eps) * mj
+
+
+def adam_rate(state: dict, optimizer: int, lr: np.float32) -> np.float32:
+    """adam: the step's iteration counted in ``state``, and lr with its bias correction
+    (optimizers.Adam.apply); other optimizers: lr."""
+    if optimizer != ADAM:
+        return lr
+    state["iterations"][...] += 1
+    t = np.float32(state["iterations"])
+    return np.float32(lr * np.sqrt(np.float32(1) - np.float32(ADAM_BETA_2) ** t)
+                      / (np.float32(1) - np.float32(ADAM_BETA_1) ** t))
 
 
 @njit(inline="always")

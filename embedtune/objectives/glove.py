@@ -12,9 +12,9 @@ pairs of pretrained words at their starting vectors. Frozen words keep their fit
 trainable words train theirs (the objective's own table, one column wide).
 
 Only pairs with a trainable word are batched: the others give no gradient to anything that
-trains. Counting is one streaming pass: each chunk's pairs are summed with scipy.sparse and
-merged into the running counts, so memory follows the number of distinct pairs, never the
-vocabulary squared.
+trains. Counting is one streaming, compiled pass (kernels/cooccur.py): each block of lines' pairs are
+summed row by row and merged into the running counts, so memory follows the block and the number of
+distinct pairs, never the vocabulary squared.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse
 
 from embedtune._tf import lazy as tf
+from embedtune.cores import local_cores
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
@@ -35,47 +36,55 @@ from embedtune.schema import TrainConfig
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
-FIT_BLOCK = 1 << 20      # pairs per block when taking dot products (bounds the [block, dim] gathers)
 # Host bytes per counted pair at the peak: the COO counts (float64 + 2 int32), their int32 ids,
 # float64 log-counts and weights, the float32 copies batched and an int64 order (the dry run's estimate).
 BYTES_PER_PAIR = 64
 
 
-def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
+def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int, threads: int = 0,
+                 advance=lambda tokens: None) -> tuple[scipy.sparse.coo_matrix, int]:
     """Counts X[j, k] (j <= k) of ids on one line within ``window`` of each other, weighted 1/distance.
 
     chunks : id chunks of the corpus (ids in [0, n_words); words outside them already dropped)
-    Returns (X as COO with rows <= cols and no duplicates, raw tokens read).
+    threads : the compiled count's (kernels/cooccur.py; 0: every core)
+    advance : called with each chunk's kept tokens as it is read (progress)
+    Returns (X as COO with rows <= cols, sorted by row then col, no duplicates; raw tokens read).
     """
-    total = scipy.sparse.csr_matrix((n_words, n_words), dtype=np.float64)
-    pending, pending_size, raw = [], 0, 0
-    for chunk in chunks:
-        raw += chunk.raw_tokens
-        ids, line = chunk.ids, chunk.line
-        rows, cols, weights = [], [], []
-        for distance in range(1, min(window, len(ids) - 1) + 1):
-            same_line = line[distance:] == line[:-distance]
-            left, right = ids[:-distance][same_line], ids[distance:][same_line]
-            rows.append(np.minimum(left, right))
-            cols.append(np.maximum(left, right))
-            weights.append(np.full(len(left), 1.0 / distance))
-        if not rows:
-            continue
-        rows, cols, weights = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
-        pending.append(scipy.sparse.coo_matrix((weights, (rows, cols)), shape=(n_words, n_words)).tocsr())
-        pending_size += pending[-1].nnz
-        if pending_size > max(total.nnz, 1 << 22):   # merge when the parts outgrow the total
-            total = _add(total, pending)
-            pending, pending_size = [], 0
-    total = _add(total, pending)
-    return total.tocoo(), raw
+    from embedtune.kernels import cooccur
+
+    raw = 0
+
+    def blocks():
+        nonlocal raw
+        ids, lines, pairs = [], [], 0
+        for chunk in chunks:
+            advance(len(chunk.ids))
+            raw += chunk.raw_tokens
+            # Lines numbered apart across the block's chunks (each chunk numbers its own from 0).
+            lines.append(chunk.line + (int(lines[-1][-1]) + 1 if lines and len(lines[-1]) else 0))
+            ids.append(chunk.ids)
+            pairs += len(chunk.ids) * window
+            if pairs >= cooccur.BLOCK_PAIRS:
+                yield np.concatenate(ids), np.concatenate(lines)
+                ids, lines, pairs = [], [], 0
+        if ids:
+            yield np.concatenate(ids), np.concatenate(lines)
+
+    indptr, cols, values = cooccur.count(blocks(), n_words, window, threads or local_cores())
+    rows = np.repeat(np.arange(n_words, dtype=np.int32), np.diff(indptr))
+    return scipy.sparse.coo_matrix((values, (rows, cols)), shape=(n_words, n_words)), raw
 
 
-def count_pairs(corpus, local_index: dict, n_words: int, window: int) -> tuple[scipy.sparse.coo_matrix, int]:
+def count_pairs(corpus, local_index: dict, n_words: int, window: int, threads: int = 0,
+                total_tokens: int = 0) -> tuple[scipy.sparse.coo_matrix, int]:
     """``cooccurrence`` over the corpus's lines (corpus.HeldLines). A worker's share of a multi-worker
     run (distribute.WorkerShare) counts its own lines, and the shares' counts are summed on every worker
-    (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums."""
-    counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window)
+    (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums.
+    ``total_tokens``: the kept tokens the pass reads, for its progress (a set-up phase)."""
+    from embedtune.training.progress import phase   # not at the top: training imports the objectives
+
+    with phase("glove: counting pairs", total_tokens) as advance:
+        counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window, threads, advance)
     return corpus.combine((counts, raw), lambda figure: cells_bytes(*figure), lambda parts: sum_pairs(parts, n_words))
 
 
@@ -98,24 +107,16 @@ def sum_pairs(parts: list[bytes], n_words: int) -> tuple[scipy.sparse.coo_matrix
     return total.tocoo(), raw
 
 
-def _add(total, parts):
-    for part in parts:
-        total = total + part
-    return total
-
-
 def weights(counts: np.ndarray, x_max: float) -> np.ndarray:
     """GloVe's f(x) = min(1, (x / x_max)^0.75)."""
     return np.minimum(1.0, (counts / x_max) ** POWER)
 
 
-def dots(vectors, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """w_rows . w_cols for each pair, block by block; vectors(ids) -> [n, dim] rows."""
-    out = np.empty(len(rows), np.float64)
-    for start in range(0, len(rows), FIT_BLOCK):
-        r, c = rows[start:start + FIT_BLOCK], cols[start:start + FIT_BLOCK]
-        out[start:start + FIT_BLOCK] = np.einsum("nd,nd->n", vectors(r), vectors(c), dtype=np.float64)
-    return out
+def dots(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """[n] float64: table[rows] . table[cols] for each pair (table: [n_words, dim] float32 rows)."""
+    from embedtune.kernels.cooccur import pair_dots
+
+    return pair_dots(table, rows, cols)
 
 
 def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS):
@@ -123,18 +124,12 @@ def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=F
 
     Alternates: ``a`` in closed form given the biases, then every bias in closed form given
     ``a`` and the other biases (a damped Jacobi round). Words without pairs get bias 0.
-    Returns (a, b [n_words]).
+    Returns (a, b [n_words]). Compiled (kernels/cooccur.py, fit_rounds).
     """
-    b = np.zeros(n_words)
-    a = 0.0
-    mass = np.bincount(rows, weight, n_words) + np.bincount(cols, weight, n_words)
-    denominator = float(np.sum(weight * products * products))
-    for _ in range(rounds):
-        a = float(np.sum(weight * products * (target - b[rows] - b[cols]))) / denominator if denominator else 0.0
-        rest = target - a * products
-        total = np.bincount(rows, weight * (rest - b[cols]), n_words) + np.bincount(cols, weight * (rest - b[rows]), n_words)
-        b = 0.5 * b + 0.5 * np.divide(total, mass, out=np.zeros(n_words), where=mass > 0)
-    return a, b
+    from embedtune.kernels.cooccur import fit_rounds
+
+    return fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
+                      np.asarray(products, np.float64), n_words, rounds)
 
 
 @dataclass
@@ -171,24 +166,38 @@ class GloVe(Objective):
     settings = ("window", "x_max")
 
     @classmethod
-    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
-        """A bias a local word; at most every pair of distinct local words, and at most window pairs
-        per corpus word, BYTES_PER_PAIR each."""
-        pairs = min(n_local * (n_local + 1) // 2, corpus_words * train.window)
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):
+        """A bias a local word; the distinct pairs ``units`` (set_up_units) or, uncounted, at most every
+        pair of distinct local words and at most window pairs per corpus word, BYTES_PER_PAIR each."""
+        pairs = units if units is not None else min(n_local * (n_local + 1) // 2, corpus_words * train.window)
         return (n_local + 1) * 4, pairs * BYTES_PER_PAIR
+
+    @classmethod
+    def set_up_units(cls, train, corpus, run) -> int:
+        """The distinct pairs of the run's local words, counted as training counts them (the compiled
+        count: seconds for ten million words), local ids in the trainer's order."""
+        in_corpus = run.plan.row_counts(run.counts) > 0
+        rows = np.concatenate([np.flatnonzero(in_corpus & ~run.plan.frozen), np.flatnonzero(in_corpus & run.plan.frozen)])
+        local_index = {run.plan.words[r]: i for i, r in enumerate(rows)}
+        counts, _ = count_pairs(corpus, local_index, len(rows), train.window, train.threads)
+        return int(counts.nnz)
+
     word_keys = ("row", "col")   # both ends of a pair read the word table
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
         self.batch_size = train.batch_size
+        self.anchor = train.anchor
         n, t = rows.n_local, rows.n_trainable
-        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window)
+        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads,
+                                              int(rows.counts.sum()))
         j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
         target = np.log(counts.data)
         f = weights(counts.data, train.keys_of(GloVeKeys).x_max)
 
         # The fit: pairs of pretrained words, at their starting vectors.
+        table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
         fit = rows.is_pretrained[j] & rows.is_pretrained[k]
-        products = dots(rows.vectors, j[fit], k[fit])
+        products = dots(table, j[fit], k[fit])
         self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
         self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
 
@@ -199,7 +208,7 @@ class GloVe(Objective):
         self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
         new = ~rows.is_pretrained
         if new.any():
-            products = dots(rows.vectors, self.row, self.col)
+            products = dots(table, self.row, self.col)
             rest = self.weight * (self.target - self.scale * products)
             total = np.zeros(n)
             mass = np.zeros(n)
@@ -212,7 +221,19 @@ class GloVe(Objective):
         # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
         self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
         self.side_fixed_from = t   # frozen words keep their fitted bias
-        self._scale = tf.constant(self.scale, tf.float32)
+
+    @classmethod
+    def compiles(cls, train) -> bool:
+        """Every optimizer, the cap and the anchor: the compiled step has them all."""
+        return True
+
+    def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
+        """The numba step (embedtune/kernels/glove.py): TensorFlow's step's arithmetic with
+        ``deterministic``, else glove.c's per-pair loop, lock-free on ``threads`` threads."""
+        from embedtune.kernels.glove import GloveKernel
+
+        return GloveKernel(words, side, matrix, frozen_rows, n_trainable, self.scale, update, self.anchor,
+                           self.slices, self.batch_size, threads, lockfree=not deterministic)
 
     def check(self, corpus) -> None:
         if not self.scale:
@@ -262,6 +283,6 @@ class GloVe(Objective):
 
     def loss(self, words: list[tf.Tensor], side: tf.Tensor, batch) -> tf.Tensor:
         """words : [row vectors [B, dim], col vectors [B, dim]]; side : [B, 2, 1] their biases."""
-        predicted = self._scale * tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
+        predicted = np.float32(self.scale) * tf.reduce_sum(words[0] * words[1], axis=1) + side[:, 0, 0] + side[:, 1, 0]
         error = predicted - batch["target"]
         return 0.5 * tf.reduce_sum(batch["f"] * batch["weight"] * error * error)

@@ -96,7 +96,7 @@ class SkipGram(Objective):
     reads_lines = True
 
     @classmethod
-    def memory(cls, train: TrainConfig, dim, n_local, corpus_words, corpus_lines):
+    def memory(cls, train: TrainConfig, dim, n_local, corpus_words, corpus_lines, units=None):
         """Context vectors a local word; one chunk's pairs: a kept word centers window + 1 pairs on
         average (reach 1..window each side), BYTES_PER_PAIR each."""
         return (n_local + 1) * dim * 4, min(CHUNK_TOKENS, corpus_words) * (train.window + 1) * BYTES_PER_PAIR

@@ -11,6 +11,7 @@ from embedtune import kernels
 from embedtune.config import find_key, learning_rate
 from embedtune.objectives import objective_class
 from embedtune.plan.run import RunPlan
+from embedtune.training.step import runs_on
 from embedtune.vectors import Vectors
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
@@ -20,6 +21,10 @@ OPTIMIZER_SLOTS = {"sgd": 0, "adagrad": 1, "adam": 2}   # training/optimizers.py
 # TensorFlow, XLA's compiled step and the Python process around them: calibrated against the
 # quickstart's peak RSS less the parts below (benchmarks/README.md, memory).
 RUNTIME_BYTES = 700 * 2**20
+# A run that never imports TensorFlow (a plain compiled run: training.step.runs_on): Python, numpy, scipy,
+# numba and its compiled steps. Calibrated against glove's peak RSS on the sample less the parts below
+# (benchmarks/README.md, glove_job).
+COMPILED_RUNTIME_BYTES = 185 * 2**20
 # --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
 # tf.distribute's (gRPC, collectives); the launcher holds Python and click. Calibrated against the
 # quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
@@ -68,17 +73,17 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     peak (the end, when the output is written while the tables still live): an estimate from the
     table sizes, not a measurement.
 
-    Checked against peak RSS (benchmarks/README.md, memory): it errs high, glove's most (its pair
-    count is bounded from above: the real one is known only after counting; and the spelling
-    model's fit is freed before the pairs are made).
+    Checked against peak RSS (benchmarks/README.md, memory and glove_job). The spelling model's fit is
+    freed before the tables and pairs are made, so it counts only for what it holds beyond them.
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
     n_local = run.trainable_in_corpus + run.frozen_in_corpus
     rows = (run.trainable_in_corpus + 1) * dim * 4   # + the sink row
     objective = objective_class(t.objective)
-    side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines)
+    side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines, run.set_up_units)
     compiled = kernels.KERNEL and objective.compiles(t)
+    tensorflow = runs_on(objective, t, one_process=workers == 1)[1]
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
@@ -101,11 +106,12 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         # The output is the input matrix with the trained rows put in place, written a block at a
         # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
-        "spelling_model_fit": form_fit_bytes(run, vectors),
+        "spelling_model_fit": 0,   # below: what it adds over the training's tables and pairs
         # A fastText model's input (words and subwords) and output matrices, memory-mapped from the file
         # (formats/fasttext.py): every row is read for the word vectors, and written back for a .bin output.
         "fasttext_model_matrices": fasttext_bytes(vectors),
-        "tensorflow_and_python": RUNTIME_BYTES,
+        "tensorflow_and_python": RUNTIME_BYTES if tensorflow else 0,
+        "python_and_numba": 0 if tensorflow else COMPILED_RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
         # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
         # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
@@ -113,6 +119,12 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         "averaging_last_sync": (averaging_copy(rows, side, dim, t.optimizer)
                                 if workers > 1 and t.sync_every else 0),
     }
+    # Held while the spelling model fits: the runtime, the input, the corpus's ids and the words; the rest
+    # is made after it is freed.
+    held = ("input_matrix", "corpus_ids", "words_and_counts", "fasttext_model_matrices", "tensorflow_and_python",
+            "python_and_numba", "distribution_runtime")
+    later = sum(value for key, value in parts.items() if key not in held)
+    parts["spelling_model_fit"] = max(0, form_fit_bytes(run, vectors) - later)
     return parts
 
 

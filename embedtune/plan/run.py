@@ -42,6 +42,7 @@ class RunPlan:
     trainable_in_corpus: int
     frozen_in_corpus: int
     reader_bytes: int = 0   # the compiled reader's kept ids and table (corpus.fast), held through training
+    set_up_units: int | None = None   # what the objective's set-up holds, counted (Objective.set_up_units)
 
 
 def plan_run(vectors: Vectors, corpus: Corpus, config: Config, resume: bool = False) -> RunPlan:

@@ -28,7 +28,7 @@ from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
-from embedtune.training.progress import LossLog, Progress
+from embedtune.training.progress import LossLog, Phase, Progress, phase, reporting
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
@@ -50,7 +50,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
           stop: Callable[[], bool] | None = None,
           overwrite_checkpoints: bool = False,
           note: Callable[[str], None] | None = None,
-          strategy: OneProcess | None = None) -> TrainResult:
+          strategy: OneProcess | None = None,
+          on_phase: Callable[[Phase], None] | None = None) -> TrainResult:
     """Continue training ``vectors`` on ``corpus``; rows frozen by the config stay bit-identical.
 
     corpus : None for an objective that reads none (retrofit reads ``config.lexicon``)
@@ -65,6 +66,7 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
         the run steps through TensorFlow's step and not the objective's compiled one
     strategy : how the run is spread over processes (None: one process; several workers:
         embedtune.distribute.strategy_from_env())
+    on_phase : given a ``Phase`` as each lasting set-up phase (the new words' contexts, glove's count) goes
     Returns the vectors with new words appended after the pretrained ones. The checkpoints stay
     (``training.checkpoints.folder.remove`` deletes them once the caller has written the result).
     """
@@ -79,7 +81,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
             cleanup.callback(_tf.restore_op_determinism, _tf.op_determinism())
         checkpoints = Checkpoints.open(t, resume, overwrite_checkpoints, cleanup,
                                        writes=strategy.chief)
-        run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
+        with reporting(on_phase):   # the set-up's phases, however deep (objectives count in their constructor)
+            run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
         run_epochs(run, progress, stop)
         return result(run)
 
@@ -142,8 +145,8 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
     starts = NewWordSettings(method=config.vocab.init, window=objective_class(t.objective).init_window(t),
                              seed=t.seed)
-    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts,
-                         words=new_words).start if new_words else None
+    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts, words=new_words,
+                         progress=lambda _: phase("new words: contexts", total_words)).start if new_words else None
     trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
                       new_start=None if init is None else init.matrix,
                       corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)

@@ -132,7 +132,7 @@ class Classify(Objective):
     describe = _Describe
 
     @classmethod
-    def memory(cls, train, dim, n_local, corpus_words, corpus_lines):
+    def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):
         """The classifier: a row a label (bounded here by the lines), and with --word-ngrams N at most
         N - 1 n-gram rows a corpus word; the corpus kept as int32 ids with an int64 offset a line (and
         its n-grams' likewise)."""

@@ -1,0 +1,228 @@
+"""The README's main job, end to end and per phase (issue 38): a GloVe file, a domain corpus, a freeze list.
+
+    python benchmarks/glove_job.py --repeat 3 [--baseline /path/to/python-of-another-checkout]
+    python benchmarks/glove_job.py --parts reference      # the naive one-thread loop alone
+
+The job: ``embedtune train glove.6B.50d.txt corpus-12m.txt --freeze-list top10k.txt -o out.txt --json s.json``
+(GloVe 6B 50d, 400k x 50; the top 10,000 words frozen; objective glove at its defaults). The corpus: the
+first 12.6M tokens of benchmarks/_data/corpus-large.txt read over and over (2.46 times; ``python
+benchmarks/make_corpus.py --large`` makes it), the issue's size. The vectors: benchmarks/_data/glove.6B.50d.txt
+(``python data/make_sample.py --words 400000 -o benchmarks/_data/glove.6B.50d.txt``).
+
+Parts:
+  job        the whole process, this checkout's and ``--baseline``'s taking turns: wall, CPU (user + sys of the
+             process, from wait4), peak RSS, the --json summary's phases (load_vectors, count_and_import,
+             setup, loop, write) and the loop's CPU; medians of ``--repeat`` rounds; then the dry run's
+             memory estimate against the measured peak.
+  reference  the per-core reference of the issue: a plain one-thread numba loop of GloVe's AdaGrad update
+             (glove.c's), over the job's shape (its local rows x 50, its batched pairs an epoch, random
+             order), one epoch: pairs per CPU-second, against the job loop's pairs per CPU-second.
+
+Load is the 1-minute average (``uptime``) before and after each part; the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "_data")
+GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
+LARGE = os.path.join(DATA, "corpus-large.txt")
+CORPUS = os.path.join(DATA, "corpus-12m.txt")
+TOP = os.path.join(DATA, "top10k.txt")
+TOKENS = 12_600_000
+PHASES = ("load_vectors", "count_and_import", "setup", "loop", "write")
+
+
+def make_inputs() -> None:
+    """corpus-12m.txt (corpus-large.txt's lines over and over until 12.6M tokens) and top10k.txt."""
+    if not os.path.exists(GLOVE):
+        sys.exit(f"glove_job: {GLOVE} not found; python data/make_sample.py --words 400000 -o {GLOVE}")
+    if not os.path.exists(CORPUS):
+        if not os.path.exists(LARGE):
+            sys.exit(f"glove_job: {LARGE} not found; run: python benchmarks/make_corpus.py --large")
+        with open(LARGE, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        n = 0
+        with open(CORPUS + ".partial", "w", encoding="utf-8") as out:
+            while n < TOKENS:
+                for line in lines:
+                    out.write(line + "\n")
+                    n += len(line.split())
+                    if n >= TOKENS:
+                        break
+        os.replace(CORPUS + ".partial", CORPUS)
+    if not os.path.exists(TOP):
+        with open(GLOVE, encoding="utf-8") as f, open(TOP, "w", encoding="utf-8") as out:
+            for _, line in zip(range(10_000), f):
+                out.write(line.split(" ", 1)[0] + "\n")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def timed(command: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process and its children, peak RSS bytes) of one process."""
+    began = time.perf_counter()
+    # Run from the temporary folder: ``python -m`` puts the working folder first on sys.path, and a checkout's
+    # own folder there would shadow the other checkout's package.
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - began
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"glove_job: {' '.join(command)} failed:\n{err[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def run_job(python: str, workdir: str, name: str) -> dict:
+    """One whole run of the job by ``python`` (its checkout's package), its figures."""
+    out, summary = os.path.join(workdir, f"{name}.txt"), os.path.join(workdir, f"{name}.json")
+    wall, cpu, peak = timed([python, "-m", "embedtune.cli.main", "-q", "train", GLOVE, CORPUS, "--freeze-list", TOP,
+                             "-o", out, "--json", summary])
+    with open(summary, encoding="utf-8") as f:
+        s = json.load(f)
+    os.remove(out)
+    return {"wall": wall, "cpu": cpu, "peak": peak, **{p: s["seconds"].get(p) for p in PHASES},
+            "loop_cpu": s["train_cpu_seconds"], "pairs": s["pairs"], "steps": s["steps"],
+            "max_frozen_change": s["max_frozen_change"], "new": s["new"]}
+
+
+def dry_run(python: str) -> dict:
+    done = subprocess.run([python, "-m", "embedtune.cli.main", "-q", "train", GLOVE, CORPUS, "--freeze-list", TOP,
+                           "-o", os.devnull, "--dry-run", "--json", "-"], capture_output=True, text=True, check=True,
+                          cwd=tempfile.gettempdir())
+    return json.loads(done.stdout)
+
+
+def median(rounds: list[dict], key: str):
+    values = [r[key] for r in rounds if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def part_job(args) -> dict:
+    runs = {"this": sys.executable}
+    if args.baseline:
+        runs["baseline"] = args.baseline
+    rounds = {name: [] for name in runs}
+    loads = [load()]
+    with tempfile.TemporaryDirectory() as workdir:
+        for r in range(args.repeat):
+            for name, python in runs.items():   # taking turns
+                rounds[name].append(run_job(python, workdir, f"{name}{r}"))
+                loads.append(load())
+                one = rounds[name][-1]
+                print(f"round {r + 1} {name:8s} wall {one['wall']:6.1f} s  cpu {one['cpu']:6.1f} s  peak "
+                      f"{one['peak'] / 2**30:.2f} GiB  " + "  ".join(f"{p} {one[p]:.1f}" for p in PHASES if one[p])
+                      + f"  loop cpu {one['loop_cpu']:.1f}  load {loads[-1]:.1f}", flush=True)
+    figures = {name: {key: median(rs, key) for key in rs[0]} for name, rs in rounds.items()}
+    estimate = dry_run(sys.executable)
+    figures["this"]["dry_run_estimate"] = estimate["memory_estimate_bytes"]
+    figures["this"]["local_rows"] = estimate["trainable_in_corpus"] + estimate["frozen_in_corpus"]
+    if args.baseline:
+        figures["baseline"]["dry_run_estimate"] = dry_run(args.baseline)["memory_estimate_bytes"]
+    print(f"\nmedians of {args.repeat} (load {min(loads):.1f}-{max(loads):.1f}):")
+    for name, f in figures.items():
+        print(f"  {name:8s} wall {f['wall']:6.1f} s  cpu {f['cpu']:6.1f} s  peak {f['peak'] / 2**30:.2f} GiB  "
+              + "  ".join(f"{p} {f[p]:.1f}" for p in PHASES if f[p] is not None)
+              + f"  loop cpu {f['loop_cpu']:.1f}  pairs {f['pairs']:,}  dry run {f['dry_run_estimate'] / 2**30:.2f} GiB "
+                f"({f['dry_run_estimate'] / f['peak']:.2f}x the peak)")
+    if args.baseline:
+        a, b = figures["this"], figures["baseline"]
+        print(f"  this / baseline: wall {a['wall'] / b['wall']:.2f}x, cpu {a['cpu'] / b['cpu']:.2f}x, peak "
+              f"{a['peak'] / b['peak']:.2f}x, setup {a['setup'] / b['setup']:.2f}x, loop {a['loop'] / b['loop']:.2f}x")
+    print("  goals (2 cores, quiet): whole job <= 35 s, loop <= 18 s, set-up <= 8 s, peak not above main's")
+    figures["load"] = [min(loads), max(loads)]
+    return figures
+
+
+def part_reference(args, job: dict | None) -> dict:
+    """The naive one-thread numba loop: GloVe's AdaGrad per pair over [rows, 50] tables, random order."""
+    from numba import njit
+
+    @njit(cache=False)
+    def epoch(w, c, bw, bc, gw, gc, gbw, gbc, rows, cols, target, f, lr):
+        for i in range(len(rows)):
+            j, k = rows[i], cols[i]
+            x = 0.0
+            for d in range(w.shape[1]):
+                x += w[j, d] * c[k, d]
+            diff = x + bw[j] + bc[k] - target[i]
+            fdiff = f[i] * diff
+            for d in range(w.shape[1]):
+                t1 = fdiff * c[k, d]
+                t2 = fdiff * w[j, d]
+                w[j, d] -= lr * t1 / np.sqrt(gw[j, d])
+                c[k, d] -= lr * t2 / np.sqrt(gc[k, d])
+                gw[j, d] += t1 * t1
+                gc[k, d] += t2 * t2
+            bw[j] -= lr * fdiff / np.sqrt(gbw[j])
+            bc[k] -= lr * fdiff / np.sqrt(gbc[k])
+            gbw[j] += fdiff * fdiff
+            gbc[k] += fdiff * fdiff
+
+    n_rows = job["local_rows"] if job else args.rows
+    n_pairs = int(job["pairs"] / 5) if job else args.pairs   # the job's 5 epochs
+    rng = np.random.default_rng(1)
+    tables = [rng.standard_normal((n_rows, 50)).astype(np.float32) * 0.1 for _ in range(2)]
+    biases = [np.zeros(n_rows, np.float32) for _ in range(2)]
+    states = [np.ones((n_rows, 50), np.float32) for _ in range(2)] + [np.ones(n_rows, np.float32) for _ in range(2)]
+    rows = rng.integers(0, n_rows, n_pairs).astype(np.int32)
+    cols = rng.integers(0, n_rows, n_pairs).astype(np.int32)
+    target = rng.standard_normal(n_pairs).astype(np.float32)
+    f = rng.uniform(0, 1, n_pairs).astype(np.float32)
+    small = slice(0, 1000)
+    epoch(*tables, *biases, *states, rows[small], cols[small], target[small], f[small], np.float32(0.05))   # compile
+    times = []
+    for _ in range(args.repeat):
+        cpu, wall = time.process_time(), time.perf_counter()
+        epoch(*tables, *biases, *states, rows, cols, target, f, np.float32(0.05))
+        times.append((time.process_time() - cpu, time.perf_counter() - wall))
+    cpu, wall = statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
+    out = {"rows": n_rows, "pairs": n_pairs, "cpu": cpu, "wall": wall, "pairs_per_cpu_second": n_pairs / cpu}
+    print(f"\nreference: one-thread numba GloVe AdaGrad loop, {n_rows:,} x 50 rows, {n_pairs:,} random-order pairs: "
+          f"{wall:.2f} s wall, {cpu:.2f} CPU-s an epoch, {n_pairs / cpu / 1e6:.2f}M pairs per CPU-second "
+          f"(median of {args.repeat}, load {load():.1f})")
+    if job:
+        mine = job["pairs"] / job["loop_cpu"]
+        out["job_pairs_per_cpu_second"] = mine
+        print(f"  the job's loop: {mine / 1e6:.2f}M pairs per CPU-second ({job['pairs']:,} pairs in "
+              f"{job['loop_cpu']:.1f} CPU-s): {mine / out['pairs_per_cpu_second']:.2f}x the reference per core")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="job,reference")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", help="the python of another checkout (its own venv), run in turns")
+    parser.add_argument("--rows", type=int, default=412_000, help="reference: table rows, without the job (else its local rows)")
+    parser.add_argument("--pairs", type=int, default=7_500_000, help="reference: pairs an epoch, without the job")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    make_inputs()
+    parts = args.parts.split(",")
+    figures = {}
+    if "job" in parts:
+        figures["job"] = part_job(args)
+    if "reference" in parts:
+        figures["reference"] = part_reference(args, figures.get("job", {}).get("this"))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

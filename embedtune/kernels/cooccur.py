@@ -1,0 +1,187 @@
+"""GloVe's set-up, compiled (numba): the co-occurrence count, the pairs' dot products and the fit of the
+scale and biases (objectives/glove.py says what each computes; its numpy reference is tests/test_glove.py's).
+
+The count takes the kept ids a block of lines at a time: every pair of positions on one line at most
+``window`` apart is put in its row's bucket (the smaller id's; a counting sort), then each row's partners
+are summed (weight 1/distance, float64, in corpus order) and sorted, a row per thread. A block's counts are
+merged into the running total row by row. Memory follows the block's pairs (5 bytes each) and the
+distinct pairs, never the vocabulary squared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, set_num_threads
+
+from embedtune.kernels.common import PARALLEL, kernel_threads
+
+# Pairs (positions at most window apart) of one block; the bucket costs 5 bytes a pair (the dry run's
+# estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
+# of the count's progress bar.
+BLOCK_PAIRS = 1 << 24
+
+
+@njit(nogil=True, cache=True)
+def _buckets(ids, line, n_words, window):
+    """(starts [n_words + 1], partners int32, distances uint8): the partners of row r (the pairs whose
+    smaller id is r) are partners[starts[r]:starts[r + 1]], in corpus order."""
+    n = len(ids)
+    starts = np.zeros(n_words + 1, np.int64)
+    for i in range(n):
+        a = ids[i]
+        for d in range(1, window + 1):
+            if i + d >= n or line[i + d] != line[i]:
+                break
+            starts[min(a, ids[i + d]) + 1] += 1
+    for r in range(n_words):
+        starts[r + 1] += starts[r]
+    partners = np.empty(starts[n_words], np.int32)
+    distances = np.empty(starts[n_words], np.uint8)
+    fill = starts[:n_words].copy()
+    for i in range(n):
+        a = ids[i]
+        for d in range(1, window + 1):
+            if i + d >= n or line[i + d] != line[i]:
+                break
+            b = ids[i + d]
+            r = min(a, b)
+            partners[fill[r]] = max(a, b)
+            distances[fill[r]] = d
+            fill[r] += 1
+    return starts, partners, distances
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def count_block(ids, line, n_words, window, parts):
+    """The counts of one block of kept ids as CSR (indptr [n_words + 1] int64, cols int32 sorted within each
+    row, values float64): X[j, k] (j <= k) sums 1/distance over the pairs of positions on one line at most
+    ``window`` apart with ids {j, k}. ``line``: equal values, the same line. The bits do not depend on
+    ``parts`` (each row is summed in corpus order)."""
+    starts, partners, distances = _buckets(ids, line, n_words, window)
+    sizes = np.zeros(n_words, np.int64)
+    for p in prange(parts):
+        acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
+        for r in range(p * n_words // parts, (p + 1) * n_words // parts):
+            m = 0
+            for e in range(starts[r], starts[r + 1]):
+                c = partners[e]
+                if acc[c] == 0:
+                    acc[c] = 1.0
+                    m += 1
+            for e in range(starts[r], starts[r + 1]):
+                acc[partners[e]] = 0
+            sizes[r] = m
+    indptr = np.zeros(n_words + 1, np.int64)
+    for r in range(n_words):
+        indptr[r + 1] = indptr[r] + sizes[r]
+    cols = np.empty(indptr[n_words], np.int32)
+    values = np.empty(indptr[n_words], np.float64)
+    for p in prange(parts):
+        acc = np.zeros(n_words, np.float64)
+        for r in range(p * n_words // parts, (p + 1) * n_words // parts):
+            o, m = indptr[r], 0
+            for e in range(starts[r], starts[r + 1]):
+                c = partners[e]
+                if acc[c] == 0:
+                    cols[o + m] = c
+                    m += 1
+                acc[c] += 1.0 / distances[e]
+            row_cols = cols[o:o + m]
+            row_cols.sort()
+            for q in range(m):
+                c = row_cols[q]
+                values[o + q] = acc[c]
+                acc[c] = 0
+    return indptr, cols, values
+
+
+@njit(nogil=True, cache=True)
+def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values):
+    """The sum of two CSR counts (cols sorted within rows), as CSR (a's value first in each sum)."""
+    n = len(a_ptr) - 1
+    indptr = np.zeros(n + 1, np.int64)
+    for r in range(n):
+        i, j, m = a_ptr[r], b_ptr[r], 0
+        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                i += 1
+            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                j += 1
+            else:
+                i += 1
+                j += 1
+            m += 1
+        indptr[r + 1] = indptr[r] + m
+    cols = np.empty(indptr[n], np.int32)
+    values = np.empty(indptr[n], np.float64)
+    for r in range(n):
+        i, j, o = a_ptr[r], b_ptr[r], indptr[r]
+        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                cols[o], values[o] = a_cols[i], a_values[i]
+                i += 1
+            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                cols[o], values[o] = b_cols[j], b_values[j]
+                j += 1
+            else:
+                cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
+                i += 1
+                j += 1
+            o += 1
+    return indptr, cols, values
+
+
+def count(blocks, n_words: int, window: int, threads: int):
+    """CSR counts (indptr, cols, values) of ``blocks``: (ids, line) arrays, each a block of whole lines."""
+    set_num_threads(kernel_threads(threads))
+    parts = 4 * kernel_threads(threads)
+    total = None
+    for ids, line in blocks:
+        part = count_block(ids, line, n_words, window, parts)
+        total = part if total is None else merge_rows(*total, *part)
+    if total is None:
+        return np.zeros(n_words + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)
+    return total
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def pair_dots(table, rows, cols):
+    """[n] float64: table[rows[i]] . table[cols[i]] (float32 rows, summed in float64)."""
+    out = np.empty(len(rows), np.float64)
+    for i in prange(len(rows)):
+        a, b = table[rows[i]], table[cols[i]]
+        x = 0.0
+        for d in range(len(a)):
+            x += float(a[d]) * float(b[d])
+        out[i] = x
+    return out
+
+
+@njit(nogil=True, cache=True)
+def fit_rounds(rows, cols, target, weight, products, n_words, rounds):
+    """objectives/glove.py's fit_scale_and_biases, compiled: (a, b [n_words]). One thread, the pairs in
+    order, so the bits depend on nothing else."""
+    b = np.zeros(n_words)
+    mass = np.zeros(n_words)
+    denominator = 0.0
+    for i in range(len(rows)):
+        mass[rows[i]] += weight[i]
+        mass[cols[i]] += weight[i]
+        denominator += weight[i] * products[i] * products[i]
+    a = 0.0
+    by_row = np.empty(n_words)
+    by_col = np.empty(n_words)
+    for _ in range(rounds):
+        numerator = 0.0
+        for i in range(len(rows)):
+            numerator += weight[i] * products[i] * (target[i] - b[rows[i]] - b[cols[i]])
+        a = numerator / denominator if denominator else 0.0
+        by_row[:] = 0
+        by_col[:] = 0
+        for i in range(len(rows)):
+            rest = target[i] - a * products[i]
+            by_row[rows[i]] += weight[i] * (rest - b[cols[i]])
+            by_col[cols[i]] += weight[i] * (rest - b[rows[i]])
+        for r in range(n_words):
+            b[r] = 0.5 * b[r] + 0.5 * ((by_row[r] + by_col[r]) / mass[r] if mass[r] > 0 else 0.0)
+    return a, b

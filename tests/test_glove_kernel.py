@@ -1,0 +1,171 @@
+"""glove's compiled steps (embedtune/kernels/glove.py) against TensorFlow's step.
+
+The batch-synchronous kernel (--deterministic) and TensorFlow's step take the same batches from the same
+tables: after a few steps the tables and the optimizer's state must agree within float32 rounding, for
+each optimizer, with and without the cap and the anchor; frozen rows and frozen words' biases are never
+written; the bits do not depend on the thread count. The lock-free kernel (without --deterministic): on
+one thread glove.c's sequential per-pair loop (a plain Python reference); on two, frozen rows untouched
+and the loss over all pairs falling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedtune import kernels
+from embedtune.config import resolve
+from embedtune.corpus import Corpus
+from embedtune.plan.rules import make_plan
+from embedtune.training.optimizers import ADAGRAD_INITIAL_ACCUMULATOR, EPSILON
+from embedtune.training.trainer import Trainer
+
+from test_classify_kernel import state   # the tables and every optimizer variable, synced
+from train_fixtures import bits, glove, make_config, sample_lines
+
+LINES = sample_lines(60)
+FREEZE_TOP = 200   # GloVe's 200 most frequent words frozen: a frozen end in most batches
+DROP = ("police",)   # left out of GloVe: a new row
+
+
+def make_trainer(kernel: bool, monkeypatch, threads: int = 2, deterministic: bool = True, **train) -> Trainer:
+    monkeypatch.setattr(kernels, "KERNEL", kernel)
+    vectors = glove(20000, drop=DROP)
+    config = resolve(make_config({"freeze_top": FREEZE_TOP}, objective="glove", batch_size=512, seed=3,
+                                 threads=threads, deterministic=deterministic, **train))
+    corpus = Corpus(LINES)
+    counts, _, _ = corpus.count()
+    trainer = Trainer(vectors.matrix, make_plan(vectors, list(DROP), config.vocab), counts, config, corpus=corpus)
+    assert trainer.uses_kernel == kernel
+    assert trainer.plan.words[trainer.rows[trainer.n_trainable - 1]] in DROP   # the new word trains
+    return trainer
+
+
+def some_batches(trainer, n: int) -> list[dict]:
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(None, trainer.local_index)))
+    made = list(objective.batches(*objective.units(chunk, trainer.rng)))
+    assert len(made) >= n and made[-1]["pairs"] < objective.batch_size   # the last one is padded
+    return made[: n - 1] + [made[-1]]
+
+
+def run_steps(trainer, batches, lrs) -> list[float]:
+    return [float(loss) for loss in trainer.run([trainer.prepare(b) for b in batches], lrs)]
+
+
+LRS = [0.1, 0.08, 0.05, 0.1, 0.02, 0.1]
+CASES = {
+    "adagrad-anchored": dict(),   # glove's defaults: adagrad at 0.1, the anchor 8
+    "adagrad-capped-anchored": dict(clip_norm=0.05),
+    "sgd-capped": dict(optimizer="sgd", lr=0.05, clip_norm=0.01, anchor=0.0),
+    "adam-anchored": dict(optimizer="adam", lr=0.01, anchor=2.0),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_kernel_steps_as_tensorflows_step_within_float32_rounding(case, monkeypatch):
+    tf_trainer = make_trainer(False, monkeypatch, **CASES[case])
+    batches = some_batches(tf_trainer, len(LRS))
+    k_trainer = make_trainer(True, monkeypatch, **CASES[case])
+    before = state(k_trainer)
+    n_trainable = k_trainer.n_trainable
+    np.testing.assert_allclose(run_steps(k_trainer, batches, LRS), run_steps(tf_trainer, batches, LRS), rtol=2e-5)
+    k_state, tf_state = state(k_trainer), state(tf_trainer)
+    assert k_state.keys() == tf_state.keys()
+    for name in k_state:
+        if name.endswith("iterations"):
+            assert k_state[name] == tf_state[name] == len(LRS)
+            continue
+        # Compared as the change from the start, so that the test sees the step's rounding, not the size
+        # of the values; the sinks (last rows) apart: the TF path writes frozen and padding slices there.
+        k_moved, tf_moved = (k_state[name] - before[name])[:-1], (tf_state[name] - before[name])[:-1]
+        np.testing.assert_allclose(k_moved, tf_moved, rtol=1e-3, atol=2e-6, err_msg=name)
+        assert (tf_moved != 0).any(axis=1).sum() > 500, name
+    # Frozen words' biases (the side table from n_trainable on) are read, never written.
+    np.testing.assert_array_equal(bits(k_state["side"][n_trainable:]), bits(before["side"][n_trainable:]))
+    np.testing.assert_array_equal(k_state["trainable"][-1], before["trainable"][-1])
+
+
+def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
+    tables = []
+    for threads in (1, 2, 3):
+        trainer = make_trainer(True, monkeypatch, threads=threads, clip_norm=0.05)
+        run_steps(trainer, some_batches(trainer, len(LRS)), LRS)
+        tables.append((bits(trainer.trained_matrix()), bits(trainer.side_matrix())))
+    for words, side in tables[1:]:
+        np.testing.assert_array_equal(words, tables[0][0])
+        np.testing.assert_array_equal(side, tables[0][1])
+
+
+def glove_c_reference(trainer, batches, lrs, anchor) -> tuple[np.ndarray, np.ndarray]:
+    """glove.c's sequential per-pair AdaGrad loop in plain Python (float64), with the anchor's proximal pull
+    a slice and frozen ends read, never written: the lock-free kernel on one thread."""
+    n_trainable, objective = trainer.n_trainable, trainer.objective
+    words = trainer.trained_matrix().astype(np.float64)
+    frozen = trainer.matrix[trainer.frozen_rows].astype(np.float64)
+    side = trainer.side_matrix()[:, 0].astype(np.float64)
+    start = words.copy()
+    acc = np.full(words.shape, ADAGRAD_INITIAL_ACCUMULATOR)
+    bias_acc = np.full(len(side), ADAGRAD_INITIAL_ACCUMULATOR)
+    slices = np.maximum(objective.slices, 1.0)
+    for batch, lr in zip(batches, lrs):
+        for b in range(batch["pairs"]):
+            j, k = int(batch["row"][b]), int(batch["col"][b])
+            wj = words[j] if j < n_trainable else frozen[j - n_trainable]
+            wk = words[k] if k < n_trainable else frozen[k - n_trainable]
+            error = objective.scale * wj @ wk + side[j] + side[k] - batch["target"][b]
+            c = batch["f"][b] * error
+            grads = {j: c * objective.scale * wk, k: c * objective.scale * wj}
+            for r, g in ((j, grads[j]), (k, grads[k])):
+                if r >= n_trainable:
+                    continue
+                acc[r] += g * g
+                step = lr / (np.sqrt(acc[r]) + EPSILON)
+                words[r] -= step * g
+                pull = step * anchor / slices[r]
+                words[r] = (words[r] + pull * start[r]) / (1 + pull)
+                bias_acc[r] += c * c
+                side[r] -= lr / (np.sqrt(bias_acc[r]) + EPSILON) * c
+    return words, side
+
+
+def test_the_lockfree_kernel_on_one_thread_is_glove_cs_sequential_loop(monkeypatch):
+    trainer = make_trainer(True, monkeypatch, threads=1, deterministic=False)
+    assert trainer.kernel.lockfree
+    batches = some_batches(trainer, 3)
+    lrs = [0.1, 0.05, 0.08]
+    words, side = glove_c_reference(trainer, batches, lrs, trainer.config.train.anchor)
+    run_steps(trainer, batches, lrs)
+    np.testing.assert_allclose(trainer.trained_matrix(), words, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(trainer.side_matrix()[:-1, 0], side[:-1], rtol=1e-4, atol=2e-5)
+
+
+def all_pairs_loss(trainer) -> float:
+    """GloVe's loss over every batched pair at the tables as they are (numpy, float64)."""
+    objective = trainer.objective
+    rows = np.concatenate([trainer.trained_matrix(), trainer.matrix[trainer.frozen_rows]]).astype(np.float64)
+    side = trainer.side_matrix()[:, 0].astype(np.float64)
+    j, k = objective.row, objective.col
+    error = objective.scale * np.einsum("nd,nd->n", rows[j], rows[k]) + side[j] + side[k] - objective.target
+    return float(0.5 * np.sum(objective.weight * error * error))
+
+
+def test_the_lockfree_kernel_on_two_threads_keeps_frozen_rows_and_lowers_the_loss(monkeypatch):
+    trainer = make_trainer(True, monkeypatch, threads=2, deterministic=False, anchor=0.0)
+    matrix = trainer.matrix.copy()
+    side_before = trainer.side_matrix().copy()
+    losses = [all_pairs_loss(trainer)]
+    objective = trainer.objective
+    for _ in range(3):
+        chunk = next(iter(objective.chunks(None, trainer.local_index)))
+        batches = list(objective.batches(*objective.units(chunk, trainer.rng)))
+        trainer.run([trainer.prepare(b) for b in batches], [0.1] * len(batches))
+        losses.append(all_pairs_loss(trainer))
+    # Every epoch lower, and as far as the batch-synchronous step (TensorFlow's arithmetic) goes on these
+    # pairs in three epochs: to 0.989 of the first.
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
+    assert losses[-1] < 0.991 * losses[0], losses
+    np.testing.assert_array_equal(bits(trainer.matrix), bits(matrix))
+    np.testing.assert_array_equal(bits(trainer.side_matrix()[trainer.n_trainable:]),
+                                  bits(side_before[trainer.n_trainable:]))
+
