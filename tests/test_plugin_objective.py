@@ -86,6 +86,15 @@ def trained(env, corpus, out: Path, *options):
     return hashlib.sha256(out.read_bytes()).hexdigest(), json.loads(result.stdout)
 
 
+def settings(env, corpus, out: Path, *options) -> dict:
+    """The settings a dry run of Adjacent reports (its --json summary's)."""
+    result = embedtune(env, "-q", "train", SAMPLE_VECTORS, corpus, "-o", out, "--freeze-top", 1000, "--dry-run",
+                       "--json", *options)
+    assert result.returncode == 0, result.stderr
+    assert not out.exists()
+    return json.loads(result.stdout)["settings"]
+
+
 def test_its_option_is_listed_under_its_own_section_of_the_help(plugin):
     result = embedtune(plugin, "train", "--help")
     assert result.returncode == 0, result.stderr
@@ -109,10 +118,15 @@ def test_its_option_changes_the_result_from_the_command_line_and_from_a_config_f
     assert summary["loss_last"] < summary["loss_first"]   # it learns
     given, _ = trained(plugin, corpus, tmp_path / "given.txt", "--target", "1.5")
     assert given != default
+    # The file's value reaches the run's settings as the option's does: compared by dry runs, which
+    # resolve the same config a run trains with and start no TensorFlow (a third training run would).
     config = tmp_path / "run.toml"
     config.write_text('[train]\nobjective = "adjacent"\ntarget = 1.5\n', encoding="utf-8")
-    from_file, _ = trained(plugin, corpus, tmp_path / "file.txt", "--config", config)
-    assert from_file == given
+    planned = {how: settings(plugin, corpus, tmp_path / "o.txt", *options) for how, options in
+               {"file": ["--config", config], "option": ["--objective", "adjacent", "--target", "1.5"],
+                "default": ["--objective", "adjacent"]}.items()}
+    assert planned["file"] == planned["option"] != planned["default"]
+    assert planned["file"]["target"] == 1.5
 
 
 def test_a_bad_value_in_a_config_file_names_the_key_and_the_file(plugin, tmp_path, corpus):
