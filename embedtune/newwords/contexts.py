@@ -275,7 +275,8 @@ def choose_method(method: str, vectors: Vectors, counts: Counter,
 
 
 def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
-                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None) -> np.ndarray:
+                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None,
+                         centre: np.ndarray | None = None) -> np.ndarray:
     """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
 
     form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
@@ -284,17 +285,30 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
     sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
     with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
     the word was seen) leaves the context start as it is.
+    centre : [dim] the pretrained vectors' mean: when given, the two starts' deviations from it are mixed and
+        it is added back. Skip-gram vectors share one direction (every word's cosine with their mean is
+        about 0.7), and both starts carry it: mixed as they are, it swamps what each says about the word
+        (benchmarks/README.md, "Issue 40: the spelling half on skip-gram vectors").
     """
     form = np.asarray(form, np.float64)
     context = np.asarray(context, np.float64)
     n = np.asarray(evidence, np.float64)
+    has_form = np.any(form != 0, axis=1)
+    has_context = np.any(context != 0, axis=1)
+    if centre is not None:
+        centre = np.asarray(centre, np.float64)
+        form = np.where(has_form[:, None], form - centre, 0.0)
+        context = np.where(has_context[:, None], context - centre, 0.0)
     form_len = np.linalg.norm(form, axis=1)
     context_len = np.linalg.norm(context, axis=1)
     w = n / (n + k) if weight is None else np.asarray(weight, np.float64)
-    w = np.where(form_len > 0, w, 1.0)
-    w = np.where(context_len > 0, w, 0.0)
+    w = np.where(has_form, w, 1.0)
+    w = np.where(has_context, w, 0.0)
     mixed = (w / np.where(context_len > 0, context_len, 1))[:, None] * context \
         + ((1 - w) / np.where(form_len > 0, form_len, 1))[:, None] * form
     length = w * context_len + (1 - w) * form_len
     mixed_len = np.linalg.norm(mixed, axis=1)
-    return (mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]).astype(np.float32)
+    out = mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]
+    if centre is not None:
+        out = np.where((has_form | has_context)[:, None], out + centre, 0.0)
+    return out.astype(np.float32)
