@@ -65,10 +65,10 @@ KS = (1, 4, 16, 128)
 RARE = (5, 29)
 # "all" and the bisection rows are last round's three parts, uncentred, as issue 40 measured them; "centred" and
 # "centred+gate" mix the deviations from the pretrained mean (the spelling half on skip-gram vectors).
-ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "+gate": ("gate",),
+ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "judged+gate": ("judge", "gate"), "+gate": ("gate",),
         "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"), "all": ("per_n", "line", "gate"),
         "-per_n": ("line", "gate")}
-FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
+FITTED_ROWS = {"centred+gate", "judged+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
 # The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}

@@ -285,20 +285,25 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
     sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
     with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
     the word was seen) leaves the context start as it is.
-    centre : [dim] the pretrained vectors' mean: when given, the two starts' deviations from it are mixed and
-        it is added back. Skip-gram vectors share one direction (every word's cosine with their mean is
-        about 0.7), and both starts carry it: mixed as they are, it swamps what each says about the word
-        (benchmarks/README.md, "Issue 40: the spelling half on skip-gram vectors").
+    centre : [dim] the pretrained vectors' mean: when given, each start's part along it is taken out, the rest
+        mixed as above, and the parts along it added back, weighed w and 1 - w. Skip-gram vectors share one
+        direction (a word's cosine with their mean is about 0.7), and both starts carry it: mixed as they
+        are, it swamps what each says about the word (benchmarks/README.md, "Issue 40: the spelling half on
+        skip-gram vectors"). Along it the two are mixed as they are, not reset to the mean: a start
+        shrunk toward zero (as a ridge fit's) keeps its own share of the shared direction.
     """
     form = np.asarray(form, np.float64)
     context = np.asarray(context, np.float64)
     n = np.asarray(evidence, np.float64)
     has_form = np.any(form != 0, axis=1)
     has_context = np.any(context != 0, axis=1)
+    along_form = along_context = 0.0
     if centre is not None:
-        centre = np.asarray(centre, np.float64)
-        form = np.where(has_form[:, None], form - centre, 0.0)
-        context = np.where(has_context[:, None], context - centre, 0.0)
+        axis = np.asarray(centre, np.float64)
+        axis = axis / max(float(np.linalg.norm(axis)), 1e-30)
+        along_form, along_context = form @ axis, context @ axis
+        form = form - along_form[:, None] * axis
+        context = context - along_context[:, None] * axis
     form_len = np.linalg.norm(form, axis=1)
     context_len = np.linalg.norm(context, axis=1)
     w = n / (n + k) if weight is None else np.asarray(weight, np.float64)
@@ -310,5 +315,5 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
     mixed_len = np.linalg.norm(mixed, axis=1)
     out = mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]
     if centre is not None:
-        out = np.where((has_form | has_context)[:, None], out + centre, 0.0)
+        out += (w * along_context + (1 - w) * along_form)[:, None] * axis
     return out.astype(np.float32)
