@@ -19,7 +19,11 @@ vector there.
 
 Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the form-context mix before
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
-``+per_n+line`` (the maps without the gate) and ``all`` (the default). ``--split valid`` scores as many
+``+per_n+line`` (the maps without the gate), ``all`` (last round's three parts, uncentred), ``centred`` (the fixed
+mix apart from the pretrained mean's direction), ``centred+gate`` (the default since the spelling fix: that mix,
+its k fitted on the probes) and ``judged+gate`` (the gate judged centred, the mix not). ``--rows`` computes only
+the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
+(default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
 corpus (embedtune.newwords.fitted.gather); ``seconds`` is that shared part, and each row's own time beside it.
 
