@@ -21,7 +21,7 @@ Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the fo
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
 ``+per_n+line`` (the maps without the gate), ``all`` (last round's three parts, uncentred), ``centred`` (the fixed
 mix apart from the pretrained mean's direction), ``centred+gate`` (the default since the spelling fix: that mix,
-its k fitted on the probes) and ``judged+gate`` (the gate judged centred, the mix not). ``--rows`` computes only
+its k fitted on the probes). ``--rows`` computes only
 the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
 (default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
@@ -69,10 +69,10 @@ KS = (1, 4, 16, 128)
 RARE = (5, 29)
 # "all" and the bisection rows are last round's three parts, uncentred, as issue 40 measured them; "centred" and
 # "centred+gate" mix the deviations from the pretrained mean (the spelling half on skip-gram vectors).
-ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "judged+gate": ("judge", "gate"), "+gate": ("gate",),
+ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "+gate": ("gate",),
         "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"), "all": ("per_n", "line", "gate"),
         "-per_n": ("line", "gate")}
-FITTED_ROWS = {"centred+gate", "judged+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
+FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
 # The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}

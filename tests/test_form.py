@@ -243,3 +243,24 @@ def test_a_fit_for_words_of_unseen_pieces_only_predicts_zeros():
     assert len(part.used) == 0
     zero = part.predict(["\u2603\u2603\u2603"])
     assert zero.shape == (1, matrix.shape[1]) and not zero.any()
+
+
+def test_the_centred_gate_scores_the_mix_combine_form_context_makes():
+    # best_gate's closed form picks the w whose start, as combine_form_context mixes it with the centre, has the
+    # best mean cosine of deviations from the centre to the truth's: the same w as mixing every w.
+    from embedtune.newwords.fitted import GATE_GRID, _unit, best_gate
+
+    rng = np.random.default_rng(1)
+    for noise in (0.2, 1.0, 4.0):
+        centre = rng.normal(size=20) * 2
+        truth = centre + rng.normal(size=(300, 20)) * 2
+        context = 0.6 * truth + rng.normal(size=(300, 20)) * noise
+        form = 0.5 * truth + rng.normal(size=(300, 20)) * 1.5
+        form[:5] = 0
+        keep = np.any(form != 0, axis=1)
+        scores = []
+        for w in GATE_GRID:
+            start = combine_form_context(form[keep], context[keep], np.ones(keep.sum()),
+                                         weight=np.full(keep.sum(), w), centre=centre).astype(np.float64)
+            scores.append(np.einsum("ij,ij->i", _unit(start - centre), _unit(truth[keep] - centre)).mean())
+        assert best_gate(context, form, truth, centre) == GATE_GRID[int(np.argmax(scores))]
