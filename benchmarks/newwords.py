@@ -19,7 +19,11 @@ vector there.
 
 Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the form-context mix before
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
-``+per_n+line`` (the maps without the gate) and ``all`` (the default). ``--split valid`` scores as many
+``+per_n+line`` (the maps without the gate), ``all`` (last round's three parts, uncentred), ``centred`` (the fixed
+mix apart from the pretrained mean's direction), ``centred+gate`` (the default since the spelling fix: that mix,
+its k fitted on the probes). ``--rows`` computes only
+the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
+(default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
 corpus (embedtune.newwords.fitted.gather); ``seconds`` is that shared part, and each row's own time beside it.
 
@@ -52,7 +56,7 @@ from spaces import corpus_path, load_space  # noqa: E402
 from embedtune.corpus import Corpus  # noqa: E402
 from embedtune.newwords.methods import initial_vectors  # noqa: E402
 from embedtune.newwords import fitted  # noqa: E402
-from embedtune.newwords.fitted import PARTS, finish, gather  # noqa: E402
+from embedtune.newwords.fitted import finish, gather  # noqa: E402
 from embedtune.newwords.spelling import DEFAULT_FIT_WORDS  # noqa: E402
 from embedtune.vectors import Vectors  # noqa: E402
 
@@ -63,14 +67,18 @@ DEFINITION_RANKS = (1_000, 40_000)   # GloVe ranks of the one-definition words (
                                      # as Herbelot & Baroni's definitional nonces)
 KS = (1, 4, 16, 128)
 RARE = (5, 29)
-ROWS = {"fixed": (), "+gate": ("gate",), "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"),
-        "all": PARTS, "-per_n": ("line", "gate")}
+# "all" and the bisection rows are last round's three parts, uncentred, as issue 40 measured them; "centred" and
+# "centred+gate" mix the deviations from the pretrained mean (the spelling half on skip-gram vectors).
+ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "+gate": ("gate",),
+        "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"), "all": ("per_n", "line", "gate"),
+        "-per_n": ("line", "gate")}
+FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
 # The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}
 OLD_PROBE_FLOOR = 1000   # the first round's MIN_OUTSIDE_PROBES
-DEFAULT_ROW = "all"   # every part on: the row the differences (and the bisection) are taken against; the default
-                      # start is embedtune.newwords.fitted.DEFAULT_PARTS's row ("fixed" since issue 40)
+DEFAULT_ROW = "all"   # last round's three parts on: the row the differences (and the bisection) are taken against; the default
+                      # start is embedtune.newwords.fitted.DEFAULT_PARTS's row ("centred+gate" since the spelling fix)
 RANK_BLOCK = 256
 BOOTSTRAP = 1000        # resamples of the test words for each interval
 
@@ -290,7 +298,11 @@ def old_probe_draw(vectors, counts, fit_words, n=fitted.DEFAULT_PROBES, seed=1):
 fitted_choose_probes = fitted.choose_probes
 
 
-def evaluate(glove, unit_glove, test, text, seed, pairs):
+def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DEFAULT_ROW):
+    """Every row's figures (``only``: just those rows; without a fitted row no probe pass is made), each with its
+    paired difference from the row ``reference``."""
+    wanted = set(only or list(ROWS) + ["alacarte", "-probe_draw"])
+    fitted_rows = bool(wanted & FITTED_ROWS)
     gone = set(test)
     keep = np.array([w not in gone for w in glove.words])
     deleted = Vectors([w for w in glove.words if w not in gone], glove.matrix[keep])
@@ -302,24 +314,29 @@ def evaluate(glove, unit_glove, test, text, seed, pairs):
             counts = corpus.count()[0]
             rows = {}
             began = time.perf_counter()
-            result = initial_vectors(deleted, corpus, test, "alacarte", counts=counts, seed=seed)
-            rows["alacarte"] = (result.matrix, time.perf_counter() - began, result.stats)
+            if "alacarte" in wanted:
+                result = initial_vectors(deleted, corpus, test, "alacarte", counts=counts, seed=seed)
+                rows["alacarte"] = (result.matrix, time.perf_counter() - began, result.stats)
             began = time.perf_counter()
-            evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
+            evidence = gather(deleted, corpus, test, counts=counts, seed=seed,
+                              probes=fitted.DEFAULT_PROBES if fitted_rows else 0)
             shared = time.perf_counter() - began
             for name, parts in ROWS.items():
+                if name not in wanted:
+                    continue
                 began = time.perf_counter()
                 result = finish(evidence, deleted, parts, seed=seed)
                 rows[name] = (result.matrix, shared + time.perf_counter() - began, result.stats)
             del evidence
-            began = time.perf_counter()
-            fitted.choose_probes = old_probe_draw
-            try:
-                evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
-            finally:
-                fitted.choose_probes = fitted_choose_probes
-            result = finish(evidence, deleted, PARTS, seed=seed)
-            rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
+            if "-probe_draw" in wanted:
+                began = time.perf_counter()
+                fitted.choose_probes = old_probe_draw
+                try:
+                    evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
+                finally:
+                    fitted.choose_probes = fitted_choose_probes
+                result = finish(evidence, deleted, ROWS["all"], seed=seed)
+                rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
     finally:
         os.unlink(f.name)
     out = {}
@@ -336,12 +353,12 @@ def evaluate(glove, unit_glove, test, text, seed, pairs):
             cosines = (got, human, owners)
         draws[name] = metric_draws(r.astype(np.float64), counts, cosines)
         row["interval"] = {m: interval(x) for m, x in draws[name].items()}
-        if name == DEFAULT_ROW:
+        if stats.get("form_k_per_bucket") and stats.get("form_k") is None:   # a fitted gate's k
             row["form_k_per_bucket"] = stats.get("form_k_per_bucket")
             row["contexts_per_bucket"] = stats.get("contexts_per_bucket")
         out[name] = row
     for name in rows:   # paired: the same resampled words for both rows
-        out[name]["minus_default"] = {m: interval(x - draws[DEFAULT_ROW][m]) for m, x in draws[name].items()}
+        out[name]["minus_default"] = {m: interval(x - draws[reference][m]) for m, x in draws[name].items()}
     return out
 
 
@@ -391,7 +408,9 @@ def main(argv=None) -> None:
                         help="the test words, or as many others (disjoint) to choose the parts and settings on")
     parser.add_argument("--corpus", default="large", help="large, fiction (benchmarks/spaces.py) or a path")
     parser.add_argument("--vectors", default="glove50", help="glove50, sgns100 (benchmarks/spaces.py) or a path")
-    parser.add_argument("--rows", help="comma-separated rows to print (all are computed; default every row)")
+    parser.add_argument("--rows", help="comma-separated rows to compute and print (default every row; without a "
+                        "fitted row, no probe pass)")
+    parser.add_argument("--reference", default=DEFAULT_ROW, help="the row the paired differences d are taken against")
     parser.add_argument("--json")
     parser.add_argument("--verdict", nargs="+", metavar="JSON",
                         help="only print issue 40's rule over the --json files of the cells (no run)")
@@ -410,9 +429,10 @@ def main(argv=None) -> None:
     pairs = pair_sets()
     results = {}
     for name, test, text in protocols(glove, lines, counts, args.words, args.seed, wanted, args.split):
-        rows = evaluate(glove, unit_glove, test, text, args.seed, pairs if name.startswith("contexts") else None)
+        rows = evaluate(glove, unit_glove, test, text, args.seed, pairs if name.startswith("contexts") else None,
+                        args.rows.split(",") if args.rows else None, args.reference)
         results[name] = {"words": len(test), "rows": rows}
-        print(f"\n{name}: {len(test)} {args.split} words (95% bootstrap intervals; d = row - {DEFAULT_ROW}, paired)",
+        print(f"\n{name}: {len(test)} {args.split} words (95% bootstrap intervals; d = row - {args.reference}, paired)",
               flush=True)
         for row, r in rows.items():
             if args.rows and row not in args.rows.split(","):
@@ -424,8 +444,10 @@ def main(argv=None) -> None:
             print(f"  {row:11s} median {r['median_rank']:>7.0f} [{ci['median_rank'][0]:.0f}, {ci['median_rank'][1]:.0f}]"
                   f"  MRR {r['mrr']:.3f} [{ci['mrr'][0]:.3f}, {ci['mrr'][1]:.3f}] d [{d['mrr'][0]:+.3f}, "
                   f"{d['mrr'][1]:+.3f}]  R@10 {r['r10']:.3f}{rho}  {r['seconds']:.1f} s", flush=True)
-        print(f"  fitted k per bucket {rows[DEFAULT_ROW]['form_k_per_bucket']} at contexts "
-              f"{rows[DEFAULT_ROW]['contexts_per_bucket']}", flush=True)
+        for row, r in rows.items():
+            if r.get("form_k_per_bucket"):
+                print(f"  {row}: fitted k per bucket {r['form_k_per_bucket']} at contexts {r['contexts_per_bucket']}",
+                      flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"corpus": args.corpus, "vectors": args.vectors, "split": args.split, "seed": args.seed,

@@ -161,6 +161,21 @@ def test_combined_start_weight_follows_the_evidence():
     np.testing.assert_array_equal(kept, np.array([[0.3, -0.4]], np.float32))
 
 
+def test_combined_start_mixes_deviations_from_the_centre():
+    # Both starts share the centre's direction (as skip-gram vectors share their mean's): mixed as they are,
+    # it swamps the difference; mixed as deviations, each side's own part decides the direction.
+    centre = np.array([10.0, 0.0, 0.0])
+    form = centre + np.array([[0.0, 1.0, 0.0]])
+    context = centre + np.array([[0.0, 0.0, 3.0]])
+    out = combine_form_context(form, context, np.array([10]), 10.0, centre=centre)
+    # w = 1/2 of the unit deviations, length the mean of theirs (1 and 3), then the centre added back
+    np.testing.assert_allclose(out[0], centre + 2.0 * np.array([0.0, 1.0, 1.0]) / np.sqrt(2), rtol=1e-5)
+    # A zero form (no piece seen) still leaves the context start as it is; neither side: zero (the random start's)
+    kept = combine_form_context(np.zeros((2, 3)), np.vstack([context, np.zeros((1, 3))]), np.array([2, 0]), 10.0,
+                                centre=centre)
+    np.testing.assert_allclose(kept, np.vstack([context, np.zeros((1, 3))]), rtol=1e-6)
+
+
 def test_form_context_gives_a_word_without_contexts_a_start_from_its_spelling():
     vectors = glove(20000, drop=("threatens",))
     corpus = Corpus([["the", "lions", "and", "the", "bears"]] * 3 + [["threatens"]])
@@ -228,3 +243,24 @@ def test_a_fit_for_words_of_unseen_pieces_only_predicts_zeros():
     assert len(part.used) == 0
     zero = part.predict(["\u2603\u2603\u2603"])
     assert zero.shape == (1, matrix.shape[1]) and not zero.any()
+
+
+def test_the_centred_gate_scores_the_mix_combine_form_context_makes():
+    # best_gate's closed form picks the w whose start, as combine_form_context mixes it with the centre, has the
+    # best mean cosine of deviations from the centre to the truth's: the same w as mixing every w.
+    from embedtune.newwords.fitted import GATE_GRID, _unit, best_gate
+
+    rng = np.random.default_rng(1)
+    for noise in (0.2, 1.0, 4.0):
+        centre = rng.normal(size=20) * 2
+        truth = centre + rng.normal(size=(300, 20)) * 2
+        context = 0.6 * truth + rng.normal(size=(300, 20)) * noise
+        form = 0.5 * truth + rng.normal(size=(300, 20)) * 1.5
+        form[:5] = 0
+        keep = np.any(form != 0, axis=1)
+        scores = []
+        for w in GATE_GRID:
+            start = combine_form_context(form[keep], context[keep], np.ones(keep.sum()),
+                                         weight=np.full(keep.sum(), w), centre=centre).astype(np.float64)
+            scores.append(np.einsum("ij,ij->i", _unit(start - centre), _unit(truth[keep] - centre)).mean())
+        assert best_gate(context, form, truth, centre) == GATE_GRID[int(np.argmax(scores))]

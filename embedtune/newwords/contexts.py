@@ -275,7 +275,8 @@ def choose_method(method: str, vectors: Vectors, counts: Counter,
 
 
 def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
-                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None) -> np.ndarray:
+                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None,
+                         centre: np.ndarray | None = None) -> np.ndarray:
     """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
 
     form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
@@ -284,17 +285,35 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
     sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
     with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
     the word was seen) leaves the context start as it is.
+    centre : [dim] the pretrained vectors' mean: when given, each start's part along it is taken out, the rest
+        mixed as above, and the parts along it added back, weighed w and 1 - w. Skip-gram vectors share one
+        direction (a word's cosine with their mean is about 0.7), and both starts carry it: mixed as they
+        are, it swamps what each says about the word (benchmarks/README.md, "Issue 40: the spelling half on
+        skip-gram vectors"). Along it the two are mixed as they are, not reset to the mean: a start
+        shrunk toward zero (as a ridge fit's) keeps its own share of the shared direction.
     """
     form = np.asarray(form, np.float64)
     context = np.asarray(context, np.float64)
     n = np.asarray(evidence, np.float64)
+    has_form = np.any(form != 0, axis=1)
+    has_context = np.any(context != 0, axis=1)
+    along_form = along_context = 0.0
+    if centre is not None:
+        axis = np.asarray(centre, np.float64)
+        axis = axis / max(float(np.linalg.norm(axis)), 1e-30)
+        along_form, along_context = form @ axis, context @ axis
+        form = form - along_form[:, None] * axis
+        context = context - along_context[:, None] * axis
     form_len = np.linalg.norm(form, axis=1)
     context_len = np.linalg.norm(context, axis=1)
     w = n / (n + k) if weight is None else np.asarray(weight, np.float64)
-    w = np.where(form_len > 0, w, 1.0)
-    w = np.where(context_len > 0, w, 0.0)
+    w = np.where(has_form, w, 1.0)
+    w = np.where(has_context, w, 0.0)
     mixed = (w / np.where(context_len > 0, context_len, 1))[:, None] * context \
         + ((1 - w) / np.where(form_len > 0, form_len, 1))[:, None] * form
     length = w * context_len + (1 - w) * form_len
     mixed_len = np.linalg.norm(mixed, axis=1)
-    return (mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]).astype(np.float32)
+    out = mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]
+    if centre is not None:
+        out += (w * along_context + (1 - w) * along_form)[:, None] * axis
+    return out.astype(np.float32)
