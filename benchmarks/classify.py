@@ -29,6 +29,7 @@ Wall time is the whole command for both (loading 400k vectors included); embedtu
     python benchmarks/classify.py --tune [--only-tool fasttext|embedtune]
     python benchmarks/classify.py [--rounds 3] [--only ROW,ROW]
     python benchmarks/classify.py --splits 5 [--data glosses|fortunes] [--vectors glove50|sgns100] [--only ROW,ROW]
+    python benchmarks/classify.py --splits 5 --split-part valid --only embedtune-form-context,embedtune-alacarte
 
 Issue 40: ``--splits N`` pools the data's lines and cuts them N times afresh (seeded permutations 0..N-1,
 80/10/10 as make_glosses.py cuts), each row run once on each split's test part (the tools taking turns), and
@@ -36,7 +37,9 @@ prints the accuracy's mean ± sd over the splits and the median wall ratio. ``--
 task: the English fortune cookies (Debian's fortunes, fortunes-min) labelled by their file (art, computers,
 food, law, love, ...: the files of FORTUNE_MIN_COOKIES+ cookies), tokenised as make_corpus.py does.
 ``--vectors sgns100`` is the second vector space (benchmarks/spaces.py); fastText reads it as written (its
-word2vec header). ``--tune`` and the fixed split take --data and --vectors too.
+word2vec header). ``--tune`` and the fixed split take --data and --vectors too. ``--split-part valid`` takes
+each split's accuracy on its valid part (to choose a setting); the rows ``embedtune-form-context`` and
+``embedtune-alacarte`` are embedtune-tuned with the new words started one way or the other (paired per split).
 """
 
 from __future__ import annotations
@@ -232,28 +235,29 @@ def vectors_dim(path: str) -> int:
         return len(first) - 1
 
 
-def shuffled_splits(rows: dict, data: str, n: int, folder: str) -> None:
-    """Each row on each of ``n`` fresh splits of the pooled data; mean ± sd of the test accuracy."""
+def shuffled_splits(rows: dict, data: str, n: int, folder: str, part: str = "test") -> None:
+    """Each row on each of ``n`` fresh splits of the pooled data; mean ± sd of the accuracy on ``part``
+    (test, or valid to choose a setting)."""
     lines = pooled_lines(data)
     labels = {line.split(" ", 1)[0] for line in lines}
     print(f"{data}: {len(lines):,} lines, {len(labels)} classes; {n} shuffled splits 80/10/10", flush=True)
     results = {name: [] for name in rows}
     for seed in range(n):
-        INPUTS["train"], _, test = write_split(lines, seed, folder)
+        INPUTS["train"], valid, test = write_split(lines, seed, folder)
         for name, run in rows.items():
-            r = run(folder, test)
+            r = run(folder, valid if part == "valid" else test)
             r.pop("output", None)
             r["load"] = os.getloadavg()[0]
             results[name].append(r)
             print(name, f"split {seed}", json.dumps(r), flush=True)
     print(f"load after: {os.getloadavg()}")
-    print(f"\ntest accuracy over {n} shuffled splits, mean ± sd (min-max); wall median:")
+    print(f"\n{part} accuracy over {n} shuffled splits, mean ± sd (min-max); wall median:")
     for name, runs in results.items():
         acc = [r["accuracy"] for r in runs]
         print(f"{name:<24} {statistics.mean(acc):.4f} ± {statistics.stdev(acc) if n > 1 else 0:.4f} "
               f"({min(acc):.4f}-{max(acc):.4f})  wall {statistics.median(r['wall_seconds'] for r in runs):.1f} s")
     for mine, theirs in (("embedtune-tuned", "fasttext-tuned"), ("embedtune-25", "fasttext-25"),
-                         ("embedtune-ng2", "fasttext-ng2")):
+                         ("embedtune-ng2", "fasttext-ng2"), ("embedtune-alacarte", "embedtune-form-context")):
         if mine in results and theirs in results:
             diff = [a["accuracy"] - b["accuracy"] for a, b in zip(results[mine], results[theirs])]
             ratios = [a["wall_seconds"] / b["wall_seconds"] for a, b in zip(results[mine], results[theirs])]
@@ -271,6 +275,8 @@ def main():
     parser.add_argument("--splits", type=int, help="N fresh shuffled splits of the pooled data (mean ± sd)")
     parser.add_argument("--data", choices=("glosses", "fortunes"), default="glosses")
     parser.add_argument("--vectors", choices=tuple(SPACES), default="glove50")
+    parser.add_argument("--split-part", choices=("test", "valid"), default="test",
+                        help="--splits: the part each split's accuracy is taken on (valid: to choose a setting)")
     args = parser.parse_args()
     INPUTS.update(vectors=vectors_path(args.vectors), fasttext_vectors=fasttext_vectors(args.vectors))
     INPUTS["dim"] = vectors_dim(INPUTS["vectors"])
@@ -294,11 +300,15 @@ def main():
             "embedtune-tuned": lambda folder, held: run_embedtune(tuned, held, folder),
             "fasttext-25": lambda folder, held: run_fasttext(TUNED["fasttext-25"], held),
             "embedtune-25": lambda folder, held: run_embedtune(["--epochs", "25"], held, folder),
+            # the new words' start classify took before it asked for the a la carte one (issue 40)
+            "embedtune-form-context": lambda folder, held: run_embedtune([*tuned, "--init", "form-context"], held,
+                                                                         folder),
+            "embedtune-alacarte": lambda folder, held: run_embedtune([*tuned, "--init", "alacarte"], held, folder),
         }
         if args.only:
             held_rows = {k: v for k, v in held_rows.items() if k in args.only.split(",")}
         with tempfile.TemporaryDirectory() as folder:
-            shuffled_splits(held_rows, args.data, args.splits, folder)
+            shuffled_splits(held_rows, args.data, args.splits, folder, args.split_part)
         return
     rows = {
         "fasttext-tuned": lambda folder: run_fasttext(TUNED["fasttext"], TEST),

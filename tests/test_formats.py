@@ -74,6 +74,34 @@ def test_float_text_for_embedding_like_values(values):
     assert format_values(values) == (" " + " ".join(shortest_g(v) for v in values)).encode()
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=120),
+       st.lists(st.floats(min_value=-1e6, max_value=1e6, width=32), min_size=1, max_size=120),
+       st.integers(0, 9))
+def test_compiled_writer_lines_are_the_reference_text(raw, floats, hint):
+    """The vectors' writer (floatwrite.py, compiled) writes each value as shortest_g does, from any hint."""
+    from embedtune.formats.floatwrite import render_lines
+
+    for values in (np.array(raw, dtype=np.uint32).view(np.float32), np.array(floats, dtype=np.float32)):
+        rows = np.resize(values, (3, len(values)))
+        words = ["a", "ü b", "c\0d"]
+        text, _ = render_lines([w.encode() for w in words], rows, hint)
+        line = " ".join(shortest_g(v) for v in values)
+        assert text == "".join(f"{w} {line}\n" for w in words).encode()
+
+
+def test_compiled_writer_on_glove_like_rows():
+    """Rows of 5 significant digits (GloVe's %.5g), then trained ones (8-9 digits): the reference's text."""
+    from embedtune.formats.floatwrite import render_lines
+
+    rng = np.random.default_rng(0)
+    rows = np.vstack([np.array([float("%.5g" % x) for x in rng.standard_normal(2000)], np.float32).reshape(40, 50),
+                      rng.standard_normal((40, 50)).astype(np.float32) * 10.0 ** rng.integers(-5, 7, (40, 1))])
+    text, digits = render_lines([b"w%d" % i for i in range(len(rows))], rows)
+    assert text == b"".join(b"w%d" % i + format_values(row) + b"\n" for i, row in enumerate(rows))
+    assert digits in (5, 8, 9)
+
+
 def test_float_text_matches_printf_style():
     values = np.array([0.418, -0.00066023, 1.2e-05, 1.0, -0.0, 0.0, 100000.0, 25.0, 1e-45, np.inf, -np.inf],
                       dtype=np.float32)

@@ -11,11 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.floattext import format_slots
 from embedtune.formats.textparse import ASCII_SPACE, NUMBER, NotFast, parse_fast
 
-# Writing renders blocks on threads (numpy releases the GIL in its array loops; the words, the
-# shortest-form fallback and the NUL squeeze hold it). The gain needs a free core
+# Writing renders blocks on threads (the compiled writer releases the GIL; the words' encoding and the
+# shortest-form fallback hold it). The gain needs a free core
 # (benchmarks/README.md, classify).
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
@@ -127,22 +126,8 @@ def render_lines(words, rows) -> bytes:
 
 
 def _render_lines(words, rows, digits_hint=0):
-    """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count)."""
-    k, dim = rows.shape
-    encoded = [w.encode("utf-8") for w in words]
-    values = np.ascontiguousarray(rows, dtype=np.float32).ravel()
-    lo = np.empty(values.size, np.uint64)
-    hi = np.empty(values.size, np.uint64)
-    digits = format_slots(values, lo, hi, digits_hint) if values.size else digits_hint
-    joined = b"".join(encoded)
-    if b"\0" in joined:  # the padding is squeezed out as NULs, so such words go line by line
-        slots = np.stack([lo, hi], axis=1).reshape(k, dim * 2)
-        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots)), digits
-    # one row of uint64 per line: the word (NUL padded), 2 per value, then the newline
-    width = (max(map(len, encoded)) + 7) // 8
-    lines = np.zeros((k, width + 2 * dim + 1), np.uint64)
-    lines[:, :width] = np.array(encoded, dtype=f"S{8 * width}").view(np.uint64).reshape(k, width)
-    lines[:, width:width + 2 * dim:2] = lo.reshape(k, dim)
-    lines[:, width + 1:width + 2 * dim:2] = hi.reshape(k, dim)
-    lines[:, -1] = ord("\n")
-    return lines.tobytes().translate(None, b"\0"), digits
+    """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count): the compiled
+    writer (floatwrite.py), the bytes of floattext.py's shortest %g a value."""
+    from embedtune.formats.floatwrite import render_lines as compiled_lines   # numba: imported when writing
+
+    return compiled_lines([w.encode("utf-8") for w in words], rows, digits_hint)
