@@ -82,3 +82,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
     # A stable sort: tests of one rank keep pytest's order, so a module's tests stay together.
     items.sort(key=rank)
+
+
+def pytest_sessionstart(session):
+    """On a checkout whose numba cache is empty (a fresh clone, as CI's), compile the common kernels once,
+    in two processes, before the test processes start (tests/warm_kernels.py); a warm cache: nothing."""
+    import pathlib
+    import subprocess
+    import sys
+
+    if hasattr(session.config, "workerinput"):   # an xdist test process: the controller has done it
+        return
+    kernels = pathlib.Path(__file__).resolve().parent.parent / "embedtune" / "kernels" / "__pycache__"
+    if any(kernels.glob("*.nbi")):
+        return
+    script = pathlib.Path(__file__).resolve().parent / "warm_kernels.py"
+    parts = [subprocess.Popen([sys.executable, str(script), part], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for part in ("glove", "other")]
+    for part in parts:   # a failure here is not the suite's to report: the tests meet the same code
+        part.communicate()

@@ -1,0 +1,39 @@
+"""Compile the numba kernels most test runs use, once, before the test processes start (tests/conftest.py).
+
+On a fresh checkout numba's cache (``__pycache__/*.nbi``) is empty, and every process that reaches a kernel
+before some process has written it compiles it again: at the start of the suite two test processes and the
+runs they start all do, at once. One tiny run of each objective here writes the cache first.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import embedtune
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
+
+
+RUNS = {"glove": [dict(objective="glove", min_count=2), dict(objective="glove", deterministic=True)],
+        "other": [dict(objective="sgns"), dict(objective="sgns", deterministic=True), dict(objective="classify")]}
+
+
+def main(part: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        vectors = folder / "v.txt"
+        vectors.write_bytes(b"".join((SAMPLE / "glove.6B.50d.20k.txt").read_bytes().splitlines(True)[:3000]))
+        corpus = folder / "c.txt"
+        corpus.write_bytes(b"".join((SAMPLE / "lee_background.cor").read_bytes().splitlines(True)[:40]))
+        labelled = folder / "l.txt"
+        labelled.write_bytes(b"".join((SAMPLE / "wordnet-glosses.train.txt").read_bytes().splitlines(True)[:200]))
+        for options in RUNS[part]:
+            text = labelled if options["objective"] == "classify" else corpus
+            result = embedtune.fine_tune(str(vectors), str(text), epochs=1, **options)
+            embedtune.save_vectors(result, str(folder / "out.txt"), "glove")   # the text writer's kernels
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
