@@ -130,18 +130,7 @@ def spearman(glove: Vectors, test: list[str], found: np.ndarray, pairs) -> tuple
     """rho of the start's cosines and of the true vectors' over the pairs holding a test word."""
     from scipy.stats import spearmanr
 
-    row = {w: i for i, w in enumerate(test)}
-
-    def vec(w, true):
-        return glove[w] if true or w not in row else found[row[w]]
-
-    got, true, human = [], [], []
-    for a, b, score in pairs:
-        if (a in row or b in row) and a in glove.index and b in glove.index:
-            for out, is_true in ((got, False), (true, True)):
-                x, y = vec(a, is_true), vec(b, is_true)
-                out.append(float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) + 1e-12)))
-            human.append(score)
+    got, true, human, _ = pair_cosines(glove, test, found, pairs)
     if len(human) < 3:
         return float("nan"), float("nan"), len(human)
     return float(spearmanr(got, human)[0]), float(spearmanr(true, human)[0]), len(human)

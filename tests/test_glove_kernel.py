@@ -21,6 +21,7 @@ from embedtune.training.optimizers import ADAGRAD_INITIAL_ACCUMULATOR, EPSILON
 from embedtune.training.trainer import Trainer
 
 from test_classify_kernel import state   # the tables and every optimizer variable, synced
+from test_kernel import batches_of, run_steps   # a few of an epoch's batches, the last one padded; steps run
 from train_fixtures import bits, glove, make_config, sample_lines
 
 LINES = sample_lines(60)
@@ -41,18 +42,6 @@ def make_trainer(kernel: bool, monkeypatch, threads: int = 2, deterministic: boo
     return trainer
 
 
-def some_batches(trainer, n: int) -> list[dict]:
-    objective = trainer.objective
-    chunk = next(iter(objective.chunks(None, trainer.local_index)))
-    made = list(objective.batches(*objective.units(chunk, trainer.rng)))
-    assert len(made) >= n and made[-1]["pairs"] < objective.batch_size   # the last one is padded
-    return made[: n - 1] + [made[-1]]
-
-
-def run_steps(trainer, batches, lrs) -> list[float]:
-    return [float(loss) for loss in trainer.run([trainer.prepare(b) for b in batches], lrs)]
-
-
 LRS = [0.1, 0.08, 0.05, 0.1, 0.02, 0.1]
 CASES = {
     "adagrad-anchored": dict(),   # glove's defaults: adagrad at 0.1, the anchor 8
@@ -65,7 +54,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_the_kernel_steps_as_tensorflows_step_within_float32_rounding(case, monkeypatch):
     tf_trainer = make_trainer(False, monkeypatch, **CASES[case])
-    batches = some_batches(tf_trainer, len(LRS))
+    batches = batches_of(tf_trainer, None, len(LRS))
     k_trainer = make_trainer(True, monkeypatch, **CASES[case])
     before = state(k_trainer)
     n_trainable = k_trainer.n_trainable
@@ -90,7 +79,7 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
     tables = []
     for threads in (1, 2, 3):
         trainer = make_trainer(True, monkeypatch, threads=threads, clip_norm=0.05)
-        run_steps(trainer, some_batches(trainer, len(LRS)), LRS)
+        run_steps(trainer, batches_of(trainer, None, len(LRS)), LRS)
         tables.append((bits(trainer.trained_matrix()), bits(trainer.side_matrix())))
     for words, side in tables[1:]:
         np.testing.assert_array_equal(words, tables[0][0])
@@ -132,7 +121,7 @@ def glove_c_reference(trainer, batches, lrs, anchor) -> tuple[np.ndarray, np.nda
 def test_the_lockfree_kernel_on_one_thread_is_glove_cs_sequential_loop(monkeypatch):
     trainer = make_trainer(True, monkeypatch, threads=1, deterministic=False)
     assert trainer.kernel.lockfree
-    batches = some_batches(trainer, 3)
+    batches = batches_of(trainer, None, 3)
     lrs = [0.1, 0.05, 0.08]
     words, side = glove_c_reference(trainer, batches, lrs, trainer.config.train.anchor)
     run_steps(trainer, batches, lrs)
