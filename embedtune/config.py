@@ -163,8 +163,9 @@ def _check_value(key: Key, where: str, value, source: str):
         return float(value)
     if not isinstance(value, key.type):
         raise EmbedtuneError(f"key '{where}' must be {_type_name(key.type)}, got {value!r}", path=source)
-    if key.role and value == "":   # an empty name is never "not given": it would drop a file silently
-        raise EmbedtuneError(f"key '{where}' is an empty file name", path=source)
+    problem = key.empty_problem(value)
+    if problem:
+        raise EmbedtuneError(f"key '{where}' is {problem}", path=source)
     return value
 
 
@@ -216,8 +217,9 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     from embedtune import objectives as registry
 
     for key, value in _values(config, "", "train", "vocab"):
-        if key.role and value == "":
-            bad(f"{key.table}.{key.name}".lstrip("."), "is an empty file name")
+        problem = key.empty_problem(value)
+        if problem:
+            bad(f"{key.table}.{key.name}".lstrip("."), f"is {problem}")
     objectives = registry.registered()
     if t.objective != AUTO and t.objective not in objectives:
         bad("train.objective", f"must be one of {', '.join((AUTO, *objectives))}, got {t.objective!r}")
