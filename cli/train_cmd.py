@@ -276,7 +276,7 @@ def serve_task(ctx, config, resume: bool, workers: int, servers, dry_run: bool) 
     if servers.chief or dry_run:
         return
     message(f"Serving as {servers.kind} task {servers.index} at {servers.address} until the chief is gone")
-    message(serve.serve(servers, config.train.threads or local_cores(), serve.wait_seconds()))
+    message(serve.serve(servers, config.train.threads or local_cores(), config.train.peer_timeout))
     ctx.exit(0)
 
 

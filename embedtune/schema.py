@@ -148,8 +148,9 @@ class TrainConfig(_HoldsOwn):
                                "rows it changed, summed on every worker (docs/workers.md); 0 = every step's "
                                "gradients gathered (slower).")
     peer_timeout: float = key(120.0, range=Range(0, FLOAT32_MAX, low_open=True), metavar="SECONDS", section=RUNS,
-                              help="--workers or TF_CONFIG: seconds each worker waits for the others to start before "
-                                   "an error naming the missing ones (Ctrl-C stops the wait).")
+                              help="--workers or TF_CONFIG: seconds each worker waits for the others to start (and a "
+                                   "parameter-server task for its chief, the chief for its servers) before an error "
+                                   "naming the missing ones (Ctrl-C stops the wait).")
     logdir: str | None = key(path="folder", section=RUNS,
                              help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the "
                                   "projector's new and most-moved rows at the end: tensorboard --logdir DIR.")
