@@ -287,9 +287,47 @@ def test_ctrl_c_while_tensorflow_is_imported_exits_130(small, tmp_path):
     process.send_signal(signal.SIGINT)
     rc, stderr = finish(process)
     assert rc == 130, stderr
-    assert stderr.strip().splitlines()[-1] == "Interrupted (Ctrl-C)."
+    assert stderr.strip().splitlines()[-1] == "Interrupted before training began; nothing was saved."
     assert "Aborted!" not in stderr and "Traceback" not in stderr
     assert sorted(os.listdir(tmp_path)) == ["v.txt"]
+
+
+def reader_waits(fifo: Path) -> bool:
+    """A process has ``fifo`` open for reading (a writer's non-blocking open fails with ENXIO until then);
+    the write end, opened here, stays open: the reader then waits for lines that never come."""
+    try:
+        reader_waits.held.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_set_up_stops_the_run_at_once(small, tmp_path, sig, code):
+    """Ctrl-C in the set-up (rows planned, new words started, tables made) waited for the first step of the
+    loop: here the set-up waits on a --freeze-list pipe (`<(slow command)`) that never ends, so only a stop
+    that acts at once ends the run."""
+    fifo = tmp_path / "frozen.fifo"
+    os.mkfifo(fifo)
+    before = {name: (tmp_path / name).read_bytes() for name in ("v.txt",)}
+    reader_waits.held = []
+    process = start(["train", small, small, "-o", tmp_path / "out.txt", "--freeze-list", fifo, "--epochs", "1"],
+                    tmp_path)
+    try:
+        wait_until(process, lambda: reader_waits(fifo), "--freeze-list read")
+        process.send_signal(sig)
+        rc, stderr = finish(process)
+    finally:
+        for fd in reader_waits.held:
+            os.close(fd)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert rc == code, stderr
+    assert stderr.strip().splitlines()[-1] == "Interrupted before training began; nothing was saved.", stderr
+    assert "Traceback" not in stderr and "Aborted!" not in stderr
+    assert sorted(os.listdir(tmp_path)) == ["frozen.fifo", "v.txt"]
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
 
 
 # ---------------------------------------------------------------------------------------------
