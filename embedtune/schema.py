@@ -5,8 +5,9 @@ Each shared key is declared once, as a field (``embedtune.keys.key``: type, defa
 Each objective's own keys are its own frozen dataclass (``embedtune.keys.OwnKeys``, declared in its module
 and named by its class's ``keys``); a config holds the values that differ from their defaults in ``own``
 and an objective reads its typed instance: ``config.train.keys_of(SkipGramKeys).negative``. A leaf
-module: it imports only embedtune.keys, so the objectives import it and embedtune.config (loading,
-merging, checking, resolving; it knows the registry) imports both, with no circle.
+module: it imports only embedtune.keys and embedtune.newwords.defaults (which imports nothing: --init's
+choices are the new words' own), so the objectives import it and embedtune.config (loading, merging,
+checking, resolving; it knows the registry) imports both, with no circle.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range, key
+from embedtune.newwords.defaults import DEFAULT_METHOD, METHODS
 
 __all__ = ["Config", "VocabConfig", "TrainConfig", "AUTO", "OPTIMIZERS", "LOWERCASE", "TOKENIZE", "INITS"]
 
@@ -22,7 +24,7 @@ AUTO = "auto"   # train.objective: the vectors' format's objective, else the def
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
-INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.newwords.defaults.METHODS
+INITS = METHODS   # --init's choices: the new words' own list (embedtune/newwords/defaults.py)
 
 K = TypeVar("K", bound=OwnKeys)
 
@@ -81,7 +83,7 @@ class VocabConfig:
              "corpus lacks them); no other word is added unless --min-count is given.")
     max_new: int = key(0, range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
                        help="Add at most this many new words, most frequent first (0 = all).")
-    init: str = key("form-context", choices=INITS, section=NEW_WORDS,
+    init: str = key(DEFAULT_METHOD, choices=INITS, section=NEW_WORDS,
                     help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
                          "spelling (form-context: better for rare words), or random (docs/new-words.md).")
     lowercase: str = key("auto", choices=LOWERCASE, section=IO,
