@@ -250,7 +250,11 @@ class ProgressBar:
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     def show_phase(self, p) -> None:
-        """A set-up phase's bar (``on_phase``)."""
+        """A set-up phase's bar (``on_phase``); a moment with nothing to count (not ``counted``), one line."""
+        if not p.counted:
+            self.close()
+            message(f"{p.name[:1].upper()}{p.name[1:]} ...")
+            return
         if not show_progress():
             return
         if p.finished:

@@ -192,11 +192,15 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             from embedtune.training.step import runs_on
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
-            from embedtune.training.progress import phase, reporting
+            from embedtune.kernels import cache_is_cold
+            from embedtune.training.progress import announce, phase, reporting
 
-            with reporting(on_phase), phase("counting the corpus", 0, "B") as advance:
-                seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
-                                                                    compiled=compiled, advance=advance)
+            with reporting(on_phase):
+                if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
+                    announce("compiling kernels (first run only)")
+                with phase("counting the corpus", 0, "B") as advance:
+                    seconds["count_and_import"] = count_while_importing(
+                        corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 

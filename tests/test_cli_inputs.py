@@ -330,6 +330,27 @@ def test_a_signal_during_the_set_up_stops_the_run_at_once(small, tmp_path, sig, 
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
 
 
+def test_a_cold_kernel_cache_is_said_in_one_line_and_only_then(small, tmp_path):
+    """A fresh install's first run compiled numba's kernels for about 15 s without a word (issue 38: no silent
+    stretch over 2 s): with an empty cache (NUMBA_CACHE_DIR), one line says so before the count; the next run,
+    which loads them, says nothing of it. The corpus's bad last line ends each run once the count has run."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"the cat sat on the mat\n" * 20000 + b"\xff bad\n")   # past the first bytes' check
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+
+    def stderr_lines() -> list[str]:
+        ran = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", small, corpus, "-o",
+                              tmp_path / "out.txt"], env=env, capture_output=True, text=True, timeout=WAIT)
+        assert ran.returncode == 1 and ran.stdout == "", ran.stderr
+        return ran.stderr.splitlines()
+
+    error = f"Error: {corpus} line 20001: not valid UTF-8 text"
+    first = stderr_lines()
+    assert first[1:2] == ["Compiling kernels (first run only) ..."] and first[2].startswith(error), first
+    second = stderr_lines()
+    assert len(second) == 2 and second[1].startswith(error), second
+
+
 # ---------------------------------------------------------------------------------------------
 # eval's benchmark files
 
