@@ -56,7 +56,7 @@ class Key:
     table : "train", "vocab" or "" (the file's top level)
     help : the option's help, one sentence; ``shown_default`` says what ``[default: ...]`` shows where the
         default itself says too little (None: the default, or the objectives' defaults when it is None)
-    range, choices : the values allowed (ranges: ``embedtune.config.RANGES``)
+    range, choices : the values allowed (ranges: ``embedtune.config.ranges()``)
     only : for an objective's key: set away from its default under another objective, it is an error
         "is <only> only by --objective <name>" ("" : no such check, the key is just not read)
     option : False: a key of the file only, or an option written by hand in cli/

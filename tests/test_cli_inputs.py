@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import COMMANDS, cli
-from embedtune.config import RANGES, Config, find_key, merge
+from embedtune.config import Config, find_key, merge, ranges
 from embedtune.errors import EmbedtuneError
 from embedtune.training.checkpoints import state as checkpoint
 
@@ -135,9 +135,9 @@ def _default(key):
     return Config().value(find_key(*key.split(".")))
 
 
-@pytest.mark.parametrize("key", [k for k in RANGES if not k.startswith("init.")])
+@pytest.mark.parametrize("key", [k for k in ranges() if not k.startswith("init.")])
 def test_every_number_is_refused_just_outside_its_range(key):
-    r = RANGES[key]
+    r = ranges()[key]
     is_int = isinstance(_default(key), int) \
         or _option(key) in ("window", "dim")
     below = r.low if r.low_open else (r.low - 1 if is_int else r.low - 1e-9)
@@ -153,7 +153,7 @@ def test_every_number_is_refused_just_outside_its_range(key):
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
-@pytest.mark.parametrize("key", [k for k, r in RANGES.items() if k.startswith("train.") and
+@pytest.mark.parametrize("key", [k for k, r in ranges().items() if k.startswith("train.") and
                                  isinstance(_default(k), float | type(None))
                                  and _option(k) not in ("window", "dim")])
 def test_float_options_must_be_finite(key, value):
@@ -178,7 +178,7 @@ def test_init_checks_the_same_ranges_before_reading(small, tmp_path, option, val
 def test_docs_state_every_range(tmp_path):
     # The ranges table moved from the README to docs/training.md (issue 25, item 8).
     page = (Path(__file__).parent.parent / "docs" / "training.md").read_text(encoding="utf-8")
-    for key, r in RANGES.items():
+    for key, r in ranges().items():
         if key.startswith("init."):
             continue
         assert f"| `{_option(key)}` | {r.text()} |" in page, key
