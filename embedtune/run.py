@@ -204,7 +204,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
-        # A closed-form fit (retrofit) takes seconds and polls nothing: it never enters ``stop``, so Ctrl-C stops it at once.
+        # A closed-form fit (retrofit) takes seconds, polls nothing, never enters ``stop``: Ctrl-C stops it at once.
         result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=stop,
                        on_phase=on_phase,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,

@@ -73,7 +73,8 @@ class VocabConfig:
     freeze_top: int = key(0, range=Range(0, INT64_MAX, zero="off"), section=ROWS, shown_default="0 = off",
                           help="Freeze the first N rows of VECTORS (the most frequent words).")
     freeze_pattern: str | None = key(pattern=True, section=ROWS, help="Freeze pretrained words matching this regex.")
-    train_pattern: str | None = key(pattern=True, section=ROWS, help="Train words matching this regex; the rest are frozen.")
+    train_pattern: str | None = key(pattern=True, section=ROWS,
+                                    help="Train words matching this regex; the rest are frozen.")
     freeze_pretrained: bool = key(False, section=ROWS, help="Freeze every pretrained row: only new words train.")
     min_count: int | None = key(range=Range(1, INT64_MAX), section=NEW_WORDS, shown_default="5; none with --new-words",
                                 help="Add corpus words seen this often as new rows.")
