@@ -131,7 +131,9 @@ def test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly(run):
 # The work of reading one file with every reader (15 reads), as the function calls (Python's and C's) that
 # the main thread makes: a count that no machine's speed or load changes. Over the 1,200 examples (after the
 # warm-up) the readers made at most 15k calls on a file under 1 kB and 11 a byte on one over 5 kB, a quarter
-# of this bound at most; a reader quadratic in a line makes millions on a 3,000-byte line of punctuation.
+# of this bound at most; a reader whose calls grow with the square of a line (a loop over the characters
+# inside another) makes millions on a 3,000-byte line of punctuation. Work inside one C call is not
+# counted: only the hang guard below bounds that.
 READ_CALLS = 100_000
 READ_CALLS_PER_BYTE = 30
 HANG_SECONDS = 60   # a read still running then (a hang, not a slow read) is stopped, and the example fails
