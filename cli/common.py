@@ -34,6 +34,12 @@ def quiet_option(command):
                         help="No progress bars or messages on standard error.")(command)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread (cli/main.py) so that it unwinds like Ctrl-C's KeyboardInterrupt:
+    every `finally` and `with` runs, and no temporary output or spool file is left behind (the default
+    action would end the process on the spot)."""
+
+
 def show_progress() -> bool:
     return not quiet() and sys.stderr.isatty()
 

@@ -75,7 +75,7 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
       embedtune init glove.txt corpus.txt -o glove+new.txt
       embedtune init vecs.bin corpus.txt.gz --init context-mean --json -o out.bin
     """
-    # The same ranges as train's options of the same names (embedtune.config.RANGES).
+    # The same ranges as train's options of the same names (embedtune.config.ranges()).
     for name, key, value in (("--min-count", "vocab.min_count", 1 if min_count is None else min_count), ("--max-new", "vocab.max_new", max_new),
                              ("--window", "train.window", window), ("--seed", "train.seed", seed),
                              ("--min-contexts", "init.min_contexts", min_contexts),

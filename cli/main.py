@@ -19,7 +19,7 @@ import time
 import click
 
 from embedtune import __version__
-from embedtune.cli.common import closed_pipe, quiet_option
+from embedtune.cli.common import Terminated, closed_pipe, quiet_option
 from embedtune.errors import EmbedtuneError
 
 # command name -> "module:attribute", relative to this package
@@ -46,12 +46,6 @@ SHORT_HELP = {
     "report": "Write one HTML page of what a fine-tune did (before/after, neighbours, map).",
     "lexicon": "Write synonym and antonym lexicons (from WordNet) for --objective retrofit.",
 }
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that it unwinds like Ctrl-C's KeyboardInterrupt: every
-    `finally` and `with` runs, and no temporary output or spool file is left behind (the default
-    action would end the process on the spot)."""
 
 
 RESEND_SECONDS = 0.01

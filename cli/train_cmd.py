@@ -9,8 +9,8 @@ import click
 
 import embedtune.run
 from embedtune.checks import check_run, missing_argument
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, message, quiet_option, reader_options,
-                                  reports_errors, show_progress, write_json)
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Terminated, format_name, message, quiet_option,
+                                  reader_options, reports_errors, show_progress, write_json)
 from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
@@ -31,10 +31,12 @@ Options on the command line override the [vocab] and [train] tables of --config.
 class StopRequests:
     """Ctrl-C or SIGTERM asks the loop to stop after the current step (a second Ctrl-C stops at once).
     ``code``: the exit code of the first signal, 130 for SIGINT and 143 for SIGTERM (128 + the signal,
-    as a shell reports it, and as every other command and phase exits)."""
+    as a shell reports it, and as every other command and phase exits). The training loop alone enters
+    it (embedtune.training.train): before, in the set-up, a signal unwinds at once (``entered`` is False)."""
 
     def __init__(self):
         self.requested = False
+        self.entered = False
         self.code = None
         self.saved = {}
 
@@ -50,6 +52,7 @@ class StopRequests:
         click.echo(f"\nStopping after this step ({why} to stop at once) ...", err=True)
 
     def __enter__(self):
+        self.entered = True
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
                 self.saved[sig] = signal.signal(sig, self._handler)
@@ -180,11 +183,14 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         if launched():   # the launcher names the worker that went first
             ctx.exit(PEER_LOST)
         raise EmbedtuneError(str(lost)) from None
-    except TrainingInterrupted as interrupted:
+    except (KeyboardInterrupt, Terminated) as signalled:
+        if stop.entered:   # after the loop: writing the output (cli/main.py says it)
+            raise
+        bar.close()   # loading, counting, the wait for other workers, the new words' starts, the tables
+        click.echo("\nInterrupted before training began; nothing was saved.", err=True)
+        ctx.exit(143 if isinstance(signalled, Terminated) else 130)
+    except TrainingInterrupted as interrupted:   # asked in the loop (the set-up never polls a request: see above)
         bar.close()
-        if interrupted.position is None:   # while waiting for the other workers (TF_CONFIG)
-            click.echo("Interrupted before training began; nothing was saved.", err=True)
-            ctx.exit(stop.code or 130)
         where = f"step {interrupted.position.steps}, epoch {interrupted.position.epoch}"
         if interrupted.checkpoint:
             click.echo(f"Interrupted at {where}; checkpoint written to {interrupted.checkpoint}.\n"
@@ -244,7 +250,11 @@ class ProgressBar:
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
     def show_phase(self, p) -> None:
-        """A set-up phase's bar (``on_phase``)."""
+        """A set-up phase's bar (``on_phase``); a moment with nothing to count (not ``counted``), one line."""
+        if not p.counted:
+            self.close()
+            message(f"{p.name[:1].upper()}{p.name[1:]} ...")
+            return
         if not show_progress():
             return
         if p.finished:
@@ -276,7 +286,7 @@ def serve_task(ctx, config, resume: bool, workers: int, servers, dry_run: bool) 
     if servers.chief or dry_run:
         return
     message(f"Serving as {servers.kind} task {servers.index} at {servers.address} until the chief is gone")
-    message(serve.serve(servers, config.train.threads or local_cores(), serve.wait_seconds()))
+    message(serve.serve(servers, config.train.threads or local_cores(), config.train.peer_timeout))
     ctx.exit(0)
 
 

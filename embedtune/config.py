@@ -24,9 +24,9 @@ from embedtune.errors import BadOption, EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
 from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
-__all__ = ["Config", "TrainConfig", "VocabConfig", "RANGES", "Key", "Range", "load_config", "merge", "validate",
-           "resolve", "learning_rate", "range_problem", "all_keys", "owners", "find_key", "with_values", "train_config",
-           "AUTO", "INITS", "LOWERCASE", "OPTIMIZERS", "TOKENIZE"]
+__all__ = ["Config", "TrainConfig", "VocabConfig", "Key", "Range", "load_config", "merge", "validate",
+           "resolve", "learning_rate", "range_problem", "all_keys", "owners", "find_key", "ranges", "with_values",
+           "train_config", "AUTO", "INITS", "LOWERCASE", "OPTIMIZERS", "TOKENIZE"]
 
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise
@@ -46,22 +46,36 @@ C = TypeVar("C", Config, VocabConfig, TrainConfig)
 
 # --- the keys: the shared ones and the registered objectives' own -----------------------------------
 # Gathered on first use, not import: the registry loads objectives from other packages (entry points).
-_built: dict = {}
+@dataclasses.dataclass(frozen=True)
+class _Keys:
+    keys: tuple[Key, ...]                    # every key, shared first, then the objectives' in the registry's order
+    owners: dict[tuple[str, str], str]       # (table, name) -> the objective declaring it
+    by_key: dict[tuple[str, str], Key]
+    ranges: dict[str, Range]                 # "table.key" -> its range (embedtune init's own keys too)
+
+
+_built: dict[str, _Keys] = {}   # "keys": the one _Keys, once gathered
 
 
 def all_keys() -> tuple[Key, ...]:
     """Every key: the shared ones, then each registered objective's own, in the registry's order."""
-    return _keys()["keys"]
+    return _keys().keys
 
 
 def owners() -> dict[tuple[str, str], str]:
     """(table, name) -> the objective that declares the key, for the objectives' own keys."""
-    return _keys()["owners"]
+    return _keys().owners
 
 
-def _keys() -> dict:
+def ranges() -> dict[str, Range]:
+    """"table.key" -> Range for every key with one, the registered objectives' (entry points too) and
+    embedtune init's own (INIT_RANGES) included."""
+    return _keys().ranges
+
+
+def _keys() -> _Keys:
     if _built:
-        return _built
+        return _built["keys"]
     from embedtune import objectives as registry
 
     if registry.loading():   # an objective's module, imported by the registry, asked: its keys are not in yet
@@ -84,21 +98,14 @@ def _keys() -> dict:
                 seen[where] = f"objective {name}'s"
                 owner[where] = name
                 keys.append(key)
-    ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
-    _built.update(keys=tuple(keys), owners=owner, by_key={(k.table, k.name): k for k in keys},
-                  RANGES={**ranges, **INIT_RANGES})
-    return _built
-
-
-def __getattr__(name):
-    if name == "RANGES":   # "table.key" -> Range, with the entry points' objectives' keys, so read on use
-        return _keys()["RANGES"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    declared_ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
+    _built["keys"] = _Keys(tuple(keys), owner, {(k.table, k.name): k for k in keys}, {**declared_ranges, **INIT_RANGES})
+    return _built["keys"]
 
 
 def find_key(table: str, name: str) -> Key:
     """The declared key ``name`` of ``table`` ("", "vocab" or "train"), shared or an objective's (KeyError if none)."""
-    return _keys()["by_key"][(table, name)]
+    return _keys().by_key[(table, name)]
 
 
 def with_values(holder: C, **values) -> C:
@@ -108,7 +115,7 @@ def with_values(holder: C, **values) -> C:
     shared: dict = {}
     own: dict[type, dict] = {}
     for name, value in values.items():
-        key = _keys()["by_key"].get((holder.table, name))
+        key = _keys().by_key.get((holder.table, name))
         if key is None or key.holder is None or not issubclass(key.holder, OwnKeys):
             shared[name] = value   # a shared key (dataclasses.replace names an unknown one)
         else:
@@ -127,8 +134,8 @@ def train_config(**values) -> TrainConfig:
 
 # --- checks -------------------------------------------------------------------------------------
 def range_problem(key: str, value) -> str | None:
-    """What is wrong with ``value`` for ``key`` of RANGES ("must be ..., got ..."), or None."""
-    r = _keys()["RANGES"][key]
+    """What is wrong with ``value`` for ``key`` of ``ranges()`` ("must be ..., got ..."), or None."""
+    r = ranges()[key]
     if isinstance(value, float) and (value != value or abs(value) == float("inf")):
         return f"must be a finite number, got {value}"
     if isinstance(value, float) and abs(value) > FLOAT32_MAX:
@@ -163,8 +170,9 @@ def _check_value(key: Key, where: str, value, source: str):
         return float(value)
     if not isinstance(value, key.type):
         raise EmbedtuneError(f"key '{where}' must be {_type_name(key.type)}, got {value!r}", path=source)
-    if key.role and value == "":   # an empty name is never "not given": it would drop a file silently
-        raise EmbedtuneError(f"key '{where}' is an empty file name", path=source)
+    problem = key.empty_problem(value)
+    if problem:
+        raise EmbedtuneError(f"key '{where}' is {problem}", path=source)
     return value
 
 
@@ -216,8 +224,9 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     from embedtune import objectives as registry
 
     for key, value in _values(config, "", "train", "vocab"):
-        if key.role and value == "":
-            bad(f"{key.table}.{key.name}".lstrip("."), "is an empty file name")
+        problem = key.empty_problem(value)
+        if problem:
+            bad(f"{key.table}.{key.name}".lstrip("."), f"is {problem}")
     objectives = registry.registered()
     if t.objective != AUTO and t.objective not in objectives:
         bad("train.objective", f"must be one of {', '.join((AUTO, *objectives))}, got {t.objective!r}")

@@ -56,13 +56,15 @@ class Key:
     table : "train", "vocab" or "" (the file's top level)
     help : the option's help, one sentence; ``shown_default`` says what ``[default: ...]`` shows where the
         default itself says too little (None: the default, or the objectives' defaults when it is None)
-    range, choices : the values allowed (ranges: ``embedtune.config.RANGES``)
+    range, choices : the values allowed (ranges: ``embedtune.config.ranges()``)
     only : for an objective's key: set away from its default under another objective, it is an error
         "is <only> only by --objective <name>" ("" : no such check, the key is just not read)
     option : False: a key of the file only, or an option written by hand in cli/
     path : what the value names (click.Path on the command line): "read", a file the run reads; "write", a
         file it writes; "folder", a folder it writes into ("": not a path; True is taken as "read"). No
         output may name an input (embedtune.checks.check_names); an empty name is an error
+    pattern : the value is a regular expression over words (re.search); an empty one would match every
+        word, so it is an error, as an empty file name is (``empty_problem``)
     metavar, section : of the option in --help (section: "" = the objective's own section)
     """
 
@@ -76,6 +78,7 @@ class Key:
     only: str = ""
     option: bool = True
     path: str | bool = ""
+    pattern: bool = False
     metavar: str | None = None
     section: str = ""
     shown_default: str | None = None
@@ -87,6 +90,17 @@ class Key:
     def role(self) -> str:
         """"read", "write", "folder" or "" (see ``path``)."""
         return "read" if self.path is True else self.path or ""
+
+    def empty_problem(self, value) -> str | None:
+        """What an empty string given for this key is ("an empty file name", ...), or None where "" is a value.
+        An empty name or pattern is never "not given": it would drop a file, or match every word, silently."""
+        if value != "":
+            return None
+        if self.role:
+            return "an empty file name"
+        if self.pattern:
+            return "an empty pattern (it would match every word)"
+        return None
 
     @property
     def flag(self) -> str:

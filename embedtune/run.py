@@ -170,8 +170,8 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
         progress : given an embedtune.training.Progress now and then; note : told the text of each note;
         on_phase : given an embedtune.training.progress.Phase as each lasting set-up phase goes
-    stop : a context manager entered once the corpus is counted, for the training alone (the command's
-        takes over Ctrl-C and SIGTERM then); its value is polled after each step (embedtune.training.train)
+    stop : polled after each step; a context manager too (the command's, which takes over Ctrl-C and SIGTERM),
+        entered for the training loop alone, once set up (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
     """
     from embedtune.objectives import check_corpus_start, objective_class
@@ -187,22 +187,25 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             corpus = held.enter_context(objective.open_corpus(source, config, lowercase=loaded.lowercase,
                                                               tokenize=config.vocab.tokenize,
                                                               vocabulary=vectors.index))
-            # Counted before the stop requests are taken over: a Ctrl-C there interrupts at once.
+            # Counted before the stop requests are taken over (for the loop alone): a Ctrl-C here interrupts at once.
             from embedtune.distribute import distributed
             from embedtune.training.step import runs_on
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
-            from embedtune.training.progress import phase, reporting
+            from embedtune.kernels import cache_is_cold
+            from embedtune.training.progress import announce, phase, reporting
 
-            with reporting(on_phase), phase("counting the corpus", 0, "B") as advance:
-                seconds["count_and_import"] = count_while_importing(corpus, freeze=own_process, tensorflow=tensorflow,
-                                                                    compiled=compiled, advance=advance)
+            with reporting(on_phase):
+                if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
+                    announce("compiling kernels (first run only)")
+                with phase("counting the corpus", 0, "B") as advance:
+                    seconds["count_and_import"] = count_while_importing(
+                        corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 
-        # A closed-form fit takes seconds and polls nothing: Ctrl-C stops it at once.
-        polled = held.enter_context(stop) if stop is not None and objective.closed_form is None else None
-        result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=polled,
+        # A closed-form fit (retrofit) takes seconds, polls nothing, never enters ``stop``: Ctrl-C stops it at once.
+        result = train(vectors, corpus, config, progress=progress, on_plan=on_plan, resume=resume, stop=stop,
                        on_phase=on_phase,
                        overwrite_checkpoints=overwrite_checkpoints, note=note,
                        strategy=strategy_from_env())

@@ -5,8 +5,9 @@ Each shared key is declared once, as a field (``embedtune.keys.key``: type, defa
 Each objective's own keys are its own frozen dataclass (``embedtune.keys.OwnKeys``, declared in its module
 and named by its class's ``keys``); a config holds the values that differ from their defaults in ``own``
 and an objective reads its typed instance: ``config.train.keys_of(SkipGramKeys).negative``. A leaf
-module: it imports only embedtune.keys, so the objectives import it and embedtune.config (loading,
-merging, checking, resolving; it knows the registry) imports both, with no circle.
+module: it imports only embedtune.keys and embedtune.newwords.defaults (which imports nothing: --init's
+choices are the new words' own), so the objectives import it and embedtune.config (loading, merging,
+checking, resolving; it knows the registry) imports both, with no circle.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range, key
+from embedtune.newwords.defaults import DEFAULT_METHOD, METHODS
 
 __all__ = ["Config", "VocabConfig", "TrainConfig", "AUTO", "OPTIMIZERS", "LOWERCASE", "TOKENIZE", "INITS"]
 
@@ -22,7 +24,7 @@ AUTO = "auto"   # train.objective: the vectors' format's objective, else the def
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 LOWERCASE = ("auto", "yes", "no")
 TOKENIZE = ("auto", "none")   # embedtune.corpus.TOKENIZE
-INITS = ("alacarte", "context-mean", "form-context", "random")   # embedtune.newwords.defaults.METHODS
+INITS = METHODS   # --init's choices: the new words' own list (embedtune/newwords/defaults.py)
 
 K = TypeVar("K", bound=OwnKeys)
 
@@ -70,8 +72,9 @@ class VocabConfig:
     train_list: str | None = key(path="read", section=ROWS, help="File of words to train; the rest are frozen.")
     freeze_top: int = key(0, range=Range(0, INT64_MAX, zero="off"), section=ROWS, shown_default="0 = off",
                           help="Freeze the first N rows of VECTORS (the most frequent words).")
-    freeze_pattern: str | None = key(section=ROWS, help="Freeze pretrained words matching this regex.")
-    train_pattern: str | None = key(section=ROWS, help="Train words matching this regex; the rest are frozen.")
+    freeze_pattern: str | None = key(pattern=True, section=ROWS, help="Freeze pretrained words matching this regex.")
+    train_pattern: str | None = key(pattern=True, section=ROWS,
+                                    help="Train words matching this regex; the rest are frozen.")
     freeze_pretrained: bool = key(False, section=ROWS, help="Freeze every pretrained row: only new words train.")
     min_count: int | None = key(range=Range(1, INT64_MAX), section=NEW_WORDS, shown_default="5; none with --new-words",
                                 help="Add corpus words seen this often as new rows.")
@@ -81,7 +84,7 @@ class VocabConfig:
              "corpus lacks them); no other word is added unless --min-count is given.")
     max_new: int = key(0, range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
                        help="Add at most this many new words, most frequent first (0 = all).")
-    init: str = key("form-context", choices=INITS, section=NEW_WORDS,
+    init: str = key(DEFAULT_METHOD, choices=INITS, section=NEW_WORDS,
                     help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
                          "spelling (form-context: better for rare words), or random (docs/new-words.md).")
     lowercase: str = key("auto", choices=LOWERCASE, section=IO,
@@ -148,8 +151,9 @@ class TrainConfig(_HoldsOwn):
                                "rows it changed, summed on every worker (docs/workers.md); 0 = every step's "
                                "gradients gathered (slower).")
     peer_timeout: float = key(120.0, range=Range(0, FLOAT32_MAX, low_open=True), metavar="SECONDS", section=RUNS,
-                              help="--workers or TF_CONFIG: seconds each worker waits for the others to start before "
-                                   "an error naming the missing ones (Ctrl-C stops the wait).")
+                              help="--workers or TF_CONFIG: seconds each worker waits for the others to start (and a "
+                                   "parameter-server task for its chief, the chief for its servers) before an error "
+                                   "naming the missing ones (Ctrl-C stops the wait).")
     logdir: str | None = key(path="folder", section=RUNS,
                              help="Write TensorBoard scalars here (loss, words/s, lr, row changes), and the "
                                   "projector's new and most-moved rows at the end: tensorboard --logdir DIR.")

@@ -25,7 +25,7 @@ START_FIRST = [
     "test_fault_injection.py::test_signals_at_random_moments_in_every_phase",
     "test_resume.py@sgns",
     "test_resume.py@glove",
-    "test_properties.py::test_every_reader_parses_or_names_the_file_and_line_in_time",
+    "test_properties.py::test_every_reader_parses_or_names_the_file_and_line_in_bounded_work",
     "test_ps.py::test_a_loopback_cluster_trains_the_rows_one_process_trains",
     "test_distribute.py::test_classify_two_workers_read_their_shares_and_equal_one_process",
     "test_classify.py",

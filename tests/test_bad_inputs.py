@@ -580,6 +580,22 @@ def _(f):
     return f.args("--freeze-list", ""), ["Error: --freeze-list: empty file name"]
 
 
+@case("freeze-pattern-empty")
+def _(f):   # re.search finds "" in every word: it must not freeze all, nor be taken as no rule
+    return f.args("--freeze-pattern", ""), ["Error: --freeze-pattern is an empty pattern (it would match every word)"]
+
+
+@case("train-pattern-empty")
+def _(f):
+    return f.args("--train-pattern", ""), ["Error: --train-pattern is an empty pattern"]
+
+
+@case("freeze-pattern-empty-in-the-config")
+def _(f):
+    config = f.file("run.toml", '[vocab]\nfreeze_pattern = ""\n')
+    return f.args("--config", config), [f"Error: {config}: key 'vocab.freeze_pattern' is an empty pattern"]
+
+
 @case("output-empty-name-in-a-dry-run")
 def _(f):
     return f.args("--dry-run", output=""), ["Error: -o: empty file name"]

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import COMMANDS, cli
-from embedtune.config import RANGES, Config, find_key, merge
+from embedtune.config import Config, find_key, merge, ranges
 from embedtune.errors import EmbedtuneError
 from embedtune.training.checkpoints import state as checkpoint
 
@@ -135,9 +135,9 @@ def _default(key):
     return Config().value(find_key(*key.split(".")))
 
 
-@pytest.mark.parametrize("key", [k for k in RANGES if not k.startswith("init.")])
+@pytest.mark.parametrize("key", [k for k in ranges() if not k.startswith("init.")])
 def test_every_number_is_refused_just_outside_its_range(key):
-    r = RANGES[key]
+    r = ranges()[key]
     is_int = isinstance(_default(key), int) \
         or _option(key) in ("window", "dim")
     below = r.low if r.low_open else (r.low - 1 if is_int else r.low - 1e-9)
@@ -153,7 +153,7 @@ def test_every_number_is_refused_just_outside_its_range(key):
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
-@pytest.mark.parametrize("key", [k for k, r in RANGES.items() if k.startswith("train.") and
+@pytest.mark.parametrize("key", [k for k, r in ranges().items() if k.startswith("train.") and
                                  isinstance(_default(k), float | type(None))
                                  and _option(k) not in ("window", "dim")])
 def test_float_options_must_be_finite(key, value):
@@ -178,7 +178,7 @@ def test_init_checks_the_same_ranges_before_reading(small, tmp_path, option, val
 def test_docs_state_every_range(tmp_path):
     # The ranges table moved from the README to docs/training.md (issue 25, item 8).
     page = (Path(__file__).parent.parent / "docs" / "training.md").read_text(encoding="utf-8")
-    for key, r in RANGES.items():
+    for key, r in ranges().items():
         if key.startswith("init."):
             continue
         assert f"| `{_option(key)}` | {r.text()} |" in page, key
@@ -287,9 +287,68 @@ def test_ctrl_c_while_tensorflow_is_imported_exits_130(small, tmp_path):
     process.send_signal(signal.SIGINT)
     rc, stderr = finish(process)
     assert rc == 130, stderr
-    assert stderr.strip().splitlines()[-1] == "Interrupted (Ctrl-C)."
+    assert stderr.strip().splitlines()[-1] == "Interrupted before training began; nothing was saved."
     assert "Aborted!" not in stderr and "Traceback" not in stderr
     assert sorted(os.listdir(tmp_path)) == ["v.txt"]
+
+
+def reader_waits(fifo: Path) -> bool:
+    """A process has ``fifo`` open for reading (a writer's non-blocking open fails with ENXIO until then);
+    the write end, opened here, stays open: the reader then waits for lines that never come."""
+    try:
+        reader_waits.held.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_set_up_stops_the_run_at_once(small, tmp_path, sig, code):
+    """Ctrl-C in the set-up (rows planned, new words started, tables made) waited for the first step of the
+    loop: here the set-up waits on a --freeze-list pipe (`<(slow command)`) that never ends, so only a stop
+    that acts at once ends the run."""
+    fifo = tmp_path / "frozen.fifo"
+    os.mkfifo(fifo)
+    before = {name: (tmp_path / name).read_bytes() for name in ("v.txt",)}
+    reader_waits.held = []
+    process = start(["train", small, small, "-o", tmp_path / "out.txt", "--freeze-list", fifo, "--epochs", "1"],
+                    tmp_path)
+    try:
+        wait_until(process, lambda: reader_waits(fifo), "--freeze-list read")
+        process.send_signal(sig)
+        rc, stderr = finish(process)
+    finally:
+        for fd in reader_waits.held:
+            os.close(fd)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert rc == code, stderr
+    assert stderr.strip().splitlines()[-1] == "Interrupted before training began; nothing was saved.", stderr
+    assert "Traceback" not in stderr and "Aborted!" not in stderr
+    assert sorted(os.listdir(tmp_path)) == ["frozen.fifo", "v.txt"]
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
+
+def test_a_cold_kernel_cache_is_said_in_one_line_and_only_then(small, tmp_path):
+    """A fresh install's first run compiled numba's kernels for about 15 s without a word (issue 38: no silent
+    stretch over 2 s): with an empty cache (NUMBA_CACHE_DIR), one line says so before the count; the next run,
+    which loads them, says nothing of it. The corpus's bad last line ends each run once the count has run."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"the cat sat on the mat\n" * 20000 + b"\xff bad\n")   # past the first bytes' check
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+
+    def stderr_lines() -> list[str]:
+        ran = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", small, corpus, "-o",
+                              tmp_path / "out.txt"], env=env, capture_output=True, text=True, timeout=WAIT)
+        assert ran.returncode == 1 and ran.stdout == "", ran.stderr
+        return ran.stderr.splitlines()
+
+    error = f"Error: {corpus} line 20001: not valid UTF-8 text"
+    first = stderr_lines()
+    assert first[1:2] == ["Compiling kernels (first run only) ..."] and first[2].startswith(error), first
+    second = stderr_lines()
+    assert len(second) == 2 and second[1].startswith(error), second
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,3 +150,21 @@ def test_the_reader_catches_a_private_read(tmp_path):
     (tmp_path / "b.py").write_text("def f(a):\n    a._rows = a._step()\n    return type(a)._step\n")
     assert private_reads([tmp_path / "a.py", tmp_path / "b.py"], tmp_path) == {
         "b.py: a._rows", "b.py: a._step", "b.py: type(a)._step"}
+
+
+def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_code():
+    """--init's choices are embedtune.newwords.defaults.METHODS itself (schema repeated them once); importing
+    the config for them loads none of the new-word code (numpy's arrays, the corpus readers): only defaults.py."""
+    import subprocess
+    import sys
+
+    from embedtune import schema
+    from embedtune.newwords import defaults
+
+    assert schema.INITS is defaults.METHODS
+    assert schema.VocabConfig().init == defaults.DEFAULT_METHOD
+    loaded = subprocess.run([sys.executable, "-c", "import sys, embedtune.config; "
+                             "print(sorted(m for m in sys.modules if m.startswith('embedtune.newwords')))"],
+                            capture_output=True, text=True, check=True).stdout.split("\n")[0]
+    assert loaded == "['embedtune.newwords', 'embedtune.newwords.defaults']"
+

@@ -90,6 +90,13 @@ def test_a_freeze_pattern_matching_a_new_word_is_an_error_naming_it():
         plan_for(freeze_pattern="^t")
 
 
+@pytest.mark.parametrize("key", ["freeze_pattern", "train_pattern"])
+def test_an_empty_pattern_from_python_is_an_error_not_no_rule(key):
+    # A VocabConfig made in Python skips the config's checks: the plan itself refuses "" (it matches every word).
+    with pytest.raises(EmbedtuneError, match=f"--{key.replace('_', '-')} / {key}: empty pattern"):
+        plan_for(**{key: ""})
+
+
 def test_a_train_list_may_name_a_new_word(tmp_path):
     plan = plan_for(train_list=word_list(tmp_path, ["police", "tora"]))
     assert frozen_words(plan) == set(PRETRAINED) - {"police"}

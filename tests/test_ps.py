@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from embedtune.cli.main import cli
 from embedtune.distribute import server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
-from embedtune.distribute.serve import ENV_WAIT, task_config
+from embedtune.distribute.serve import task_config
 from embedtune.errors import EmbedtuneError
 
 from loopback import loopback_cluster
@@ -38,8 +38,9 @@ def files(tmp_path_factory):
 
 
 def start(args, tf_config, wait="60"):
-    env = dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="3", **{ENV_WAIT: wait})
-    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", *map(str, args)], env=env,
+    env = dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", *map(str, args),
+                             "--peer-timeout", wait], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -155,10 +156,11 @@ def test_a_chief_whose_servers_do_not_answer_stops_with_one_line(files, tmp_path
     vectors, corpus = files
     spec = loopback_cluster(ps=2, workers=1)   # nothing listens there
     monkeypatch.setenv("TF_CONFIG", task_config(spec, "chief", 0))
-    monkeypatch.setenv(ENV_WAIT, "0.5")
-    result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(tmp_path / "x.txt")])
+    result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(tmp_path / "x.txt"),
+                                      "--peer-timeout", "0.5"])
     assert result.exit_code == 1 and not (tmp_path / "x.txt").exists()
-    assert f"ps task 0 at {spec['ps'][0]} did not answer within 0.5 s" in one_error_line(result.output)
+    assert (f"ps task 0 at {spec['ps'][0]} did not answer within 0.5 s (start every task of TF_CONFIG; "
+            "--peer-timeout sets the wait") in one_error_line(result.output)
 
 
 def test_a_server_whose_chief_never_comes_ends_with_one_line(tmp_path):
@@ -168,7 +170,8 @@ def test_a_server_whose_chief_never_comes_ends_with_one_line(tmp_path):
     (code, err), = finish([start([vectors, corpus, *ARGS, "-o", "x.txt"], task_config(spec, "ps", 0), wait="1")],
                           timeout=120)
     assert code == 1
-    assert f"ps task 0: the chief at {spec['chief'][0]} did not come within 1 s" in one_error_line(err)
+    assert (f"ps task 0: the chief at {spec['chief'][0]} did not come within 1 s (--peer-timeout sets the wait"
+            in one_error_line(err))
 
 
 def test_sharded_gather_keeps_the_ids_order_and_shape_while_patched():

@@ -36,13 +36,12 @@ def strategy_from_env():
     servers = server_cluster_from_env()
     if servers is not None:
         from embedtune.distribute.ps import ParameterServers
-        from embedtune.distribute.serve import wait_seconds
         from embedtune.errors import EmbedtuneError
 
         if not servers.chief:
             raise EmbedtuneError(f"TF_CONFIG: this is {servers.kind} task {servers.index}, which serves "
                                  "(`embedtune train` with this TF_CONFIG), not the chief that trains")
-        return ParameterServers(servers, wait_seconds())
+        return ParameterServers(servers)
     cluster = cluster_from_env()
     if cluster is None:
         return None

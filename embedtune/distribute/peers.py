@@ -17,7 +17,7 @@ from collections.abc import Callable
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 
 POLL = 0.1     # seconds between two rounds of connection attempts
-PEER_TIMEOUT = 120.0   # --peer-timeout's default (embedtune/config.py), as a parameter-server task waits
+PEER_TIMEOUT = 120.0   # --peer-timeout's default (embedtune/schema.py), for a strategy started without a config
 SAY_AFTER = 1.0   # seconds of waiting before the line naming the peers still missing
 
 

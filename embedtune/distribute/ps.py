@@ -34,6 +34,7 @@ from embedtune._tf import lazy as tf
 
 from embedtune import kernels
 from embedtune.distribute.cluster import PeerLost, ServerCluster
+from embedtune.distribute.peers import PEER_TIMEOUT
 from embedtune.distribute.serve import answers, check_server_run, wait_for
 from embedtune.errors import EmbedtuneError
 from embedtune.training import batches as batching
@@ -179,9 +180,8 @@ class ParameterServers(OneProcess):
     """The chief of a parameter-server cluster: the whole corpus read here, the steps run on the workers,
     the tables on the servers."""
 
-    def __init__(self, cluster: ServerCluster, wait: float, threads: int | None = None):
+    def __init__(self, cluster: ServerCluster, threads: int | None = None):
         self.cluster = cluster
-        self.patience = wait   # seconds to wait for the servers at the start
         self.threads = threads
         self.shards = len(cluster.spec["ps"])
         self.size = len(cluster.spec["worker"])   # the workers stepping
@@ -195,7 +195,7 @@ class ParameterServers(OneProcess):
         server that is not there, and retries a lost worker's steps for an hour. A TensorFlow whose
         sharded gather was not checked is refused first."""
         self.held.enter_context(sparse_read_in_order())
-        wait_for(self.cluster, self.patience)
+        wait_for(self.cluster, train.peer_timeout if train is not None else PEER_TIMEOUT)
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             tf.train.ClusterSpec(self.cluster.spec), task_type="chief", task_id=0, rpc_layer="grpc")
         # The coordinator logs each failed step with the whole gRPC error; the chief says it in one line.

@@ -12,15 +12,12 @@ not a hang.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 
 from embedtune.distribute.cluster import ServerCluster
 from embedtune.errors import EmbedtuneError
 
-ENV_WAIT = "EMBEDTUNE_PS_WAIT"   # seconds a task waits for its peers to answer (default WAIT)
-WAIT = 120.0
 POLL = 0.25   # seconds between probes
 GONE = 4      # failed probes in a row after which a chief seen once counts as gone
 SEE = "see docs/scale-out.md, section 5"
@@ -29,14 +26,6 @@ SEE = "see docs/scale-out.md, section 5"
 def task_config(spec: dict, kind: str, index: int) -> str:
     """TF_CONFIG of task ``kind`` ``index`` of cluster ``spec``."""
     return json.dumps({"cluster": spec, "task": {"type": kind, "index": index}})
-
-
-def wait_seconds(environ=os.environ) -> float:
-    raw = environ.get(ENV_WAIT)
-    try:
-        return float(raw) if raw else WAIT
-    except ValueError:
-        raise EmbedtuneError(f"{ENV_WAIT} must be a number of seconds, not {raw!r}") from None
 
 
 def answers(address: str, timeout: float = 1.0) -> bool:
@@ -58,13 +47,14 @@ def wait_for(cluster: ServerCluster, wait: float) -> None:
             while not answers(address):
                 if time.monotonic() > deadline:
                     raise EmbedtuneError(f"{kind} task {index} at {address} did not answer within {wait:g} s "
-                                         f"(start every task of TF_CONFIG; {SEE})")
+                                         f"(start every task of TF_CONFIG; --peer-timeout sets the wait; {SEE})")
                 time.sleep(POLL)
 
 
 def serve(cluster: ServerCluster, threads: int, wait: float) -> str:
     """Run this ps or worker task's server until the chief is gone; returns what to say then.
-    ``threads``: TensorFlow's intra-op threads (inter-op: at least 2, a step calls nested functions)."""
+    ``threads``: TensorFlow's intra-op threads (inter-op: at least 2, a step calls nested functions);
+    ``wait``: seconds to wait for the chief to come (--peer-timeout, as workers wait for each other)."""
     from embedtune._tf import tf
 
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
@@ -87,7 +77,7 @@ def serve(cluster: ServerCluster, threads: int, wait: float) -> str:
                 return f"{cluster.kind} task {cluster.index}: the chief at {chief} is gone; stopped serving"
         elif time.monotonic() > deadline:
             raise EmbedtuneError(f"{cluster.kind} task {cluster.index}: the chief at {chief} did not come within "
-                                 f"{wait:g} s ({SEE})")
+                                 f"{wait:g} s (--peer-timeout sets the wait; {SEE})")
         time.sleep(POLL)
 
 

@@ -9,3 +9,17 @@ import os
 # (the A/B benchmarks and the tests compare the two). Read here only; the step's choice
 # (training/step.py) and the dry run (plan/dry_run.py) ask it at the time.
 KERNEL = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
+
+
+def cache_is_cold() -> bool:
+    """Whether numba's cache lacks the kernels every compiled run calls first (the corpus reader's scan,
+    the compiler's warm-up): a fresh install, a new numba or Python, another NUMBA_CACHE_DIR. Such a run
+    compiles each kernel as it reaches it, for seconds; a later run loads them. Looks for two index files
+    where numba keeps them; compiles nothing (numba's layout unknown: False, nothing said)."""
+    from embedtune.kernels import common, tokens
+
+    for kernel in (tokens.scan, common._started):
+        index = getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
+        if index is not None and not os.path.exists(index):
+            return True
+    return False

@@ -9,6 +9,19 @@ fitted.py   the form-context start, its maps and gate fitted on the corpus's own
 spelling.py the spelling model: hashed character n-grams fitted to the pretrained vectors
 """
 
-from embedtune.newwords.add import NewWords, NewWordSettings, add_new_words
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # what __getattr__ gives, for a type checker
+    from embedtune.newwords.add import NewWords, NewWordSettings, add_new_words
 
 __all__ = ["NewWordSettings", "NewWords", "add_new_words"]
+
+
+def __getattr__(name):
+    # Read on use: embedtune.schema imports defaults.py (--init's choices), which must not bring the
+    # new-word code (numpy, the corpus readers) into every config load.
+    if name in __all__:
+        from embedtune.newwords import add
+
+        return getattr(add, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -158,6 +158,8 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
 
 
 def compile_pattern(pattern: str, key: str) -> re.Pattern:
+    if pattern == "":   # re.search finds "" in every word: a rule that says nothing would freeze (or train) all
+        raise EmbedtuneError(f"{_option(key)}: empty pattern (it would match every word)")
     try:
         return re.compile(pattern)
     except re.error as err:
@@ -281,7 +283,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
 
     freeze = np.zeros(len(words), dtype=bool)
     train = np.zeros(len(words), dtype=bool)
-    has_train_rule = bool(vocab.train_list or vocab.train_pattern)
+    has_train_rule = bool(vocab.train_list or vocab.train_pattern is not None)
 
     if vocab.freeze_pretrained:
         freeze[:n_pre] = True
@@ -294,7 +296,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         missing.append(miss)
         if not rows and not miss.count:   # an empty file, /dev/null: a guarantee the user thinks they have
             notes.append(f"--freeze-list {vocab.freeze_list} holds no word: it freezes nothing")
-    if vocab.freeze_pattern:
+    if vocab.freeze_pattern is not None:
         pattern = WordPattern(vocab.freeze_pattern, "freeze_pattern")
         hits = [w for w, hit in zip(new_words, pattern.matches(new_words, len(new_words))) if hit]
         if hits:
@@ -309,7 +311,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         if not rows and not miss.count:
             notes.append(f"--train-list {vocab.train_list} holds no word: it trains nothing "
                          "(every pretrained row not otherwise trained is frozen)")
-    if vocab.train_pattern:
+    if vocab.train_pattern is not None:
         pattern = WordPattern(vocab.train_pattern, "train_pattern")
         train[:n_pre] |= pattern.matches(vectors.words, n_pre)
 

@@ -59,7 +59,9 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
 
     resume : continue from the newest usable checkpoint in ``config.train.checkpoint_dir``
     stop : polled after every call of the step (up to GROUP batches); when it returns True a checkpoint is written (if a
-        folder is set) and TrainingInterrupted is raised
+        folder is set) and TrainingInterrupted is raised. A ``stop`` that is also a context manager (the command's,
+        which takes over Ctrl-C and SIGTERM) is entered for the loop alone: during the set-up before it, a signal
+        unwinds at once, as in every other phase, rather than after the first step
     overwrite_checkpoints : a new run into a folder holding checkpoints deletes them (else it
         refuses); the folder is locked for the run's life either way
     note : told what the caller should say, such as a damaged checkpoint skipped on resume, or why
@@ -83,7 +85,8 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
                                        writes=strategy.chief)
         with reporting(on_phase):   # the set-up's phases, however deep (objectives count in their constructor)
             run = setup(vectors, corpus, config, checkpoints, on_plan, note, strategy, stop)
-        run_epochs(run, progress, stop)
+        with stop if isinstance(stop, contextlib.AbstractContextManager) else contextlib.nullcontext():
+            run_epochs(run, progress, stop)
         return result(run)
 
 

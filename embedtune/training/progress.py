@@ -47,6 +47,7 @@ class Phase:
     total: int
     unit: str
     finished: bool = False
+    counted: bool = True   # False: a moment with nothing to count (``announce``), said once
 
 
 # The run's progress callback while its set-up runs (``reporting``): the set-up's phases, deep in an
@@ -84,6 +85,14 @@ def phase(name: str, total: int, unit: str = "word") -> Iterator[Callable[[int],
         yield advance
     finally:
         report(Phase(name, done, total, unit, finished=True))
+
+
+def announce(name: str) -> None:
+    """A moment of the set-up with nothing to count (numba compiling on a cold cache): the callback of
+    ``reporting`` (if any) is given it once, as a finished Phase that is not ``counted``."""
+    report = _report.get()
+    if report is not None:
+        report(Phase(name, 0, 0, "", finished=True, counted=False))
 
 
 class LossLog:
