@@ -69,12 +69,7 @@ def per_line(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("bad", BAD_ROWS)
-@pytest.mark.parametrize("layout", [pytest.param(
-    layout, id=layout_id(layout),
-    marks=[pytest.mark.xfail(strict=True, reason="whole-block parser: with a header, 'more rows than the header says' "
-                             "at the last line is raised before the blank line's 'empty line' (formats/text.py "
-                             "_read_rows cuts the block before it parses it)")]
-    if layout["header"] and layout["blank"] else []) for layout in LAYOUTS])
+@pytest.mark.parametrize("layout", [pytest.param(layout, id=layout_id(layout)) for layout in LAYOUTS])
 def test_both_vectors_readers_name_the_first_bad_line_as_an_editor_counts_it(tmp_path, monkeypatch, layout, bad):
     """A blank line among the rows is an error itself, so with blank lines that is the line named."""
     lines = list(ROWS)

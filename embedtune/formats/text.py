@@ -162,6 +162,9 @@ class TextReader:
         """The first ``take`` rows of ``body``; a row after them is an error when the header's count is exact."""
         cut = nth_newline(body, take)
         if exact_count and body[cut + 1:].strip():
+            # a bad line among those taken is the first fault, as the per-line reader says (an empty row
+            # there makes the count overflow)
+            self._parse_lines(body[:cut + 1], line, take)
             raise EmbedtuneError(
                 f"more rows than the header says (expected {count}, got at least {count + 1})", self.name, line + take)
         return body[:cut + 1], take
