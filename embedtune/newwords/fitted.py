@@ -50,7 +50,7 @@ from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_
 from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
-PARTS = ("per_n", "line", "gate", "centre")
+PARTS = ("per_n", "line", "gate", "centre", "line_blend")
 # The maps and the line stay off: on a second corpus and a second vector space neither won beyond its bootstrap
 # interval in every cell without losing beyond it in one (issue 40's rule; benchmarks/README.md, "Issue 40").
 # ``centre`` mixes the two starts apart from the pretrained vectors' mean direction, and ``gate`` weighs the spelling
@@ -66,6 +66,7 @@ PER_N_MAX_SLOT = 2          # buckets of up to this many contexts get their own 
 MIN_PROBES = 60             # a bucket with fewer probes (or fewer than 2 per feature) fits no map
 RIDGE = 1e-3                # of the features' mean square, per map
 GATE_GRID = np.linspace(0.0, 1.0, 41)
+BLEND_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)   # line_blend: the window average's share of a few lines' context
 
 
 def choose_probes(vectors: Vectors, counts, fit_words: list[str], n: int = DEFAULT_PROBES,
@@ -98,19 +99,25 @@ def best_gate(context: np.ndarray, form: np.ndarray, truth: np.ndarray, centre: 
     nearest the truth in mean cosine (a word with no form vector left out); with ``centre``, the cosine of the
     start's and the truth's deviations from it: what tells a word from the others, not the direction every
     word of the space shares. In closed form over the grid (per word a few dot products), not a mix per w."""
+    scores = gate_scores(context, form, truth, centre)
+    return 1.0 if scores is None else float(GATE_GRID[int(np.argmax(scores))])
+
+
+def gate_scores(context: np.ndarray, form: np.ndarray, truth: np.ndarray,
+                centre: np.ndarray | None = None) -> np.ndarray | None:
+    """[len(GATE_GRID)] best_gate's mean cosine at each w (None without a word that has a form vector)."""
     has_form = np.any(form != 0, axis=1)
     c, f = np.asarray(context[has_form], np.float64), np.asarray(form[has_form], np.float64)
     t = np.asarray(truth[has_form], np.float64)
     if not len(c):
-        return 1.0
+        return None
     w = GATE_GRID[:, None]
     if centre is None:
         c, f, t = _unit(c), _unit(f), _unit(t)
         cc, cf, ff = np.einsum("ij,ij->i", c, c), np.einsum("ij,ij->i", c, f), np.einsum("ij,ij->i", f, f)
         ct, ft = np.einsum("ij,ij->i", c, t), np.einsum("ij,ij->i", f, t)
         norm = np.sqrt(np.maximum(w * w * cc + 2 * w * (1 - w) * cf + (1 - w) ** 2 * ff, 1e-30))
-        score = ((w * ct + (1 - w) * ft) / norm).mean(axis=1)
-        return float(GATE_GRID[int(np.argmax(score))])
+        return ((w * ct + (1 - w) * ft) / norm).mean(axis=1)
     # combine_form_context with a centre: the parts off the mean's axis u mixed as unit vectors m and scaled to
     # length L, the parts along it (a_c, a_f) mixed linearly; the start minus the centre is then
     # (L / |m|) m + beta u with beta = w a_c + (1 - w) a_f - |centre|, m orthogonal to u.
@@ -129,8 +136,7 @@ def best_gate(context: np.ndarray, form: np.ndarray, truth: np.ndarray, centre: 
     length = w * len_c + (1 - w) * len_f
     beta = w * a_c + (1 - w) * a_f - size
     dot = length / m_len * (w * cd + (1 - w) * fd) + beta * ud
-    score = (dot / np.sqrt(np.maximum(length * length + beta * beta, 1e-30)) / d_norm).mean(axis=1)
-    return float(GATE_GRID[int(np.argmax(score))])
+    return (dot / np.sqrt(np.maximum(length * length + beta * beta, 1e-30)) / d_norm).mean(axis=1)
 
 
 class FittedStarts:
@@ -142,7 +148,8 @@ class FittedStarts:
 
     def __init__(self, slots, maps, map_all, ks, features):
         self.slots, self.maps, self.map_all, self.ks, self.features = slots, maps, map_all, ks, features
-        self.map_ks = [None] * len(maps)   # the gate's k of each bucket's own map, where it has one
+        self.map_ks = [None] * len(maps)   # the gate's k of each bucket's own map or blend, where it has one
+        self.blends = [None] * len(maps)   # line_blend: a bucket's window weight a, the line's 1 - a
 
     def base(self, near: np.ndarray) -> np.ndarray:
         """The all-occurrence start of window averages: à la carte's map, or the plain mean without one."""
@@ -151,9 +158,13 @@ class FittedStarts:
     def context(self, near: np.ndarray, line: np.ndarray, n: np.ndarray, per_n: bool) -> np.ndarray:
         """[len(n), dim] context starts: each word's bucket map (per_n) where it has one, else the base."""
         out = self.base(near)
+        bucket = self.bucket(n)
+        for b, a in enumerate(self.blends):
+            at = bucket == b
+            if a is not None and at.any():
+                out[at] = self.base(a * near[at] + (1 - a) * line[at])
         if per_n and any(m is not None for m in self.maps):
             x = self.features(near, line)
-            bucket = self.bucket(n)
             for b, m in enumerate(self.maps):
                 at = bucket == b
                 if m is not None and at.any():
@@ -167,18 +178,30 @@ class FittedStarts:
         b = np.abs(np.log2(np.maximum(n, 1))[:, None] - logs[None, :]).argmin(axis=1)
         return np.where(np.asarray(n) > 1.5 * self.slots[-1], -1, b)
 
-    def weight(self, n: np.ndarray, per_n: bool = False) -> np.ndarray:
+    def weight(self, n: np.ndarray) -> np.ndarray:
         """The context weight n / (n + k(n)): k interpolated in log n between the buckets' k fitted for the
-        all-occurrence start, or (per_n) a bucket map's own k for the words its map starts (a better start
+        all-occurrence start, or a bucket map's (or blend's) own k for the words it starts (a better start
         earns a smaller k, which must not spill over to the words beside the bucket that lack one)."""
         n = np.asarray(n, np.float64)
         k = np.interp(np.log2(np.maximum(n, 1)), np.log2(np.asarray(self.slots, np.float64)), self.ks)
-        if per_n:
+        if any(map_k is not None for map_k in self.map_ks):
             bucket = self.bucket(n)
             for b, map_k in enumerate(self.map_ks):
                 if map_k is not None:
                     k = np.where(bucket == b, map_k, k)
         return np.where(n > 0, n / (n + k), 0.0)
+
+
+def best_blend(model: FittedStarts, near: np.ndarray, line: np.ndarray, form: np.ndarray, truth: np.ndarray,
+               centre: np.ndarray | None) -> tuple[float, float]:
+    """(a, w): the window's weight a in BLEND_GRID (the whole line's 1 - a) of the context average, and the gate's
+    w with it, whose mix is nearest the probes' vectors in mean cosine (best_gate's, at its best w)."""
+    best = (-np.inf, 1.0, 1.0)
+    for a in BLEND_GRID:
+        scores = gate_scores(model.base(a * near + (1 - a) * line), form, truth, centre)
+        if scores is not None and scores.max() > best[0]:
+            best = (float(scores.max()), float(a), float(GATE_GRID[int(np.argmax(scores))]))
+    return best[1], best[2]
 
 
 def _bucket_means(sums, b: int, dim: int):
@@ -233,12 +256,17 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
             if model.maps[b] is not None:
                 w = best_gate(model.context(near, line, np.full(ok.sum(), place), True), form, truth, centre)
                 model.map_ks[b] = place * (1 - w) / max(w, 1e-3)
+            elif "line_blend" in parts and slots[b] <= PER_N_MAX_SLOT:
+                a, w = best_blend(model, near, line, form, truth, centre)
+                if a < 1:
+                    model.blends[b], model.map_ks[b] = a, place * (1 - w) / max(w, 1e-3)
         model.ks = np.asarray(ks, np.float64)
     stats = {"start_parts": list(parts), "probe_words": int(len(probe_rows)), "probe_slots": list(slots),
              "probes_per_bucket": used, "contexts_per_bucket": [round(s, 2) for s in seen],
              "maps_per_bucket": [m is not None for m in model.maps],
              "form_k_per_bucket": [round(float(k), 3) for k in model.ks],
-             "map_form_k_per_bucket": [None if k is None else round(float(k), 3) for k in model.map_ks]}
+             "map_form_k_per_bucket": [None if k is None else round(float(k), 3) for k in model.map_ks],
+             "window_blend_per_bucket": list(model.blends)}
     return model, stats
 
 
@@ -320,7 +348,7 @@ def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFA
     evidence_n = np.where(n >= min_contexts, n, 0)
     context = starts.context(e.sums.means()[:n_new], e.sums.line_means()[:n_new], evidence_n, "per_n" in parts)
     context = np.where((evidence_n > 0)[:, None], context, 0)
-    weight = starts.weight(evidence_n, "per_n" in parts) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
+    weight = starts.weight(evidence_n) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
     matrix = combine_form_context(e.form[:n_new], context, evidence_n, weight=weight,
                                   centre=centre)
     # Neither a context nor a seen piece: word2vec's random start.
