@@ -73,9 +73,12 @@ ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"),
         "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"), "all": ("per_n", "line", "gate"),
         "-per_n": ("line", "gate"), "centred+gate+per_n": ("centre", "gate", "per_n"),
         "centred+gate+per_n+line": ("centre", "gate", "per_n", "line"),
-        "centred+gate+blend": ("centre", "gate", "line_blend")}
+        "centred+gate+blend": ("centre", "gate", "line_blend"),
+        "centred+gate+checked_per_n": ("centre", "gate", "per_n", "held_out"),
+        "centred+gate+checked_maps": ("centre", "gate", "per_n", "line", "held_out")}
 FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw",
-               "centred+gate+per_n", "centred+gate+per_n+line", "centred+gate+blend"}   # need the probes
+               "centred+gate+per_n", "centred+gate+per_n+line", "centred+gate+blend", "centred+gate+checked_per_n",
+               "centred+gate+checked_maps"}   # need the probes
 # The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}
@@ -356,6 +359,7 @@ def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DE
             row["contexts_per_bucket"] = stats.get("contexts_per_bucket")
             row["map_form_k_per_bucket"] = stats.get("map_form_k_per_bucket")
             row["window_blend_per_bucket"] = stats.get("window_blend_per_bucket")
+            row["held_out_maps"] = stats.get("held_out_maps")
         out[name] = row
     for name in rows:   # paired: the same resampled words for both rows
         out[name]["minus_default"] = {m: interval(x - draws[reference][m]) for m, x in draws[name].items()}
@@ -371,7 +375,9 @@ PART_ROWS = {"per_n": (DEFAULT_ROW, "-per_n"), "line": (DEFAULT_ROW, "+gate+per_
              "per_n on centred+gate": ("centred+gate+per_n", "centred+gate"),
              "per_n+line on centred+gate": ("centred+gate+per_n+line", "centred+gate"),
              "line on centred+gate+per_n": ("centred+gate+per_n+line", "centred+gate+per_n"),
-             "line_blend on centred+gate": ("centred+gate+blend", "centred+gate")}
+             "line_blend on centred+gate": ("centred+gate+blend", "centred+gate"),
+             "checked per_n on centred+gate": ("centred+gate+checked_per_n", "centred+gate"),
+             "checked per_n+line on centred+gate": ("centred+gate+checked_maps", "centred+gate")}
 VERDICT_METRICS = ("mrr", "spearman")
 
 
@@ -404,7 +410,7 @@ def verdict(paths: list[str]) -> None:
                         losses.append(f"{name} {m} -[{lo:.3f}, {hi:.3f}]")
             ok = (wins or not acts) and not losses
             keep &= bool(ok)
-            state = "no effect" if not acts else ("wins" if wins else "within the draw everywhere")
+            state = "no effect" if not acts else ("loses" if losses else "wins" if wins else "within the draw everywhere")
             print(f"  {cell}: {state}; wins beyond: {', '.join(wins) or 'none'}; loses beyond: "
                   f"{', '.join(losses) or 'none'}")
         print(f"  -> {'stays on' if keep else 'off'}")
@@ -459,6 +465,7 @@ def main(argv=None) -> None:
             if r.get("form_k_per_bucket"):
                 own = ("; blend (window's weight) " + str(r["window_blend_per_bucket"]) + ", its k "
                        + str(r["map_form_k_per_bucket"])) if any(x is not None for x in r.get("window_blend_per_bucket") or ()) else ""
+                own += f"; held-out maps [bucket, ridge, score, base's] {r['held_out_maps']}" if r.get("held_out_maps") else ""
                 print(f"  {row}: fitted k per bucket {r['form_k_per_bucket']} at contexts {r['contexts_per_bucket']}{own}",
                       flush=True)
     if args.json:

@@ -234,3 +234,19 @@ def test_a_protocols_words_do_not_depend_on_the_others_that_run():
                                                                   split)]
         assert both[-1] == ("rare", alone[0]) and len(alone[0]) == 10
         assert both[0][0] == "contexts k=1" and len(both[0][1]) == 10
+
+
+def test_a_checked_map_is_kept_only_where_it_beats_the_all_occurrence_start_on_held_out_probes():
+    # held_out: a bucket map is cross-validated over the probes; features that say nothing the window does not
+    # (here pure noise beside it) give no map, features that carry the vector give one.
+    from embedtune.newwords.fitted import HELD_OUT_RIDGES, FittedStarts, checked_map
+
+    rng = np.random.default_rng(5)
+    truth = rng.standard_normal((600, 6))
+    near = truth + rng.standard_normal((600, 6)) * 2
+    form = truth + rng.standard_normal((600, 6)) * 2
+    model = FittedStarts((1.0,), [None], np.eye(6), np.full(1, 10.0), lambda near, line: np.hstack([near, line]))
+    noise = rng.standard_normal((600, 6))
+    assert checked_map(model, np.hstack([near, noise * 50]), near, truth, form, None)[0] is None
+    ridge, score, base = checked_map(model, np.hstack([near, truth + 0.1 * noise]), near, truth, form, None)
+    assert ridge in HELD_OUT_RIDGES and score > base

@@ -50,7 +50,7 @@ from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_
 from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
 from embedtune.vectors import Vectors
 
-PARTS = ("per_n", "line", "gate", "centre", "line_blend")
+PARTS = ("per_n", "line", "gate", "centre", "line_blend", "held_out")
 # The maps and the line stay off: on a second corpus and a second vector space neither won beyond its bootstrap
 # interval in every cell without losing beyond it in one (issue 40's rule; benchmarks/README.md, "Issue 40").
 # ``centre`` mixes the two starts apart from the pretrained vectors' mean direction, and ``gate`` weighs the spelling
@@ -65,6 +65,7 @@ PROBE_MIN_COUNT = 4         # a probe word is seen at least this often
 PER_N_MAX_SLOT = 2          # buckets of up to this many contexts get their own map; past it, the all-occurrence map
 MIN_PROBES = 60             # a bucket with fewer probes (or fewer than 2 per feature) fits no map
 RIDGE = 1e-3                # of the features' mean square, per map
+HELD_OUT_RIDGES = (1e-3, 1e-2, 1e-1, 1.0)   # held_out: a bucket map's ridge, chosen on held-out probes
 GATE_GRID = np.linspace(0.0, 1.0, 41)
 BLEND_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)   # line_blend: the window average's share of a few lines' context
 
@@ -85,13 +86,36 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.where(norm > 0, norm, 1)
 
 
-def fit_map(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """[dim, features] map A with A x ~ v, least squares with a small ridge (RIDGE times the features' mean
+def fit_map(x: np.ndarray, v: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """[dim, features] map A with A x ~ v, least squares with a small ridge (``ridge`` times the features' mean
     square): the maps of the small buckets have fewer words than a [2 dim, dim] map has numbers to spare."""
     x = np.asarray(x, np.float64)
     gram = x.T @ x
-    gram[np.diag_indices_from(gram)] += RIDGE * np.trace(gram) / len(gram)
+    gram[np.diag_indices_from(gram)] += ridge * np.trace(gram) / len(gram)
     return np.linalg.solve(gram, x.T @ np.asarray(v, np.float64)).T
+
+
+def checked_map(model, x: np.ndarray, near: np.ndarray, truth: np.ndarray, form: np.ndarray,
+                centre: np.ndarray | None) -> tuple[float | None, float, float]:
+    """(ridge or None, held-out score of the map, of the all-occurrence start): a bucket map's ridge chosen in
+    HELD_OUT_RIDGES by two-fold cross-validation over the probes (each half's map scored on the other half by
+    best_gate's mean cosine of the mix at its best w), and None when no ridge beats the all-occurrence start on
+    the held-out halves. In-sample, a [dim, 2 dim] map on a few thousand one-context averages looks better than
+    it is: on skip-gram vectors the unchecked map ranked one-context words past chance (benchmarks/README.md,
+    "Issue 40: one definition")."""
+    half = np.arange(len(x)) % 2 == 0
+    base_score, scores = 0.0, np.zeros(len(HELD_OUT_RIDGES))
+    for fit, out in ((half, ~half), (~half, half)):
+        base = gate_scores(model.base(near[out]), form[out], truth[out], centre)
+        base_score += 0.0 if base is None else float(base.max()) / 2
+        mean_x, mean_v = x[fit].mean(axis=0), truth[fit].mean(axis=0)
+        at_mean = model.base(mean_x[None, :near.shape[1]])[0]
+        for i, ridge in enumerate(HELD_OUT_RIDGES):
+            a = fit_map(x[fit] - mean_x, truth[fit] - mean_v, ridge)
+            got = gate_scores((x[out] - mean_x) @ a.T + at_mean, form[out], truth[out], centre)
+            scores[i] += -np.inf if got is None else float(got.max()) / 2
+    best = int(np.argmax(scores))
+    return (HELD_OUT_RIDGES[best] if scores[best] > base_score else None), float(scores[best]), base_score
 
 
 def best_gate(context: np.ndarray, form: np.ndarray, truth: np.ndarray, centre: np.ndarray | None = None) -> float:
@@ -232,7 +256,7 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
     model = FittedStarts(tuple(float(s) for s in slots), [None] * len(slots), map_all,
                          np.full(len(slots), DEFAULT_FORM_K), features)
     probe_v = np.asarray(vectors.matrix[probe_rows], np.float64) if len(probe_rows) else np.zeros((0, dim))
-    used, seen, buckets = [], [], []
+    used, seen, buckets, checks = [], [], [], []
     for b in range(len(slots) if sums.probe_near is not None else 0):
         ok, near, line, place = _bucket_means(sums, b, dim)
         buckets.append((ok, near, line))
@@ -240,8 +264,14 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
         seen.append(place if place is not None else float(slots[b]))
         x = features(near, line)
         if "per_n" in parts and slots[b] <= PER_N_MAX_SLOT and ok.sum() >= max(MIN_PROBES, 2 * x.shape[1]):
-            mean_x, mean_v = x.mean(axis=0), probe_v[ok].mean(axis=0)
-            model.maps[b] = (fit_map(x - mean_x, probe_v[ok] - mean_v), mean_x, model.base(mean_x[None, :dim])[0])
+            ridge = RIDGE
+            if "held_out" in parts:
+                ridge, map_score, base_score = checked_map(model, x, near, probe_v[ok], probe_form[ok], centre)
+                checks.append([b, ridge, round(map_score, 4), round(base_score, 4)])
+            if ridge is not None:
+                mean_x, mean_v = x.mean(axis=0), probe_v[ok].mean(axis=0)
+                model.maps[b] = (fit_map(x - mean_x, probe_v[ok] - mean_v, ridge), mean_x,
+                                 model.base(mean_x[None, :dim])[0])
     if seen:
         model.slots = tuple(seen)
     if "gate" in parts and buckets:
@@ -267,6 +297,8 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
              "form_k_per_bucket": [round(float(k), 3) for k in model.ks],
              "map_form_k_per_bucket": [None if k is None else round(float(k), 3) for k in model.map_ks],
              "window_blend_per_bucket": list(model.blends)}
+    if checks:   # [bucket, ridge chosen (None: no map), the map's held-out score, the all-occurrence start's]
+        stats["held_out_maps"] = checks
     return model, stats
 
 
