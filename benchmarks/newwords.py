@@ -21,7 +21,9 @@ Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the fo
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
 ``+per_n+line`` (the maps without the gate), ``all`` (last round's three parts, uncentred), ``centred`` (the fixed
 mix apart from the pretrained mean's direction), ``centred+gate`` (the default since the spelling fix: that mix,
-its k fitted on the probes). ``--rows`` computes only
+its k fitted on the probes), and on top of it (issue 40's one-definition case): ``centred+gate+per_n``,
+``centred+gate+per_n+line`` (last round's maps and line), ``centred+gate+checked_per_n`` / ``+checked_maps`` (the
+maps with the held-out check, part held_out), ``centred+gate+blend`` (part line_blend). ``--rows`` computes only
 the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
 (default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
@@ -33,7 +35,9 @@ spaces.py) choose the cell. The bisection of last round's parts is the default w
 last round, past the spelling model's rows: a second corpus pass). Every figure carries a 95% bootstrap interval over the test words
 (BOOTSTRAP resamples of the words, with replacement; a pair set's rho over the pairs of the drawn words), and
 each row's difference from the default row is bootstrapped paired (the same draws): a difference whose
-interval holds 0 is within the draw.
+interval holds 0 is within the draw; the JSON holds each row's paired d against every other row too (``minus_rows``,
+what ``--verdict`` reads). Each protocol draws its words from a generator of its own (seeded by ``--seed``): a
+protocol's words are the same whichever others ``--protocols`` names.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"),
         "centred+gate+blend": ("centre", "gate", "line_blend"),
         "centred+gate+checked_per_n": ("centre", "gate", "per_n", "held_out"),
         "centred+gate+checked_maps": ("centre", "gate", "per_n", "line", "held_out")}
+# line_blend on lines capped at this many tokens (longer lines give their window): the pass made again with line_cap
+CAPPED_ROWS = {"centred+gate+blend20": 20, "centred+gate+blend40": 40}
 FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw",
                "centred+gate+per_n", "centred+gate+per_n+line", "centred+gate+blend", "centred+gate+checked_per_n",
                "centred+gate+checked_maps"}   # need the probes
@@ -302,7 +308,7 @@ fitted_choose_probes = fitted.choose_probes
 def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DEFAULT_ROW):
     """Every row's figures (``only``: just those rows; without a fitted row no probe pass is made), each with its
     paired difference from the row ``reference``."""
-    wanted = set(only or list(ROWS) + ["alacarte", "-probe_draw"])
+    wanted = set(only or list(ROWS) + ["alacarte", "-probe_draw"] + list(CAPPED_ROWS))
     fitted_rows = bool(wanted & FITTED_ROWS)
     gone = set(test)
     keep = np.array([w not in gone for w in glove.words])
@@ -338,6 +344,13 @@ def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DE
                     fitted.choose_probes = fitted_choose_probes
                 result = finish(evidence, deleted, ROWS["all"], seed=seed)
                 rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
+            for name, cap in CAPPED_ROWS.items():
+                if name in wanted:
+                    began = time.perf_counter()
+                    evidence = gather(deleted, corpus, test, counts=counts, seed=seed, line_cap=cap)
+                    result = finish(evidence, deleted, ROWS["centred+gate+blend"], seed=seed)
+                    rows[name] = (result.matrix, time.perf_counter() - began, result.stats)
+                    del evidence
     finally:
         os.unlink(f.name)
     out = {}
@@ -377,7 +390,9 @@ PART_ROWS = {"per_n": (DEFAULT_ROW, "-per_n"), "line": (DEFAULT_ROW, "+gate+per_
              "line on centred+gate+per_n": ("centred+gate+per_n+line", "centred+gate+per_n"),
              "line_blend on centred+gate": ("centred+gate+blend", "centred+gate"),
              "checked per_n on centred+gate": ("centred+gate+checked_per_n", "centred+gate"),
-             "checked per_n+line on centred+gate": ("centred+gate+checked_maps", "centred+gate")}
+             "checked per_n+line on centred+gate": ("centred+gate+checked_maps", "centred+gate"),
+             "line_blend, lines capped at 20 tokens": ("centred+gate+blend20", "centred+gate"),
+             "line_blend, lines capped at 40 tokens": ("centred+gate+blend40", "centred+gate")}
 VERDICT_METRICS = ("mrr", "spearman")
 
 

@@ -250,3 +250,16 @@ def test_a_checked_map_is_kept_only_where_it_beats_the_all_occurrence_start_on_h
     assert checked_map(model, np.hstack([near, noise * 50]), near, truth, form, None)[0] is None
     ridge, score, base = checked_map(model, np.hstack([near, truth + 0.1 * noise]), near, truth, form, None)
     assert ridge in HELD_OUT_RIDGES and score > base
+
+
+def test_a_line_longer_than_the_cap_gives_its_window_as_the_line_context():
+    vectors = Vectors([f"w{i}" for i in range(12)], np.random.default_rng(2).standard_normal((12, 3)).astype(np.float32))
+    lines = ["new w1 w2 w3 w4 w5 w6 w7 w8", "w9 new w10"]
+    whole = context_sums(vectors, Corpus(lines), ["new"], 2)
+    capped = context_sums(vectors, Corpus(lines), ["new"], 2, line_cap=5)
+    np.testing.assert_allclose(capped.sums, whole.sums)          # the window is the same
+    # the first line (9 tokens) gives its window (w1 w2), the second (3 tokens) the whole line
+    expect = vectors.matrix[[1, 2, 9, 10]].astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(capped.line_sums[0], expect, rtol=1e-6)
+    np.testing.assert_allclose(whole.line_sums[0], vectors.matrix[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]].sum(axis=0), rtol=1e-5)
+    assert capped.line_contexts[0] == whole.line_contexts[0] == 2
