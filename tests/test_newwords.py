@@ -168,7 +168,7 @@ def test_probes_inside_the_spelling_rows_are_left_out_of_its_fit_and_the_maps_ar
     assert len(evidence.probe_rows) == 300 and 0 < inside < 300
     assert evidence.stats["form_fit_words"] == 3000 - inside   # each probe's spelling predicted from other words
     model, stats = fit_starts(evidence.sums, evidence.fit_rows, 1, vectors, evidence.probe_rows,
-                              evidence.form[1:], DEFAULT_SLOTS, PARTS)
+                              evidence.form[1:], DEFAULT_SLOTS, ("per_n", "line", "gate", "centre"))
     assert any(stats["maps_per_bucket"][:2]) and not any(stats["maps_per_bucket"][2:])   # up to 2 contexts
     # a centred map: the bucket's mean average starts where the all-occurrence map puts it, whatever the
     # probes' own mean vector (which once pulled every start toward the probes' cluster)
