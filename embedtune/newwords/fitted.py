@@ -189,7 +189,8 @@ class FittedStarts:
         return near @ self.map_all.T if self.map_all is not None else np.array(near, np.float64)
 
     def context(self, near: np.ndarray, line: np.ndarray, n: np.ndarray, per_n: bool) -> np.ndarray:
-        """[len(n), dim] context starts: each word's bucket map (per_n) where it has one, else the base."""
+        """[len(n), dim] context starts: each word's bucket map (per_n) where it has one, its bucket's blend of the
+        window and the line (line_blend) where it has one, else the base."""
         out = self.base(near)
         bucket = self.bucket(n)
         for b, a in enumerate(self.blends):
