@@ -21,7 +21,9 @@ Rows: ``alacarte`` (Khodak et al.: window 5, one map for all), ``fixed`` (the fo
 issue 27: the alacarte start and the spelling, k = 10), ``+gate`` (the fitted mix alone), ``+gate+per_n``,
 ``+per_n+line`` (the maps without the gate), ``all`` (last round's three parts, uncentred), ``centred`` (the fixed
 mix apart from the pretrained mean's direction), ``centred+gate`` (the default since the spelling fix: that mix,
-its k fitted on the probes). ``--rows`` computes only
+its k fitted on the probes), and on top of it (issue 40's one-definition case): ``centred+gate+per_n``,
+``centred+gate+per_n+line`` (last round's maps and line), ``centred+gate+checked_per_n`` / ``+checked_maps`` (the
+maps with the held-out check, part held_out), ``centred+gate+blend`` (part line_blend). ``--rows`` computes only
 the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
 (default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
@@ -33,7 +35,9 @@ spaces.py) choose the cell. The bisection of last round's parts is the default w
 last round, past the spelling model's rows: a second corpus pass). Every figure carries a 95% bootstrap interval over the test words
 (BOOTSTRAP resamples of the words, with replacement; a pair set's rho over the pairs of the drawn words), and
 each row's difference from the default row is bootstrapped paired (the same draws): a difference whose
-interval holds 0 is within the draw.
+interval holds 0 is within the draw; the JSON holds each row's paired d against every other row too (``minus_rows``,
+what ``--verdict`` reads). Each protocol draws its words from a generator of its own (seeded by ``--seed``): a
+protocol's words are the same whichever others ``--protocols`` names.
 """
 
 from __future__ import annotations
@@ -71,8 +75,16 @@ RARE = (5, 29)
 # "centred+gate" mix the deviations from the pretrained mean (the spelling half on skip-gram vectors).
 ROWS = {"fixed": (), "centred": ("centre",), "centred+gate": ("centre", "gate"), "+gate": ("gate",),
         "+gate+per_n": ("gate", "per_n"), "+per_n+line": ("per_n", "line"), "all": ("per_n", "line", "gate"),
-        "-per_n": ("line", "gate")}
-FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw"}   # need the probes
+        "-per_n": ("line", "gate"), "centred+gate+per_n": ("centre", "gate", "per_n"),
+        "centred+gate+per_n+line": ("centre", "gate", "per_n", "line"),
+        "centred+gate+blend": ("centre", "gate", "line_blend"),
+        "centred+gate+checked_per_n": ("centre", "gate", "per_n", "held_out"),
+        "centred+gate+checked_maps": ("centre", "gate", "per_n", "line", "held_out")}
+# line_blend on lines capped at this many tokens (longer lines give their window): the pass made again with line_cap
+CAPPED_ROWS = {"centred+gate+blend20": 20, "centred+gate+blend40": 40}
+FITTED_ROWS = {"centred+gate", "+gate", "+gate+per_n", "+per_n+line", "all", "-per_n", "-probe_draw",
+               "centred+gate+per_n", "centred+gate+per_n+line", "centred+gate+blend", "centred+gate+checked_per_n",
+               "centred+gate+checked_maps"}   # need the probes
 # The default with one of last round's parts off (issue 40's bisection): -line is +gate+per_n, -gate is +per_n+line,
 # -per_n the row above; -probe_draw is the default on probes drawn as before last round (old_probe_draw).
 ALIASES = {"-line": "+gate+per_n", "-gate": "+per_n+line"}
@@ -170,16 +182,20 @@ def draw(pool: list[str], n: int, rng, split: str) -> list[str]:
     if split == "test":
         return [pool[i] for i in test]
     rest = np.setdiff1d(np.arange(len(pool)), test)
-    # seeded by the test draw, not drawn from rng: the protocols after this one draw the same words either way
+    # seeded by the test draw, not drawn from rng: the test and validation splits consume rng alike
     valid = np.random.default_rng([len(pool), int(test.sum())]).choice(len(rest), min(n, len(rest)), replace=False)
     return [pool[i] for i in rest[np.sort(valid)]]
 
 
 def protocols(glove, lines, counts, n, seed, wanted, split="test"):
-    """(name, words, corpus lines) for each protocol asked for: its test words, or its validation words."""
-    rng = np.random.default_rng(seed)
+    """(name, words, corpus lines) for each protocol asked for: its test words, or its validation words.
+
+    Each protocol draws from a generator of its own, seeded by ``seed`` alone: its words do not depend on which
+    other protocols run (before, one generator was shared in turn, so ``--protocols`` changed the later ones'
+    words), and they are the words it drew when it ran alone."""
     rank = {w: i for i, w in enumerate(glove.words)}
     if "definition" in wanted:
+        rng = np.random.default_rng(seed)
         glosses = first_glosses()
         low, high = DEFINITION_RANKS
         pool = sorted(w for w in glosses if w in rank and low <= rank[w] < high
@@ -192,6 +208,7 @@ def protocols(glove, lines, counts, n, seed, wanted, split="test"):
         extra = [" ".join([w, "is"] + [t for t in words_of(glosses[w]) if t not in gone]) for w in test]
         yield "definition", test, background + extra
     if "contexts" in wanted:
+        rng = np.random.default_rng(seed)
         in_pairs = {w for a, b, _ in pair_sets() for w in (a, b)}
         lines_of = {w: [] for w in in_pairs if w in rank and rank[w] >= SKIP_TOP and w.isalpha()}
         for i, line in enumerate(lines):
@@ -215,6 +232,7 @@ def protocols(glove, lines, counts, n, seed, wanted, split="test"):
                 out.append(" ".join(tokens))
             yield f"contexts k={k}", test, out
     if "rare" in wanted:
+        rng = np.random.default_rng(seed)
         low, high = RARE
         pool = sorted(w for w in glove.words[SKIP_TOP:] if w.isalpha() and low <= counts.get(w, 0) <= high)
         test = draw(pool, n, rng, split)
@@ -290,7 +308,7 @@ fitted_choose_probes = fitted.choose_probes
 def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DEFAULT_ROW):
     """Every row's figures (``only``: just those rows; without a fitted row no probe pass is made), each with its
     paired difference from the row ``reference``."""
-    wanted = set(only or list(ROWS) + ["alacarte", "-probe_draw"])
+    wanted = set(only or list(ROWS) + ["alacarte", "-probe_draw"] + list(CAPPED_ROWS))
     fitted_rows = bool(wanted & FITTED_ROWS)
     gone = set(test)
     keep = np.array([w not in gone for w in glove.words])
@@ -326,6 +344,13 @@ def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DE
                     fitted.choose_probes = fitted_choose_probes
                 result = finish(evidence, deleted, ROWS["all"], seed=seed)
                 rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
+            for name, cap in CAPPED_ROWS.items():
+                if name in wanted:
+                    began = time.perf_counter()
+                    evidence = gather(deleted, corpus, test, counts=counts, seed=seed, line_cap=cap)
+                    result = finish(evidence, deleted, ROWS["centred+gate+blend"], seed=seed)
+                    rows[name] = (result.matrix, time.perf_counter() - began, result.stats)
+                    del evidence
     finally:
         os.unlink(f.name)
     out = {}
@@ -345,44 +370,62 @@ def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DE
         if stats.get("form_k_per_bucket") and stats.get("form_k") is None:   # a fitted gate's k
             row["form_k_per_bucket"] = stats.get("form_k_per_bucket")
             row["contexts_per_bucket"] = stats.get("contexts_per_bucket")
+            row["map_form_k_per_bucket"] = stats.get("map_form_k_per_bucket")
+            row["window_blend_per_bucket"] = stats.get("window_blend_per_bucket")
+            row["held_out_maps"] = stats.get("held_out_maps")
         out[name] = row
     for name in rows:   # paired: the same resampled words for both rows
         out[name]["minus_default"] = {m: interval(x - draws[reference][m]) for m, x in draws[name].items()}
+        out[name]["minus_rows"] = {other: {m: interval(x - draws[other][m]) for m, x in draws[name].items()}
+                                   for other in rows if other != name}
     return out
 
 
-PART_ROWS = {"per_n": "-per_n", "line": "+gate+per_n", "gate": "+per_n+line", "probe_draw": "-probe_draw"}
+# part: (the row with it, the row without it). Last round's parts against "all" (each off in turn); the parts on
+# top of the default since the spelling fix ("centred+gate"), each row run with --reference centred+gate.
+PART_ROWS = {"per_n": (DEFAULT_ROW, "-per_n"), "line": (DEFAULT_ROW, "+gate+per_n"),
+             "gate": (DEFAULT_ROW, "+per_n+line"), "probe_draw": (DEFAULT_ROW, "-probe_draw"),
+             "per_n on centred+gate": ("centred+gate+per_n", "centred+gate"),
+             "per_n+line on centred+gate": ("centred+gate+per_n+line", "centred+gate"),
+             "line on centred+gate+per_n": ("centred+gate+per_n+line", "centred+gate+per_n"),
+             "line_blend on centred+gate": ("centred+gate+blend", "centred+gate"),
+             "checked per_n on centred+gate": ("centred+gate+checked_per_n", "centred+gate"),
+             "checked per_n+line on centred+gate": ("centred+gate+checked_maps", "centred+gate"),
+             "line_blend, lines capped at 20 tokens": ("centred+gate+blend20", "centred+gate"),
+             "line_blend, lines capped at 40 tokens": ("centred+gate+blend40", "centred+gate")}
 VERDICT_METRICS = ("mrr", "spearman")
 
 
 def verdict(paths: list[str]) -> None:
     """Issue 40's rule over the cells' --json files: a part stays on only if, in every cell where it changes a
-    figure, the default beats the row without it beyond the paired interval on some protocol's MRR or rho,
-    and in no cell loses beyond it."""
+    figure, the row with it beats the row without it beyond the paired interval on some protocol's MRR or rho,
+    and in no cell loses beyond it. Parts whose rows the files lack are skipped."""
     cells = []
     for path in paths:
         with open(path) as f:
             d = json.load(f)
         cells.append((f"{d['corpus']} x {d['vectors']} ({d['split']})", d["protocols"]))
-    for part, row in PART_ROWS.items():
-        print(f"\n{part} (the default against {row}):")
+    for part, (with_row, row) in PART_ROWS.items():
+        if not all(with_row in p["rows"] and row in p["rows"] for _, protocols in cells for p in protocols.values()):
+            continue
+        print(f"\n{part} ({with_row} against {row}):")
         keep = True
         for cell, protocols in cells:
             wins, losses, acts = [], [], False
             for name, p in protocols.items():
-                r, base = p["rows"][row], p["rows"][DEFAULT_ROW]
+                r, base = p["rows"][row], p["rows"][with_row]
                 for m in VERDICT_METRICS:
                     if m not in r:
                         continue
                     acts |= r[m] != base[m]
-                    lo, hi = r["minus_default"][m]
+                    lo, hi = r["minus_rows"][with_row][m] if "minus_rows" in r else r["minus_default"][m]
                     if hi < 0:
                         wins.append(f"{name} {m} +[{-hi:.3f}, {-lo:.3f}]")
                     elif lo > 0:
                         losses.append(f"{name} {m} -[{lo:.3f}, {hi:.3f}]")
             ok = (wins or not acts) and not losses
             keep &= bool(ok)
-            state = "no effect" if not acts else ("wins" if wins else "within the draw everywhere")
+            state = "no effect" if not acts else ("loses" if losses else "wins" if wins else "within the draw everywhere")
             print(f"  {cell}: {state}; wins beyond: {', '.join(wins) or 'none'}; loses beyond: "
                   f"{', '.join(losses) or 'none'}")
         print(f"  -> {'stays on' if keep else 'off'}")
@@ -435,7 +478,10 @@ def main(argv=None) -> None:
                   f"{d['mrr'][1]:+.3f}]  R@10 {r['r10']:.3f}{rho}  {r['seconds']:.1f} s", flush=True)
         for row, r in rows.items():
             if r.get("form_k_per_bucket"):
-                print(f"  {row}: fitted k per bucket {r['form_k_per_bucket']} at contexts {r['contexts_per_bucket']}",
+                own = ("; blend (window's weight) " + str(r["window_blend_per_bucket"]) + ", its k "
+                       + str(r["map_form_k_per_bucket"])) if any(x is not None for x in r.get("window_blend_per_bucket") or ()) else ""
+                own += f"; held-out maps [bucket, ridge, score, base's] {r['held_out_maps']}" if r.get("held_out_maps") else ""
+                print(f"  {row}: fitted k per bucket {r['form_k_per_bucket']} at contexts {r['contexts_per_bucket']}{own}",
                       flush=True)
     if args.json:
         with open(args.json, "w") as f:

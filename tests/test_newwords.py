@@ -168,7 +168,7 @@ def test_probes_inside_the_spelling_rows_are_left_out_of_its_fit_and_the_maps_ar
     assert len(evidence.probe_rows) == 300 and 0 < inside < 300
     assert evidence.stats["form_fit_words"] == 3000 - inside   # each probe's spelling predicted from other words
     model, stats = fit_starts(evidence.sums, evidence.fit_rows, 1, vectors, evidence.probe_rows,
-                              evidence.form[1:], DEFAULT_SLOTS, PARTS)
+                              evidence.form[1:], DEFAULT_SLOTS, ("per_n", "line", "gate", "centre"))
     assert any(stats["maps_per_bucket"][:2]) and not any(stats["maps_per_bucket"][2:])   # up to 2 contexts
     # a centred map: the bucket's mean average starts where the all-occurrence map puts it, whatever the
     # probes' own mean vector (which once pulled every start toward the probes' cluster)
@@ -190,3 +190,76 @@ def test_train_writes_a_listed_word_the_corpus_never_shows_from_its_spelling(tmp
     result = train(vectors, Corpus(lines), config)
     assert result.vectors.words[-2:] == ["river", "zorblat"] and result.stats["new_from_spelling_only"] == 1
     assert np.isfinite(result.vectors.matrix[-2:]).all() and np.any(result.vectors.matrix[-1] != 0)
+
+
+def test_line_blend_weighs_the_window_and_the_line_as_the_probes_say():
+    # best_blend picks the share of the window's average (the line's the rest) whose mix with the spelling is
+    # nearest the probes' vectors: all window where only the window carries the word, all line where only the line
+    # does, and a start of a blended bucket uses it.
+    from embedtune.newwords.fitted import BLEND_GRID, FittedStarts, best_blend
+
+    rng = np.random.default_rng(3)
+    truth = rng.standard_normal((400, 12))
+    noise = rng.standard_normal((400, 12)) * 3
+    form = truth + rng.standard_normal((400, 12)) * 2
+    model = FittedStarts((1.0, 2.0), [None, None], np.eye(12), np.full(2, 10.0), lambda near, line: near)
+    assert best_blend(model, truth + 0.3 * noise, noise, form, truth, None)[0] == 1.0
+    assert best_blend(model, noise, truth + 0.3 * noise, form, truth, None)[0] == 0.0
+    model.blends[0] = BLEND_GRID[1]
+    near, line = rng.standard_normal((2, 3, 12))
+    out = model.context(near, line, np.array([1, 2, 30]), per_n=False)
+    np.testing.assert_allclose(out[0], BLEND_GRID[1] * near[0] + (1 - BLEND_GRID[1]) * line[0])
+    np.testing.assert_allclose(out[1:], near[1:])
+
+
+def test_a_protocols_words_do_not_depend_on_the_others_that_run():
+    # benchmarks/newwords.py: each protocol draws its words from a generator of its own, so adding a protocol
+    # to --protocols leaves the others' words as they were (they shared one in turn before).
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
+    import newwords as bench
+
+    pair_words = sorted({w for a, b, _ in bench.pair_sets() for w in (a, b) if w.isalpha()})[:40]
+    filler = [f"f{i}" for i in range(bench.SKIP_TOP)]
+    rare = [f"rare{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)]
+    words = filler + pair_words + rare
+    vectors = Vectors(words, np.random.default_rng(0).standard_normal((len(words), 4)).astype(np.float32))
+    lines = [f"f1 {w} f2" for w in pair_words for _ in range(max(bench.KS))]
+    lines += [f"f3 {w}" for i, w in enumerate(rare) for _ in range(5 + i % 20)]
+    counts = Counter(t for line in lines for t in line.split())
+    for split in ("test", "valid"):
+        alone = [test for _, test, _ in bench.protocols(vectors, lines, counts, 10, 0, {"rare"}, split)]
+        both = [(name, test) for name, test, _ in bench.protocols(vectors, lines, counts, 10, 0, {"contexts", "rare"},
+                                                                  split)]
+        assert both[-1] == ("rare", alone[0]) and len(alone[0]) == 10
+        assert both[0][0] == "contexts k=1" and len(both[0][1]) == 10
+
+
+def test_a_checked_map_is_kept_only_where_it_beats_the_all_occurrence_start_on_held_out_probes():
+    # held_out: a bucket map is cross-validated over the probes; features that say nothing the window does not
+    # (here pure noise beside it) give no map, features that carry the vector give one.
+    from embedtune.newwords.fitted import HELD_OUT_RIDGES, FittedStarts, checked_map
+
+    rng = np.random.default_rng(5)
+    truth = rng.standard_normal((600, 6))
+    near = truth + rng.standard_normal((600, 6)) * 2
+    form = truth + rng.standard_normal((600, 6)) * 2
+    model = FittedStarts((1.0,), [None], np.eye(6), np.full(1, 10.0), lambda near, line: np.hstack([near, line]))
+    noise = rng.standard_normal((600, 6))
+    assert checked_map(model, np.hstack([near, noise * 50]), near, truth, form, None)[0] is None
+    ridge, score, base = checked_map(model, np.hstack([near, truth + 0.1 * noise]), near, truth, form, None)
+    assert ridge in HELD_OUT_RIDGES and score > base
+
+
+def test_a_line_longer_than_the_cap_gives_its_window_as_the_line_context():
+    vectors = Vectors([f"w{i}" for i in range(12)], np.random.default_rng(2).standard_normal((12, 3)).astype(np.float32))
+    lines = ["new w1 w2 w3 w4 w5 w6 w7 w8", "w9 new w10"]
+    whole = context_sums(vectors, Corpus(lines), ["new"], 2)
+    capped = context_sums(vectors, Corpus(lines), ["new"], 2, line_cap=5)
+    np.testing.assert_allclose(capped.sums, whole.sums)          # the window is the same
+    # the first line (9 tokens) gives its window (w1 w2), the second (3 tokens) the whole line
+    expect = vectors.matrix[[1, 2, 9, 10]].astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(capped.line_sums[0], expect, rtol=1e-6)
+    np.testing.assert_allclose(whole.line_sums[0], vectors.matrix[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]].sum(axis=0), rtol=1e-5)
+    assert capped.line_contexts[0] == whole.line_contexts[0] == 2

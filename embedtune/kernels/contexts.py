@@ -18,7 +18,7 @@ from embedtune.kernels.common import njit
 
 @njit(nogil=True, cache=True)
 def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix,
-                 near, whole, probe_near, probe_whole, repeats):
+                 near, whole, probe_near, probe_whole, repeats, line_cap=0):
     """Add one chunk's contexts in place.
 
     ids : [n] int32 token ids (pretrained words < n_pre); line : [n] int32 line of each token (sorted)
@@ -29,6 +29,8 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
         occurrences with context (a pretrained word other than itself), within ``window`` and in the line
     probe_near, probe_whole : [n_probes, n_buckets, dim + 2] float64, the same per bucket
     repeats : [n_ids] int32 zeros, scratch: each id's count in the line at hand (left zero on return)
+    line_cap : a line of more tokens than this (> 0) gives its occurrences their window as their line's
+        context: a sentence-sized line is all about its word, an article-sized one is not (0: every line whole)
     A word's own occurrences are never its context (a probe word stands for one with no vector).
     """
     n = len(ids)
@@ -74,7 +76,11 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
                 mass_whole = line_mass
                 for d in range(dim):
                     acc_whole[d] = line_sum[d]
-                if own < n_pre:   # the line's sum less every occurrence of the word itself
+                if line_cap > 0 and end - start > line_cap:
+                    mass_whole = mass_near
+                    for d in range(dim):
+                        acc_whole[d] = acc_near[d]
+                elif own < n_pre:   # the line's sum less every occurrence of the word itself
                     w = weights[own] * repeats[own]
                     mass_whole -= w
                     for d in range(dim):

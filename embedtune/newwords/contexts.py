@@ -100,7 +100,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
                  progress: Callable[[int], None] | None = None, chunk_tokens: int = CHUNK_TOKENS,
                  vocabulary: Iterable[str] | None = None, probes: list[str] | None = None,
                  probe_counts: np.ndarray | None = None, probe_slots: tuple[int, ...] = (),
-                 vocabulary_rows: np.ndarray | None = None) -> ContextSums:
+                 vocabulary_rows: np.ndarray | None = None, line_cap: int = 0) -> ContextSums:
     """Sum the pretrained vectors around every occurrence of each target, in one compiled pass
     (embedtune.kernels.contexts: within ``window`` and over the whole line).
 
@@ -119,6 +119,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     probes, probe_counts, probe_slots : pretrained words standing for rare ones (embedtune.newwords.fitted) and
         their corpus counts: an occurrence whose draw u has u * count < probe_slots[b] counts in bucket b
         and those after it, so bucket b holds about probe_slots[b] of the word's occurrences
+    line_cap : lines of more tokens than this (> 0) count their window as the line's context (0: none)
     """
     from embedtune.kernels.contexts import context_pass
 
@@ -149,7 +150,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
         target, level, probe = _marks(chunk, target_of, probe_of, probe_count, keep, slots, seed, bool(probes))
         if len(chunk.ids):
             context_pass(chunk.ids, chunk.line, target, level, probe, n_pre, window, weights, matrix, near,
-                         line_table, probe_near, probe_line, repeats)
+                         line_table, probe_near, probe_line, repeats, line_cap)
         if progress is not None:
             progress(chunk.raw_tokens)
     # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
