@@ -340,10 +340,16 @@ def render_ahead(vectors: Vectors, format: str) -> RenderedAhead | None:
     later save_vectors(ahead=...) of the same rows (or of them changed in part: those lines are rendered
     again); None when the format is not text, or its text is too big to hold (textwrite.AHEAD_MAX_BYTES)."""
     matrix = vectors.matrix
-    if (not get_format(format).renders_ahead or matrix.dtype != np.float32 or not matrix.flags.c_contiguous
-            or not RenderedAhead.fits(*matrix.shape)):
+    if not rendered_ahead_bytes(*matrix.shape, format) or matrix.dtype != np.float32 or not matrix.flags.c_contiguous:
         return None
     return RenderedAhead(vectors.words, matrix)
+
+
+def rendered_ahead_bytes(n: int, dim: int, format: str) -> int:
+    """About the memory render_ahead's lines of n rows of dim values hold until the write (0: none made)."""
+    if not get_format(format).renders_ahead or not RenderedAhead.fits(n, dim):
+        return 0
+    return RenderedAhead.expected_bytes(n, dim)
 
 
 def save_vectors(vectors, path, format, *, progress=None, on_written=None, check_rows=None,

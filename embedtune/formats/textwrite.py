@@ -50,6 +50,11 @@ class RenderedAhead:
     def fits(cls, n: int, dim: int) -> bool:
         return n * (dim * AHEAD_BYTES_PER_VALUE + 16) <= AHEAD_MAX_BYTES
 
+    @classmethod
+    def expected_bytes(cls, n: int, dim: int) -> int:
+        """The text of n rows of dim values, about (9 bytes a value: GloVe's files 8.6 with the word)."""
+        return n * (dim * 9 + 8)
+
     def _render(self) -> None:
         digits = 0
         n = len(self.words)
