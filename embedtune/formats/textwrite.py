@@ -23,6 +23,7 @@ WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text
 # write; only when the text is at most this big (GloVe 6B 50d's is 171 MB), since it is held in memory.
 AHEAD_MAX_BYTES = 1 << 28
 AHEAD_BYTES_PER_VALUE = 12   # ' ' and a sign, point and 9 digits: a trained row's most
+AHEAD_NICE = 10   # the rendering thread's niceness above the run's
 
 
 def rows_per_block(dim: int) -> int:
@@ -58,6 +59,13 @@ class RenderedAhead:
     def _render(self) -> None:
         digits = 0
         n = len(self.words)
+        try:
+            # Behind the run's own threads: this work only moves to a core they leave free (Linux
+            # nices a thread of its own; elsewhere, or refused, the thread runs as the others do).
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           min(19, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + AHEAD_NICE))
+        except (AttributeError, OSError):
+            pass
         try:
             for start in range(0, n, self.rows_per_block):
                 if self._stopping.is_set():
