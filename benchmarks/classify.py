@@ -60,6 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from spaces import SPACES, vectors_path  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)   # the checkout under test: its embedtune is the one each run imports
 DATA = os.path.join(HERE, "_data")
 TRAIN, VALID, TEST = (os.path.join(DATA, f"wordnet-noun-glosses.{part}.txt") for part in ("train", "valid", "test"))
 GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
@@ -114,6 +115,14 @@ def run_fasttext(options: dict, held: str) -> dict:
     return figures
 
 
+def under_test() -> dict:
+    """The environment of an embedtune run: this checkout's package first on the path. With ``python -P``
+    the working directory is not put before it (``-m`` puts it first: run from another checkout, that
+    checkout's embedtune was the one measured)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": ROOT + (os.pathsep + path if path else "")}
+
+
 def options_of(settings: dict) -> list[str]:
     return [x for key, value in settings.items() for x in (f"--{key.replace('_', '-')}", str(value))]
 
@@ -122,10 +131,10 @@ def run_embedtune(args: list[str], held: str, folder: str) -> dict:
     output = os.path.join(folder, "tuned.txt")
     summary = os.path.join(folder, "summary.json")
     began, cpu = time.perf_counter(), children_cpu()
-    subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", INPUTS["vectors"], INPUTS["train"],
+    subprocess.run([sys.executable, "-P", "-m", "embedtune.cli.main", "train", INPUTS["vectors"], INPUTS["train"],
                     "--objective", "classify",
                     "--valid", held, "-o", output, "--json", summary, "--threads", "2", "-q", *args],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True, env=under_test())
     wall, cpu = time.perf_counter() - began, children_cpu() - cpu
     with open(summary) as f:
         s = json.load(f)
@@ -261,9 +270,24 @@ def shuffled_splits(rows: dict, data: str, n: int, folder: str, part: str = "tes
         if mine in results and theirs in results:
             diff = [a["accuracy"] - b["accuracy"] for a, b in zip(results[mine], results[theirs])]
             ratios = [a["wall_seconds"] / b["wall_seconds"] for a, b in zip(results[mine], results[theirs])]
+            cpu = [a["cpu_seconds"] / b["cpu_seconds"] for a, b in zip(results[mine], results[theirs])]
             print(f"{mine} - {theirs}: accuracy {statistics.mean(diff):+.4f} ± "
                   f"{statistics.stdev(diff) if n > 1 else 0:.4f} (paired, per split); wall "
-                  + ", ".join(f"{x:.2f}x" for x in ratios) + f"; median {statistics.median(ratios):.2f}x")
+                  + ", ".join(f"{x:.2f}x" for x in ratios) + f"; median {statistics.median(ratios):.2f}x; "
+                  f"CPU median {statistics.median(cpu):.2f}x")
+    print_phases(results)
+
+
+def print_phases(results: dict) -> None:
+    """Where each embedtune row's wall went, medians over its runs (the summary's ``seconds``)."""
+    parts = ("load_vectors", "count_and_import", "setup", "fit", "loop", "write", "other")
+    shown = {name: runs for name, runs in results.items() if "seconds" in runs[0]}
+    if shown:
+        print(f"\n{'row':<24} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}"
+                                         for p in parts) + f" {'cpu':>8}")
+        for name, runs in shown.items():
+            print(f"{name:<24} " + " ".join(f"{statistics.median(r['seconds'][p] for r in runs):>8.2f}" for p in parts)
+                  + f" {statistics.median(r['cpu_seconds'] for r in runs):>8.2f}")
 
 
 def main():
@@ -351,13 +375,7 @@ def main():
                 ratios = [a[f"{what}_seconds"] / b[f"{what}_seconds"] for a, b in zip(results[mine], results[theirs])]
                 print(f"{mine} / {theirs} {what}: " + ", ".join(f"{x:.2f}x" for x in ratios)
                       + f"; median {statistics.median(ratios):.2f}x")
-    parts = ("load_vectors", "count_and_import", "setup", "fit", "loop", "write", "other")
-    shown = {name: runs for name, runs in results.items() if "seconds" in runs[0]}
-    if shown:
-        print(f"\n{'row':<24} " + " ".join(f"{p.replace('count_and_import', 'count+tf').replace('_vectors', ''):>8}"
-                                         for p in parts))
-        for name, runs in shown.items():
-            print(f"{name:<24} " + " ".join(f"{statistics.median(r['seconds'][p] for r in runs):>8.2f}" for p in parts))
+    print_phases(results)
 
 
 if __name__ == "__main__":

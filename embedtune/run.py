@@ -178,8 +178,32 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
     loaded = _load(config, vectors, reading, on_load, note)
-    config, vectors, seconds = loaded.config, loaded.vectors, loaded.seconds
+    config, vectors = loaded.config, loaded.vectors
     objective = objective_class(config.train.objective)
+    with contextlib.ExitStack() as rendering:
+        ahead = _render_ahead(config, vectors, loaded.out_format)
+        if ahead is not None:
+            rendering.callback(ahead.stop)   # at the write, or at an error before it
+        return _run(config, loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
+                    own_process, on_plan, progress, note, stop, on_phase, ahead)
+
+
+def _render_ahead(config: Config, vectors: Vectors, out_format: str | None):
+    """The output's lines rendered while the run sets up and trains, on a core its set-up leaves free
+    (formats.render_ahead): a text output, written here (not a worker of several other than the chief)."""
+    from embedtune.distribute import is_chief
+
+    if config.output is None or out_format is None or not is_chief():
+        return None
+    from embedtune import formats
+
+    return formats.render_ahead(vectors, out_format)
+
+
+def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
+         own_process, on_plan, progress, note, stop, on_phase, ahead) -> RunResult:
+    """``run`` once the vectors are loaded (``loaded``) and their lines rendering ahead (``ahead``, or None)."""
+    vectors, seconds = loaded.vectors, loaded.seconds
     with contextlib.ExitStack() as held:
         corpus = None
         if objective.modes.corpus:
@@ -215,7 +239,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     if config.output is None or not is_chief():   # one worker of several: the chief writes and reports
         return out
     began = time.perf_counter()
-    out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format)
+    out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format, ahead)
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune.training.checkpoints import folder as checkpoints
@@ -253,10 +277,11 @@ def summarize(out: RunResult, out_format: str, seconds: dict, looped: bool) -> N
     s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
 
 
-def save_checked(out, vectors, plan, output: str, out_format: str):
+def save_checked(out, vectors, plan, output: str, out_format: str, ahead=None):
     """Write ``out`` with its frozen rows checked as written (read back from the output's bytes)
     against the input as read; a difference is an error before the output is renamed into place.
-    Returns the check (checked: rows compared, worst: the largest change, 0.0)."""
+    ``ahead``: ``vectors``' lines rendered ahead (formats.render_ahead). Returns the check (checked: rows
+    compared, worst: the largest change, 0.0)."""
     from embedtune import formats
     from embedtune.training import FrozenRowsCheck
 
@@ -274,7 +299,7 @@ def save_checked(out, vectors, plan, output: str, out_format: str):
                                  output)
 
     # Only blocks holding a frozen row are read back: the check compares nothing else.
-    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen)
+    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen, ahead=ahead)
     return written
 
 

@@ -179,3 +179,19 @@ def test_fine_tune_reads_vectors_as_the_command_does_and_leaves_the_heap_alone(t
     assert gc.get_freeze_count() <= frozen and gc.isenabled()   # frozen by an earlier test: may be freed
     with pytest.raises(embedtune.EmbedtuneError, match="value 1 is nan"):
         embedtune.fine_tune(vectors, lines, epochs=1, objective="sgns")
+
+
+def test_a_run_that_fails_after_the_load_leaves_no_rendering_thread(tmp_path):
+    """The output's lines start rendering on a thread once the vectors load (formats.render_ahead); a run
+    that fails after that (a line without a label, past the head check_start reads) stops it, writes
+    nothing, and leaves no thread behind."""
+    import threading
+
+    glosses = (ROOT / "data" / "sample" / "wordnet-glosses.train.txt").read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path / "labelled.txt"
+    corpus.write_text("\n".join(glosses[:2000] + ["no label on this line"] + glosses[2000:]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    done = CliRunner().invoke(cli, ["train", str(SAMPLE_VECTORS), str(corpus), "--objective", "classify", "-o", str(out)])
+    assert done.exit_code != 0 and "no label" in done.output, done.output
+    assert not out.exists()
+    assert not [t for t in threading.enumerate() if t.name == "embedtune-render-ahead"]

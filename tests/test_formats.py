@@ -576,6 +576,42 @@ def test_patched_vectors_write_as_the_whole_matrix_would(tmp_path, fmt):
     same(load_vectors(tmp_path / "patched", format=fmt), Vectors(patched.words, whole))
 
 
+@pytest.mark.parametrize("wait", [False, True])
+def test_lines_rendered_ahead_write_the_same_bytes(tmp_path, wait):
+    """A run's input lines rendered ahead on a thread (formats.render_ahead) and taken by the write where a
+    row's bits and word are unchanged: the same bytes as rendered at the write, whatever the thread reached
+    (none, some or all blocks) and whatever changed: rows, a row set to its own bits, 0.0 to -0.0, a word,
+    rows appended."""
+    import time
+
+    from embedtune.formats import render_ahead
+    from embedtune.vectors import PatchedVectors
+
+    base = load_vectors(SAMPLE, limit=5000)
+    rng = np.random.default_rng(1)
+    rows = np.sort(rng.choice(5000, 300, replace=False))
+    values = rng.standard_normal((len(rows) + 2, base.dim)).astype(np.float32)
+    values[:5] = base.matrix[rows[:5]]   # trained to the same bits
+    values[5] = base.matrix[rows[5]]
+    values[5, 0] = -0.0 if values[5, 0] == 0 else -values[5, 0]
+    words = base.words[:5000] + ["newa", "newb"]
+    words[4321] = "renamed"
+    patched = PatchedVectors(words, base.matrix, np.concatenate([rows, [5000, 5001]]), values)
+    for fmt in ("word2vec", "glove"):
+        ahead = render_ahead(base, fmt)
+        assert ahead is not None
+        if wait:
+            for _ in range(3000):   # up to 30 s
+                if len(ahead.blocks) == -(-len(base) // ahead.rows_per_block):
+                    break
+                time.sleep(0.01)
+        save_vectors(patched, tmp_path / "ahead", fmt, ahead=ahead)
+        save_vectors(patched, tmp_path / "plain", fmt)
+        assert (tmp_path / "ahead").read_bytes() == (tmp_path / "plain").read_bytes()
+        assert not ahead.blocks   # each taken (or never made)
+    assert render_ahead(base, "word2vec-binary") is None
+
+
 def _parallel_cases(tmp_path) -> dict:
     """Files that the parallel text reader must read exactly as one process does (or fail alike)."""
     lines = SAMPLE.read_bytes().split(b"\n")[:9000]

@@ -21,6 +21,10 @@ UTF8_BOM = b"\xef\xbb\xbf"   # dropped at the start of a corpus: it is not part 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BZIP2_MAGIC = (b"BZh", b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # header, block, end
 _UNREAD = {b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "zip"}
+# A plain corpus file is read a MiB at a time: each read lets the GIL go, and getting it back from the
+# run's other threads (the trainer's import, a fit) cost up to a switch interval a read at 8 KiB ones
+# (benchmarks/README.md, classify).
+READ_BUFFER = 1 << 20
 
 
 def compression_of(head: bytes) -> str | None:
@@ -46,7 +50,7 @@ def open_binary(path: str):
         if head.startswith(magic):
             raise EmbedtuneError(f"is {name}-compressed; embedtune reads gzip and bzip2 corpora "
                                  f"(decompress it, or pipe it in as '-')", path)
-    return open(path, "rb")
+    return open(path, "rb", buffering=READ_BUFFER)
 
 
 MAX_PIECE_BYTES = 1 << 20  # a longer line is read in pieces cut at whitespace

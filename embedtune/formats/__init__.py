@@ -31,7 +31,7 @@ from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, display_name, open_source, open_target
 from embedtune.formats.text import TextReader
 from embedtune.formats.textparse import NUMBER, parse_header
-from embedtune.formats.textwrite import write_text
+from embedtune.formats.textwrite import RenderedAhead, write_text
 from embedtune.vectors import Vectors
 
 __all__ = [
@@ -45,9 +45,10 @@ class Format:
     name: str
     description: str
     read: Callable  # (source, limit, replace_bad_utf8, progress) -> (words, matrix, first row's line[, model])
-    write: Callable  # (vectors, out, name, progress, on_written, check_rows) -> None
+    write: Callable  # (vectors, out, name, progress, on_written, check_rows[, ahead: text formats]) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
     from_model: bool = False  # written only from vectors read from such a file (a fastText model's subwords)
+    renders_ahead: bool = False  # its write takes lines rendered ahead (render_ahead)
 
 
 def _text_format(name, description, header):
@@ -55,11 +56,11 @@ def _text_format(name, description, header):
         reader = TextReader(source, header=header, limit=limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
         return reader.read()
 
-    def write(vectors, out, name, progress, on_written, check_rows):
+    def write(vectors, out, name, progress, on_written, check_rows, ahead=None):
         write_text(vectors, out, header=header, name=name, progress=progress, on_written=on_written,
-                   check_rows=check_rows)
+                   check_rows=check_rows, ahead=ahead)
 
-    return Format(name, description, read, write, rows_are_lines=True)
+    return Format(name, description, read, write, rows_are_lines=True, renders_ahead=True)
 
 
 def _binary_read(source, limit, replace_bad_utf8, progress):
@@ -334,7 +335,25 @@ def find_duplicates(words) -> list:
 
 # -- saving ------------------------------------------------------------------------------------
 
-def save_vectors(vectors, path, format, *, progress=None, on_written=None, check_rows=None) -> None:
+def render_ahead(vectors: Vectors, format: str) -> RenderedAhead | None:
+    """The lines of ``vectors`` as ``format`` writes them, rendered from now on a thread of their own, for a
+    later save_vectors(ahead=...) of the same rows (or of them changed in part: those lines are rendered
+    again); None when the format is not text, or its text is too big to hold (textwrite.AHEAD_MAX_BYTES)."""
+    matrix = vectors.matrix
+    if not rendered_ahead_bytes(*matrix.shape, format) or matrix.dtype != np.float32 or not matrix.flags.c_contiguous:
+        return None
+    return RenderedAhead(vectors.words, matrix)
+
+
+def rendered_ahead_bytes(n: int, dim: int, format: str) -> int:
+    """About the memory render_ahead's lines of n rows of dim values hold until the write (0: none made)."""
+    if not get_format(format).renders_ahead or not RenderedAhead.fits(n, dim):
+        return 0
+    return RenderedAhead.expected_bytes(n, dim)
+
+
+def save_vectors(vectors, path, format, *, progress=None, on_written=None, check_rows=None,
+                 ahead: RenderedAhead | None = None) -> None:
     """Write `vectors` (words + float32 matrix [n, dim]) to `path` in `format`.
 
     vectors : Vectors, or a PatchedVectors (what training returns), read a block of rows at a time.
@@ -346,11 +365,17 @@ def save_vectors(vectors, path, format, *, progress=None, on_written=None, check
     check_rows : bool [<= n], the rows on_written needs (None: every row): a block with none of them
     is not read back, and on_written is not called for it (the read-back was a third of a text
     write: a run with no frozen row needs none).
+    ahead : render_ahead's lines (for this format), stopped here: the same bytes, less work left to do.
     """
     fmt = get_format(format)
     name = "<stdout>" if str(path) == "-" else str(path)
     with open_target(path) as out:
-        fmt.write(vectors, out, name, progress, on_written, check_rows)
+        if ahead is not None and fmt.renders_ahead:
+            fmt.write(vectors, out, name, progress, on_written, check_rows, ahead=ahead)
+        else:
+            if ahead is not None:
+                ahead.stop()
+            fmt.write(vectors, out, name, progress, on_written, check_rows)
 
 
 # -- inspection --------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -18,6 +19,107 @@ from embedtune.formats.textparse import ASCII_SPACE, NUMBER, NotFast, parse_fast
 # (benchmarks/README.md, classify).
 WRITE_THREADS = 4
 WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text held in memory
+# A run renders its input's lines on a spare core while it trains (RenderedAhead), keeping them until the
+# write; only when the text is at most this big (GloVe 6B 50d's is 171 MB), since it is held in memory.
+AHEAD_MAX_BYTES = 1 << 28
+AHEAD_BYTES_PER_VALUE = 12   # ' ' and a sign, point and 9 digits: a trained row's most
+AHEAD_NICE = 10   # the rendering thread's niceness above the run's
+
+
+def rows_per_block(dim: int) -> int:
+    """The rows of a block the writer renders, reads back and writes at once (about 64k values)."""
+    return max(1, (1 << 16) // max(dim, 1))
+
+
+class RenderedAhead:
+    """The text lines of a table's rows (``words``, float32 ``matrix`` [n, dim]) rendered a block at a time on
+    a thread of their own, started now: a run starts it after the vectors load, and its write takes each
+    block's lines from here, rendering again only the lines whose word or row bits changed (``write_text``).
+    A line's text depends on its word and its row's bits alone, so the bytes are the same as rendered at the
+    write; the work moves to a core the run's set-up leaves free. ``stop`` ends the thread (the blocks
+    rendered so far are kept); a block it did not reach is rendered by the write as any other."""
+
+    def __init__(self, words, matrix: np.ndarray):
+        self.words, self.matrix = words, matrix
+        self.rows_per_block = rows_per_block(matrix.shape[1])
+        self.blocks: dict[int, bytes] = {}   # a block's first row -> its lines
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._render, name="embedtune-render-ahead", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def fits(cls, n: int, dim: int) -> bool:
+        return n * (dim * AHEAD_BYTES_PER_VALUE + 16) <= AHEAD_MAX_BYTES
+
+    @classmethod
+    def expected_bytes(cls, n: int, dim: int) -> int:
+        """The text of n rows of dim values, about (9 bytes a value: GloVe's files 8.6 with the word)."""
+        return n * (dim * 9 + 8)
+
+    def _render(self) -> None:
+        digits = 0
+        n = len(self.words)
+        try:
+            # Behind the run's own threads: this work only moves to a core they leave free (Linux
+            # nices a thread of its own; elsewhere, or refused, the thread runs as the others do).
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                           min(19, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + AHEAD_NICE))
+        except (AttributeError, OSError):
+            pass
+        try:
+            for start in range(0, n, self.rows_per_block):
+                if self._stopping.is_set():
+                    return
+                stop = min(n, start + self.rows_per_block)
+                self.blocks[start], digits = _render_lines(self.words[start:stop], self.matrix[start:stop], digits)
+        except Exception:   # (memory, an unwritable word) the write renders the rest, and says what is wrong
+            return
+
+    def stop(self) -> None:
+        """End the rendering (at the end of its current block) and wait for it."""
+        self._stopping.set()
+        self._thread.join()
+
+    def lines(self, words, rows: np.ndarray, start: int, digits: int) -> tuple[bytes, int] | None:
+        """The lines of ``words`` and ``rows`` (rows ``start``.. of the table written), from the block rendered
+        here with the lines that differ rendered again; None when the block was not rendered here."""
+        base = self.blocks.pop(start, None)   # each block is written once: its text is let go after
+        if base is None:
+            return None
+        n_base = min(len(self.words), start + self.rows_per_block) - start
+        if len(rows) < n_base or rows.shape[1] != self.matrix.shape[1]:
+            return None
+        old = self.matrix[start:start + n_base].view(np.uint32)
+        changed = np.flatnonzero(np.any(np.ascontiguousarray(rows[:n_base]).view(np.uint32) != old, axis=1))
+        mine = self.words[start:start + n_base]
+        renamed = [] if list(words[:n_base]) == mine else [i for i in range(n_base) if words[i] != mine[i]]
+        if renamed:
+            changed = np.union1d(changed, renamed)
+        if len(rows) == n_base and not len(changed):
+            return base, digits
+        # the changed lines, then the rows past the table's end (appended: new words)
+        redo = np.concatenate([changed, np.arange(n_base, len(rows))]).astype(np.int64)
+        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits)
+        return _splice(base, n_base, redo, text), digits
+
+
+def _splice(base: bytes, n_base: int, redo: np.ndarray, text: bytes) -> bytes:
+    """``base``'s n_base lines with lines ``redo`` (ascending) put in from ``text`` (a line each, in order):
+    those below n_base in place of base's, the others after base's last."""
+    base_ends = np.flatnonzero(np.frombuffer(base, np.uint8) == 10) + 1
+    new_ends = np.flatnonzero(np.frombuffer(text, np.uint8) == 10) + 1
+    base_view, text_view = memoryview(base), memoryview(text)
+    pieces, at, was = [], 0, 0
+    for line, end in zip(redo.tolist(), new_ends.tolist()):
+        begin = len(base)
+        if line < n_base:
+            begin = int(base_ends[line - 1]) if line else 0
+        pieces.append(base_view[at:begin])
+        at = int(base_ends[line]) if line < n_base else len(base)
+        pieces.append(text_view[was:end])
+        was = end
+    pieces.append(base_view[at:])
+    return b"".join(pieces)
 
 
 def check_text_words(words, name):
@@ -34,7 +136,8 @@ def check_text_words(words, name):
                 f"it would read back as an extra value", name)
 
 
-def write_text(vectors, out, *, header: bool, name: str, progress=None, on_written=None, check_rows=None) -> None:
+def write_text(vectors, out, *, header: bool, name: str, progress=None, on_written=None, check_rows=None,
+               ahead: RenderedAhead | None = None) -> None:
     """Write `vectors` as text lines `word v1 ... vdim`, after a `COUNT DIM` header if asked.
 
     vectors : Vectors or anything with `words`, `dim` and `block(start, stop)` (read a block at a time).
@@ -42,6 +145,8 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None, on_writt
         back from the very text written (float32 [stop - start, dim]); this parses the output once more.
     check_rows : bool [<= n], the rows on_written needs read back (None: every row); a block with none
         of them is not parsed again and on_written is not called for it.
+    ahead : the lines of a table rendered ahead (RenderedAhead, stopped here): a block's lines are taken from
+        there where its words and rows are the same bits, the same text as rendered here.
 
     Blocks are rendered (and read back) on up to WRITE_THREADS threads, a few blocks ahead of the
     writer, and written in order: the text is the same as from one thread.
@@ -51,12 +156,18 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None, on_writt
     check_text_words(words, name)
     if header:
         out.write(b"%d %d\n" % (n, dim))
-    rows_per_block = max(1, (1 << 16) // max(dim, 1))
-    blocks = [(start, min(n, start + rows_per_block)) for start in range(0, n, rows_per_block)]
+    per_block = rows_per_block(dim)
+    blocks = [(start, min(n, start + per_block)) for start in range(0, n, per_block)]
+    if ahead is not None:
+        ahead.stop()
+        if ahead.rows_per_block != per_block:
+            ahead = None
 
     def render(block, digits):
         start, stop = block
-        text, digits = _render_lines(words[start:stop], vectors.block(start, stop), digits)
+        block_words, rows = words[start:stop], vectors.block(start, stop)
+        made = ahead.lines(block_words, rows, start, digits) if ahead is not None else None
+        text, digits = made if made is not None else _render_lines(block_words, rows, digits)
         wanted = on_written is not None and (check_rows is None or bool(np.any(check_rows[start:stop])))
         return text, _read_back(text, dim, stop - start) if wanted else None, digits
 
@@ -117,7 +228,7 @@ def _read_back(text: bytes, dim: int, n: int) -> np.ndarray:
 def render_lines(words, rows) -> bytes:
     """Text lines ``word v1 ... vdim`` for words [k] and rows [k, dim], as the vectors are written
     (float32, the shortest %g text that reads back to the same bits), a block at a time."""
-    block = max(1, (1 << 16) // max(rows.shape[1], 1))
+    block = rows_per_block(rows.shape[1])
     parts, digits = [], 0   # most values need the same number of digits: each block tells the next
     for start in range(0, len(words), block):
         text, digits = _render_lines(words[start:start + block], rows[start:start + block], digits)

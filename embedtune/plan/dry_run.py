@@ -68,6 +68,16 @@ def fasttext_bytes(vectors: Vectors) -> int:
     return 0 if model is None else int(model.input.nbytes + model.output.nbytes)
 
 
+def ahead_bytes(run: RunPlan, n: int, dim: int) -> int:
+    """The output's lines rendered ahead (embedtune/run.py): a text output's, when they fit."""
+    from embedtune import formats
+
+    c = run.config
+    if c.output is None:
+        return 0
+    return formats.rendered_ahead_bytes(n, dim, formats.output_format(c.output, c.to, c.format))
+
+
 def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[str, int]:
     """Bytes each part of a run's process (of each worker's, with ``workers`` > 1) will hold at its
     peak (the end, when the output is written while the tables still live): an estimate from the
@@ -106,6 +116,8 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         # The output is the input matrix with the trained rows put in place, written a block at a
         # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
+        # A text output's lines, rendered from the start while the run trains (formats.render_ahead).
+        "output_text_ahead": ahead_bytes(run, n_pre, dim),
         "spelling_model_fit": 0,   # below: what it adds over the training's tables and pairs
         # A fastText model's input (words and subwords) and output matrices, memory-mapped from the file
         # (formats/fasttext.py): every row is read for the word vectors, and written back for a .bin output.
@@ -122,7 +134,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     # Held while the spelling model fits: the runtime, the input, the corpus's ids and the words; the rest
     # is made after it is freed.
     held = ("input_matrix", "corpus_ids", "words_and_counts", "fasttext_model_matrices", "tensorflow_and_python",
-            "python_and_numba", "distribution_runtime")
+            "python_and_numba", "distribution_runtime", "output_text_ahead")
     later = sum(value for key, value in parts.items() if key not in held)
     parts["spelling_model_fit"] = max(0, form_fit_bytes(run, vectors) - later)
     return parts
