@@ -334,6 +334,10 @@ def main(argv=None):
                          "wordsim valid change": s["wordsim valid"] - before["wordsim valid"],
                          "simlex valid interval": interval(per[value]["simlex"]),
                          "wordsim valid change interval": interval(per[value]["wordsim"] - before_draws["wordsim"])})
+        for r, value in zip(rows, settings):
+            if related_file:
+                r["related valid change"] = score_of[value]["related valid"] - before["related valid"]
+                r["related valid change interval"] = interval(per[value]["related"] - before_draws["related"])
         base = per.get(default)
         for r in rows:
             if base is not None:
@@ -344,14 +348,9 @@ def main(argv=None):
             r2 = r.get("wordsim minus default", [0, 0])
             print(f"  {label} {r['setting']:g}: valid SimLex {r['simlex valid']:.3f} {r['simlex valid interval']}, "
                   f"WordSim change {r['wordsim valid change']:+.3f} {r['wordsim valid change interval']}; "
-                  f"minus default {default:g}: SimLex [{r1[0]:+.3f}, {r1[1]:+.3f}] WordSim [{r2[0]:+.3f}, {r2[1]:+.3f}]",
-                  flush=True)
-        for r, value in zip(rows, settings):
-            if related_file:
-                r["related valid change"] = score_of[value]["related valid"] - before["related valid"]
-                r["related valid change interval"] = interval(per[value]["related"] - before_draws["related"])
-                print(f"    relatedness subset, valid change {r['related valid change']:+.3f} "
-                      f"{r['related valid change interval']}", flush=True)
+                  f"minus default {default:g}: SimLex [{r1[0]:+.3f}, {r1[1]:+.3f}] WordSim [{r2[0]:+.3f}, {r2[1]:+.3f}]"
+                  + (f"; relatedness subset change {r['related valid change']:+.3f} {r['related valid change interval']}"
+                     if related_file else ""), flush=True)
         kept = [r for r in rows if r["wordsim valid change"] >= -WORDSIM_DROP
                 and r.get("related valid change", 0) >= -WORDSIM_DROP] or rows
         chosen = max(kept, key=lambda r: r["simlex valid"])["setting"]
