@@ -383,11 +383,12 @@ def main(argv=None):
     runs = {
         f"faruqui (alpha {alpha:g}, chosen)": lambda: faruqui_retrofit(vectors, faruqui_lexicon, alpha=alpha),
         "faruqui (alpha 1, published)": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
-        "synonyms": lambda: embedtune_run(similar=False, antonyms=False),
-        f"defaults (repel {default_repel:g})": lambda: embedtune_run(),
+        "synonyms (keep 0: Faruqui's update)": lambda: embedtune_run(similar=False, antonyms=False, keep=0.0),
+        f"synonyms (keep {keep:g})": lambda: embedtune_run(similar=False, antonyms=False, keep=keep),
+        f"defaults (repel {default_repel:g}, keep {default_keep:g})": lambda: embedtune_run(),
+        "defaults, keep 0 (before issue 40)": lambda: embedtune_run(keep=0.0),
         f"defaults top10k (pull {default_pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP),
-        f"+antonyms (repel {repel:g})": lambda: embedtune_run(similar=False, repel=repel),
-        f"similar (repel {repel:g})": lambda: embedtune_run(repel=repel),
+        f"+antonyms (repel {repel:g}, keep {keep:g})": lambda: embedtune_run(similar=False, repel=repel, keep=keep),
         f"similar (repel {repel:g}, anchor {anchor:g}, keep {keep:g})": lambda: embedtune_run(
             repel=repel, anchor=anchor, keep=keep),
         f"similar top10k (pull {pull:g}, keep {keep:g})": lambda: embedtune_run(
