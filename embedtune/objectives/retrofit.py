@@ -192,7 +192,7 @@ KEEP_POOL = 50_000
 """The neighbours are looked for among the file's first rows: word vector files list the most frequent
 words first, and a pool of 20,000, 50,000 or 100,000 gave the same figures on GloVe 6B 50d at a
 cost that grows with it (benchmarks/README.md, retrofit)."""
-NEAREST_BLOCK = 1024   # moving rows scored against the pool at once: a float32 [1024, pool] block
+NEAREST_BLOCK = 512   # moving rows scored against the pool at once: one float32 [512, pool] block, reused
 
 
 def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.ndarray:
@@ -204,13 +204,15 @@ def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.
     k = min(k, pool - 1)
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     norms[norms == 0] = 1.0   # a zero row scores 0 against everything
-    candidates = (matrix[:pool] / norms[:pool, None]).astype(np.float32)
+    candidates = (matrix[:pool] / norms[:pool, None]).astype(np.float32).T.copy()
     out = np.empty((len(rows), max(k, 0)), np.int64)
     if k < 1:
         return out
+    buffer = np.empty((min(NEAREST_BLOCK, len(rows)), pool), np.float32)   # one block's scores, reused
     for start in range(0, len(rows), NEAREST_BLOCK):
         block = rows[start:start + NEAREST_BLOCK]
-        scores = (matrix[block] / norms[block, None]).astype(np.float32) @ candidates.T
+        scores = np.matmul((matrix[block] / norms[block, None]).astype(np.float32), candidates,
+                           out=buffer[:len(block)])
         inside = block < pool
         scores[np.flatnonzero(inside), block[inside]] = -np.inf
         top_k_columns(scores, k, out[start:start + len(block)])
