@@ -414,6 +414,33 @@ def main(argv=None):
                     out.vectors.matrix[:k].view(np.uint32), vectors.matrix[:k].view(np.uint32)))
         rows.append(row)
 
+    # Test halves' intervals: each row's change from the input, bootstrapped over the test words (the same
+    # draws for every row, so two rows' intervals can be compared draw by draw: "paired" below).
+    test_words = sorted({w for pairs in files.values() for a, b, _ in pairs for w in (a, b)
+                         if side[a] == side[b] == side[w] == "test"})
+    test_ids = {w: i for i, w in enumerate(test_words)}
+    test_draws = np.random.default_rng([args.seed, 41]).integers(0, len(test_words), (BOOTSTRAP, len(test_words)))
+    test_counts = np.zeros((BOOTSTRAP, len(test_words)), np.int64)
+    np.add.at(test_counts, (np.arange(BOOTSTRAP)[:, None], test_draws), 1)
+    test_pairs = {name: PairCosines(vectors, halves[name, "test"], test_ids) for name in files}
+    test_weights = {name: p.weights(test_counts) for name, p in test_pairs.items()}
+
+    def test_rho(matrix):
+        return {name: spearman_draws(p.cosines(matrix), p.human, test_weights[name]) for name, p in test_pairs.items()}
+
+    input_rho = test_rho(vectors.matrix)
+    row_rho = {name: test_rho(matrix_of(out)) for name, out in outputs.items()}
+    reference = next(name for name in outputs if name.startswith("faruqui (alpha 1, published"))
+    print(f"\ntest halves, 95% bootstrap over the test words: change from the input; minus {reference}, paired")
+    for row in rows[1:]:
+        rho = row_rho[row["row"]]
+        for name in files:
+            row[f"{name} test change interval"] = interval(rho[name] - input_rho[name])
+            row[f"{name} test minus faruqui interval"] = interval(rho[name] - row_rho[reference][name])
+        print(f"{row['row']:<44} " + "; ".join(
+            f"{name} {row[f'{name} test change interval']} minus faruqui {row[f'{name} test minus faruqui interval']}"
+            for name in files))
+
     print(f"\n{'row':<44} {'SimLex test':>11} {'gain':>7} {'WS test':>8} {'change':>7} "
           f"{'SimLex all':>10} {'WS all':>7} {'seconds':>8}  notes")
     for row in rows:
