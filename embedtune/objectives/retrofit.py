@@ -200,19 +200,21 @@ def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.
     matrix[:pool], itself left out."""
     from embedtune.kernels.nearest import top_k_columns
 
+    def unit(part):
+        norms = np.sqrt(np.einsum("ij,ij->i", part, part))
+        norms[norms == 0] = 1.0   # a zero row scores 0 against everything
+        return (part / norms[:, None]).astype(np.float32)
+
     pool = min(pool, len(matrix))
     k = min(k, pool - 1)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
-    norms[norms == 0] = 1.0   # a zero row scores 0 against everything
-    candidates = (matrix[:pool] / norms[:pool, None]).astype(np.float32).T.copy()
     out = np.empty((len(rows), max(k, 0)), np.int64)
     if k < 1:
         return out
+    candidates = unit(matrix[:pool]).T.copy()
     buffer = np.empty((min(NEAREST_BLOCK, len(rows)), pool), np.float32)   # one block's scores, reused
     for start in range(0, len(rows), NEAREST_BLOCK):
         block = rows[start:start + NEAREST_BLOCK]
-        scores = np.matmul((matrix[block] / norms[block, None]).astype(np.float32), candidates,
-                           out=buffer[:len(block)])
+        scores = np.matmul(unit(matrix[block]), candidates, out=buffer[:len(block)])
         inside = block < pool
         scores[np.flatnonzero(inside), block[inside]] = -np.inf
         top_k_columns(scores, k, out[start:start + len(block)])
