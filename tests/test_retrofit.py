@@ -159,7 +159,7 @@ def _retrofit_with(x0, keep, repel, rounds, k, pool):
 
 
 def test_keep_holds_a_moving_row_nearer_its_input_neighbours():
-    """With keep, rows move less from their start, and their nearest rows of the input stay nearer."""
+    """With keep, the moving rows end nearer where they started (they keep their offsets to rows that move less)."""
     x0 = np.random.default_rng(5).normal(size=(6, 4)).astype(np.float32)
     moving, loose, _ = _retrofit_with(x0, 0.0, 1.0, 30, 2, 6)
     _, kept, _ = _retrofit_with(x0, 4.0, 1.0, 30, 2, 6)
