@@ -25,6 +25,16 @@ The lexicons are built in the run by ``embedtune.wordnet`` from the WordNet data
 are the whole ``train()`` call (both lexicons read, plan, rounds, copy, frozen-row check), the vectors
 already loaded; the faruqui loop's are its own.
 
+Issue 40, relatedness (``--pairs DIR``, ``--keep-grid``): DIR is a folder of word-pair files in Faruqui's
+eval-word-vectors layout (``EN-*.txt``, ``word<TAB>word<TAB>score``; see benchmarks/README.md, retrofit, for
+where they come from). Its ``EN-WS-353-REL.txt`` (WordSim-353's relatedness subset, Agirre et al. 2009) is cut
+by the same words into halves and its validation half joins the rule: a setting is kept only when both
+WordSim-353 and its relatedness subset fall by at most WORDSIM_DROP on validation. Every other file there
+that is neither SimLex-999 nor WordSim-353 (MEN, MTurk, RW, SimVerb, RG-65, MC-30, YP-130, VERB-143) is
+scored only, whole, on the final rows: the "unseen" sets, never tuned on. ``--keep-grid`` chooses ``keep``
+(the neighbour-preservation term) from KEEPS at the default repel, then repel from REPELS at that keep:
+6 + 8 settings against Faruqui's 16 alphas.
+
 Issue 40: ``--vectors sgns100`` is the second vector space (benchmarks/spaces.py). Every setting's validation
 figures carry a 95% bootstrap interval over the words of the validation halves (BOOTSTRAP resamples of the
 words, with replacement; a pair counted once per draw of each of its words), and each setting's difference
@@ -35,6 +45,7 @@ excludes 0. The grids reach past the value chosen: a choice at a grid's end is f
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
 import os
@@ -61,6 +72,7 @@ SEED = 26
 WORDSIM_DROP = 0.01
 REPELS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 4.0)
 FROZEN_PULLS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+KEEPS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)   # --keep-grid: the weight of keeping the input's nearest rows
 ANCHORS = (0.5, 1.0, 2.0, 4.0, 8.0)   # --anchor-grid: alpha, Faruqui's anchor (issue 40's relatedness constraint)
 FARUQUI_ALPHAS = (0.1, 0.25, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 16.0, 32.0)  # as many as REPELS + PULLS
 BOOTSTRAP = 1000
@@ -218,6 +230,10 @@ def main(argv=None):
                         help="skip the tuning of Faruqui's alpha (its published 1 is scored), the slowest grid")
     parser.add_argument("--anchor-grid", action="store_true",
                         help="also choose embedtune's anchor (ANCHORS) at the chosen repel, before the frozen pull")
+    parser.add_argument("--keep-grid", action="store_true",
+                        help="choose keep (KEEPS) at the default repel, then repel at that keep")
+    parser.add_argument("--pairs", help="a folder of EN-*.txt pair files: WS-353-REL joins the rule, the rest "
+                                        "(not SimLex, not WordSim) are scored as unseen sets")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
@@ -238,7 +254,16 @@ def main(argv=None):
 
     simlex_file, wordsim_file = default_similarity_files()[1], default_similarity_files()[0]
     files = {"simlex": pair_lines(simlex_file), "wordsim": pair_lines(wordsim_file)}
+    unseen, related_file = [], None
+    if args.pairs:
+        related_file = os.path.join(args.pairs, "EN-WS-353-REL.txt")
+        if not os.path.exists(related_file):
+            sys.exit(f"{related_file} is missing: --pairs wants Faruqui's data/word-sim folder")
+        unseen = sorted(p for p in glob.glob(os.path.join(args.pairs, "EN-*.txt"))
+                        if not any(k in os.path.basename(p) for k in ("SIMLEX", "WS-353")))
     side = split_by_words(files, args.seed)
+    if related_file:   # a subset of WordSim-353's pairs: its words are already on a side
+        files["related"] = pair_lines(related_file)
     halves = write_halves(files, side, folder)
     sizes = {f"{name} {half}": sum(1 for _ in open(path, encoding="utf-8")) for (name, half), path in halves.items()}
     print("pairs: " + ", ".join(f"{k} {v}" for k, v in sizes.items())
@@ -263,19 +288,33 @@ def main(argv=None):
         out = {f"{name} {half}": evaluate_similarity(v, path).spearman for (name, half), path in halves.items()}
         out["simlex all"] = evaluate_similarity(v, simlex_file).spearman
         out["wordsim all"] = evaluate_similarity(v, wordsim_file).spearman
+        if related_file:
+            out["related all"] = evaluate_similarity(v, related_file).spearman
+        for path in unseen:
+            out[os.path.basename(path)[3:-4]] = evaluate_similarity(v, path).spearman
         return out
 
-    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None, anchor=None):
+    def embedtune_run(similar=True, antonyms=True, freeze_top=0, repel=None, pull=None, anchor=None, keep=None):
         files = retrofit_module.RetrofitFiles(lexicon=lexicons["syn", similar],
                                               antonyms=lexicons["ant", similar] if antonyms else None)
         config = resolve(Config(vocab=VocabConfig(freeze_top=freeze_top), own=(files,),
-                                train=train_config(objective="retrofit", repel=repel, anchor=anchor)))
+                                train=train_config(objective="retrofit", repel=repel, anchor=anchor, keep=keep)))
         default_pull = retrofit_module.FROZEN_PULL
         retrofit_module.FROZEN_PULL = default_pull if pull is None else pull
         try:
             return train(vectors, None, config)
         finally:
             retrofit_module.FROZEN_PULL = default_pull
+
+    # The tuning runs share their nearest rows (they depend on the moving rows only): found once per set of rows.
+    # The timed runs below look them up again each time.
+    nearest_rows, found = retrofit_module.nearest_rows, {}
+
+    def nearest_once(matrix, rows, k, pool):
+        key = (len(matrix), hash(rows.tobytes()), k, pool)
+        if key not in found:
+            found[key] = nearest_rows(matrix, rows, k, pool)
+        return found[key]
 
     def matrix_of(out):
         return out if isinstance(out, np.ndarray) else out.vectors.matrix
@@ -286,15 +325,19 @@ def main(argv=None):
     def choose(label, settings, make, default):
         """Score each setting on valid; the best SimLex among those keeping WordSim (see the docstring). Each
         setting's figures carry their bootstrap interval, and its difference from ``default`` a paired one."""
-        rows, per = [], {}
+        rows, per, score_of = [], {}, {}
         for value in settings:
             matrix = matrix_of(make(value))
-            s = score(matrix)
+            s = score_of[value] = score(matrix)
             per[value] = valid_draws(matrix)
             rows.append({"setting": value, "simlex valid": s["simlex valid"],
                          "wordsim valid change": s["wordsim valid"] - before["wordsim valid"],
                          "simlex valid interval": interval(per[value]["simlex"]),
                          "wordsim valid change interval": interval(per[value]["wordsim"] - before_draws["wordsim"])})
+        for r, value in zip(rows, settings):
+            if related_file:
+                r["related valid change"] = score_of[value]["related valid"] - before["related valid"]
+                r["related valid change interval"] = interval(per[value]["related"] - before_draws["related"])
         base = per.get(default)
         for r in rows:
             if base is not None:
@@ -305,41 +348,53 @@ def main(argv=None):
             r2 = r.get("wordsim minus default", [0, 0])
             print(f"  {label} {r['setting']:g}: valid SimLex {r['simlex valid']:.3f} {r['simlex valid interval']}, "
                   f"WordSim change {r['wordsim valid change']:+.3f} {r['wordsim valid change interval']}; "
-                  f"minus default {default:g}: SimLex [{r1[0]:+.3f}, {r1[1]:+.3f}] WordSim [{r2[0]:+.3f}, {r2[1]:+.3f}]",
-                  flush=True)
-        kept = [r for r in rows if r["wordsim valid change"] >= -WORDSIM_DROP] or rows
+                  f"minus default {default:g}: SimLex [{r1[0]:+.3f}, {r1[1]:+.3f}] WordSim [{r2[0]:+.3f}, {r2[1]:+.3f}]"
+                  + (f"; relatedness subset change {r['related valid change']:+.3f} {r['related valid change interval']}"
+                     if related_file else ""), flush=True)
+        kept = [r for r in rows if r["wordsim valid change"] >= -WORDSIM_DROP
+                and r.get("related valid change", 0) >= -WORDSIM_DROP] or rows
         chosen = max(kept, key=lambda r: r["simlex valid"])["setting"]
         if chosen == max(settings):
             print(f"  note: {label} chose {chosen:g}, the largest value tried: extend the grid", flush=True)
         return chosen, rows
 
     print("tuning on the validation halves:", flush=True)
+    retrofit_module.nearest_rows = nearest_once
     default_repel, default_pull = retrofit_module.Retrofit.defaults["repel"], retrofit_module.FROZEN_PULL
     alpha, alpha_rows = (1.0, []) if args.no_faruqui_grid else choose(
         "faruqui alpha", FARUQUI_ALPHAS, lambda a: faruqui_retrofit(vectors, faruqui_lexicon, alpha=a), 1.0)
-    repel, repel_rows = choose("embedtune repel", REPELS, lambda r: embedtune_run(repel=r), default_repel)
+    default_keep = retrofit_module.Retrofit.defaults["keep"]
+    keep, keep_rows = (default_keep, []) if not args.keep_grid else choose(
+        f"embedtune keep (repel {default_repel:g})", KEEPS, lambda k: embedtune_run(repel=default_repel, keep=k),
+        default_keep)
+    repel, repel_rows = choose(f"embedtune repel (keep {keep:g})", REPELS, lambda r: embedtune_run(repel=r, keep=keep),
+                               default_repel)
     default_anchor = retrofit_module.Retrofit.defaults["anchor"]
     anchor, anchor_rows = (default_anchor, []) if not args.anchor_grid else choose(
-        f"embedtune anchor (repel {repel:g})", ANCHORS, lambda a: embedtune_run(repel=repel, anchor=a), default_anchor)
+        f"embedtune anchor (repel {repel:g})", ANCHORS, lambda a: embedtune_run(repel=repel, anchor=a, keep=keep),
+        default_anchor)
     pull, pull_rows = choose(f"embedtune frozen pull (top {FREEZE_TOP:,} frozen, repel {repel:g}, anchor {anchor:g})",
                              FROZEN_PULLS, lambda p: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=p,
-                                                                   anchor=anchor), default_pull)
-    print(f"chosen: faruqui alpha {alpha:g}; repel {repel:g}, anchor {anchor:g}, frozen pull {pull:g} "
-          f"(defaults: repel {retrofit_module.Retrofit.defaults['repel']:g}, "
+                                                                   anchor=anchor, keep=keep), default_pull)
+    print(f"chosen: faruqui alpha {alpha:g}; keep {keep:g}, repel {repel:g}, anchor {anchor:g}, frozen pull {pull:g} "
+          f"(defaults: keep {default_keep:g}, repel {default_repel:g}, "
           f"frozen pull {retrofit_module.FROZEN_PULL:g})", flush=True)
 
     runs = {
         f"faruqui (alpha {alpha:g}, chosen)": lambda: faruqui_retrofit(vectors, faruqui_lexicon, alpha=alpha),
         "faruqui (alpha 1, published)": lambda: faruqui_retrofit(vectors, faruqui_lexicon),
-        "synonyms": lambda: embedtune_run(similar=False, antonyms=False),
-        f"defaults (repel {default_repel:g})": lambda: embedtune_run(),
+        "synonyms (keep 0: Faruqui's update)": lambda: embedtune_run(similar=False, antonyms=False, keep=0.0),
+        f"synonyms (keep {keep:g})": lambda: embedtune_run(similar=False, antonyms=False, keep=keep),
+        f"defaults (repel {default_repel:g}, keep {default_keep:g})": lambda: embedtune_run(),
+        "defaults, keep 0 (before issue 40)": lambda: embedtune_run(keep=0.0),
         f"defaults top10k (pull {default_pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP),
-        f"+antonyms (repel {repel:g})": lambda: embedtune_run(similar=False, repel=repel),
-        f"similar (repel {repel:g})": lambda: embedtune_run(repel=repel),
-        f"similar (repel {repel:g}, anchor {anchor:g})": lambda: embedtune_run(repel=repel, anchor=anchor),
-        f"similar top10k (pull {pull:g})": lambda: embedtune_run(freeze_top=FREEZE_TOP, repel=repel, pull=pull,
-                                                                 anchor=anchor),
+        f"+antonyms (repel {repel:g}, keep {keep:g})": lambda: embedtune_run(similar=False, repel=repel, keep=keep),
+        f"similar (repel {repel:g}, anchor {anchor:g}, keep {keep:g})": lambda: embedtune_run(
+            repel=repel, anchor=anchor, keep=keep),
+        f"similar top10k (pull {pull:g}, keep {keep:g})": lambda: embedtune_run(
+            freeze_top=FREEZE_TOP, repel=repel, pull=pull, anchor=anchor, keep=keep),
     }
+    retrofit_module.nearest_rows = nearest_rows
     seconds = {name: [] for name in runs}
     outputs = {}
     for _ in range(args.repeats):
@@ -359,7 +414,34 @@ def main(argv=None):
                     out.vectors.matrix[:k].view(np.uint32), vectors.matrix[:k].view(np.uint32)))
         rows.append(row)
 
-    print(f"\n{'row':<32} {'SimLex test':>11} {'gain':>7} {'WS test':>8} {'change':>7} "
+    # Test halves' intervals: each row's change from the input, bootstrapped over the test words (the same
+    # draws for every row, so two rows' intervals can be compared draw by draw: "paired" below).
+    test_words = sorted({w for pairs in files.values() for a, b, _ in pairs for w in (a, b)
+                         if side[a] == side[b] == side[w] == "test"})
+    test_ids = {w: i for i, w in enumerate(test_words)}
+    test_draws = np.random.default_rng([args.seed, 41]).integers(0, len(test_words), (BOOTSTRAP, len(test_words)))
+    test_counts = np.zeros((BOOTSTRAP, len(test_words)), np.int64)
+    np.add.at(test_counts, (np.arange(BOOTSTRAP)[:, None], test_draws), 1)
+    test_pairs = {name: PairCosines(vectors, halves[name, "test"], test_ids) for name in files}
+    test_weights = {name: p.weights(test_counts) for name, p in test_pairs.items()}
+
+    def test_rho(matrix):
+        return {name: spearman_draws(p.cosines(matrix), p.human, test_weights[name]) for name, p in test_pairs.items()}
+
+    input_rho = test_rho(vectors.matrix)
+    row_rho = {name: test_rho(matrix_of(out)) for name, out in outputs.items()}
+    reference = next(name for name in outputs if name.startswith("faruqui (alpha 1, published"))
+    print(f"\ntest halves, 95% bootstrap over the test words: change from the input; minus {reference}, paired")
+    for row in rows[1:]:
+        rho = row_rho[row["row"]]
+        for name in files:
+            row[f"{name} test change interval"] = interval(rho[name] - input_rho[name])
+            row[f"{name} test minus faruqui interval"] = interval(rho[name] - row_rho[reference][name])
+        print(f"{row['row']:<44} " + "; ".join(
+            f"{name} {row[f'{name} test change interval']} minus faruqui {row[f'{name} test minus faruqui interval']}"
+            for name in files))
+
+    print(f"\n{'row':<44} {'SimLex test':>11} {'gain':>7} {'WS test':>8} {'change':>7} "
           f"{'SimLex all':>10} {'WS all':>7} {'seconds':>8}  notes")
     for row in rows:
         gain = "" if row is rows[0] else f"{row['simlex test'] - before['simlex test']:+.3f}"
@@ -368,14 +450,25 @@ def main(argv=None):
         notes = f"{row['trained_rows']:,} rows moved" if "trained_rows" in row else ""
         if "frozen_bit_identical" in row:
             notes += f", frozen bit-identical: {row['frozen_bit_identical']}"
-        print(f"{row['row']:<32} {row['simlex test']:>11.3f} {gain:>7} {row['wordsim test']:>8.3f} {change:>7} "
+        print(f"{row['row']:<44} {row['simlex test']:>11.3f} {gain:>7} {row['wordsim test']:>8.3f} {change:>7} "
               f"{row['simlex all']:>10.3f} {row['wordsim all']:>7.3f} {secs:>8}  {notes}")
+    if unseen:
+        names = [os.path.basename(p)[3:-4] for p in unseen]
+        print(f"\n{'row':<44} {'REL all':>8} {'unseen mean':>11}  " + " ".join(f"{n[:9]:>9}" for n in names))
+        for row in rows:
+            d = [row[n] - before[n] for n in names]
+            row["unseen mean change"] = float(np.mean(d)) if row is not rows[0] else None
+            rel = row["related all"] - (0 if row is rows[0] else before["related all"])
+            mean = "" if row is rows[0] else f"{np.mean(d):+.4f}"
+            print(f"{row['row']:<44} {rel:>+8.3f} {mean:>11}  " + " ".join(
+                f"{(row[n] if row is rows[0] else x):>+9.3f}" for n, x in zip(names, d)))
     print(f"load average at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"vectors": args.vectors, "pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "repel": repel, "anchor": anchor,
+            json.dump({"vectors": args.vectors, "pairs": sizes, "seed": args.seed, "chosen": {"alpha": alpha, "keep": keep, "repel": repel, "anchor": anchor,
                                                                            "pull": pull},
-                       "tuning": {"alpha": alpha_rows, "repel": repel_rows, "anchor": anchor_rows, "pull": pull_rows},
+                       "tuning": {"alpha": alpha_rows, "keep": keep_rows, "repel": repel_rows, "anchor": anchor_rows,
+                                  "pull": pull_rows},
                        "rows": rows, "load_average": os.getloadavg()}, f, indent=2)
 
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from embedtune.errors import EmbedtuneError
-from embedtune.objectives.retrofit import FROZEN_PULL, Lexicon, RetrofitKeys, adjacency, read_lexicon, retrofit
+from embedtune.objectives import retrofit as retrofit_module
+from embedtune.objectives.retrofit import (FROZEN_PULL, Lexicon, RetrofitKeys, adjacency, nearest_rows, read_lexicon,
+                                           retrofit)
 from embedtune.training import train
 from embedtune.wordnet import wordnet_lexicons
 
@@ -102,6 +104,66 @@ def test_rounds_reach_the_fixed_point_of_the_linear_system():
     solution = np.linalg.solve(system, anchor * x0[m] + w[np.ix_(m, f)] @ x0[f])
     np.testing.assert_allclose(rows, solution, rtol=1e-5, atol=1e-6)
     assert changes[-1] < 1e-6 < changes[0]
+
+
+def test_nearest_rows_are_the_highest_cosines_in_the_pool_without_the_row_itself():
+    x = np.random.default_rng(3).normal(size=(40, 5)).astype(np.float32)
+    x[7] = 0.0   # a zero row scores 0, never a division by zero
+    rows = np.array([0, 5, 7, 30, 39])
+    got = nearest_rows(x * np.arange(1, 41)[:, None], rows, 4, 25)   # norms do not matter: cosines
+    unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
+    for row, near in zip(rows, got):
+        scores = unit[:25] @ unit[row]
+        if row < 25:
+            scores[row] = -np.inf
+        expected = set(np.argsort(-scores, kind="stable")[:4])
+        assert set(near) == expected and row not in near
+    assert nearest_rows(x, rows, 50, 6).shape == (5, 5)   # at most pool - 1 neighbours
+
+
+@pytest.mark.parametrize("keep,repel,rounds", [(1.0, 1.0, 5), (0.5, 0.0, 8)])
+def test_keep_matches_a_brute_force_loop(keep, repel, rounds):
+    """keep adds (keep / k) sum_N |(q_i - q_j) - (q̂_i - q̂_j)|^2: the numerator gains keep (q̂_i - mean_N q̂_j)
+    + keep mean_N q_j (the neighbours' values of the previous round), the denominator keep."""
+    x0 = np.random.default_rng(4).normal(size=(6, 4)).astype(np.float32)
+    k, pool = 2, 6
+    moving, rows, _ = _retrofit_with(x0, keep, repel, rounds, k, pool)
+    near = dict(zip(moving, nearest_rows(x0, moving, k, pool)))
+    x, x0d = x0.astype(np.float64), x0.astype(np.float64)
+    for _ in range(rounds):
+        new = x.copy()
+        for i in moving:
+            syn = {j for a, b in PAIRS_S for j in (a, b) if i in (a, b) and j != i}
+            ant = {j for a, b in PAIRS_A for j in (a, b) if i in (a, b) and j != i}
+            w = {j: FROZEN_PULL if FROZEN[j] else 1.0 for j in syn | ant}
+            num, den = 1.0 * x0d[i], 1.0
+            if syn:
+                num = num + sum(w[j] * x[j] for j in syn) / sum(w[j] for j in syn)
+                den += 1
+            if ant and repel:
+                num = num - repel * sum(w[j] * x[j] for j in ant) / sum(w[j] for j in ant)
+                den += repel
+            num = num + keep * (x0d[i] - x0d[near[i]].mean(0)) + keep * x[near[i]].mean(0)
+            new[i] = num / (den + keep)
+        x = new
+    np.testing.assert_allclose(rows, x[moving], rtol=1e-5, atol=1e-6)
+
+
+def _retrofit_with(x0, keep, repel, rounds, k, pool):
+    saved = retrofit_module.KEEP_NEIGHBOURS, retrofit_module.KEEP_POOL
+    retrofit_module.KEEP_NEIGHBOURS, retrofit_module.KEEP_POOL = k, pool
+    try:
+        return retrofit(x0, edges(6, PAIRS_S), edges(6, PAIRS_A), FROZEN, rounds, 1.0, repel, keep)
+    finally:
+        retrofit_module.KEEP_NEIGHBOURS, retrofit_module.KEEP_POOL = saved
+
+
+def test_keep_holds_a_moving_row_nearer_its_input_neighbours():
+    """With keep, the moving rows end nearer where they started (they keep their offsets to rows that move less)."""
+    x0 = np.random.default_rng(5).normal(size=(6, 4)).astype(np.float32)
+    moving, loose, _ = _retrofit_with(x0, 0.0, 1.0, 30, 2, 6)
+    _, kept, _ = _retrofit_with(x0, 4.0, 1.0, 30, 2, 6)
+    assert np.linalg.norm(kept - x0[moving]) < np.linalg.norm(loose - x0[moving])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +281,22 @@ def test_cli_retrofit_with_a_config_file_and_json_on_stdout(tmp_path):
     assert result.exit_code == 0, result.output
     s = json.loads(result.stdout)
     assert (s["epochs"], s["antonyms"], s["repel"], len(s["round_changes"])) == (3, None, None, 3)
+
+
+def test_cli_keep_is_an_option_reported_and_read_from_a_config(tmp_path):
+    output = tmp_path / "retro.txt"
+    result = run(["train", SAMPLE_VECTORS, "--objective", "retrofit", "--lexicon", SYNONYMS, "--keep", "0.5",
+                  "--epochs", "3", "-o", output, "--json", tmp_path / "s.json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "s.json").read_text())["keep"] == 0.5 and "keep 0.5" in result.output
+    config = tmp_path / "retro.toml"
+    config.write_text(f'lexicon = "{SYNONYMS}"\n[train]\nobjective = "retrofit"\nkeep = 0\nepochs = 3\n',
+                      encoding="utf-8")
+    result = run(["-q", "train", "--config", config, SAMPLE_VECTORS, "-o", tmp_path / "out.txt", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["keep"] == 0.0
+    one_error_line(run(["train", SAMPLE_VECTORS, "--objective", "retrofit", "--lexicon", SYNONYMS, "--keep", "-1",
+                        "-o", tmp_path / "bad.txt"]), "keep")
 
 
 @pytest.mark.parametrize("args,parts", [

@@ -115,7 +115,8 @@ class RetrofitDescribe(Describe):
                              f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
         s = d["settings"]
         lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
-                     + (f", repel {s['repel']:g}" if d["antonyms"] else ""))
+                     + (f", repel {s['repel']:g}" if d["antonyms"] else "")
+                     + (f", keep {s['keep']:g}" if s.get("keep") else ""))
         return lines
 
     @classmethod
@@ -131,7 +132,8 @@ class RetrofitDescribe(Describe):
                          f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
                          + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
         lines.append(f"Retrofitted {counted(s['trained_rows'], 'row')} in {counted(s['epochs'], 'round')} (anchor {s['anchor']:g}"
-                     + (f", repel {s['repel']:g}" if s["repel"] is not None else "") + f"), {s['train_seconds']:.2f} s; "
+                     + (f", repel {s['repel']:g}" if s["repel"] is not None else "")
+                     + (f", keep {s['keep']:g}" if s.get("keep") else "") + f"), {s['train_seconds']:.2f} s; "
                      f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
                      f"largest change on a frozen row: {s['max_frozen_change']}")
         if config.output != "-":
