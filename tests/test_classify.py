@@ -65,10 +65,12 @@ def test_saved_classifier_predicts_as_the_model(trained):
     assert clf.read_text().splitlines()[0] == "24 50"
     assert saved.labels[0] == "__label__noun.person"   # most frequent first, as fastText orders them
     vectors = load_vectors(out)
-    # The model's words: the training lines' words (no new ones here: --min-count is huge).
-    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
+    # The model's words: every word of the output, the pretrained words no training line has among them
+    # (their rows as read), as fastText's -pretrainedVectors dictionary holds them.
     lines = [line.split() for line in VALID.read_text().splitlines()]
-    ids = [[vectors.index[w] for w in words[1:] if w in known] for words in lines]
+    ids = [[vectors.index[w] for w in words[1:] if w in vectors.index] for words in lines]
+    trained_words = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]}
+    assert sum(w not in trained_words for i in ids for w in (vectors.words[j] for j in i)) > 100   # such words count
     starts = np.cumsum([0] + [len(i) for i in ids])
     means = line_means(vectors.matrix, np.concatenate(ids).astype(np.int64), starts)
     top = predict(saved, means)
@@ -336,8 +338,7 @@ def test_valid_scoring_uses_the_ngram_rows(trained_ngrams):
 
     _, s, out, clf = trained_ngrams
     saved, vectors = load_classifier(clf), load_vectors(out)
-    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
-    index = {w: vectors.index[w] for w in known}
+    index = vectors.index   # every word of the output (test_saved_classifier_predicts_as_the_model)
     lines = [line.split() for line in VALID.read_text().splitlines()]
 
     def accuracy(classifier):

@@ -34,9 +34,10 @@ Words: a line's words are the words of the run's vocabulary (pretrained rows and
 the corpus). A training line with none of them is skipped, counted in the summary
 (``train_lines_no_known_word``): its mean is undefined, and fastText skips it too. A label-only
 line or a line without a label is an error naming the file and line (fastText would skip the
-first and train the second as unlabelled). On ``--valid``, words outside the training lines'
-vocabulary are ignored (as fastText does: its dictionary is the training file's); a line with
-none of them is predicted from the biases alone (fastText skips it; counting it keeps the
+first and train the second as unlabelled). On ``--valid``, a word of the vectors file that no
+training line has counts with its pretrained row (as written to the output, unchanged: what a user's
+prediction from the output reads; fastText's -pretrainedVectors adds every pretrained word to its
+dictionary likewise), and a word in neither is ignored; a line with none of them is predicted from the biases alone (fastText skips it; counting it keeps the
 accuracy's denominator every line); labels never seen in training cannot be predicted and are
 dropped from their line, and a line left with no label is skipped with a note
 (``valid_lines_unseen_labels``), as fastText's ``test`` does.
@@ -256,11 +257,12 @@ class Classify(Objective):
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
                                      threads=threads or local_cores())
-                self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
+                self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
+                                        self.rows.outside)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread
-            self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
-                          if shares.chief else None)
+            self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
+                                     self.rows.outside) if shares.chief else None)
             parts = [(means[a:b], self.targets[a:b]) for a, b in (self.line_range[k] for k in shares.held)]
             weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
         self.fit_seconds = time.perf_counter() - began
