@@ -73,7 +73,7 @@ from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
-from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
+from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows, with_line_end
 from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
 from embedtune.report.text import ClassifyDescribe
@@ -203,8 +203,10 @@ class Classify(Objective):
         self._shares = shares
 
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
-        # The n-gram rows (--word-ngrams): side rows after the labels.
-        grams = ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start)
+        # The n-gram rows (--word-ngrams) and the line end's (fastText's </s>, model.LINE_END): side rows
+        # after the labels.
+        grams = with_line_end(ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start),
+                              self.n_lines, rows.dim)
         self.ngrams, self.grams = grams.ngrams, grams
         self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
         self.grams_per_batch, self.distinct_grams_per_batch = (
@@ -267,7 +269,8 @@ class Classify(Objective):
             weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
         self.fit_seconds = time.perf_counter() - began
         self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
-                                           self.one_vs_all, self.ngrams, self.ngram_start)
+                                           self.one_vs_all, self.ngrams[:-1],
+                                           self.ngram_start[:-1] if len(self.ngrams) > 1 else None, self.ngram_start[-1])
         self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
     def padding_batch(self) -> dict:
@@ -317,12 +320,13 @@ class Classify(Objective):
         the side table [L + 1, dim + 1] as trained (callables: see Objective.report)."""
         local_vectors, side = words(), side()
         dim, L = self.rows.dim, len(self.labels)
+        G = len(self.ngrams) - 1   # the n-gram rows, then the line end's
         classifier = Classifier(self.labels, side[:L, :dim].copy(), side[:L, dim].copy(), self.one_vs_all,
-                                self.ngrams, side[L:L + len(self.ngrams), :dim].copy() if self.ngrams else None)
+                                self.ngrams[:G], side[L:L + G, :dim].copy() if G else None, side[L + G, :dim].copy())
         figures = {
             "labels": len(self.labels),
             "word_ngrams": self.word_ngrams,
-            "ngram_rows": len(self.ngrams),
+            "ngram_rows": len(self.ngrams) - 1,   # the line end's is not an n-gram's
             "loss_kind": "one-vs-all" if self.one_vs_all else "softmax",
             "train_lines": self.train_lines,
             "train_lines_no_known_word": self.skipped,

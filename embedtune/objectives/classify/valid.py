@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from embedtune.corpus.labelled import LabelledCorpus
-from embedtune.objectives.classify.model import Classifier, line_means, scores, word_ngrams
+from embedtune.objectives.classify.model import Classifier, line_features, line_means, scores
 from embedtune.objectives.classify.ngrams import NgramRows, ngram_features
 
 
@@ -45,8 +45,8 @@ def read_valid(corpus: LabelledCorpus, local_index: dict, label_index: dict, gra
         ids.extend(local)
         starts.append(len(ids))
         gold.append(labels)
-        if grams.ngrams:   # n-grams the training lines made rows of; the others are ignored, as unknown words
-            gram_ids.extend(i for i in map(grams.index.get, word_ngrams(example.tokens, n)) if i is not None)
+        if grams.ngrams:   # n-grams the training lines made rows of (the others are ignored, as unknown words), the line end
+            gram_ids.extend(grams.index[g] for g in line_features(example.tokens, n, grams.index))
             gram_starts.append(len(gram_ids))
     return {"path": corpus.valid, "ids": np.asarray(ids, np.int32), "starts": np.asarray(starts, np.int64),
             "gram_ids": np.asarray(gram_ids, np.int32), "gram_starts": np.asarray(gram_starts, np.int64),
@@ -57,7 +57,7 @@ def read_valid(corpus: LabelledCorpus, local_index: dict, label_index: dict, gra
 def evaluate(valid: dict, local_vectors: np.ndarray, classifier: Classifier) -> dict:
     """--valid's figures (``read_valid``'s lines) for these local rows and this classifier (its n-gram
     rows included)."""
-    ngrams = ngram_features(classifier.ngrams, classifier.ngram_vectors, valid["gram_ids"], valid["gram_starts"])
+    ngrams = ngram_features(*classifier.feature_rows(), valid["gram_ids"], valid["gram_starts"])
     if len(valid["outside"]):   # the pretrained words no training line has, after the local rows
         local_vectors = np.concatenate([local_vectors, valid["outside"]])
     return scores(classifier, line_means(local_vectors, valid["ids"], valid["starts"], ngrams), valid["gold"])
