@@ -277,8 +277,10 @@ class Classify(Objective):
         self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
     def padding_batch(self) -> dict:
-        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
-        return self.emptied(self.batches(np.zeros(1, np.int32)))
+        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing:
+        its feature rows (the line end's) neither."""
+        batch = self.emptied(self.batches(np.zeros(1, np.int32)))
+        return dict(batch, gram_weight=np.zeros_like(batch["gram_weight"])) if "gram_weight" in batch else batch
 
     @cached_property
     def slices(self) -> np.ndarray:
