@@ -24,15 +24,15 @@ def read_valid(corpus: LabelledCorpus, local_index: dict, label_index: dict, gra
 
     def word_id(word):
         i = local_index.get(word)
-        if i is not None or outside is None:
-            return i
-        i = extra.get(word)
-        if i is None and word not in extra:
-            row = outside(word)
-            i = extra[word] = None if row is None else n_local + len(extra_rows)
-            if row is not None:
-                extra_rows.append(row)
+        if i is None and outside is not None:
+            if word not in extra:   # looked up once a word
+                row = outside(word)
+                extra[word] = None if row is None else n_local + len(extra_rows)
+                if row is not None:
+                    extra_rows.append(row)
+            i = extra[word]
         return i
+
     unseen, first_unseen, no_word = 0, None, 0
     for example in corpus.valid_examples():
         labels = sorted({label_index[l] for l in example.labels if l in label_index})
