@@ -83,6 +83,13 @@ def concatenated(objective, raws: list[dict]) -> dict:
     batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
     batch["segment"] = np.concatenate([np.where(raw["segment"] == lines, B, raw["segment"] + k * lines)
                                        for k, raw in enumerate(raws)]).astype(np.int32)
+    if "gram" in raws[0]:   # the feature rows (the line end's, n-grams), likewise
+        gram_width = len(raws[0]["gram"])
+        batch.update({key: np.concatenate([raw[key] for raw in raws]) for key in ("gram", "gram_weight")})
+        batch["gram_slot"] = np.concatenate([raw["gram_slot"] + k * gram_width
+                                             for k, raw in enumerate(raws)]).astype(np.int32)
+        batch["gram_segment"] = np.concatenate([np.where(raw["gram_segment"] == lines, B, raw["gram_segment"] + k * lines)
+                                                for k, raw in enumerate(raws)]).astype(np.int32)
     batch["pairs"] = sum(raw["pairs"] for raw in raws)
     return batch
 

@@ -62,15 +62,20 @@ def test_saved_classifier_predicts_as_the_model(trained):
     _, s, out, clf = trained
     saved = load_classifier(clf)
     assert saved.weights.shape == (24, 50) and saved.bias.shape == (24,)
-    assert clf.read_text().splitlines()[0] == "24 50"
+    assert clf.read_text().splitlines()[0] == "24 50 1"   # the line end's row (fastText's </s>)
+    assert saved.ngrams == [] and saved.line_end.shape == (50,) and clf.read_text().splitlines()[-1].startswith("</s> ")
     assert saved.labels[0] == "__label__noun.person"   # most frequent first, as fastText orders them
     vectors = load_vectors(out)
-    # The model's words: the training lines' words (no new ones here: --min-count is huge).
-    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
+    # The model's words: every word of the output, the pretrained words no training line has among them
+    # (their rows as read), as fastText's -pretrainedVectors dictionary holds them.
     lines = [line.split() for line in VALID.read_text().splitlines()]
-    ids = [[vectors.index[w] for w in words[1:] if w in known] for words in lines]
+    ids = [[vectors.index[w] for w in words[1:] if w in vectors.index] for words in lines]
+    trained_words = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]}
+    assert sum(w not in trained_words for i in ids for w in (vectors.words[j] for j in i)) > 100   # such words count
     starts = np.cumsum([0] + [len(i) for i in ids])
-    means = line_means(vectors.matrix, np.concatenate(ids).astype(np.int64), starts)
+    # every line's mean counts the line end's row too
+    means = line_means(vectors.matrix, np.concatenate(ids).astype(np.int64), starts,
+                       (saved.line_end[None, :], np.zeros(len(lines), np.int64), np.arange(len(lines) + 1)))
     top = predict(saved, means)
     accuracy = np.mean([saved.labels[t] == words[0] for t, words in zip(top, lines)])
     assert accuracy == s["valid"]["after"]["accuracy"]
@@ -336,8 +341,7 @@ def test_valid_scoring_uses_the_ngram_rows(trained_ngrams):
 
     _, s, out, clf = trained_ngrams
     saved, vectors = load_classifier(clf), load_vectors(out)
-    known = {w for line in TRAIN.read_text().splitlines() for w in line.split()[1:]} & set(vectors.index)
-    index = {w: vectors.index[w] for w in known}
+    index = vectors.index   # every word of the output (test_saved_classifier_predicts_as_the_model)
     lines = [line.split() for line in VALID.read_text().splitlines()]
 
     def accuracy(classifier):
@@ -362,9 +366,10 @@ def test_ngram_min_count_keeps_the_frequent_ngrams(tmp_path):
 
     from embedtune.objectives.classify.model import word_ngrams
     counts = Counter(g for line in TRAIN.read_text().splitlines() for g in word_ngrams(line.split()[1:], 3))
-    assert set(obj.ngrams) == {g for g, c in counts.items() if c >= 3}
+    assert obj.ngrams[-1] == "</s>"   # the line end's row, after the n-grams
+    assert set(obj.ngrams[:-1]) == {g for g, c in counts.items() if c >= 3}
     assert any(g.count(" ") == 2 for g in obj.ngrams)   # trigrams too
-    assert [counts[g] for g in obj.ngrams] == sorted((counts[g] for g in obj.ngrams), reverse=True)
+    assert [counts[g] for g in obj.ngrams[:-1]] == sorted((counts[g] for g in obj.ngrams[:-1]), reverse=True)
 
 
 def test_ngram_rows_are_each_lines_ngrams_in_order():
@@ -378,13 +383,14 @@ def test_ngram_rows_are_each_lines_ngrams_in_order():
         obj = _objective(vectors, corpus, batch_size=64, epochs=1, word_ngrams=3, ngram_min_count=2)
         lines = [e.tokens for e in corpus.examples() if any(t in obj.rows.local_index for t in e.tokens)]
     counts = Counter(g for tokens in lines for g in word_ngrams(tokens, 3))
-    assert obj.ngrams == sorted((g for g, c in counts.items() if c >= 2), key=lambda g: (-counts[g], g))
+    assert obj.ngrams == sorted((g for g, c in counts.items() if c >= 2), key=lambda g: (-counts[g], g)) + ["</s>"]
     assert len(lines) == obj.n_lines and obj.gram_ids.dtype == np.int32
-    for k, tokens in enumerate(lines):
+    for k, tokens in enumerate(lines):   # each line's n-grams, then the line end (fastText's </s>)
         got = [obj.ngrams[i] for i in obj.gram_ids[obj.gram_starts[k]:obj.gram_starts[k + 1]]]
-        assert got == [g for g in word_ngrams(tokens, 3) if counts[g] >= 2]
+        assert got == [g for g in word_ngrams(tokens, 3) if counts[g] >= 2] + ["</s>"]
+    assert not obj.ngram_start[-1].any()   # the line end's row starts at zero
     rows = obj.rows.vectors(np.arange(obj.rows.n_local)).astype(np.float64)
-    for g, start in zip(obj.ngrams[::97], obj.ngram_start[::97]):
+    for g, start in zip(obj.ngrams[:-1:97], obj.ngram_start[:-1:97]):
         ids = [obj.rows.local_index[w] for w in g.split() if w in obj.rows.local_index]
         np.testing.assert_allclose(start, rows[ids].mean(axis=0) if ids else 0.0, atol=1e-6)
 

@@ -200,7 +200,7 @@ def test_the_dry_runs_memory_estimate_counts_the_kernels_copies():
     """The kernel steps numpy copies of the side table and of the optimizer's state (adam: two)."""
     def parts(*options):
         result = run(["train", SAMPLE_VECTORS, TRAIN, "-o", "-", "--objective", "classify", "--dry-run", "--json",
-                      "--min-count", 1000000, *options])
+                      "--min-count", 1000000, "--optimizer", "adam", *options])
         assert result.exit_code == 0, result.output
         return json.loads(result.stdout)["memory_parts_bytes"]
 

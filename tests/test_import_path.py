@@ -28,15 +28,15 @@ TESTS = Path(__file__).parent
 
 
 def _classify(tmp: str, name: str, **options) -> list:
-    """classify at its defaults (adam) on the files test_a_plain_compiled_run writes: its output, its
-    classifier, its --valid scores after training and its steps."""
+    """classify with adam (two state slots a row) on the files test_a_plain_compiled_run writes: its output,
+    its classifier, its --valid scores after training and its steps."""
     import dataclasses
 
     from embedtune.api import options_config
     from embedtune.run import run
 
     config = options_config(dict(objective="classify", valid=f"{tmp}/valid.txt", freeze_top=1000, epochs=2, threads=1,
-                                 save_classifier=f"{tmp}/{name}.cls", **options))
+                                 optimizer="adam", save_classifier=f"{tmp}/{name}.cls", **options))
     config = dataclasses.replace(config, vectors=f"{tmp}/glove.txt", corpus=f"{tmp}/train.txt", output=f"{tmp}/{name}.txt")
     stats = run(config).stats
     files = [open(f"{tmp}/{name}.{ext}", "rb").read().hex() for ext in ("txt", "cls")]
@@ -44,8 +44,8 @@ def _classify(tmp: str, name: str, **options) -> list:
 
 
 def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it_does(tmp_path):
-    """In a fresh interpreter: the default sgns and glove runs (the compiled steps, lock-free) and the default
-    classify run (adam's state, the classifier's report and --valid scores, --save-classifier) train
+    """In a fresh interpreter: the default sgns and glove runs (the compiled steps, lock-free) and a classify
+    run with adam (its state, the classifier's report and --valid scores, --save-classifier) train
     and write without TensorFlow in sys.modules; the thread pools it asked for wait for TensorFlow's
     import (applied here to a stand-in, so that the test does not pay for the import). Then, here,
     classify again with checkpoints, which imports TensorFlow and syncs the tables and adam's state

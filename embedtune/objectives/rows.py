@@ -16,6 +16,9 @@ class LocalRows:
     is_pretrained : [n_local] True for words of the vectors file (False: new words)
     vectors : local ids [n] -> their starting rows [n, dim] (float32; a gather, not a view)
     local_index : word -> local id
+    outside : word -> its row of the vectors file, for a pretrained word that is not a local one (a row the
+        run leaves as it is, written out unchanged), else None; None: no such lookup (classify's --valid
+        reads it, as fastText's -pretrainedVectors puts every pretrained word in its dictionary)
     """
 
     counts: np.ndarray
@@ -24,6 +27,7 @@ class LocalRows:
     vectors: Callable[[np.ndarray], np.ndarray]
     local_index: dict
     dim: int
+    outside: Callable[[str], np.ndarray | None] | None = None
 
     @property
     def n_local(self) -> int:

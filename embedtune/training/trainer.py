@@ -97,8 +97,13 @@ class Trainer:
             out[frozen] = matrix[self.frozen_rows[ids[frozen] - self.n_trainable]]
             return out
 
+        def outside(word: str) -> np.ndarray | None:
+            """A pretrained word's row when it is not a local word (the vectors file's, left as it is)."""
+            row = plan.index.get(word)
+            return None if row is None or row >= n_pre or word in self.local_index else matrix[row]
+
         rows = LocalRows(row_counts[self.rows], self.n_trainable, self.rows < n_pre, local_vectors,
-                         self.local_index, dim)
+                         self.local_index, dim, outside if plan.index is not None else None)
         self.objective = objective_class(t.objective)(rows, t, corpus)
         # The objective's own table: context vectors (sgns) or biases (glove), one row per local
         # word plus a sink. Rows from side_fixed_from on are read but never updated.

@@ -6,8 +6,8 @@ them), every other token a word:
 
     __label__noun.animal __label__noun.food a small edible crustacean
 
-The model is fastText's: the mean of the line's word vectors -> a linear layer -> softmax over
-the labels, or one sigmoid per label (one-vs-all) when any training line has several labels;
+The model is fastText's: the mean of the line's word vectors and of the line end's row (fastText's
+``</s>``, model.LINE_END, a side row every line counts) -> a linear layer -> softmax over the labels, or one sigmoid per label (one-vs-all) when any training line has several labels;
 the choice is made once for the run. The classifier's weights and biases are the objective's own
 table ("side" table), one row per label, ``dim + 1`` wide (weights, then the bias); every label
 row is read by every step (a full softmax: the cost grows with the number of labels, as fastText's
@@ -34,9 +34,10 @@ Words: a line's words are the words of the run's vocabulary (pretrained rows and
 the corpus). A training line with none of them is skipped, counted in the summary
 (``train_lines_no_known_word``): its mean is undefined, and fastText skips it too. A label-only
 line or a line without a label is an error naming the file and line (fastText would skip the
-first and train the second as unlabelled). On ``--valid``, words outside the training lines'
-vocabulary are ignored (as fastText does: its dictionary is the training file's); a line with
-none of them is predicted from the biases alone (fastText skips it; counting it keeps the
+first and train the second as unlabelled). On ``--valid``, a word of the vectors file that no
+training line has counts with its pretrained row (as written to the output, unchanged: what a user's
+prediction from the output reads; fastText's -pretrainedVectors adds every pretrained word to its
+dictionary likewise), and a word in neither is ignored; a line with none of them is predicted from the biases alone (fastText skips it; counting it keeps the
 accuracy's denominator every line); labels never seen in training cannot be predicted and are
 dropped from their line, and a line left with no label is skipped with a note
 (``valid_lines_unseen_labels``), as fastText's ``test`` does.
@@ -72,7 +73,7 @@ from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
-from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows
+from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows, with_line_end
 from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
 from embedtune.report.text import ClassifyDescribe
@@ -122,10 +123,13 @@ class Classify(Objective):
     name = "classify"
     help = "CORPUS of labelled lines, fastText's supervised format"
     keys = (ClassifyKeys, ClassifyFiles)
-    # Chosen on the WordNet noun glosses' validation split, 5 epochs (benchmarks/classify.py,
-    # benchmarks/README.md). batch_size counts lines; window: new words' context window for their start.
-    defaults = {"window": 5, "optimizer": "adam", "anchor": 0.0, "epochs": 5, "batch_size": 256}
-    learning_rates = {"adam": 0.01}   # same sweep
+    # Chosen on the validation parts of 5 shuffled splits of two tasks, the WordNet noun glosses and the
+    # fortune cookies by file, at 5 and 25 epochs (benchmarks/classify.py, benchmarks/README.md, classify):
+    # adagrad's steps shrink as a row's gradients add up, as fastText's SGD steps shrink with the
+    # gradient, where adam's stay about lr whatever the gradient (0.01: behind fastText on the small task,
+    # and overfitting at 25 epochs). batch_size counts lines; window: new words' context window for their start.
+    defaults = {"window": 5, "optimizer": "adagrad", "anchor": 0.0, "epochs": 5, "batch_size": 256}
+    learning_rates = {"adagrad": 0.3, "adam": 0.01}   # adam's: the glosses' best before (same README)
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
@@ -202,8 +206,10 @@ class Classify(Objective):
         self._shares = shares
 
         start = rows.vectors(np.arange(rows.n_local)) if rows.n_local else np.zeros((0, rows.dim), np.float32)
-        # The n-gram rows (--word-ngrams): side rows after the labels.
-        grams = ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start)
+        # The n-gram rows (--word-ngrams) and the line end's (fastText's </s>, model.LINE_END): side rows
+        # after the labels.
+        grams = with_line_end(ngram_rows(line_tokens, self.word_ngrams, self.ngram_min_count, index, start),
+                              self.n_lines, rows.dim)
         self.ngrams, self.grams = grams.ngrams, grams
         self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
         self.grams_per_batch, self.distinct_grams_per_batch = (
@@ -256,21 +262,25 @@ class Classify(Objective):
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
                                      threads=threads or local_cores())
-                self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
+                self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
+                                        self.rows.outside)
                 weights, bias = fitted.result()
         else:   # the fit's collectives on this thread
-            self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams)
-                          if shares.chief else None)
+            self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
+                                     self.rows.outside) if shares.chief else None)
             parts = [(means[a:b], self.targets[a:b]) for a, b in (self.line_range[k] for k in shares.held)]
             weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
         self.fit_seconds = time.perf_counter() - began
         self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
-                                           self.one_vs_all, self.ngrams, self.ngram_start)
+                                           self.one_vs_all, self.ngrams[:-1],
+                                           self.ngram_start[:-1] if len(self.ngrams) > 1 else None, self.ngram_start[-1])
         self.before = evaluate(self.valid, start, self.start_classifier) if self.valid else None
 
     def padding_batch(self) -> dict:
-        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing."""
-        return self.emptied(self.batches(np.zeros(1, np.int32)))
+        """A batch of the first held line (none on a worker whose share has no usable line), weighing nothing:
+        its feature rows (the line end's) neither."""
+        batch = self.emptied(self.batches(np.zeros(1, np.int32)))
+        return dict(batch, gram_weight=np.zeros_like(batch["gram_weight"])) if "gram_weight" in batch else batch
 
     @cached_property
     def slices(self) -> np.ndarray:
@@ -315,12 +325,13 @@ class Classify(Objective):
         the side table [L + 1, dim + 1] as trained (callables: see Objective.report)."""
         local_vectors, side = words(), side()
         dim, L = self.rows.dim, len(self.labels)
+        G = len(self.ngrams) - 1   # the n-gram rows, then the line end's
         classifier = Classifier(self.labels, side[:L, :dim].copy(), side[:L, dim].copy(), self.one_vs_all,
-                                self.ngrams, side[L:L + len(self.ngrams), :dim].copy() if self.ngrams else None)
+                                self.ngrams[:G], side[L:L + G, :dim].copy() if G else None, side[L + G, :dim].copy())
         figures = {
             "labels": len(self.labels),
             "word_ngrams": self.word_ngrams,
-            "ngram_rows": len(self.ngrams),
+            "ngram_rows": len(self.ngrams) - 1,   # the line end's is not an n-gram's
             "loss_kind": "one-vs-all" if self.one_vs_all else "softmax",
             "train_lines": self.train_lines,
             "train_lines_no_known_word": self.skipped,
@@ -338,8 +349,8 @@ class Classify(Objective):
 
     # --- host side: lines -> fixed-size batches ----------------------------------------------------
     def side_start(self) -> np.ndarray:
-        """[L + G + 1, dim + 1] the fitted classifier (weights, then bias), then the G n-gram rows (their
-        starts; the last column unused), then the sink."""
+        """[L + G + 1, dim + 1] the fitted classifier (weights, then bias), then the G feature rows: the
+        n-gram rows and the line end's (their starts; the last column unused), then the sink."""
         c = self.start_classifier
         table = [np.concatenate([c.weights, c.bias[:, None]], axis=1)]
         if self.ngrams:

@@ -15,13 +15,19 @@ from embedtune.errors import EmbedtuneError
 
 FIT_ITERATIONS = 100   # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
 FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on separable labels
+# fastText's end-of-line word: every line's mean counts one more row, this one, trained with the
+# classifier (a learned input that weighs 1 / (words + 1): a bias that follows the line's length).
+# Without it the fortune cookies by file lost about 0.01-0.02 to fastText (benchmarks/README.md, classify).
+LINE_END = "</s>"
 
 
 @dataclass
 class Classifier:
     """labels : [L] as written; weights : float32 [L, dim]; bias : float32 [L]; one_vs_all : sigmoid
     per label (True) or softmax (False); ngrams : [G] the word n-grams that are features (words
-    joined by one space), ngram_vectors : float32 [G, dim] their rows (--word-ngrams; none by default)."""
+    joined by one space), ngram_vectors : float32 [G, dim] their rows (--word-ngrams; none by default);
+    line_end : float32 [dim] the row of LINE_END, in every line's mean (None: a classifier without one,
+    written before it was part of the model)."""
 
     labels: list[str]
     weights: np.ndarray
@@ -29,6 +35,17 @@ class Classifier:
     one_vs_all: bool = False
     ngrams: list[str] = field(default_factory=list)
     ngram_vectors: np.ndarray | None = None
+    line_end: np.ndarray | None = None
+
+    def feature_rows(self) -> tuple[list[str], np.ndarray | None]:
+        """(the names of the rows a line's mean counts besides its words: the n-grams, then LINE_END; their
+        rows [G (+ 1), dim], None with none), as the run's side table holds them."""
+        names = list(self.ngrams) + ([LINE_END] if self.line_end is not None else [])
+        if not names:
+            return names, None
+        rows = [r for r in (self.ngram_vectors if self.ngrams else None,
+                            None if self.line_end is None else self.line_end[None, :]) if r is not None]
+        return names, np.concatenate(rows).astype(np.float32)
 
     @property
     def word_ngrams(self) -> int:
@@ -51,19 +68,20 @@ def predict(classifier: Classifier, means: np.ndarray) -> np.ndarray:
 def save_classifier(classifier: Classifier, path: str) -> None:
     """Write ``labels dim`` then ``label bias w1 ... wdim`` per label (float32, shortest text that
     reads back to the same bits), UTF-8, to a temporary file renamed into place. With n-grams the
-    header is ``labels dim ngrams``, and after the labels come the n-gram rows, ``word word v1 ... vdim``
-    (an n-gram's words, then its row)."""
+    header is ``labels dim rows``, and after the labels come those rows: the n-gram rows, ``word word v1 ...
+    vdim`` (an n-gram's words, then its row), then the line end's, ``</s> v1 ... vdim`` (LINE_END)."""
     from embedtune.formats.io import open_target
     from embedtune.formats.textwrite import render_lines
 
     n, dim = classifier.weights.shape
+    names, rows = classifier.feature_rows()
     with open_target(path) as f:
-        f.write((f"{n} {dim}" + (f" {len(classifier.ngrams)}" if classifier.ngrams else "") + "\n").encode())
+        f.write((f"{n} {dim}" + (f" {len(names)}" if names else "") + "\n").encode())
         # The vectors' text writer's lines (shortest %g a value): numpy's str a value was slow on the
         # benchmark's bigram rows (benchmarks/README.md, classify).
         f.write(render_lines(classifier.labels, np.concatenate([classifier.bias[:, None], classifier.weights], axis=1)))
-        if classifier.ngrams:
-            f.write(render_lines(classifier.ngrams, classifier.ngram_vectors))
+        if names:
+            f.write(render_lines(names, rows))
 
 
 def load_classifier(path: str) -> Classifier:
@@ -84,9 +102,9 @@ def load_classifier(path: str) -> Classifier:
                     labels.append(fields[0])
                     values, into = fields[1:], rows
                 else:
-                    if len(fields) < dim + 2:
-                        raise EmbedtuneError(f"an n-gram row of {len(fields)} fields: two words or more, then "
-                                             f"{dim} values", path, number)
+                    if len(fields) < dim + 2 and fields[:1] != [LINE_END]:
+                        raise EmbedtuneError(f"an n-gram row of {len(fields)} fields: two words or more (or "
+                                             f"{LINE_END}), then {dim} values", path, number)
                     grams.append(" ".join(fields[:-dim]))
                     values, into = fields[-dim:], gram_rows
                 try:
@@ -100,8 +118,11 @@ def load_classifier(path: str) -> Classifier:
     if len(grams) != n_grams:
         raise EmbedtuneError(f"{len(grams)} n-gram rows, header says {n_grams}", path)
     table = np.stack(rows) if rows else np.zeros((0, dim + 1), np.float32)
+    line_end = None
+    if grams and grams[-1] == LINE_END:
+        grams, line_end = grams[:-1], gram_rows.pop()
     return Classifier(labels, table[:, 1:], table[:, 0], ngrams=grams,
-                      ngram_vectors=np.stack(gram_rows) if gram_rows else None)
+                      ngram_vectors=np.stack(gram_rows) if gram_rows else None, line_end=line_end)
 
 
 def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_vs_all: bool):
@@ -225,17 +246,25 @@ def word_ngrams(tokens: list[str], n: int) -> list[str]:
     return [" ".join(tokens[i:i + k]) for k in range(2, n + 1) for i in range(len(tokens) - k + 1)]
 
 
+def line_features(tokens: list[str], n: int, rows: dict) -> list[str]:
+    """A line's features besides its words that have ``rows`` (name -> row): its n-grams of 2 to n words
+    (``word_ngrams``' order), then LINE_END."""
+    return [g for g in word_ngrams(tokens, n) + [LINE_END] if g in rows]
+
+
 def text_means(classifier: Classifier, vectors: np.ndarray, index: dict, lines: list[list[str]]) -> np.ndarray:
     """[n, dim] the classifier's input for token lines: the mean of the rows of their words in ``index``
-    (word -> row of ``vectors``) and of their n-grams the classifier has, as the run computed it."""
+    (word -> row of ``vectors``), of their n-grams the classifier has and of its line end's, as the run
+    computed it."""
     ids = [[index[w] for w in tokens if w in index] for tokens in lines]
     starts = np.cumsum([0] + [len(i) for i in ids])
     ngrams = None
-    if classifier.ngrams:
-        gram_index = {g: i for i, g in enumerate(classifier.ngrams)}
-        gram_ids = [[gram_index[g] for g in word_ngrams(tokens, classifier.word_ngrams) if g in gram_index]
+    names, table = classifier.feature_rows()
+    if names:
+        gram_index = {g: i for i, g in enumerate(names)}
+        gram_ids = [[gram_index[g] for g in line_features(tokens, classifier.word_ngrams, gram_index)]
                     for tokens in lines]
-        ngrams = (classifier.ngram_vectors, np.asarray([i for g in gram_ids for i in g], np.int64),
+        ngrams = (table, np.asarray([i for g in gram_ids for i in g], np.int64),
                   np.cumsum([0] + [len(g) for g in gram_ids]))
     return line_means(vectors, np.asarray([i for line in ids for i in line], np.int64), starts, ngrams)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embedtune.objectives.classify.model import line_means
+from embedtune.objectives.classify.model import LINE_END, line_means
 
 
 @dataclass
@@ -91,6 +91,26 @@ def ngram_rows(line_tokens: list[list[str]], word_ngrams: int, min_count: int, l
     ngram_start = line_means(start, word_ids[found], np.concatenate(
         [[0], np.cumsum(np.bincount(of_gram[found], minlength=len(ngrams)))]))
     return NgramRows(ngrams, {g: i for i, g in enumerate(ngrams)}, gram_ids, gram_starts, ngram_start)
+
+
+def with_line_end(rows: NgramRows, n_lines: int, dim: int) -> NgramRows:
+    """``rows`` and one more, LINE_END's, last in every line's (fastText's end-of-line word, model.py),
+    starting at zero (the mean's other rows decide the fitted classifier's start)."""
+    if not rows.ngrams:
+        ids, starts = np.zeros(0, np.int32), np.zeros(n_lines + 1, np.int64)
+        start = np.zeros((0, dim), np.float32)
+    else:
+        ids, starts, start = rows.ids, rows.starts, rows.start
+    end = len(rows.ngrams)
+    # each line's ids, then the line end's: the old ids shifted by the lines before, one each
+    placed = np.empty(len(ids) + n_lines, np.int32)
+    new_starts = starts + np.arange(n_lines + 1)
+    keep = np.ones(len(placed), bool)
+    keep[new_starts[1:] - 1] = False
+    placed[keep] = ids
+    placed[~keep] = end
+    return NgramRows(rows.ngrams + [LINE_END], {**rows.index, LINE_END: end}, placed, new_starts,
+                     np.concatenate([start, np.zeros((1, dim), np.float32)]))
 
 
 def ngram_features(ngrams: list[str], table, ids, starts):
