@@ -55,9 +55,9 @@ def options_config(options: dict, config: Config | str | os.PathLike | None = No
         if value is None:
             continue
         (table[known[name]] if known[name] else table)[name] = value
-    typed = _build(configs.Config, table, "fine_tune()")   # types checked, ints taken as floats where floats go
+    typed = _build(configs.Config, table, "fine_tune()", python=True)   # types checked, ints taken as floats where floats go
     flat = {name: typed.value(find_key(known[name], name)) for name in options if options[name] is not None}
-    return merge(config, flat, source=source)
+    return merge(config, flat, source=source, python=True)
 
 
 def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Config | str | os.PathLike | None = None,

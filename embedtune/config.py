@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import TypeVar
 
-from embedtune.errors import BadOption, EmbedtuneError
+from embedtune.errors import BadOption, BadValue, EmbedtuneError
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
 from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
@@ -134,22 +134,9 @@ def train_config(**values) -> TrainConfig:
 
 # --- checks -------------------------------------------------------------------------------------
 def range_problem(key: str, value) -> str | None:
-    """What is wrong with ``value`` for ``key`` of ``ranges()`` ("must be ..., got ..."), or None."""
-    r = ranges()[key]
-    if isinstance(value, float) and (value != value or abs(value) == float("inf")):
-        return f"must be a finite number, got {value}"
-    if isinstance(value, float) and abs(value) > FLOAT32_MAX:
-        return f"is beyond float32's range (largest {FLOAT32_MAX:.4g}), got {value:g}"
-    zero = f" ({r.zero})" if r.zero else ""
-    if r.low_open and value <= r.low:
-        return f"must be positive, got {value}"
-    if r.low == 0 and r.high == 1 and not 0 <= value <= 1:
-        return f"must be between 0{zero} and 1, got {value}"
-    if value < r.low:
-        return f"must be 0{zero} or positive, got {value}" if r.low == 0 else f"must be at least {r.low:g}, got {value}"
-    if value > r.high:
-        return f"must be at most {r.high:,}, got {value}"
-    return None
+    """What is wrong with ``value`` for ``key`` of ``ranges()`` ("must be ..., got ..."), or None
+    (``Range.problem``: the declaration's own check)."""
+    return ranges()[key].problem(value)
 
 
 def _values(config: Config, *tables: str):
@@ -179,8 +166,9 @@ def _check_value(key: Key, where: str, value, source: str):
 _TABLES = {"vocab": VocabConfig, "train": TrainConfig}
 
 
-def _build(cls: type[C], table: dict, source: str, prefix: str = "") -> C:
-    """One table of the file (flat names, the objectives' own keys among the shared ones) as ``cls``."""
+def _build(cls: type[C], table: dict, source: str, prefix: str = "", python: bool = False) -> C:
+    """One table of the file (flat names, the objectives' own keys among the shared ones) as ``cls``.
+    python : the values are a Python caller's options (``fine_tune``'s), named as such in an error."""
     known = {k.name for k in all_keys() if k.table == cls.table} | (set(_TABLES) if cls is Config else set())
     values = {}
     for key, value in table.items():
@@ -190,10 +178,15 @@ def _build(cls: type[C], table: dict, source: str, prefix: str = "") -> C:
         if name in _TABLES and cls is Config:
             if not isinstance(value, dict):
                 raise EmbedtuneError(f"'{key}' must be a table ([{key}])", path=source)
-            values[name] = _build(_TABLES[name], value, source, prefix=f"{key}.")
+            values[name] = _build(_TABLES[name], value, source, prefix=f"{key}.", python=python)
         else:
             values[name] = _check_value(find_key(cls.table, name), prefix + key, value, source)
-    return with_values(cls(), **values)
+    try:
+        return with_values(cls(), **values)
+    except BadValue as err:   # the declaration's check (embedtune.keys.check_values), named as the user wrote it
+        if python:
+            raise BadOption(f"{err.key} {err.problem}") from None
+        raise EmbedtuneError(f"'{prefix}{err.key}' {err.problem}", path=source) from None
 
 
 def _away(t: TrainConfig, objective: str) -> list[tuple[Key, str]]:
@@ -204,11 +197,15 @@ def _away(t: TrainConfig, objective: str) -> list[tuple[Key, str]]:
             and t.value(key) != key.default]
 
 
-def validate(config: Config, source: str | None = None, options: frozenset = frozenset()) -> Config:
+def validate(config: Config, source: str | None = None, options: frozenset = frozenset(),
+             python: bool = False) -> Config:
     """Check values that have a type but not every value makes sense.
 
     source : the config file the values came from; options : names given on the command line,
-    which an error names as options (``--window``) rather than as keys of the file.
+    which an error names as options (``--window``) rather than as keys of the file; python : they
+    were given in Python (``fine_tune``, the Keras layer), so an error names them as there (``window``).
+    Each value alone passed its declaration's check when the config was made (``Key.problem``: range,
+    finite, sign, empty name, pattern); what is checked here takes more than one value, or the registry.
     An objective's key declared ``only`` is refused under another objective: a top-level one (a file
     only that objective reads) at once, "auto" included; a [train] one under "auto" in ``resolve``,
     which names the objective auto stands for.
@@ -216,10 +213,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     t = config.train
 
     def bad(key, text):
-        name = key.split(".")[-1]
-        if name in options or source is None:   # a command-line value: a usage error (exit 2)
-            raise BadOption(f"--{name.replace('_', '-')} {text}")
-        raise EmbedtuneError(f"'{key}' {text}", path=source)
+        _refuse(key, text, source, options, python)
 
     from embedtune import objectives as registry
 
@@ -244,15 +238,22 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
 
             if name not in FORMAT_NAMES:
                 bad(key, f"must be one of {', '.join(FORMAT_NAMES)}, got {name!r}")
-    for key, value in _values(config, "train", "vocab"):
-        if key.range is not None and value is not None:
-            problem = range_problem(f"{key.table}.{key.name}", value)
-            if problem:
-                bad(f"{key.table}.{key.name}", problem)
     if t.objective != AUTO:   # after the ranges: a value out of range is the first thing to fix; auto: resolve
         for key, owner in _away(t, t.objective):
             bad(f"train.{key.name}", f"is {key.only} only by --objective {owner} (the objective here is {t.objective})")
     return config
+
+
+def _refuse(key: str, text: str, source: str | None, options: frozenset, python: bool):
+    """Raise the error for ``key`` ("train.window") whose value is wrong (``text``: "must be ..."), named
+    as the user wrote it: an option given on the command line (``--window``, a usage error), in Python
+    (``window``), or a key of the config file ``source``."""
+    name = key.split(".")[-1]
+    if python and (name in options or source is None):   # fine_tune(window=0), or a Config passed in
+        raise BadOption(f"{name if name in options else key} {text}")
+    if name in options or source is None:   # a command-line value: a usage error (exit 2)
+        raise BadOption(f"--{name.replace('_', '-')} {text}")
+    raise EmbedtuneError(f"'{key}' {text}", path=source)
 
 
 def load_config(path: str | Path, check_values: bool = True) -> Config:
@@ -276,27 +277,26 @@ def load_config(path: str | Path, check_values: bool = True) -> Config:
     return validate(config, source) if check_values else config
 
 
-def merge(config: Config, overrides: dict, source: str | None = None) -> Config:
+def merge(config: Config, overrides: dict, source: str | None = None, python: bool = False) -> Config:
     """Apply command-line values (None = not given) over a config, then check the values.
 
     overrides : flat dict of names from Config, VocabConfig or TrainConfig.
     source : the config file ``config`` was read from, for messages.
+    python : the overrides are a Python caller's (an error names ``window``, not ``--window``).
     """
     tables: dict[str, dict] = {"": {}, "vocab": {}, "train": {}}
     table_of = {k.name: k.table for k in all_keys()}
     for name, value in overrides.items():
         if value is not None:
             tables[table_of.get(name, "")][name] = value
-    return validate(
-        with_values(
-            config,
-            **tables[""],
-            vocab=with_values(config.vocab, **tables["vocab"]),
-            train=with_values(config.train, **tables["train"]),
-        ),
-        source,
-        frozenset(tables[""]) | frozenset(tables["vocab"]) | frozenset(tables["train"]),
-    )
+    given = frozenset(tables[""]) | frozenset(tables["vocab"]) | frozenset(tables["train"])
+    try:
+        merged = with_values(config, **tables[""], vocab=with_values(config.vocab, **tables["vocab"]),
+                             train=with_values(config.train, **tables["train"]))
+    except BadValue as err:   # the declaration's check (embedtune.keys.check_values), named as it was given
+        table = {"VocabConfig": "vocab", "TrainConfig": "train"}.get(err.holder, table_of.get(err.key, ""))
+        _refuse(f"{table}.{err.key}".lstrip("."), err.problem, source, given, python)
+    return validate(merged, source, given, python)
 
 
 def resolve(config: Config) -> Config:

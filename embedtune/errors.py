@@ -32,6 +32,17 @@ class BadOption(EmbedtuneError):
     error; a bad value read from a file is a plain EmbedtuneError (exit 1)."""
 
 
+class BadValue(BadOption, ValueError):
+    """A value its key's declaration refuses (out of range, not finite, an empty name, a pattern re cannot
+    compile), raised where a config is made (``embedtune.keys.check_values``), whatever made it. ``key``:
+    the key's name; ``problem``: "must be ...". The entry points name the value as their user wrote
+    it (``--lr``, a file's ``train.lr``, ``lr=``): ``embedtune.config`` catches it and says so."""
+
+    def __init__(self, holder: str, key: str, problem: str):
+        self.holder, self.key, self.problem = holder, key, problem
+        super().__init__(f"{holder}.{key} {problem}")
+
+
 class TrainingInterrupted(Exception):
     """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder).
     Here, not in the trainer, so that a command catches it without importing TensorFlow."""

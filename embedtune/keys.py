@@ -5,18 +5,27 @@ default are the field's, the rest (help, range, choices, option, ...) rides in t
 ``declared(cls)`` reads them back as ``Key`` records. The shared keys are the fields of
 embedtune/schema.py's ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective declares its own as
 ``OwnKeys`` dataclasses (its class's ``keys``). The config's checks, ``embedtune train``'s options and
-their ``--help`` all come from these declarations. A leaf module: it imports nothing of embedtune's, so
+their ``--help`` all come from these declarations. A leaf module: it imports only embedtune.errors (a leaf), so
 the objectives and the config can both import it.
+
+Every declared number is checked where a config is made (``check_values``, called by each class's
+``__post_init__``): finite, in range, the right sign, whatever built it (a file, the command line,
+``fine_tune``, a Config made by hand). A number that is not a key (a Keras optimizer's argument) is
+checked by the same rule with ``check_number``.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from embedtune.errors import BadValue
 
 FLOAT32_MAX = 3.4028234663852886e38
 INT64_MAX = 2**63 - 1
@@ -44,6 +53,38 @@ class Range:
         """The range as docs/training.md and --help say it."""
         low = f"> {self.low:g}" if self.low_open else f">= {self.low:g}"
         return low if self.high in (INT64_MAX, FLOAT32_MAX) else f"{self.low:g} .. {self.high:,}"
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` here ("must be ..., got ..."), or None: a number that is not
+        finite, beyond float32, below or above the range. The one range check of every entry point
+        (the command line, a config file, ``fine_tune``, the Keras layer: ``check_number``)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value}"
+        if isinstance(value, float) and abs(value) > FLOAT32_MAX:
+            return f"is beyond float32's range (largest {FLOAT32_MAX:.4g}), got {value:g}"
+        zero = f" ({self.zero})" if self.zero else ""
+        if self.low_open and value <= self.low:
+            return f"must be positive, got {value}" if self.low == 0 else f"must be above {self.low:g}, got {value}"
+        if self.low == 0 and self.high == 1 and not 0 <= value <= 1:
+            return f"must be between 0{zero} and 1, got {value}"
+        if value < self.low:
+            return (f"must be 0{zero} or positive, got {value}" if self.low == 0
+                    else f"must be at least {self.low:g}, got {value}")
+        if value > self.high:
+            return f"must be at most {self.high:,}, got {value}"
+        return None
+
+
+def check_number(name: str, value, range: Range) -> None:
+    """Raise ValueError("NAME must be ..., got ...") unless ``value`` lies in ``range`` (finite, the
+    right sign, not beyond float32): for a number that enters outside the config's keys (a Keras
+    optimizer's argument, ...), checked as every key's is. ``name`` is the caller's own name for it.
+    A leaf module raises ValueError; embedtune's callers turn it into their error type where they need to."""
+    problem = range.problem(value)
+    if problem:
+        raise ValueError(f"{name} {problem}")
 
 
 @dataclass(frozen=True)
@@ -102,10 +143,35 @@ class Key:
             return "an empty pattern (it would match every word)"
         return None
 
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` for this key, whatever entered it ("must be a finite number, got
+        nan", "is an empty file name", "is not a valid regular expression: ..."), or None; None is
+        "decided later" and passes. The value's type is checked where it is read (a file, the options)."""
+        if value is None:
+            return None
+        problem = self.empty_problem(value)
+        if problem:
+            return f"is {problem}"
+        if self.range is not None:
+            return self.range.problem(value)
+        if self.pattern:
+            return pattern_problem(value)
+        return None
+
     @property
     def flag(self) -> str:
         """The command-line option: ``--word-ngrams`` for word_ngrams."""
         return "--" + self.name.replace("_", "-")
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be compiled as a regular expression, or None. re raises OverflowError for a
+    repeat count beyond its limit (a{4294967296}) and RecursionError for nesting too deep, not re.error."""
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as err:
+        return f"{pattern!r} is not a valid regular expression: {err}"
+    return None
 
 
 def key(default: Any = None, **declaration: Any) -> Any:
@@ -130,6 +196,18 @@ class OwnKeys:
     typed instance: ``config.train.keys_of(SkipGramKeys).negative``."""
 
     table: ClassVar[str] = "train"
+
+    def __post_init__(self) -> None:
+        check_values(self)
+
+
+def check_values(holder) -> None:
+    """Raise BadValue for the first key of the dataclass ``holder`` whose value its declaration refuses
+    (``Key.problem``). Each config class calls it as it is made, so no entry point can skip it."""
+    for declared_key in declared(type(holder)):
+        problem = declared_key.problem(getattr(holder, declared_key.name))
+        if problem:
+            raise BadValue(type(holder).__name__, declared_key.name, problem)
 
 
 def _base_type(annotation) -> tuple[type, bool]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
-from embedtune.keys import FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range, key
+from embedtune.keys import (FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range,
+                            check_values, key)
 from embedtune.newwords.defaults import DEFAULT_METHOD, METHODS
 
 __all__ = ["Config", "VocabConfig", "TrainConfig", "AUTO", "OPTIMIZERS", "LOWERCASE", "TOKENIZE", "INITS"]
@@ -39,7 +40,9 @@ class _HoldsOwn:
     def __post_init__(self) -> None:
         """``own`` as a config holds it: one instance per OwnKeys class of its table, those equal to their
         class's defaults left out (so a config equals another with the same values, however built), in
-        a fixed order; a tuple, so that the config stays hashable."""
+        a fixed order; a tuple, so that the config stays hashable. Every value is checked against its
+        declaration (``check_values``)."""
+        check_values(self)
         kept: dict[type, OwnKeys] = {}
         for keys in self.own:
             if not isinstance(keys, OwnKeys) or keys.table != self.table:
@@ -93,6 +96,9 @@ class VocabConfig:
                         help="auto: a token VECTORS lacks loses its leading/trailing punctuation ('said.' -> 'said' "
                              "'.'); none: whitespace tokens as they are (pre-tokenized corpora).")
     strict_lists: bool = key(False, section=ROWS, help="A list word missing from the vocabulary is an error.")
+
+    def __post_init__(self) -> None:
+        check_values(self)
 
     def value(self, key: Key):
         """The value of a declared key of [vocab]."""

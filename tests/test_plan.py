@@ -92,8 +92,9 @@ def test_a_freeze_pattern_matching_a_new_word_is_an_error_naming_it():
 
 @pytest.mark.parametrize("key", ["freeze_pattern", "train_pattern"])
 def test_an_empty_pattern_from_python_is_an_error_not_no_rule(key):
-    # A VocabConfig made in Python skips the config's checks: the plan itself refuses "" (it matches every word).
-    with pytest.raises(EmbedtuneError, match=f"--{key.replace('_', '-')} / {key}: empty pattern"):
+    # A VocabConfig made in Python is checked as it is made (issue 45: the declaration's check, which the
+    # config's had been only): "" would match every word.
+    with pytest.raises(EmbedtuneError, match=f"VocabConfig.{key} is an empty pattern"):
         plan_for(**{key: ""})
 
 
@@ -151,7 +152,7 @@ def test_without_a_train_rule_unfrozen_words_train():
 
 
 def test_an_invalid_pattern_is_an_error_naming_the_key():
-    with pytest.raises(EmbedtuneError, match=r"--train-pattern / train_pattern '\(fire' is not a valid regular expression"):
+    with pytest.raises(EmbedtuneError, match=r"VocabConfig.train_pattern '\(fire' is not a valid regular expression"):
         plan_for(train_pattern="(fire")
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.vectors import Vectors, WordIndex, WordList
+from embedtune.keys import pattern_problem
 
 if TYPE_CHECKING:   # an annotation only
     from embedtune.schema import VocabConfig
@@ -160,10 +161,10 @@ def read_word_list(path: str) -> list[tuple[int, str]]:
 def compile_pattern(pattern: str, key: str) -> re.Pattern:
     if pattern == "":   # re.search finds "" in every word: a rule that says nothing would freeze (or train) all
         raise EmbedtuneError(f"{_option(key)}: empty pattern (it would match every word)")
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise EmbedtuneError(f"{_option(key)} {pattern!r} is not a valid regular expression: {err}") from None
+    problem = pattern_problem(pattern)   # the declaration's check: re.error, and OverflowError for a{4294967296}
+    if problem:
+        raise EmbedtuneError(f"{_option(key)} {problem}")
+    return re.compile(pattern)
 
 
 def _option(key: str) -> str:
