@@ -111,6 +111,51 @@ def reports_errors(func):
     return wrapper
 
 
+DEBUG = "EMBEDTUNE_DEBUG"   # set to 1: an exception that is not the library's own shows its traceback
+
+
+def failure_line(err: Exception) -> str:
+    """One line saying what failed, for an exception that is not the library's own EmbedtuneError: the
+    machine (a full disk, memory, a resource TensorFlow could not get), or a bug of ours, said as one."""
+    def one_line(text) -> str:
+        return " ".join(str(text).split())
+
+    if isinstance(err, OSError):   # a full disk (ENOSPC), a file gone or denied mid-run, ...
+        what = one_line(err.strerror or err)
+        return f"{err.filename}: {what}" if err.filename else what
+    if isinstance(err, MemoryError):
+        return "out of memory" + (f": {one_line(err)}" if str(err) else "")
+    kind = type(err)
+    if kind.__module__.startswith("tensorflow") and hasattr(err, "message"):   # tf.errors.OpError, unimported
+        first = one_line(str(err.message).strip().splitlines()[0] if str(err.message).strip() else kind.__name__)
+        if kind.__name__ == "ResourceExhaustedError":
+            return f"TensorFlow ran out of a resource (memory or disk): {first}"
+        return f"TensorFlow failed ({kind.__name__}): {first}"
+    return (f"internal error ({kind.__name__}: {one_line(err)}); this is a bug in embedtune: rerun with "
+            f"{DEBUG}=1 for the traceback, and report it")
+
+
+@contextlib.contextmanager
+def failures_in_one_line():
+    """Around a whole command (cli/main.py): every exception that reaches it, not only the library's
+    EmbedtuneError, ends as one `Error: ...` line and exit code 1 (docs/ci.md), never a traceback; the
+    outputs are temporary files until renamed into place, so a failure leaves none. Ctrl-C and SIGTERM
+    (BaseExceptions), click's own exits and a closed pipe (cli/main.py) pass through. EMBEDTUNE_DEBUG=1
+    lets every other exception through, with its traceback, for a developer."""
+    try:
+        yield
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
+        raise
+    except EmbedtuneError as err:   # a command without reports_errors, or raised outside it
+        if isinstance(err, BadOption):
+            raise click.UsageError(str(err)) from None
+        raise click.ClickException(str(err)) from None
+    except Exception as err:
+        if os.environ.get(DEBUG, "") not in ("", "0"):
+            raise
+        raise click.ClickException(failure_line(err)) from None
+
+
 CLOSED_PIPE = 141   # 128 + SIGPIPE: what a shell reports for `cat` whose reader went away
 
 

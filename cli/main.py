@@ -19,7 +19,7 @@ import time
 import click
 
 from embedtune import __version__
-from embedtune.cli.common import Terminated, closed_pipe, quiet_option
+from embedtune.cli.common import Terminated, closed_pipe, failures_in_one_line, quiet_option
 from embedtune.errors import EmbedtuneError
 
 # command name -> "module:attribute", relative to this package
@@ -157,7 +157,8 @@ class LazyGroup(click.Group):
         # Around the whole command: importing it, reading, spooling and writing.
         with interrupts_unwind(), usage_errors_in_one_line():
             try:
-                return super().invoke(ctx)
+                with failures_in_one_line():   # any other exception: one line, exit 1 (docs/ci.md)
+                    return super().invoke(ctx)
             except BrokenPipeError:   # before click's own handler, which exits 1 and hides the signal
                 raise click.exceptions.Exit(closed_pipe()) from None
 
