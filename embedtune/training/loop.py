@@ -28,7 +28,7 @@ from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
-from embedtune.training.progress import LossLog, Phase, Progress, phase, reporting
+from embedtune.training.progress import LossLog, Phase, Progress, check_rows, longest_row, phase, reporting
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
@@ -93,6 +93,10 @@ def train(vectors: Vectors, corpus: Corpus | None, config: Config,
 def fit_closed_form(objective: type[Objective], vectors: Vectors, config: Config, on_plan, resume) -> TrainResult:
     """An objective without the loop (retrofit): its fit, and every frozen row checked after it."""
     out, plan, stats = objective.closed_form.fit(vectors, config, on_plan, resume)
+    # The same bound on the rows as the loop's (progress.check_rows): a fit may diverge as a loop does.
+    moving = np.flatnonzero(~plan.frozen)
+    check_rows(out.matrix[moving], longest_row(vectors.matrix),
+               f"the fit of --objective {config.train.objective} does not converge with these settings")
     check = FrozenRowsCheck(vectors.matrix, plan.frozen)   # every row: the update wrote a copy
     check(0, len(vectors), out.matrix)
     stats["max_frozen_change"] = check.worst
@@ -225,9 +229,9 @@ def result(run: Run) -> TrainResult:
     # time by the writers: no second copy of the table (1.2 GB for 1M x 300, 3.6 GB for 3M x 300).
     trained_rows = trainer.rows[: trainer.n_trainable]
     trained = trainer.trained_matrix()
-    if not np.isfinite(trained).all():
-        raise EmbedtuneError(f"training diverged (rows with NaN or infinity); lower --lr (it was {lr0:g}) "
-                             "or cap rows with --clip-norm")
+    # The rows' lengths against the longest the run started from (every objective: progress.check_rows).
+    check_rows(trained, longest_row(run.vectors.matrix, init.matrix if init is not None else np.zeros((0, 1))),
+               f"lower --lr (it was {lr0:g}) or cap each row's step with --clip-norm (e.g. 1)")
     # A listed new word the corpus never shows (--new-words) has no table row: its start goes out as it is.
     n_pre = plan.n_pretrained
     untouched = np.setdiff1d(np.arange(n_pre, len(plan.words)), trained_rows)

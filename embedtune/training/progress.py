@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 # above the ratios of normal runs and below what diverging runs pass in their first report
 # (benchmarks/README.md, train_speed).
 DIVERGED = 10
+# A trained row longer than this many times the longest row the run started from (every input row and
+# every new word's start; at least 1, so that a table of zeros is not divided by) is divergence too: a
+# loss measured while the first step already moves rows (glove's compiled step, lock-free) can start
+# at the exploded value, which the ratio above then never sees. A healthy run's longest trained row
+# stays shorter than the longest input row (tests/test_divergence.py: each objective's defaults on the
+# shipped sample), two orders of magnitude under this bound; a diverging one passes it by another four
+# (glove --lr 1e6).
+ROW_GROWTH = 100
 
 
 @dataclass
@@ -140,6 +148,30 @@ class LossLog:
             if self.tblog is not None:
                 self.tblog.write(pos.steps, pos.words_done, mean, self.lr)
         self.pending, self.pairs = [], 0
+
+
+def longest_row(*matrices: np.ndarray) -> float:
+    """The largest L2 norm among the rows of ``matrices`` (a block at a time: no copy of a whole table)."""
+    longest = 0.0
+    for matrix in matrices:
+        for start in range(0, len(matrix), 1 << 16):
+            block = np.asarray(matrix[start:start + (1 << 16)], np.float64)
+            if block.size:
+                longest = max(longest, float(np.sqrt(np.einsum("ij,ij->i", block, block).max())))
+    return longest
+
+
+def check_rows(trained: np.ndarray, start_length: float, advice: str) -> None:
+    """Raise "training diverged" unless every row of ``trained`` is finite and at most ROW_GROWTH times
+    ``start_length`` long (the longest row the run started from: ``longest_row``), whatever the
+    objective. advice : what to change ("lower --lr (it was 0.05) or ...")."""
+    if not np.isfinite(trained).all():
+        raise EmbedtuneError(f"training diverged (rows with NaN or infinity); {advice}")
+    bound = ROW_GROWTH * max(start_length, 1.0)
+    longest = longest_row(trained)
+    if longest > bound:
+        raise EmbedtuneError(f"training diverged: a trained row's length reached {longest:.4g}, over {ROW_GROWTH}x "
+                             f"the longest input row's {start_length:.4g}; {advice}")
 
 
 def _sum(losses: list):
