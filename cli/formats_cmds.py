@@ -16,7 +16,7 @@ from embedtune.checks import check_input_file, check_writable_file
 from embedtune.cli.files import FilesCommand, reads, writes
 from embedtune.cli.common import (FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors,
                                   show_progress)
-from embedtune.errors import counted
+from embedtune.errors import BadOption, counted
 
 LISTED = 5  # problem rows named in the human-readable report
 
@@ -160,6 +160,11 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
     check_writable_file(output_path, None)
     in_format = formats.check_format_name(format_) if format_ else formats.detect_format(input_path)
     out_format = formats.output_format(output_path, to_format, in_format)
+    if limit is not None and out_format == "fasttext-model":
+        # It wrote the whole model while it said "wrote N vectors": a model's dictionary, subword rows and
+        # output matrix go together, and are written back as they were.
+        raise BadOption(f"--limit {limit}: a fastText model is written whole (its dictionary, subword rows and "
+                        "output matrix); drop --limit, or write the first N words' vectors as .vec (--to fasttext)")
     with _reading(input_path) as bar:
         vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
                                        allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar)

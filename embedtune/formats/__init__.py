@@ -259,7 +259,10 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
                                f"--keep-first-duplicate keeps the first)")
     keep = np.ones(len(table.words), bool)
     keep[[row for row, _ in duplicates]] = False
-    return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
+    kept = Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
+    if table.model is not None:   # written back, the model keeps the rows left out here as they were
+        kept.fasttext = table.model
+    return kept
 
 
 def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:

@@ -21,6 +21,7 @@ new words added after the model's words. A plain file's matrices are memory-mapp
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import stat
 import struct
@@ -120,6 +121,26 @@ class FastTextModel:
 
         return word_vectors(words, own_rows, self.input[:self.nwords], self.grams, self.minn, self.maxn)
 
+    def word_bytes(self, ids) -> list[bytes]:
+        """The bytes of the dictionary's words ``ids``: what fastText hashes, whatever they show as (a word
+        read with --replace-bad-utf8 shows U+FFFD where its bytes are not UTF-8)."""
+        data, ends = self.words.data, self.words.ends
+        return [data[self._start(i):int(ends[i])] for i in np.asarray(ids, np.int64).tolist()]
+
+    def hashed_words(self, ids):
+        """``word_bytes(ids)`` as the arithmetic (``word_vectors``) reads them: for a run of consecutive ids,
+        a WordList over the dictionary's block of bytes (no word copied one by one); else the list."""
+        ids = np.asarray(ids, np.int64)
+        if not len(ids) or not np.array_equal(ids, np.arange(ids[0], ids[0] + len(ids))):
+            return self.word_bytes(ids)
+        first, last = int(ids[0]), int(ids[-1])
+        begin = self._start(first)
+        return WordList(self.words.data[begin:int(self.words.ends[last])],
+                        np.asarray(self.words.ends[first:last + 1], np.int64) - begin)
+
+    def _start(self, i: int) -> int:
+        return int(self.words.ends[i - 1]) + 1 if i else 0
+
     @property
     def grams(self) -> np.ndarray:
         """The subword (bucket) rows: the input matrix's rows after the words'."""
@@ -204,6 +225,10 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
     if pruneidx_size > 0:
         r.take(8 * pruneidx_size, "pruned index")
     quant = r.take(1, "quantization flag")[0] if version is not None else 0
+    if quant not in (0, 1):   # a flag is 0 or 1: the byte is within a dictionary entry the header left out
+        raise EmbedtuneError(f"fastText model: the byte after the dictionary's {size} entries (offset {r.pos - 1}) is "
+                             f"{quant}, not the quantization flag (0 or 1): the dictionary header's counts ({nwords} words, "
+                             f"{nlabels} labels) are wrong; damaged?", name)
     if quant:
         raise EmbedtuneError("a quantized fastText model (.ftz, from fastText's quantize): its rows are compressed "
                              "codes, not vectors; use the full .bin model", name)
@@ -224,7 +249,9 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
     shown = words if wanted == nwords else words[:wanted]
     from embedtune.formats.io import new_matrix
 
-    matrix = model.word_vectors(shown, np.arange(wanted, dtype=np.int64)) if wanted else new_matrix(0, dim)
+    # The words' own bytes hashed (a slice of the words is their shown text: U+FFFD for a byte not UTF-8).
+    hashed = words if wanted == nwords else model.hashed_words(np.arange(wanted))
+    matrix = model.word_vectors(hashed, np.arange(wanted, dtype=np.int64)) if wanted else new_matrix(0, dim)
     if progress is not None:
         progress(source.size or len(r.data), source.size)
     return shown, matrix, 1, model
@@ -297,18 +324,31 @@ def _holds_newline(block, starts, ends) -> np.ndarray:
 
 
 class _ReplacedWords(WordList):
-    """A model's words whose bytes are not all UTF-8: the bytes kept for the arithmetic, str with
-    replacement characters shown."""
+    """A model's words whose bytes are not all UTF-8: the bytes kept for the arithmetic (``data``), str with
+    replacement characters shown; words appended (a run's new words) follow in ``tail``, as a WordList's."""
 
-    def __init__(self, data, ends, shown):
-        super().__init__(data, ends)
+    def __init__(self, data, ends, shown, tail=None):
+        super().__init__(data, ends, tail)
         self._shown = shown
 
     def __getitem__(self, i):
-        return self._shown[i]
+        n = len(self._shown)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[k] for k in range(start, stop, step)]
+            return self._shown[start:min(stop, n)] + self.tail[max(start - n, 0):max(stop - n, 0)]
+        i = operator.index(i)
+        if i < 0:
+            i += len(self)
+        if 0 <= i < n:
+            return self._shown[i]
+        return super().__getitem__(i)   # an appended word, or out of range
 
     def __iter__(self):
-        return iter(self._shown)
+        yield from self._shown
+        yield from self.tail
 
-    def __len__(self):
-        return len(self._shown)
+    def appended(self, words) -> WordList:
+        """These words and then ``words``, the model's bytes still shared (its arithmetic reads them)."""
+        return _ReplacedWords(self.data, self.ends, self._shown, self.tail + list(words))

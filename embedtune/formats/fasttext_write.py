@@ -69,11 +69,15 @@ def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
     rest = words[prefix:] if prefix < n else []
     lookup = None
     new_words = []
+    expected = prefix   # the model's next word in its order: the rows follow it, some maybe left out
     for row, word in enumerate(rest, prefix):
-        if row < nw and lookup is None and model.words[row] == word:
-            ids[row] = row
+        # In the model's order first: a word shown twice (two words whose bytes --replace-bad-utf8 replaced
+        # alike, the later left out by --keep-first-duplicate) is the one at its place, not the last.
+        if expected < nw and model.words[expected] == word:
+            ids[row] = expected
+            expected += 1
             continue
-        if lookup is None:   # a read with --limit, or words in another order: look every word up
+        if lookup is None:   # a read with --limit, a row left out, or words in another order: look it up
             from embedtune.vectors import WordIndex
 
             lookup = WordIndex(model.words)
@@ -84,6 +88,8 @@ def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
                                      "white space", name)
             found = nw + len(new_words)
             new_words.append(word)
+        else:
+            expected = found + 1
         ids[row] = found
     return ids, new_words
 
@@ -107,9 +113,22 @@ def _changed_own_rows(vectors, model, ids):
     return np.concatenate(changed), np.concatenate(solved)
 
 
+def _hashed_words(vectors, model, ids, rows) -> list:
+    """The words of the vector rows ``rows`` as fastText hashes them: a word of the model by the bytes of its
+    dictionary entry (one read with --replace-bad-utf8 shows U+FFFD, but its n-grams are its bytes', so its
+    vector is the model's own), a word the model lacks by its UTF-8."""
+    rows = np.asarray(rows, np.int64)
+    block_ids = ids[rows]
+    known = block_ids < model.nwords
+    if known.all():
+        return model.hashed_words(block_ids)
+    raw = iter(model.word_bytes(block_ids[known]))
+    return [next(raw) if k else vectors.words[int(r)] for r, k in zip(rows.tolist(), known.tolist())]
+
+
 def _solve_block(vectors, model, ids, rows, targets, changed, solved) -> None:
     nw = model.nwords
-    words = [vectors.words[int(r)] for r in rows]
+    words = _hashed_words(vectors, model, ids, rows)
     block_ids = ids[rows]
     known = block_ids < nw
     differs = np.ones(len(rows), bool)
@@ -184,6 +203,6 @@ def _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows)
         at = np.minimum(np.searchsorted(changed_ids, block_ids, sorter=order), max(len(order) - 1, 0))
         hit = (changed_ids[order[at]] == block_ids) if len(order) else np.zeros(len(block_ids), bool)
         own[hit] = solved[order[at[hit]]]
-        words = vectors.words[start:stop]
+        words = _hashed_words(vectors, model, ids, np.arange(start, stop))
         on_written(start, stop, word_vectors(words, np.arange(stop - start), own, model.grams, model.minn,
                                              model.maxn))
