@@ -121,7 +121,9 @@ def load(path: str, tf_checkpoint, fp: dict) -> Position:
         raise DamagedCheckpoint("damaged, not a checkpoint's state", state_path) from None
     except OSError as err:
         raise DamagedCheckpoint(f"cannot be read: {err.strerror or err}", state_path) from None
-    for key, what in (("rows", "vectors or freeze rules"), ("corpus", "corpus"), ("settings", "settings")):
+    # The corpus and the settings first: either changes the rows too (the new words are the corpus's), so a
+    # difference in the rows alone is the vectors' or the freeze rules' (a list file's words).
+    for key, what in (("corpus", "corpus"), ("settings", "settings"), ("rows", "vectors or freeze rules")):
         if theirs.get(key) != fp.get(key):
             detail = ""
             if key == "settings":
