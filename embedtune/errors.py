@@ -42,6 +42,9 @@ class BadValue(BadOption, ValueError):
         self.holder, self.key, self.problem = holder, key, problem
         super().__init__(f"{holder}.{key} {problem}")
 
+    def __reduce__(self):   # pickled as made (a process pool's worker may raise it)
+        return BadValue, (self.holder, self.key, self.problem)
+
 
 class TrainingInterrupted(Exception):
     """The run was asked to stop; a checkpoint was written at ``checkpoint`` (None without a folder).
