@@ -217,10 +217,6 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
 
     from embedtune import objectives as registry
 
-    for key, value in _values(config, "", "train", "vocab"):
-        problem = key.empty_problem(value)
-        if problem:
-            bad(f"{key.table}.{key.name}".lstrip("."), f"is {problem}")
     objectives = registry.registered()
     if t.objective != AUTO and t.objective not in objectives:
         bad("train.objective", f"must be one of {', '.join((AUTO, *objectives))}, got {t.objective!r}")
@@ -238,7 +234,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
 
             if name not in FORMAT_NAMES:
                 bad(key, f"must be one of {', '.join(FORMAT_NAMES)}, got {name!r}")
-    if t.objective != AUTO:   # after the ranges: a value out of range is the first thing to fix; auto: resolve
+    if t.objective != AUTO:   # a value out of range, the first thing to fix, was refused already; auto: resolve
         for key, owner in _away(t, t.objective):
             bad(f"train.{key.name}", f"is {key.only} only by --objective {owner} (the objective here is {t.objective})")
     return config
