@@ -283,7 +283,7 @@ def test_save_vectors_writes_the_table_and_diff_check_frozen_agrees(tmp_path):
     ({"output_dim": 4}, "'output_dim' comes from the vectors"),
     # named as a Python caller wrote it (issue 45: the command line's flag was named before)
     ({"freeze_top": -1}, "^freeze_top must be 0 \\(off\\) or positive, got -1"),
-    ({"freeze_pattern": "a{4294967296}"}, "^freeze_pattern 'a{4294967296}' is not a valid regular expression"),
+    ({"freeze_pattern": "a{4294967296}"}, r"^freeze_pattern 'a\{4294967296\}' is not a valid regular expression"),
     ({"new_words": "words.txt"}, "no such word-list file"),
 ])
 def test_bad_options_are_one_error_naming_them(options, message):
