@@ -255,3 +255,47 @@ def test_save_vectors_refuses_the_layers_own_vectors_file(tmp_path):
     assert vectors.read_bytes() == before
     layer.save_vectors(tmp_path / "tuned.txt")   # another name is written as before
     assert (tmp_path / "tuned.txt").exists()
+
+
+def test_the_lock_is_made_and_taken_over_only_as_the_tools_own(tmp_path, monkeypatch):
+    """A killed run's lock (marked, or the process id alone as runs before the mark wrote it) is taken
+    over; on a file system without hard links the lock is still made without following a link."""
+    import errno
+    import json
+
+    from embedtune.training.checkpoints import folder as checkpoints
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / ".lock").write_bytes(b"12345\n")
+    with checkpoints.Folder(str(old)) as opened:
+        opened.open(resume=False)
+        said = json.loads((old / ".lock").read_bytes())
+        assert said["embedtune"] == checkpoints.LOCK_MARK and said["process"] == os.getpid()
+    assert list(old.iterdir()) == []   # nothing written: the lock goes, the folder (not the tool's) stays
+
+    def no_hard_links(*args):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(checkpoints.os, "link", no_hard_links)
+    made = tmp_path / "made"
+    with checkpoints.Folder(str(made)) as opened:
+        opened.open(resume=False)
+        assert json.loads((made / ".lock").read_bytes())["made_folder"] is True
+        assert sorted(os.listdir(made)) == [".lock"]
+    assert not made.exists()
+
+
+def test_a_checkpoint_cut_short_by_kill_9_is_removed_and_odd_names_are_left(tmp_path):
+    from embedtune.training.checkpoints import folder as checkpoints
+
+    left = tmp_path / ".ckpt-5.0123abcd.partial"   # what a kill -9 while saving or pruning leaves
+    (left / "tables_temp").mkdir(parents=True)
+    (left / "tables_temp" / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(b"\0")
+    odd = [tmp_path / "ckpt-²", tmp_path / "ckpt-5.partial", tmp_path / ".ckpt-5.partial"]
+    for path in odd:
+        path.write_bytes(b"mine\n")
+    with checkpoints.Folder(str(tmp_path)) as opened:
+        opened.open(resume=False)
+    assert not left.exists()
+    assert all(path.read_bytes() == b"mine\n" for path in odd)

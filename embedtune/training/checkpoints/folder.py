@@ -48,15 +48,16 @@ from embedtune.training.checkpoints.state import STATE_FILE, TABLES, DamagedChec
 
 PREFIX = "ckpt-"
 PARTIAL = ".partial"
-PARTIAL_NAME = re.compile(rf"\.{PREFIX}\d+\.[0-9a-f]{{8}}{re.escape(PARTIAL)}")
+PARTIAL_NAME = re.compile(rf"\.{PREFIX}[0-9]+\.[0-9a-f]{{8}}{re.escape(PARTIAL)}")
 LOCK_FILE = ".lock"
 KEEP = 3
 # The first key of the lock file's one JSON line: what makes a .lock embedtune's. Runs before it wrote
 # the process id alone, which is taken as embedtune's too (a folder they left resumes).
 LOCK_MARK = "embedtune checkpoint lock"
 # What a checkpoint folder holds (state.write): the state and tf.train.Checkpoint's index and data files;
-# a partial one may hold TensorFlow's temporary folder of a write cut short too.
+# a partial one may hold TensorFlow's temporary files and folder of a write cut short too.
 CHECKPOINT_FILES = (STATE_FILE, f"{TABLES}.index", f"{TABLES}.data-*")
+PARTIAL_FILES = (STATE_FILE, f"{TABLES}*")
 PARTIAL_FOLDERS = (f"{TABLES}_temp*",)
 REFUSED = (f"the names {LOCK_FILE} and {PREFIX}N are embedtune's in a checkpoint folder: "
            "move it, or give another --checkpoint-dir")
@@ -68,7 +69,7 @@ class FolderBusy(EmbedtuneError):
 
 def _step_of(name: str) -> int | None:
     digits = name[len(PREFIX):]
-    return int(digits) if name.startswith(PREFIX) and digits.isdigit() else None
+    return int(digits) if name.startswith(PREFIX) and digits.isascii() and digits.isdigit() else None
 
 
 def _is_partial(name: str) -> bool:
@@ -104,7 +105,8 @@ def own_checkpoint(path: str, partial: bool = False) -> bool:
                 and not os.path.islink(inner):
             if not all(_plain_file(os.path.join(inner, n)) for n in os.listdir(inner)):
                 return False
-        elif not (any(fnmatch.fnmatchcase(name, p) for p in CHECKPOINT_FILES) and _plain_file(inner)):
+        elif not (any(fnmatch.fnmatchcase(name, p) for p in (PARTIAL_FILES if partial else CHECKPOINT_FILES))
+                  and _plain_file(inner)):
             return False
     return partial or STATE_FILE in names
 
@@ -144,12 +146,16 @@ def check_folder(directory: str) -> None:
         path = os.path.join(directory, name)
         if name == LOCK_FILE:
             _check_lock_file(path)
-        elif _step_of(name) is not None and not own_checkpoint(path):
+        # A run that holds the folder renames a checkpoint away as it prunes: one gone meanwhile was its.
+        elif _step_of(name) is not None and not own_checkpoint(path) and os.path.lexists(path):
             raise EmbedtuneError(f"--checkpoint-dir: {_not_ours(path)}; {REFUSED}", path)
 
 
 def _check_lock_file(path: str) -> None:
-    st = os.lstat(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:   # a run that held the folder ended meanwhile
+        return
     if stat.S_ISLNK(st.st_mode):
         why = "a link"
     elif not stat.S_ISREG(st.st_mode):
@@ -175,7 +181,7 @@ def _lock_text(made_folder: bool) -> bytes:
 def _read_lock(text: bytes) -> dict | None:
     """What an embedtune lock file says (its process and whether the tool made the folder), or None:
     not embedtune's."""
-    if text.strip().isdigit():   # written by runs before the mark
+    if text.strip().isascii() and text.strip().isdigit():   # written by runs before the mark
         return {"process": int(text), "made_folder": False}
     try:
         said = json.loads(text.decode("utf-8"))
@@ -187,8 +193,9 @@ def _read_lock(text: bytes) -> dict | None:
 def _create_lock(directory: str, path: str, made_folder: bool) -> int | None:
     """A new lock file, locked and holding its mark before its name appears (so no other run ever sees it
     empty); None when ``path`` exists (as anything: a link is not followed)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fresh = os.path.join(directory, f"{LOCK_FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(fresh, flags, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, _lock_text(made_folder))
@@ -196,11 +203,33 @@ def _create_lock(directory: str, path: str, made_folder: bool) -> int | None:
     except FileExistsError:
         os.close(fd)
         return None
+    except OSError as err:
+        os.close(fd)
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        return _create_lock_in_place(path, made_folder)   # a file system without hard links
     except BaseException:
         os.close(fd)
         raise
     finally:
         os.unlink(fresh)
+    return fd
+
+
+def _create_lock_in_place(path: str, made_folder: bool) -> int | None:
+    """``_create_lock`` where a file cannot get a second name: made with O_EXCL (never through a link),
+    then locked and marked; another run that opens it in between finds it locked, or without the
+    mark, and stops either way, with nothing of the user's written."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, _lock_text(made_folder))
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -235,7 +264,7 @@ def lock(directory: str, made_folder: bool = False) -> tuple[int, dict]:
             said = _read_lock(os.pread(fd, 4096, 0)) or {}
             who = f" (process {said['process']})" if isinstance(said.get("process"), int) else ""
             raise FolderBusy(f"another run{who} is writing checkpoints to this folder; wait for it to end "
-                                 "or give another --checkpoint-dir", directory) from None
+                             "or give another --checkpoint-dir", directory) from None
         said = _read_lock(os.pread(fd, 4096, 0)) if st.st_nlink == 1 else None
         if said is None:
             why = "a file with another name too" if st.st_nlink != 1 else "a file embedtune did not write"
