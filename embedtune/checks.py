@@ -29,7 +29,7 @@ class Named:
 # What a run writes into its folders (embedtune/training/checkpoints/, tf.summary and embedtune/report/projector.py):
 # an input there would be deleted or overwritten. Literal here, so a check imports none of them.
 FOLDER_FILES = {
-    "checkpoint_dir": ("ckpt-*", ".lock"),
+    "checkpoint_dir": ("ckpt-*", ".lock", ".ckpt-*.partial", ".lock.*.tmp"),
     "logdir": ("events.out.tfevents.*", "projector_config.pbtxt", "embedtune-rows.tsv",
                "embedtune-rows-metadata.tsv"),
 }
