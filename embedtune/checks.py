@@ -29,7 +29,7 @@ class Named:
 # What a run writes into its folders (embedtune/training/checkpoints/, tf.summary and embedtune/report/projector.py):
 # an input there would be deleted or overwritten. Literal here, so a check imports none of them.
 FOLDER_FILES = {
-    "checkpoint_dir": ("ckpt-*", ".lock"),
+    "checkpoint_dir": ("ckpt-*", ".lock", ".ckpt-*.partial", ".lock.*.tmp"),
     "logdir": ("events.out.tfevents.*", "projector_config.pbtxt", "embedtune-rows.tsv",
                "embedtune-rows-metadata.tsv"),
 }
@@ -274,6 +274,7 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
     check_pattern(v.train_pattern, "--train-pattern")
     check_writable_folder(t.checkpoint_dir, "--checkpoint-dir")
     check_writable_folder(t.logdir, "--logdir")
+    check_own_names(t.checkpoint_dir, t.logdir)
     if resume and not t.checkpoint_dir:
         raise EmbedtuneError("--resume needs --checkpoint-dir (the folder of the interrupted run)")
     if resume and not os.path.exists(t.checkpoint_dir):
@@ -284,6 +285,20 @@ def check_run(config, resume: bool = False, dry_run: bool = False, json_out: str
 
     if workers > 1 and not launched():   # a launched worker was checked by its launcher
         check_workers(config, workers)
+
+
+def check_own_names(checkpoint_dir: str | None, logdir: str | None) -> None:
+    """The run's folders hold, under the names the run writes there (FOLDER_FILES), only what embedtune
+    wrote: a user's file, folder or link there is refused before anything is written (each writer's own
+    check, which it makes again when it writes)."""
+    if checkpoint_dir:
+        from embedtune.training.checkpoints.folder import check_folder
+
+        check_folder(checkpoint_dir)
+    if logdir:
+        from embedtune.report.projector import check_logdir
+
+        check_logdir(logdir)
 
 
 def check_workers(config, workers: int) -> None:

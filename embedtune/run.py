@@ -245,8 +245,9 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
         from embedtune.training.checkpoints import folder as checkpoints
 
         # Only now: until the output is written, the checkpoints are all there is of the run.
-        if not checkpoints.remove(config.train.checkpoint_dir) and note is not None:
-            note(f"another run is using {config.train.checkpoint_dir}; its checkpoints were left")
+        left = checkpoints.remove(config.train.checkpoint_dir)
+        if left is not None and note is not None:
+            note(left)
     objective.write_outputs(out, config)
     summarize(out, loaded.out_format, seconds, corpus is not None)
     if config.report or config.train.logdir:   # the page and TensorBoard's projector (embedtune/report/)

@@ -27,7 +27,8 @@ from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, 
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
 __all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",
-           "cap_rows", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format", "save_checked"]
+           "cap_rows", "check_not_input", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format",
+           "save_checked"]
 
 # The options a layer takes: the vocabulary's ([vocab] of the config: freeze and train rules, new words,
 # how the corpus is read), the vectors' format, the expected dimension and the seed of random starts.
@@ -147,3 +148,12 @@ def output_format(path, to: str | None, in_format: str | None) -> str:
     from embedtune import formats
 
     return formats.output_format(path, to, in_format or "word2vec")
+
+
+def check_not_input(path, source: str | None) -> None:
+    """``save_vectors``' ``path`` is not the vectors file the layer was made from (``source``): the check
+    every command makes of its outputs (embedtune.checks.check_names: symlinks, spellings, hard links)."""
+    from embedtune.checks import Named, check_names
+
+    if source is not None:
+        check_names([Named("the layer's vectors", source)], [Named("path", os.fspath(path))])

@@ -269,6 +269,7 @@ class Embedding(keras.layers.Layer):
         ``path`` in ``to`` (default: as the name's extension says, else the input's format), with its
         frozen rows read back from the bytes written and compared with the input's, as ``embedtune
         train`` writes (a difference leaves no file). Returns the check (``checked``, ``worst``)."""
+        project.check_not_input(path, self.source)
         self.check_frozen()
         table, n_pre = self.table.numpy(), self.n_pretrained
         row_ids = self.row_ids.numpy().astype(np.int64)

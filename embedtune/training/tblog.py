@@ -19,11 +19,15 @@ before), so none are written.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 import numpy as np
 
 from embedtune._tf import tf
+from embedtune.errors import EmbedtuneError
+from embedtune.training.checkpoints.folder import os_reason
 from tensorflow.core.framework import summary_pb2
 
 ROW_SAMPLE = 10_000
@@ -46,7 +50,17 @@ class ScalarLog:
     """
 
     def __init__(self, logdir: str, trainer, words_done: int = 0, seed: int = 1):
-        self.writer = tf.summary.create_file_writer(logdir)
+        self.logdir = logdir
+        before = set(os.listdir(logdir)) if os.path.isdir(logdir) else set()
+        try:
+            self.writer = tf.summary.create_file_writer(logdir)
+        except tf.errors.OpError as err:   # a full disk: TensorFlow's ResourceExhaustedError
+            # The events file TensorFlow made before its first write failed is this run's: it goes.
+            for name in set(os.listdir(logdir)) - before if os.path.isdir(logdir) else ():
+                if name.startswith("events.out.tfevents.") and f".{os.getpid()}." in name:
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(logdir, name))
+            raise self._error(err) from None
         self.trainer = trainer   # its ``trainable`` read each time: the kernel's steps reach the variable when read
         rng = np.random.default_rng(seed)
         is_new = trainer.rows[: trainer.n_trainable] >= trainer.plan.n_pretrained
@@ -67,16 +81,25 @@ class ScalarLog:
         now = time.perf_counter()
         seconds, words = now - self.last[0], words_done - self.last[1]
         self.last = (now, words_done)
-        with self.writer.as_default(step=step):
-            scalar("train/loss", loss)
-            if seconds > 0:
-                scalar("train/words_per_second", words / seconds)
-            scalar("train/learning_rate", lr)
-            for name, value in self._mean_changes().items():
-                scalar(f"rows/mean_change_{name}", value)
-        # A point's scalars reach the file now, so an interrupted or killed run keeps them (a few
-        # hundred bytes every LOSS_EVERY steps).
-        self.writer.flush()
+        try:
+            with self.writer.as_default(step=step):
+                scalar("train/loss", loss)
+                if seconds > 0:
+                    scalar("train/words_per_second", words / seconds)
+                scalar("train/learning_rate", lr)
+                for name, value in self._mean_changes().items():
+                    scalar(f"rows/mean_change_{name}", value)
+            # A point's scalars reach the file now, so an interrupted or killed run keeps them (a few
+            # hundred bytes every LOSS_EVERY steps).
+            self.writer.flush()
+        except tf.errors.OpError as err:   # a full disk: TensorFlow's ResourceExhaustedError
+            raise self._error(err) from None
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        except tf.errors.OpError as err:
+            raise self._error(err) from None
+
+    def _error(self, err) -> EmbedtuneError:
+        return EmbedtuneError(f"--logdir: cannot write TensorBoard's scalars: {os_reason(err)}", self.logdir)
