@@ -69,6 +69,22 @@ class TextReader:
             result = self._read_parallel(processes)
             if result is not None:
                 return result
+        data, line, count, wanted = self._start()
+        words, matrix = self._read_rows(data, line, count, wanted)
+        return words, matrix, line
+
+    def blocks(self):
+        """(words, float32 [rows, dim]) a block of lines at a time, in file order, in one process: what
+        a caller needs that looks at each row once (inspect, diff) and need not hold them all.
+        ``self.dim`` and ``self.first_line`` are set before the first block comes."""
+        data, line, count, wanted = self._start()
+        if count is not None:
+            check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)
+        yield from self._row_blocks(data, line, count, wanted)
+
+    def _start(self):
+        """-> (what was read after the header, the first row's line, the header's count or None, the rows
+        wanted or None): the header (or the first row's dimension) read."""
         data = self._first_line_and_more()
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
@@ -79,8 +95,8 @@ class TextReader:
         else:
             self._dim_from_first_row(first)
             count, line, wanted = None, 1, self.limit
-        words, matrix = self._read_rows(data, line, count, wanted)
-        return words, matrix, line
+        self.first_line = line
+        return data, line, count, wanted
 
     def _read_header(self, first: bytes) -> int:
         """The row count of a 'COUNT DIM' header line; sets the dimension."""
@@ -113,11 +129,28 @@ class TextReader:
     def _read_rows(self, data: bytes, line: int, count, wanted):
         """-> (words, matrix): the rows from ``line`` on (``data`` holds their start), at most ``wanted``;
         with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once."""
-        exact_count = count is not None and (self.limit is None or self.limit >= count)
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
         matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
         blocks, words, rows = [], [], 0
+        for block_words, block_matrix in self._row_blocks(data, line, count, wanted):
+            words.extend(block_words)
+            if matrix is not None:
+                matrix[rows:rows + len(block_words)] = block_matrix
+            else:
+                blocks.append(block_matrix)
+            rows += len(block_words)
+        if matrix is None:
+            matrix = new_matrix(rows, self.dim, self.name)
+            if blocks:
+                np.concatenate(blocks, out=matrix)
+        return words, matrix
+
+    def _row_blocks(self, data: bytes, line: int, count, wanted):
+        """(words, float32 [rows, dim]) per block of the rows from ``line`` on (``data`` holds their start),
+        at most ``wanted``; with a header's ``count`` (and no smaller limit) exactly that many."""
+        exact_count = count is not None and (self.limit is None or self.limit >= count)
+        rows = 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
         for block in self._blocks(data, line):
             n_block = block.count(b"\n")
@@ -125,24 +158,14 @@ class TextReader:
             if wanted is not None and rows + n_body > wanted:
                 body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
             if n_body:
-                block_words, block_matrix = self._parse_lines(body, line, n_body)
-                words.extend(block_words)
-                if matrix is not None:
-                    matrix[rows:rows + n_body] = block_matrix
-                else:
-                    blocks.append(block_matrix)
+                yield self._parse_lines(body, line, n_body)
                 rows += n_body
             line += n_block
             if wanted is not None and rows >= wanted and not exact_count:
-                break  # stopped by the limit: the rest of the file is not read
+                return  # stopped by the limit: the rest of the file is not read
         if count is not None and rows < wanted:
             raise EmbedtuneError(
                 f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
-        if matrix is None:
-            matrix = new_matrix(rows, self.dim, self.name)
-            if blocks:
-                np.concatenate(blocks, out=matrix)
-        return words, matrix
 
     def _without_blank_end(self, block: bytes, n_block: int, line: int, blank_line):
         """-> (the block's rows, their count, the first blank line of the file's end so far): blank lines
