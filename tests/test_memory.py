@@ -251,3 +251,37 @@ def test_inspect_holds_far_less_than_the_matrix(tmp_path, binary):
     assert result.returncode == 0, result.stderr
     # a block of text and its parse, hashes and norms; before, three copies of the matrix (and the whole file's words)
     assert int(result.stdout) < matrix_bytes * (0.4 if binary else 0.9)
+
+
+# Peak resident memory of one diff of two files, less the process's before it.
+DIFF_PEAK = """
+import sys
+from embedtune.cli.main import cli
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+before = peak()
+try:
+    cli.main(["-q", "diff", *sys.argv[1:]], prog_name="embedtune")
+except SystemExit as done:
+    assert not done.code, done.code
+print(peak() - before, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_diff_holds_one_matrix_not_two(tmp_path):
+    from embedtune.formats.binary import MAPPED_RELEASE
+
+    old, new, frozen = tmp_path / "old.bin", tmp_path / "new.bin", tmp_path / "frozen.txt"
+    matrix_bytes = write_random(old, 200_000, 100, binary=True)   # 80 MB of float32 each
+    new.write_bytes(old.read_bytes())
+    frozen.write_text("w1\nw199999\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", DIFF_PEAK, str(old), str(new), "--check-frozen", str(frozen)],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "200000" in result.stdout and "2 checked, 0 changed" in result.stdout
+    # OLD's matrix, its index, and the pages of OLD's map read before they are let go; before, NEW's matrix too
+    assert int(result.stderr.split()[-1]) < 1.2 * matrix_bytes + MAPPED_RELEASE
