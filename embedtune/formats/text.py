@@ -30,7 +30,7 @@ import stat
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix
+from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
 from embedtune.formats.textparse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
@@ -38,6 +38,7 @@ SLOW_LINES = 64  # below this many lines a failing block goes straight to the pe
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
 MAX_PROCESSES = 8
+PART_BYTES = 64 << 20  # a child's rows are sent and let go this many bytes at a time
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 def _shorten(data: bytes, limit: int = 40) -> str:
     """The start of a line for a message; bytes that are not UTF-8 and control bytes are escaped
@@ -128,23 +129,37 @@ class TextReader:
 
     def _read_rows(self, data: bytes, line: int, count, wanted):
         """-> (words, matrix): the rows from ``line`` on (``data`` holds their start), at most ``wanted``;
-        with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once."""
+        with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once.
+        Without a header the matrix grows where it lies as rows come, sized from the bytes left
+        (resize_matrix): no block is held past its copy."""
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
         matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
-        blocks, words, rows = [], [], 0
+        words, rows = [], 0
         for block_words, block_matrix in self._row_blocks(data, line, count, wanted):
+            n = len(block_words)
             words.extend(block_words)
-            if matrix is not None:
-                matrix[rows:rows + len(block_words)] = block_matrix
-            else:
-                blocks.append(block_matrix)
-            rows += len(block_words)
+            if matrix is None or rows + n > len(matrix):   # only without a header
+                matrix = self._grown(matrix, rows + n)
+            matrix[rows:rows + n] = block_matrix
+            rows += n
         if matrix is None:
-            matrix = new_matrix(rows, self.dim, self.name)
-            if blocks:
-                np.concatenate(blocks, out=matrix)
+            matrix = new_matrix(0, self.dim, self.name)
+        elif len(matrix) != rows:
+            matrix = resize_matrix(matrix, rows, self.name)
         return words, matrix
+
+    def _grown(self, matrix, need: int) -> np.ndarray:
+        """``matrix`` (None: none yet) with room for at least ``need`` rows: as many as the bytes read so
+        far say the whole input holds, a little over (new rows are zeroed, so each is paid for)."""
+        source = self.source
+        start, stop = getattr(source, "span", (0, source.size))
+        done = source.consumed() - start
+        expected = int(need * (stop - start) / done * 1.02) + 64 if stop is not None and done > 0 else need
+        rows = max(need, expected, int(1.25 * len(matrix)) if matrix is not None else 0)
+        if matrix is None:
+            return new_matrix(rows, self.dim, self.name)
+        return resize_matrix(matrix, rows, self.name)
 
     def _row_blocks(self, data: bytes, line: int, count, wanted):
         """(words, float32 [rows, dim]) per block of the rows from ``line`` on (``data`` holds their start),
@@ -232,8 +247,7 @@ class TextReader:
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
-            matrix = new_matrix(rows, first_dim, self.name)
-            matrix[:len(words)] = first
+            matrix = resize_matrix(first, rows, self.name)   # the first range's rows stay where they are
             del first
             _receive_rows(matrix, words, children, replies)
         finally:
@@ -410,6 +424,7 @@ class _Range:
         self._file = open(path, "rb")
         self._file.seek(start)
         self._pos, self._stop = start, stop
+        self.span = (start, stop)   # what TextReader sizes its matrix from
 
     def read(self, n: int) -> bytes:
         data = self._file.read(max(0, min(n, self._stop - self._pos)))
@@ -450,8 +465,13 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> 
     try:
         words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8)
         send.send(("ok", len(words), dim, words))
-        if len(words):
-            send.send_bytes(memoryview(matrix.reshape(-1).view(np.uint8)))
+        del words
+        # From the last rows back, each part let go once sent: the range is not held twice over, here
+        # and in the parent's matrix.
+        for a, b in reversed(_parts(len(matrix), dim)):
+            with memoryview(matrix[a:b].reshape(-1).view(np.uint8)) as part:
+                send.send_bytes(part)
+            matrix = resize_matrix(matrix, a)
     except BaseException:  # the parent reads the file again in one process, for the exact error
         try:
             send.send(("error",))
@@ -482,10 +502,16 @@ def _receive_rows(matrix: np.ndarray, words: list, children: list, replies: list
     flat = memoryview(matrix.reshape(-1).view(np.uint8))
     offset = len(words) * dim * 4
     for (_, receive), (_, n, _, more_words) in zip(children, replies):
-        if n:
-            receive.recv_bytes_into(flat, offset)
+        for a, _ in reversed(_parts(n, dim)):
+            receive.recv_bytes_into(flat, offset + a * dim * 4)
         offset += n * dim * 4
         words.extend(more_words)
+
+
+def _parts(rows: int, dim: int) -> list:
+    """[(start, stop)] of a child's rows sent one part at a time (about PART_BYTES each)."""
+    step = max(1, PART_BYTES // (4 * max(1, dim)))
+    return [(a, min(rows, a + step)) for a in range(0, rows, step)]
 
 
 def _end_children(children: list) -> None:
