@@ -7,7 +7,8 @@
 
 Data (made on the first run under benchmarks/_data/, git-ignored; random normal x 0.4, seed 0, written a
 block at a time, never whole in memory): `synthetic.R.D.bin` (word2vec binary, words w0, w1, ...) and
-`synthetic.R.D.txt` (GloVe text, values as `%.5f`, GloVe 6B's look), a copy of the binary with every
+`synthetic.R.D.txt` (GloVe text, values as `%.5f`, GloVe 6B's look; 20,000 rows of values repeated under
+new words), a copy of the binary with every
 100th row changed (NEW for diff) and a list of 1,000 of its words (--check-frozen), a one-line corpus.
 
 Each case runs as a child process. `peak` is the child's own peak resident size (its VmHWM, read when it
@@ -59,7 +60,7 @@ finally:
 
 def make_binary(path: str, rows: int, dim: int, changed_every: int = 0) -> None:
     rng = np.random.default_rng(0)
-    with open(path + ".part", "wb") as f:
+    with open(path + ".part", "xb") as f:   # "x": two runs never write one file
         f.write(b"%d %d\n" % (rows, dim))
         for start in range(0, rows, BLOCK):
             block = (rng.standard_normal((min(BLOCK, rows - start), dim)) * 0.4).astype("<f4")
@@ -70,12 +71,13 @@ def make_binary(path: str, rows: int, dim: int, changed_every: int = 0) -> None:
 
 
 def make_text(path: str, rows: int, dim: int) -> None:
+    """GloVe text: BLOCK rows of random values rendered once, then written again under new words (rendering
+    every value would take most of an hour for 400k x 300 on a loaded machine; the readers' work is the same)."""
     rng = np.random.default_rng(0)
-    with open(path + ".part", "w", encoding="ascii") as f:
+    lines = [" ".join(row) for row in np.char.mod("%.5f", rng.standard_normal((BLOCK, dim)) * 0.4)]
+    with open(path + ".part", "x", encoding="ascii") as f:   # "x": two runs never write one file
         for start in range(0, rows, BLOCK):
-            block = rng.standard_normal((min(BLOCK, rows - start), dim)) * 0.4
-            lines = np.char.mod("%.5f", block)
-            f.write("".join(f"w{start + i} " + " ".join(row) + "\n" for i, row in enumerate(lines)))
+            f.write("".join(f"w{start + i} {line}\n" for i, line in enumerate(lines[:rows - start])))
     os.replace(path + ".part", path)
 
 
