@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedtune import EmbedtuneError, Vectors, load_vectors, save_vectors
-from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format, summarize_vectors
+from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format
+from embedtune.formats.summary import summarize_vectors
 from embedtune.formats.floattext import format_values, shortest_g
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
@@ -682,7 +683,7 @@ def test_parallel_text_read_equals_one_process(tmp_path, monkeypatch):
 
 
 def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path):
-    from embedtune.formats.text import _cuts
+    from embedtune.formats.textranges import _cuts
 
     data = b"".join(b"w%d 1 2\n" % i for i in range(100))
     path = write(tmp_path / "v", data)
@@ -773,6 +774,7 @@ def test_text_read_holds_the_matrix_once(tmp_path, monkeypatch, processes):
     import tracemalloc
 
     import embedtune.formats.text as text
+    import embedtune.formats.textranges as ranges
 
     rows, dim = 40_000, 300
     rendered = [" ".join(row) for row in np.char.mod("%.1f", np.random.default_rng(0).standard_normal((1000, dim)))]
@@ -781,7 +783,7 @@ def test_text_read_holds_the_matrix_once(tmp_path, monkeypatch, processes):
         for start in range(0, rows, len(rendered)):
             f.write("".join(f"w{start + i} {line}\n" for i, line in enumerate(rendered)))
     monkeypatch.setattr(text, "BLOCK_BYTES", 1 << 18)
-    monkeypatch.setattr(text, "PART_BYTES", 1 << 20)
+    monkeypatch.setattr(ranges, "PART_BYTES", 1 << 20)
     monkeypatch.setattr(text, "PARALLEL_MIN_BYTES", 1 << 20)
     monkeypatch.setattr(text, "MAX_PROCESSES", processes)
     monkeypatch.setattr(text.os, "sched_getaffinity", lambda pid: {0, 1, 2})

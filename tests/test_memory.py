@@ -192,7 +192,7 @@ def awkward_files(folder) -> list:
 
 
 def test_inspect_says_what_the_whole_matrix_says(tmp_path):
-    from embedtune.formats import summarize_vectors
+    from embedtune.formats.summary import summarize_vectors
 
     for path in [SAMPLE_VECTORS, *awkward_files(tmp_path)]:
         summary, expected = summarize_vectors(path), whole_matrix_summary(path)
@@ -212,7 +212,7 @@ def test_inspect_says_what_the_whole_matrix_says(tmp_path):
 # the latter carries over the peak of the process that started this one (Linux keeps it across exec).
 PEAK = """
 import sys
-from embedtune.formats import summarize_vectors
+from embedtune.formats.summary import summarize_vectors
 
 def peak():
     with open("/proc/self/status") as f:
