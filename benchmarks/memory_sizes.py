@@ -140,7 +140,8 @@ def tree_rss(pid: int) -> int:
 
 def run_case(python: str, args: list, env: dict) -> dict:
     start = time.perf_counter()
-    child = subprocess.Popen([python, "-c", RUN, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    # Not run from the repository: `python -c` puts its folder first on sys.path, ahead of PYTHONPATH.
+    child = subprocess.Popen([python, "-c", RUN, *args], cwd=tempfile.gettempdir(), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     most = [0]
 
