@@ -190,7 +190,7 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
       embedtune diff --config configs/quickstart.toml
       embedtune diff glove.6B.50d.txt tuned.txt --json | jq .changed
     """
-    from embedtune.compare import check_frozen, diff_vectors
+    from embedtune.compare import diff_file
 
     frozen_words, config = frozen_rules(frozen_file, config_file)
     if config is not None:
@@ -207,16 +207,10 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
     if config is not None and format_ is None:
         format_ = config.format
     old_vectors = _load(old, format_, **reading)
-    new_vectors = _load(new, format_, **reading)
-    if old_vectors.dim != new_vectors.dim:
-        raise EmbedtuneError(
-            f"{new_vectors.dim}-dimensional vectors, but {old} has {old_vectors.dim}; "
-            "rows of different sizes cannot be compared",
-            path=new,
-        )
     frozen_words = config_words(frozen_words, config, old_vectors)
-    d = diff_vectors(old_vectors, new_vectors, top=top)
-    frozen = check_frozen(old_vectors, new_vectors, frozen_words) if frozen_words is not None else None
+    message(f"reading {new}")
+    d, frozen = diff_file(old_vectors, new, format=format_, frozen_words=frozen_words, top=top, old_name=old,
+                          **reading)
 
     if as_json:
         data = {"old": old, "new": new, **d.to_dict()}

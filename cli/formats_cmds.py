@@ -77,7 +77,7 @@ def inspect_cmd(file, format_, as_json, replace_bad_utf8):
       embedtune inspect --json vectors.bin.gz
     """
     check_input_file(file, "vectors file", missing="no such file")
-    from embedtune.formats import summarize_vectors
+    from embedtune.formats.summary import summarize_vectors
 
     with _reading(file) as bar:
         summary = summarize_vectors(file, format_, replace_bad_utf8=replace_bad_utf8, progress=bar)

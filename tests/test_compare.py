@@ -321,3 +321,59 @@ def test_neighbors_exclude_the_word_itself_and_stop_at_the_vocabulary():
     [a] = nearest_neighbors(v, ["a"], k=10).results
     assert [w for w, _ in a.neighbors] == ["b", "c"]
     assert a.neighbors[1][1] == pytest.approx(0.0)
+
+
+# -- diff_file: the new file read a block at a time (issue 48) ----------------------------------
+
+def _changed_copy(seed: int):
+    """The sample's first 6000 rows with rows moved (by a little, to zeros, to -0.0, to NaN), some dropped,
+    new words added and the order shuffled: every kind of row a diff reports."""
+    vectors = load_vectors(SAMPLE, limit=6000)
+    rng = np.random.default_rng(seed)
+    matrix = vectors.matrix.copy()
+    moved = rng.choice(len(matrix), 900, replace=False)
+    matrix[moved] += rng.standard_normal((900, matrix.shape[1])).astype(np.float32) * 0.01
+    matrix[moved[:3]] = 0
+    matrix[moved[3]] = -0.0 * matrix[moved[3]]
+    matrix[moved[4], 7] = np.nan
+    keep = np.ones(len(matrix), bool)
+    keep[rng.choice(len(matrix), 300, replace=False)] = False
+    words = [w for w, k in zip(vectors.words, keep) if k] + [f"new{i}" for i in range(40)]
+    matrix = np.concatenate([matrix[keep], rng.standard_normal((40, matrix.shape[1])).astype(np.float32)])
+    order = rng.permutation(len(words))
+    frozen = list(vectors.words[:200]) + [vectors.words[int(r)] for r in moved[:30]] + ["not-a-word", "the"]
+    return vectors, Vectors([words[i] for i in order], matrix[order]), frozen
+
+
+@pytest.mark.parametrize("fmt", ["glove", "word2vec-binary"])
+def test_diff_file_reports_what_diff_vectors_and_check_frozen_do(tmp_path, fmt):
+    from embedtune.compare import diff_file
+    from embedtune.formats import save_vectors
+
+    old, new, frozen = _changed_copy(3)
+    path = tmp_path / "new.vec"
+    save_vectors(new, path, fmt)
+    expected = (diff_vectors(old, new, top=7).to_dict(), check_frozen(old, new, frozen).to_dict())
+    d, check = diff_file(old, path, allow_nan=True, frozen_words=frozen, top=7)
+    assert (d.to_dict(), check.to_dict()) == expected
+    assert d.changed > 800 and d.added == 40 and d.removed == 300 and check.changed and check.removed
+
+
+def test_diff_file_takes_a_repeated_words_first_row_and_says_errors_as_load_vectors(tmp_path):
+    from embedtune.compare import diff_file
+
+    old, new, _ = _changed_copy(4)
+    lines = [w + " " + " ".join(repr(float(x)) for x in row) for w, row in zip(new.words, new.matrix)]
+    lines[300] = lines[20].split(" ", 1)[0] + " " + lines[301].split(" ", 1)[1]   # a word old has, again
+    lines[400] = "new0 " + lines[402].split(" ", 1)[1]                          # an added word, again
+    path = tmp_path / "repeated.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    kept = load_vectors(path, keep_first_duplicate=True, allow_nan=True)
+    d, _ = diff_file(old, path, keep_first_duplicate=True, allow_nan=True)
+    assert d.to_dict() == diff_vectors(old, kept).to_dict()
+    for options in ({"allow_nan": True}, {"keep_first_duplicate": True}, {}):
+        with pytest.raises(EmbedtuneError) as expected:
+            load_vectors(path, **options)
+        with pytest.raises(EmbedtuneError) as got:
+            diff_file(old, path, **options)
+        assert str(got.value) == str(expected.value)

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from embedtune import load_vectors
 from embedtune.cli.main import cli
-from embedtune.formats import detect_format, summarize_vectors
+from embedtune.formats import detect_format
+from embedtune.formats.summary import summarize_vectors
 
 fasttext = pytest.importorskip("fasttext")
 

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedtune import EmbedtuneError, Vectors, load_vectors, save_vectors
-from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format, summarize_vectors
+from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format
+from embedtune.formats.summary import summarize_vectors
 from embedtune.formats.floattext import format_values, shortest_g
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
@@ -682,7 +683,7 @@ def test_parallel_text_read_equals_one_process(tmp_path, monkeypatch):
 
 
 def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path):
-    from embedtune.formats.text import _cuts
+    from embedtune.formats.textranges import _cuts
 
     data = b"".join(b"w%d 1 2\n" % i for i in range(100))
     path = write(tmp_path / "v", data)
@@ -762,3 +763,38 @@ def test_an_error_in_on_written_on_a_threaded_write_leaves_no_file(tmp_path, mon
     with pytest.raises(EmbedtuneError, match="stop here"):
         save_vectors(base, tmp_path / "out.txt", "glove", on_written=fail_at_block_5)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_text_read_holds_the_matrix_once(tmp_path, monkeypatch, processes):
+    """Issue 48: the GloVe reader held its blocks and their concatenation, and in several processes the
+    first range, the whole matrix and the ranges sent at once (2.5x the matrix). Now one matrix grows
+    where it lies and the ranges are sent a part at a time: the reading process's numpy and Python
+    allocations exceed the matrix by a block's parse (small blocks here), not by a share of the matrix."""
+    import tracemalloc
+
+    import embedtune.formats.text as text
+    import embedtune.formats.textranges as ranges
+
+    rows, dim = 40_000, 300
+    rendered = [" ".join(row) for row in np.char.mod("%.1f", np.random.default_rng(0).standard_normal((1000, dim)))]
+    path = tmp_path / "vectors.txt"
+    with open(path, "w", encoding="ascii") as f:
+        for start in range(0, rows, len(rendered)):
+            f.write("".join(f"w{start + i} {line}\n" for i, line in enumerate(rendered)))
+    monkeypatch.setattr(text, "BLOCK_BYTES", 1 << 18)
+    monkeypatch.setattr(ranges, "PART_BYTES", 1 << 20)
+    monkeypatch.setattr(text, "PARALLEL_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(text, "MAX_PROCESSES", processes)
+    monkeypatch.setattr(text.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    tracemalloc.start()
+    try:
+        vectors = load_vectors(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    matrix_bytes = 4 * rows * dim
+    assert vectors.words[-1] == f"w{rows - 1}"
+    assert np.array_equal(vectors.matrix[-1000:], np.array([line.split() for line in rendered], np.float32))
+    # before: 2.2x the matrix in one process, 1.5x in the first of three
+    assert peak - matrix_bytes < 0.35 * matrix_bytes, peak / matrix_bytes

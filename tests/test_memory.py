@@ -145,3 +145,143 @@ def test_the_compiled_reader_keeps_the_ids_and_frees_what_only_a_scan_reads(tmp_
     assert corpus.fast.rows_of(index) is rows   # made once for the index every pass gives
     assert corpus.fast.rows_of(dict(index)) is not rows
     assert corpus.fast.held_bytes() >= 4 * total + 12 * 2
+
+
+# -- commands that look at each row once hold a block of rows, not the matrix (issue 48) ---------
+
+def whole_matrix_summary(path) -> dict:
+    """inspect's figures as they were computed before it streamed: from the whole matrix read at once."""
+    import numpy as np
+
+    from embedtune.formats import find_duplicates, read_table
+
+    table = read_table(path)
+    finite = np.isfinite(table.matrix).all(axis=1)
+    kept = table.matrix[finite]
+    norms = np.sqrt(np.einsum("ij,ij->i", kept, kept, dtype=np.float64))
+    return {"count": len(table.words), "dim": table.matrix.shape[1],
+            "norm": {"min": float(norms.min()), "median": float(np.median(norms)), "max": float(norms.max())},
+            "nonfinite": [table.words[r] for r in np.flatnonzero(~finite)],
+            "duplicates": find_duplicates(table.words)}
+
+
+def awkward_files(folder) -> list:
+    """The sample in every format, with NaN and infinite rows and repeated words (one at the very end, one
+    across the binary reader's batches)."""
+    import numpy as np
+
+    from embedtune.formats import load_vectors, save_vectors
+
+    vectors = load_vectors(SAMPLE_VECTORS, limit=5000)
+    vectors.matrix[[7, 2000, 4999], [0, 3, 49]] = [np.nan, np.inf, -np.inf]
+    words = list(vectors.words)
+    words[1500], words[4999], words[3000] = words[2], words[2], words[1024]
+    paths = []
+    for fmt, name in (("glove", "v.txt"), ("word2vec", "v.w2v.txt"), ("word2vec-binary", "v.bin")):
+        plain = folder / f"plain.{name}"
+        save_vectors(vectors, plain, fmt)
+        data = plain.read_bytes()
+        for old, new in zip(vectors.words, words):   # repeats written in by hand: the writer would refuse none,
+            if old != new:                           # but Vectors cannot hold them
+                sep = b" "
+                data = data.replace(b"\n" + old.encode() + sep, b"\n" + new.encode() + sep, 1)
+        path = folder / name
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def test_inspect_says_what_the_whole_matrix_says(tmp_path):
+    from embedtune.formats.summary import summarize_vectors
+
+    for path in [SAMPLE_VECTORS, *awkward_files(tmp_path)]:
+        summary, expected = summarize_vectors(path), whole_matrix_summary(path)
+        assert summary["count"] == expected["count"] and summary["dim"] == expected["dim"]
+        assert summary["norm"] == expected["norm"]
+        assert [entry["word"] for entry in summary["nonfinite"]] == expected["nonfinite"]
+        assert summary["duplicate_words"] == len(expected["duplicates"])
+        where = "line" if str(path).endswith("txt") else "record"
+        offset = {"line": 1 if path.name in ("v.txt",) or path == SAMPLE_VECTORS else 2, "record": 1}[where]
+        assert [(d[where] - offset, d[f"first_{where}"] - offset) for d in summary["duplicates"]] == \
+            expected["duplicates"]
+        if path != SAMPLE_VECTORS:
+            assert summary["nonfinite_rows"] == 3 and summary["duplicate_words"] == 3
+
+
+# Peak resident memory of one summarize_vectors call, less the process's before it. VmHWM, not ru_maxrss:
+# the latter carries over the peak of the process that started this one (Linux keeps it across exec).
+PEAK = """
+import sys
+from embedtune.formats.summary import summarize_vectors
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+before = peak()
+summarize_vectors(sys.argv[1])
+print(peak() - before)
+"""
+
+
+def write_random(path, rows: int, dim: int, binary: bool) -> int:
+    """A vectors file of ``rows`` distinct words, written a block at a time; -> its matrix's bytes."""
+    import numpy as np
+
+    block = np.random.default_rng(0).standard_normal((1000, dim)).astype(np.float32)
+    rendered = [" ".join(f"{x:.4f}" for x in row).encode() for row in block] if not binary else None
+    with open(path, "wb") as f:
+        if binary:
+            f.write(b"%d %d\n" % (rows, dim))
+        for start in range(0, rows, len(block)):
+            if binary:
+                f.write(b"".join(b"w%d " % (start + i) + row.tobytes() + b"\n" for i, row in enumerate(block)))
+            else:
+                f.write(b"".join(b"w%d %s\n" % (start + i, line) for i, line in enumerate(rendered)))
+    return 4 * rows * dim
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+@pytest.mark.parametrize("binary", [True, False], ids=["word2vec-binary", "glove"])
+def test_inspect_holds_far_less_than_the_matrix(tmp_path, binary):
+    path = tmp_path / ("v.bin" if binary else "v.txt")
+    matrix_bytes = write_random(path, 200_000, 100, binary)   # 80 MB of float32
+    result = subprocess.run([sys.executable, "-c", PEAK, str(path)], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    # a block of text and its parse, hashes and norms; before, three copies of the matrix (and the whole file's words)
+    assert int(result.stdout) < matrix_bytes * (0.4 if binary else 0.9)
+
+
+# Peak resident memory of one diff of two files, less the process's before it.
+DIFF_PEAK = """
+import sys
+from embedtune.cli.main import cli
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+before = peak()
+try:
+    cli.main(["-q", "diff", *sys.argv[1:]], prog_name="embedtune")
+except SystemExit as done:
+    assert not done.code, done.code
+print(peak() - before, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_diff_holds_one_matrix_not_two(tmp_path):
+    from embedtune.formats.binary import MAPPED_RELEASE
+
+    old, new, frozen = tmp_path / "old.bin", tmp_path / "new.bin", tmp_path / "frozen.txt"
+    matrix_bytes = write_random(old, 200_000, 100, binary=True)   # 80 MB of float32 each
+    new.write_bytes(old.read_bytes())
+    frozen.write_text("w1\nw199999\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", DIFF_PEAK, str(old), str(new), "--check-frozen", str(frozen)],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "200000" in result.stdout and "2 checked, 0 changed" in result.stdout
+    # OLD's matrix, its index, and the pages of OLD's map read before they are let go; before, NEW's matrix too
+    assert int(result.stderr.split()[-1]) < 1.2 * matrix_bytes + MAPPED_RELEASE

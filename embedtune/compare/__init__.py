@@ -1,6 +1,7 @@
 """What changed between two sets of vectors, how good they are, and who their neighbours are.
 
-Everything here works on :class:`embedtune.vectors.Vectors`; reading files is the formats' job.
+Everything here works on :class:`embedtune.vectors.Vectors`; reading files is the formats' job (diff_file
+takes the new file's rows a block at a time from formats.stream_table, so that one matrix is held, not two).
 
     diff.py       rows moved, words added or lost, frozen rows checked (``embedtune diff``)
     evaluation.py word-pair similarity and analogies (``embedtune eval``)
@@ -9,13 +10,13 @@ Everything here works on :class:`embedtune.vectors.Vectors`; reading files is th
     neighbors.py  nearest neighbours by cosine (``embedtune neighbors``)
 """
 
-from embedtune.compare.diff import Diff, FrozenCheck, MovedWord, check_frozen, config_frozen_words, diff_vectors
+from embedtune.compare.diff import Diff, FrozenCheck, MovedWord, check_frozen, config_frozen_words, diff_file, diff_vectors
 from embedtune.compare.evaluation import (AnalogyScore, AnalogySection, Evaluation, SimilarityScore,
                                         default_analogy_files, default_similarity_files, evaluate,
                                         evaluate_analogies, evaluate_similarity, format_score)
 from embedtune.compare.neighbors import Neighbors, WordNeighbors, nearest_neighbors
 
-__all__ = ["Diff", "FrozenCheck", "MovedWord", "check_frozen", "config_frozen_words", "diff_vectors",
+__all__ = ["Diff", "FrozenCheck", "MovedWord", "check_frozen", "config_frozen_words", "diff_file", "diff_vectors",
            "AnalogyScore", "AnalogySection", "Evaluation", "SimilarityScore", "default_analogy_files",
            "default_similarity_files", "evaluate", "evaluate_analogies", "evaluate_similarity", "format_score", "Neighbors",
            "WordNeighbors", "nearest_neighbors"]

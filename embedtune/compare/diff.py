@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -124,28 +126,11 @@ def _row_changes(old: Vectors, new: Vectors, words: list[str] | None = None) -> 
             a, b = old.matrix[start:stop], new.matrix[start:stop]
         else:
             a, b = old.matrix[old_rows[start:stop]], new.matrix[new_rows[start:stop]]
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        # Bits, not values: -0.0 vs 0.0 or a NaN payload is a change a frozen row must not have.
-        differs = (a.view(np.uint32) != b.view(np.uint32)).any(axis=1)
-        pos = np.flatnonzero(differs)
-        if pos.size == 0:
-            continue
-        if pos.size < differs.size:
-            a, b = a[pos], b[pos]
-        # float32 sums over one row lose ~1e-6 relative: plenty for a report, and converting
-        # to float64 first would triple the time of a diff where every row moved.
-        delta = b - a
-        l2 = np.sqrt(np.einsum("ij,ij->i", delta, delta).astype(np.float64))
-        na = np.sqrt(np.einsum("ij,ij->i", a, a).astype(np.float64))
-        nb = np.sqrt(np.einsum("ij,ij->i", b, b).astype(np.float64))
-        denom = na * nb
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cos = np.einsum("ij,ij->i", a, b).astype(np.float64) / denom
-        # A zero vector has no direction: two zeros point the same way, one zero does not.
-        cos = np.where(denom > 0, cos, np.where((na == 0) & (nb == 0), 1.0, 0.0))
-        changed.append(pos + start)
-        l2s.append(l2)
-        cosines.append(np.clip(cos, -1.0, 1.0))
+        pos, l2, cos = _moves(a, b)
+        if pos.size:
+            changed.append(pos + start)
+            l2s.append(l2)
+            cosines.append(cos)
     return _RowChanges(
         words=matched_words,
         changed=np.concatenate(changed) if changed else np.zeros(0, np.int64),
@@ -153,6 +138,30 @@ def _row_changes(old: Vectors, new: Vectors, words: list[str] | None = None) -> 
         cosine=np.concatenate(cosines) if cosines else np.zeros(0),
         removed_words=missing,
     )
+
+
+def _moves(a: np.ndarray, b: np.ndarray):
+    """-> (positions of the rows of ``b`` not bit-identical to ``a``'s, their L2 change, their cosine to ``a``)."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    # Bits, not values: -0.0 vs 0.0 or a NaN payload is a change a frozen row must not have.
+    differs = (a.view(np.uint32) != b.view(np.uint32)).any(axis=1)
+    pos = np.flatnonzero(differs)
+    if pos.size == 0:
+        return pos, np.zeros(0), np.zeros(0)
+    if pos.size < differs.size:
+        a, b = a[pos], b[pos]
+    # float32 sums over one row lose ~1e-6 relative: plenty for a report, and converting
+    # to float64 first would triple the time of a diff where every row moved.
+    delta = b - a
+    l2 = np.sqrt(np.einsum("ij,ij->i", delta, delta).astype(np.float64))
+    na = np.sqrt(np.einsum("ij,ij->i", a, a).astype(np.float64))
+    nb = np.sqrt(np.einsum("ij,ij->i", b, b).astype(np.float64))
+    denom = na * nb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.einsum("ij,ij->i", a, b).astype(np.float64) / denom
+    # A zero vector has no direction: two zeros point the same way, one zero does not.
+    cos = np.where(denom > 0, cos, np.where((na == 0) & (nb == 0), 1.0, 0.0))
+    return pos, l2, np.clip(cos, -1.0, 1.0)
 
 
 def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) -> Diff:
@@ -166,6 +175,19 @@ def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) 
     for the changed rows only.
     """
     rc = _row_changes(old, new)
+    added_words = []
+    n_added = len(new.index) - len(rc.words)
+    if n_added:
+        for w in new.index:
+            if w not in old.index:
+                added_words.append(w)
+                if len(added_words) == examples:
+                    break
+    return _summarize(rc, len(old.index), len(new.index), old.dim, n_added, added_words, top, examples)
+
+
+def _summarize(rc: _RowChanges, old_words: int, new_words: int, dim: int, n_added: int, added_words: list,
+               top: int, examples: int) -> Diff:
     n_changed = int(rc.changed.size)
     most_moved = []
     if n_changed:
@@ -177,14 +199,6 @@ def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) 
         most_moved = [
             MovedWord(rc.words[rc.changed[i]], float(rc.l2[i]), float(rc.cosine[i])) for i in best
         ]
-    added_words = []
-    n_added = len(new.index) - len(rc.words)
-    if n_added:
-        for w in new.index:
-            if w not in old.index:
-                added_words.append(w)
-                if len(added_words) == examples:
-                    break
     with warnings.catch_warnings():
         # Rows kept with NaN (--allow-nan) have no change to measure: when every changed row is one,
         # the figure is NaN, which is the answer, not a warning on standard error.
@@ -193,9 +207,9 @@ def diff_vectors(old: Vectors, new: Vectors, top: int = 10, examples: int = 10) 
             if n_changed else (None,) * 4
     l2_max, l2_mean, cosine_min, cosine_mean = (None if f is None else float(f) for f in figures)
     return Diff(
-        old_words=len(old.index),
-        new_words=len(new.index),
-        dim=old.dim,
+        old_words=old_words,
+        new_words=new_words,
+        dim=dim,
         identical=len(rc.words) - n_changed,
         changed=n_changed,
         added=n_added,
@@ -247,6 +261,103 @@ def check_frozen(old: Vectors, new: Vectors, words) -> FrozenCheck:
         changed=[rc.words[i] for i in rc.changed],
         removed=rc.removed_words,
         unknown=unknown,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# a new file read a block at a time
+
+
+class _OldRows(Sequence):
+    """Words of ``old`` at ``rows`` (a list's reads, without the list)."""
+
+    def __init__(self, words, rows: np.ndarray):
+        self._words, self._rows = words, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._words[int(r)] for r in self._rows[i]]
+        return self._words[int(self._rows[i])]
+
+
+def diff_file(old: Vectors, new_path, *, format=None, keep_first_duplicate=False, allow_nan=False,
+              replace_bad_utf8=False, frozen_words=None, top: int = 10, examples: int = 10,
+              old_name: str = "OLD") -> tuple[Diff, FrozenCheck | None]:
+    """diff_vectors(old, new) and check_frozen(old, new, frozen_words) (None without words) for the
+    vectors file ``new_path``, read a block of rows at a time: what is held is ``old``, 30 bytes per
+    row of it and a block, never the new file's matrix (issue 48: two whole files held 14.8 GB where one
+    is 7.2). The same figures and errors as load_vectors then diff_vectors: the new file's errors in
+    its reader's order (a bad line, then the first NaN row, then the first repeated word), then a
+    dimension that is not ``old``'s."""
+    from embedtune.formats import duplicate_error, nonfinite_error, stream_table
+
+    n_old = len(old)
+    new_row = np.full(n_old, -1, np.int64)    # the first row of the new file holding each old word
+    moved = np.zeros(n_old, bool)
+    l2 = np.zeros(n_old)
+    cosine = np.zeros(n_old)
+    added: dict = {}                           # words old lacks -> their first row in the new file
+    get = old.index.get
+    rows = 0
+    nonfinite = duplicate = dim = None
+    with stream_table(new_path, format, replace_bad_utf8=replace_bad_utf8) as stream:
+        for words, block in stream.blocks():
+            dim = stream.dim
+            if not allow_nan and nonfinite is None:
+                finite = np.isfinite(block).all(axis=1)
+                if not finite.all():
+                    first = int(np.flatnonzero(~finite)[0])
+                    nonfinite = (rows + first, block[first].copy())
+            old_rows = np.fromiter((get(w, -1) for w in words), np.int64, len(words))
+            # A repeated word: its first row counts, as load_vectors keeps it (--keep-first-duplicate).
+            found = np.flatnonzero(old_rows >= 0)
+            first_here = np.zeros(found.size, bool)
+            first_here[np.unique(old_rows[found], return_index=True)[1]] = True
+            fresh = first_here & (new_row[old_rows[found]] < 0)
+            keep = found[fresh]
+            new_row[old_rows[keep]] = rows + keep
+            for k in found[~fresh].tolist() + np.flatnonzero(old_rows < 0).tolist():
+                row = rows + k
+                first = int(new_row[old_rows[k]]) if old_rows[k] >= 0 else added.setdefault(words[k], row)
+                if first != row and (duplicate is None or row < duplicate[0]):
+                    duplicate = (row, first, words[k])
+            if dim == old.dim:
+                for start in range(0, keep.size, CHUNK_ROWS):
+                    part = keep[start:start + CHUNK_ROWS]
+                    pos, part_l2, part_cos = _moves(old.matrix[old_rows[part]], block[part])
+                    at = old_rows[part[pos]]
+                    moved[at], l2[at], cosine[at] = True, part_l2, part_cos
+            rows += len(words)
+        head = stream.head
+        dim = stream.dim if dim is None else dim
+    if nonfinite is not None:
+        raise nonfinite_error(new_path, head, *nonfinite)
+    if duplicate is not None and not keep_first_duplicate:
+        raise duplicate_error(head, duplicate[2], duplicate[0], duplicate[1])
+    if dim != old.dim:
+        raise EmbedtuneError(f"{dim}-dimensional vectors, but {old_name} has {old.dim}; "
+                             "rows of different sizes cannot be compared", path=str(new_path))
+    matched = np.flatnonzero(new_row >= 0)
+    changed = np.flatnonzero(moved[matched])
+    at = matched[changed]
+    gone = np.flatnonzero(new_row < 0)
+    rc = _RowChanges(words=_OldRows(old.words, matched), changed=changed, l2=l2[at], cosine=cosine[at],
+                     removed_words=_OldRows(old.words, gone))
+    added_words = list(itertools.islice(added, examples))   # a dict keeps the order words came in
+    d = _summarize(rc, n_old, matched.size + len(added), old.dim, len(added), added_words, top, examples)
+    if frozen_words is None:
+        return d, None
+    words = list(dict.fromkeys(frozen_words))
+    known = [w for w in words if w in old.index]
+    known_rows = np.fromiter((old.index[w] for w in known), np.int64, len(known))
+    return d, FrozenCheck(
+        checked=len(known),
+        changed=[w for w, r in zip(known, known_rows) if new_row[r] >= 0 and moved[r]],
+        removed=[w for w, r in zip(known, known_rows) if new_row[r] < 0],
+        unknown=[w for w in words if w not in old.index],
     )
 
 

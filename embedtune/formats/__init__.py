@@ -20,13 +20,14 @@ from __future__ import annotations
 import codecs
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.binary import read_binary, write_binary
+from embedtune.formats.binary import binary_blocks, read_binary, write_binary
 from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, display_name, open_source, open_target
 from embedtune.formats.text import TextReader
@@ -36,7 +37,7 @@ from embedtune.vectors import Vectors
 
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "VECTOR_FORMATS", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
-    "output_format", "summarize_vectors", "without_nonfinite",
+    "duplicate_error", "nonfinite_error", "output_format", "stream_table", "without_nonfinite",
 ]
 
 
@@ -220,6 +221,56 @@ def read_table(path, format=None, limit=None, *, replace_bad_utf8=False, progres
     return Table(source.name, fmt.name, words, matrix, first_row, fmt.rows_are_lines, *model)
 
 
+class TableStream:
+    """A vectors file's rows a block at a time (``blocks()``), for a caller that looks at each row once
+    and need not hold them all: its memory is a block's, not the matrix's. What read_table would say
+    of a bad file is said here too, at the block where it shows (after the blocks before it).
+
+    head : a Table with no rows (its name, format and where rows start: for ``error`` and ``where``);
+    dim : the rows' dimension, known once the first block has come (or the iteration ended);
+    model : a fastText model's FastTextModel, once the blocks have started.
+    """
+
+    BLOCK_ROWS = 1 << 14   # rows handed on at a time when a format reads whole (a fastText model)
+
+    def __init__(self, source: Source, fmt: Format, replace_bad_utf8: bool, progress):
+        self.source, self.fmt = source, fmt
+        self.replace_bad_utf8, self.progress = replace_bad_utf8, progress
+        self.head = Table(source.name, fmt.name, [], None, 2 if fmt.rows_are_lines else 1, fmt.rows_are_lines)
+        self.dim = None
+        self.model = None
+
+    def blocks(self):
+        """(words, float32 [rows, dim]) per block, in file order."""
+        fmt, source = self.fmt, self.source
+        if fmt.name == "word2vec-binary":
+            def on_header(count, dim):
+                self.dim = dim
+            yield from binary_blocks(source, replace_bad_utf8=self.replace_bad_utf8, progress=self.progress,
+                                     on_header=on_header)
+        elif fmt.rows_are_lines:
+            reader = TextReader(source, header=fmt.name != "glove", replace_bad_utf8=self.replace_bad_utf8,
+                                progress=self.progress, parallel=False)
+            blocks = reader.blocks()
+            for block in blocks:
+                self.dim, self.head.first_row = reader.dim, reader.first_line
+                yield block
+            self.dim, self.head.first_row = reader.dim, reader.first_line
+        else:   # read whole (a fastText model's word vectors are its rows' sums), handed on in blocks
+            words, matrix, _, *model = fmt.read(source, None, self.replace_bad_utf8, self.progress)
+            self.dim, self.model = matrix.shape[1], (model[0] if model else None)
+            for start in range(0, len(matrix), self.BLOCK_ROWS):
+                yield words[start:start + self.BLOCK_ROWS], matrix[start:start + self.BLOCK_ROWS]
+
+
+@contextmanager
+def stream_table(path, format=None, *, replace_bad_utf8=False, progress=None):
+    """A TableStream of the vectors file at ``path`` (format detected unless given); no duplicate/NaN checks."""
+    fmt = get_format(format) if format is not None else None
+    with open_source(path) as source:
+        yield TableStream(source, fmt or FORMATS[_detect(source)], replace_bad_utf8, progress)
+
+
 def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, allow_nan=False,
                  replace_bad_utf8=False, progress=None) -> Vectors:
     """Load a vectors file.
@@ -237,15 +288,7 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     if not allow_nan:
         bad = _nonfinite_rows(table.matrix)
         if bad.size:
-            row = int(bad[0])
-            col = int(np.flatnonzero(~np.isfinite(table.matrix[row]))[0])
-            value = table.matrix[row, col]
-            written = _written_value(path, table, row, col) if np.isinf(value) else None
-            if written is not None:
-                raise table.error(row, f"value {col + 1} is {written}, beyond float32's range (largest "
-                                       f"{np.finfo(np.float32).max:.8g}); --allow-nan accepts it (as {value})")
-            raise table.error(row, f"value {col + 1} is {value} (expected a finite number; "
-                                   f"--allow-nan accepts such rows)")
+            raise nonfinite_error(path, table, int(bad[0]), table.matrix[int(bad[0])])
     vectors = Vectors(table.words, table.matrix)
     if table.model is not None:
         vectors.fasttext = table.model   # what a fastText model written back and new words' starts need
@@ -254,15 +297,30 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     duplicates = find_duplicates(table.words)
     if not keep_first_duplicate:
         row, first = duplicates[0]
-        where = f"line {table.first_row + first}" if table.rows_are_lines else f"record {first + 1}"
-        raise table.error(row, f"duplicate word '{table.words[row]}' (first on {where}; "
-                               f"--keep-first-duplicate keeps the first)")
+        raise duplicate_error(table, table.words[row], row, first)
     keep = np.ones(len(table.words), bool)
     keep[[row for row, _ in duplicates]] = False
     kept = Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
     if table.model is not None:   # written back, the model keeps the rows left out here as they were
         kept.fasttext = table.model
     return kept
+
+
+def nonfinite_error(path, table: Table, row: int, values: np.ndarray) -> EmbedtuneError:
+    """The error for row ``row`` (0-based) of ``table``, whose ``values`` hold NaN or infinity."""
+    col = int(np.flatnonzero(~np.isfinite(values))[0])
+    value = values[col]
+    written = _written_value(path, table, row, col, len(values)) if np.isinf(value) else None
+    if written is not None:
+        return table.error(row, f"value {col + 1} is {written}, beyond float32's range (largest "
+                                f"{np.finfo(np.float32).max:.8g}); --allow-nan accepts it (as {value})")
+    return table.error(row, f"value {col + 1} is {value} (expected a finite number; --allow-nan accepts such rows)")
+
+
+def duplicate_error(table: Table, word: str, row: int, first: int) -> EmbedtuneError:
+    """The error for row ``row`` (0-based) of ``table``, whose ``word`` row ``first`` had."""
+    where = f"line {table.first_row + first}" if table.rows_are_lines else f"record {first + 1}"
+    return table.error(row, f"duplicate word '{word}' (first on {where}; --keep-first-duplicate keeps the first)")
 
 
 def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
@@ -280,7 +338,7 @@ def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
     return kept, [vectors.words[int(r)] for r in bad]
 
 
-def _written_value(path, table: Table, row: int, col: int) -> str | None:
+def _written_value(path, table: Table, row: int, col: int, dim: int) -> str | None:
     """Value ``col`` of text row ``row`` as the file spells it, when that is a finite number that
     float32 rounds to infinity (1e39); None otherwise. Reads the file again up to that line: only
     on this error path, and never a pipe (standard input, a FIFO: it cannot be read twice)."""
@@ -304,7 +362,7 @@ def _written_value(path, table: Table, row: int, col: int) -> str | None:
         return None
     if line is None:
         return None
-    values = line.rsplit(None, table.matrix.shape[1])[1:]
+    values = line.rsplit(None, dim)[1:]
     try:
         text = values[col].decode("ascii")
         return text if math.isfinite(float(text)) else None
@@ -379,38 +437,3 @@ def save_vectors(vectors, path, format, *, progress=None, on_written=None, check
             if ahead is not None:
                 ahead.stop()
             fmt.write(vectors, out, name, progress, on_written, check_rows)
-
-
-# -- inspection --------------------------------------------------------------------------------
-
-def summarize_vectors(path, format=None, *, replace_bad_utf8=False, progress=None, max_listed=20) -> dict:
-    """What `embedtune inspect` shows: format, count, dimension, norms, NaN/inf rows, duplicates.
-
-    Returns a JSON-ready dict; the lists name at most `max_listed` rows each.
-    """
-    table = read_table(path, format, replace_bad_utf8=replace_bad_utf8, progress=progress)
-    matrix = table.matrix
-    bad = _nonfinite_rows(matrix)
-    finite = np.ones(len(matrix), bool)
-    finite[bad] = False
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix[finite], matrix[finite], dtype=np.float64))
-    duplicates = find_duplicates(table.words)
-    first_where = (lambda r: {"first_line": table.first_row + r}) if table.rows_are_lines \
-        else (lambda r: {"first_record": r + 1})
-    return {
-        "file": display_name(path),
-        "format": table.format,
-        "count": len(table.words),
-        "dim": int(matrix.shape[1]),
-        "norm": {
-            "min": float(norms.min()) if norms.size else None,
-            "median": float(np.median(norms)) if norms.size else None,
-            "max": float(norms.max()) if norms.size else None,
-        },
-        "nonfinite_rows": int(bad.size),
-        "nonfinite": [{"word": table.words[r], **table.where(int(r))} for r in bad[:max_listed]],
-        "duplicate_words": len(duplicates),
-        "duplicates": [{"word": table.words[r], **table.where(r), **first_where(f)}
-                       for r, f in duplicates[:max_listed]],
-        **({"fasttext": table.model.settings()} if table.model is not None else {}),
-    }

@@ -21,6 +21,7 @@ BLOCK_BYTES = 16 << 20
 MAX_WORD_BYTES = 1 << 16  # a longer "word" means the file is not what the header says
 MAPPED_BATCH = 1 << 10  # records copied at a time from a mapped file (1.2 MB of vectors at dim 300)
 MAPPED_RELEASE = 64 << 20  # bytes of the mapped file read before they are let go (RSS stays the matrix's)
+STREAM_RELEASE = 16 << 20  # the same when the rows are not kept (binary_blocks): the map is most of the RSS
 
 
 def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
@@ -142,62 +143,132 @@ def _read_mapped(source, start: int, count: int, wanted: int, dim: int):
     buffered reader (benchmarks/README.md, io). Pages already read are let go
     as the reading moves on, so the resident size stays about the matrix's.
     """
+    mapped = _open_map(source)
+    if mapped is None:
+        return None
+    try:
+        return _read_records(mapped, start, count, wanted, dim)
+    finally:
+        _close_map(mapped)
+
+
+def _open_map(source):
+    """A read-only memory map of a plain file's bytes, or None (standard input, compressed data, a BOM)."""
     if source.compression is not None or source.size is None or source.bom:
         return None
     try:
         if not stat.S_ISREG(os.stat(source.path).st_mode):
             return None
         with open(source.path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
+
+
+def _close_map(mapped) -> None:
     try:
-        return _read_records(mapped, start, count, wanted, dim)
-    finally:
-        try:
-            mapped.close()
-        except BufferError:  # an exception's traceback still holds a view: the map goes with it
-            pass
+        mapped.close()
+    except BufferError:  # an exception's traceback still holds a view: the map goes with it
+        pass
+
+
+class _Amiss(Exception):
+    """The map's reading stopped at something the buffered reader names exactly."""
 
 
 def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
+    matrix = new_matrix(wanted, dim)
+    rows = matrix.view(np.dtype((np.void, 4 * dim))).reshape(-1)
+    raw_words = []
+    try:
+        for first, batch_words, vectors in _mapped_batches(mapped, start, count, wanted, dim):
+            raw_words.extend(batch_words)
+            rows[first:first + len(batch_words)] = vectors
+    except _Amiss:
+        return None
+    return raw_words, matrix
+
+
+def _mapped_batches(mapped, start: int, count: int, wanted: int, dim: int, release: int = MAPPED_RELEASE):
+    """(first record, raw words, their vectors as void records) per MAPPED_BATCH records of the map;
+    _Amiss when a record is not where it should be or data follows the last."""
     size = len(mapped)
     row_bytes = 4 * dim
-    matrix = new_matrix(wanted, dim)
-    rows = matrix.view(np.dtype((np.void, row_bytes))).reshape(-1)
     vectors = np.ndarray(buffer=mapped, dtype=np.dtype((np.void, row_bytes)),
                          shape=(max(0, size - row_bytes + 1),), strides=(1,))
     find = mapped.find
-    raw_words = []
-    add_word = raw_words.append
     starts = np.empty(min(wanted, MAPPED_BATCH), np.intp)
     pos = start
     released = 0
     try:
         for first in range(0, wanted, MAPPED_BATCH):
             batch = min(MAPPED_BATCH, wanted - first)
+            raw_words = []
+            add_word = raw_words.append
             for k in range(batch):
                 while mapped[pos] == 10:  # the C tool's newline after the previous vector
                     pos += 1
                 space = find(b" ", pos, pos + MAX_WORD_BYTES)
                 if space < 0 or space + 1 + row_bytes > size:
-                    return None
+                    raise _Amiss
                 add_word(mapped[pos:space])
                 starts[k] = space + 1
                 pos = space + 1 + row_bytes
-            rows[first:first + batch] = vectors[starts[:batch]]
-            if pos - released > MAPPED_RELEASE and hasattr(mmap, "MADV_DONTNEED"):
+            yield first, raw_words, vectors[starts[:batch]]
+            if pos - released > release and hasattr(mmap, "MADV_DONTNEED"):
                 done = pos & ~(mmap.PAGESIZE - 1)
                 mapped.madvise(mmap.MADV_DONTNEED, released, done - released)
                 released = done
     except IndexError:  # the file ends where a word should start
-        return None
+        raise _Amiss from None
+    finally:
+        del vectors
     while wanted == count and pos < size:  # more data than the header says? (looked at 1 MB at a time)
         if mapped[pos:pos + (1 << 20)].strip():
-            return None
+            raise _Amiss
         pos += 1 << 20
-    del vectors
-    return raw_words, matrix
+
+
+def binary_blocks(source, *, replace_bad_utf8=False, progress=None, on_header=None):
+    """(words, float32 [rows, dim]) a batch of records at a time, in file order: for a caller that looks
+    at each row once (inspect, diff) and need not hold them all. ``on_header(count, dim)`` is called
+    before the first batch. A plain file is read through the map; anything else, or anything amiss
+    (which the buffered reader then names exactly, or mends with ``replace_bad_utf8``), is read whole
+    by read_binary's buffered way and handed on from the record the map reached."""
+    name = source.name
+    count, dim, start = _read_header(source)
+    check_header_fits(source, count, dim, 4 * dim + 2)
+    if on_header is not None:
+        on_header(count, dim)
+    done = 0
+    mapped = _open_map(source)
+    if mapped is not None:
+        batches = _mapped_batches(mapped, start, count, count, dim, STREAM_RELEASE)
+        try:
+            for _, raw_words, vectors in batches:
+                words = WordList.from_bytes(raw_words)
+                if words is None:
+                    break
+                matrix = vectors.view(np.float32).reshape(len(raw_words), dim)
+                if sys.byteorder != "little":
+                    matrix = matrix.byteswap()
+                yield words, matrix
+                done += len(raw_words)
+                if progress is not None:
+                    progress(source.size * done // max(1, count), source.size)
+            else:
+                return
+        except _Amiss:
+            pass
+        finally:
+            batches.close()   # its view of the map goes before the map
+            _close_map(mapped)
+    raw_words, matrix = _read_buffered(source, count, count, dim, progress, check_end=True)
+    if sys.byteorder != "little":
+        matrix.byteswap(inplace=True)
+    words = _decode_words(raw_words, matrix, name, replace_bad_utf8)
+    for first in range(done, count, MAPPED_BATCH):
+        yield words[first:first + MAPPED_BATCH], matrix[first:first + MAPPED_BATCH]
 
 
 def _decode_words(raw_words, matrix, name, replace_bad_utf8):

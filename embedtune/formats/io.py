@@ -55,6 +55,25 @@ def new_matrix(rows: int, dim: int, name: str | None = None, line: int | None = 
     machine was most of a large file's load (benchmarks/README.md, io). Readers write each page
     once, sequentially.
     """
+    return _sized(lambda: np.empty((rows, dim), np.float32), rows, dim, name, line)
+
+
+def resize_matrix(matrix: np.ndarray, rows: int, name: str | None = None) -> np.ndarray:
+    """``matrix`` (new_matrix's, owning its data, no view of it alive) with ``rows`` rows, its first rows
+    kept and any new ones zero: resized where it lies (the C library remaps a large block rather than
+    copying it), so a reader that does not know its row count grows one matrix instead of holding its
+    blocks and their concatenation at once (issue 48: the GloVe reader peaked at 2.5x the matrix)."""
+    dim = matrix.shape[1]
+
+    def resize():
+        matrix.resize((rows, dim), refcheck=False)
+        return matrix
+
+    return _sized(resize, rows, dim, name, None)
+
+
+def _sized(make, rows: int, dim: int, name, line) -> np.ndarray:
+    """make()'s matrix of rows x dim, on ordinary pages (new_matrix); not enough memory is an error naming the file."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # numpy < 2 keeps it in numpy.core
@@ -65,7 +84,7 @@ def new_matrix(rows: int, dim: int, name: str | None = None, line: int | None = 
                 return enabled
     previous = _set_madvise_hugepage(False)
     try:
-        return np.empty((rows, dim), np.float32)
+        return make()
     except (MemoryError, ValueError):   # ValueError: more than numpy can address (a damaged header)
         size = 4 * rows * dim
         size = f"{size / 1e9:.1f} GB" if size < 10**18 else f"more than 10^{len(str(size)) - 1} bytes"

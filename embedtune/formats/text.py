@@ -30,7 +30,8 @@ import stat
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix
+from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
+from embedtune.formats.textranges import _cuts, _end_children, _parts, _receive_rows, _replies
 from embedtune.formats.textparse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
@@ -69,6 +70,22 @@ class TextReader:
             result = self._read_parallel(processes)
             if result is not None:
                 return result
+        data, line, count, wanted = self._start()
+        words, matrix = self._read_rows(data, line, count, wanted)
+        return words, matrix, line
+
+    def blocks(self):
+        """(words, float32 [rows, dim]) a block of lines at a time, in file order, in one process: what
+        a caller needs that looks at each row once (inspect, diff) and need not hold them all.
+        ``self.dim`` and ``self.first_line`` are set before the first block comes."""
+        data, line, count, wanted = self._start()
+        if count is not None:
+            check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)
+        yield from self._row_blocks(data, line, count, wanted)
+
+    def _start(self):
+        """-> (what was read after the header, the first row's line, the header's count or None, the rows
+        wanted or None): the header (or the first row's dimension) read."""
         data = self._first_line_and_more()
         newline = data.find(b"\n")
         first = data if newline < 0 else data[:newline]
@@ -79,8 +96,8 @@ class TextReader:
         else:
             self._dim_from_first_row(first)
             count, line, wanted = None, 1, self.limit
-        words, matrix = self._read_rows(data, line, count, wanted)
-        return words, matrix, line
+        self.first_line = line
+        return data, line, count, wanted
 
     def _read_header(self, first: bytes) -> int:
         """The row count of a 'COUNT DIM' header line; sets the dimension."""
@@ -112,12 +129,43 @@ class TextReader:
 
     def _read_rows(self, data: bytes, line: int, count, wanted):
         """-> (words, matrix): the rows from ``line`` on (``data`` holds their start), at most ``wanted``;
-        with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once."""
-        exact_count = count is not None and (self.limit is None or self.limit >= count)
+        with a header's ``count`` (and no smaller limit) exactly that many, into a matrix made once.
+        Without a header the matrix grows where it lies as rows come, sized from the bytes left
+        (resize_matrix): no block is held past its copy."""
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
         matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
-        blocks, words, rows = [], [], 0
+        words, rows = [], 0
+        for block_words, block_matrix in self._row_blocks(data, line, count, wanted):
+            n = len(block_words)
+            words.extend(block_words)
+            if matrix is None or rows + n > len(matrix):   # only without a header
+                matrix = self._grown(matrix, rows + n)
+            matrix[rows:rows + n] = block_matrix
+            rows += n
+        if matrix is None:
+            matrix = new_matrix(0, self.dim, self.name)
+        elif len(matrix) != rows:
+            matrix = resize_matrix(matrix, rows, self.name)
+        return words, matrix
+
+    def _grown(self, matrix, need: int) -> np.ndarray:
+        """``matrix`` (None: none yet) with room for at least ``need`` rows: as many as the bytes read so
+        far say the whole input holds, a little over (new rows are zeroed, so each is paid for)."""
+        source = self.source
+        start, stop = getattr(source, "span", (0, source.size))
+        done = source.consumed() - start
+        expected = int(need * (stop - start) / done * 1.02) + 64 if stop is not None and done > 0 else need
+        rows = max(need, expected, int(1.25 * len(matrix)) if matrix is not None else 0)
+        if matrix is None:
+            return new_matrix(rows, self.dim, self.name)
+        return resize_matrix(matrix, rows, self.name)
+
+    def _row_blocks(self, data: bytes, line: int, count, wanted):
+        """(words, float32 [rows, dim]) per block of the rows from ``line`` on (``data`` holds their start),
+        at most ``wanted``; with a header's ``count`` (and no smaller limit) exactly that many."""
+        exact_count = count is not None and (self.limit is None or self.limit >= count)
+        rows = 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
         for block in self._blocks(data, line):
             n_block = block.count(b"\n")
@@ -125,24 +173,14 @@ class TextReader:
             if wanted is not None and rows + n_body > wanted:
                 body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
             if n_body:
-                block_words, block_matrix = self._parse_lines(body, line, n_body)
-                words.extend(block_words)
-                if matrix is not None:
-                    matrix[rows:rows + n_body] = block_matrix
-                else:
-                    blocks.append(block_matrix)
+                yield self._parse_lines(body, line, n_body)
                 rows += n_body
             line += n_block
             if wanted is not None and rows >= wanted and not exact_count:
-                break  # stopped by the limit: the rest of the file is not read
+                return  # stopped by the limit: the rest of the file is not read
         if count is not None and rows < wanted:
             raise EmbedtuneError(
                 f"file ends early (expected {count} rows as the header says, got {rows})", self.name, line)
-        if matrix is None:
-            matrix = new_matrix(rows, self.dim, self.name)
-            if blocks:
-                np.concatenate(blocks, out=matrix)
-        return words, matrix
 
     def _without_blank_end(self, block: bytes, n_block: int, line: int, blank_line):
         """-> (the block's rows, their count, the first blank line of the file's end so far): blank lines
@@ -209,8 +247,7 @@ class TextReader:
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
-            matrix = new_matrix(rows, first_dim, self.name)
-            matrix[:len(words)] = first
+            matrix = resize_matrix(first, rows, self.name)   # the first range's rows stay where they are
             del first
             _receive_rows(matrix, words, children, replies)
         finally:
@@ -387,6 +424,7 @@ class _Range:
         self._file = open(path, "rb")
         self._file.seek(start)
         self._pos, self._stop = start, stop
+        self.span = (start, stop)   # what TextReader sizes its matrix from
 
     def read(self, n: int) -> bytes:
         data = self._file.read(max(0, min(n, self._stop - self._pos)))
@@ -427,8 +465,13 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> 
     try:
         words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8)
         send.send(("ok", len(words), dim, words))
-        if len(words):
-            send.send_bytes(memoryview(matrix.reshape(-1).view(np.uint8)))
+        del words
+        # From the last rows back, each part let go once sent: the range is not held twice over, here
+        # and in the parent's matrix.
+        for a, b in reversed(_parts(len(matrix), dim)):
+            with memoryview(matrix[a:b].reshape(-1).view(np.uint8)) as part:
+                send.send_bytes(part)
+            matrix = resize_matrix(matrix, a)
     except BaseException:  # the parent reads the file again in one process, for the exact error
         try:
             send.send(("error",))
@@ -436,65 +479,3 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> 
             pass
     finally:
         send.close()
-
-
-def _replies(children: list, dim: int):
-    """Each child's ("ok", rows, dim, words), in range order; None when one failed or read another dimension."""
-    replies = []
-    for _, receive in children:
-        try:
-            reply = receive.recv()
-        except EOFError:
-            return None
-        if reply[0] != "ok" or reply[2] != dim:
-            return None
-        replies.append(reply)
-    return replies
-
-
-def _receive_rows(matrix: np.ndarray, words: list, children: list, replies: list) -> None:
-    """The children's rows received straight into ``matrix`` after the first range's, their words
-    added to ``words``."""
-    dim = matrix.shape[1]
-    flat = memoryview(matrix.reshape(-1).view(np.uint8))
-    offset = len(words) * dim * 4
-    for (_, receive), (_, n, _, more_words) in zip(children, replies):
-        if n:
-            receive.recv_bytes_into(flat, offset)
-        offset += n * dim * 4
-        words.extend(more_words)
-
-
-def _end_children(children: list) -> None:
-    """However the read ends (done, given up, interrupted): no child outlives it. A child still
-    sending gets EPIPE once its reader is closed, and SIGTERM ends it where it is."""
-    for child, receive in children:
-        receive.close()
-        child.terminate()
-    for child, _ in children:
-        child.join()
-
-
-def _cuts(path: str, start: int, size: int, parts: int):
-    """[start, c1, ..., size]: `parts` ranges of whole lines of about equal bytes, or None when a
-    cut cannot be placed (a line longer than a range) or a range would end in a blank line (a
-    blank line is allowed only at the end of the file, which a range cannot see)."""
-    cuts = [start]
-    with open(path, "rb") as f:
-        for k in range(1, parts):
-            at = start + (size - start) * k // parts
-            if at <= cuts[-1]:
-                return None
-            f.seek(at)
-            window = f.read(1 << 16)
-            newline = window.find(b"\n")
-            if newline < 0 or at + newline + 1 >= size:
-                return None
-            cut = at + newline + 1
-            f.seek(max(cuts[-1], cut - (1 << 16)))
-            before = f.read(cut - 1 - f.tell())
-            if not before[before.rfind(b"\n") + 1:].strip():
-                return None
-            cuts.append(cut)
-    cuts.append(size)
-    return cuts
