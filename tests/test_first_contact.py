@@ -1,0 +1,175 @@
+"""What a new user types first, in an interpreter as fresh as a new virtual environment's (issue 45, item 1).
+
+A module that reached a submodule through its parent (`importlib.util` after `import importlib`) worked only
+where something else had imported the submodule first: here a `.pth` file in the system's site-packages did,
+in a fresh venv nothing does, and `embedtune --help` ended in a traceback. So the commands run under
+`python -S` (no site-packages start-up code at all, only their folders on sys.path), and every module of
+embedtune/ and cli/ is checked for a submodule it uses without importing it.
+"""
+
+import ast
+import importlib.machinery
+import importlib.util
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+
+
+import embedtune
+from embedtune.cli.main import COMMANDS
+
+ROOT = Path(embedtune.__file__).resolve().parent.parent   # the checkout whose embedtune is under test
+SOURCES = [ROOT / "embedtune", ROOT / "cli"]
+
+
+def _site_dirs() -> list[str]:
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dirs if Path(d).is_dir()]
+
+
+# Run in a bare interpreter: the checkout first, then site-packages' folders, with none of their .pth code.
+BARE_PRELUDE = (f"import sys\nsys.path[:0] = [{str(ROOT)!r}]\nsys.path.extend({_site_dirs()!r})\n"
+                "assert 'importlib.util' not in sys.modules, 'the interpreter is not bare'\n")
+
+
+def bare_python(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-S", "-c", BARE_PRELUDE + code, *args], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_bare_interpreter_has_no_importlib_util():
+    """The premise of the tests below: in the interpreter they use, nothing has imported importlib.util
+    (where something had, the missing import went unseen)."""
+    proc = bare_python("import importlib, click\nprint(hasattr(importlib, 'util'))")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "False"
+
+
+# (arguments, exit code, a text the output must hold)
+FIRST_COMMANDS = [([], 2, "Usage: embedtune"),
+                  (["--help"], 0, "Usage: embedtune"),
+                  (["-h"], 0, "Commands:"),
+                  (["--version"], 0, embedtune.__version__),
+                  (["trian"], 2, "Error: No such command 'trian'; did you mean 'train'?"),
+                  (["frobnicate"], 2, "Error: No such command 'frobnicate'"),
+                  *[([name, "--help"], 0, f"Usage: embedtune {name}") for name in COMMANDS]]
+
+
+def test_every_first_command_ends_cleanly_in_a_fresh_interpreter():
+    code = "from embedtune.cli.main import main\nsys.argv = ['embedtune', *sys.argv[1:]]\nmain()\n"
+    # All at once: each needs a fresh process, and together they take about as long as the slowest.
+    procs = [(args, code_, text, bare_python(code, *args)) for args, code_, text in FIRST_COMMANDS]
+    for args, expected_code, text, proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert "Traceback" not in err and "Traceback" not in out, (args, err)
+        assert proc.returncode == expected_code, (args, proc.returncode, err)
+        assert text in out + err, (args, out, err)
+
+
+# ---------------------------------------------------------------------------------------------
+# the class: a submodule reached through its parent without an import
+
+
+def _spec(name: str):
+    """`name`'s module spec, found without importing (or running) anything."""
+    parent, _, child = name.rpartition(".")
+    if not parent:
+        return importlib.util.find_spec(name) if name not in sys.builtin_module_names else None
+    parent_spec = _spec(parent)
+    if parent_spec is None or parent_spec.submodule_search_locations is None:
+        return None
+    return importlib.machinery.PathFinder.find_spec(name, list(parent_spec.submodule_search_locations))
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[0] == "cli":
+        parts.insert(0, "embedtune")   # cli/ installs as embedtune.cli (pyproject.toml)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
+    if level == 0:
+        return name or ""
+    base = module.split(".")
+    base = base[:len(base) - level + (1 if is_package else 0)]
+    return ".".join(base + ([name] if name else []))
+
+
+def unimported_submodule_uses(label: str, module: str, is_package: bool, text: str) -> list[tuple[str, int, str, str]]:
+    """(label, line, parent, submodule) for each `parent.submodule` attribute read in the module's text where
+    `submodule` is a module of the package `parent`, and the text imports it nowhere."""
+    tree = ast.parse(text)
+    names: dict[str, str] = {}   # a name the file binds by an import -> the module it may be
+    imported: set[str] = set()   # every module the file imports, and their parents
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                imported.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                names[alias.asname or parts[0]] = alias.name if alias.asname else parts[0]
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, is_package, node.level, node.module)
+            parts = source.split(".")
+            imported.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            for alias in node.names:
+                imported.add(f"{source}.{alias.name}")   # `from p import m` imports p.m when m is a module
+                names[alias.asname or alias.name] = f"{source}.{alias.name}"
+    uses = []
+    for node in ast.walk(tree):
+        # `name.attr` only: deeper chains (`a.b.c`) are the attribute `c` of the node `a.b`, whose own
+        # first level is checked here, and whose deeper levels need an import of `a.b` anyway.
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)) or node.value.id not in names:
+            continue
+        parent = names[node.value.id]
+        child = f"{parent}.{node.attr}"
+        if child in imported:
+            continue
+        parent_spec = _spec(parent)
+        if parent_spec is None or parent_spec.submodule_search_locations is None:
+            continue
+        if _spec(child) is not None:
+            uses.append((label, node.lineno, parent, child))
+    return uses
+
+
+def missing_imports(sources: list[tuple[str, str, bool, str]]) -> list[str]:
+    """One line per use of a submodule that neither the file nor its parent package imports."""
+    uses = sorted({use for source in sources for use in unimported_submodule_uses(*source)})
+    # A parent package that imports the submodule itself (os imports os.path) makes the use safe: asked of a
+    # bare interpreter, where nothing else has imported anything.
+    pairs = sorted({(parent, child) for _, _, parent, child in uses})
+    code = ("import importlib\nfor parent, child in " + repr(pairs) + ":\n"
+            "    print(hasattr(importlib.import_module(parent), child.rpartition('.')[2]))\n")
+    proc = bare_python(code)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    bound = dict(zip(pairs, (line == "True" for line in out.split())))
+    return [f"{label}:{line}: {child} used, never imported" for label, line, parent, child in uses
+            if not bound[(parent, child)]]
+
+
+def test_no_module_reaches_a_submodule_it_did_not_import():
+    sources = [(str(path.relative_to(ROOT)), _module_name(path), path.name == "__init__.py",
+                path.read_text(encoding="utf-8")) for folder in SOURCES for path in sorted(folder.rglob("*.py"))]
+    assert len(sources) > 50
+    missing = missing_imports(sources)
+    assert not missing, "\n".join(missing)
+
+
+def test_the_check_finds_a_submodule_used_without_its_import():
+    """The check above can fail: cli/main.py before the fix is caught, os.path (which os imports) is not,
+    nor a submodule the file imports."""
+    text = ("import importlib\nimport os\nimport concurrent.futures\nimport xml\n\n"
+            "def f(name):\n    importlib.util.find_spec(name)\n    os.path.join(name)\n"
+            "    concurrent.futures.wait([])\n    return xml.dom\n")
+    assert missing_imports([("probe.py", "embedtune.probe", False, text)]) == [
+        "probe.py:7: importlib.util used, never imported", "probe.py:10: xml.dom used, never imported"]
