@@ -10,6 +10,7 @@ embedtune/ and cli/ is checked for a submodule it uses without importing it.
 import ast
 import importlib.machinery
 import importlib.util
+import os
 import site
 import subprocess
 import sys
@@ -173,3 +174,60 @@ def test_the_check_finds_a_submodule_used_without_its_import():
             "    concurrent.futures.wait([])\n    return xml.dom\n")
     assert missing_imports([("probe.py", "embedtune.probe", False, text)]) == [
         "probe.py:7: importlib.util used, never imported", "probe.py:10: xml.dom used, never imported"]
+
+
+# ---------------------------------------------------------------------------------------------
+# importing the library prints nothing (issue 45, item 5)
+
+# A CUDA driver whose cuInit fails, as on a machine with the driver and no GPU: TensorFlow's device probe
+# then logs "E0000 ... failed call to cuInit" straight to file descriptor 2.
+FAKE_DRIVER = """
+int cuInit(unsigned int flags) { return 999; }
+int cuDriverGetVersion(int *version) { *version = 12040; return 0; }
+int cuGetErrorString(int error, const char **text) { *text = "no device (a test's driver)"; return 0; }
+int cuGetErrorName(int error, const char **text) { *text = "CUDA_ERROR_UNKNOWN"; return 0; }
+"""
+
+IMPORTS = {
+    # the library alone: nothing at all on either stream
+    "library": "import embedtune\nimport embedtune.keras\n",
+    # the caller's own `import keras` first (docs/keras.md): TensorFlow's import lines are the caller's;
+    # from ours on, nothing, the first op included
+    "after the caller's keras": "import keras\nimport os\nos.write(2, b'--\\n')\nos.write(1, b'--\\n')\n"
+                                "import embedtune.keras\n",
+}
+
+
+def _fake_driver(folder: Path) -> dict:
+    """LD_LIBRARY_PATH for a failing libcuda.so.1, where a C compiler can build one (else none: the probe's
+    state is still checked below, and the streams are, with whatever driver this machine has)."""
+    import shutil
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not sys.platform.startswith("linux"):
+        return {}
+    (folder / "fake.c").write_text(FAKE_DRIVER)
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-o", folder / "libcuda.so.1", folder / "fake.c"],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return {"LD_LIBRARY_PATH": f"{folder}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":")}
+
+
+def test_importing_the_library_prints_nothing(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TF_CPP")}
+    env.update(_fake_driver(tmp_path))
+    after = ("from tensorflow.python.eager import context\n"
+             "probed = context.context()._physical_devices is not None\n"
+             "import keras\nkeras.ops.ones(2)\nimport sys\nsys.stderr.write(f'probed={probed}')\n")
+    procs = {name: subprocess.Popen([sys.executable, "-c", code + after], cwd=tmp_path, env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for name, code in IMPORTS.items()}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, (name, err)
+        err, _, probed = err.rpartition("probed=")
+        # the probe is done (nothing left for a later op to print), and what it printed was kept off
+        assert probed == "True", (name, err)
+        if name != "library":
+            out, err = out.partition("--\n")[2], err.partition("--\n")[2]
+        assert (out, err) == ("", ""), name
