@@ -231,3 +231,23 @@ def test_importing_the_library_prints_nothing(tmp_path):
         if name != "library":
             out, err = out.partition("--\n")[2], err.partition("--\n")[2]
         assert (out, err) == ("", ""), name
+
+
+# ---------------------------------------------------------------------------------------------
+# no test skips on a full `.[test]` install (issue 45, item 3)
+
+
+def test_a_skip_no_machine_explains_fails_the_session(tmp_path):
+    """tests/conftest.py fails a session in which a test skipped for a reason outside ALLOWED_SKIPS (a
+    package missing from the test extra), and keeps one whose skips a machine explains."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text(encoding="utf-8"))
+    (tmp_path / "test_probe.py").write_text(
+        "import pytest\n\ndef test_missing():\n    pytest.importorskip('embedtune_no_such_module')\n\n"
+        "@pytest.mark.skipif(True, reason='no /dev/full')\ndef test_machine():\n    pass\n")
+    runs = {which: subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                                   f"test_probe.py::{which}"], cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=300)
+            for which in ("test_missing", "test_machine")}
+    assert runs["test_machine"].returncode == 0, runs["test_machine"].stdout
+    assert runs["test_missing"].returncode == 1, runs["test_missing"].stdout
+    assert "test_probe.py::test_missing: could not import 'embedtune_no_such_module'" in runs["test_missing"].stdout
