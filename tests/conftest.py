@@ -32,6 +32,7 @@ START_FIRST = [
     "test_memory.py::test_the_pool_changes_no_bit_of_a_deterministic_adam_run",
     "test_distribute.py::test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end",
     "test_distribute.py",
+    "test_docs_snippets.py::test_every_block_runs_as_written",
     "test_properties.py::test_frozen_rows_keep_their_bits_and_the_result_reads_back_exactly",
     "test_memory.py::test_large_blocks_go_back_to_the_system_once_freed",
     "test_dry_run.py::test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load",
