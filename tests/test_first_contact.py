@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-
 import embedtune
 from embedtune.cli.main import COMMANDS
 
@@ -51,24 +49,24 @@ def test_the_bare_interpreter_has_no_importlib_util():
     assert out.strip() == "False"
 
 
-# (arguments, exit code, a text the output must hold)
-FIRST_COMMANDS = [([], 2, "Usage: embedtune"),
-                  (["--help"], 0, "Usage: embedtune"),
-                  (["-h"], 0, "Commands:"),
-                  (["--version"], 0, embedtune.__version__),
-                  (["trian"], 2, "Error: No such command 'trian'; did you mean 'train'?"),
-                  (["frobnicate"], 2, "Error: No such command 'frobnicate'"),
-                  *[([name, "--help"], 0, f"Usage: embedtune {name}") for name in COMMANDS]]
+# (arguments, the exit codes allowed, a text the output must hold)
+FIRST_COMMANDS = [([], {0, 2}, "Usage: embedtune"),   # the help; click 8.2 on exits 2 (a usage error), 8.1 exited 0
+                  (["--help"], {0}, "Usage: embedtune"),
+                  (["-h"], {0}, "Commands:"),
+                  (["--version"], {0}, embedtune.__version__),
+                  (["trian"], {2}, "Error: No such command 'trian'; did you mean 'train'?"),
+                  (["frobnicate"], {2}, "Error: No such command 'frobnicate'"),
+                  *[([name, "--help"], {0}, f"Usage: embedtune {name}") for name in COMMANDS]]
 
 
 def test_every_first_command_ends_cleanly_in_a_fresh_interpreter():
     code = "from embedtune.cli.main import main\nsys.argv = ['embedtune', *sys.argv[1:]]\nmain()\n"
     # All at once: each needs a fresh process, and together they take about as long as the slowest.
-    procs = [(args, code_, text, bare_python(code, *args)) for args, code_, text in FIRST_COMMANDS]
-    for args, expected_code, text, proc in procs:
+    procs = [(args, codes, text, bare_python(code, *args)) for args, codes, text in FIRST_COMMANDS]
+    for args, expected_codes, text, proc in procs:
         out, err = proc.communicate(timeout=300)
         assert "Traceback" not in err and "Traceback" not in out, (args, err)
-        assert proc.returncode == expected_code, (args, proc.returncode, err)
+        assert proc.returncode in expected_codes, (args, proc.returncode, err)
         assert text in out + err, (args, out, err)
 
 
