@@ -11,6 +11,7 @@ import _thread
 import contextlib
 import difflib
 import importlib
+import importlib.util   # importlib does not import it itself; a fresh venv has nothing that does
 import os
 import signal
 import sys

@@ -66,22 +66,24 @@ def restore_op_determinism(was: bool) -> None:
         config.disable_op_determinism()
 
 
-def _import():
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
+def _probed(tensorflow) -> bool:
+    """Whether TensorFlow has listed its devices already (its CUDA probe done, nothing left to print)."""
+    from tensorflow.python.eager import context
+
+    return getattr(context.context(), "_physical_devices", None) is not None
+
+
+def _quietly(load):
+    """``load()`` with file descriptor 2 pointing at a temporary file; what it wrote is shown only if it fails."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError):
-        import tensorflow
-
-        return tensorflow
+        return load()
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
         try:
-            import tensorflow
-
-            tensorflow.config.list_physical_devices()  # the CUDA probe happens here
+            return load()
         except BaseException:
             os.dup2(saved, 2)
             sink.seek(0)
@@ -90,6 +92,24 @@ def _import():
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def _load():
+    import tensorflow
+
+    tensorflow.config.list_physical_devices()  # the CUDA probe happens here
+    return tensorflow
+
+
+def _import():
+    tensorflow = sys.modules.get("tensorflow")
+    if tensorflow is None:
+        return _quietly(_load)
+    # Imported by the caller first (``import keras`` before ``embedtune.keras``, as docs/keras.md does):
+    # importing it did not probe the devices, so the probe, and its "failed call to cuInit" line on a
+    # machine with a CUDA driver and no GPU, would come with our first op. It is done here, quietly.
+    if not _probed(tensorflow):
+        _quietly(tensorflow.config.list_physical_devices)
     return tensorflow
 
 
