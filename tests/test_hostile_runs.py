@@ -374,6 +374,57 @@ def test_two_workers_at_one_address_are_refused_at_once(tmp_path):
             or f"this worker cannot listen at localhost:{port}" in said[1]), said
 
 
+def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
+    """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
+    as worker 1): worker 0 waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
+    there. Now it ends the process at once (by the signal: a shell reports 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from embedtune.distribute import free_ports
+    from embedtune.distribute.peers import wait_for_peers
+    from test_signals import WAIT
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
+    hosts = (f"127.0.0.1:{free_ports(1)[0]}", f"127.0.0.1:{free_ports(1)[0]}")
+    met = threading.Event()
+    peer = threading.Thread(target=lambda: (wait_for_peers(hosts, 1, WAIT), met.set()), daemon=True)
+    peer.start()
+    env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
+                                     '"task": {"type": "worker", "index": 0}}')
+    with open(tmp_path / "stderr", "wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors),
+                                    str(SAMPLE_CORPUS), "-o", str(tmp_path / "out.txt")], env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True)
+    try:
+        assert met.wait(WAIT), (tmp_path / "stderr").read_text()
+        time.sleep(3)   # worker 0 is in TensorFlow's wait by now: nothing listens at worker 1's port
+        assert process.poll() is None, (tmp_path / "stderr").read_text()
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        seconds = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait()
+    said = (tmp_path / "stderr").read_text()
+    assert process.returncode in (-signal.SIGINT, 130), (process.returncode, said)
+    assert seconds < 2, f"{seconds:.1f} s after SIGINT"
+    assert "Traceback" not in said, said
+    assert not (tmp_path / "out.txt").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # a signal at any moment of `train --workers 2`: 130 (SIGINT) or 143 (SIGTERM), never 0
 

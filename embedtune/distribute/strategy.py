@@ -116,7 +116,20 @@ class Worker(OneProcess):
         if self.hosts:
             wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
                            note, stop)
-        self.collectives.start()
+        # TensorFlow's own wait for the peers' servers (short once every peer has answered the handshake,
+        # endless if one dies just after) holds the interpreter: no Python handler runs, not even in
+        # another thread, so Ctrl-C did nothing there. The default action ends the process instead (a
+        # shell reports 130; nothing is written yet). SIGTERM cannot be given the same: TensorFlow's
+        # coordination service takes it over here (see below).
+        try:
+            interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL)
+        except ValueError:   # not the main thread
+            interrupt = None
+        try:
+            self.collectives.start()
+        finally:
+            if interrupt is not None:
+                signal.signal(signal.SIGINT, interrupt)
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
         # only records), so the command's handler never ran: the worker trained on. Put it back.
         try:
