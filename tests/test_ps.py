@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import cli
-from embedtune.distribute import server_cluster_from_env
+from embedtune.distribute import free_ports, server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
 from embedtune.distribute.serve import task_config
 from embedtune.errors import EmbedtuneError
@@ -102,11 +102,15 @@ def test_tf_config_of_a_parameter_server_cluster():
     assert server_cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}).chief
     assert cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}) is None   # not a mirrored cluster
     assert server_cluster_from_env({"TF_CONFIG": task_config({"worker": spec["worker"]}, "worker", 0)}) is None
-    for bad, words in (({**spec, "evaluator": spec["ps"]}, "not evaluator"),
-                       ({**spec, "chief": spec["ps"]}, "needs one chief, at least one ps and at least one worker"),
+    # Other addresses than the cluster's own: two tasks at one address are refused first.
+    others = [f"localhost:{port}" for port in free_ports(2)]
+    for bad, words in (({**spec, "evaluator": others[:1]}, "not evaluator"),
+                       ({**spec, "chief": others}, "a cluster has one chief, not 2"),
                        ({"chief": spec["chief"], "ps": spec["ps"]}, "it has 1, 2 and 0")):
         with pytest.raises(EmbedtuneError, match=words):
             server_cluster_from_env({"TF_CONFIG": task_config(bad, "chief", 0)})
+    with pytest.raises(EmbedtuneError, match="needs one chief, at least one ps and at least one worker"):
+        server_cluster_from_env({"TF_CONFIG": task_config({"ps": spec["ps"], "worker": spec["worker"]}, "ps", 0)})
     with pytest.raises(EmbedtuneError, match="task ps 2 is not in the cluster"):
         server_cluster_from_env({"TF_CONFIG": task_config(spec, "ps", 2)})
 
