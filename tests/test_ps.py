@@ -289,3 +289,59 @@ def test_a_server_step_holds_the_anchors_tables_as_variables_and_steps_the_same(
         assert isinstance(table, tf.Variable) and not table.trainable
         np.testing.assert_array_equal(table.numpy(), getattr(constants, name).numpy())
     np.testing.assert_array_equal(bits(held.trained_matrix()), bits(constants.trained_matrix()))
+
+
+def test_ctrl_c_ends_the_chiefs_wait_for_servers_that_are_other_programs(files, tmp_path):
+    """The chief sees the servers' ports open (serve.wait_for) and then waits inside TensorFlow, which
+    holds the interpreter: here another program holds each server's port, so that wait never ends, and
+    Ctrl-C did nothing there. Now it ends the process at once (by the signal: a shell reports 130)."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    vectors, corpus = files
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    connected = threading.Event()
+
+    def accept(server):   # keeps what connects, says nothing
+        kept = []
+        server.settimeout(0.2)
+        while True:
+            try:
+                kept.append(server.accept()[0])
+                connected.set()
+            except socket.timeout:
+                continue
+            except OSError:   # closed by the test
+                break
+        for conn in kept:
+            conn.close()
+
+    for server in listeners:
+        threading.Thread(target=accept, args=(server,), daemon=True).start()
+    spec = {"chief": [f"127.0.0.1:{free_ports(1)[0]}"],
+            "ps": [f"127.0.0.1:{listeners[0].getsockname()[1]}"],
+            "worker": [f"127.0.0.1:{listeners[1].getsockname()[1]}"]}
+    chief = start([vectors, corpus, "-o", tmp_path / "out.txt", *ARGS], task_config(spec, "chief", 0))
+    try:
+        assert connected.wait(120), "the chief never probed its servers"
+        time.sleep(3)   # past its probes, in TensorFlow's wait by now
+        assert chief.poll() is None, chief.communicate()[1]
+        sent = time.monotonic()
+        chief.send_signal(signal.SIGINT)
+        try:
+            chief.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        seconds = time.monotonic() - sent
+    finally:
+        if chief.poll() is None:
+            chief.kill()
+        _, err = chief.communicate()
+        for server in listeners:
+            server.close()
+    assert chief.returncode in (-signal.SIGINT, 130), (chief.returncode, err[-2000:])
+    assert seconds < 2, f"{seconds:.1f} s after SIGINT"
+    assert "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "out.txt").exists()

@@ -19,10 +19,12 @@ to stop, and is bounded; a signal interrupts it within one poll.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import selectors
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -272,6 +274,24 @@ def wait_for_peers(hosts: tuple[str, ...], index: int, seconds: float,
                 said = True
     finally:
         meeting.close()
+
+
+@contextlib.contextmanager
+def ctrl_c_ends_the_process():
+    """Around TensorFlow's own wait for the cluster's servers (the strategy's start: short once every
+    peer has answered, endless for one that died just then or a server address another program holds).
+    That wait holds the interpreter: no Python handler runs, not even in another thread, so Ctrl-C did
+    nothing there. The default action ends the process instead (a shell reports 130; nothing is written
+    yet). SIGTERM cannot be given the same: TensorFlow's coordination service takes it over there."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    except ValueError:   # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _named(hosts, missing: list[int]) -> str:

@@ -44,7 +44,7 @@ from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
-from embedtune.distribute.peers import PEER_TIMEOUT, wait_for_peers
+from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process, wait_for_peers
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
                                          share_batches)
 from embedtune.training.batches import Batch
@@ -116,20 +116,8 @@ class Worker(OneProcess):
         if self.hosts:
             wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
                            note, stop)
-        # TensorFlow's own wait for the peers' servers (short once every peer has answered the handshake,
-        # endless if one dies just after) holds the interpreter: no Python handler runs, not even in
-        # another thread, so Ctrl-C did nothing there. The default action ends the process instead (a
-        # shell reports 130; nothing is written yet). SIGTERM cannot be given the same: TensorFlow's
-        # coordination service takes it over here (see below).
-        try:
-            interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL)
-        except ValueError:   # not the main thread
-            interrupt = None
-        try:
+        with ctrl_c_ends_the_process():
             self.collectives.start()
-        finally:
-            if interrupt is not None:
-                signal.signal(signal.SIGINT, interrupt)
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
         # only records), so the command's handler never ran: the worker trained on. Put it back.
         try:
