@@ -98,7 +98,7 @@ def split_address(address: str) -> tuple[str, int]:
     one a socket can take (a port out of range overflowed inside socket.bind)."""
     host, colon, port = address.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not colon or not host or not port.isdecimal() or not 0 < int(port) < 65536:
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise EmbedtuneError(f"TF_CONFIG: {json.dumps(address)} is not host:port with a port from 1 to 65535")
     return host, int(port)
 
