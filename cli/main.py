@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from importlib.machinery import ExtensionFileLoader
 
 import click
 
@@ -65,8 +66,27 @@ def _send_again(sig) -> None:
     _thread.start_new_thread(_kill_later, (sig,))
 
 
+def _in_extension_init(frame) -> bool:
+    """Whether a C extension module's init is under way on this stack (a Python import made from C,
+    the frames between). Such an init turns any exception into its own: numba's _dispatcher printed the
+    KeyboardInterrupt raised in its import of numba._devicearray as a traceback, then failed with
+    `ImportError: numba._devicearray failed to import` (exit 1), when Ctrl-C came as numba first loaded."""
+    while frame is not None:
+        if frame.f_code.co_name in ("create_module", "exec_module") and isinstance(frame.f_locals.get("self"),
+                                                                                 ExtensionFileLoader):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _not_now(frame) -> bool:
+    """A signal is taken again a moment later (``_send_again``) where raising it would not unwind: inside
+    importlib's lock (see _interrupt) or a C extension's init."""
+    return _imp.lock_held() or _in_extension_init(frame)
+
+
 def _terminate(signum, frame):
-    if _imp.lock_held():   # see _interrupt
+    if _not_now(frame):   # see _interrupt
         _send_again(signum)
         return
     # A second SIGTERM must not cut short the cleanup the first one started.
@@ -78,9 +98,9 @@ def _interrupt(signum, frame):
     """Ctrl-C as Python's own handler raises it, but never while the import system's lock is held:
     raised inside importlib's module-lock bookkeeping (between its acquire and its try) it left that
     lock held for good, and the thread importing TensorFlow beside the count waited on it forever
-    while the command waited for that import (a hang: tests/test_fault_injection.py). The signal is
-    taken again a moment later, once the lock is free."""
-    if _imp.lock_held():
+    while the command waited for that import (a hang: tests/test_fault_injection.py). Nor inside a C
+    extension's init (``_in_extension_init``). The signal is taken again a moment later, once out."""
+    if _not_now(frame):
         _send_again(signum)
         return
     raise KeyboardInterrupt

@@ -255,7 +255,8 @@ def test_cluster_from_tf_config():
     assert cluster_from_env({}) is None
     assert cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts[:1]}})}) is None
     with pytest.raises(EmbedtuneError, match="only chief, worker and ps tasks are supported, not evaluator"):
-        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts, "evaluator": hosts}})})
+        cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts[:2], "evaluator": hosts[2:]},
+                                                   "task": {"type": "worker", "index": 0}})})
     with pytest.raises(EmbedtuneError, match="task worker 5 is not in the cluster"):
         cluster_from_env({"TF_CONFIG": json.dumps({"cluster": {"worker": hosts}, "task": {"index": 5}})})
     with pytest.raises(EmbedtuneError, match="TF_CONFIG is not a cluster description"):

@@ -178,24 +178,50 @@ def test_patterns_match_the_words_re_search_matches_across_chunks(pattern):
     ('{"cluster": {"worker": ["localhost:1"]}, "task": {"index": "0"}}', 'task index "0" is not a whole number'),
     ('{"cluster": ', "TF_CONFIG is not a cluster description (not JSON"),
     ("[1, 2]", "TF_CONFIG is not a cluster description"),
+    # a port a socket cannot take (99999 overflowed inside bind), a host without one (found only after
+    # the vectors loaded, exit 1), two chiefs, two tasks at one address, no task among several
+    ('{"cluster": {"worker": ["localhost:23456", "localhost:99999"]}, "task": {"type": "worker", "index": 0}}',
+     '"localhost:99999" is not host:port with a port from 1 to 65535'),
+    ('{"cluster": {"worker": ["localhost:0", "localhost:23457"]}, "task": {"type": "worker", "index": 0}}',
+     '"localhost:0" is not host:port with a port from 1 to 65535'),
+    ('{"cluster": {"worker": ["localhost:23456", "host2"]}, "task": {"type": "worker", "index": 0}}',
+     '"host2" is not host:port'),
+    ('{"cluster": {"worker": ["localhost:23456", ":23457"]}, "task": {"type": "worker", "index": 0}}',
+     '":23457" is not host:port'),
+    ('{"cluster": {"worker": ["localhost:23456", "host2:http"]}, "task": {"type": "worker", "index": 0}}',
+     '"host2:http" is not host:port'),
+    ('{"cluster": {"chief": ["localhost:23456", "localhost:23457"], "worker": ["localhost:23458"]}, '
+     '"task": {"type": "worker", "index": 0}}', "a cluster has one chief, not 2"),
+    ('{"cluster": {"worker": ["localhost:23456", "LOCALHOST:23456"]}, "task": {"type": "worker", "index": 0}}',
+     "worker 0 and worker 1 have the same address, LOCALHOST:23456"),
+    ('{"cluster": {"chief": ["localhost:23456"], "worker": ["localhost:23456"]}, "task": {"type": "chief", '
+     '"index": 0}}', "chief 0 and worker 0 have the same address, localhost:23456"),
+    ('{"cluster": {"worker": ["localhost:23456", "localhost:23457"]}}', "names several tasks but not this process's"),
 ])
-def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch, tf_config, said):
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch, tf_config, said, dry_run):
+    """Before anything loads, in a run as in a dry run: a run that got past the check would load the
+    vectors and then wait for peers (bounded here by --peer-timeout)."""
     from train_fixtures import SAMPLE_CORPUS
 
     monkeypatch.setenv("TF_CONFIG", tf_config)
     out = tmp_path / "out.txt"
-    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--dry-run"])
-    assert result.exit_code == 2
+    result = run(["train", SAMPLE_VECTORS, SAMPLE_CORPUS, "-o", out, "--peer-timeout", "1",
+                  *(["--dry-run"] if dry_run else [])])
+    assert result.exit_code == 2, result.output
     one_error_line(result, "TF_CONFIG", said)
+    assert "Loading" not in result.output
     assert not out.exists()
 
 
-def _peer_wait(tmp_path, *extra, sig=None):
-    """`train` as worker 0 of a two-worker TF_CONFIG whose worker 1 never comes (nothing listens at its
-    port); ``sig`` sent once the wait is announced. -> (exit code, stderr, seconds from the signal)."""
+def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1"):
+    """`train` as worker ``index`` of a two-worker TF_CONFIG (``hosts``, by default two free ports where
+    nothing listens); ``sig`` sent once stderr says ``said``. -> (exit code, stderr, hosts, seconds from
+    the signal, or from the first line when no signal is sent)."""
     import os
     import subprocess
     import sys
+    import threading
     import time
 
     from embedtune.distribute import free_ports
@@ -203,23 +229,31 @@ def _peer_wait(tmp_path, *extra, sig=None):
     from train_fixtures import SAMPLE_CORPUS
 
     vectors = tmp_path / "v.txt"
-    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
-    hosts = [f"localhost:{port}" for port in free_ports(2)]
+    if not vectors.exists():
+        vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
+    hosts = hosts or [f"localhost:{port}" for port in free_ports(2)]
     env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
-                                     f'"task": {{"type": "worker", "index": 0}}}}')
+                                     f'"task": {{"type": "worker", "index": {index}}}}}')
     process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors), str(SAMPLE_CORPUS),
-                                "-o", str(tmp_path / "out.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
+                                "-o", str(tmp_path / f"out{index}.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     lines = []
     began = None
+    # A hung worker (TensorFlow's wait for a peer that is another program) holds its stderr open: the
+    # reading below ends when the watchdog kills it.
+    watchdog = threading.Timer(WAIT, os.killpg, (process.pid, 9))
+    watchdog.start()
     try:
         for line in iter(process.stderr.readline, b""):
             lines.append(line.decode())
-            if sig is not None and "waiting for worker 1" in lines[-1]:
+            if sig is None and began is None:
+                began = time.monotonic()
+            if sig is not None and began is None and said in lines[-1]:
                 began = time.monotonic()
                 process.send_signal(sig)
         process.wait(timeout=WAIT)
     finally:
+        watchdog.cancel()
         if process.poll() is None:
             os.killpg(process.pid, 9)
             process.wait()
@@ -234,7 +268,7 @@ def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded(tmp_path):
     last = stderr.strip().splitlines()[-1]
     assert last == (f"Error: TF_CONFIG: worker 1 at {hosts[1]} did not start within 2 s (start every worker "
                     "of TF_CONFIG; --peer-timeout sets the wait)"), stderr
-    assert not (tmp_path / "out.txt").exists()
+    assert not (tmp_path / "out0.txt").exists()
 
 
 @pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
@@ -244,8 +278,151 @@ def test_a_signal_stops_the_wait_for_a_peer_at_once(tmp_path, sig, code):
     got, stderr, _, seconds = _peer_wait(tmp_path, sig=getattr(signal, sig))
     assert seconds is not None, stderr
     assert got == code, stderr
-    assert seconds < 10, f"{seconds:.1f} s after {sig}"
+    # The wait polls every 0.1 s and a signal interrupts it there; the rest is the process's exit.
+    assert seconds < 2, f"{seconds:.1f} s after {sig}"
     assert "Traceback" not in stderr and "Interrupted before training began" in stderr, stderr
+
+
+class _Foreign:
+    """Another program on a peer's port: a plain TCP server on 127.0.0.1 that answers each connection
+    ``how``: "junk" (a line of another protocol), "silent" (accepts, says nothing) or "close"."""
+
+    def __init__(self, how: str):
+        import socket
+        import threading
+
+        self.how, self.kept = how, []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.1)
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import socket
+
+        while not self.done.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except socket.timeout:
+                continue
+            if self.how == "junk":
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+            if self.how == "close":
+                conn.close()
+            else:
+                self.kept.append(conn)
+
+    def close(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+        for conn in self.kept:
+            conn.close()
+        self.server.close()
+
+
+@pytest.mark.parametrize("how, why", [("junk", "it answered 'SSH-2.0-OpenSSH_9.6'"),
+                                      ("silent", "it accepted a connection and said nothing for 5 s"),
+                                      ("close", "it closed 3 connections in a row without a word")])
+def test_another_program_on_a_peers_port_is_named_at_once(tmp_path, how, why):
+    """An open port passed the old check; the run then hung in TensorFlow's wait, deaf to Ctrl-C."""
+    from embedtune.distribute import free_ports
+
+    foreign = _Foreign(how)
+    try:
+        code, stderr, hosts, seconds = _peer_wait(tmp_path, "--peer-timeout", "60",
+                                                  hosts=[f"127.0.0.1:{free_ports(1)[0]}", foreign.address])
+    finally:
+        foreign.close()
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert lines[-1] == (f"Error: TF_CONFIG: another program listens at worker 1's address, {hosts[1]} ({why}; "
+                         "not an embedtune worker of this cluster)"), stderr
+    assert sum(line.startswith("Error:") for line in lines) == 1, stderr
+    assert seconds < 30, f"{seconds:.1f} s"   # the peer timeout is 60 s: it did not wait that out
+    assert not (tmp_path / "out0.txt").exists()
+
+
+def test_two_workers_at_one_address_are_refused_at_once(tmp_path):
+    """Two spellings of one address (TF_CONFIG's own check refuses the same spelling twice): the second
+    worker cannot listen there, and the first meets itself where worker 1 should be. Both hung before."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from embedtune.distribute import free_ports
+
+    port = free_ports(1)[0]
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_peer_wait, tmp_path, "--peer-timeout", "60", hosts=hosts, index=0)
+        time.sleep(0.5)   # the first is listening by the time the second tries (if not, the roles swap)
+        second = pool.submit(_peer_wait, tmp_path, "--peer-timeout", "60", hosts=hosts, index=1)
+        ran = [first.result(), second.result()]
+    said = []
+    for code, stderr, _, seconds in ran:
+        assert code == 1, stderr
+        assert "Traceback" not in stderr
+        lines = stderr.strip().splitlines()
+        assert sum(line.startswith("Error:") for line in lines) == 1 and lines[-1].startswith("Error: "), stderr
+        assert seconds < 30, f"{seconds:.1f} s"
+        said.append(lines[-1])
+    # Each meets itself at the other's address, or (the first still listening) cannot listen there.
+    assert f"Error: TF_CONFIG: worker 1 at localhost:{port} answers as this worker itself" in said[0], said
+    assert (f"worker 0 at 127.0.0.1:{port} answers as this worker itself" in said[1]
+            or f"this worker cannot listen at localhost:{port}" in said[1]), said
+
+
+def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
+    """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
+    as worker 1): worker 0 waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
+    there. Now it ends the process at once (by the signal: a shell reports 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from embedtune.distribute import free_ports
+    from embedtune.distribute.peers import wait_for_peers
+    from test_signals import WAIT
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = tmp_path / "v.txt"
+    vectors.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:300]))
+    hosts = (f"127.0.0.1:{free_ports(1)[0]}", f"127.0.0.1:{free_ports(1)[0]}")
+    met = threading.Event()
+    peer = threading.Thread(target=lambda: (wait_for_peers(hosts, 1, WAIT), met.set()), daemon=True)
+    peer.start()
+    env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
+                                     '"task": {"type": "worker", "index": 0}}')
+    with open(tmp_path / "stderr", "wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors),
+                                    str(SAMPLE_CORPUS), "-o", str(tmp_path / "out.txt")], env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True)
+    try:
+        assert met.wait(WAIT), (tmp_path / "stderr").read_text()
+        time.sleep(3)   # worker 0 is in TensorFlow's wait by now: nothing listens at worker 1's port
+        assert process.poll() is None, (tmp_path / "stderr").read_text()
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        seconds = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait()
+    said = (tmp_path / "stderr").read_text()
+    assert process.returncode in (-signal.SIGINT, 130), (process.returncode, said)
+    assert seconds < 2, f"{seconds:.1f} s after SIGINT"
+    assert "Traceback" not in said, said
+    assert not (tmp_path / "out.txt").exists()
 
 
 # ---------------------------------------------------------------------------------------------

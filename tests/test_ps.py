@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from embedtune.cli.main import cli
-from embedtune.distribute import server_cluster_from_env
+from embedtune.distribute import free_ports, server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
 from embedtune.distribute.serve import task_config
 from embedtune.errors import EmbedtuneError
@@ -102,11 +102,15 @@ def test_tf_config_of_a_parameter_server_cluster():
     assert server_cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}).chief
     assert cluster_from_env({"TF_CONFIG": task_config(spec, "chief", 0)}) is None   # not a mirrored cluster
     assert server_cluster_from_env({"TF_CONFIG": task_config({"worker": spec["worker"]}, "worker", 0)}) is None
-    for bad, words in (({**spec, "evaluator": spec["ps"]}, "not evaluator"),
-                       ({**spec, "chief": spec["ps"]}, "needs one chief, at least one ps and at least one worker"),
+    # Other addresses than the cluster's own: two tasks at one address are refused first.
+    others = [f"localhost:{port}" for port in free_ports(2)]
+    for bad, words in (({**spec, "evaluator": others[:1]}, "not evaluator"),
+                       ({**spec, "chief": others}, "a cluster has one chief, not 2"),
                        ({"chief": spec["chief"], "ps": spec["ps"]}, "it has 1, 2 and 0")):
         with pytest.raises(EmbedtuneError, match=words):
             server_cluster_from_env({"TF_CONFIG": task_config(bad, "chief", 0)})
+    with pytest.raises(EmbedtuneError, match="needs one chief, at least one ps and at least one worker"):
+        server_cluster_from_env({"TF_CONFIG": task_config({"ps": spec["ps"], "worker": spec["worker"]}, "ps", 0)})
     with pytest.raises(EmbedtuneError, match="task ps 2 is not in the cluster"):
         server_cluster_from_env({"TF_CONFIG": task_config(spec, "ps", 2)})
 
@@ -285,3 +289,59 @@ def test_a_server_step_holds_the_anchors_tables_as_variables_and_steps_the_same(
         assert isinstance(table, tf.Variable) and not table.trainable
         np.testing.assert_array_equal(table.numpy(), getattr(constants, name).numpy())
     np.testing.assert_array_equal(bits(held.trained_matrix()), bits(constants.trained_matrix()))
+
+
+def test_ctrl_c_ends_the_chiefs_wait_for_servers_that_are_other_programs(files, tmp_path):
+    """The chief sees the servers' ports open (serve.wait_for) and then waits inside TensorFlow, which
+    holds the interpreter: here another program holds each server's port, so that wait never ends, and
+    Ctrl-C did nothing there. Now it ends the process at once (by the signal: a shell reports 130)."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    vectors, corpus = files
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    connected = threading.Event()
+
+    def accept(server):   # keeps what connects, says nothing
+        kept = []
+        server.settimeout(0.2)
+        while True:
+            try:
+                kept.append(server.accept()[0])
+                connected.set()
+            except socket.timeout:
+                continue
+            except OSError:   # closed by the test
+                break
+        for conn in kept:
+            conn.close()
+
+    for server in listeners:
+        threading.Thread(target=accept, args=(server,), daemon=True).start()
+    spec = {"chief": [f"127.0.0.1:{free_ports(1)[0]}"],
+            "ps": [f"127.0.0.1:{listeners[0].getsockname()[1]}"],
+            "worker": [f"127.0.0.1:{listeners[1].getsockname()[1]}"]}
+    chief = start([vectors, corpus, "-o", tmp_path / "out.txt", *ARGS], task_config(spec, "chief", 0))
+    try:
+        assert connected.wait(120), "the chief never probed its servers"
+        time.sleep(3)   # past its probes, in TensorFlow's wait by now
+        assert chief.poll() is None, chief.communicate()[1]
+        sent = time.monotonic()
+        chief.send_signal(signal.SIGINT)
+        try:
+            chief.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        seconds = time.monotonic() - sent
+    finally:
+        if chief.poll() is None:
+            chief.kill()
+        _, err = chief.communicate()
+        for server in listeners:
+            server.close()
+    assert chief.returncode in (-signal.SIGINT, 130), (chief.returncode, err[-2000:])
+    assert seconds < 2, f"{seconds:.1f} s after SIGINT"
+    assert "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "out.txt").exists()

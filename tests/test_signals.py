@@ -323,3 +323,53 @@ def test_a_signal_while_the_import_lock_is_held_is_raised_after_it_is_released(s
     assert done.returncode == CODES[sig], done.stdout + done.stderr
     assert done.stdout.strip() == "lock free", done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+# A signal sent from the import of numba._devicearray, which numba's _dispatcher makes from its C init:
+# the moment a Ctrl-C 0.5 s into counting hit as numba loaded for the first time (seed 24 of
+# tests/test_fault_injection.py). Its loader is wrapped so that the signal comes there every time.
+NUMBA_INIT_SIGNAL = """
+import importlib.machinery, os, signal, sys
+
+class Loader(importlib.machinery.ExtensionFileLoader):
+    def create_module(self, spec):
+        os.kill(os.getpid(), signal.{sig})
+        return super().create_module(spec)
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name != "numba._devicearray":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Loader(spec.loader.name, spec.loader.path)
+        return spec
+
+assert "numba" not in sys.modules
+sys.meta_path.insert(0, Finder())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_a_c_extensions_import_is_raised_after_it(sig):
+    """Raised there, numba's init printed the KeyboardInterrupt's traceback and replaced it with
+    `ImportError: numba._devicearray failed to import` (exit 1)."""
+    script = NUMBA_INIT_SIGNAL.format(sig=sig.name) + textwrap.dedent("""
+        import click
+        from embedtune.cli.main import interrupts_unwind
+
+        try:
+            with interrupts_unwind():
+                import numba
+                import time
+                for _ in range(400):
+                    time.sleep(0.005)
+                print("not stopped")
+        except click.exceptions.Exit as stop:
+            print("numba loaded" if "numba._dispatcher" in sys.modules else "numba not loaded")
+            sys.exit(stop.exit_code)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stdout + done.stderr
+    assert done.stdout.strip() == "numba loaded", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+

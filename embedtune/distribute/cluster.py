@@ -69,6 +69,14 @@ def _parse(environ) -> tuple[dict, str, int] | None:
         if not isinstance(hosts, list) or not all(isinstance(host, str) and host for host in hosts):
             raise EmbedtuneError(f'TF_CONFIG: cluster "{key}" must be a list of "host:port" strings, got '
                                  f"{json.dumps(hosts)[:80]}")
+    _check_addresses(cluster)
+    if len(cluster.get("chief", [])) > 1:
+        raise EmbedtuneError(f"TF_CONFIG: a cluster has one chief, not {len(cluster['chief'])} (name the others "
+                             '"worker")')
+    if "task" not in spec and sum(map(len, cluster.values())) > 1:
+        # Every process would take itself for the first worker and wait for one that never comes.
+        raise EmbedtuneError('TF_CONFIG names several tasks but not this process\'s ("task": {"type": ..., '
+                             '"index": ...})')
     if not isinstance(task, dict):
         raise EmbedtuneError(f'TF_CONFIG: "task" must be {{"type": ..., "index": ...}}, got {json.dumps(task)[:80]}')
     kind, index = task.get("type", "worker"), task.get("index", 0)
@@ -83,6 +91,28 @@ def _parse(environ) -> tuple[dict, str, int] | None:
                f"its one {kind} task is 0" if tasks else f"it has no {kind} task")
         raise EmbedtuneError(f"TF_CONFIG: task {kind} {index} is not in the cluster ({has})")
     return cluster, kind, index
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """"host:port" (an IPv6 host in brackets) as (host, port); an error naming TF_CONFIG where it is not
+    one a socket can take (a port out of range overflowed inside socket.bind)."""
+    host, colon, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise EmbedtuneError(f"TF_CONFIG: {json.dumps(address)} is not host:port with a port from 1 to 65535")
+    return host, int(port)
+
+
+def _check_addresses(cluster: dict) -> None:
+    """Every task's address well formed, and no two tasks at one (both would listen there, and each
+    would meet itself for the other)."""
+    seen = {}
+    for kind, hosts in cluster.items():
+        for index, address in enumerate(hosts):
+            split_address(address)
+            first = seen.setdefault(address.lower(), f"{kind} {index}")
+            if first != f"{kind} {index}":
+                raise EmbedtuneError(f"TF_CONFIG: {first} and {kind} {index} have the same address, {address}")
 
 
 def server_cluster_from_env(environ=os.environ) -> ServerCluster | None:

@@ -34,7 +34,7 @@ from embedtune._tf import lazy as tf
 
 from embedtune import kernels
 from embedtune.distribute.cluster import PeerLost, ServerCluster
-from embedtune.distribute.peers import PEER_TIMEOUT
+from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process
 from embedtune.distribute.serve import answers, check_server_run, wait_for
 from embedtune.errors import EmbedtuneError
 from embedtune.training import batches as batching
@@ -201,8 +201,9 @@ class ParameterServers(OneProcess):
         # The coordinator logs each failed step with the whole gRPC error; the chief says it in one line.
         logging.getLogger("tensorflow").addFilter(
             lambda record: not record.pathname.endswith("cluster_coordinator.py") or record.levelno < logging.ERROR)
-        self.strategy = parameter_server_strategy(resolver, self.shards)
-        self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        with ctrl_c_ends_the_process():   # its servers' ports are only seen open (serve.wait_for)
+            self.strategy = parameter_server_strategy(resolver, self.shards)
+            self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         self.watching.set()
         threading.Thread(target=self._watch, name="embedtune-ps-watch", daemon=True).start()
 

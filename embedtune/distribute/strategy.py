@@ -44,7 +44,7 @@ from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
-from embedtune.distribute.peers import PEER_TIMEOUT, wait_for_peers
+from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process, wait_for_peers
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
                                          share_batches)
 from embedtune.training.batches import Batch
@@ -116,7 +116,8 @@ class Worker(OneProcess):
         if self.hosts:
             wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
                            note, stop)
-        self.collectives.start()
+        with ctrl_c_ends_the_process():
+            self.collectives.start()
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
         # only records), so the command's handler never ran: the worker trained on. Put it back.
         try:
