@@ -7,10 +7,9 @@ runs; the two-worker case as real processes). Two comparisons, both on every mac
   machine fingerprint (CPU model and flags, numeric package versions) in tests/golden/train.json.
   --deterministic's compiled kernels give the same bits on every x86-64 CPU (no fastmath:
   embedtune/kernels/common.py), so the glove, sgns and retrofit cases give the same bytes on an Intel
-  Xeon and an AMD EPYC; what can still differ is the BLAS kernel OpenBLAS picks at run time (the
-  classify cases' L-BFGS start, scipy's) and TensorFlow's XLA-compiled step (the TensorFlow-step
-  cases, by 1e-9), so a run is held to the hashes recorded on its own kind of machine, where there
-  are any.
+  Xeon and an AMD EPYC; what can still differ is the BLAS kernel OpenBLAS picks at run time (the a la
+  carte start, by 1e-9; the classify cases' L-BFGS start, scipy's), so a run is held to the hashes
+  recorded on its own kind of machine, where there are any.
 - Portable (never skipped): what cannot depend on the CPU stays exact (the row order, which rows
   moved, the bytes of every row that did not (frozen rows are copies of the input), every count,
   step, string and flag of the summary), and what rounding may move is compared to recorded values
