@@ -17,7 +17,9 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 
 
 RUNS = {"glove": [dict(objective="glove", min_count=2), dict(objective="glove", deterministic=True)],
-        "other": [dict(objective="sgns"), dict(objective="sgns", deterministic=True), dict(objective="classify")]}
+        "other": [dict(objective="sgns"), dict(objective="sgns", deterministic=True),
+                  dict(objective="sgns", negatives="shared", deterministic=True), dict(objective="classify"),
+                  dict(objective="classify", deterministic=True)]}   # --deterministic's strict twins too
 
 
 def main(part: str) -> None:

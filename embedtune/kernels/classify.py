@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit, prange, set_num_threads
 
 from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row, _sum_in_order,
-                                      _update, adam_rate, frozen_source, kernel_threads)
+                                      _update, adam_rate, frozen_source, kernel_threads, strict)
 
 
 @njit(inline="always")
@@ -218,16 +218,23 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
     return _sum_in_order(losses)
 
 
+# --deterministic runs take it: the same bits on every CPU (common.FASTMATH).
+classify_step_strict = strict(classify_step)
+
+
 class ClassifyKernel:
     """The call of one trainer's compiled classify step, with the tables and the optimizer's state as
     numpy arrays (the authoritative ones while it is in use; the trainer's variables catch up when
     read, training.step.CompiledStep.sync).
 
-    update : training.optimizers.Update, the optimizer (sgd, adagrad, adam), its state and the cap."""
+    update : training.optimizers.Update, the optimizer (sgd, adagrad, adam), its state and the cap.
+    deterministic: the step without fastmath (``classify_step_strict``), the same bits on every CPU."""
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
-                 n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int):
+                 n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int,
+                 deterministic: bool = False):
         self.words, self.side = words, side
+        self.step_fn = classify_step_strict if deterministic else classify_step
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
         self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)
@@ -249,7 +256,7 @@ class ClassifyKernel:
         grams = (tuple(batch[k] for k in ("gram", "gram_weight", "gram_slot", "gram_segment")) if "gram" in batch
                  else self._no_grams)
         word_lr, side_lr = adam_rate(self.word_state, self.optimizer, lr), adam_rate(self.side_state, self.optimizer, lr)
-        return np.float32(classify_step(
+        return np.float32(self.step_fn(
             self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, self.n_labels, batch["word"],
             batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,
             self.optimizer, lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
@@ -298,6 +305,10 @@ def fit_loss_grad(X, Y, W, b, one_vs_all):
             for j in range(dim + 1):
                 grad[k, j] += grads[p, k, j]
     return _sum_in_order(losses), grad
+
+
+# --deterministic runs' classifier start: the same bits on every CPU (common.FASTMATH).
+fit_loss_grad_strict = strict(fit_loss_grad)
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import types
 
 import numpy as np
 
@@ -27,9 +28,30 @@ PARALLEL = {"fusion": False}
 # the bits still do not change from run to run. Not "fast" as a whole: NaN and infinity must stay
 # visible to the divergence checks.
 FASTMATH = {"reassoc", "contract"}
+# --deterministic runs take each step kernel's strict twin (``strict``) instead: the same code without
+# FASTMATH. With reassociation the vectoriser sums a dot product in as many lanes as the CPU's vector
+# unit is wide (LLVM's choice differs between an AMD Zen 4 and an Intel Xeon), and with contraction a
+# multiply-add is fused only where the CPU has FMA: both move a golden run's bits from one CPU to
+# another (tests/test_golden.py). Without them every sum runs in source order and every product is
+# rounded before it is added, on any x86-64 (element-wise loops still vectorise: their bits do not
+# change). The default (lock-free) path keeps FASTMATH: its bits follow the thread timing anyway.
 # Rows are given to threads in blocks of 2**ROW_BLOCK_BITS ids, so that two threads seldom write the
 # same cache line (a 50-float row is 200 bytes).
 ROW_BLOCK_BITS = 3
+
+
+def strict(kernel):
+    """``kernel`` (a cached numba dispatcher) compiled again without fastmath, as a function of its own:
+    numba's cache keys machine code by the function's name and bytecode, not by its flags, so the twin
+    is named ``<name>_strict`` and cached apart."""
+    py_func = kernel.py_func
+    twin = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + "_strict",
+                              py_func.__defaults__, py_func.__closure__)
+    twin.__qualname__ = py_func.__qualname__ + "_strict"
+    twin.__doc__ = py_func.__doc__
+    twin.__module__ = py_func.__module__
+    options = {k: v for k, v in kernel.targetoptions.items() if k not in ("fastmath", "nopython", "boundscheck")}
+    return njit(**options, cache=True)(twin)
 
 
 @njit(inline="always")

@@ -66,7 +66,8 @@ def _end(words, side, r, g, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, a
     _update(side[r], gb, side_m[r * has_m], side_v[r * has_v], optimizer, lr, side_lr, clip_norm)
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+# Only --deterministic runs take it: no fastmath, the same bits on every CPU (common.FASTMATH).
+@njit(parallel=PARALLEL, nogil=True, cache=True)
 def glove_step(words, side, frozen, frozen_rows, n_trainable, scale, row, col, target, f, weight, optimizer, lr,
                word_lr, side_lr, clip_norm, anchor, start, slices, word_m, word_v, side_m, side_v, grads, coefs,
                losses, parts):

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange, set_num_threads
 
 from embedtune.kernels.common import (FASTMATH, PARALLEL, ROW_BLOCK_BITS, _add_loss, _descend, _dot, _logit_terms,
-                                      _row, _sum_in_order, frozen_source, kernel_threads)
+                                      _row, _sum_in_order, frozen_source, kernel_threads, strict)
 
 
 
@@ -47,7 +47,8 @@ def _score(w, v, g, k, wt, product, extra):
     return d, product, extra
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+# Only --deterministic runs take it: no fastmath, the same bits on every CPU (common.FASTMATH).
+@njit(parallel=PARALLEL, nogil=True, cache=True)
 def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lr,
                   centers_now, word_grads, coefs, owners, losses, parts):
     """One sgd step of word2vec's sgns with per-pair negatives; returns the batch's summed loss.
@@ -157,6 +158,10 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
     return _sum_in_order(losses)
 
 
+# --deterministic runs with shared negatives take it: the same bits on every CPU (common.FASTMATH).
+sgns_shared_strict = strict(sgns_shared)
+
+
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lrs,
                  batch_size, losses):
@@ -215,7 +220,7 @@ class SgnsKernel:
         self.coefs = np.empty((batch_size, negative + 1), np.float32)
         self.owners = np.empty((batch_size, negative + 2), np.int32)
         self.losses = np.empty(batch_size, np.float64)
-        self.step_fn = sgns_shared if shared else sgns_per_pair
+        self.step_fn = (sgns_shared_strict if not lockfree else sgns_shared) if shared else sgns_per_pair
         self.threads = kernel_threads(threads)
         # A part per thread: each walks every slice of the batch to find its own.
         self.parts = self.threads

@@ -214,7 +214,7 @@ class Classify(Objective):
         self.gram_ids, self.gram_starts, self.ngram_start = grams.ids, grams.starts, grams.start
         self.grams_per_batch, self.distinct_grams_per_batch = (
             gram_budgets(self.gram_ids, self.gram_starts, self.lines_per_batch) if self.ngrams else (0, 0))
-        self._fit_start(source, shares, index, start, train.threads)
+        self._fit_start(source, shares, index, start, train.threads, train.deterministic)
 
     def _read_lines(self, source: LabelledCorpus, held: list, index: dict) -> tuple[list, list, list]:
         """The held shares' lines as local ids (``ids``, ``starts``; a line without a known word
@@ -248,9 +248,10 @@ class Classify(Objective):
         self.n_lines = len(line_labels)   # held here
         return line_labels, line_tokens, figures
 
-    def _fit_start(self, source: LabelledCorpus, shares, index: dict, start: np.ndarray, threads: int) -> None:
+    def _fit_start(self, source: LabelledCorpus, shares, index: dict, start: np.ndarray, threads: int,
+                   strict: bool) -> None:
         """The classifier alone on the starting vectors (``start``): the training's start and the
-        "before" figure on --valid (read here)."""
+        "before" figure on --valid (read here). ``strict``: --deterministic's fit (model.fit_classifier)."""
         means = line_means(start, self.ids, self.starts, ngram_features(self.ngrams, self.ngram_start, self.gram_ids,
                                                                         self.gram_starts))
         began = time.perf_counter()
@@ -261,7 +262,7 @@ class Classify(Objective):
             # (model.py) two threads halve the fit's wall at the same CPU (benchmarks/README.md, classify).
             with ThreadPoolExecutor(1) as pool:
                 fitted = pool.submit(fit_classifier, means, self.targets, self.one_vs_all,
-                                     threads=threads or local_cores())
+                                     threads=threads or local_cores(), strict=strict)
                 self.valid = read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
                                         self.rows.outside)
                 weights, bias = fitted.result()
@@ -269,7 +270,8 @@ class Classify(Objective):
             self.valid = (read_valid(source, index, self.label_index, self.grams, self.word_ngrams,
                                      self.rows.outside) if shares.chief else None)
             parts = [(means[a:b], self.targets[a:b]) for a, b in (self.line_range[k] for k in shares.held)]
-            weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays)
+            weights, bias = fit_classifier_by_shares(parts, self.one_vs_all, self.train_lines, shares.sum_arrays,
+                                                     strict=strict)
         self.fit_seconds = time.perf_counter() - began
         self.start_classifier = Classifier(self.labels, weights.astype(np.float32), bias.astype(np.float32),
                                            self.one_vs_all, self.ngrams[:-1],
@@ -391,7 +393,7 @@ class Classify(Objective):
         from embedtune.kernels.classify import ClassifyKernel
 
         return ClassifyKernel(words, side, matrix, frozen_rows, n_trainable, len(self.labels), self.one_vs_all,
-                              update, threads)
+                              update, threads, deterministic)
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:

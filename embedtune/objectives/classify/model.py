@@ -125,20 +125,21 @@ def load_classifier(path: str) -> Classifier:
                       ngram_vectors=np.stack(gram_rows) if gram_rows else None, line_end=line_end)
 
 
-def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_vs_all: bool):
+def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_vs_all: bool, strict: bool = False):
     """(the cross-entropy of targets Y over inputs X summed over the lines, its gradient [L * dim + L]
     as params are laid out: weights row by row, then the biases), float64; computed in float32 at
-    params rounded to float32 (embedtune/kernels/classify.py, ``fit_loss_grad``)."""
-    from embedtune.kernels.classify import fit_loss_grad
+    params rounded to float32 (embedtune/kernels/classify.py, ``fit_loss_grad``; ``strict``: its twin without
+    fastmath, the same bits on every CPU)."""
+    from embedtune.kernels.classify import fit_loss_grad, fit_loss_grad_strict
 
     L, dim = Y.shape[1], X.shape[1]
     p32 = params.astype(np.float32)
-    loss, grad = fit_loss_grad(X, Y, p32[: L * dim].reshape(L, dim), p32[L * dim:], one_vs_all)
+    loss, grad = (fit_loss_grad_strict if strict else fit_loss_grad)(X, Y, p32[: L * dim].reshape(L, dim), p32[L * dim:], one_vs_all)
     return loss, np.concatenate([grad[:, :dim].ravel(), grad[:, dim]])
 
 
 def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, iterations: int = FIT_ITERATIONS,
-                   l2: float = FIT_L2, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   l2: float = FIT_L2, threads: int | None = None, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The classifier alone on fixed inputs: (weights [L, dim], bias [L]) minimising the mean
     cross-entropy of ``targets`` [n, L] (one-hot, or multi-hot with one_vs_all) + l2/2 |W|^2.
 
@@ -146,7 +147,8 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, ite
     threads, were far slower on a loaded machine: benchmarks/README.md, classify). ``iterations``: where the
     WordNet noun glosses' validation accuracy levels off (benchmarks/README.md, classify).
     threads : the kernel's threads in the calling thread (numba's setting is a thread's own); the same
-    bits whatever the count."""
+    bits whatever the count. strict: the loss and gradient without fastmath (--deterministic's), the same
+    bits on every CPU but for the BLAS calls of L-BFGS (scipy's, OpenBLAS's kernel for the CPU)."""
     if threads is not None:
         from numba import set_num_threads
 
@@ -154,12 +156,12 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, ite
 
         set_num_threads(kernel_threads(threads))
     return fit_classifier_by_shares([(means, targets)], one_vs_all, len(means), lambda arrays: arrays[0],
-                                    iterations, l2)
+                                    iterations, l2, strict)
 
 
 def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_all: bool, n_lines: int,
                              sum_arrays, iterations: int = FIT_ITERATIONS,
-                             l2: float = FIT_L2) -> tuple[np.ndarray, np.ndarray]:
+                             l2: float = FIT_L2, strict: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``fit_classifier``'s fit over lines held in shares (a multi-worker run: each worker its own).
 
     parts : (means [n_k, dim], targets [n_k, L]) of each share held here; n_lines : the lines of all
@@ -177,7 +179,7 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
     def fun(params):
         mine = []
         for X, Y in held:
-            loss, grad = _summed_loss_and_grad(X, Y, params, one_vs_all)
+            loss, grad = _summed_loss_and_grad(X, Y, params, one_vs_all, strict)
             mine.append(np.concatenate([[loss], grad]))
         total = sum_arrays(mine)
         W = params[: L * dim].astype(np.float32).astype(np.float64)
