@@ -241,7 +241,7 @@ class LazyRows(keras.optimizers.Optimizer):
             merged = self._merged([(g, v) for g, v in rows if g is not None])
             scale = None
             if inner.global_clipnorm and not steps:
-                scale = self._global_scale([g for g, _ in merged], [g for g, _ in others if g is not None])
+                scale = self._global_scale([values for _, values in merged], [g for g, _ in others if g is not None])
             for (indices, values), (_, variable) in zip(merged, [(g, v) for g, v in rows if g is not None]):
                 self._on_replicas(variable, self._update, indices, values, lr, t, count, scale)
             if inner.use_ema:
