@@ -274,3 +274,19 @@ def test_mirrored_strategy_sums_the_replicas_row_gradients_as_one_device():
         np.testing.assert_allclose(rows, one["rows"], rtol=1e-5, atol=1e-6)
         assert mirrored["frozen"] == one["frozen"] == 20
     assert "LazyRows cannot step rows under CentralStorageStrategy" in out["refused"]
+
+
+def test_with_rows_given_the_wrapped_optimizers_decay_still_reaches_the_rows_held():
+    """rows="sgd" (embedtune's own rule) and SGD(weight_decay=0.5): with a zero loss a step is the decay
+    alone, lr * decay on the rows the batch holds, none on the others."""
+    layer = Embedding.from_vectors(table(), freeze_top=FROZEN)
+    optimizer = LazyRows(O.SGD(0.1, weight_decay=0.5), rows="sgd", learning_rate=0.1)
+    ids = np.array([13, 15, 15, 2])
+    with tf.GradientTape() as tape:
+        loss = 0.0 * tf.reduce_sum(layer(ids))
+    optimizer.apply(tape.gradient(loss, layer.trainable_variables), layer.trainable_variables)
+    after, start = layer.lookup(tf.range(V)).numpy(), table().matrix
+    w = start[[13, 15]]
+    assert np.array_equal(after[[13, 15]], w - w * (np.float32(0.1) * np.float32(0.5)))
+    others = np.setdiff1d(np.arange(V), [13, 15])
+    assert np.array_equal(after[others].view(np.uint32), start[others].view(np.uint32))
