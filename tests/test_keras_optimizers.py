@@ -246,14 +246,20 @@ MIRRORED = textwrap.dedent("""
 
     out = {}
     for name, optimizer in (("adam", lambda: keras.optimizers.Adam(0.05)),
-                            ("sgd", lambda: keras.optimizers.SGD(0.5, momentum=0.9, nesterov=True, weight_decay=0.1))):
+                            ("sgd", lambda: keras.optimizers.SGD(0.5, momentum=0.9, nesterov=True, weight_decay=0.1, use_ema=True,
+                                                        ema_momentum=0.5))):
         out[name] = [run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), optimizer),
                      run(tf.distribute.OneDeviceStrategy("/cpu:0"), optimizer)]
-    try:
-        run(tf.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"]), keras.optimizers.Adam)
-        out["refused"] = None
-    except Exception as e:
-        out["refused"] = str(e)
+    out["refused"] = []
+    for strategy, optimizer in ((tf.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"]),
+                                 keras.optimizers.Adam),
+                                (tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+                                 lambda: keras.optimizers.Adam(gradient_accumulation_steps=2))):
+        try:
+            run(strategy, optimizer)
+            out["refused"].append(None)
+        except Exception as e:
+            out["refused"].append(str(e))
     print(json.dumps(out))
 """)
 
@@ -273,7 +279,8 @@ def test_mirrored_strategy_sums_the_replicas_row_gradients_as_one_device():
         # (Keras's clipnorm is not in it: Keras clips each replica's Dense gradient before the sum.)
         np.testing.assert_allclose(rows, one["rows"], rtol=1e-5, atol=1e-6)
         assert mirrored["frozen"] == one["frozen"] == 20
-    assert "LazyRows cannot step rows under CentralStorageStrategy" in out["refused"]
+    assert "LazyRows cannot step rows under CentralStorageStrategy" in out["refused"][0]
+    assert "gradient_accumulation_steps under a strategy with replicas" in out["refused"][1]
 
 
 def test_with_rows_given_the_wrapped_optimizers_decay_still_reaches_the_rows_held():

@@ -181,6 +181,10 @@ class LazyRows(keras.optimizers.Optimizer):
             raise project.EmbedtuneError(f"LazyRows cannot step rows under {kind}: it sums the replicas' row "
                                          "gradients under MirroredStrategy, MultiWorkerMirroredStrategy and "
                                          "OneDeviceStrategy")
+        if strategy.num_replicas_in_sync > 1 and self.inner_optimizer.gradient_accumulation_steps:
+            raise project.EmbedtuneError("LazyRows: gradient_accumulation_steps under a strategy with replicas is not "
+                                         "supported (Keras's own accumulation calls merge_call inside a cond there, "
+                                         "which TensorFlow refuses)")
         if strategy.num_replicas_in_sync > 1 and self.inner_optimizer.global_clipnorm:
             raise project.EmbedtuneError("LazyRows: global_clipnorm under a strategy with replicas is not supported "
                                          "(Keras clips each replica's gradients by that replica's norm; the rows' are "
