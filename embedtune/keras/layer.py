@@ -145,7 +145,8 @@ class Embedding(keras.layers.Layer):
             return _constant(values[name]) if name in values else default
 
         self.table = self.add_weight(name="table", shape=(v, d), initializer=start("table"), trainable=False)
-        self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=True,
+        # With no trainable row, no trainable weight: an optimizer's dense extras (Keras's EMA) fail on a [0, d] one.
+        self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=t > 0,
                                     regularizer=self.embeddings_regularizer, constraint=self.embeddings_constraint)
         self.slot_of = self.add_weight(name="slot_of", shape=(v,), dtype="int32", trainable=False,
                                        initializer=start("slot_of", keras.initializers.Constant(t)))
@@ -159,7 +160,7 @@ class Embedding(keras.layers.Layer):
     def call(self, inputs, training=None):
         if inputs.dtype != "int32" and inputs.dtype != "int64":
             inputs = ops.cast(inputs, "int32")
-        if training and not self._lazy_rows:
+        if training and not self._lazy_rows and self.trainable_rows:
             self._note_training()
         if tf.executing_eagerly():
             self._check_ids(inputs)
