@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import TypeVar
 
-from embedtune.errors import BadOption, EmbedtuneError
+from embedtune.errors import BadOption, EmbedtuneError, option_name
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
 from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
@@ -218,7 +218,7 @@ def validate(config: Config, source: str | None = None, options: frozenset = fro
     def bad(key, text):
         name = key.split(".")[-1]
         if name in options or source is None:   # a command-line value: a usage error (exit 2)
-            raise BadOption(f"--{name.replace('_', '-')} {text}")
+            raise BadOption(f"{option_name(name)} {text}")
         raise EmbedtuneError(f"'{key}' {text}", path=source)
 
     from embedtune import objectives as registry

@@ -281,7 +281,7 @@ def test_save_vectors_writes_the_table_and_diff_check_frozen_agrees(tmp_path):
     ({"freeze_topp": 3}, "unknown option 'freeze_topp' .*did you mean freeze_top"),
     ({"epochs": 3}, "option 'epochs' of `embedtune train` has no use in a layer"),
     ({"output_dim": 4}, "'output_dim' comes from the vectors"),
-    ({"freeze_top": -1}, "--freeze-top must be 0 \\(off\\) or positive, got -1"),
+    ({"freeze_top": -1}, "^freeze_top must be 0 \\(off\\) or positive, got -1"),   # Python's name, not the flag
     ({"new_words": "words.txt"}, "no such word-list file"),
 ])
 def test_bad_options_are_one_error_naming_them(options, message):
