@@ -204,6 +204,7 @@ class Embedding(keras.layers.Layer):
         return self._vectors(inputs)
 
     def _vectors(self, inputs):
+        _check_not_strings(self, inputs)
         if inputs.dtype != "int32" and inputs.dtype != "int64":
             inputs = ops.cast(inputs, "int32")
         if tf.executing_eagerly():
@@ -257,6 +258,8 @@ class Embedding(keras.layers.Layer):
         return (*input_shape, self.output_dim)
 
     def compute_output_spec(self, inputs, training=None, reverse=False):
+        if not reverse:
+            _check_not_strings(self, inputs)
         return keras.KerasTensor(self.compute_output_shape(inputs.shape, reverse), dtype=self.compute_dtype,
                                  ragged=bool(getattr(inputs, "ragged", False)) and not reverse)
 
@@ -422,6 +425,12 @@ class Embedding(keras.layers.Layer):
             with open(path, encoding="utf-8") as f:
                 self._vocabulary = json.load(f)
             self._word_index = None
+
+
+def _check_not_strings(layer, inputs) -> None:
+    if keras.backend.standardize_dtype(inputs.dtype) == "string":
+        raise project.EmbedtuneError(f"{layer.name} takes ids, and got strings: turn them into the layer's ids with "
+                                     "layer.string_lookup() or layer.text_vectorization() first")
 
 
 def _reserved_rows(mask_token, oov_token, oov_trainable, matrix: np.ndarray, plan) -> list[tuple]:
