@@ -144,8 +144,9 @@ def test_text_vectorization_needs_both_rows_and_maps_unknown_words_to_the_unknow
 
 
 def test_raw_strings_train_end_to_end_through_model_fit_and_frozen_rows_keep_their_bits(tmp_path):
-    glove = REPO / "data" / "sample" / "glove.6B.50d.20k.txt"
-    layer = Embedding.from_vectors(glove, freeze_top=19000, mask_token="<pad>", oov_token="[UNK]", mask_zero=True)
+    words = ["the", "a", "cat", "sat", "dog", "ran", "stocks", "fell", "sharply", "markets", "rose"]
+    vectors = Vectors(words, np.random.default_rng(5).normal(size=(len(words), DIM)).astype(np.float32))
+    layer = Embedding.from_vectors(vectors, freeze_top=6, mask_token="<pad>", oov_token="[UNK]", mask_zero=True)
     start = served(layer)
     text = keras.Input(shape=(1,), dtype="string")
     ids = layer.text_vectorization(output_sequence_length=6)(text)
@@ -159,9 +160,11 @@ def test_raw_strings_train_end_to_end_through_model_fit_and_frozen_rows_keep_the
     frozen = layer.frozen
     assert np.array_equal(bits(after[frozen]), bits(start[frozen])) and layer.check_frozen() == frozen.sum()
     assert not np.array_equal(after[1], start[1])   # the unknown row trained (qwzxv)
+    assert not np.array_equal(after[layer.ids(["markets"])[0]], start[layer.ids(["markets"])[0]])
     written = layer.save_vectors(tmp_path / "out.txt")   # the vectors' words only: no <pad>, no [UNK]
     lines = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 20000 and lines[0].startswith("the ") and written.worst == 0.0
+    assert lines[0] == f"{len(words)} {DIM}"   # word2vec's header: the vectors came without a file
+    assert [line.split()[0] for line in lines[1:]] == words and written.checked == 6 and written.worst == 0.0
 
 
 # --- 5. ragged ids, clone_model, every row frozen, the table, tied weights -----------------------

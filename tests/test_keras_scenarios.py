@@ -144,7 +144,7 @@ def test_an_lstm_and_a_transformer_block_take_the_mask_and_ignore_the_padding():
         model = pooled_classifier(layer, [block], head=head)
         model.compile(LazyRows(keras.optimizers.Adam(1e-2)), "binary_crossentropy")
         before = layer.lookup(tf.range(layer.input_dim)).numpy()
-        x = padded_ids(32, seed=1)
+        x = padded_ids(16, seed=1)
         model.fit(x, labels(x), epochs=1, batch_size=8, verbose=0)
         assert frozen_kept(layer) and trained(layer, before)
         alone = pooled_classifier(layer, [block], length=3, head=head)(words).numpy()
