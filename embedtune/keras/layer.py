@@ -153,8 +153,9 @@ class Embedding(keras.layers.Layer):
         trainable = np.flatnonzero(~frozen)
         slot_of = np.full(len(words), len(trainable), np.int32)
         slot_of[trainable] = np.arange(len(trainable), dtype=np.int32)
-        table = np.concatenate([np.array([v for _, v, _ in reserved], np.float32).reshape(-1, matrix.shape[1]),
-                                matrix, rows.new_start])
+        parts = [np.array([v for _, v, _ in reserved], np.float32).reshape(-1, matrix.shape[1]), matrix, rows.new_start]
+        parts = [part for part in parts if len(part)]
+        table = np.concatenate(parts) if len(parts) > 1 else matrix   # no copy of a large table when nothing is added
         hashes = row_hashes(table, np.flatnonzero(frozen))
         initial = {"table": table, "rows": table[trainable], "slot_of": slot_of,
                    "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes}
