@@ -37,7 +37,7 @@ from embedtune.keras.proof import digest, row_hashes, warn_once
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
 # What string_lookup and text_vectorization decide themselves: the ids must be the layer's rows.
-LOOKUP_DECIDES = ("vocabulary", "mask_token", "oov_token", "num_oov_indices", "idf_weights", "invert")
+LOOKUP_DECIDES = ("vocabulary", "mask_token", "oov_token", "num_oov_indices")
 PLAIN_OPTIMIZER = ("a Keras optimizer other than embedtune.keras.LazyRows updates {name}'s trainable rows: the frozen "
                    "rows stay as they are, but Keras's optimizers move trainable rows no batch touched (momentum, "
                    "weight decay) and cost the whole rows table each step; wrap it: LazyRows(optimizer) "
@@ -249,8 +249,10 @@ class Embedding(keras.layers.Layer):
         return tf.tensor_scatter_nd_update(self.table.value, self.row_ids.value[:, None], self.rows.value)
 
     def compute_mask(self, inputs, mask=None):
-        if not self.mask_zero or keras.backend.is_float_dtype(keras.backend.standardize_dtype(inputs.dtype)):   # reverse=True: the time steps' mask passes on
-            return mask if self.mask_zero else None
+        if not self.mask_zero:
+            return None
+        if keras.backend.is_float_dtype(keras.backend.standardize_dtype(inputs.dtype)):
+            return mask   # reverse=True: vectors in, the time steps' mask passes on
         return ops.not_equal(inputs, 0)
 
     def compute_output_shape(self, input_shape, reverse=False):
@@ -339,8 +341,8 @@ class Embedding(keras.layers.Layer):
                     f"{what}(num_oov_indices={value!r}) would shift the ids off the layer's rows: the layer has {rows} "
                     "(from_vectors' oov_token), so its lookup has num_oov_indices="
                     f"{decided['num_oov_indices']}; leave it out")
-            raise project.EmbedtuneError(f"{what}: {key} comes from the layer (its rows are the ids); leave it out"
-                                         + (" or give it to from_vectors" if key in ("mask_token", "oov_token") else ""))
+            where = " or give it to from_vectors" if key in ("mask_token", "oov_token") else ""
+            raise project.EmbedtuneError(f"{what}: {key} comes from the layer (its rows are the ids); leave it out{where}")
         if kwargs.get("output_mode", "int") != "int":
             raise project.EmbedtuneError(f"{what}: output_mode {kwargs['output_mode']!r} gives no ids; the layer "
                                          "takes output_mode='int'")

@@ -310,7 +310,8 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         hits = [w for w, hit in zip(new_words, pattern.matches(new_words, len(new_words))) if hit]
         if hits:
             raise EmbedtuneError(
-                f"{option_name('freeze_pattern')} {vocab.freeze_pattern!r} matches {counted(len(hits), 'new corpus word')} "
+                f"{option_name('freeze_pattern')} {vocab.freeze_pattern!r} matches "
+                f"{counted(len(hits), 'new corpus word')} "
                 f"(e.g. {', '.join(repr(h) for h in hits[:3])}); a new word cannot be frozen")
         freeze[:n_pre] |= pattern.matches(vectors.words, n_pre)
     if vocab.train_list:
