@@ -221,10 +221,9 @@ def note(text: str) -> None:
 def say_plan(plan) -> None:
     message(f"Plan: {plan.n_frozen:,} frozen, {plan.n_trainable_pretrained:,} trainable, "
             f"{counted(plan.n_new, 'new row')}")
-    for missing in plan.missing:
-        message(f"Note: {counted(missing.count, 'word')} of {missing.path} "
-                f"{'is' if missing.count == 1 else 'are'} not in the vocabulary (first: {', '.join(missing.first)})")
-    for text in plan.notes:
+    from embedtune.plan.rules import plan_notes
+
+    for text in plan_notes(plan):
         message(f"Note: {text}")
 
 

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import TypeVar
 
-from embedtune.errors import BadOption, BadValue, EmbedtuneError
+from embedtune.errors import BadOption, BadValue, EmbedtuneError, option_name
 from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
 from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
@@ -248,7 +248,7 @@ def _refuse(key: str, text: str, source: str | None, options: frozenset, python:
     if python and (name in options or source is None):   # fine_tune(window=0), or a Config passed in
         raise BadOption(f"{name if name in options else key} {text}")
     if name in options or source is None:   # a command-line value: a usage error (exit 2)
-        raise BadOption(f"--{name.replace('_', '-')} {text}")
+        raise BadOption(f"{option_name(name)} {text}")
     raise EmbedtuneError(f"'{key}' {text}", path=source)
 
 

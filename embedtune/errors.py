@@ -6,6 +6,14 @@ nothing else in the library catches broadly.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
+# How messages spell an option: the command line's ``--freeze-top``, or, inside ``python_names()`` (the
+# Keras layer), the Python keyword ``freeze_top`` the user typed. A context variable, so that the
+# messages made deep in the config and the freeze rules need no argument threaded through every call.
+_SPELLING = contextvars.ContextVar("embedtune_option_spelling", default="command")
+
 
 class EmbedtuneError(Exception):
     """Bad input or an impossible request, with the file and line where known.
@@ -60,3 +68,19 @@ def counted(n: int, noun: str, plural: str | None = None, grouped: bool = True) 
     """'1 word', '2,000 words' ('2000 words' unless ``grouped``): a count and its noun, for messages."""
     number = f"{n:,}" if grouped else f"{n}"
     return f"{number} {noun if n == 1 else plural or noun + 's'}"
+
+
+def option_name(name: str) -> str:
+    """``name`` (a key: ``freeze_top``) as the user wrote it: ``--freeze-top`` on the command line,
+    ``freeze_top`` inside ``python_names()``."""
+    return name if _SPELLING.get() == "python" else "--" + name.replace("_", "-")
+
+
+@contextlib.contextmanager
+def python_names():
+    """Messages made inside name options as Python keywords (``freeze_top``), not as flags."""
+    token = _SPELLING.set("python")
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)

@@ -64,13 +64,11 @@ def ids_of(layer, texts: list[list[str]]) -> np.ndarray:
 
 
 def embedtune_layer(vectors_path: str, train_texts, freeze_top: int):
-    from embedtune import Vectors, load_vectors
     from embedtune.keras import Embedding
 
-    glove = load_vectors(vectors_path)
-    padded = Vectors([PAD] + list(glove.words), np.vstack([np.zeros((1, glove.dim), np.float32), glove.matrix]))
-    return Embedding.from_vectors(padded, corpus=train_texts, freeze_top=freeze_top + 1, min_count=2,
-                                  mask_zero=True, seed=1)
+    # mask_token: a frozen zero row 0 for the padding; freeze_top still counts GloVe's words
+    return Embedding.from_vectors(vectors_path, corpus=train_texts, freeze_top=freeze_top, min_count=2,
+                                  mask_token=PAD, mask_zero=True, seed=1)
 
 
 def build(kind: str, layer, n_labels: int, lr: float):
@@ -78,16 +76,15 @@ def build(kind: str, layer, n_labels: int, lr: float):
     from embedtune.keras import Embedding, LazyRows
 
     if kind == "embedtune":
-        embedding = Embedding.from_config(layer.get_config())   # a fresh copy of the starting layer
+        embedding = Embedding.from_config(layer.get_config())   # a fresh copy of the starting layer (its words too)
         embedding.build()
         embedding.set_weights(layer.get_weights())
-        embedding._vocabulary = layer.vocabulary
         optimizer = LazyRows(keras.optimizers.Adam(lr), rows="adam", learning_rate=lr)
     else:
         embedding = keras.layers.Embedding(layer.input_dim, layer.output_dim, mask_zero=True,
                                            trainable=kind == "trainable")
         embedding.build()
-        embedding.embeddings.assign(layer.lookup(np.arange(layer.input_dim)).numpy())
+        embedding.embeddings.assign(layer.embeddings)   # embedtune's whole table, as it starts
         optimizer = keras.optimizers.Adam(lr)
     model = keras.Sequential([keras.Input((MAX_LEN,), dtype="int32"), embedding,
                               keras.layers.GlobalAveragePooling1D(),
@@ -127,7 +124,7 @@ def main() -> None:
     names = sorted(set(text["train"][0]))
     began = time.perf_counter()
     layer = embedtune_layer(args.vectors, text["train"][1], args.freeze_top)
-    print(f"layer: {layer.input_dim:,} rows ({layer.input_dim - layer.n_pretrained:,} new words), "
+    print(f"layer: {layer.input_dim:,} rows ({layer.input_dim - layer.reserved - layer.n_pretrained:,} new words), "
           f"{layer.trainable_rows:,} trainable, made in {time.perf_counter() - began:.1f} s", flush=True)
     data = {part: (ids_of(layer, texts), np.array([names.index(x) if x in names else -1 for x in labels]))
             for part, (labels, texts) in text.items()}

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embedtune.config import VocabConfig
-from embedtune.errors import EmbedtuneError
+from embedtune.errors import EmbedtuneError, python_names
 from embedtune.plan.rules import MISSING_SHOWN, make_plan, read_word_list
 from embedtune.vectors import Vectors
 
@@ -86,7 +86,10 @@ def test_a_freeze_list_naming_a_new_word_is_an_error_with_file_and_line(tmp_path
 
 
 def test_a_freeze_pattern_matching_a_new_word_is_an_error_naming_it():
-    with pytest.raises(EmbedtuneError, match=r"freeze_pattern '\^t' matches 1 new corpus word \(e.g. 'tora'\)"):
+    # named as the user wrote it: the command's flag, or the Python keyword (the Keras layer's python_names)
+    with pytest.raises(EmbedtuneError, match=r"^--freeze-pattern '\^t' matches 1 new corpus word \(e.g. 'tora'\)"):
+        plan_for(freeze_pattern="^t")
+    with python_names(), pytest.raises(EmbedtuneError, match=r"^freeze_pattern '\^t' matches 1 new corpus word"):
         plan_for(freeze_pattern="^t")
 
 

@@ -17,18 +17,18 @@ import numpy as np
 
 from embedtune.api import checked_sentences, options_config
 from embedtune.config import DEFAULT_LR
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError, counted, python_names
 from embedtune.newwords import NewWordSettings, add_new_words
-from embedtune.newwords.choose import read_new_words
+from embedtune.newwords.choose import listed_notes, read_new_words
 from embedtune.plan.rows import plan_rows
-from embedtune.plan.rules import Plan, make_plan
+from embedtune.plan.rules import Plan, make_plan, plan_notes
 from embedtune.run import Reading, check_dimension, load_training_vectors, save_checked
 from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
 __all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",
            "cap_rows", "check_not_input", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format",
-           "save_checked"]
+           "plan_notes", "python_names", "save_checked"]
 
 # The options a layer takes: the vocabulary's ([vocab] of the config: freeze and train rules, new words,
 # how the corpus is read), the vectors' format, the expected dimension and the seed of random starts.
@@ -101,10 +101,12 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
     """No corpus: the listed new words (``new_words``) only, started at random (their contexts and
     spelling fit need a corpus)."""
     v = config.vocab
-    new_words = []
+    new_words, notes = [], []
     if v.new_words:
-        listed = read_new_words(v.new_words, decide_lowercase(v.lowercase, vectors))
+        lowered: list = []
+        listed = read_new_words(v.new_words, decide_lowercase(v.lowercase, vectors), lowered)
         new_words = [w for w in listed if w not in vectors.index]
+        notes = listed_notes(v.new_words, listed, vectors, lowered)   # what train notes about the list
     if v.min_count is not None:
         raise EmbedtuneError("min_count picks new words from a corpus: pass corpus= (a path or sentences)")
     init = None
@@ -117,7 +119,9 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
 
         result = initial_vectors(vectors, None, new_words, method="random", seed=config.train.seed)
         new_start, init = result.matrix, result.stats
-    return LayerRows(vectors, make_plan(vectors, new_words, v), new_start, source, config.format, init)
+    plan = make_plan(vectors, new_words, v)
+    plan.notes += notes
+    return LayerRows(vectors, plan, new_start, source, config.format, init)
 
 
 def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:

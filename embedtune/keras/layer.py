@@ -1,10 +1,14 @@
 """``Embedding``: keras.layers.Embedding's place in a model, with frozen rows no optimizer can reach.
 
+Rows: a padding row (``mask_token``) and an unknown-word row (``oov_token``) when asked for, in
+keras.layers.StringLookup's order, then the vectors' words in file order, then the new words.
+
 Weights (all saved by ``.keras`` files and ``tf.train.Checkpoint``):
 - ``table`` [V, dim], not trainable: every row as it started (the vectors as read, the new words'
   starts). Frozen rows are read from it; no optimizer, weight decay, EMA, regulariser, constraint or
   loss scale is ever given it.
-- ``rows`` [T, dim], trainable: the T trainable rows, in row order.
+- ``rows`` [T, dim], trainable: the T trainable rows, in row order. None when T is 0: an empty
+  trainable variable is not "nothing to train" to every Keras optimizer (AdamW with EMA fails on one).
 - ``slot_of`` [V] int32: an id's row of ``rows`` (T, past its end, for a frozen id); ``row_ids`` [T]
   int32: a trainable row's id.
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -31,6 +36,8 @@ from embedtune.keras.proof import digest, row_hashes, warn_once
 
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
+# What string_lookup and text_vectorization decide themselves: the ids must be the layer's rows.
+LOOKUP_DECIDES = ("vocabulary", "mask_token", "oov_token", "num_oov_indices")
 PLAIN_OPTIMIZER = ("a Keras optimizer other than embedtune.keras.LazyRows updates {name}'s trainable rows: the frozen "
                    "rows stay as they are, but Keras's optimizers move trainable rows no batch touched (momentum, "
                    "weight decay) and cost the whole rows table each step; wrap it: LazyRows(optimizer) "
@@ -54,27 +61,33 @@ def _constant(value: np.ndarray):
 class Embedding(keras.layers.Layer):
     """Turns ids into vectors, as keras.layers.Embedding does, from pretrained vectors with frozen rows.
 
-    Make it with ``Embedding.from_vectors``. Ids are rows of ``vocabulary`` (the vectors' words in
-    file order, then the new words); negative ids count from the end and ``mask_zero`` masks id 0, as
-    in keras.layers.Embedding. Outputs are in the layer's compute dtype (``mixed_float16``: float16);
-    its weights stay float32.
+    Make it with ``Embedding.from_vectors``. Ids are rows of ``vocabulary`` (the padding and
+    unknown-word rows when asked for, then the vectors' words in file order, then the new words);
+    negative ids count from the end and ``mask_zero`` masks id 0, as in keras.layers.Embedding; ids may
+    be a tf.RaggedTensor. Outputs are in the layer's compute dtype (``mixed_float16``: float16); its
+    weights stay float32. ``layer(h, reverse=True)`` is ``h @ embeddings^T`` (a tied output projection).
 
     input_dim, output_dim : the table's shape [V, dim]; trainable_rows : T, the rows that train
     n_pretrained : rows from the vectors (the rest are new words); frozen_digest : the frozen rows'
     digest as read (embedtune.keras.proof); source, source_format : where the vectors came from
     embeddings_regularizer, embeddings_constraint : Keras's, on the trainable rows (a frozen row's
     term would be a constant)
+    mask_token, oov_token : the words of the padding row (id 0) and of the unknown-word row (next), None
+    where there is none; vocabulary : list of str [V] (None: unknown)
     """
 
     def __init__(self, input_dim: int, output_dim: int, trainable_rows: int, n_pretrained: int | None = None,
                  embeddings_regularizer=None, embeddings_constraint=None, mask_zero: bool = False,
                  frozen_digest: str | None = None, source: str | None = None, source_format: str | None = None,
+                 mask_token: str | None = None, oov_token: str | None = None, vocabulary: list[str] | None = None,
                  **kwargs):
         initial = kwargs.pop("_initial", None)
         super().__init__(**kwargs)
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.trainable_rows = int(trainable_rows)
-        self.n_pretrained = self.input_dim if n_pretrained is None else int(n_pretrained)
+        self.mask_token, self.oov_token = mask_token, oov_token
+        self.reserved = (mask_token is not None) + (oov_token is not None)   # rows before the vectors' words
+        self.n_pretrained = self.input_dim - self.reserved if n_pretrained is None else int(n_pretrained)
         self.embeddings_regularizer = keras.regularizers.get(embeddings_regularizer)
         self.embeddings_constraint = keras.constraints.get(embeddings_constraint)
         self.mask_zero = mask_zero
@@ -85,7 +98,9 @@ class Embedding(keras.layers.Layer):
         self.supports_jit = False
         self.frozen_digest, self.source, self.source_format = frozen_digest, source, source_format
         self._initial = initial               # from_vectors' arrays, until build
-        self._vocabulary = initial["words"] if initial else None
+        self._vocabulary = list(vocabulary) if vocabulary is not None else initial["words"] if initial else None
+        if self._vocabulary is not None and len(self._vocabulary) != self.input_dim:
+            raise project.EmbedtuneError(f"vocabulary has {len(self._vocabulary):,} words for {self.input_dim:,} rows")
         self._reference = initial["hashes"] if initial else None   # per-row hashes of the frozen rows as read
         self._lazy_rows = False               # set by LazyRows.build (stepped_by_lazy_rows)
         self._suspect = False                 # a training call saw no LazyRows (warn_plain_optimizer)
@@ -96,7 +111,8 @@ class Embedding(keras.layers.Layer):
 
     # --- making one ----------------------------------------------------------------------------
     @classmethod
-    def from_vectors(cls, vectors, *, corpus=None, config=None, keep_first_duplicate: bool = False,
+    def from_vectors(cls, vectors, *, corpus=None, config=None, mask_token: str | None = None,
+                     oov_token: str | None = None, oov_trainable: bool = True, keep_first_duplicate: bool = False,
                      allow_nan: bool = False, replace_bad_utf8: bool = False, **options) -> Embedding:
         """A layer over ``vectors`` (a path in any supported format, or an embedtune.Vectors).
 
@@ -108,29 +124,48 @@ class Embedding(keras.layers.Layer):
         corpus : a path or sentences: new words (``min_count``, ``new_words``) start from their
             contexts and spelling there, as ``embedtune train`` starts them
         config : a TOML config file (its [vocab] table) or a Config; ``options`` override it
+        mask_token : a word for a padding row put first (id 0): zeros, frozen, what ``mask_zero=True``
+            masks; oov_token : a word for an unknown-word row after it (id 1, or 0 without a padding row),
+            starting at the mean of the vectors, trainable unless ``oov_trainable=False``. Both are
+            keras.layers.StringLookup's names and order, so ``string_lookup()`` and
+            ``text_vectorization()`` map text to these rows; freeze_top, freeze_list, ... still count the
+            vectors' words only.
         keep_first_duplicate, allow_nan, replace_bad_utf8 : how a vectors path is read (train's options)
         Bad input (a missing file, a duplicate word, an unknown option, a dimension that differs from
-        ``dim``) raises EmbedtuneError naming it.
+        ``dim``) raises EmbedtuneError naming it, the option spelt as here (``freeze_top``). What
+        ``embedtune train`` notes about the rules (list words not in the vectors, a list that holds no
+        word, listed new words that have a vector) is a UserWarning each; ``strict_lists=True`` makes a
+        missing list word an error.
         """
         keras_args = {key: options.pop(key) for key in KERAS_ARGUMENTS if key in options}
         for key in ("input_dim", "output_dim", "weights"):
             if key in options:
                 raise project.EmbedtuneError(f"'{key}' comes from the vectors; pass dim= to check the dimension")
         reading = project.Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
-        rows = project.layer_rows(vectors, options, config, corpus, reading)
+        with project.python_names():
+            rows = project.layer_rows(vectors, options, config, corpus, reading)
+        for line in project.plan_notes(rows.plan):
+            warnings.warn(line, UserWarning, stacklevel=2)
         plan, matrix = rows.plan, rows.vectors.matrix
-        trainable = np.flatnonzero(~plan.frozen)
-        slot_of = np.full(len(plan.words), len(trainable), np.int32)
+        reserved = _reserved_rows(mask_token, oov_token, oov_trainable, matrix, plan)
+        words = [w for w, _, _ in reserved] + list(plan.words)
+        frozen = np.concatenate([np.array([f for _, _, f in reserved], bool), plan.frozen])
+        trainable = np.flatnonzero(~frozen)
+        slot_of = np.full(len(words), len(trainable), np.int32)
         slot_of[trainable] = np.arange(len(trainable), dtype=np.int32)
-        table = np.concatenate([matrix, rows.new_start]) if len(rows.new_start) else matrix
-        start = table[trainable]
-        frozen_rows = np.flatnonzero(plan.frozen)
-        hashes = row_hashes(matrix, frozen_rows)
-        initial = {"table": table, "rows": start, "slot_of": slot_of, "row_ids": trainable.astype(np.int32),
-                   "words": list(plan.words), "hashes": hashes}
-        layer = cls(len(plan.words), table.shape[1], len(trainable), plan.n_pretrained, frozen_digest=digest(hashes),
-                    source=rows.source, source_format=rows.format, _initial=initial, **keras_args)
+        parts = [np.array([v for _, v, _ in reserved], np.float32).reshape(-1, matrix.shape[1]), matrix, rows.new_start]
+        parts = [part for part in parts if len(part)]
+        table = np.concatenate(parts) if len(parts) > 1 else matrix   # no copy of a large table when nothing is added
+        hashes = row_hashes(table, np.flatnonzero(frozen))
+        initial = {"table": table, "rows": table[trainable], "slot_of": slot_of,
+                   "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes}
+        layer = cls(len(words), table.shape[1], len(trainable), plan.n_pretrained, frozen_digest=digest(hashes),
+                    source=rows.source, source_format=rows.format, mask_token=mask_token, oov_token=oov_token,
+                    _initial=initial, **keras_args)
         layer.build()   # its shapes are known: the weights take the vectors now, not on a first call
+        if layer.mask_zero and mask_token is None and table[0].any():
+            warnings.warn(f"mask_zero=True masks id 0, which is the vectors' word {words[0]!r} (not a padding "
+                          "row): pass mask_token='<pad>' to put a padding row first", UserWarning, stacklevel=2)
         # A fastText model read: its subword rows, for save_vectors to write a model back (not serialised).
         layer._fasttext = getattr(rows.vectors, "fasttext", None)
         return layer
@@ -145,23 +180,34 @@ class Embedding(keras.layers.Layer):
             return _constant(values[name]) if name in values else default
 
         self.table = self.add_weight(name="table", shape=(v, d), initializer=start("table"), trainable=False)
-        # With no trainable row, no trainable weight: an optimizer's dense extras (Keras's EMA) fail on a [0, d] one.
-        self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=t > 0,
-                                    regularizer=self.embeddings_regularizer, constraint=self.embeddings_constraint)
+        self.rows = None
+        if t:
+            self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=True,
+                                        regularizer=self.embeddings_regularizer,
+                                        constraint=self.embeddings_constraint)
+            self.rows._embedtune_layer = weakref.ref(self)
         self.slot_of = self.add_weight(name="slot_of", shape=(v,), dtype="int32", trainable=False,
                                        initializer=start("slot_of", keras.initializers.Constant(t)))
         self.row_ids = self.add_weight(name="row_ids", shape=(t,), dtype="int32", trainable=False,
                                        initializer=start("row_ids"))
-        self.rows._embedtune_layer = weakref.ref(self)
         self._initial = None   # the variables hold them now
         self.built = True
 
     # --- the lookup ----------------------------------------------------------------------------
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, reverse=False):
+        if reverse:   # KerasHub's ReversibleEmbedding's spelling of a tied output projection
+            return ops.matmul(ops.cast(inputs, self.compute_dtype),
+                              ops.transpose(ops.cast(self.embeddings, self.compute_dtype)))
+        if training and not self._lazy_rows and self.rows is not None:
+            self._note_training()
+        if isinstance(inputs, tf.RaggedTensor):   # as keras.layers.Embedding: a ragged batch of vectors
+            return inputs.with_flat_values(self._vectors(inputs.flat_values))
+        return self._vectors(inputs)
+
+    def _vectors(self, inputs):
+        _check_not_strings(self, inputs)
         if inputs.dtype != "int32" and inputs.dtype != "int64":
             inputs = ops.cast(inputs, "int32")
-        if training and not self._lazy_rows and self.trainable_rows:
-            self._note_training()
         if tf.executing_eagerly():
             self._check_ids(inputs)
         ids = tf.where(inputs < 0, inputs + tf.cast(self.input_dim, inputs.dtype), inputs)   # keras's ops.take
@@ -176,6 +222,8 @@ class Embedding(keras.layers.Layer):
         shape = (ids.shape.as_list() + [self.output_dim] if ids.shape.is_fully_defined()
                  else tf.concat([tf.shape(ids), [self.output_dim]], 0))
         flat = tf.reshape(ids, [-1])
+        if self.rows is None:   # every row frozen
+            return tf.reshape(tf.gather(self.table.value, flat), shape)
         slot = tf.gather(self.slot_of.value, flat)
         at = tf.where(slot < self.trainable_rows)   # [k, 1]: the batch's trainable positions
         moved = tf.gather(self.rows.value, tf.gather_nd(slot, at))
@@ -190,16 +238,33 @@ class Embedding(keras.layers.Layer):
             raise project.EmbedtuneError(f"{self.name}: id {bad} is past the table ({self.input_dim:,} rows: ids 0 to "
                                          f"{self.input_dim - 1}, or -1 to -{self.input_dim} from the end)")
 
+    @property
+    def embeddings(self):
+        """The whole table [V, dim] as a float32 tensor (keras.layers.Embedding's name): the frozen rows
+        from ``table``, the trainable ones from ``rows`` in their place. For a tied output projection
+        (``logits = h @ embeddings^T``, or ``layer(h, reverse=True)``): its gradient reaches the trainable
+        rows only, as a dense [T, dim] one (every row is in a softmax over the vocabulary)."""
+        if self.rows is None:
+            return tf.convert_to_tensor(self.table.value)
+        return tf.tensor_scatter_nd_update(self.table.value, self.row_ids.value[:, None], self.rows.value)
+
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero:
             return None
+        if keras.backend.is_float_dtype(keras.backend.standardize_dtype(inputs.dtype)):
+            return mask   # reverse=True: vectors in, the time steps' mask passes on
         return ops.not_equal(inputs, 0)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return (*input_shape[:-1], self.input_dim)
         return (*input_shape, self.output_dim)
 
-    def compute_output_spec(self, inputs):
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype=self.compute_dtype)
+    def compute_output_spec(self, inputs, training=None, reverse=False):
+        if not reverse:
+            _check_not_strings(self, inputs)
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape, reverse), dtype=self.compute_dtype,
+                                 ragged=bool(getattr(inputs, "ragged", False)) and not reverse)
 
     # --- words ---------------------------------------------------------------------------------
     @property
@@ -212,10 +277,13 @@ class Embedding(keras.layers.Layer):
 
     def ids(self, tokens, oov: str | int | None = None) -> np.ndarray:
         """int32 ids of ``tokens`` (a list of str, or of lists of str of one length). A token the
-        vocabulary lacks is an error naming it, unless ``oov`` names a word or an id it becomes."""
+        vocabulary lacks becomes ``oov`` (a word or an id; default: the unknown-word row, where the
+        layer has one), else it is an error naming it."""
         index = self._index()
         nested = bool(tokens) and not isinstance(tokens[0], str)
         flat = [t for row in tokens for t in row] if nested else list(tokens)
+        if oov is None and self.oov_token is not None:
+            oov = self.reserved - 1
         fallback = index.get(oov, None) if isinstance(oov, str) else oov
         if isinstance(oov, str) and fallback is None:
             raise project.EmbedtuneError(f"oov word {oov!r} is not in the vocabulary")
@@ -234,10 +302,51 @@ class Embedding(keras.layers.Layer):
         return self._word_index
 
     def string_lookup(self, **kwargs):
-        """A keras.layers.StringLookup whose ids are this layer's rows (no OOV index: an unknown token
-        is an error when it is looked up; pass ``num_oov_indices`` etc. only if the ids may shift)."""
-        return keras.layers.StringLookup(vocabulary=self.vocabulary, num_oov_indices=kwargs.pop("num_oov_indices", 0),
-                                         **kwargs)
+        """A keras.layers.StringLookup whose ids are this layer's rows: the padding word (``mask_token``)
+        is 0, an unknown word the unknown-word row (``oov_token``); a layer without one has no OOV index
+        (an unknown word is then an error when it is looked up). ``kwargs``: StringLookup's others
+        (``output_mode="int"`` only); the ones that would move the ids, if given, must agree with the layer."""
+        return keras.layers.StringLookup(**self._lookup_arguments("string_lookup", kwargs))
+
+    def text_vectorization(self, **kwargs):
+        """A keras.layers.TextVectorization (raw strings in, split and standardised as its arguments say)
+        whose ids are this layer's rows, an unknown word the unknown-word row. TextVectorization fixes
+        id 0 as padding and id 1 as unknown, so the layer needs both rows (``mask_token`` and
+        ``oov_token`` given to from_vectors). ``kwargs``: TextVectorization's (``output_sequence_length``,
+        ``standardize``, ``split``, ``ragged``, ...)."""
+        if self.mask_token is None or self.oov_token is None:
+            raise project.EmbedtuneError(f"{self.name}: text_vectorization needs a padding row and an unknown-word "
+                                         "row (TextVectorization's ids 0 and 1): make the layer with "
+                                         "Embedding.from_vectors(..., mask_token='<pad>', oov_token='[UNK]')")
+        arguments = self._lookup_arguments("text_vectorization", kwargs)
+        for key in ("mask_token", "oov_token", "num_oov_indices"):   # TextVectorization's own: "" and "[UNK]", 1
+            arguments.pop(key)
+        return keras.layers.TextVectorization(**arguments)
+
+    def _lookup_arguments(self, what: str, kwargs: dict) -> dict:
+        """StringLookup's vocabulary and OOV arguments that make its ids this layer's rows; a
+        user's argument that would shift them is an error naming it."""
+        decided = {"vocabulary": self.vocabulary[self.reserved:], "mask_token": self.mask_token,
+                   "oov_token": self.oov_token if self.oov_token is not None else "[UNK]",
+                   "num_oov_indices": int(self.oov_token is not None)}
+        for key in LOOKUP_DECIDES:
+            if key not in kwargs:
+                continue
+            value = kwargs.pop(key)
+            if key in ("num_oov_indices", "mask_token", "oov_token") and value == decided[key]:
+                continue
+            if key == "num_oov_indices":
+                rows = "an unknown-word row" if self.oov_token is not None else "no unknown-word row"
+                raise project.EmbedtuneError(
+                    f"{what}(num_oov_indices={value!r}) would shift the ids off the layer's rows: the layer has {rows} "
+                    "(from_vectors' oov_token), so its lookup has num_oov_indices="
+                    f"{decided['num_oov_indices']}; leave it out")
+            where = " or give it to from_vectors" if key in ("mask_token", "oov_token") else ""
+            raise project.EmbedtuneError(f"{what}: {key} comes from the layer (its rows are the ids); leave it out{where}")
+        if kwargs.get("output_mode", "int") != "int":
+            raise project.EmbedtuneError(f"{what}: output_mode {kwargs['output_mode']!r} gives no ids; the layer "
+                                         "takes output_mode='int'")
+        return {**decided, **kwargs}
 
     @property
     def frozen(self) -> np.ndarray:
@@ -272,17 +381,21 @@ class Embedding(keras.layers.Layer):
         train`` writes (a difference leaves no file). Returns the check (``checked``, ``worst``)."""
         project.check_not_input(path, self.source)
         self.check_frozen()
-        table, n_pre = self.table.numpy(), self.n_pretrained
+        r = self.reserved   # the padding and unknown-word rows are the model's, not words of the vectors
+        table, n_pre = self.table.numpy()[r:], self.n_pretrained
         row_ids = self.row_ids.numpy().astype(np.int64)
-        trained = self.rows.numpy()[: self.trainable_rows]
-        out = project.PatchedVectors(self.vocabulary, table[:n_pre], row_ids, trained)
-        plan = project.Plan(self.vocabulary, self.frozen, n_pre)
+        trained = self.rows.numpy() if self.rows is not None else np.zeros((0, self.output_dim), np.float32)
+        kept = row_ids >= r
+        words = self.vocabulary[r:]
+        out = project.PatchedVectors(words, table[:n_pre], row_ids[kept] - r, trained[kept])
+        plan = project.Plan(words, self.frozen[r:], n_pre)
         fmt = project.output_format(path, to, self.source_format)
         source = types.SimpleNamespace(matrix=table[:n_pre], fasttext=getattr(self, "_fasttext", None))
         return project.save_checked(out, source, plan, os.fspath(path), fmt)
 
     def warn_plain_optimizer(self) -> None:
-        warn_once(self, PLAIN_OPTIMIZER.format(name=self.name))
+        if self.rows is not None:   # every row frozen: no optimizer touches the layer
+            warn_once(self, PLAIN_OPTIMIZER.format(name=self.name))
 
     def _note_training(self) -> None:
         # Keras's fit builds the optimizer before it traces the step; a custom loop may build it in its
@@ -298,18 +411,46 @@ class Embedding(keras.layers.Layer):
                       n_pretrained=self.n_pretrained, mask_zero=self.mask_zero,
                       embeddings_regularizer=keras.regularizers.serialize(self.embeddings_regularizer),
                       embeddings_constraint=keras.constraints.serialize(self.embeddings_constraint),
-                      frozen_digest=self.frozen_digest, source=self.source, source_format=self.source_format)
+                      frozen_digest=self.frozen_digest, source=self.source, source_format=self.source_format,
+                      mask_token=self.mask_token, oov_token=self.oov_token,
+                      # as keras.layers.StringLookup's config holds its vocabulary: clone_model and
+                      # from_config keep the words, not only the shapes
+                      vocabulary=self._vocabulary)
         return config
 
     def load_own_variables(self, store):
         super().load_own_variables(store)
         self.check_frozen()   # the frozen rows as loaded against the digest of the vectors they came from
 
-    def save_assets(self, dir_path):
-        with open(os.path.join(dir_path, "vocabulary.json"), "w", encoding="utf-8") as f:
-            json.dump(self.vocabulary, f, ensure_ascii=False)
-
     def load_assets(self, dir_path):
-        with open(os.path.join(dir_path, "vocabulary.json"), encoding="utf-8") as f:
-            self._vocabulary = json.load(f)
-        self._word_index = None
+        """A .keras file saved before the config held the vocabulary keeps it as an asset."""
+        path = os.path.join(dir_path, "vocabulary.json") if dir_path else None
+        if self._vocabulary is None and path and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                self._vocabulary = json.load(f)
+            self._word_index = None
+
+
+def _check_not_strings(layer, inputs) -> None:
+    if keras.backend.standardize_dtype(inputs.dtype) == "string":
+        raise project.EmbedtuneError(f"{layer.name} takes ids, and got strings: turn them into the layer's ids with "
+                                     "layer.string_lookup() or layer.text_vectorization() first")
+
+
+def _reserved_rows(mask_token, oov_token, oov_trainable, matrix: np.ndarray, plan) -> list[tuple]:
+    """(word, starting vector, frozen) of the rows put before the vectors' words, in StringLookup's
+    order: the padding row (zeros, frozen) and the unknown-word row (the vectors' mean)."""
+    out = []
+    for option, token, start, frozen in (("mask_token", mask_token, None, True),
+                                         ("oov_token", oov_token, "mean", not oov_trainable)):
+        if token is None:
+            continue
+        if not isinstance(token, str) or not token:
+            raise project.EmbedtuneError(f"{option} must be a non-empty string, got {token!r}")
+        if token in plan.index or token in (plan.new_index or {}) or any(token == w for w, _, _ in out):
+            raise project.EmbedtuneError(f"{option} {token!r} is a word of the vectors (or the other token): its row "
+                                         "would be two rows; pick a word they lack")
+        vector = (matrix.mean(axis=0, dtype=np.float64).astype(np.float32) if start == "mean" and len(matrix)
+                  else np.zeros(matrix.shape[1], np.float32))
+        out.append((token, vector, frozen))
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError, counted, option_name
 from embedtune.newwords.defaults import DEFAULT_MIN_COUNT
 from embedtune.plan.rules import read_word_list
 from embedtune.vectors import Vectors
@@ -29,7 +29,7 @@ def read_new_words(path: str, lowercase: bool = False, lowered: list | None = No
             lowered.append((word, word.lower()))
         words.append(word.lower() if lowercase else word)
     if not words:
-        raise EmbedtuneError("the --new-words file holds no word", path)
+        raise EmbedtuneError(f"the {option_name('new_words')} file holds no word", path)
     return list(dict.fromkeys(words))
 
 
@@ -61,7 +61,7 @@ def listed_notes(path: str, listed: list[str], vectors: Vectors, lowered: list) 
     notes = []
     if lowered:
         shown = ", ".join(f"{raw!r} -> {low!r}" for raw, low in lowered[:3])
-        notes.append(f"{counted(len(lowered), 'word')} of {path} lower-cased, as the corpus is (--lowercase): "
+        notes.append(f"{counted(len(lowered), 'word')} of {path} lower-cased, as the corpus is ({option_name('lowercase')}): "
                      f"{shown}{', ...' if len(lowered) > 3 else ''}")
     known = [w for w in listed if w in vectors.index]
     if known:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from embedtune.config import Config
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError, counted, option_name
 from embedtune.newwords.choose import choose_new_words
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.vectors import Vectors, decide_lowercase
@@ -29,12 +29,12 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
     if not new_words and not any(w in vectors.index for w in counts):
         raise EmbedtuneError(
             f"none of its {counted(len(counts), 'distinct word')} is in the vectors, and none of the others is "
-            f"seen --min-count ({min_count}) times", corpus_path)
+            f"seen {option_name('min_count')} ({min_count}) times", corpus_path)
     plan = make_plan(vectors, new_words, config.vocab)
     if chosen.listed is not None:   # what init's summary says too (docs/new-words.md)
         plan.listed = chosen.report
         plan.notes += chosen.notes
-    seen = "seen in the corpus among the listed ones" if min_count is None else f"seen --min-count ({min_count}) times"
+    seen = "seen in the corpus among the listed ones" if min_count is None else f"seen {option_name('min_count')} ({min_count}) times"
     if not (plan.row_counts(counts)[~plan.frozen] > 0).any():
         rules = [f"{k} {getattr(v, k)}" for k in ("freeze_list", "train_list", "freeze_top", "freeze_pattern",
                                                    "train_pattern", "freeze_pretrained") if getattr(v, k)]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError, counted, option_name
 from embedtune.vectors import Vectors, WordIndex, WordList
 from embedtune.keys import pattern_problem
 
@@ -168,7 +168,7 @@ def compile_pattern(pattern: str, key: str) -> re.Pattern:
 
 
 def _option(key: str) -> str:
-    return f"--{key.replace('_', '-')} / {key}"
+    return option_name(key)
 
 
 class PatternTooCostly(Exception):
@@ -273,6 +273,15 @@ def _list_rows(path, index, new_index, strict, frozen_rule):
     return rows, MissingWords(path, len(missing), missing[:MISSING_SHOWN])
 
 
+def plan_notes(plan: Plan) -> list[str]:
+    """What a run tells its user about ``plan`` beyond its counts, a line each: every list's words that are
+    not in the vocabulary, then the plan's notes. ``embedtune train`` prints each as a "Note:"; the Keras
+    layer warns with each (a misspelt freeze-list word must not pass quietly in either)."""
+    lines = [f"{counted(m.count, 'word')} of {m.path} {'is' if m.count == 1 else 'are'} not in the vocabulary "
+             f"(first: {', '.join(m.first)})" for m in plan.missing]
+    return lines + list(plan.notes)
+
+
 def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Plan:
     """Apply the freeze rules to the pretrained words and the new corpus words."""
     n_pre = len(vectors)
@@ -296,13 +305,14 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         freeze[rows] = True
         missing.append(miss)
         if not rows and not miss.count:   # an empty file, /dev/null: a guarantee the user thinks they have
-            notes.append(f"--freeze-list {vocab.freeze_list} holds no word: it freezes nothing")
+            notes.append(f"{option_name('freeze_list')} {vocab.freeze_list} holds no word: it freezes nothing")
     if vocab.freeze_pattern is not None:
         pattern = WordPattern(vocab.freeze_pattern, "freeze_pattern")
         hits = [w for w, hit in zip(new_words, pattern.matches(new_words, len(new_words))) if hit]
         if hits:
             raise EmbedtuneError(
-                f"freeze_pattern {vocab.freeze_pattern!r} matches {counted(len(hits), 'new corpus word')} "
+                f"{option_name('freeze_pattern')} {vocab.freeze_pattern!r} matches "
+                f"{counted(len(hits), 'new corpus word')} "
                 f"(e.g. {', '.join(repr(h) for h in hits[:3])}); a new word cannot be frozen")
         freeze[:n_pre] |= pattern.matches(vectors.words, n_pre)
     if vocab.train_list:
@@ -310,7 +320,7 @@ def make_plan(vectors: Vectors, new_words: list[str], vocab: VocabConfig) -> Pla
         train[rows] = True
         missing.append(miss)
         if not rows and not miss.count:
-            notes.append(f"--train-list {vocab.train_list} holds no word: it trains nothing "
+            notes.append(f"{option_name('train_list')} {vocab.train_list} holds no word: it trains nothing "
                          "(every pretrained row not otherwise trained is frozen)")
     if vocab.train_pattern is not None:
         pattern = WordPattern(vocab.train_pattern, "train_pattern")
