@@ -175,7 +175,7 @@ def test_a_tf_function_loop_with_a_regulariser_steps_every_trainable_row():
 @pytest.mark.parametrize("arguments, message", [
     ({"rows": "rmsprop"}, "rows 'rmsprop' is not one of sgd, adagrad, adam"),
     ({"decay_to": "mean"}, "decay_to 'mean' is not one of zero, start"),
-    ({"clip_norm": -1}, "clip_norm must be a finite number >= 0"),
+    ({"clip_norm": -1}, "clip_norm must be 0 or positive, got -1"),
     ({"use_ema": True}, "LazyRows takes no use_ema"),
 ])
 def test_bad_arguments_are_one_error_naming_them(arguments, message):

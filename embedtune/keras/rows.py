@@ -21,11 +21,11 @@ A dense rows gradient (a regulariser on the layer adds one for every row) steps 
 
 from __future__ import annotations
 
-import math
 
 import keras
 
 from embedtune._tf import tf
+from embedtune.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
 from embedtune.keras import rules
 from embedtune.keras.layer import layer_of
@@ -46,12 +46,11 @@ def is_lazy_rows(optimizer) -> bool:
 
 
 def _number(name: str, value, low_open: bool = False):
-    """A finite float >= 0 (> 0 with ``low_open``), else EmbedtuneError naming the option. (The library's
-    shared number check lands with issue 45; this is the local one until then.)"""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (low_open and value == 0):
-        raise project.EmbedtuneError(f"LazyRows: {name} must be a finite number {'>' if low_open else '>='} 0, "
-                                     f"got {value!r}")
+    """A finite float >= 0 (> 0 with ``low_open``), else EmbedtuneError naming the option: the declaration's
+    range check every other entry point uses (embedtune.keys)."""
+    problem = Range(0.0, FLOAT32_MAX, low_open=low_open).problem(value)
+    if problem:
+        raise project.EmbedtuneError(f"LazyRows: {name} {problem}")
     return float(value)
 
 
