@@ -16,7 +16,8 @@ from embedtune.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-QUOTING = [*DOCS, ROOT / "benchmarks" / "README.md", ROOT / "data" / "README.md"]
+LOG = sorted((ROOT / "benchmarks" / "log").glob("*.md"))   # the benchmarks' history, a file a topic
+QUOTING = [*DOCS, ROOT / "benchmarks" / "README.md", *LOG, ROOT / "data" / "README.md"]
 README_MAX_LINES = 250
 CELL_MAX_CHARS = 70   # a headline cell's text, link targets left out
 
@@ -141,6 +142,37 @@ def test_benchmarks_readme_opens_with_a_current_figure_for_every_script():
                          "holds now, its command, the date and commit it was measured at, its section)")
     wrong = [s for s in scripts if f"benchmarks/{s}" not in rows[s][2]]
     assert not wrong, f"the command cell of these rows does not run the script: {wrong}"
+
+
+def sentences(cell: str) -> int:
+    """Sentences in a table cell: a full stop, question or exclamation mark at a sentence's end, code spans and
+    numbers (0.91, 1.5x) left out."""
+    text = re.sub(r"`[^`]*`", "code", cell)
+    return len(re.findall(r"[.!?](?=\s|$)", text))
+
+
+def test_sentences_counts_sentences():
+    assert sentences("Takes 0.54 µs of CPU a pair (`--threads 1`), 1.2x gensim's.") == 1
+    assert sentences("The loop makes 1.34x. Two workers 1.08x.") == 2
+    assert sentences("No full stop") == 0
+
+
+def test_benchmarks_readme_cells_are_one_sentence_and_the_log_is_all_linked():
+    """The current-figures table keeps one sentence a figure and a measurement (the figure, its ratio, the
+    date and the load), the history staying in benchmarks/log/; every log file is reached from the README."""
+    bench = ROOT / "benchmarks"
+    rows = table_rows(section(bench / "README.md", "## Current figures"))
+    assert len(rows) >= 25
+    for row in rows:
+        assert len(row) == 5, row
+        name, figure, _, measured, _ = row
+        assert sentences(figure) == 1, f"{name}: the figure cell is not one sentence: {figure}"
+        assert sentences(measured) == 1, f"{name}: the measured cell is not one sentence: {measured}"
+        if not figure.startswith("No figure"):
+            assert re.search(r"\b2026-\d\d-\d\d\b", measured) and "load" in measured, f"{name}: no date or load: {measured}"
+    readme = (bench / "README.md").read_text(encoding="utf-8")
+    unlinked = [p.name for p in LOG if f"](log/{p.name}" not in readme]
+    assert LOG and not unlinked, f"benchmarks/README.md links no row or entry to these log files: {unlinked}"
 
 
 def test_the_readme_is_short_and_its_headline_cells_link_docs_speed():

@@ -1,7 +1,7 @@
-"""Every relative link in README.md, docs/*.md, benchmarks/README.md and data/README.md points at a file that
-exists and, for a .md anchor, at a heading of that file (GitHub's slugs) or an `<a id="...">` in it (docs/speed.md's
-rows, which the README's headline table links). Every docs page is linked from another page. No network: http(s)
-and mailto links are not followed."""
+"""Every relative link in README.md, docs/*.md, benchmarks/README.md, benchmarks/log/*.md and data/README.md
+points at a file that exists and, for a .md anchor, at a heading of that file (GitHub's slugs) or an `<a id="...">`
+in it (docs/speed.md's rows, which the README's headline table links). Every docs page is linked from another
+page. No network: http(s) and mailto links are not followed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [ROOT / "README.md", *DOCS, ROOT / "benchmarks" / "README.md", ROOT / "data" / "README.md"]
+LOG = sorted((ROOT / "benchmarks" / "log").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS, ROOT / "benchmarks" / "README.md", *LOG, ROOT / "data" / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HTML_ANCHOR = re.compile(r"<a (?:id|name)=\"([^\"]+)\"")
 
