@@ -1,8 +1,10 @@
 """The docs cover the tool and quote only what exists (sqlite-utils keeps its docs so): every `embedtune`
 command (from the click group) is shown in README.md or docs/; every option a quoted `embedtune ...` or
-`python benchmarks/X.py ...` command line uses is one the command or script has; benchmarks/README.md opens
-with a current figure for every benchmark script; the README stays short, its headline cells short, each
-linking its row in docs/speed.md. Reads text and click's option tables only: no TensorFlow, no runs."""
+`python benchmarks/X.py ...` command line uses is one the command or script has (the history in
+benchmarks/log/ too); benchmarks/README.md opens with a current figure for every benchmark script, one sentence
+a cell, and links every log file; docs/architecture.md places every module; the README stays short, its
+headline cells short, each linking its row in docs/speed.md. Reads text and click's option tables only: no
+TensorFlow, no runs."""
 
 from __future__ import annotations
 
