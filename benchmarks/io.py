@@ -10,7 +10,7 @@ Data (built once under benchmarks/_data/, git-ignored; needs the `bench` extra):
 
 text    load GloVe text (gensim: load_word2vec_format(no_header=True)) and word2vec text;
         both readers' matrices checked bit-identical to the published one. Goal: >= 10 x gensim.
-        embedtune reads a big plain text file with one process per core (formats/text.py).
+        embedtune reads a big plain text file with one process per core (formats/text/read.py).
 binary  load the 1M x 300 word2vec binary. Goal: >= 3 x gensim.
 save    write the 400k x 50 GloVe vectors as word2vec text (gensim: save_word2vec_format) and as
         GloVe text, which must equal the original file byte for byte. Goal: >= 3 x gensim while exact.

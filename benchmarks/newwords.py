@@ -27,7 +27,7 @@ maps with the held-out check, part held_out), ``centred+gate+blend`` (part line_
 the rows named (without a fitted row, no probe pass); ``--reference`` is the row the paired d is taken against
 (default ``all``). ``--split valid`` scores as many
 other words of each protocol, disjoint from the test words: the parts and settings are chosen there. The corpus pass and the spelling fit are shared by the rows of one
-corpus (embedtune.newwords.fitted.gather); ``seconds`` is that shared part, and each row's own time beside it.
+corpus (embedtune.newwords.form_context.gather); ``seconds`` is that shared part, and each row's own time beside it.
 
 Issue 40: ``--corpus`` (large, fiction or a path) and ``--vectors`` (glove50, sgns100 or a path; benchmarks/
 spaces.py) choose the cell. The bisection of last round's parts is the default with one part off: ``-per_n``,
@@ -59,8 +59,8 @@ from spaces import corpus_path, load_space  # noqa: E402
 
 from embedtune.corpus import Corpus  # noqa: E402
 from embedtune.newwords.methods import initial_vectors  # noqa: E402
-from embedtune.newwords import fitted  # noqa: E402
-from embedtune.newwords.fitted import finish, gather  # noqa: E402
+from embedtune.newwords import fitted, form_context  # noqa: E402
+from embedtune.newwords.form_context import finish, gather  # noqa: E402
 from embedtune.newwords.spelling import DEFAULT_FIT_WORDS  # noqa: E402
 from embedtune.vectors import Vectors  # noqa: E402
 
@@ -337,11 +337,11 @@ def evaluate(glove, unit_glove, test, text, seed, pairs, only=None, reference=DE
             del evidence
             if "-probe_draw" in wanted:
                 began = time.perf_counter()
-                fitted.choose_probes = old_probe_draw
+                form_context.choose_probes = old_probe_draw
                 try:
                     evidence = gather(deleted, corpus, test, counts=counts, seed=seed)
                 finally:
-                    fitted.choose_probes = fitted_choose_probes
+                    form_context.choose_probes = fitted_choose_probes
                 result = finish(evidence, deleted, ROWS["all"], seed=seed)
                 rows["-probe_draw"] = (result.matrix, time.perf_counter() - began, result.stats)
             for name, cap in CAPPED_ROWS.items():

@@ -38,7 +38,8 @@ import numpy as np
 
 from embedtune.corpus import Corpus
 from embedtune.newwords.choose import pick_new_words
-from embedtune.newwords.contexts import context_sums, fit_alacarte, fitting_words, random_vectors, sif_weights
+from embedtune.newwords.common import fit_alacarte, fitting_words, random_vectors
+from embedtune.newwords.contexts import context_sums, sif_weights
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS,
                                          DEFAULT_SIF, DEFAULT_WINDOW)
 from embedtune.newwords.methods import initial_vectors
@@ -363,7 +364,7 @@ def sweep_form(setup: Setup, unit_glove, rounds) -> list[dict]:
     """The form-context start with the spelling model fitted by each number of CG ``rounds``, scored on
     the validation words (and the test words, for reference); the context side is fitted once."""
     from embedtune.newwords.spelling import fit_form
-    from embedtune.newwords.contexts import combine_form_context
+    from embedtune.newwords.form_context import combine_form_context
     from embedtune.newwords.defaults import DEFAULT_FORM_K
 
     with Corpus(setup.corpus_path, lowercase=True) as corpus:

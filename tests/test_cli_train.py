@@ -393,7 +393,7 @@ def test_logdir_holds_tensorboard_scalars_at_the_loss_points(files, tmp_path):
 def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path, monkeypatch):
     """Issue 11.10: the check reads the frozen rows back from the bytes written, so a fault in writing
     (here: the formatter prints one frozen value wrong) is caught, not reported as 'no change'."""
-    import embedtune.formats.textwrite as textwrite
+    import embedtune.formats.text.write as textwrite
 
     render = textwrite._render_lines
 

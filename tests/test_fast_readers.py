@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from embedtune import EmbedtuneError, load_vectors
-from embedtune.formats import binary, floatparse, textparse
+from embedtune.formats import binary
 from embedtune.formats.io import Source
+from embedtune.formats.text import decimals
+from embedtune.formats.text import parse as textparse
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
 PLAIN = re.compile(rb"-?([0-9]+\.?[0-9]*|\.[0-9]+)")
@@ -58,9 +60,9 @@ def test_decimals_parse_to_the_correctly_rounded_double(seed):
     lengths = np.array([len(t) for t in tokens], np.intp)
     ends = 16 + np.cumsum(lengths + 1) - 1
     values = np.empty(len(tokens))
-    odd = set(floatparse.parse_decimals(np.frombuffer(data, np.uint8), ends, lengths, values).tolist())
+    odd = set(decimals.parse_decimals(np.frombuffer(data, np.uint8), ends, lengths, values).tolist())
     for i, token in enumerate(tokens):
-        plain = PLAIN.fullmatch(token) is not None and len(token) <= floatparse.MAX_CHARS
+        plain = PLAIN.fullmatch(token) is not None and len(token) <= decimals.MAX_CHARS
         assert (i not in odd) == plain, token
         if plain:
             want = float(token)

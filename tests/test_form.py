@@ -1,4 +1,4 @@
-"""The spelling model (embedtune.newwords.spelling) and the form-context start (embedtune.newwords.methods,
+"""The spelling model (embedtune.newwords.spelling) and the form-context start (embedtune.newwords.form_context,
 `init`/`train --init form-context`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from embedtune.corpus import Corpus
 from embedtune.newwords.spelling import FormModel, _fnv, fit_form, piece_matrix, pieces
 from embedtune.formats import load_vectors
-from embedtune.newwords.contexts import combine_form_context
+from embedtune.newwords.form_context import combine_form_context
 from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from embedtune import EmbedtuneError, Vectors, load_vectors, save_vectors
 from embedtune.formats import FORMAT_NAMES, VECTOR_FORMATS, check_format_name, detect_format
 from embedtune.formats.summary import summarize_vectors
-from embedtune.formats.floattext import format_values, shortest_g
+from embedtune.formats.text.shortest import format_values, shortest_g
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
 TEXT_FORMATS = ("word2vec", "glove", "fasttext")
@@ -81,8 +81,8 @@ def test_float_text_for_embedding_like_values(values):
        st.lists(st.floats(min_value=-1e6, max_value=1e6, width=32), min_size=1, max_size=120),
        st.integers(0, 9))
 def test_compiled_writer_lines_are_the_reference_text(raw, floats, hint):
-    """The vectors' writer (floatwrite.py, compiled) writes each value as shortest_g does, from any hint."""
-    from embedtune.formats.floatwrite import render_lines
+    """The vectors' writer (formats/text/render.py, compiled) writes each value as shortest_g does, from any hint."""
+    from embedtune.formats.text.render import render_lines
 
     for values in (np.array(raw, dtype=np.uint32).view(np.float32), np.array(floats, dtype=np.float32)):
         rows = np.resize(values, (3, len(values)))
@@ -94,7 +94,7 @@ def test_compiled_writer_lines_are_the_reference_text(raw, floats, hint):
 
 def test_compiled_writer_on_glove_like_rows():
     """Rows of 5 significant digits (GloVe's %.5g), then trained ones (8-9 digits): the reference's text."""
-    from embedtune.formats.floatwrite import render_lines
+    from embedtune.formats.text.render import render_lines
 
     rng = np.random.default_rng(0)
     rows = np.vstack([np.array([float("%.5g" % x) for x in rng.standard_normal(2000)], np.float32).reshape(40, 50),
@@ -664,7 +664,7 @@ def _parallel_cases(tmp_path) -> dict:
 def test_parallel_text_read_equals_one_process(tmp_path, monkeypatch):
     """Issue 16.3: big text files are read by several processes; words, bits and every error (with
     its line) are the same as one process gives. Ranges here are a few hundred kB (3 processes)."""
-    import embedtune.formats.text as text
+    import embedtune.formats.text.read as text
 
     used = []
     read_parallel = text.TextReader._read_parallel
@@ -698,7 +698,7 @@ def test_parallel_text_read_equals_one_process(tmp_path, monkeypatch):
 
 
 def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path):
-    from embedtune.formats.textranges import _cuts
+    from embedtune.formats.text.ranges import _cuts
 
     data = b"".join(b"w%d 1 2\n" % i for i in range(100))
     path = write(tmp_path / "v", data)
@@ -718,7 +718,7 @@ def test_parallel_cuts_are_at_line_starts_and_never_after_a_blank_line(tmp_path)
 def test_text_written_on_threads_is_byte_identical_to_one_thread(tmp_path, monkeypatch, fmt):
     """Blocks are rendered on several threads ahead of the writer and written in order: the same bytes
     as one thread, on a file of many blocks with awkward values spread through it."""
-    import embedtune.formats.textwrite as textwrite
+    import embedtune.formats.text.write as textwrite
 
     base = load_vectors(SAMPLE, limit=12000)   # 10 blocks of 1,310 rows at 50 dimensions
     matrix = base.matrix.copy()
@@ -766,7 +766,7 @@ def test_only_blocks_holding_a_checked_row_are_read_back(tmp_path, fmt):
 def test_an_error_in_on_written_on_a_threaded_write_leaves_no_file(tmp_path, monkeypatch):
     """A check that fails on a later block (while other blocks are being rendered ahead) stops the
     write: the error reaches the caller and no output or temporary file is left."""
-    import embedtune.formats.textwrite as textwrite
+    import embedtune.formats.text.write as textwrite
 
     monkeypatch.setattr(textwrite, "_write_threads", lambda: 4)
     base = load_vectors(SAMPLE, limit=12000)
@@ -788,8 +788,8 @@ def test_text_read_holds_the_matrix_once(tmp_path, monkeypatch, processes):
     allocations exceed the matrix by a block's parse (small blocks here), not by a share of the matrix."""
     import tracemalloc
 
-    import embedtune.formats.text as text
-    import embedtune.formats.textranges as ranges
+    import embedtune.formats.text.read as text
+    import embedtune.formats.text.ranges as ranges
 
     rows, dim = 40_000, 300
     rendered = [" ".join(row) for row in np.char.mod("%.1f", np.random.default_rng(0).standard_normal((1000, dim)))]

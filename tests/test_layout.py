@@ -110,6 +110,27 @@ def test_every_package_folder_is_installed():
     assert folders == listed
 
 
+# The new words' start, lowest floor first (issue 47: one word's walk from the corpus to its start goes down the
+# floors, not back and forth between two files): each module imports only those before it. ``add`` (the pipeline
+# above them) and ``choose`` (which words get a row) are not floors of the start.
+NEW_WORD_FLOORS = ("defaults", "spelling", "contexts", "common", "context_mean", "alacarte", "fitted", "form_context",
+                   "methods")
+
+
+def test_a_new_words_start_goes_down_the_floors():
+    files = sources()
+    package = "embedtune.newwords"
+    modules = {name.removeprefix(package + ".") for name in files if name.startswith(package + ".")}
+    assert modules - {"add", "choose"} == set(NEW_WORD_FLOORS), "a new module of embedtune/newwords: give it a floor"
+    upward = []
+    for floor, module in enumerate(NEW_WORD_FLOORS):
+        name = f"{package}.{module}"
+        for used in imports(name, files[name], set(files)):
+            if used.startswith(package + ".") and used.removeprefix(package + ".") not in NEW_WORD_FLOORS[:floor]:
+                upward.append(f"{name} imports {used}")
+    assert upward == []
+
+
 # Private state read from outside its object, left as it is (none today).
 KNOWN_PRIVATE_READS: set[str] = set()
 

@@ -1,6 +1,6 @@
 """Each text reader and the one it stands in front of name the same line for the same bad input: the
 corpus's compiled reader (corpus/fast.py) and its Python reference (Corpus._numbered_lines); the vectors'
-whole-block parser (formats/textparse.py) and the per-line reader it hands odd blocks to (formats/text.py).
+whole-block parser (formats/text/parse.py) and the per-line reader it hands odd blocks to (formats/text/read.py).
 A line is counted as an editor shows it: a header is line 1, a byte-order mark is not a line, CRLF ends one
 line, a blank line is a line."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from embedtune.corpus.text import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.formats import load_vectors, text
+from embedtune.formats import load_vectors
+from embedtune.formats.text import read as text
 
 LAYOUTS = [dict(zip(("header", "bom", "blank", "crlf"), flags)) for flags in itertools.product((False, True), repeat=4)]
 

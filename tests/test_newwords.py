@@ -1,5 +1,5 @@
 """--new-words FILE (embedtune.newwords.choose) and the starts fitted on the corpus's own words
-(embedtune.newwords.fitted)."""
+(embedtune.newwords.form_context, its maps and gate in embedtune.newwords.fitted)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from embedtune.errors import EmbedtuneError
 from embedtune.newwords.choose import effective_min_count, pick_new_words, read_new_words
 from embedtune.newwords.contexts import context_sums
 from embedtune.plan.rows import plan_rows
-from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts, form_context_vectors, gather
+from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts
+from embedtune.newwords.form_context import form_context_vectors, gather
 from embedtune.vectors import Vectors
 
 from train_fixtures import bits, glove, make_config, run, sample_lines, write_glove_text

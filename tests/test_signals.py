@@ -101,7 +101,7 @@ def assert_gone(process: subprocess.Popen, what: str, others=()) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# a signal while a big text file is read by two processes (formats/text.py's _read_parallel)
+# a signal while a big text file is read by two processes (formats/text/read.py's _read_parallel)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@
 Every reader returns (words, float32 matrix [n, dim], where the rows start); every writer takes a
 `Vectors`. Files ending in `.gz` / `.bz2` are compressed, `-` is standard input / output.
 Text values are written in the shortest `%g` form that reads back to the same float32
-(see floattext.py), so save then load is bit-identical in every format, and an unchanged row is
+(see text/shortest.py), so save then load is bit-identical in every format, and an unchanged row is
 written as the very text it was read from.
 """
 
@@ -30,9 +30,9 @@ from embedtune.errors import EmbedtuneError
 from embedtune.formats.binary import binary_blocks, read_binary, write_binary
 from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, display_name, open_source, open_target
-from embedtune.formats.text import TextReader
-from embedtune.formats.textparse import NUMBER, parse_header
-from embedtune.formats.textwrite import RenderedAhead, write_text
+from embedtune.formats.text.read import TextReader
+from embedtune.formats.text.parse import NUMBER, parse_header
+from embedtune.formats.text.write import RenderedAhead, write_text
 from embedtune.vectors import Vectors
 
 __all__ = [
@@ -399,7 +399,7 @@ def find_duplicates(words) -> list:
 def render_ahead(vectors: Vectors, format: str) -> RenderedAhead | None:
     """The lines of ``vectors`` as ``format`` writes them, rendered from now on a thread of their own, for a
     later save_vectors(ahead=...) of the same rows (or of them changed in part: those lines are rendered
-    again); None when the format is not text, or its text is too big to hold (textwrite.AHEAD_MAX_BYTES)."""
+    again); None when the format is not text, or its text is too big to hold (text/write.py AHEAD_MAX_BYTES)."""
     matrix = vectors.matrix
     if not rendered_ahead_bytes(*matrix.shape, format) or matrix.dtype != np.float32 or not matrix.flags.c_contiguous:
         return None

@@ -14,7 +14,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import check_header_fits, new_matrix
-from embedtune.formats.textparse import parse_header
+from embedtune.formats.text.parse import parse_header
 from embedtune.vectors import WordList
 
 BLOCK_BYTES = 16 << 20

@@ -6,7 +6,7 @@ own vector, so the sentence-wide context costs one subtraction per occurrence, n
 Occurrences of probe words (frequent pretrained words playing rare ones: embedtune.newwords.fitted) are summed
 into nested buckets: an occurrence at ``level`` b counts in buckets b, b + 1, ..., so bucket b holds the
 occurrences of every level up to b. Single-threaded and ``nogil``: the spelling model's fit runs beside
-it in another thread (embedtune.newwords.fitted.gather).
+it in another thread (embedtune.newwords.form_context.gather).
 """
 
 from __future__ import annotations

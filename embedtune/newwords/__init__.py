@@ -3,9 +3,13 @@
 add.py      the pipeline `embedtune init` and train call: count, choose, start (add_new_words)
 defaults.py every default of the new words
 choose.py   which words: those a ``--new-words`` file lists, corpus words seen ``--min-count`` times
-methods.py  the start methods (``--init``): alacarte, context-mean, random, form-context
-contexts.py the context sums of one corpus pass, the à la carte map and the form/context mix
-fitted.py   the form-context start, its maps and gate fitted on the corpus's own frequent words
+methods.py  the start methods (``--init``), one call: form-context (the default), alacarte, context-mean, random
+form_context.py  the default start: the context and spelling starts mixed by each word's evidence
+fitted.py   form-context's maps and gate, fitted on the corpus's own frequent words playing rare ones
+alacarte.py the context mean through a map fitted on frequent pretrained words (Khodak et al. 2018)
+context_mean.py  the weighted mean of each word's contexts
+common.py   what the methods share: the result, the random start, the map's fitting words and fit, when it can be fitted
+contexts.py the context sums of one corpus pass, the floor every context start stands on
 spelling.py the spelling model: hashed character n-grams fitted to the pretrained vectors
 """
 

@@ -16,7 +16,7 @@ import numpy as np
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
 from embedtune.newwords.choose import Chosen, choose_new_words
-from embedtune.newwords.contexts import InitResult
+from embedtune.newwords.common import InitResult
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                                          DEFAULT_WINDOW)
 from embedtune.newwords.methods import initial_vectors

@@ -1,21 +1,20 @@
-"""What new words' starts are made of: the context sums of one corpus pass (within the window and over
-the whole line, embedtune.kernels.contexts), the à la carte map, the form/context mix, and the result's
-shape. The methods themselves: embedtune.newwords.methods (alacarte, context-mean, random) and embedtune.newwords.fitted
-(form-context, fitted on the corpus).
+"""The context sums of one corpus pass, the floor every context start stands on: for each target word, the
+pretrained vectors around its occurrences summed within the window and over the whole line
+(embedtune.kernels.contexts), weighted by the context words' corpus counts (sif_weights). The start methods over
+them: context_mean.py, alacarte.py, form_context.py (methods.py picks one).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from embedtune.corpus import CHUNK_TOKENS, Corpus, id_chunks
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FORM_K, DEFAULT_SIF,
-                                         DEFAULT_WINDOW)
+from embedtune.newwords.defaults import DEFAULT_SIF, DEFAULT_WINDOW
 from embedtune.vectors import Vectors
 
 
@@ -50,31 +49,6 @@ class ContextSums:
     def line_means(self) -> np.ndarray:
         """[n_targets, dim] float64 weighted mean of the whole lines' context (zero where none)."""
         return self.line_sums / np.where(self.line_mass > 0, self.line_mass, 1)[:, None]
-
-
-@dataclass
-class InitResult:
-    """Starting vectors of new words.
-
-    matrix : float32 array of shape = [n_new, dim], row i for ``new_words[i]``
-    contexts : int64 array of shape = [n_new]; occurrences with a pretrained word nearby
-        (the evidence behind each start; zeros for ``random``)
-    n_from_context : rows started from their contexts
-    n_too_few : rows that had fewer than ``min_contexts`` contexts and start random (form-context:
-        nor a character n-gram seen in the pretrained words)
-    stats : method, window, fit words, seconds, ...
-    """
-
-    matrix: np.ndarray
-    contexts: np.ndarray
-    n_from_context: int
-    n_too_few: int
-    stats: dict = field(default_factory=dict)
-
-
-def random_vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
-    """word2vec's start for a word with no vector: [n, dim] float32 uniform in +-0.5/dim."""
-    return ((rng.random((n, dim), dtype=np.float32) - 0.5) / dim).astype(np.float32)
 
 
 def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF,
@@ -227,94 +201,10 @@ def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.nda
     return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
-def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The map A minimising sum_w |A x_w - v_w|^2 (no ridge: on GloVe any ridge made it worse).
-
-    x : [n, dim] context means of the fitting words; v : [n, dim] their vectors.
-    Returns A as a [dim, dim] float64 array; a new word starts at ``A @ x``.
-    """
-    x = np.asarray(x, np.float64)
-    v = np.asarray(v, np.float64)
-    # The normal equations: a [dim, dim] solve instead of an SVD of [n, dim], which is slow where
-    # OpenBLAS runs more threads than cores; the answers agree (benchmarks/README.md, recovery).
-    try:
-        return np.linalg.solve(x.T @ x, x.T @ v).T
-    except np.linalg.LinAlgError:   # fewer independent fitting words than dimensions
-        return np.linalg.lstsq(x, v, rcond=None)[0].T
-
-
-def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,
-                  max_words: int = DEFAULT_FIT_MAX_WORDS) -> list[str]:
-    """Pretrained words seen at least ``min_count`` times, most frequent first, at most ``max_words``."""
-    words = [(c, w) for w, c in counts.items() if c >= min_count and w in vectors.index]
-    words.sort(key=lambda cw: (-cw[0], cw[1]))
-    return [w for _, w in words[:max_words]]
-
-
-def choose_method(method: str, vectors: Vectors, counts: Counter,
-                  fit_min_count: int = DEFAULT_FIT_MIN_COUNT, found: int | None = None) -> tuple[str, str | None]:
-    """The method new words start by, and why it is not the one asked for (None when it is).
-
-    The one rule of `embedtune init` and `embedtune train`: alacarte needs at least ``dim``
-    pretrained words seen ``fit_min_count`` times to fit its [dim, dim] map; with fewer (a small
-    corpus) new words start from the plain context mean instead, which needs no fit. Falling
-    back rather than failing: a small corpus is a normal input, and context-mean is the next
-    best start measured on the recovery benchmark; the summaries say it happened.
-    """
-    if method not in ("alacarte", "form-context"):
-        return method, None
-    if found is None:   # ``found``: the fitting words' number, when the caller has them already
-        found = len(fitting_words(vectors, counts, fit_min_count, vectors.dim))
-    found = min(found, vectors.dim)
-    if found >= vectors.dim:
-        return method, None
-    why = (f"alacarte needs {vectors.dim} pretrained words seen {fit_min_count}+ times in the "
-           f"corpus to fit its {vectors.dim}x{vectors.dim} map, found {found}; ")
-    if method == "form-context":   # its context side falls back; the spelling side needs no corpus
-        return method, why + "the context side of form-context is the plain context mean (context-mean) instead"
-    return "context-mean", why + "new words start from their plain context mean (context-mean) instead"
-
-
-def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.ndarray,
-                         k: float = DEFAULT_FORM_K, weight: np.ndarray | None = None,
-                         centre: np.ndarray | None = None) -> np.ndarray:
-    """[n, dim] float32 starts mixing each word's form and context vectors by its evidence.
-
-    form, context : [n, dim] the two starts; evidence : [n] the contexts n behind each context
-    start (0 where it is not to be used). The unit vectors are weighted w = n / (n + k) (context;
-    or ``weight``, [n], when given: the fitted gate of embedtune.newwords.fitted) and 1 - w (form), and the
-    sum is scaled to the same mix of the two lengths: cosines decide the direction, and training
-    with an anchor needs a length of the pretrained vectors' kind. A zero form vector (no piece of
-    the word was seen) leaves the context start as it is.
-    centre : [dim] the pretrained vectors' mean: when given, each start's part along it is taken out, the rest
-        mixed as above, and the parts along it added back, weighed w and 1 - w. Skip-gram vectors share one
-        direction (a word's cosine with their mean is about 0.7), and both starts carry it: mixed as they
-        are, it swamps what each says about the word (benchmarks/README.md, "Issue 40: the spelling half on
-        skip-gram vectors"). Along it the two are mixed as they are, not reset to the mean: a start
-        shrunk toward zero (as a ridge fit's) keeps its own share of the shared direction.
-    """
-    form = np.asarray(form, np.float64)
-    context = np.asarray(context, np.float64)
-    n = np.asarray(evidence, np.float64)
-    has_form = np.any(form != 0, axis=1)
-    has_context = np.any(context != 0, axis=1)
-    along_form = along_context = 0.0
-    if centre is not None:
-        axis = np.asarray(centre, np.float64)
-        axis = axis / max(float(np.linalg.norm(axis)), 1e-30)
-        along_form, along_context = form @ axis, context @ axis
-        form = form - along_form[:, None] * axis
-        context = context - along_context[:, None] * axis
-    form_len = np.linalg.norm(form, axis=1)
-    context_len = np.linalg.norm(context, axis=1)
-    w = n / (n + k) if weight is None else np.asarray(weight, np.float64)
-    w = np.where(has_form, w, 1.0)
-    w = np.where(has_context, w, 0.0)
-    mixed = (w / np.where(context_len > 0, context_len, 1))[:, None] * context \
-        + ((1 - w) / np.where(form_len > 0, form_len, 1))[:, None] * form
-    length = w * context_len + (1 - w) * form_len
-    mixed_len = np.linalg.norm(mixed, axis=1)
-    out = mixed * (length / np.where(mixed_len > 0, mixed_len, 1))[:, None]
-    if centre is not None:
-        out += (w * along_context + (1 - w) * along_form)[:, None] * axis
-    return out.astype(np.float32)
+def weighted_sums(vectors: Vectors, corpus: Corpus, targets: list[str], counts: Counter, window: int, sif: float,
+                  keep: np.ndarray | None, seed: int, progress: Callable[[int], None] | None) -> ContextSums:
+    """context_sums of ``targets`` with every context word weighed by its corpus count (sif_weights); the
+    corpus's words (``counts``' keys) are looked up in the vectors once, for the weights and the pass."""
+    rows = vectors.index.rows(list(counts))
+    return context_sums(vectors, corpus, targets, window, sif_weights(vectors, counts, sif, rows), keep, seed, progress,
+                        vocabulary=counts, vocabulary_rows=rows)

@@ -1,4 +1,5 @@
-"""``form-context`` starts fitted on the user's own corpus: frequent pretrained words play rare ones.
+"""The maps and the gate of the ``form-context`` start (form_context.py), fitted on the user's own corpus: frequent
+pretrained words play rare ones.
 
 A rare word's evidence is a few contexts, and a map fitted on frequent words' averages over all their
 occurrences (à la carte) is the wrong map for an average over one or two; how far to trust the spelling
@@ -42,19 +43,10 @@ benchmarks/newwords.py's measure of what each adds (chosen there on validation w
 
 from __future__ import annotations
 
-import concurrent.futures
-import time
-from dataclasses import dataclass
-
 import numpy as np
 
-from embedtune.corpus import Corpus
-from embedtune.memory import release_freed_memory
-from embedtune.newwords.contexts import (InitResult, choose_method, combine_form_context, context_sums, fit_alacarte,
-                                         fitting_words, random_vectors, sif_weights)
-from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
-                                         DEFAULT_FORM_K, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW)
-from embedtune.newwords.spelling import DEFAULT_FIT_WORDS
+from embedtune.newwords.common import fit_alacarte
+from embedtune.newwords.defaults import DEFAULT_FORM_K
 from embedtune.vectors import Vectors
 
 PARTS = ("per_n", "line", "gate", "centre", "line_blend", "held_out")
@@ -310,120 +302,3 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
     if checks:   # [bucket, ridge chosen (None: no map), the map's held-out score, the all-occurrence start's]
         stats["held_out_maps"] = checks
     return model, stats
-
-
-@dataclass
-class Evidence:
-    """What one corpus pass and the spelling fit gave: the input of ``finish`` (which fits and mixes)."""
-
-    sums: object            # embedtune.newwords.contexts.ContextSums: new words, then the fitting words; probes
-    form: np.ndarray        # [n_new + n_probes, dim] float32 spelling starts (the probes' from a fit without them)
-    n_new: int
-    fit_rows: np.ndarray    # rows of the fitting words in the vectors
-    probe_rows: np.ndarray
-    stats: dict
-    centre: np.ndarray      # [dim] the mean of the rows the spelling model fits to (the frequent words)
-
-
-def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int = DEFAULT_PROBES,
-           slots=DEFAULT_SLOTS, form_options: dict | None = None, window: int = DEFAULT_WINDOW, counts=None,
-           sif: float = DEFAULT_SIF, fit_min_count: int = DEFAULT_FIT_MIN_COUNT,
-           fit_max_words: int = DEFAULT_FIT_MAX_WORDS, fit_occurrences: int = DEFAULT_FIT_OCCURRENCES,
-           seed: int = 1, progress=None, line_cap: int = 0) -> Evidence:
-    """The corpus pass (new words, fitting words, ``probes`` probe words) and, in a second thread beside
-    it, the spelling model's fit (without the probes). ``line_cap``: context_sums's (lines longer than it give
-    their window as their line's context)."""
-    from embedtune.newwords.spelling import form_model_for
-
-    if counts is None:
-        counts = corpus.count()[0]
-    # The pretrained words the corpus shows PROBE_MIN_COUNT+ times, most frequent first: the probes'
-    # candidates, and their head (fit_min_count+ times) the words that fit the all-occurrence map.
-    candidates = fitting_words(vectors, counts, min(PROBE_MIN_COUNT, fit_min_count), fit_max_words)
-    fit = [w for w in candidates if counts[w] >= fit_min_count]
-    _, note = choose_method("form-context", vectors, counts, fit_min_count, found=len(fit))
-    n_new = len(new_words)
-    stats = {"method": "form-context", "context_side": "alacarte" if note is None else "context-mean",
-             "window": window, "sif": sif}
-    if note:
-        stats["method_note"] = note
-        fit = []
-    # Probes sampled evenly over the candidates; those among the spelling model's rows are left out of its
-    # fit (their spelling is predicted as a new word's: from other words).
-    probe_words = choose_probes(vectors, counts, [w for w in candidates if counts[w] >= PROBE_MIN_COUNT],
-                                probes, seed) if probes else []
-    probe_rows = vectors.index.rows(probe_words) if probe_words else np.zeros(0, np.int64)
-    fit_n = (form_options or {}).get("fit_words", DEFAULT_FIT_WORDS) or len(vectors)
-    left_out = probe_rows[probe_rows < fit_n]
-    keep = None
-    if fit:   # every occurrence of a new word counts; a fitting word's context mean needs only a sample
-        fit_counts = np.array([counts[w] for w in fit], np.float64)
-        keep = np.concatenate([np.ones(n_new), np.minimum(1.0, fit_occurrences / fit_counts)])
-    # The form fit needs no corpus, so it runs in a second thread during the corpus pass (the pass is a
-    # nogil kernel, the fit numpy/scipy); the result does not depend on the overlap.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fitting = pool.submit(form_model_for, vectors, words=list(new_words) + probe_words, exclude=left_out,
-                              **(form_options or {}))
-        rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
-        sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows),
-                            keep, seed, progress, vocabulary=counts, vocabulary_rows=rows, probes=probe_words,
-                            probe_counts=np.array([counts[w] for w in probe_words], np.float64), probe_slots=slots,
-                            line_cap=line_cap)
-        model = fitting.result()
-    form = model.predict(list(new_words) + probe_words)
-    stats.update(model.stats)
-    del model, fitting   # the future holds the model too
-    release_freed_memory()
-    fit_rows = vectors.index.rows(fit) if fit else np.zeros(0, np.int64)
-    if len(fit_rows):
-        stats.update(fit_words=int((sums.contexts[n_new:] > 0).sum()), fit_min_count=fit_min_count)
-    centre = np.asarray(vectors.matrix[:fit_n], np.float64).mean(axis=0) if len(vectors) else np.zeros(vectors.dim)
-    return Evidence(sums, form, n_new, fit_rows, probe_rows, stats, centre)
-
-
-def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFAULT_SLOTS,
-           min_contexts: int = DEFAULT_MIN_CONTEXTS, seed: int = 1) -> InitResult:
-    """Fit the maps and the gate (``parts``) on the probes and mix each new word's two starts."""
-    e, n_new, dim = evidence, evidence.n_new, vectors.dim
-    centre = e.centre if "centre" in parts else None
-    starts, fit_stats = fit_starts(e.sums, e.fit_rows, n_new, vectors, e.probe_rows, e.form[n_new:], slots, parts,
-                                   centre)
-    n = e.sums.line_contexts[:n_new] if "line" in parts else e.sums.contexts[:n_new]
-    evidence_n = np.where(n >= min_contexts, n, 0)
-    context = starts.context(e.sums.means()[:n_new], e.sums.line_means()[:n_new], evidence_n, "per_n" in parts)
-    context = np.where((evidence_n > 0)[:, None], context, 0)
-    weight = starts.weight(evidence_n) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
-    matrix = combine_form_context(e.form[:n_new], context, evidence_n, weight=weight,
-                                  centre=centre)
-    # Neither a context nor a seen piece: word2vec's random start.
-    none = (evidence_n == 0) & ~np.any(e.form[:n_new] != 0, axis=1)
-    matrix[none] = random_vectors(int(none.sum()), dim, np.random.default_rng(seed))
-    stats = {**e.stats, **fit_stats, "min_contexts": min_contexts,
-             "form_k": None if "gate" in parts else DEFAULT_FORM_K,
-             "from_form_only": int(((evidence_n == 0) & ~none).sum())}
-    return InitResult(matrix, n.astype(np.int64), int((evidence_n > 0).sum()), int(none.sum()), stats)
-
-
-def form_context_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], parts=DEFAULT_PARTS,
-                         form_options: dict | None = None, probes: int = DEFAULT_PROBES, slots=DEFAULT_SLOTS,
-                         window: int = DEFAULT_WINDOW, min_contexts: int = DEFAULT_MIN_CONTEXTS, counts=None,
-                         sif: float = DEFAULT_SIF, fit_min_count: int = DEFAULT_FIT_MIN_COUNT,
-                         fit_max_words: int = DEFAULT_FIT_MAX_WORDS, fit_occurrences: int = DEFAULT_FIT_OCCURRENCES,
-                         seed: int = 1, progress=None) -> InitResult:
-    """``form-context`` starts for ``new_words``: contexts and spelling, mixed by their evidence, with the
-    maps and the gate fitted on probes of this corpus (module docstring); ``parts`` = () is the fixed mix of
-    before (the all-occurrence map, the window only, k = DEFAULT_FORM_K)."""
-    began = time.perf_counter()
-    if not new_words:
-        counts = corpus.count()[0] if counts is None else counts
-        _, note = choose_method("form-context", vectors, counts, fit_min_count)
-        stats = {"method": "form-context", "context_side": "alacarte" if note is None else "context-mean",
-                 "window": window, "min_contexts": min_contexts, "sif": sif, "seconds": 0.0,
-                 **({"method_note": note} if note else {})}
-        return InitResult(np.zeros((0, vectors.dim), np.float32), np.zeros(0, np.int64), 0, 0, stats)
-    fitted = bool({"per_n", "gate"} & set(parts))
-    found = gather(vectors, corpus, new_words, probes if fitted else 0, slots, form_options, window, counts, sif,
-                   fit_min_count, fit_max_words, fit_occurrences, seed, progress)
-    result = finish(found, vectors, parts, slots, min_contexts, seed)
-    result.stats["seconds"] = round(time.perf_counter() - began, 3)
-    return result

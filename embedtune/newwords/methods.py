@@ -1,28 +1,22 @@
-"""Starting vectors for new words, from the pretrained vectors of the words around them.
+"""Starting vectors for new words (``--init``): the one call that picks a start method, a file each.
 
-One streaming pass over the corpus sums, for each target word, the pretrained vectors of
-the words within ``window`` of each of its occurrences (windows never cross a line; only
-pretrained words count as context). A context word seen n times in the corpus weighs
-a / (a + n) (Arora et al. 2017's smooth inverse frequency, with a = ``sif`` counted in
-occurrences), so that "the" and "of" do not drown the words that say something. Memory is
-the sums, [n_targets, dim], whatever the corpus length. From the sums:
-
-``context-mean``  the weighted mean context vector x_w of each new word.
-``alacarte``      Khodak et al. 2018, "A La Carte Embedding": a linear map A, fitted by
-                  least squares so that A x_w ~ v_w over pretrained words frequent in the
-                  corpus, gives each new word A x_w. Averaging contexts leaves mostly the
-                  directions shared by all words; A learns to undo that.
-``form-context``  Schick & Schuetze 2019's form-and-context idea: the context start and the form
-                  start (embedtune.newwords.spelling: the word's spelling through character n-grams fitted to
-                  the pretrained vectors) mixed by the word's evidence, with the maps (one per
-                  number of contexts, over the window and the whole line) and the mix fitted on
-                  frequent words of this corpus playing rare ones (embedtune.newwords.fitted).
+``form-context``  the default (defaults.DEFAULT_METHOD, the best test R@10 after training on the recovery
+                  benchmark, rare and frequent words): Schick & Schuetze 2019's form-and-context idea, the
+                  context start and the form start (the word's spelling, embedtune.newwords.spelling) mixed by the
+                  word's evidence, with maps and the mix fitted on frequent words of this corpus playing rare ones
+                  (form_context.py, its fitted parts in fitted.py).
+``alacarte``      Khodak et al. 2018: the context mean through a linear map fitted on frequent pretrained words
+                  (alacarte.py).
+``context-mean``  the weighted mean context vector x_w of each new word (context_mean.py).
 ``random``        word2vec's start, uniform in +-0.5/dim (no corpus pass).
 
-A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in
-their window gets the random start.
+Every context start stands on one streaming pass over the corpus (contexts.py) that sums, for each target word, the
+pretrained vectors of the words within ``window`` of each of its occurrences (windows never cross a line; only
+pretrained words count as context), a context word seen n times weighing a / (a + n) (Arora et al. 2017's smooth
+inverse frequency, with a = ``sif`` counted in occurrences). Memory is the sums, [n_targets, dim], whatever the
+corpus length. A new word with fewer than ``min_contexts`` occurrences that have a pretrained word in their window
+gets the random start (form-context: its spelling's start where it has one).
 """
-
 
 from __future__ import annotations
 
@@ -30,15 +24,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-import numpy as np
-
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords.contexts import (InitResult, choose_method, context_sums, fit_alacarte, fitting_words,
-                                         random_vectors, sif_weights)
+from embedtune.newwords.alacarte import alacarte_vectors
+from embedtune.newwords.common import InitResult, all_random
+from embedtune.newwords.context_mean import context_mean_vectors
 from embedtune.newwords.defaults import (DEFAULT_FIT_MAX_WORDS, DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES,
                                          DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF, DEFAULT_WINDOW, METHODS)
-from embedtune.newwords.fitted import form_context_vectors
+from embedtune.newwords.form_context import form_context_vectors
 from embedtune.vectors import Vectors
 
 
@@ -54,7 +47,7 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
         words that fit alacarte's map; counted here (one more pass) when not given.
     Returns an InitResult whose matrix is [len(new_words), vectors.dim] float32; its stats say
     the method used ("method") and, when it is not the one asked for, why ("method_note"):
-    see choose_method.
+    see common.choose_method.
     """
     if method not in METHODS:
         raise EmbedtuneError(f"unknown init method {method!r} (expected one of {', '.join(METHODS)})")
@@ -67,46 +60,10 @@ def initial_vectors(vectors: Vectors, corpus: Corpus, new_words: list[str], meth
     known = [w for w in new_words if w in vectors.index]
     if known:
         raise EmbedtuneError(f"{len(known)} of the new words already have a vector (e.g. {known[0]!r})")
-    began = time.perf_counter()
-    n_new, dim = len(new_words), vectors.dim
-    rng = np.random.default_rng(seed)
-    matrix = random_vectors(n_new, dim, rng)
-    stats = {"method": method, "window": window, "min_contexts": min_contexts, "sif": sif}
-    if method == "random" or n_new == 0:
-        stats["seconds"] = round(time.perf_counter() - began, 3)
-        return InitResult(matrix, np.zeros(n_new, np.int64), 0, 0, stats)
-
-    if counts is None:
-        counts = corpus.count()[0]
-    fit = fitting_words(vectors, counts, fit_min_count, fit_max_words) if method == "alacarte" else []
-    method, note = choose_method(method, vectors, counts, fit_min_count, found=len(fit) if fit else None)
-    stats["method"] = method
-    if note:
-        stats["method_note"] = note
-    if method != "alacarte":
-        fit = []
-    keep = None
-    if fit:
-        # Every occurrence of a new word counts; a fitting word's context mean needs only a sample.
-        fit_counts = np.array([counts[w] for w in fit], np.float64)
-        keep = np.concatenate([np.ones(n_new), np.minimum(1.0, fit_occurrences / fit_counts)])
-    rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
-    found = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows), keep,
-                         seed, progress, vocabulary=counts, vocabulary_rows=rows)
-    means = found.means()
-    start = means[:n_new]
     if method == "alacarte":
-        fit_rows = np.array([vectors.index[w] for w in fit])
-        fit_means, fit_vectors = means[n_new:], vectors.matrix[fit_rows]
-        # A word whose every neighbour lacks a vector has no context mean to fit on.
-        usable = found.contexts[n_new:] > 0
-        a = fit_alacarte(fit_means[usable], fit_vectors[usable])
-        start = start @ a.T
-        stats.update(fit_words=int(usable.sum()), fit_min_count=fit_min_count)
-    contexts = found.contexts[:n_new]
-    enough = contexts >= min_contexts
-    matrix[enough] = start[enough]
-    n_from_context = int(enough.sum())
-    stats["seconds"] = round(time.perf_counter() - began, 3)
-    return InitResult(matrix, contexts, n_from_context, n_new - n_from_context, stats)
-
+        return alacarte_vectors(vectors, corpus, new_words, window, min_contexts, counts, sif, fit_min_count,
+                                fit_max_words, fit_occurrences, seed, progress)
+    if method == "context-mean":
+        return context_mean_vectors(vectors, corpus, new_words, window, min_contexts, counts, sif, seed, progress)
+    stats = {"method": method, "window": window, "min_contexts": min_contexts, "sif": sif}
+    return all_random(vectors, new_words, stats, seed, time.perf_counter())

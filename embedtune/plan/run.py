@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from embedtune.config import Config
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords.contexts import choose_method
+from embedtune.newwords.common import choose_method
 from embedtune.plan.rows import plan_rows
 from embedtune.plan.rules import Plan
 from embedtune.training.checkpoints import folder as checkpoint

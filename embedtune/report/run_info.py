@@ -60,7 +60,7 @@ def from_summary(path: str) -> RunInfo:
 
 
 def from_run(result, init=None) -> RunInfo:
-    """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.newwords.contexts.InitResult (the new
+    """A run from ``embedtune.run.run``'s result; ``init``: its embedtune.newwords.common.InitResult (the new
     words' contexts), None without new words."""
     from embedtune.config import all_keys
 

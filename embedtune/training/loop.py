@@ -40,7 +40,7 @@ class TrainResult:
     plan: Plan
     stats: dict = field(default_factory=dict)
     model: object | None = None   # the objective's own trained part that is not vectors (classify: its classifier)
-    init: object | None = None    # the new words' InitResult (embedtune.newwords.contexts; the report shows their contexts)
+    init: object | None = None    # the new words' InitResult (embedtune.newwords.common; the report shows their contexts)
 
 
 def train(vectors: Vectors, corpus: Corpus | None, config: Config,
@@ -147,7 +147,7 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
         on_plan(plan)
     # New words start from their contexts (one streaming pass), unless --init random: `embedtune init`'s
     # call, for the words the plan chose. A corpus too small to fit the a la carte map falls back to the
-    # plain context mean (newwords.contexts.choose_method), and the summary says so. The window is the
+    # plain context mean (newwords.common.choose_method), and the summary says so. The window is the
     # objective's (Objective.init_window).
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
     starts = NewWordSettings(method=config.vocab.init, window=objective_class(t.objective).init_window(t),

@@ -27,7 +27,7 @@ class OneProcess:
         return corpus.count()
 
     def init_corpus(self, corpus):
-        """What the new words' context pass reads (embedtune.newwords.methods)."""
+        """What the new words' context pass reads (embedtune.newwords.contexts.context_sums)."""
         return corpus
 
     def objective_corpus(self, corpus):

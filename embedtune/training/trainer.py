@@ -29,7 +29,7 @@ from embedtune._tf import lazy as tf
 
 from embedtune.config import Config
 from embedtune.corpus import Corpus
-from embedtune.newwords.contexts import random_vectors
+from embedtune.newwords.common import random_vectors
 from embedtune.objectives import objective_class
 from embedtune.objectives.rows import LocalRows
 from embedtune.plan.rules import Plan

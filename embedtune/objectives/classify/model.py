@@ -71,7 +71,7 @@ def save_classifier(classifier: Classifier, path: str) -> None:
     header is ``labels dim rows``, and after the labels come those rows: the n-gram rows, ``word word v1 ...
     vdim`` (an n-gram's words, then its row), then the line end's, ``</s> v1 ... vdim`` (LINE_END)."""
     from embedtune.formats.io import open_target
-    from embedtune.formats.textwrite import render_lines
+    from embedtune.formats.text.write import render_lines
 
     n, dim = classifier.weights.shape
     names, rows = classifier.feature_rows()

@@ -1,6 +1,6 @@
-"""Parsing text vectors: the ``COUNT DIM`` header line (text.py's and binary.py's), and a block of whole
-lines (a word and DIM values each) into words and a float32 matrix: the fast paths (floatparse.py on
-whole arrays, numpy's columns, ``np.loadtxt``) that text.py's reader and textwrite.py's read-back both use."""
+"""Parsing text vectors: the ``COUNT DIM`` header line (read.py's and binary.py's), and a block of whole
+lines (a word and DIM values each) into words and a float32 matrix: the fast paths (decimals.py on
+whole arrays, numpy's columns, ``np.loadtxt``) that read.py's reader and write.py's read-back both use."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats import floatparse
+from embedtune.formats.text import decimals
 from embedtune.formats.io import MAX_DIM
 
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
@@ -73,22 +73,22 @@ def parse_fast(body: bytes, dim: int, n: int):
 
 
 def parse_columns(body: bytes, dim: int, n: int):
-    """The common case: every line is a word, then dim values, each after one space (floatparse.py).
+    """The common case: every line is a word, then dim values, each after one space (decimals.py).
     Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for anything else."""
     if b"\r" in body:
         body = body.replace(b"\r\n", b"\n")
         if b"\r" in body:
             raise NotFast
-    # 16 bytes of padding: floatparse looks at the 16 bytes that end where a value ends
-    text = np.empty(len(body) + floatparse.WIDTH, np.uint8)
-    text[:floatparse.WIDTH] = ord("0")
-    text[floatparse.WIDTH:] = np.frombuffer(body, np.uint8)
+    # 16 bytes of padding: decimals.py looks at the 16 bytes that end where a value ends
+    text = np.empty(len(body) + decimals.WIDTH, np.uint8)
+    text[:decimals.WIDTH] = ord("0")
+    text[decimals.WIDTH:] = np.frombuffer(body, np.uint8)
     matrix = np.empty((n, dim), np.float32)
     words = []
     row = 0
-    start = floatparse.WIDTH
+    start = decimals.WIDTH
     while start < text.size:
-        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - floatparse.WIDTH) + 1 + floatparse.WIDTH
+        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - decimals.WIDTH) + 1 + decimals.WIDTH
         k = parse_piece(body, text, start, stop, dim, matrix[row:], words)
         row += k
         start = stop
@@ -119,7 +119,7 @@ def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) 
     lengths = lengths.reshape(k, dim + 1)[:, :dim].ravel() - 1
     ends = rows[:, 1:].ravel() + start
     values = np.empty(k * dim, np.float64)
-    odd = floatparse.parse_decimals(text, ends, lengths, values)
+    odd = decimals.parse_decimals(text, ends, lengths, values)
     if odd.size:
         # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed
         if odd.size > max(64, values.size >> 6):
@@ -132,7 +132,7 @@ def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) 
     with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
         out[:k] = values.reshape(k, dim)
     # the words: a slice per line (cheaper than a mask and cumsum over the bytes; benchmarks/README.md, io)
-    base = start - floatparse.WIDTH
+    base = start - decimals.WIDTH
     joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
     try:
         piece_words = joined.decode("utf-8").split(" ")

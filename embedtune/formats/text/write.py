@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.textparse import ASCII_SPACE, NUMBER, NotFast, parse_fast
+from embedtune.formats.text.parse import ASCII_SPACE, NUMBER, NotFast, parse_fast
 
 # Writing renders blocks on threads (the compiled writer releases the GIL; the words' encoding and the
 # shortest-form fallback hold it). The gain needs a free core
@@ -238,7 +238,7 @@ def render_lines(words, rows) -> bytes:
 
 def _render_lines(words, rows, digits_hint=0):
     """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count): the compiled
-    writer (floatwrite.py), the bytes of floattext.py's shortest %g a value."""
-    from embedtune.formats.floatwrite import render_lines as compiled_lines   # numba: imported when writing
+    writer (render.py), the bytes of shortest.py's shortest %g a value."""
+    from embedtune.formats.text.render import render_lines as compiled_lines   # numba: imported when writing
 
     return compiled_lines([w.encode("utf-8") for w in words], rows, digits_hint)

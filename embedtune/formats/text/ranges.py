@@ -1,4 +1,4 @@
-"""The parallel text read's ranges and transfers (formats/text.py): where a file is cut, and the children's
+"""The parallel text read's ranges and transfers (read.py): where a file is cut, and the children's
 replies and rows received into the matrix."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Text lines ``word v1 ... vdim`` rendered by a compiled kernel: the bytes of floattext.py's writer.
+"""Text lines ``word v1 ... vdim`` rendered by a compiled kernel: the bytes of shortest.py's writer.
 
-Each value is the shortest ``%g`` text that reads back to the same float32 (floattext.py's
-``shortest_g``), found one value at a time with floattext.py's float64 arithmetic (exact for
+Each value is the shortest ``%g`` text that reads back to the same float32 (shortest.py's
+``shortest_g``), found one value at a time with shortest.py's float64 arithmetic (exact for
 1e-4 <= |x| < 1e7): the digit count of the previous value is tried first (most values of a file need
 the same), then one digit fewer or more at a time. Values outside that range, or that ``%g``
 writes in scientific notation, are written by ``shortest_g`` itself (a few in a file). numpy's
-whole-array version (floattext.py ``format_slots``) spent most of a 400k-row write's time in
+whole-array version (shortest.py ``format_slots``) spent most of a 400k-row write's time in
 temporary arrays and the NUL squeeze (benchmarks/README.md, classify); this writes each line once.
 """
 
@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from embedtune.formats.floattext import shortest_g
+from embedtune.formats.text.shortest import shortest_g
 
 _POW10 = 10.0 ** np.arange(23)
 _INV10 = 1.0 / _POW10
@@ -26,7 +26,7 @@ SLOT_BYTES = 16   # at most ' ' + sign + 14 characters a value
 @njit(cache=True, nogil=True)
 def _round_to(j, m9, residual, e10, a32, pow10, inv10):
     """m9 (9 significant digits) rounded to 9 - j digits as printf rounds: (digits q, exponent e,
-    reads back as a32, written in scientific notation by %g). floattext.py ``_round_to``, one value."""
+    reads back as a32, written in scientific notation by %g). shortest.py ``_round_to``, one value."""
     p = pow10[j]
     q = math.floor(m9 * inv10[j])   # m9 // p, without a division: settled exactly below
     if q * p > m9:

@@ -4,7 +4,7 @@ One line per word: the word, then DIM numbers, separated by single spaces. The l
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
 Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
-and parses its values as plain decimals on whole arrays (floatparse.py: faster than `np.loadtxt` on
+and parses its values as plain decimals on whole arrays (decimals.py: faster than `np.loadtxt` on
 GloVe, the same bits; benchmarks/README.md, io). A block that is not one word and dim values after single
 spaces on every line goes to numpy's C text reader (`np.loadtxt`, faster than `np.fromstring`); a block
 neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
@@ -31,8 +31,8 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
-from embedtune.formats.textranges import _cuts, _end_children, _parts, _receive_rows, _replies
-from embedtune.formats.textparse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
+from embedtune.formats.text.ranges import _cuts, _end_children, _parts, _receive_rows, _replies
+from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
