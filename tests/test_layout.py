@@ -168,3 +168,27 @@ def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_c
                             capture_output=True, text=True, check=True).stdout.split("\n")[0]
     assert loaded == "['embedtune.newwords', 'embedtune.newwords.defaults']"
 
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_promise_has_one_home_below_the_run_training_and_keras():
+    """embedtune/frozen.py (issue 47, item 1) holds the frozen rows' checks, hashes, checked write and
+    diff's verdict; the run, the loop, diff and the Keras layer call it, so it reaches none of them (nor the
+    config or TensorFlow's wrapper) by any import, and the modules it replaced stay gone."""
+    files = sources()
+    graph = {name: imports(name, path, set(files)) for name, path in files.items()}
+    above = ("embedtune.run", "embedtune.api", "embedtune.config", "embedtune.training", "embedtune.keras",
+             "embedtune.compare", "embedtune.plan", "embedtune._tf", "embedtune.cli")
+    assert sorted(m for m in reached(graph, "embedtune.frozen") if m.startswith(above)) == []
+    callers = ("embedtune.run", "embedtune.training.loop", "embedtune.compare.diff", "embedtune.keras.layer")
+    assert [m for m in callers if "embedtune.frozen" not in graph[m]] == []
+    assert "embedtune.training.frozen" not in files and "embedtune.keras.proof" not in files

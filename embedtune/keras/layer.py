@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import types
 import warnings
 import weakref
 
@@ -32,7 +31,7 @@ from keras import ops
 
 from embedtune._tf import tf
 from embedtune.keras import _project as project
-from embedtune.keras.proof import digest, row_hashes, warn_once
+from embedtune.frozen import digest, row_hashes, save_checked
 
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
@@ -48,6 +47,13 @@ def layer_of(variable):
     """The Embedding whose trainable rows ``variable`` is, or None."""
     ref = getattr(variable, "_embedtune_layer", None)
     return ref() if ref is not None else None
+
+
+def warn_once(owner, message: str) -> None:
+    """``message`` as a UserWarning, once for ``owner``."""
+    if not getattr(owner, "_embedtune_warned", False):
+        owner._embedtune_warned = True
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _constant(value: np.ndarray):
@@ -69,7 +75,7 @@ class Embedding(keras.layers.Layer):
 
     input_dim, output_dim : the table's shape [V, dim]; trainable_rows : T, the rows that train
     n_pretrained : rows from the vectors (the rest are new words); frozen_digest : the frozen rows'
-    digest as read (embedtune.keras.proof); source, source_format : where the vectors came from
+    digest as read (embedtune.frozen.digest); source, source_format : where the vectors came from
     embeddings_regularizer, embeddings_constraint : Keras's, on the trainable rows (a frozen row's
     term would be a constant)
     mask_token, oov_token : the words of the padding row (id 0) and of the unknown-word row (next), None
@@ -388,10 +394,9 @@ class Embedding(keras.layers.Layer):
         kept = row_ids >= r
         words = self.vocabulary[r:]
         out = project.PatchedVectors(words, table[:n_pre], row_ids[kept] - r, trained[kept])
-        plan = project.Plan(words, self.frozen[r:], n_pre)
         fmt = project.output_format(path, to, self.source_format)
-        source = types.SimpleNamespace(matrix=table[:n_pre], fasttext=getattr(self, "_fasttext", None))
-        return project.save_checked(out, source, plan, os.fspath(path), fmt)
+        return save_checked(out, table[:n_pre], self.frozen[r:], os.fspath(path), fmt,
+                            model=getattr(self, "_fasttext", None))
 
     def warn_plain_optimizer(self) -> None:
         if self.rows is not None:   # every row frozen: no optimizer touches the layer
