@@ -101,7 +101,7 @@ def save_checked(out, before: np.ndarray, frozen: np.ndarray, output: str, out_f
     if out_format == "fasttext-model":   # the model read: its subword rows and settings, written back
         from embedtune.formats.fasttext_write import require_model
 
-        out.fasttext = model
+        out.model = model
         require_model(out, output)
 
     def check_block(start, stop, rows):

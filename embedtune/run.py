@@ -241,7 +241,7 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
         return out
     began = time.perf_counter()
     out.written = save_checked(result.vectors, vectors.matrix, result.plan.frozen, config.output, loaded.out_format,
-                               model=getattr(vectors, "fasttext", None), ahead=ahead)
+                               model=vectors.model, ahead=ahead)
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune.training.checkpoints import folder as checkpoints

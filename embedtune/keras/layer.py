@@ -108,6 +108,9 @@ class Embedding(keras.layers.Layer):
         if self._vocabulary is not None and len(self._vocabulary) != self.input_dim:
             raise project.EmbedtuneError(f"vocabulary has {len(self._vocabulary):,} words for {self.input_dim:,} rows")
         self._reference = initial["hashes"] if initial else None   # per-row hashes of the frozen rows as read
+        # The fastText model the vectors were read from (Vectors.model), for save_vectors to write a model
+        # back; not serialised: a layer loaded from a .keras file writes other formats only.
+        self.fasttext_model = initial["model"] if initial else None
         self._lazy_rows = False               # set by LazyRows.build (stepped_by_lazy_rows)
         self._suspect = False                 # a training call saw no LazyRows (warn_plain_optimizer)
 
@@ -164,7 +167,7 @@ class Embedding(keras.layers.Layer):
         table = np.concatenate(parts) if len(parts) > 1 else matrix   # no copy of a large table when nothing is added
         hashes = row_hashes(table, np.flatnonzero(frozen))
         initial = {"table": table, "rows": table[trainable], "slot_of": slot_of,
-                   "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes}
+                   "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes, "model": rows.vectors.model}
         layer = cls(len(words), table.shape[1], len(trainable), plan.n_pretrained, frozen_digest=digest(hashes),
                     source=rows.source, source_format=rows.format, mask_token=mask_token, oov_token=oov_token,
                     _initial=initial, **keras_args)
@@ -172,8 +175,6 @@ class Embedding(keras.layers.Layer):
         if layer.mask_zero and mask_token is None and table[0].any():
             warnings.warn(f"mask_zero=True masks id 0, which is the vectors' word {words[0]!r} (not a padding "
                           "row): pass mask_token='<pad>' to put a padding row first", UserWarning, stacklevel=2)
-        # A fastText model read: its subword rows, for save_vectors to write a model back (not serialised).
-        layer._fasttext = getattr(rows.vectors, "fasttext", None)
         return layer
 
     def build(self, input_shape=None):
@@ -396,7 +397,7 @@ class Embedding(keras.layers.Layer):
         out = project.PatchedVectors(words, table[:n_pre], row_ids[kept] - r, trained[kept])
         fmt = project.output_format(path, to, self.source_format)
         return save_checked(out, table[:n_pre], self.frozen[r:], os.fspath(path), fmt,
-                            model=getattr(self, "_fasttext", None))
+                            model=self.fasttext_model)
 
     def warn_plain_optimizer(self) -> None:
         if self.rows is not None:   # every row frozen: no optimizer touches the layer
