@@ -30,8 +30,8 @@ import keras
 from keras import ops
 
 from embedtune._tf import tf
-from embedtune.keras import _project as project
 from embedtune.frozen import digest, row_hashes, save_checked
+from embedtune.keras import _project as project
 
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
