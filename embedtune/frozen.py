@@ -169,16 +169,16 @@ class FrozenCheck:
         return {**asdict(self), "ok": self.ok}
 
 
-def frozen_verdict(words, index, held: np.ndarray, changed: np.ndarray) -> FrozenCheck:
-    """What became of the listed ``words`` (iterable of str; order kept, repeats dropped) of an old set
-    whose word -> row is ``index``: ``held[r]`` the new set has old row r's word, ``changed[r]`` its row
-    there is not bit-identical to old row r (bits_differ)."""
-    words = list(dict.fromkeys(words))
-    known = [w for w in words if w in index]
-    rows = [index[w] for w in known]
+def frozen_verdict(words: list[str], rows: np.ndarray, held: np.ndarray, changed: np.ndarray) -> FrozenCheck:
+    """What became of the listed ``words`` (distinct, in the order to report them) of an old set: ``rows``
+    int [len(words)], each one's row there (-1: the old set lacks it); ``held[r]``: the new set has old
+    row r's word; ``changed[r]``: its row there is not bit-identical to old row r (bits_differ)."""
+    rows = np.asarray(rows, np.int64)
+    at = np.flatnonzero(rows >= 0)
+    kept, moved = held[rows[at]], changed[rows[at]]
     return FrozenCheck(
-        checked=len(known),
-        changed=[w for w, r in zip(known, rows) if held[r] and changed[r]],
-        removed=[w for w, r in zip(known, rows) if not held[r]],
-        unknown=[w for w in words if w not in index],
+        checked=len(at),
+        changed=[words[i] for i in at[kept & moved].tolist()],
+        removed=[words[i] for i in at[~kept].tolist()],
+        unknown=[words[i] for i in np.flatnonzero(rows < 0).tolist()],
     )

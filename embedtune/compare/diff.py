@@ -232,17 +232,14 @@ def check_frozen(old: Vectors, new: Vectors, words) -> FrozenCheck:
     """Which of ``words`` (iterable of str; order kept, repeats dropped) did not stay bit-identical."""
     words = list(dict.fromkeys(words))
     _check_dims(old, new)
-    known = [w for w in words if w in old.index]
-    old_rows = np.fromiter((old.index[w] for w in known), np.int64, len(known))
-    get = new.index.get
-    new_rows = np.fromiter((get(w, -1) for w in known), np.int64, len(known))
+    old_rows, new_rows = old.index.rows(words), new.index.rows(words)
+    both = np.flatnonzero((old_rows >= 0) & (new_rows >= 0))
     held, changed = np.zeros(len(old), bool), np.zeros(len(old), bool)
-    held[old_rows[new_rows >= 0]] = True
-    both = np.flatnonzero(new_rows >= 0)
+    held[old_rows[both]] = True
     for start in range(0, both.size, CHUNK_ROWS):
         part = both[start:start + CHUNK_ROWS]
         changed[old_rows[part]] = bits_differ(old.matrix[old_rows[part]], new.matrix[new_rows[part]])
-    return frozen_verdict(words, old.index, held, changed)
+    return frozen_verdict(words, old_rows, held, changed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +328,8 @@ def diff_file(old: Vectors, new_path, *, format=None, keep_first_duplicate=False
     d = _summarize(rc, n_old, matched.size + len(added), old.dim, len(added), added_words, top, examples)
     if frozen_words is None:
         return d, None
-    return d, frozen_verdict(frozen_words, old.index, new_row >= 0, moved)
+    words = list(dict.fromkeys(frozen_words))
+    return d, frozen_verdict(words, old.index.rows(words), new_row >= 0, moved)
 
 
 def config_frozen_words(vectors: Vectors, vocab) -> list[str]:
