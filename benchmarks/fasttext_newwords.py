@@ -74,7 +74,7 @@ def main() -> None:
     a = ap.parse_args()
     print(f"load {' '.join(open('/proc/loadavg').read().split()[:3])}")
     vectors = load_vectors(model_path(a.corpus))
-    model = vectors.fasttext
+    model = vectors.model
     with Corpus(a.corpus) as corpus:
         counts = corpus.count()[0]
     rng = np.random.default_rng(a.seed)
@@ -87,8 +87,7 @@ def main() -> None:
         gone = set(test)
         keep = [i for i, w in enumerate(words) if w not in gone]
         fitted_side = Vectors([words[i] for i in keep], vectors.matrix[keep])
-        subword_side = Vectors(fitted_side.words, fitted_side.matrix)
-        subword_side.fasttext = model
+        subword_side = Vectors(fitted_side.words, fitted_side.matrix, model=model)
         truth = vectors.index.rows(test)
         rows = {"spelling: subwords": SubwordForm(model).predict(test),
                 "spelling: fitted": fit_form(fitted_side, words=test).predict(test)}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.frozen import save_checked
 from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors, decide_lowercase
 
@@ -39,7 +40,7 @@ class RunResult:
     vectors : the input's rows with the trained ones in place, then the new words
     stats : the summary (``--json``), with ``seconds`` split into load_vectors, count_and_import,
         setup, loop and write
-    written : the frozen rows' read-back (embedtune.training.FrozenRowsCheck), None when nothing was
+    written : the frozen rows' read-back (embedtune.frozen.FrozenRowsCheck), None when nothing was
         written (no output, or a worker of several that is not the chief)
     report : what to tell the person who ran it, a line each (Objective.describe)
     """
@@ -239,7 +240,8 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
     if config.output is None or not is_chief():   # one worker of several: the chief writes and reports
         return out
     began = time.perf_counter()
-    out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format, ahead)
+    out.written = save_checked(result.vectors, vectors.matrix, result.plan.frozen, config.output, loaded.out_format,
+                               model=vectors.model, ahead=ahead)
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune.training.checkpoints import folder as checkpoints
@@ -276,32 +278,6 @@ def summarize(out: RunResult, out_format: str, seconds: dict, looped: bool) -> N
     seconds.update(setup=s["total_seconds"] - seconds["count_and_import"] - s["train_seconds"],
                    loop=s["train_seconds"])
     s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
-
-
-def save_checked(out, vectors, plan, output: str, out_format: str, ahead=None):
-    """Write ``out`` with its frozen rows checked as written (read back from the output's bytes)
-    against the input as read; a difference is an error before the output is renamed into place.
-    ``ahead``: ``vectors``' lines rendered ahead (formats.render_ahead). Returns the check (checked: rows
-    compared, worst: the largest change, 0.0)."""
-    from embedtune import formats
-    from embedtune.training import FrozenRowsCheck
-
-    written = FrozenRowsCheck(vectors.matrix, plan.frozen)
-    if out_format == "fasttext-model":   # the model read: its subword rows and settings, written back
-        check_model_output(vectors, out_format, output)
-        out.fasttext = vectors.fasttext
-
-    def check_block(start, stop, rows):
-        written(start, stop, rows)
-        if written.changed:
-            what = "1 frozen row" if written.changed == 1 else f"{written.changed:,} frozen rows"
-            left = "nothing was written" if output != "-" else "the output stops here"
-            raise EmbedtuneError(f"{what} would be written changed (largest change {written.worst:.3g}); {left}",
-                                 output)
-
-    # Only blocks holding a frozen row are read back: the check compares nothing else.
-    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen, ahead=ahead)
-    return written
 
 
 def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False,

@@ -409,7 +409,7 @@ def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method)
     """The context weights and the context pass both want the corpus's words' rows: one lookup."""
     from embedtune.corpus import Corpus
     from embedtune.newwords.methods import initial_vectors
-    from embedtune.vectors import WordIndex
+    from embedtune.words import WordIndex
     from train_fixtures import glove, sample_lines
 
     vectors = glove(3000)

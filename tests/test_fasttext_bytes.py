@@ -58,7 +58,7 @@ def twins_model(tmp_path_factory):
 def test_a_word_that_is_not_utf8_reads_as_its_bytes_hash(latin1_model):
     vectors = load_vectors(latin1_model, replace_bad_utf8=True)
     row = list(vectors.words).index("caf\ufffd")
-    model = vectors.fasttext
+    model = vectors.model
     # the vector is the model's arithmetic over the word's own bytes, not over the replacement's
     own = model.word_vectors([b"caf\xe9"], np.array([row]))
     shown = model.word_vectors(["caf\ufffd"], np.array([row]))
@@ -103,7 +103,7 @@ def test_keep_first_duplicate_keeps_the_model(twins_model, tmp_path):
     vec = tmp_path / "out.vec"
     assert run("convert", twins_model, vec, "--replace-bad-utf8", "--keep-first-duplicate").exit_code == 0
     kept = load_vectors(twins_model, replace_bad_utf8=True, keep_first_duplicate=True)
-    first = kept.fasttext.word_vectors([b"caf\xe9", b"caf\xe8"], np.array([-1, -1]))
+    first = kept.model.word_vectors([b"caf\xe9", b"caf\xe8"], np.array([-1, -1]))
     assert not np.array_equal(first[0], first[1])
     assert np.array_equal(load_vectors(vec)["caf\ufffd"], kept["caf\ufffd"])
 

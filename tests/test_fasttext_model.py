@@ -90,7 +90,7 @@ def test_every_word_reads_as_fasttexts_own_arithmetic_bit_for_bit(model_file, tm
     for i, w in enumerate(words[:200]):
         np.testing.assert_allclose(unit(vectors.matrix[i]), model.get_word_vector(w), rtol=1e-5, atol=1e-6)
     assert not any(w in vectors for w in UNSEEN)
-    unseen = vectors.fasttext.oov_vectors(UNSEEN)
+    unseen = vectors.model.oov_vectors(UNSEEN)
     assert all(same_bits(unseen[i], fasttext_vector(model, matrix, w)) for i, w in enumerate(UNSEEN))
 
 
@@ -114,7 +114,7 @@ def test_reads_gensims_lee_model_as_gensim_does():
     # gensim divides where fastText multiplies by 1/n, and gives </s> n-grams that fastText does not.
     rows = [i for i, w in enumerate(ours.words) if w != "</s>"]
     np.testing.assert_allclose(ours.matrix[rows], theirs.vectors[rows], rtol=1e-5, atol=1e-6)
-    unseen = ours.fasttext.oov_vectors(UNSEEN[:4])
+    unseen = ours.model.oov_vectors(UNSEEN[:4])
     np.testing.assert_allclose(unseen, np.array([theirs[w] for w in UNSEEN[:4]]), rtol=1e-5, atol=1e-6)
 
 
@@ -157,7 +157,7 @@ def test_damaged_truncated_newer_and_quantized_models_are_one_line_errors(model_
     ]
     # The quantization flag (one byte before the input matrix's header) set: what fastText's quantize writes.
     vectors = load_vectors(path)
-    rows = vectors.fasttext.input.shape[0]
+    rows = vectors.model.input.shape[0]
     at = data.index(np.array([rows, 10], "<i8").tobytes()) - 1
     cases.append((data[:at] + b"\1" + data[at + 1:], ["quantized fastText model (.ftz"]))
     for i, (bad, fragments) in enumerate(cases):
@@ -189,8 +189,7 @@ def test_changed_and_new_words_written_back_load_in_fasttext_and_gensim(model_fi
     new = ["zzqx", "héllo"]
     values = rng.normal(0, 0.3, (len(changed) + len(new), vectors.dim)).astype(np.float32)
     out = PatchedVectors(vectors.words.appended(new), vectors.matrix, np.concatenate([changed, [len(vectors),
-                         len(vectors) + 1]]), values)
-    out.fasttext = vectors.fasttext
+                         len(vectors) + 1]]), values, model=vectors.model)
     seen = []
     target = tmp_path / "out.bin"
     save_vectors(out, target, "fasttext-model", on_written=lambda a, b, r: seen.append((a, r.copy())))
@@ -220,6 +219,24 @@ def test_writing_a_model_needs_a_model_read(tmp_path):
     result = run("convert", vectors_file, tmp_path / "out.bin", "--to", "fasttext-model")
     assert_one_line_error(result, "fastText model", "subword rows")
     assert not (tmp_path / "out.bin").exists()
+
+
+def test_a_keras_layer_takes_the_model_from_its_vectors_and_writes_it_back(model_file, tmp_path):
+    """The layer keeps the model from_vectors read (Vectors.model), so its save_vectors writes the model back:
+    untouched, byte for byte; a layer over vectors without one says so and writes nothing."""
+    from embedtune import EmbedtuneError, Vectors
+    from embedtune.keras import Embedding
+
+    path, _ = model_file
+    layer = Embedding.from_vectors(str(path), freeze_top=50)
+    assert layer.fasttext_model is not None and layer.fasttext_model.nwords == len(layer.vocabulary)
+    check = layer.save_vectors(tmp_path / "layer.bin", to="fasttext-model")
+    assert check.checked == 50 and (tmp_path / "layer.bin").read_bytes() == path.read_bytes()
+    plain = Embedding.from_vectors(Vectors(["a", "b"], np.ones((2, 3), np.float32)))
+    assert plain.fasttext_model is None
+    with pytest.raises(EmbedtuneError, match="fastText model"):
+        plain.save_vectors(tmp_path / "plain.bin", to="fasttext-model")
+    assert not (tmp_path / "plain.bin").exists()
 
 
 # -- training ----------------------------------------------------------------------------------

@@ -189,3 +189,67 @@ def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_c
                             capture_output=True, text=True, check=True).stdout.split("\n")[0]
     assert loaded == "['embedtune.newwords', 'embedtune.newwords.defaults']"
 
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_the_promise_has_one_home_below_the_run_training_and_keras():
+    """embedtune/frozen.py (issue 47, item 1) holds the frozen rows' checks, hashes, checked write and
+    diff's verdict; the run, the loop, diff and the Keras layer call it, so it reaches none of them (nor the
+    config or TensorFlow's wrapper) by any import, and the modules it replaced stay gone."""
+    files = sources()
+    graph = {name: imports(name, path, set(files)) for name, path in files.items()}
+    above = ("embedtune.run", "embedtune.api", "embedtune.config", "embedtune.training", "embedtune.keras",
+             "embedtune.compare", "embedtune.plan", "embedtune._tf", "embedtune.cli")
+    assert sorted(m for m in reached(graph, "embedtune.frozen") if m.startswith(above)) == []
+    callers = ("embedtune.run", "embedtune.training.loop", "embedtune.compare.diff", "embedtune.keras.layer")
+    assert [m for m in callers if "embedtune.frozen" not in graph[m]] == []
+    assert "embedtune.training.frozen" not in files and "embedtune.keras.proof" not in files
+
+
+def side_attributes(paths: list[Path], root: Path) -> set[str]:
+    """Where the fastText model is reached as an attribute set on the side: ``getattr``/``setattr``/``hasattr``/
+    ``delattr`` naming ``model`` or a name holding ``fasttext``, or ``x.fasttext = ...`` / ``x._fasttext = ...``."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                    and (node.args[1].value == "model" or "fasttext" in node.args[1].value.lower())):
+                found.add(f"{path.relative_to(root).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
+                  and node.attr.lstrip("_") == "fasttext"):
+                found.add(f"{path.relative_to(root).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_fasttext_model_is_a_declared_field_not_an_attribute_set_on_the_side():
+    """Issue 47, item 3 (gensim's FastTextKeyedVectors: extra state is a declared field of the vectors type):
+    Vectors.model and PatchedVectors.model are declared, and nothing sets or probes the model by name."""
+    import dataclasses
+
+    import numpy as np
+
+    from embedtune.vectors import PatchedVectors, Vectors
+
+    assert side_attributes(list(sources().values()), REPO) == set()
+    assert "model" in {f.name for f in dataclasses.fields(Vectors)}
+    assert Vectors(["a"], np.zeros((1, 2))).model is None
+    assert PatchedVectors(["a"], np.zeros((1, 2), np.float32), np.zeros(0, np.int64), np.zeros((0, 2))).model is None
+
+
+def test_the_reader_catches_a_model_set_on_the_side(tmp_path):
+    """The check above can fail: each way the model used to be reached."""
+    (tmp_path / "a.py").write_text("def f(v, w, layer):\n    w.fasttext = v.fasttext\n    layer._fasttext = 1\n"
+                                   "    return getattr(v, 'fasttext', None), hasattr(w, 'model')\n")
+    assert {line.split(": ", 1)[0] for line in side_attributes([tmp_path / "a.py"], tmp_path)} == {
+        "a.py:2", "a.py:3", "a.py:4"}

@@ -15,7 +15,8 @@ from embedtune import load_vectors
 from embedtune.corpus import Corpus
 from embedtune.formats import save_vectors
 from embedtune.newwords.contexts import context_sums
-from embedtune.vectors import Vectors, WordIndex, WordList
+from embedtune.vectors import Vectors
+from embedtune.words import WordIndex, WordList
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 GLOVE = SAMPLE / "glove.6B.50d.20k.txt"

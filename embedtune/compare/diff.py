@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
+from embedtune.frozen import FrozenCheck, bits_differ, frozen_verdict
 from embedtune.vectors import Vectors
 
 
@@ -143,8 +144,7 @@ def _row_changes(old: Vectors, new: Vectors, words: list[str] | None = None) -> 
 def _moves(a: np.ndarray, b: np.ndarray):
     """-> (positions of the rows of ``b`` not bit-identical to ``a``'s, their L2 change, their cosine to ``a``)."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    # Bits, not values: -0.0 vs 0.0 or a NaN payload is a change a frozen row must not have.
-    differs = (a.view(np.uint32) != b.view(np.uint32)).any(axis=1)
+    differs = bits_differ(a, b)   # bits, not values: the promise's own test (embedtune.frozen)
     pos = np.flatnonzero(differs)
     if pos.size == 0:
         return pos, np.zeros(0), np.zeros(0)
@@ -225,43 +225,21 @@ def _summarize(rc: _RowChanges, old_words: int, new_words: int, dim: int, n_adde
 
 
 # ---------------------------------------------------------------------------------------------
-# frozen words
-
-
-@dataclass
-class FrozenCheck:
-    """Frozen words checked between an old and a new set of vectors.
-
-    changed : frozen words whose vector is not bit-identical in the new set
-    removed : frozen words the old set has and the new one lacks
-    unknown : listed words the old set does not have (nothing to keep; not a failure)
-    """
-
-    checked: int
-    changed: list[str]
-    removed: list[str]
-    unknown: list[str]
-
-    @property
-    def ok(self) -> bool:
-        return not self.changed and not self.removed
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
+# frozen words: the verdict is embedtune.frozen's; here the words are matched and the rows read
 
 
 def check_frozen(old: Vectors, new: Vectors, words) -> FrozenCheck:
     """Which of ``words`` (iterable of str; order kept, repeats dropped) did not stay bit-identical."""
     words = list(dict.fromkeys(words))
-    known = [w for w in words if w in old.index]
-    unknown = [w for w in words if w not in old.index]
-    rc = _row_changes(old, new, known)
-    return FrozenCheck(
-        checked=len(known),
-        changed=[rc.words[i] for i in rc.changed],
-        removed=rc.removed_words,
-        unknown=unknown,
-    )
+    _check_dims(old, new)
+    old_rows, new_rows = old.index.rows(words), new.index.rows(words)
+    both = np.flatnonzero((old_rows >= 0) & (new_rows >= 0))
+    held, changed = np.zeros(len(old), bool), np.zeros(len(old), bool)
+    held[old_rows[both]] = True
+    for start in range(0, both.size, CHUNK_ROWS):
+        part = both[start:start + CHUNK_ROWS]
+        changed[old_rows[part]] = bits_differ(old.matrix[old_rows[part]], new.matrix[new_rows[part]])
+    return frozen_verdict(words, old_rows, held, changed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,14 +329,7 @@ def diff_file(old: Vectors, new_path, *, format=None, keep_first_duplicate=False
     if frozen_words is None:
         return d, None
     words = list(dict.fromkeys(frozen_words))
-    known = [w for w in words if w in old.index]
-    known_rows = np.fromiter((old.index[w] for w in known), np.int64, len(known))
-    return d, FrozenCheck(
-        checked=len(known),
-        changed=[w for w, r in zip(known, known_rows) if new_row[r] >= 0 and moved[r]],
-        removed=[w for w, r in zip(known, known_rows) if new_row[r] < 0],
-        unknown=[w for w in words if w not in old.index],
-    )
+    return d, frozen_verdict(words, old.index.rows(words), new_row >= 0, moved)
 
 
 def config_frozen_words(vectors: Vectors, vocab) -> list[str]:

@@ -289,9 +289,7 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
         bad = _nonfinite_rows(table.matrix)
         if bad.size:
             raise nonfinite_error(path, table, int(bad[0]), table.matrix[int(bad[0])])
-    vectors = Vectors(table.words, table.matrix)
-    if table.model is not None:
-        vectors.fasttext = table.model   # what a fastText model written back and new words' starts need
+    vectors = Vectors(table.words, table.matrix, model=table.model)
     if len(vectors.index) == len(vectors.words):
         return vectors  # no duplicates (the index, built anyway, tells without another pass)
     duplicates = find_duplicates(table.words)
@@ -300,10 +298,8 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
         raise duplicate_error(table, table.words[row], row, first)
     keep = np.ones(len(table.words), bool)
     keep[[row for row, _ in duplicates]] = False
-    kept = Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep])
-    if table.model is not None:   # written back, the model keeps the rows left out here as they were
-        kept.fasttext = table.model
-    return kept
+    # Written back, the model keeps the rows left out here as they were.
+    return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep], model=table.model)
 
 
 def nonfinite_error(path, table: Table, row: int, values: np.ndarray) -> EmbedtuneError:
@@ -332,9 +328,7 @@ def without_nonfinite(vectors: Vectors) -> tuple[Vectors, list]:
         return vectors, []
     keep = np.ones(len(vectors), bool)
     keep[bad] = False
-    kept = Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep])
-    if getattr(vectors, "fasttext", None) is not None:
-        kept.fasttext = vectors.fasttext
+    kept = Vectors([w for w, k in zip(vectors.words, keep) if k], vectors.matrix[keep], model=vectors.model)
     return kept, [vectors.words[int(r)] for r in bad]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import check_header_fits, new_matrix
 from embedtune.formats.text.parse import parse_header
-from embedtune.vectors import WordList
+from embedtune.words import WordList
 
 BLOCK_BYTES = 16 << 20
 MAX_WORD_BYTES = 1 << 16  # a longer "word" means the file is not what the header says

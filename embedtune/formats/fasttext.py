@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.vectors import WordList
+from embedtune.words import WordList
 
 MAGIC = 793712314
 MAGIC_BYTES = struct.pack("<i", MAGIC)

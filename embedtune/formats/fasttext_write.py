@@ -1,6 +1,6 @@
 """Writing a fastText model back (``--to fasttext-model``, or ``-o out.bin`` from a fastText model).
 
-The model read (``vectors.fasttext``) gives the settings, the dictionary, the subword rows and the output
+The model read (``vectors.model``) gives the settings, the dictionary, the subword rows and the output
 matrix, all written as they were. Each word whose vector differs from the model's own (the bits of
 get_word_vector) gets its own row set so that fastText's average of that row and its n-gram rows gives the
 new vector (``subwords.solve_own_rows``: within float32 rounding, docs/formats.md); every other row is
@@ -22,7 +22,7 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.fasttext import _ARGS, _DICT, _MATRIX, ARGS, MAGIC, SUPERVISED
 from embedtune.formats.subwords import solve_own_rows, word_vectors
-from embedtune.vectors import WordList
+from embedtune.words import WordList
 
 BLOCK_ROWS = 1 << 14
 NEW_WORD_COUNT = 1
@@ -31,7 +31,7 @@ FASTTEXT_SPACE = " \n\r\t\v\f\0"   # what fastText's readWord splits words at
 
 def require_model(vectors, name: str):
     """The fastText model ``vectors`` came from; an error naming ``name`` (the output) when there is none."""
-    model = getattr(vectors, "fasttext", None)
+    model = vectors.model
     if model is None:
         raise EmbedtuneError("a fastText model (fasttext-model) is written from a fastText model only: it needs "
                              "the model's subword rows and settings (give a .bin model as the vectors, or write "
@@ -40,7 +40,7 @@ def require_model(vectors, name: str):
 
 
 def write_model(vectors, out, *, name: str, progress=None, on_written=None, check_rows=None) -> None:
-    """Write ``vectors`` (Vectors or PatchedVectors carrying ``fasttext``, the model they came from)."""
+    """Write ``vectors`` (Vectors or PatchedVectors carrying ``model``, the fastText model they came from)."""
     model = require_model(vectors, name)
     if vectors.dim != model.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, the fastText model {model.dim}", name)
@@ -78,7 +78,7 @@ def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
             expected += 1
             continue
         if lookup is None:   # a read with --limit, a row left out, or words in another order: look it up
-            from embedtune.vectors import WordIndex
+            from embedtune.words import WordIndex
 
             lookup = WordIndex(model.words)
         found = lookup.find(word)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from embedtune.vectors import WordList
+from embedtune.words import WordList
 
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619

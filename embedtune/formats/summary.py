@@ -6,7 +6,7 @@ import numpy as np
 
 from embedtune.formats import stream_table
 from embedtune.formats.io import display_name
-from embedtune.vectors import WordList
+from embedtune.words import WordList
 
 def summarize_vectors(path, format=None, *, replace_bad_utf8=False, progress=None, max_listed=20) -> dict:
     """What `embedtune inspect` shows: format, count, dimension, norms, NaN/inf rows, duplicates.

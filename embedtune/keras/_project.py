@@ -1,6 +1,7 @@
 """The one place embedtune.keras imports the rest of the project: the options and their config, the
-freeze rules, the new words and their starts, the writers with their frozen read-back, and the lazy
-optimizers' arithmetic. A move of those modules touches this file only.
+freeze rules, the new words and their starts, the output's format, and the lazy optimizers' arithmetic.
+A move of those modules touches this file only. (The frozen rows' proof and checked write,
+embedtune.frozen, the layer imports itself: it sits below all of them and imports none.)
 
 ``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> plan.rows.plan_rows
 -> plan.rules.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
@@ -22,13 +23,13 @@ from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.newwords.choose import listed_notes, read_new_words
 from embedtune.plan.rows import plan_rows
 from embedtune.plan.rules import Plan, make_plan, plan_notes
-from embedtune.run import Reading, check_dimension, load_training_vectors, save_checked
+from embedtune.run import Reading, check_dimension, load_training_vectors
 from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
 __all__ = ["DEFAULT_LR", "EmbedtuneError", "LayerRows", "OPTIMIZERS", "Plan", "PatchedVectors", "Reading", "Vectors",
            "cap_rows", "check_not_input", "counted", "layer_rows", "make_optimizer", "merge_rows", "output_format",
-           "plan_notes", "python_names", "save_checked"]
+           "plan_notes", "python_names"]
 
 # The options a layer takes: the vocabulary's ([vocab] of the config: freeze and train rules, new words,
 # how the corpus is read), the vectors' format, the expected dimension and the seed of random starts.

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import types
 import warnings
 import weakref
 
@@ -31,8 +30,8 @@ import keras
 from keras import ops
 
 from embedtune._tf import tf
+from embedtune.frozen import digest, row_hashes, save_checked
 from embedtune.keras import _project as project
-from embedtune.keras.proof import digest, row_hashes, warn_once
 
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
@@ -48,6 +47,13 @@ def layer_of(variable):
     """The Embedding whose trainable rows ``variable`` is, or None."""
     ref = getattr(variable, "_embedtune_layer", None)
     return ref() if ref is not None else None
+
+
+def warn_once(owner, message: str) -> None:
+    """``message`` as a UserWarning, once for ``owner``."""
+    if not getattr(owner, "_embedtune_warned", False):
+        owner._embedtune_warned = True
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _constant(value: np.ndarray):
@@ -69,7 +75,7 @@ class Embedding(keras.layers.Layer):
 
     input_dim, output_dim : the table's shape [V, dim]; trainable_rows : T, the rows that train
     n_pretrained : rows from the vectors (the rest are new words); frozen_digest : the frozen rows'
-    digest as read (embedtune.keras.proof); source, source_format : where the vectors came from
+    digest as read (embedtune.frozen.digest); source, source_format : where the vectors came from
     embeddings_regularizer, embeddings_constraint : Keras's, on the trainable rows (a frozen row's
     term would be a constant)
     mask_token, oov_token : the words of the padding row (id 0) and of the unknown-word row (next), None
@@ -102,6 +108,9 @@ class Embedding(keras.layers.Layer):
         if self._vocabulary is not None and len(self._vocabulary) != self.input_dim:
             raise project.EmbedtuneError(f"vocabulary has {len(self._vocabulary):,} words for {self.input_dim:,} rows")
         self._reference = initial["hashes"] if initial else None   # per-row hashes of the frozen rows as read
+        # The fastText model the vectors were read from (Vectors.model), for save_vectors to write a model
+        # back; not serialised: a layer loaded from a .keras file writes other formats only.
+        self.fasttext_model = initial["model"] if initial else None
         self._lazy_rows = False               # set by LazyRows.build (stepped_by_lazy_rows)
         self._suspect = False                 # a training call saw no LazyRows (warn_plain_optimizer)
 
@@ -158,7 +167,7 @@ class Embedding(keras.layers.Layer):
         table = np.concatenate(parts) if len(parts) > 1 else matrix   # no copy of a large table when nothing is added
         hashes = row_hashes(table, np.flatnonzero(frozen))
         initial = {"table": table, "rows": table[trainable], "slot_of": slot_of,
-                   "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes}
+                   "row_ids": trainable.astype(np.int32), "words": words, "hashes": hashes, "model": rows.vectors.model}
         layer = cls(len(words), table.shape[1], len(trainable), plan.n_pretrained, frozen_digest=digest(hashes),
                     source=rows.source, source_format=rows.format, mask_token=mask_token, oov_token=oov_token,
                     _initial=initial, **keras_args)
@@ -166,8 +175,6 @@ class Embedding(keras.layers.Layer):
         if layer.mask_zero and mask_token is None and table[0].any():
             warnings.warn(f"mask_zero=True masks id 0, which is the vectors' word {words[0]!r} (not a padding "
                           "row): pass mask_token='<pad>' to put a padding row first", UserWarning, stacklevel=2)
-        # A fastText model read: its subword rows, for save_vectors to write a model back (not serialised).
-        layer._fasttext = getattr(rows.vectors, "fasttext", None)
         return layer
 
     def build(self, input_shape=None):
@@ -388,10 +395,9 @@ class Embedding(keras.layers.Layer):
         kept = row_ids >= r
         words = self.vocabulary[r:]
         out = project.PatchedVectors(words, table[:n_pre], row_ids[kept] - r, trained[kept])
-        plan = project.Plan(words, self.frozen[r:], n_pre)
         fmt = project.output_format(path, to, self.source_format)
-        source = types.SimpleNamespace(matrix=table[:n_pre], fasttext=getattr(self, "_fasttext", None))
-        return project.save_checked(out, source, plan, os.fspath(path), fmt)
+        return save_checked(out, table[:n_pre], self.frozen[r:], os.fspath(path), fmt,
+                            model=self.fasttext_model)
 
     def warn_plain_optimizer(self) -> None:
         if self.rows is not None:   # every row frozen: no optimizer touches the layer

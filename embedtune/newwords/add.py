@@ -63,10 +63,7 @@ class NewWords:
         writing the model back)."""
         words = vectors.words.appended(self.chosen.words) if hasattr(vectors.words, "appended") \
             else vectors.words + self.chosen.words
-        out = Vectors(words, np.vstack([vectors.matrix, self.start.matrix]))
-        if getattr(vectors, "fasttext", None) is not None:
-            out.fasttext = vectors.fasttext
-        return out
+        return Vectors(words, np.vstack([vectors.matrix, self.start.matrix]), model=vectors.model)
 
     def summary(self, vectors: Vectors) -> dict:
         """init's summary (``--json``), after its files: the corpus, the words and how they started."""

@@ -247,7 +247,7 @@ class SubwordForm:
 def form_model_for(vectors: Vectors, **fit_options):
     """The spelling start for new words of ``vectors``: a fastText model's subwords when they came from one,
     else the form model fitted to them (``fit_form``)."""
-    model = getattr(vectors, "fasttext", None)
+    model = vectors.model
     if model is not None and model.maxn > 0 and model.bucket > 0:
         return SubwordForm(model)
     return fit_form(vectors, **fit_options)

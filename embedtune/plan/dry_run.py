@@ -47,7 +47,7 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
 
     if run.init != "form-context" or not run.new_words:
         return 0
-    if getattr(vectors, "fasttext", None) is not None and vectors.fasttext.maxn > 0:
+    if vectors.model is not None and vectors.model.maxn > 0:
         return 0   # a fastText model's own subwords are the spelling start: nothing is fitted
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     block = min(vectors.dim, COLUMN_BLOCK)
@@ -64,7 +64,7 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
 
 def fasttext_bytes(vectors: Vectors) -> int:
     """A fastText model's two matrices (0 for other vectors files)."""
-    model = getattr(vectors, "fasttext", None)
+    model = vectors.model
     return 0 if model is None else int(model.input.nbytes + model.output.nbytes)
 
 

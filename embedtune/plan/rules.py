@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from embedtune.errors import EmbedtuneError, counted, option_name
-from embedtune.vectors import Vectors, WordIndex, WordList
+from embedtune.vectors import Vectors
+from embedtune.words import WordIndex, WordList
 from embedtune.keys import pattern_problem
 
 if TYPE_CHECKING:   # an annotation only

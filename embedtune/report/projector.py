@@ -14,12 +14,12 @@ only beside it. A link, a folder, or a file of the user's under these names is r
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from embedtune.compare import diff_vectors
+from embedtune.plainfile import plain_file
 
 CONFIG_FILE = "projector_config.pbtxt"   # the plugin's metadata.PROJECTOR_FILENAME
 TENSOR_FILE = "embedtune-rows.tsv"
@@ -60,17 +60,8 @@ def projector_rows(before, after, new_contexts: dict | None = None, top_moved: i
     return ProjectorRows(words, kinds, matrix.astype(np.float32, copy=False), l2, contexts)
 
 
-def _plain_file(path: str) -> bool:
-    """A regular file, not a link, with no other name."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
-
-
 def _own_config(path: str) -> bool:
-    if not _plain_file(path):
+    if not plain_file(path):
         return False
     try:
         with open(path, "rb") as f:
@@ -91,7 +82,7 @@ def check_logdir(logdir: str) -> None:
     ours = _own_config(config)
     for name in (CONFIG_FILE, TENSOR_FILE, METADATA_FILE):
         path = os.path.join(logdir, name)
-        if not os.path.lexists(path) or (ours and _plain_file(path)):
+        if not os.path.lexists(path) or (ours and plain_file(path)):
             continue
         why = ("a link" if os.path.islink(path) else "a folder" if os.path.isdir(path)
                else "not a file" if not os.path.isfile(path) else "a file with another name too"

@@ -1,9 +1,9 @@
 """Training: the loop (``loop.py``: setup -> run_epochs -> result), the tables (``trainer.py``: ``Trainer``),
 the step (``step.py``: TensorFlow's or an objective's compiled one, chosen once), the lazy optimizers and
 cap (``optimizers.py``), batches (``batches.py``), checkpoints (``checkpoints/``: ``Checkpoints``, the
-locked folder, one checkpoint's state), the loss log and progress (``progress.py``), the frozen-row
-checks (``frozen.py``), the strategy the loop is given (``strategy.py``: one process by default) and the
-host's settings (``host.py``).
+locked folder, one checkpoint's state), the loss log and progress (``progress.py``), the strategy the loop
+is given (``strategy.py``: one process by default) and the host's settings (``host.py``). The frozen rows'
+checks are embedtune/frozen.py's.
 
 The public names are imported when first asked for (PEP 562), so that importing a light module of
 the package (the optimizers' constants, read by the compiled steps) does not import TensorFlow.
@@ -15,7 +15,7 @@ import importlib
 
 _EXPORTS = {
     "train": "loop", "TrainResult": "loop", "no_pairs_message": "loop",
-    "Progress": "progress", "FrozenRowsCheck": "frozen", "OneProcess": "strategy",
+    "Progress": "progress", "OneProcess": "strategy",
 }
 __all__ = sorted(_EXPORTS)
 

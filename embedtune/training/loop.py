@@ -26,7 +26,7 @@ from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
 from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
-from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
+from embedtune.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
 from embedtune.training.progress import LossLog, Phase, Progress, check_rows, longest_row, phase, reporting
 from embedtune.training.strategy import OneProcess

@@ -43,6 +43,7 @@ import stat
 from collections.abc import Callable
 
 from embedtune.errors import EmbedtuneError
+from embedtune.plainfile import plain_file
 from embedtune.training.checkpoints import state
 from embedtune.training.checkpoints.state import STATE_FILE, TABLES, DamagedCheckpoint, Position
 
@@ -80,15 +81,6 @@ def _partial_name(directory: str, name: str) -> str:
     return os.path.join(directory, f".{name}.{os.urandom(4).hex()}{PARTIAL}")
 
 
-def _plain_file(path: str) -> bool:
-    """A regular file, not a link, with no other name (a hard link's other name is someone's file)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
-
-
 def own_checkpoint(path: str, partial: bool = False) -> bool:
     """``path`` is a checkpoint embedtune wrote: a folder (not a link) holding only a checkpoint's files,
     each a plain file with one name, its state file among them; ``partial``: one being written, which
@@ -103,10 +95,10 @@ def own_checkpoint(path: str, partial: bool = False) -> bool:
         inner = os.path.join(path, name)
         if partial and any(fnmatch.fnmatchcase(name, p) for p in PARTIAL_FOLDERS) and os.path.isdir(inner) \
                 and not os.path.islink(inner):
-            if not all(_plain_file(os.path.join(inner, n)) for n in os.listdir(inner)):
+            if not all(plain_file(os.path.join(inner, n)) for n in os.listdir(inner)):
                 return False
         elif not (any(fnmatch.fnmatchcase(name, p) for p in (PARTIAL_FILES if partial else CHECKPOINT_FILES))
-                  and _plain_file(inner)):
+                  and plain_file(inner)):
             return False
     return partial or STATE_FILE in names
 
