@@ -11,6 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
+MAX_FUNCTION_LINES = 80
 
 
 def sources() -> dict[str, Path]:
@@ -98,6 +99,30 @@ def test_every_source_file_is_at_most_about_500_lines():
     long = {str(path.relative_to(REPO)): n for path in sources().values()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def long_functions(paths: list[Path], root: Path) -> dict[str, int]:
+    """``file: function`` -> its lines from ``def`` to its last, for each function longer than
+    MAX_FUNCTION_LINES (methods and nested functions each count on their own)."""
+    found = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    found[f"{path.relative_to(root).as_posix()}: {node.name}"] = n
+    return found
+
+
+def test_no_function_is_over_80_lines():
+    """A function reads in one screen (issue 47): a longer one is two ideas, split where its meaning splits."""
+    assert long_functions(list(sources().values()), REPO) == {}
+
+
+def test_the_reader_catches_a_long_function(tmp_path):
+    """The check above can fail: a method of 81 lines is caught, one of 80 is not."""
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    (tmp_path / "a.py").write_text(f"class A:\n    def fits(self):\n{body}\n    def long(self):\n{body}        return 0\n")
+    assert long_functions([tmp_path / "a.py"], tmp_path) == {"a.py: long": MAX_FUNCTION_LINES + 1}
 
 
 def test_every_package_folder_is_installed():
