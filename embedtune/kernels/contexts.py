@@ -38,27 +38,51 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
     line_sum = np.zeros(dim, np.float64)
     acc_near = np.zeros(dim, np.float64)
     acc_whole = np.zeros(dim, np.float64)
+    n_buckets = probe_near.shape[1]
     start = 0
     while start < n:
         end, busy = _line_end(line, target, level, start)
         if busy:
-            line_mass = _line_sum(ids, start, end, n_pre, weights, matrix, line_sum, repeats)
+            line_mass = _line_sum(ids, start, end, n_pre, weights, matrix, dim, line_sum, repeats)
             for i in range(start, end):
-                if target[i] < 0 and level[i] < 0:
+                t = target[i]
+                b = level[i]
+                if t < 0 and b < 0:
                     continue
                 own = ids[i]
-                mass_near = _window_sum(ids, max(start, i - window), min(end, i + window + 1), own, n_pre, weights,
-                                        matrix, acc_near)
+                acc_near[:] = 0.0
+                mass_near = 0.0
+                for j in range(max(start, i - window), min(end, i + window + 1)):
+                    c = ids[j]
+                    if c < n_pre and c != own:
+                        w = weights[c]
+                        mass_near += w
+                        for d in range(dim):
+                            acc_near[d] += w * matrix[c, d]
+                mass_whole = line_mass
+                for d in range(dim):
+                    acc_whole[d] = line_sum[d]
                 if line_cap > 0 and end - start > line_cap:
                     mass_whole = mass_near
                     for d in range(dim):
                         acc_whole[d] = acc_near[d]
-                else:
-                    mass_whole = _line_less_own(own, line_mass, line_sum, n_pre, weights, matrix, repeats, acc_whole)
+                elif own < n_pre:   # the line's sum less every occurrence of the word itself
+                    w = weights[own] * repeats[own]
+                    mass_whole -= w
+                    for d in range(dim):
+                        acc_whole[d] -= w * matrix[own, d]
                 if mass_whole <= 1e-12:
                     continue   # no pretrained word in the line: no context
-                _count(i, target, level, probe, near, whole, probe_near, probe_whole, acc_near, mass_near, acc_whole,
-                       mass_whole)
+                if t >= 0:
+                    if mass_near > 0:
+                        _add(near, t, acc_near, mass_near)
+                    _add(whole, t, acc_whole, mass_whole)
+                if b >= 0:
+                    p = probe[i]
+                    for k in range(b, n_buckets):
+                        if mass_near > 0:
+                            _add(probe_near[p], k, acc_near, mass_near)
+                        _add(probe_whole[p], k, acc_whole, mass_whole)
             for j in range(start, end):
                 repeats[ids[j]] = 0
         start = end
@@ -77,9 +101,9 @@ def _line_end(line, target, level, start):
 
 
 @njit(inline="always")
-def _line_sum(ids, start, end, n_pre, weights, matrix, line_sum, repeats):
-    """The line's weighted sum of pretrained vectors into ``line_sum``, each id's count into ``repeats``;
-    returns the sum's weight."""
+def _line_sum(ids, start, end, n_pre, weights, matrix, dim, line_sum, repeats):
+    """The line's weighted sum of pretrained vectors into ``line_sum``, each id's count in it into
+    ``repeats``; returns the sum's weight."""
     line_sum[:] = 0.0
     line_mass = 0.0
     for j in range(start, end):
@@ -88,56 +112,9 @@ def _line_sum(ids, start, end, n_pre, weights, matrix, line_sum, repeats):
         if c < n_pre:
             w = weights[c]
             line_mass += w
-            for d in range(matrix.shape[1]):
+            for d in range(dim):
                 line_sum[d] += w * matrix[c, d]
     return line_mass
-
-
-@njit(inline="always")
-def _window_sum(ids, low, high, own, n_pre, weights, matrix, acc):
-    """The weighted sum of the pretrained vectors at ``low`` to ``high`` (the word ``own`` left out) into
-    ``acc``; returns its weight."""
-    acc[:] = 0.0
-    mass = 0.0
-    for j in range(low, high):
-        c = ids[j]
-        if c < n_pre and c != own:
-            w = weights[c]
-            mass += w
-            for d in range(matrix.shape[1]):
-                acc[d] += w * matrix[c, d]
-    return mass
-
-
-@njit(inline="always")
-def _line_less_own(own, line_mass, line_sum, n_pre, weights, matrix, repeats, acc):
-    """The line's sum less every occurrence of the word ``own`` itself, into ``acc``; returns its weight."""
-    mass = line_mass
-    for d in range(len(acc)):
-        acc[d] = line_sum[d]
-    if own < n_pre:
-        w = weights[own] * repeats[own]
-        mass -= w
-        for d in range(len(acc)):
-            acc[d] -= w * matrix[own, d]
-    return mass
-
-
-@njit(inline="always")
-def _count(i, target, level, probe, near, whole, probe_near, probe_whole, acc_near, mass_near, acc_whole, mass_whole):
-    """Occurrence ``i``'s two contexts added to its target's rows and to its probe's buckets ``level[i]`` on."""
-    t = target[i]
-    b = level[i]
-    if t >= 0:
-        if mass_near > 0:
-            _add(near, t, acc_near, mass_near)
-        _add(whole, t, acc_whole, mass_whole)
-    if b >= 0:
-        p = probe[i]
-        for k in range(b, probe_near.shape[1]):
-            if mass_near > 0:
-                _add(probe_near[p], k, acc_near, mass_near)
-            _add(probe_whole[p], k, acc_whole, mass_whole)
 
 
 @njit(inline="always")
