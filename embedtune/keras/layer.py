@@ -44,10 +44,26 @@ PLAIN_OPTIMIZER = ("a Keras optimizer other than embedtune.keras.LazyRows update
                    "(docs/keras.md)")
 
 
+# Every Embedding built, held weakly: the layers are ours to list, Keras's variables carry nothing of ours
+# (LazyRows finds a rows variable's layer here, FrozenRowsCallback a model's layers).
+_BUILT: weakref.WeakSet = weakref.WeakSet()
+
+
 def layer_of(variable):
     """The Embedding whose trainable rows ``variable`` is, or None."""
-    ref = getattr(variable, "_embedtune_layer", None)
-    return ref() if ref is not None else None
+    return next((layer for layer in list(_BUILT) if layer.rows is variable), None)
+
+
+def layers_in(model) -> list:
+    """The Embedding layers of ``model``, at any depth (inside nested models and layers), each once, in
+    the order of the model's variables: those whose ``table`` is one of them."""
+    tables = {id(layer.table): layer for layer in list(_BUILT)}
+    found = {}
+    for variable in model.variables:
+        layer = tables.get(id(variable))
+        if layer is not None and layer.table is variable:
+            found[id(layer)] = layer
+    return list(found.values())
 
 
 def _constant(value: np.ndarray):
@@ -185,13 +201,13 @@ class Embedding(keras.layers.Layer):
             self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=True,
                                         regularizer=self.embeddings_regularizer,
                                         constraint=self.embeddings_constraint)
-            self.rows._embedtune_layer = weakref.ref(self)
         self.slot_of = self.add_weight(name="slot_of", shape=(v,), dtype="int32", trainable=False,
                                        initializer=start("slot_of", keras.initializers.Constant(t)))
         self.row_ids = self.add_weight(name="row_ids", shape=(t,), dtype="int32", trainable=False,
                                        initializer=start("row_ids"))
         self._initial = None   # the variables hold them now
         self.built = True
+        _BUILT.add(self)
 
     # --- the lookup ----------------------------------------------------------------------------
     def call(self, inputs, training=None, reverse=False):
