@@ -6,7 +6,6 @@ Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
 
 from __future__ import annotations
 
-import _imp
 import _thread
 import contextlib
 import difflib
@@ -21,6 +20,7 @@ from importlib.machinery import ExtensionFileLoader
 import click
 
 from embedtune import __version__
+from embedtune._adapters.python_private import import_lock_held, run_exit_handlers
 from embedtune.cli.common import Terminated, closed_pipe, failures_in_one_line, quiet_option
 from embedtune.errors import EmbedtuneError
 
@@ -82,7 +82,7 @@ def _in_extension_init(frame) -> bool:
 def _not_now(frame) -> bool:
     """A signal is taken again a moment later (``_send_again``) where raising it would not unwind: inside
     importlib's lock (see _interrupt) or a C extension's init."""
-    return _imp.lock_held() or _in_extension_init(frame)
+    return import_lock_held() or _in_extension_init(frame)
 
 
 def _terminate(signum, frame):
@@ -267,14 +267,12 @@ def exit_now(code) -> None:
     closed by then (outputs are renamed into place, the corpus spool removed); the atexit handlers
     still run and the standard streams are flushed. A stream that cannot be flushed (a closed pipe)
     falls back to the usual exit, which reports it as before."""
-    import atexit
-
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
         sys.exit(code)
-    atexit._run_exitfuncs()   # what Python's exit runs first (logging, temporary folders, multiprocessing)
+    run_exit_handlers()   # what Python's exit runs first (logging, temporary folders, multiprocessing)
     try:   # what they wrote
         sys.stdout.flush()
         sys.stderr.flush()

@@ -145,7 +145,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if problem := missing_argument(config):
         raise click.UsageError(problem)
     workers = workers or 1
-    from embedtune.distribute import PEER_LOST, PeerLost, cluster_from_env, launched, server_cluster_from_env
+    from embedtune.distribute import cluster_from_env, launched, server_cluster_from_env
 
     try:   # an environment that makes no sense is a usage error (exit 2), as a bad option is
         servers = server_cluster_from_env()   # TF_CONFIG names ps tasks
@@ -161,16 +161,36 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
     if dry_run:
-        decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
-                                        on_load=say_loading, note=note)
-        if json_out:
-            write_json(decided.description, json_out)
-            if json_out == "-":
-                return
-        click.echo("Dry run: every check passed; nothing trained, nothing written.")
-        for line in decided.lines:
-            click.echo(line)
+        show_dry_run(config, reading, resume, workers, json_out)
         return
+    result, stop = train_until_stopped(ctx, config, reading, resume, overwrite_checkpoints, keep_checkpoints)
+    if result.written is not None:   # else one worker of several: the chief writes the output and reports
+        for line in result.report:
+            message(line)
+        if json_out:
+            write_json(result.stats, json_out)
+    if stop.requested:   # after the loop's last look at it: the run is whole, the exit code still says
+        message("Note: the stop request came after the last step; the run finished.")
+        ctx.exit(stop.code)
+
+
+def show_dry_run(config, reading, resume, workers, json_out) -> None:
+    """What --dry-run says: the plan's lines, or its description as JSON (alone, on standard output)."""
+    decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
+                                    on_load=say_loading, note=note)
+    if json_out:
+        write_json(decided.description, json_out)
+        if json_out == "-":
+            return
+    click.echo("Dry run: every check passed; nothing trained, nothing written.")
+    for line in decided.lines:
+        click.echo(line)
+
+
+def train_until_stopped(ctx, config, reading, resume, overwrite_checkpoints, keep_checkpoints):
+    """The run with its progress bar and stop requests: (its result, the requests). A signal before the
+    loop, or a stop asked in it, ends the command here with its message and exit code."""
+    from embedtune.distribute import PEER_LOST, PeerLost, launched
 
     bar = ProgressBar()
     stop = StopRequests()
@@ -200,14 +220,7 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
         ctx.exit(stop.code or 130)
     finally:
         bar.close()
-    if result.written is not None:   # else one worker of several: the chief writes the output and reports
-        for line in result.report:
-            message(line)
-        if json_out:
-            write_json(result.stats, json_out)
-    if stop.requested:   # after the loop's last look at it: the run is whole, the exit code still says
-        message("Note: the stop request came after the last step; the run finished.")
-        ctx.exit(stop.code)
+    return result, stop
 
 
 def say_loading(path: str) -> None:

@@ -14,6 +14,8 @@ import sys
 import tempfile
 import threading
 
+from embedtune._adapters import tensorflow_private
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 # TensorFlow's pooling (BFC) allocator for CPU tensors, read once when its runtime starts. With
@@ -50,9 +52,7 @@ def op_determinism() -> bool:
     """Whether TensorFlow runs its ops deterministically now (False while it is not imported)."""
     if "tf" not in globals():
         return False
-    from tensorflow.python.framework import config
-
-    return config.is_op_determinism_enabled()
+    return tensorflow_private.op_determinism_enabled()
 
 
 def restore_op_determinism(was: bool) -> None:
@@ -61,16 +61,12 @@ def restore_op_determinism(was: bool) -> None:
     random ops would then raise. TensorFlow's public API only turns it on; its framework config turns it off."""
     forget("determinism")
     if not was and op_determinism():
-        from tensorflow.python.framework import config
-
-        config.disable_op_determinism()
+        tensorflow_private.disable_op_determinism()
 
 
 def _probed(tensorflow) -> bool:
     """Whether TensorFlow has listed its devices already (its CUDA probe done, nothing left to print)."""
-    from tensorflow.python.eager import context
-
-    return getattr(context.context(), "_physical_devices", None) is not None
+    return tensorflow_private.devices_listed()
 
 
 def _quietly(load):

@@ -229,6 +229,39 @@ def test_the_frozen_rows_callback_proves_each_epoch_and_catches_a_change():
         model.fit(x, np.ones((16, 1)), epochs=1, batch_size=4, verbose=0, callbacks=[check])
 
 
+class Wrapped(keras.layers.Layer):
+    """A user's own layer holding an embedtune Embedding, out of reach of Keras's public ``model.layers``."""
+
+    def __init__(self, inner, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = inner
+
+    def call(self, ids):
+        return self.inner(ids)
+
+
+def test_the_callback_finds_layers_at_any_depth_and_keras_variables_carry_nothing_of_ours():
+    """Issue 47.7: the callback lists the model's Embedding layers through its public ``variables``, not
+    Keras's private ``_flatten_layers``; LazyRows finds a rows variable's layer in embedtune's own list, no
+    attribute written onto Keras's variable."""
+    first = Embedding.from_vectors(table(), freeze_top=FROZEN)
+    second = Embedding.from_vectors(table(), freeze_top=FROZEN - 10)
+    inner = keras.Sequential([keras.Input((8,), dtype="int32"), second])
+    ids = keras.Input((8,), dtype="int32")
+    merged = keras.layers.Concatenate()([Wrapped(first)(ids), inner(ids)])
+    model = keras.Model(ids, keras.layers.Dense(1)(keras.layers.Flatten()(merged)))
+    model.compile(LazyRows(keras.optimizers.Adam(1e-2)), "mse")
+    check = FrozenRowsCallback()
+    x = np.stack(batches(16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # both layers stepped by LazyRows: it found each one's rows
+        model.fit(x, np.ones((16, 1)), epochs=1, batch_size=4, verbose=0, callbacks=[check])
+    assert check.checked == [FROZEN + FROZEN - 10]
+    for layer in (first, second):
+        assert [name for name in vars(layer.rows) if "embedtune" in name] == []
+        assert layer.rows is not None and not np.array_equal(layer.rows.numpy(), table().matrix[layer.row_ids.numpy()])
+
+
 def test_tokens_become_the_layers_ids_and_string_lookup_agrees():
     layer = Embedding.from_vectors(table(), freeze_top=FROZEN)
     assert layer.ids(["w3", "w49"]).tolist() == [3, 49]

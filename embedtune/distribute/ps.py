@@ -33,6 +33,7 @@ import numpy as np
 from embedtune._tf import lazy as tf
 
 from embedtune import kernels
+from embedtune._adapters import tensorflow_private
 from embedtune.distribute.cluster import PeerLost, ServerCluster
 from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process
 from embedtune.distribute.serve import answers, check_server_run, wait_for
@@ -94,8 +95,7 @@ def sparse_read_in_order():
         raise EmbedtuneError(f"parameter servers: embedtune's sharded row gather is written for TensorFlow "
                              f"{low[0]}.{low[1]} to {high[0]}.{high[1]}, not {tf.__version__}; install one of "
                              "those for a run on parameter servers")
-    from tensorflow.python.distribute.sharded_variable import ShardedVariable
-
+    ShardedVariable = tensorflow_private.sharded_variable_class()
     own = ShardedVariable.__dict__.get("sparse_read")   # None: inherited (ShardedVariableMixin's)
     ShardedVariable.sparse_read = _sparse_read
     try:
@@ -223,10 +223,9 @@ class ParameterServers(OneProcess):
             lost = self._silent()
             if lost and self.watching.is_set():
                 self.lost = lost
-                try:   # wakes a join; a wait for one call's result polls ``lost`` (``wait``)
-                    self.coordinator._cluster.closure_queue.mark_failed(PeerGone(lost))
-                except AssertionError:   # no call in flight
-                    pass
+                # wakes a join (nothing to wake when no call is in flight); a wait for one call's
+                # result polls ``lost`` (``wait``)
+                tensorflow_private.fail_scheduled(self.coordinator, PeerGone(lost))
                 return
 
     @contextlib.contextmanager
@@ -247,7 +246,7 @@ class ParameterServers(OneProcess):
     def wait(self, value) -> None:
         """Wait for a scheduled call's result, or for the watch to find a server gone (a lost worker's
         call is put back for it to come back, and its result waited for without a limit)."""
-        ready = getattr(value, "_status_available_event", None)   # TensorFlow's RemoteValueImpl
+        ready = tensorflow_private.result_event(value)
         while ready is not None and not ready.wait(WATCH):
             if self.lost:
                 raise PeerGone(self.lost)

@@ -23,6 +23,7 @@ import zlib
 
 import numpy as np
 
+from embedtune._adapters.numpy_private import set_hugepage_advice
 from embedtune.errors import EmbedtuneError
 
 STDIO = "-"
@@ -74,15 +75,7 @@ def resize_matrix(matrix: np.ndarray, rows: int, name: str | None = None) -> np.
 
 def _sized(make, rows: int, dim: int, name, line) -> np.ndarray:
     """make()'s matrix of rows x dim, on ordinary pages (new_matrix); not enough memory is an error naming the file."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage
-    except ImportError:  # numpy < 2 keeps it in numpy.core
-        try:
-            from numpy.core.multiarray import _set_madvise_hugepage
-        except ImportError:
-            def _set_madvise_hugepage(enabled):
-                return enabled
-    previous = _set_madvise_hugepage(False)
+    previous = set_hugepage_advice(False)
     try:
         return make()
     except (MemoryError, ValueError):   # ValueError: more than numpy can address (a damaged header)
@@ -91,7 +84,7 @@ def _sized(make, rows: int, dim: int, name, line) -> np.ndarray:
         raise EmbedtuneError(f"not enough memory for {rows} x {dim} float32 values ({size})"
                              f"{' as the header says' if line == 1 else ''}", name, line) from None
     finally:
-        _set_madvise_hugepage(previous)
+        set_hugepage_advice(previous)
 
 
 def display_name(path) -> str:

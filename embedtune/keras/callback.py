@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from embedtune.keras.layer import Embedding
+from embedtune.keras.layer import layers_in
 from embedtune.keras.rows import is_lazy_rows
 
 
@@ -20,7 +20,7 @@ class FrozenRowsCallback(keras.callbacks.Callback):
         self.checked: list[int] = []
 
     def _layers(self):
-        return [layer for layer in self.model._flatten_layers() if isinstance(layer, Embedding)]
+        return layers_in(self.model)
 
     def on_train_begin(self, logs=None):
         if not is_lazy_rows(getattr(self.model, "optimizer", None)):

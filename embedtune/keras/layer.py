@@ -43,17 +43,26 @@ PLAIN_OPTIMIZER = ("a Keras optimizer other than embedtune.keras.LazyRows update
                    "(docs/keras.md)")
 
 
+# Every Embedding built, held weakly: the layers are ours to list, Keras's variables carry nothing of ours
+# (LazyRows finds a rows variable's layer here, FrozenRowsCallback a model's layers).
+_BUILT: weakref.WeakSet = weakref.WeakSet()
+
+
 def layer_of(variable):
     """The Embedding whose trainable rows ``variable`` is, or None."""
-    ref = getattr(variable, "_embedtune_layer", None)
-    return ref() if ref is not None else None
+    return next((layer for layer in list(_BUILT) if layer.rows is variable), None)
 
 
-def warn_once(owner, message: str) -> None:
-    """``message`` as a UserWarning, once for ``owner``."""
-    if not getattr(owner, "_embedtune_warned", False):
-        owner._embedtune_warned = True
-        warnings.warn(message, UserWarning, stacklevel=3)
+def layers_in(model) -> list:
+    """The Embedding layers of ``model``, at any depth (inside nested models and layers), each once, in
+    the order of the model's variables: those whose ``table`` is one of them."""
+    tables = {id(layer.table): layer for layer in list(_BUILT)}
+    found = {}
+    for variable in model.variables:
+        layer = tables.get(id(variable))
+        if layer is not None and layer.table is variable:
+            found[id(layer)] = layer
+    return list(found.values())
 
 
 def _constant(value: np.ndarray):
@@ -111,6 +120,7 @@ class Embedding(keras.layers.Layer):
         # The fastText model the vectors were read from (Vectors.model), for save_vectors to write a model
         # back; not serialised: a layer loaded from a .keras file writes other formats only.
         self.fasttext_model = initial["model"] if initial else None
+        self._warned_plain = False
         self._lazy_rows = False               # set by LazyRows.build (stepped_by_lazy_rows)
         self._suspect = False                 # a training call saw no LazyRows (warn_plain_optimizer)
 
@@ -192,13 +202,13 @@ class Embedding(keras.layers.Layer):
             self.rows = self.add_weight(name="rows", shape=(t, d), initializer=start("rows"), trainable=True,
                                         regularizer=self.embeddings_regularizer,
                                         constraint=self.embeddings_constraint)
-            self.rows._embedtune_layer = weakref.ref(self)
         self.slot_of = self.add_weight(name="slot_of", shape=(v,), dtype="int32", trainable=False,
                                        initializer=start("slot_of", keras.initializers.Constant(t)))
         self.row_ids = self.add_weight(name="row_ids", shape=(t,), dtype="int32", trainable=False,
                                        initializer=start("row_ids"))
         self._initial = None   # the variables hold them now
         self.built = True
+        _BUILT.add(self)
 
     # --- the lookup ----------------------------------------------------------------------------
     def call(self, inputs, training=None, reverse=False):
@@ -400,8 +410,10 @@ class Embedding(keras.layers.Layer):
                             model=self.fasttext_model)
 
     def warn_plain_optimizer(self) -> None:
-        if self.rows is not None:   # every row frozen: no optimizer touches the layer
-            warn_once(self, PLAIN_OPTIMIZER.format(name=self.name))
+        # Once a layer; every row frozen: no optimizer touches the layer.
+        if self.rows is not None and not self._warned_plain:
+            self._warned_plain = True
+            warnings.warn(PLAIN_OPTIMIZER.format(name=self.name), UserWarning, stacklevel=2)
 
     def _note_training(self) -> None:
         # Keras's fit builds the optimizer before it traces the step; a custom loop may build it in its

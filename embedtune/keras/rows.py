@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import keras
 
+from embedtune._adapters.keras_private import DotNotTrackScope, no_automatic_dependency_tracking
 from embedtune._tf import tf
 from embedtune.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
@@ -115,7 +116,7 @@ class LazyRows(keras.optimizers.Optimizer):
         self.inner_optimizer = inner
         self.rows, self.rule = rows, rule
         self.clip_norm, self.row_decay, self.decay_to = clip_norm, weight_decay, decay_to
-        with keras.src.utils.tracking.DotNotTrackScope():   # its variables are tracked as they are made
+        with DotNotTrackScope():   # its variables are tracked as they are made
             self._state = {}   # a rows variable's key -> its state: "slots", "scalars", "lazy", "average", ...
 
     # --- what the rows take ----------------------------------------------------------------------------
@@ -158,7 +159,7 @@ class LazyRows(keras.optimizers.Optimizer):
                 "clip_norm": self.clip_norm, **taken}
 
     # --- building ----------------------------------------------------------------------------------------
-    @keras.src.utils.tracking.no_automatic_dependency_tracking
+    @no_automatic_dependency_tracking
     def build(self, var_list):
         var_list = list(var_list)
         self._check_strategy()

@@ -5,6 +5,8 @@ into tokens and ids (embedtune/corpus/fast.py)."""
 
 import os
 
+from embedtune._adapters.numba_private import cache_index
+
 # EMBEDTUNE_KERNEL=0: TensorFlow's step even where an objective has a compiled one, the same arithmetic
 # (the A/B benchmarks and the tests compare the two). Read here only; the step's choice
 # (training/step.py) and the dry run (plan/dry_run.py) ask it at the time.
@@ -19,7 +21,7 @@ def cache_is_cold() -> bool:
     from embedtune.kernels import common, tokens
 
     for kernel in (tokens.scan, common._started):
-        index = getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
+        index = cache_index(kernel)
         if index is not None and not os.path.exists(index):
             return True
     return False

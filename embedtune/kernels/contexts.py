@@ -41,23 +41,9 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
     n_buckets = probe_near.shape[1]
     start = 0
     while start < n:
-        end = start
-        busy = False
-        while end < n and line[end] == line[start]:
-            if target[end] >= 0 or level[end] >= 0:
-                busy = True
-            end += 1
+        end, busy = _line_end(line, target, level, start)
         if busy:
-            line_sum[:] = 0.0
-            line_mass = 0.0
-            for j in range(start, end):
-                c = ids[j]
-                repeats[c] += 1
-                if c < n_pre:
-                    w = weights[c]
-                    line_mass += w
-                    for d in range(dim):
-                        line_sum[d] += w * matrix[c, d]
+            line_mass = _line_sum(ids, start, end, n_pre, weights, matrix, dim, line_sum, repeats)
             for i in range(start, end):
                 t = target[i]
                 b = level[i]
@@ -100,6 +86,35 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
             for j in range(start, end):
                 repeats[ids[j]] = 0
         start = end
+
+
+@njit(inline="always")
+def _line_end(line, target, level, start):
+    """The end of the line that starts at ``start``, and whether a token of it is a target or a probe."""
+    end = start
+    busy = False
+    while end < len(line) and line[end] == line[start]:
+        if target[end] >= 0 or level[end] >= 0:
+            busy = True
+        end += 1
+    return end, busy
+
+
+@njit(inline="always")
+def _line_sum(ids, start, end, n_pre, weights, matrix, dim, line_sum, repeats):
+    """The line's weighted sum of pretrained vectors into ``line_sum``, each id's count in it into
+    ``repeats``; returns the sum's weight."""
+    line_sum[:] = 0.0
+    line_mass = 0.0
+    for j in range(start, end):
+        c = ids[j]
+        repeats[c] += 1
+        if c < n_pre:
+            w = weights[c]
+            line_mass += w
+            for d in range(dim):
+                line_sum[d] += w * matrix[c, d]
+    return line_mass
 
 
 @njit(inline="always")
