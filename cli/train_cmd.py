@@ -87,7 +87,7 @@ def workers_bound(ctx, param, value):
 @click.command("train", cls=SectionedCommand, epilog=RULES_HELP)
 @click.argument("vectors", required=False, type=reads(allow_dash=True))
 @click.argument("corpus", required=False, type=reads(allow_dash=True))
-@key_options   # every config key's option, from the declarations (embedtune/config.py, each objective's keys)
+@key_options   # every config key's option, from the declarations (embedtune/config/load.py, each objective's keys)
 @option("--workers", type=int, metavar="N", callback=workers_bound, section=RUNS,
         help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
              "threads; the rows each changed are averaged every --sync-every steps. At most the CPU "

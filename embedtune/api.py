@@ -2,14 +2,13 @@
 embedtune.run.run), and returns the vectors.
 
 The options are the command line's, underscored (``freeze_top=5000``), and become the same
-:class:`embedtune.config.Config` the command builds: checked by ``config._build`` (names, types)
-and ``config.merge`` (values, over a config file when one is given), so the two cannot drift apart.
+:class:`embedtune.config.Config` the command builds (``embedtune.config.from_options``: names and types,
+then values over a config file when one is given), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -18,46 +17,7 @@ from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 if TYPE_CHECKING:   # embedtune.config loads the registry where it reads it; `import embedtune` stays light
-    from embedtune.schema import Config
-
-# Keys of Config that are arguments or outputs here, not options.
-_NOT_OPTIONS = {"vectors", "corpus", "output", "to"}
-
-
-def _option_names() -> dict[str, str]:
-    """option name -> the config table it belongs to ("" for the top level): every declared key,
-    the shared ones and the registered objectives' own."""
-    from embedtune.config import all_keys   # imports the objectives: `import embedtune` stays light
-
-    return {key.name: key.table for key in all_keys() if key.name not in _NOT_OPTIONS}
-
-
-def options_config(options: dict, config: Config | str | os.PathLike | None = None) -> Config:
-    """The Config that ``embedtune train`` builds from these options over ``config`` (a Config, a
-    TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
-    EmbedtuneError naming the option."""
-    from embedtune import config as configs
-    from embedtune.config import _build, find_key, load_config, merge
-
-    source = None
-    if isinstance(config, (str, os.PathLike)):
-        source = str(config)
-        config = load_config(config, check_values=False)
-    config = config if config is not None else configs.Config()
-    known = _option_names()
-    table: dict = {"vocab": {}, "train": {}}
-    for name, value in options.items():
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise EmbedtuneError(f"unknown option '{name}'{hint}; options are those of `embedtune train`, "
-                                 f"underscored: {', '.join(sorted(known))}")
-        if value is None:
-            continue
-        (table[known[name]] if known[name] else table)[name] = value
-    typed = _build(configs.Config, table, "fine_tune()", python=True)   # types checked, ints taken as floats where floats go
-    flat = {name: typed.value(find_key(known[name], name)) for name in options if options[name] is not None}
-    return merge(config, flat, source=source, python=True)
+    from embedtune.config.schema import Config
 
 
 def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Config | str | os.PathLike | None = None,
@@ -86,10 +46,11 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
     """
     from embedtune.checks import objective_of
+    from embedtune.config import from_options
     from embedtune.objectives import registered
     from embedtune.run import Reading, run
 
-    config = options_config(options, config)
+    config = from_options(options, config)
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
@@ -116,7 +77,7 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
 
 def _own_files(objective) -> str:
     """The options naming the files an objective reads besides VECTORS: "lexicon= (and antonyms=)"."""
-    from embedtune.keys import declared
+    from embedtune.config.keys import declared
 
     names = [f"{key.name}=" for keys in objective.keys for key in declared(keys)
              if key.table == "" and key.role == "read"]

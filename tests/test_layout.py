@@ -77,10 +77,11 @@ def test_the_reader_catches_a_circle_hidden_in_a_function_or_an_annotation(tmp_p
 
 def test_the_config_and_the_objectives_are_no_circle():
     """Named on its own (issue 36, item 6): the config reads the registry; nothing under
-    embedtune.objectives reaches embedtune.config, by any import."""
+    embedtune.objectives reaches the config's loader (embedtune.config, embedtune.config.load), by any import:
+    they read the declarations (embedtune.config.keys) and the classes (embedtune.config.schema) only."""
     files = sources()
     graph = {name: imports(name, path, set(files)) for name, path in files.items()}
-    assert "embedtune.objectives" in graph["embedtune.config"]   # the one direction: config reads the registry
+    assert "embedtune.objectives" in graph["embedtune.config.load"]   # the one direction: config reads the registry
 
     def reach(start):
         seen, todo = set(), [start]
@@ -91,7 +92,7 @@ def test_the_config_and_the_objectives_are_no_circle():
         return seen
 
     objectives = [name for name in graph if name == "embedtune.objectives" or name.startswith("embedtune.objectives.")]
-    assert [name for name in objectives if "embedtune.config" in reach(name)] == []
+    assert [name for name in objectives if {"embedtune.config", "embedtune.config.load"} & reach(name)] == []
 
 
 def test_every_source_file_is_at_most_about_500_lines():
@@ -158,7 +159,7 @@ def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_c
     import subprocess
     import sys
 
-    from embedtune import schema
+    from embedtune.config import schema
     from embedtune.newwords import defaults
 
     assert schema.INITS is defaults.METHODS

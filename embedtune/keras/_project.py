@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.api import checked_sentences, options_config
-from embedtune.config import DEFAULT_LR
+from embedtune.api import checked_sentences
+from embedtune.config import DEFAULT_LR, NOT_OPTIONS, from_options
 from embedtune.errors import EmbedtuneError, counted, python_names
 from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.newwords.choose import listed_notes, read_new_words
@@ -64,11 +64,11 @@ def _layer_options() -> set[str]:
 
 def check_options(options: dict) -> None:
     """An option of ``embedtune train`` that a layer has no use for (the loop's: epochs, lr, ...) is an
-    error naming it; an unknown name is options_config's error (with its closest match)."""
+    error naming it; an unknown name is from_options' error (with its closest match)."""
     from embedtune.config import all_keys
 
     allowed = _layer_options()
-    known = {key.name for key in all_keys()} - {"vectors", "corpus", "output", "to"}
+    known = {key.name for key in all_keys()} - NOT_OPTIONS
     for name in options:
         if name in known and name not in allowed:
             raise EmbedtuneError(f"option '{name}' of `embedtune train` has no use in a layer (your model's training "
@@ -80,7 +80,7 @@ def layer_rows(vectors, options: dict, config=None, corpus=None, reading: Readin
     names for the vocabulary) over ``config`` (a TOML file or a Config), with new words taken from
     ``corpus`` (a path or sentences) as ``embedtune train`` takes them; the same checks and messages."""
     check_options(options)
-    config = options_config(options, config)
+    config = from_options(options, config)
     source = None
     if not isinstance(vectors, Vectors):
         source = os.fspath(vectors)

@@ -18,7 +18,7 @@ __all__ = ["NewWordSettings", "NewWords", "add_new_words"]
 
 
 def __getattr__(name):
-    # Read on use: embedtune.schema imports defaults.py (--init's choices), which must not bring the
+    # Read on use: embedtune.config.schema imports defaults.py (--init's choices), which must not bring the
     # new-word code (numpy, the corpus readers) into every config load.
     if name in __all__:
         from embedtune.newwords import add

@@ -8,7 +8,7 @@ Adding an objective ``name``:
 
 1. One file, ``embedtune/objectives/<name>.py``, with ``class <Name>(Objective)``. It sets
    ``name``, ``help`` (its line in ``--objective``'s help), ``keys`` (its own config keys and their
-   options: frozen dataclasses of ``embedtune.keys.OwnKeys`` whose fields are ``key(...)``s, one for
+   options: frozen dataclasses of ``embedtune.config.keys.OwnKeys`` whose fields are ``key(...)``s, one for
    [train] and, if it has any, one for the file's top level), ``defaults`` (a value for each config key left to the
    objective: at least window, optimizer, anchor and epochs), ``settings`` (the keys it reads beyond
    the shared ones, which the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
@@ -24,7 +24,7 @@ Adding an objective ``name``:
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,`` (or, from
    another package, an entry point ``<name> = "module:<Name>"`` in the group ``embedtune.objectives``).
    The config's ``train.objective`` values and keys and the CLI's ``--objective`` choices and options
-   come from that table. The module takes the config's classes from ``embedtune.schema`` and never
+   come from that table. The module takes the config's classes from ``embedtune.config.schema`` and never
    imports embedtune.config (which reads the registry: tests/test_layout.py checks for the circle).
 3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.training.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
@@ -58,7 +58,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.keys import OwnKeys
+from embedtune.config.keys import OwnKeys
 from embedtune.report.text import Describe
 
 

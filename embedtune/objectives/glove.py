@@ -29,10 +29,10 @@ from embedtune._tf import lazy as tf
 from embedtune.cores import local_cores
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
-from embedtune.schema import TrainConfig
+from embedtune.config.schema import TrainConfig
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10

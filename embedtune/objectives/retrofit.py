@@ -49,11 +49,11 @@ import numpy as np
 import scipy.sparse
 
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import ClosedForm, Modes, Objective
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.report.text import RetrofitDescribe
-from embedtune.schema import Config
+from embedtune.config.schema import Config
 from embedtune.vectors import Vectors, decide_lowercase
 
 UNKNOWN_SHOWN = 5   # lexicon words missing from the vectors, shown by name in the summary

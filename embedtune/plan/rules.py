@@ -28,10 +28,10 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError, counted, option_name
 from embedtune.vectors import Vectors, WordIndex, WordList
-from embedtune.keys import pattern_problem
+from embedtune.config.keys import pattern_problem
 
 if TYPE_CHECKING:   # an annotation only
-    from embedtune.schema import VocabConfig
+    from embedtune.config.schema import VocabConfig
 
 MISSING_SHOWN = 5  # list words missing from the vocabulary, shown by name in the report
 # Words a pattern is matched over between two looks at the clock, and the seconds it may take over them:

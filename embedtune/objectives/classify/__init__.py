@@ -68,7 +68,7 @@ from embedtune._tf import lazy as tf
 from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import INT64_MAX, OwnKeys, Range, key
+from embedtune.config.keys import INT64_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
@@ -77,7 +77,7 @@ from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows, wit
 from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
 from embedtune.report.text import ClassifyDescribe
-from embedtune.schema import Config, TrainConfig
+from embedtune.config.schema import Config, TrainConfig
 
 
 @dataclass
