@@ -104,7 +104,7 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
-    from embedtune.run import check_model_output
+    from embedtune.formats.reading import check_model_output
 
     check_model_output(pretrained, out_format, output)   # a fastText model is written from one only
     lower = decide_lowercase(lowercase, pretrained)

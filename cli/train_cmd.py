@@ -15,7 +15,7 @@ from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, TrainingInterrupted, counted
-from embedtune.run import Reading
+from embedtune.formats.reading import Reading
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):

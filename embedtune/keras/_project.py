@@ -2,8 +2,8 @@
 freeze rules, the new words and their starts, the writers with their frozen read-back, and the lazy
 optimizers' arithmetic. A move of those modules touches this file only.
 
-``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> plan.rows.plan_rows
--> plan.rules.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
+``layer_rows`` is what ``embedtune train`` decides before its tables (training/loop.py -> plan.rows.decide_rows
+-> plan.rules.make_plan, newwords.add_new_words), by the same call, for a layer: which rows are frozen,
 which train, which words are new and where they start.
 """
 
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.api import checked_sentences
 from embedtune.config import DEFAULT_LR, NOT_OPTIONS, from_options
+from embedtune.corpus.sentences import checked_sentences
 from embedtune.errors import EmbedtuneError, counted, python_names
-from embedtune.newwords import NewWordSettings, add_new_words
+from embedtune.formats.reading import Reading, check_dimension, load_training_vectors
 from embedtune.newwords.choose import listed_notes, read_new_words
-from embedtune.plan.rows import plan_rows
+from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan, make_plan, plan_notes
-from embedtune.run import Reading, check_dimension, load_training_vectors, save_checked
+from embedtune.run import save_checked   # the frozen rows' read-back, moving to embedtune/frozen.py (issue 47.1)
 from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
@@ -126,7 +126,7 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
 
 def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     """With a corpus: counted, planned and the new words started as ``embedtune train`` does before
-    its first step (plan.rows.plan_rows, newwords.add_new_words), with the objective's window."""
+    its first step (plan.rows.decide_rows, the training loop's call), with the objective's window."""
     from embedtune.objectives import objective_class
 
     objective = objective_class(config.train.objective)
@@ -135,15 +135,10 @@ def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     with objective.open_corpus(sentences, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
                                vocabulary=vectors.index) as opened:
         counts, total_words, _ = opened.count()
-        new_words, plan = plan_rows(vectors, counts, total_words, config, opened.path, lowercase)
-        init = None
-        new_start = np.zeros((0, vectors.dim), np.float32)
-        if new_words:
-            starts = NewWordSettings(method=config.vocab.init, window=objective.init_window(config.train),
-                                     seed=config.train.seed)
-            result = add_new_words(vectors, opened, starts, counts=counts, words=new_words).start
-            new_start, init = result.matrix, result.stats
-    return LayerRows(vectors, plan, new_start, source, config.format, init)
+        plan, start = decide_rows(vectors, counts, total_words, config, opened, objective.init_window(config.train))
+    if start is None:
+        return LayerRows(vectors, plan, np.zeros((0, vectors.dim), np.float32), source, config.format, None)
+    return LayerRows(vectors, plan, start.matrix, source, config.format, start.stats)
 
 
 def output_format(path, to: str | None, in_format: str | None) -> str:
