@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune.corpus import Corpus
-from embedtune.newwords.choose import pick_new_words
+from embedtune.plan.choose import pick_new_words
 from embedtune.newwords.contexts import context_sums, fit_alacarte, fitting_words, random_vectors, sif_weights
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS,
                                          DEFAULT_SIF, DEFAULT_WINDOW)

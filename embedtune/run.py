@@ -95,8 +95,8 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
         d = objective.closed_form.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
-        from embedtune.plan.dry_run import describe
-        from embedtune.plan.run import plan_run
+        from embedtune.dryrun.estimate import describe
+        from embedtune.dryrun.runplan import plan_run
 
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:

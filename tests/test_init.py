@@ -16,7 +16,7 @@ from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors, save_vectors
-from embedtune.newwords.choose import pick_new_words
+from embedtune.plan.choose import pick_new_words
 from embedtune.newwords.contexts import context_sums, fit_alacarte, sif_weights
 from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors

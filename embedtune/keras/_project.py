@@ -19,7 +19,7 @@ from embedtune.config import DEFAULT_LR, NOT_OPTIONS, from_options
 from embedtune.corpus.sentences import checked_sentences
 from embedtune.errors import EmbedtuneError, counted, python_names
 from embedtune.formats.reading import Reading, check_dimension, load_training_vectors
-from embedtune.newwords.choose import listed_notes, read_new_words
+from embedtune.plan.choose import listed_notes, read_new_words
 from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan, make_plan, plan_notes
 from embedtune.run import save_checked   # the frozen rows' read-back, moving to embedtune/frozen.py (issue 47.1)

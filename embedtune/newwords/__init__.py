@@ -1,8 +1,7 @@
-"""New words: which words get a row, and the vector each starts from.
+"""New words: the vector each starts from (which words get a row is the plan's: embedtune/plan/choose.py).
 
 add.py      the pipeline `embedtune init` and train call: count, choose, start (add_new_words)
 defaults.py every default of the new words
-choose.py   which words: those a ``--new-words`` file lists, corpus words seen ``--min-count`` times
 methods.py  the start methods (``--init``): alacarte, context-mean, random, form-context
 contexts.py the context sums of one corpus pass, the à la carte map and the form/context mix
 fitted.py   the form-context start, its maps and gate fitted on the corpus's own frequent words

@@ -180,7 +180,7 @@ class Objective:
     @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int,
                units: int | None = None) -> tuple[int, int]:
-        """The dry run's estimate (embedtune/plan/dry_run.py), in bytes, of what this objective holds at
+        """The dry run's estimate (embedtune/dryrun/estimate.py), in bytes, of what this objective holds at
         its peak: (its side table, its pairs and batches on the host). ``units``: what ``set_up_units``
         counted (None: not counted). Here: a table one float wide (a bias a word) and nothing kept on
         the host."""
@@ -190,7 +190,7 @@ class Objective:
     def set_up_units(cls, train, corpus, run) -> int | None:
         """For the dry run: the units this objective's set-up holds at its peak (glove: its distinct
         pairs), counted as training counts them from the counted ``corpus`` and the ``run``
-        (plan.run.RunPlan), for ``memory``; None (here): ``memory`` bounds them without a count."""
+        (dryrun.runplan.RunPlan), for ``memory``; None (here): ``memory`` bounds them without a count."""
         return None
 
     # --- what a run reads, refuses and reports (embedtune/run.py and the command around it) ---------

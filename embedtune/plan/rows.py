@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from embedtune.config import Config
 from embedtune.errors import EmbedtuneError, counted, option_name
-from embedtune.newwords.choose import choose_new_words
+from embedtune.plan.choose import choose_new_words
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.vectors import Vectors, decide_lowercase
 
