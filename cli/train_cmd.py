@@ -229,7 +229,7 @@ def say_plan(plan) -> None:
 
 class ProgressBar:
     """The run's progress as a tqdm bar on standard error, when it is a terminal and -q was not given: a
-    set-up phase's (``show_phase``, given an embedtune.training.progress.Phase) once it has lasted a second,
+    set-up phase's (``show_phase``, given an embedtune.phases.Phase) once it has lasted a second,
     gone when it ends; then the training's."""
 
     def __init__(self):

@@ -126,7 +126,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
         progress : given an embedtune.training.Progress now and then; note : told the text of each note;
-        on_phase : given an embedtune.training.progress.Phase as each lasting set-up phase goes
+        on_phase : given an embedtune.phases.Phase as each lasting set-up phase goes
     stop : polled after each step; a context manager too (the command's, which takes over Ctrl-C and SIGTERM),
         entered for the training loop alone, once set up (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
@@ -174,7 +174,7 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
             from embedtune.kernels import cache_is_cold
-            from embedtune.training.progress import announce, phase, reporting
+            from embedtune.phases import announce, phase, reporting
 
             with reporting(on_phase):
                 if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word

@@ -17,7 +17,7 @@ Adding an objective ``name``:
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
    TensorFlow's); what runs it supports (``modes``), what a run reads, refuses and writes
    (``input_files``, ``output_files``, ``check_run``, ``write_outputs``, ...), and what the dry run and
-   the finished run say (``describe``: a class of embedtune/report/text.py, ``Describe`` by default):
+   the finished run say (``describe``: a class of embedtune/objectives/describe.py, ``Describe`` by default):
    embedtune/run.py and the command ask these, and name no objective.
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
@@ -56,10 +56,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from embedtune.config.keys import OwnKeys
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.config.keys import OwnKeys
-from embedtune.report.text import Describe
+from embedtune.objectives.describe import Describe
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Objective:
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
     closed_form : for an objective fitted without batches (no corpus, no loop), its ``ClosedForm``; else None
     modes : the runs it supports (``Modes``: reads a corpus, parameter servers)
-    describe : what a dry run and a finished run say about it, a line each (embedtune.report.text)
+    describe : what a dry run and a finished run say about it, a line each (embedtune.objectives.describe)
     word_keys : the batch entries holding word-table (local) ids, each [B] int
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole

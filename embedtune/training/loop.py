@@ -20,6 +20,7 @@ from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 from embedtune.objectives import Objective, objective_class
+from embedtune.phases import Phase, phase, reporting
 from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
@@ -27,7 +28,7 @@ from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
 from embedtune.training.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
-from embedtune.training.progress import LossLog, Phase, Progress, check_rows, longest_row, phase, reporting
+from embedtune.training.progress import LossLog, Progress, check_rows, longest_row
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
