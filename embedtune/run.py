@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
-from embedtune.errors import EmbedtuneError, counted
+from embedtune.errors import EmbedtuneError
 from embedtune.formats.reading import Reading, check_dimension, check_model_output, load_training_vectors
 from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors, decide_lowercase
