@@ -1,6 +1,6 @@
 """What matching a --freeze-pattern / --train-pattern over a vocabulary costs, engine by engine (issue 35).
 
-Engines: Python's re as embedtune runs it (embedtune.plan.rules.WordPattern: re.search per word, a SIGALRM
+Engines: Python's re as embedtune runs it (embedtune.plan.patterns.WordPattern: re.search per word, a SIGALRM
 timer re-armed every PATTERN_CHUNK words), plain re.search, the regex package (with and without its
 per-call timeout=) and RE2 (google-re2), each where installed. Vocabularies: the 20,000 words of
 data/sample/glove.6B.50d.20k.txt and 400,000 words (those 20,000, then made-up words from them:
@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from embedtune.plan.rules import WordPattern
+from embedtune.plan.patterns import WordPattern
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "glove.6B.50d.20k.txt"
 PATTERNS = [r"^\d+$", r"ing$", r"^[^a-z]", r"\w+\.\w+", r"^(un|re)\w{3,}ed$"]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune.corpus import Corpus
-from embedtune.newwords.choose import pick_new_words
+from embedtune.plan.choose import pick_new_words
 from embedtune.newwords.common import fit_alacarte, fitting_words, random_vectors
 from embedtune.newwords.contexts import context_sums, sif_weights
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_FIT_OCCURRENCES, DEFAULT_MIN_CONTEXTS,

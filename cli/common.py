@@ -87,9 +87,9 @@ def reader_options(nan_help: str = ALLOW_NAN_HELP):
 
 def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False,
                           limit=None):
-    """VECTORS as train, init, eval and neighbors read them (embedtune.run.load_training_vectors), its
+    """VECTORS as train, init, eval and neighbors read them (embedtune.formats.reading.load_training_vectors), its
     notes said."""
-    from embedtune.run import Reading, load_training_vectors as load
+    from embedtune.formats.reading import Reading, load_training_vectors as load
 
     return load(path, format, Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), limit=limit,
                 note=lambda text: message(f"Note: {text}"))

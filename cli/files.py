@@ -80,7 +80,7 @@ class ConfigFile(Role):
 
 
 def key_type(key) -> Role:
-    """The option type of a declared config key with a path (embedtune.keys.Key.path)."""
+    """The option type of a declared config key with a path (embedtune.config.keys.Key.path)."""
     if key.role == "folder":
         return folder("write", FOLDER_FILES.get(key.name, ()), readable=False)
     return reads() if key.role == "read" else writes()

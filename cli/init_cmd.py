@@ -14,10 +14,18 @@ from embedtune.checks import check_inputs_and_outputs
 from embedtune.cli.files import FilesCommand, reads, writes
 from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet_option,
                                   reader_options, reports_errors, show_progress, write_json)
-from embedtune.config import range_problem
+from embedtune.config import ranges
+from embedtune.config.keys import FLOAT32_MAX, INT64_MAX, Range
 from embedtune.errors import BadOption, counted
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                                          DEFAULT_WINDOW, METHODS)
+
+# init's own options (train has none of these names), checked by the same kind of range as train's keys
+INIT_RANGES = {
+    "init.min_contexts": Range(1, INT64_MAX),
+    "init.fit_min_count": Range(1, INT64_MAX),
+    "init.sif": Range(0, FLOAT32_MAX, zero="all weigh 1"),
+}
 
 
 @click.command("init", cls=FilesCommand)
@@ -75,12 +83,13 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
       embedtune init glove.txt corpus.txt -o glove+new.txt
       embedtune init vecs.bin corpus.txt.gz --init context-mean --json -o out.bin
     """
-    # The same ranges as train's options of the same names (embedtune.config.ranges()).
+    # The same ranges as train's options of the same names (embedtune.config.ranges()), and init's own.
+    checks = {**ranges(), **INIT_RANGES}
     for name, key, value in (("--min-count", "vocab.min_count", 1 if min_count is None else min_count), ("--max-new", "vocab.max_new", max_new),
                              ("--window", "train.window", window), ("--seed", "train.seed", seed),
                              ("--min-contexts", "init.min_contexts", min_contexts),
                              ("--fit-min-count", "init.fit_min_count", fit_min_count), ("--sif", "init.sif", sif)):
-        problem = range_problem(key, value)
+        problem = checks[key].problem(value)
         if problem:
             raise BadOption(f"{name} {problem}")
     check_inputs_and_outputs(vectors, corpus, output, json_out, other_inputs=(new_words_file,))
@@ -95,7 +104,7 @@ def init_cmd(vectors, corpus, output, method, min_count, new_words_file, max_new
     out_format = formats.output_format(output, to, in_format)
     message(f"Loading {vectors} ...")
     pretrained = load_training_vectors(vectors, in_format, keep_first_duplicate, allow_nan, replace_bad_utf8)
-    from embedtune.run import check_model_output
+    from embedtune.formats.reading import check_model_output
 
     check_model_output(pretrained, out_format, output)   # a fastText model is written from one only
     lower = decide_lowercase(lowercase, pretrained)

@@ -1,4 +1,4 @@
-"""`embedtune train`'s options from the config's declarations (embedtune.keys.Key), and its --help in sections.
+"""`embedtune train`'s options from the config's declarations (embedtune.config.keys.Key), and its --help in sections.
 
 Every config key with an option becomes one click option named after it (``word_ngrams`` ->
 ``--word-ngrams``); an objective's own keys come from its class and go under a section of their own.
@@ -12,7 +12,7 @@ import click
 from embedtune import objectives as registry
 from embedtune.cli.files import FilesCommand, key_type
 from embedtune.config import DEFAULT_BATCH_SIZE, DEFAULT_LR, all_keys, owners
-from embedtune.keys import IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key
+from embedtune.config.keys import IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key
 
 OTHER = "Other options"
 

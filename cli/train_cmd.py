@@ -15,7 +15,7 @@ from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, TrainingInterrupted, counted
-from embedtune.run import Reading
+from embedtune.formats.reading import Reading
 
 RULES_HELP = """\b
 Which rows move (freeze rules win over train rules):
@@ -87,7 +87,7 @@ def workers_bound(ctx, param, value):
 @click.command("train", cls=SectionedCommand, epilog=RULES_HELP)
 @click.argument("vectors", required=False, type=reads(allow_dash=True))
 @click.argument("corpus", required=False, type=reads(allow_dash=True))
-@key_options   # every config key's option, from the declarations (embedtune/config.py, each objective's keys)
+@key_options   # every config key's option, from the declarations (embedtune/config/load.py, each objective's keys)
 @option("--workers", type=int, metavar="N", callback=workers_bound, section=RUNS,
         help="Train on N local worker processes (tf.distribute, loopback ports), each on cores / N "
              "threads; the rows each changed are averaged every --sync-every steps. At most the CPU "
@@ -242,7 +242,7 @@ def say_plan(plan) -> None:
 
 class ProgressBar:
     """The run's progress as a tqdm bar on standard error, when it is a terminal and -q was not given: a
-    set-up phase's (``show_phase``, given an embedtune.training.progress.Phase) once it has lasted a second,
+    set-up phase's (``show_phase``, given an embedtune.phases.Phase) once it has lasted a second,
     gone when it ends; then the training's."""
 
     def __init__(self):

@@ -2,62 +2,22 @@
 embedtune.run.run), and returns the vectors.
 
 The options are the command line's, underscored (``freeze_top=5000``), and become the same
-:class:`embedtune.config.Config` the command builds: checked by ``config._build`` (names, types)
-and ``config.merge`` (values, over a config file when one is given), so the two cannot drift apart.
+:class:`embedtune.config.Config` the command builds (``embedtune.config.from_options``: names and types,
+then values over a config file when one is given), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from embedtune.errors import EmbedtuneError
 from embedtune.vectors import Vectors
 
 if TYPE_CHECKING:   # embedtune.config loads the registry where it reads it; `import embedtune` stays light
-    from embedtune.schema import Config
-
-# Keys of Config that are arguments or outputs here, not options.
-_NOT_OPTIONS = {"vectors", "corpus", "output", "to"}
-
-
-def _option_names() -> dict[str, str]:
-    """option name -> the config table it belongs to ("" for the top level): every declared key,
-    the shared ones and the registered objectives' own."""
-    from embedtune.config import all_keys   # imports the objectives: `import embedtune` stays light
-
-    return {key.name: key.table for key in all_keys() if key.name not in _NOT_OPTIONS}
-
-
-def options_config(options: dict, config: Config | str | os.PathLike | None = None) -> Config:
-    """The Config that ``embedtune train`` builds from these options over ``config`` (a Config, a
-    TOML file, or None for the defaults). An unknown name, a wrong type or a bad value is an
-    EmbedtuneError naming the option."""
-    from embedtune import config as configs
-    from embedtune.config import _build, find_key, load_config, merge
-
-    source = None
-    if isinstance(config, (str, os.PathLike)):
-        source = str(config)
-        config = load_config(config, check_values=False)
-    config = config if config is not None else configs.Config()
-    known = _option_names()
-    table: dict = {"vocab": {}, "train": {}}
-    for name, value in options.items():
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise EmbedtuneError(f"unknown option '{name}'{hint}; options are those of `embedtune train`, "
-                                 f"underscored: {', '.join(sorted(known))}")
-        if value is None:
-            continue
-        (table[known[name]] if known[name] else table)[name] = value
-    typed = _build(configs.Config, table, "fine_tune()", python=True)   # types checked, ints taken as floats where floats go
-    flat = {name: typed.value(find_key(known[name], name)) for name in options if options[name] is not None}
-    return merge(config, flat, source=source, python=True)
+    from embedtune.config.schema import Config
 
 
 def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Config | str | os.PathLike | None = None,
@@ -86,10 +46,13 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
     the new words. ``vectors`` is left as it was. Bad input raises EmbedtuneError.
     """
     from embedtune.checks import objective_of
+    from embedtune.config import from_options
+    from embedtune.corpus.sentences import checked_sentences
+    from embedtune.formats.reading import Reading
     from embedtune.objectives import registered
-    from embedtune.run import Reading, run
+    from embedtune.run import run
 
-    config = options_config(options, config)
+    config = from_options(options, config)
     if isinstance(corpus, (str, os.PathLike)):
         corpus = os.fspath(corpus)
         config = dataclasses.replace(config, corpus=corpus)
@@ -116,51 +79,8 @@ def fine_tune(vectors: Vectors | str | os.PathLike, corpus=None, *, config: Conf
 
 def _own_files(objective) -> str:
     """The options naming the files an objective reads besides VECTORS: "lexicon= (and antonyms=)"."""
-    from embedtune.keys import declared
+    from embedtune.config.keys import declared
 
     names = [f"{key.name}=" for keys in objective.keys for key in declared(keys)
              if key.table == "" and key.role == "read"]
     return names[0] + "".join(f" (and {name})" for name in names[1:])
-
-
-def checked_sentences(sentences):
-    """``sentences`` as Corpus reads them, each checked as it is read: a str, or an iterable of str
-    tokens. Anything else (bytes, an int token) is an EmbedtuneError naming the sentence's index,
-    the type found and what is expected, not a TypeError from deep in the reading. A one-pass
-    iterator stays one (Corpus spools it); a re-iterable stays re-iterable."""
-    if isinstance(sentences, (bytes, bytearray)) or not isinstance(sentences, Iterable):
-        raise EmbedtuneError(f"corpus is {type(sentences).__name__}; expected a path, or sentences: an iterable "
-                             "of str or of lists of str tokens")
-    if isinstance(sentences, Iterator):
-        return (_checked(number, sentence) for number, sentence in enumerate(sentences))
-    return _CheckedSentences(sentences)
-
-
-class _CheckedSentences:
-    def __init__(self, sentences):
-        self.sentences = sentences
-
-    def __iter__(self):
-        return (_checked(number, sentence) for number, sentence in enumerate(self.sentences))
-
-
-def _checked(number: int, sentence):
-    if isinstance(sentence, str):
-        return sentence
-    expected = "expected a str or a list of str tokens"
-    if isinstance(sentence, (bytes, bytearray)):
-        raise EmbedtuneError(f"sentences[{number}] is {type(sentence).__name__} ({_short(sentence)}); "
-                             f"{expected} (decode bytes first)")
-    if not isinstance(sentence, Iterable):
-        raise EmbedtuneError(f"sentences[{number}] is {type(sentence).__name__} ({_short(sentence)}); {expected}")
-    tokens = sentence if isinstance(sentence, (list, tuple)) else list(sentence)
-    if not all(isinstance(token, str) for token in tokens):
-        at, token = next((i, t) for i, t in enumerate(tokens) if not isinstance(t, str))
-        raise EmbedtuneError(f"sentences[{number}][{at}] is {type(token).__name__} ({_short(token)}); "
-                             f"{expected}" + (" (decode bytes first)" if isinstance(token, bytes) else ""))
-    return tokens
-
-
-def _short(value, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -150,7 +150,7 @@ def check_input_file(path: str | None, what: str, missing: str | None = None) ->
 def check_pattern(pattern: str | None, option: str) -> None:
     if pattern is None:
         return
-    from embedtune.plan.rules import compile_pattern
+    from embedtune.plan.patterns import compile_pattern
 
     compile_pattern(pattern, option.lstrip("-").replace("-", "_"))
 

@@ -42,7 +42,7 @@ class BadOption(EmbedtuneError):
 
 class BadValue(BadOption, ValueError):
     """A value its key's declaration refuses (out of range, not finite, an empty name, a pattern re cannot
-    compile), raised where a config is made (``embedtune.keys.check_values``), whatever made it. ``key``:
+    compile), raised where a config is made (``embedtune.config.keys.check_values``), whatever made it. ``key``:
     the key's name; ``problem``: "must be ...". The entry points name the value as their user wrote
     it (``--lr``, a file's ``train.lr``, ``lr=``): ``embedtune.config`` catches it and says so."""
 

@@ -18,19 +18,10 @@ from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
 from embedtune.errors import EmbedtuneError, counted
+from embedtune.formats.reading import Reading, check_dimension, check_model_output, load_training_vectors
 from embedtune.frozen import save_checked
 from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors, decide_lowercase
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How VECTORS is read, as the reader's own errors recommend: keep the first row of a repeated
-    word, leave out rows with NaN or infinity (no run can use one), replace bytes that are not UTF-8."""
-
-    keep_first_duplicate: bool = False
-    allow_nan: bool = False
-    replace_bad_utf8: bool = False
 
 
 @dataclass
@@ -61,26 +52,6 @@ class DryRun:
 
     description: dict
     lines: list[str]
-
-
-def load_training_vectors(path: str, format: str | None, reading: Reading = Reading(), limit: int | None = None,
-                          note: Callable[[str], None] | None = None) -> Vectors:
-    """VECTORS as train, init, eval and neighbors read them: with ``allow_nan``, rows with NaN or
-    infinity left out (``note`` says which), since none of them can use such a row."""
-    from embedtune import formats
-
-    vectors = formats.load_vectors(path, format=format, limit=limit, **dataclasses.asdict(reading))
-    left_out = []
-    if reading.allow_nan:
-        vectors, left_out = formats.without_nonfinite(vectors)
-        if left_out and note is not None:
-            note(f"left out {counted(len(left_out), 'row')} with NaN or infinity (--allow-nan; "
-                 f"first: {', '.join(repr(w) for w in left_out[:5])})")
-    if len(vectors) == 0:   # a header '0 50': nothing to fine-tune, start from or score (docs/formats.md)
-        why = "every row has NaN or infinity (--allow-nan left them out)" if left_out else "0 rows"
-        raise EmbedtuneError(f"holds no vectors ({why}): there is nothing to fine-tune, start from or score "
-                             "(inspect and convert read such a file)", path)
-    return vectors
 
 
 @dataclass
@@ -114,20 +85,6 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
     return _Loaded(vectors, config, out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
 
 
-def check_model_output(vectors: Vectors, out_format: str, output: str) -> None:
-    """A fastText model is written from one read (its subword rows and settings): said before any work."""
-    if out_format == "fasttext-model":
-        from embedtune.formats.fasttext_write import require_model
-
-        require_model(vectors, output)
-
-
-def check_dimension(vectors: Vectors, dim: int | None, source: str | None, option: str = "--dim") -> None:
-    """The one check of ``dim`` (``--dim``, or the layer's ``dim``) against the vectors as loaded."""
-    if dim is not None and dim != vectors.dim:
-        raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, but {option} says {dim}", source)
-
-
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
             on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None) -> DryRun:
     """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow."""
@@ -139,8 +96,8 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
         d = objective.closed_form.dry_run(vectors, config, loaded.lowercase, resume, workers)
     else:
-        from embedtune.plan.dry_run import describe
-        from embedtune.plan.run import plan_run
+        from embedtune.dryrun.estimate import describe
+        from embedtune.dryrun.runplan import plan_run
 
         with objective.open_corpus(config.corpus, config, lowercase=loaded.lowercase,
                                    tokenize=config.vocab.tokenize, vocabulary=vectors.index) as corpus:
@@ -170,7 +127,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         a library caller's heap is left as it was
     on_load : told the path before the vectors load; on_plan : given the Plan once the rows are decided;
         progress : given an embedtune.training.Progress now and then; note : told the text of each note;
-        on_phase : given an embedtune.training.progress.Phase as each lasting set-up phase goes
+        on_phase : given an embedtune.phases.Phase as each lasting set-up phase goes
     stop : polled after each step; a context manager too (the command's, which takes over Ctrl-C and SIGTERM),
         entered for the training loop alone, once set up (embedtune.training.train)
     Raises EmbedtuneError, TrainingInterrupted (embedtune.errors; a stop asked) and distribute.PeerLost.
@@ -218,7 +175,7 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
             from embedtune.kernels import cache_is_cold
-            from embedtune.training.progress import announce, phase, reporting
+            from embedtune.phases import announce, phase, reporting
 
             with reporting(on_phase):
                 if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word

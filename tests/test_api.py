@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import embedtune
-from embedtune.api import options_config
+from embedtune.config import from_options
 from embedtune.cli.main import cli
 from embedtune.config import Config, load_config, merge
 from embedtune.formats import load_vectors
@@ -105,10 +105,10 @@ def test_a_binary_corpus_is_named_before_the_vectors_load_or_tensorflow_imports(
 def test_options_build_the_config_the_command_line_builds():
     quickstart = ROOT / "configs" / "quickstart.toml"
     options = {"epochs": 2, "lr": 1, "tokenize": "none", "freeze_pretrained": True, "format": "glove"}
-    assert options_config(options, quickstart) == merge(load_config(quickstart, check_values=False), options,
+    assert from_options(options, quickstart) == merge(load_config(quickstart, check_values=False), options,
                                                         source=str(quickstart))
-    assert options_config({}) == Config()
-    assert options_config({"lr": 1}).train.lr == 1.0 and isinstance(options_config({"lr": 1}).train.lr, float)
+    assert from_options({}) == Config()
+    assert from_options({"lr": 1}).train.lr == 1.0 and isinstance(from_options({"lr": 1}).train.lr, float)
 
 
 def test_keyed_vectors_round_trip_as_copies():

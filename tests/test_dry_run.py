@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from embedtune.plan.dry_run import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES
+from embedtune.dryrun.estimate import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES
 
 from test_bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
@@ -263,7 +263,7 @@ def test_cheap_checks_fail_before_tensorflow_and_before_the_vectors_load(folder)
 def test_the_modules_a_dry_run_uses_import_no_tensorflow():
     modules = ["embedtune.config", "embedtune.objectives", "embedtune.plan.rules","embedtune.corpus", "embedtune.newwords",
                "embedtune.newwords.methods",
-               "embedtune.plan.rows", "embedtune.plan.run", "embedtune.plan.dry_run",
+               "embedtune.plan.rows", "embedtune.dryrun.runplan", "embedtune.dryrun.estimate",
                "embedtune.formats", "embedtune.compare", "embedtune.training.checkpoints", "embedtune.cli.common",
                "embedtune.cli.train_cmd", "embedtune.run", "embedtune.checks", "embedtune.cli.init_cmd", "embedtune.cli.formats_cmds",
                "embedtune.cli.compare_cmds"]

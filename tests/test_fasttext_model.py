@@ -246,7 +246,7 @@ def test_train_keeps_frozen_and_unseen_words_bit_for_bit_and_fasttext_loads_the_
 
     from gensim.models.fasttext import load_facebook_model
 
-    from embedtune.api import options_config
+    from embedtune.config import from_options
     from embedtune.run import run as run_training
 
     path, model = model_file
@@ -254,7 +254,7 @@ def test_train_keeps_frozen_and_unseen_words_bit_for_bit_and_fasttext_loads_the_
     corpus.write_text("the quokkaville council met the quokkaville mayor on monday\n"
                       "quokkaville is a small town near the river and the council\n" * 30)
     out = tmp_path / "tuned.bin"
-    config = options_config({"freeze_top": 1000, "epochs": 2, "optimizer": "sgd", "lr": 0.05}, None)
+    config = from_options({"freeze_top": 1000, "epochs": 2, "optimizer": "sgd", "lr": 0.05}, None)
     config = dataclasses.replace(config, vectors=str(path), corpus=str(corpus), output=str(out))
     result = run_training(config)
     assert result.written.checked == 1000 and result.written.worst == 0.0

@@ -240,7 +240,8 @@ def test_glove_set_up_reports_its_phases_to_the_progress_callback():
     # The command shows a bar for each set-up phase that lasts (cli/train_cmd.py): the new words' context
     # pass and the co-occurrence count report their units as they go to on_phase, and end at their totals;
     # the progress callback gets only the loop's Progress.
-    from embedtune.training.progress import Phase, Progress
+    from embedtune.phases import Phase
+    from embedtune.training.progress import Progress
 
     reports = []
     vectors = glove(20000, drop=HIDDEN)

@@ -153,7 +153,7 @@ def test_a_catastrophic_pattern_is_one_error_naming_the_pattern_and_the_word(hos
 def test_patterns_match_the_words_re_search_matches_across_chunks(pattern):
     import re
 
-    from embedtune.plan.rules import WordPattern
+    from embedtune.plan.patterns import WordPattern
 
     words = [line.split(" ", 1)[0] for line in SAMPLE_VECTORS.read_text(encoding="utf-8").splitlines()]
     words += ["café", "naïve", "Ünïcode", "ABC-DEF", "x" * 300]

@@ -32,10 +32,10 @@ def _classify(tmp: str, name: str, **options) -> list:
     its classifier, its --valid scores after training and its steps."""
     import dataclasses
 
-    from embedtune.api import options_config
+    from embedtune.config import from_options
     from embedtune.run import run
 
-    config = options_config(dict(objective="classify", valid=f"{tmp}/valid.txt", freeze_top=1000, epochs=2, threads=1,
+    config = from_options(dict(objective="classify", valid=f"{tmp}/valid.txt", freeze_top=1000, epochs=2, threads=1,
                                  optimizer="adam", save_classifier=f"{tmp}/{name}.cls", **options))
     config = dataclasses.replace(config, vectors=f"{tmp}/glove.txt", corpus=f"{tmp}/train.txt", output=f"{tmp}/{name}.txt")
     stats = run(config).stats
@@ -158,8 +158,8 @@ def test_keras_loads_only_with_embedtune_keras():
     code = textwrap.dedent("""
         import json, sys
         import embedtune
-        from embedtune.api import options_config
-        options_config({"freeze_top": 3})
+        from embedtune.config import from_options
+        from_options({"freeze_top": 3})
         light = [m for m in ("keras", "tensorflow") if m in sys.modules]
         from embedtune.keras import Embedding, LazyRows
         print(json.dumps({"light": light, "keras": "keras" in sys.modules, "layer": Embedding.__module__}))

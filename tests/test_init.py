@@ -16,7 +16,7 @@ from embedtune.cli.main import cli
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
 from embedtune.formats import load_vectors, save_vectors
-from embedtune.newwords.choose import pick_new_words
+from embedtune.plan.choose import pick_new_words
 from embedtune.newwords.common import fit_alacarte
 from embedtune.newwords.contexts import context_sums, sif_weights
 from embedtune.newwords.methods import initial_vectors

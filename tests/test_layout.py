@@ -7,6 +7,7 @@ hides a circle and an annotation's import is one a type checker follows; neither
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,10 +79,11 @@ def test_the_reader_catches_a_circle_hidden_in_a_function_or_an_annotation(tmp_p
 
 def test_the_config_and_the_objectives_are_no_circle():
     """Named on its own (issue 36, item 6): the config reads the registry; nothing under
-    embedtune.objectives reaches embedtune.config, by any import."""
+    embedtune.objectives reaches the config's loader (embedtune.config, embedtune.config.load), by any import:
+    they read the declarations (embedtune.config.keys) and the classes (embedtune.config.schema) only."""
     files = sources()
     graph = {name: imports(name, path, set(files)) for name, path in files.items()}
-    assert "embedtune.objectives" in graph["embedtune.config"]   # the one direction: config reads the registry
+    assert "embedtune.objectives" in graph["embedtune.config.load"]   # the one direction: config reads the registry
 
     def reach(start):
         seen, todo = set(), [start]
@@ -92,7 +94,125 @@ def test_the_config_and_the_objectives_are_no_circle():
         return seen
 
     objectives = [name for name in graph if name == "embedtune.objectives" or name.startswith("embedtune.objectives.")]
-    assert [name for name in objectives if "embedtune.config" in reach(name)] == []
+    assert [name for name in objectives if {"embedtune.config", "embedtune.config.load"} & reach(name)] == []
+
+
+# --- floors (issue 47, item 2): folders import down, the few imports that run up are named with their reason ---
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def folder_of(module: str) -> str:
+    """The folder (or top-level module) a module belongs to: "config" for embedtune.config.load, "cli" for
+    embedtune.cli.main, "" for embedtune's own __init__."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _home(path: str) -> str:
+    """`embedtune/config/`, `embedtune/wordnet.py`, `cli/`, `embedtune/__init__.py` -> its folder_of name."""
+    if path.startswith("cli/"):
+        return "cli"
+    name = path.removeprefix("embedtune/").rstrip("/").removesuffix(".py")
+    return "" if name == "__init__" else name
+
+
+def _module(path: str) -> str:
+    """`embedtune/config/load.py` -> embedtune.config.load; `embedtune/objectives/` -> embedtune.objectives."""
+    return path.rstrip("/").removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def stated_floors() -> tuple[list[list[str]], set[tuple[str, str]]]:
+    """docs/architecture.md's "## The floors": the floors from the top (folder_of names), and the upward
+    imports it names with their reasons, as (module, module)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8").split("## The floors", 1)[1].split("\n## ", 1)[0]
+    floors, upward = [], set()
+    for line in text.splitlines():
+        if line[:1].isdigit() and ". " in line:
+            floors.append([_home(path) for path in re.findall(r"`([^`]+)`", line)])
+        elif line.startswith("- ") and " → " in line:
+            importer, imported = re.findall(r"`([^`]+)`", line)[:2]
+            upward.add((_module(importer), _module(imported)))
+    return floors, upward
+
+
+def folder_imports() -> list[tuple[str, str]]:
+    """(importer, imported) for every import from one folder into another, modules named."""
+    files = sources()
+    return [(name, other) for name, path in files.items() for other in sorted(imports(name, path, set(files)))
+            if folder_of(name) != folder_of(other)]
+
+
+def upward_imports(edges: list[tuple[str, str]], floors: list[list[str]]) -> set[tuple[str, str]]:
+    """The imports of ``edges`` from a folder into one on a higher floor (``floors`` from the top)."""
+    height = {name: len(floors) - i for i, names in enumerate(floors) for name in names}
+    return {(a, b) for a, b in edges if height[folder_of(b)] > height[folder_of(a)]}
+
+
+def folder_circles(edges: list[tuple[str, str]], allowed: set[tuple[str, str]]) -> list[list[str]]:
+    """Circles of folders through ``edges`` less ``allowed`` (the named upward imports)."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        if (a, b) not in allowed:
+            graph.setdefault(folder_of(a), set()).add(folder_of(b))
+    circles = []
+
+    def visit(node, path, done):
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, path + [nxt], done)
+        done.add(node)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [name], done)
+    return circles
+
+
+def test_every_folder_sits_on_one_floor_of_the_architecture_page():
+    floors, _ = stated_floors()
+    placed = [name for names in floors for name in names]
+    assert len(floors) > 5 and len(placed) == len(set(placed)), floors
+    assert {folder_of(name) for name in sources()} - set(placed) == set()
+
+
+def test_imports_run_down_the_floors_but_the_named_few():
+    """An import from a folder into one on a higher floor is one of those the page names with its reason
+    (at most 5), and every one named is still there: a new upward import fails until it is argued for."""
+    floors, named = stated_floors()
+    up = upward_imports(folder_imports(), floors)
+    assert len(named) <= 5
+    assert up == named, (f"not named in docs/architecture.md: {sorted(up - named)}; "
+                         f"named but gone: {sorted(named - up)}")
+
+
+def test_no_folder_circle_but_through_a_named_upward_import():
+    """Two folders that import each other are one idea or a wrong cut: folders on one floor import each other
+    one way only, and a circle through two floors goes through an upward import the page names."""
+    _, named = stated_floors()
+    circles = folder_circles(folder_imports(), named)
+    assert circles == [], "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_the_floor_checks_can_fail():
+    """The checks above on made-up imports: an import up a floor is found, and so is a circle of two folders
+    on one floor, unless the import closing it is a named one."""
+    floors = [["api"], ["training", "plan"], ["errors"]]
+    edges = [("embedtune.errors", "embedtune.api"), ("embedtune.training.loop", "embedtune.plan.rows"),
+             ("embedtune.plan.rows", "embedtune.training.progress"), ("embedtune.api", "embedtune.errors")]
+    assert upward_imports(edges, floors) == {("embedtune.errors", "embedtune.api")}
+    assert folder_circles(edges, set()) == [["api", "errors", "api"], ["plan", "training", "plan"]]
+    assert folder_circles(edges, {("embedtune.errors", "embedtune.api"),
+                                  ("embedtune.plan.rows", "embedtune.training.progress")}) == []
+
+
+def test_the_keras_package_imports_neither_api_nor_run():
+    """The layer decides its rows by the loop's own call (plan.rows.decide_rows) and its options by
+    embedtune.config.from_options: it reaches no whole-run module."""
+    into = {(a, b) for a, b in folder_imports() if folder_of(a) == "keras" and folder_of(b) in ("api", "run")}
+    assert into == set()
 
 
 def test_every_source_file_is_at_most_about_500_lines():
@@ -310,7 +430,7 @@ def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_c
     import subprocess
     import sys
 
-    from embedtune import schema
+    from embedtune.config import schema
     from embedtune.newwords import defaults
 
     assert schema.INITS is defaults.METHODS

@@ -1,4 +1,4 @@
-"""--new-words FILE (embedtune.newwords.choose) and the starts fitted on the corpus's own words
+"""--new-words FILE (embedtune.plan.choose) and the starts fitted on the corpus's own words
 (embedtune.newwords.form_context, its maps and gate in embedtune.newwords.fitted)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from embedtune.config import Config, VocabConfig, merge
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError
-from embedtune.newwords.choose import effective_min_count, pick_new_words, read_new_words
+from embedtune.plan.choose import effective_min_count, pick_new_words, read_new_words
 from embedtune.newwords.contexts import context_sums
 from embedtune.plan.rows import plan_rows
 from embedtune.newwords.fitted import DEFAULT_SLOTS, PARTS, best_gate, fit_starts

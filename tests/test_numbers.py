@@ -14,9 +14,9 @@ from click.testing import CliRunner
 import embedtune
 from embedtune.cli.main import cli
 from embedtune.config import all_keys, owners, train_config
+from embedtune.config.keys import FLOAT32_MAX, INT64_MAX, Range, check_number
+from embedtune.config.schema import TrainConfig, VocabConfig
 from embedtune.errors import BadOption, EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, INT64_MAX, Range, check_number
-from embedtune.schema import TrainConfig, VocabConfig
 
 from train_fixtures import SAMPLE_VECTORS, one_error_line
 

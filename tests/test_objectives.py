@@ -61,15 +61,16 @@ def test_the_config_defaults_come_from_the_objective_classes(adjacent):
 
 
 def test_an_objective_declaring_its_keys_the_old_way_is_an_error_naming_it(monkeypatch):
-    """Keys are an OwnKeys dataclass now (embedtune.keys); a tuple of Key records, as before issue 36, says so."""
+    """Keys are an OwnKeys dataclass now (embedtune.config.keys); a tuple of Key records, as before issue 36, says so."""
     from embedtune import config
-    from embedtune.keys import Key
+    from embedtune.config import load
+    from embedtune.config.keys import Key
 
     class Old(Adjacent):
         name = "old"
         keys = (Key("target", float, 2.0),)
 
-    monkeypatch.setattr(config, "_built", {})   # gathered again, with this registry
+    monkeypatch.setattr(load, "_built", {})   # gathered again, with this registry
     monkeypatch.setitem(OBJECTIVES, "old", Old)
     with pytest.raises(EmbedtuneError, match=r"objective old: keys holds Key\(name='target'.*OwnKeys"):
         config.all_keys()
@@ -228,23 +229,22 @@ def test_the_library_and_the_command_layer_around_the_objectives_name_none_of_th
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for path in (root / "embedtune" / "config.py", root / "embedtune" / "keys.py", root / "embedtune" / "schema.py",
-                 root / "cli" / "options.py"):
+    for path in (*sorted((root / "embedtune" / "config").glob("*.py")), root / "cli" / "options.py"):
         text = path.read_text(encoding="utf-8").lower()
         assert not [name for name in OBJECTIVES if name in text], path
 
 
 def test_the_objectives_and_the_plan_never_import_the_config():
     # config reads the registry (the objectives' keys): an import the other way, even inside a function or
-    # under `if TYPE_CHECKING:`, would close a circle; they take the classes from embedtune.schema.
+    # under `if TYPE_CHECKING:`, would close a circle; they take the classes from embedtune.config.schema.
     # (tests/test_layout.py checks the whole package for circles the same way.)
     import ast
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "embedtune"
-    for path in [root / "plan" / "rules.py", root / "schema.py", root / "keys.py",
+    for path in [root / "plan" / "rules.py", root / "config" / "schema.py", root / "config" / "keys.py",
                  *sorted((root / "objectives").rglob("*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
         modules += [a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names]
-        assert "embedtune.config" not in modules, path
+        assert not {"embedtune.config", "embedtune.config.load", "embedtune.config.options"} & set(modules), path

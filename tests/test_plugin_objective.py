@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import toy_objective
-from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -147,7 +147,7 @@ def test_it_trains_under_two_workers(plugin, tmp_path, corpus):
 @pytest.mark.parametrize("module, why", [
     ("", "ModuleNotFoundError"),
     # the config's keys include the objectives', this module's among them (the config's classes are
-    # static, embedtune.schema: importing them is fine)
+    # static, embedtune.config.schema: importing them is fine)
     ("from embedtune.config import all_keys\nall_keys()\n", "must not read them at import"),
 ])
 def test_an_entry_point_that_fails_to_load_is_an_error_naming_it(tmp_path, module, why):

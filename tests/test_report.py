@@ -30,7 +30,7 @@ SECTIONS = ("run", "frozen", "benchmarks", "moved", "new", "map")
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A run with --report and --logdir: {before, output, report, logdir, summary, result}."""
-    from embedtune.api import options_config
+    from embedtune.config import from_options
     from embedtune.config import Config
     from embedtune.run import run
 
@@ -41,10 +41,10 @@ def trained(tmp_path_factory):
     corpus.write_text("\n".join(sample_lines(120)) + "\n", encoding="utf-8")
     paths = {"before": before, "output": folder / "after.txt", "report": folder / "report.html",
              "logdir": folder / "logs"}
-    config = options_config({"freeze_top": 1000, "epochs": 1, "batch_size": 256, "max_steps": 60, "min_count": 2, "max_new": 40, "seed": 1},
+    config = from_options({"freeze_top": 1000, "epochs": 1, "batch_size": 256, "max_steps": 60, "min_count": 2, "max_new": 40, "seed": 1},
                             Config(vectors=str(before), corpus=str(corpus), output=str(paths["output"]),
                                              report=str(paths["report"])))
-    config = options_config({"logdir": str(paths["logdir"])}, config)
+    config = from_options({"logdir": str(paths["logdir"])}, config)
     result = run(config)
     (folder / "run.json").write_text(json.dumps(result.stats), encoding="utf-8")
     return {**paths, "summary": folder / "run.json", "result": result}

@@ -231,7 +231,7 @@ def test_listed_new_words_are_summed_up_and_said_in_train_as_in_init(tmp_path, n
 
 
 def test_counts_of_one_are_singular():
-    from embedtune.report.text import Describe
+    from embedtune.objectives.describe import Describe
 
     stats = dict(epochs=1, corpus_words=1, stopped_at_limit=None, trained_rows=1, new=0, objective="sgns",
                  words_per_second=1, train_seconds=1.0, total_seconds=1.0, loss_first=1.0, loss_last=1.0,

@@ -12,7 +12,8 @@ standard input is spooled once to a temporary file so it can be read again.
     labelled.py  LabelledCorpus: fastText's supervised format (classify)
     held.py      HeldLines: the lines held here, and how figures made of them combine over workers
     counts.py    a share's counts as bytes, and the shares merged (several workers)
-    chunks.py    the corpus as chunks of row ids"""
+    chunks.py    the corpus as chunks of row ids
+    sentences.py sentences given in Python (fine_tune's, the Keras layer's), checked as they are read"""
 
 from embedtune.corpus.chunks import CHUNK_TOKENS, IdChunk, id_chunks
 from embedtune.corpus.counts import ShareCount, merge_counts

@@ -33,7 +33,7 @@ from embedtune.distribute.cluster import split_address
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 
 POLL = 0.1     # seconds between two rounds of connection attempts (and the longest a signal waits)
-PEER_TIMEOUT = 120.0   # --peer-timeout's default (embedtune/schema.py), for a strategy started without a config
+PEER_TIMEOUT = 120.0   # --peer-timeout's default (embedtune/config/schema.py), for a strategy started without a config
 SAY_AFTER = 1.0   # seconds of waiting before the line naming the peers still missing
 # Seconds a connection that opened may stay silent before what listens there counts as another program.
 # A worker answers within a poll of its accept; this leaves room for a loaded machine.

@@ -3,8 +3,8 @@ freeze rules, the new words and their starts, the output's format, and the lazy 
 A move of those modules touches this file only. (The frozen rows' proof and checked write,
 embedtune.frozen, the layer imports itself: it sits below all of them and imports none.)
 
-``layer_rows`` is what ``embedtune train`` decides before its tables (embedtune/run.py -> plan.rows.plan_rows
--> plan.rules.make_plan -> newwords.add_new_words), from the same functions, for a layer: which rows are frozen,
+``layer_rows`` is what ``embedtune train`` decides before its tables (training/loop.py -> plan.rows.decide_rows
+-> plan.rules.make_plan, newwords.add_new_words), by the same call, for a layer: which rows are frozen,
 which train, which words are new and where they start.
 """
 
@@ -16,14 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedtune.api import checked_sentences, options_config
-from embedtune.config import DEFAULT_LR
+from embedtune.config import DEFAULT_LR, NOT_OPTIONS, from_options
+from embedtune.corpus.sentences import checked_sentences
 from embedtune.errors import EmbedtuneError, counted, python_names
-from embedtune.newwords import NewWordSettings, add_new_words
-from embedtune.newwords.choose import listed_notes, read_new_words
-from embedtune.plan.rows import plan_rows
+from embedtune.formats.reading import Reading, check_dimension, load_training_vectors
+from embedtune.plan.choose import listed_notes, read_new_words
+from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan, make_plan, plan_notes
-from embedtune.run import Reading, check_dimension, load_training_vectors
 from embedtune.training.optimizers import OPTIMIZERS, cap_rows, make_optimizer, merge_rows
 from embedtune.vectors import PatchedVectors, Vectors, decide_lowercase
 
@@ -65,11 +64,11 @@ def _layer_options() -> set[str]:
 
 def check_options(options: dict) -> None:
     """An option of ``embedtune train`` that a layer has no use for (the loop's: epochs, lr, ...) is an
-    error naming it; an unknown name is options_config's error (with its closest match)."""
+    error naming it; an unknown name is from_options' error (with its closest match)."""
     from embedtune.config import all_keys
 
     allowed = _layer_options()
-    known = {key.name for key in all_keys()} - {"vectors", "corpus", "output", "to"}
+    known = {key.name for key in all_keys()} - NOT_OPTIONS
     for name in options:
         if name in known and name not in allowed:
             raise EmbedtuneError(f"option '{name}' of `embedtune train` has no use in a layer (your model's training "
@@ -81,7 +80,7 @@ def layer_rows(vectors, options: dict, config=None, corpus=None, reading: Readin
     names for the vocabulary) over ``config`` (a TOML file or a Config), with new words taken from
     ``corpus`` (a path or sentences) as ``embedtune train`` takes them; the same checks and messages."""
     check_options(options)
-    config = options_config(options, config)
+    config = from_options(options, config)
     source = None
     if not isinstance(vectors, Vectors):
         source = os.fspath(vectors)
@@ -127,7 +126,7 @@ def _rows_without_corpus(vectors: Vectors, config, source) -> LayerRows:
 
 def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     """With a corpus: counted, planned and the new words started as ``embedtune train`` does before
-    its first step (plan.rows.plan_rows, newwords.add_new_words), with the objective's window."""
+    its first step (plan.rows.decide_rows, the training loop's call), with the objective's window."""
     from embedtune.objectives import objective_class
 
     objective = objective_class(config.train.objective)
@@ -136,15 +135,10 @@ def _rows_from_corpus(vectors: Vectors, config, source, corpus) -> LayerRows:
     with objective.open_corpus(sentences, config, lowercase=lowercase, tokenize=config.vocab.tokenize,
                                vocabulary=vectors.index) as opened:
         counts, total_words, _ = opened.count()
-        new_words, plan = plan_rows(vectors, counts, total_words, config, opened.path, lowercase)
-        init = None
-        new_start = np.zeros((0, vectors.dim), np.float32)
-        if new_words:
-            starts = NewWordSettings(method=config.vocab.init, window=objective.init_window(config.train),
-                                     seed=config.train.seed)
-            result = add_new_words(vectors, opened, starts, counts=counts, words=new_words).start
-            new_start, init = result.matrix, result.stats
-    return LayerRows(vectors, plan, new_start, source, config.format, init)
+        plan, start = decide_rows(vectors, counts, total_words, config, opened, objective.init_window(config.train))
+    if start is None:
+        return LayerRows(vectors, plan, np.zeros((0, vectors.dim), np.float32), source, config.format, None)
+    return LayerRows(vectors, plan, start.matrix, source, config.format, start.stats)
 
 
 def output_format(path, to: str | None, in_format: str | None) -> str:

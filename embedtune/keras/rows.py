@@ -26,7 +26,7 @@ import keras
 
 from embedtune._adapters.keras_private import DotNotTrackScope, no_automatic_dependency_tracking
 from embedtune._tf import tf
-from embedtune.keys import FLOAT32_MAX, Range
+from embedtune.config.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
 from embedtune.keras import rules
 from embedtune.keras.layer import layer_of
@@ -48,7 +48,7 @@ def is_lazy_rows(optimizer) -> bool:
 
 def _number(name: str, value, low_open: bool = False):
     """A finite float >= 0 (> 0 with ``low_open``), else EmbedtuneError naming the option: the declaration's
-    range check every other entry point uses (embedtune.keys)."""
+    range check every other entry point uses (embedtune.config.keys)."""
     problem = Range(0.0, FLOAT32_MAX, low_open=low_open).problem(value)
     if problem:
         raise project.EmbedtuneError(f"LazyRows: {name} {problem}")

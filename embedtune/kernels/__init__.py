@@ -9,7 +9,7 @@ from embedtune._adapters.numba_private import cache_index
 
 # EMBEDTUNE_KERNEL=0: TensorFlow's step even where an objective has a compiled one, the same arithmetic
 # (the A/B benchmarks and the tests compare the two). Read here only; the step's choice
-# (training/step.py) and the dry run (plan/dry_run.py) ask it at the time.
+# (training/step.py) and the dry run (dryrun/estimate.py) ask it at the time.
 KERNEL = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
 
 

@@ -1,5 +1,5 @@
 """classify's compiled (numba) step with any lazy optimizer and the cap: TensorFlow's step's arithmetic
-(embedtune/training/optimizers.py, whose constants it reads), bits that do not depend on the thread count."""
+(embedtune/training/optimizers.py; their constants from embedtune/optimizer_constants.py), bits that do not depend on the thread count."""
 
 from __future__ import annotations
 

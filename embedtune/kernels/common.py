@@ -1,7 +1,7 @@
 """What the compiled (numba) steps share: the thread settings, the frozen rows' source, the small
 row helpers (a dot product, a descent, a sum in order) and the lazy optimizers' update of one row. The
 steps themselves: ``sgns.py``, ``classify.py``, ``glove.py``; their optimizer constants come from
-embedtune/training/optimizers.py, as TensorFlow's step's do."""
+embedtune/optimizer_constants.py, as TensorFlow's step's do."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange  # noqa: E402  (after the wait policy)
 
-from embedtune.training.optimizers import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
+from embedtune.optimizer_constants import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.

@@ -1,8 +1,7 @@
-"""New words: which words get a row, and the vector each starts from.
+"""New words: the vector each starts from (which words get a row is the plan's: embedtune/plan/choose.py).
 
 add.py      the pipeline `embedtune init` and train call: count, choose, start (add_new_words)
 defaults.py every default of the new words
-choose.py   which words: those a ``--new-words`` file lists, corpus words seen ``--min-count`` times
 methods.py  the start methods (``--init``), one call: form-context (the default), alacarte, context-mean, random
 form_context.py  the default start: the context and spelling starts mixed by each word's evidence
 fitted.py   form-context's maps and gate, fitted on the corpus's own frequent words playing rare ones
@@ -22,7 +21,7 @@ __all__ = ["NewWordSettings", "NewWords", "add_new_words"]
 
 
 def __getattr__(name):
-    # Read on use: embedtune.schema imports defaults.py (--init's choices), which must not bring the
+    # Read on use: embedtune.config.schema imports defaults.py (--init's choices), which must not bring the
     # new-word code (numpy, the corpus readers) into every config load.
     if name in __all__:
         from embedtune.newwords import add

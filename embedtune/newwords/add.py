@@ -15,7 +15,7 @@ import numpy as np
 
 from embedtune.corpus import Corpus
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.newwords.choose import Chosen, choose_new_words
+from embedtune.plan.choose import Chosen, choose_new_words
 from embedtune.newwords.common import InitResult
 from embedtune.newwords.defaults import (DEFAULT_FIT_MIN_COUNT, DEFAULT_METHOD, DEFAULT_MIN_CONTEXTS, DEFAULT_SIF,
                                          DEFAULT_WINDOW)
@@ -47,7 +47,7 @@ class NewWordSettings:
 class NewWords:
     """New words chosen and started.
 
-    chosen : the words and what the list's user is told (embedtune.newwords.choose.Chosen)
+    chosen : the words and what the list's user is told (embedtune.plan.choose.Chosen)
     start : their starting vectors (InitResult: [len(chosen.words), dim] float32 and how they were made)
     corpus_words, corpus_lines : the corpus's totals (None when the caller counted it: train)
     """

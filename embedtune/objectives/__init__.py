@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from embedtune import schema
+from embedtune.config.schema import AUTO   # the objective declared for the vectors' format, else the default one
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify import Classify
@@ -25,7 +25,6 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "retrofit": Retrofit,
     "classify": Classify,
 }
-AUTO = schema.AUTO   # the objective declared for the vectors' format, else the default one (auto_objective)
 GROUP = "embedtune.objectives"   # the entry-point group of objectives from other packages
 _plugins = {"state": "not loaded"}   # then "loading", then "loaded"
 

@@ -8,7 +8,7 @@ Adding an objective ``name``:
 
 1. One file, ``embedtune/objectives/<name>.py``, with ``class <Name>(Objective)``. It sets
    ``name``, ``help`` (its line in ``--objective``'s help), ``keys`` (its own config keys and their
-   options: frozen dataclasses of ``embedtune.keys.OwnKeys`` whose fields are ``key(...)``s, one for
+   options: frozen dataclasses of ``embedtune.config.keys.OwnKeys`` whose fields are ``key(...)``s, one for
    [train] and, if it has any, one for the file's top level), ``defaults`` (a value for each config key left to the
    objective: at least window, optimizer, anchor and epochs), ``settings`` (the keys it reads beyond
    the shared ones, which the dry run reports) and ``word_keys``, and implements ``__init__``, ``side_start``,
@@ -17,14 +17,14 @@ Adding an objective ``name``:
    ``open_corpus``, ``memory`` (the dry run's estimate) and ``compiled_step`` (a faster step than
    TensorFlow's); what runs it supports (``modes``), what a run reads, refuses and writes
    (``input_files``, ``output_files``, ``check_run``, ``write_outputs``, ...), and what the dry run and
-   the finished run say (``describe``: a class of embedtune/report/text.py, ``Describe`` by default):
+   the finished run say (``describe``: a class of embedtune/objectives/describe.py, ``Describe`` by default):
    embedtune/run.py and the command ask these, and name no objective.
    It imports TensorFlow as ``from embedtune._tf import lazy as tf``: the config and the dry run
    read the class without importing TensorFlow (tests/test_dry_run.py checks it).
 2. One registry line in ``embedtune/objectives/__init__.py``: ``"<name>": <Name>,`` (or, from
    another package, an entry point ``<name> = "module:<Name>"`` in the group ``embedtune.objectives``).
    The config's ``train.objective`` values and keys and the CLI's ``--objective`` choices and options
-   come from that table. The module takes the config's classes from ``embedtune.schema`` and never
+   come from that table. The module takes the config's classes from ``embedtune.config.schema`` and never
    imports embedtune.config (which reads the registry: tests/test_layout.py checks for the circle).
 3. Its tests: a file ``tests/test_<name>.py`` that trains through ``embedtune.training.train`` (or
    the CLI) on ``data/sample/`` and checks frozen rows bit-identical and the loss falling
@@ -56,10 +56,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from embedtune.config.keys import OwnKeys
 from embedtune.errors import EmbedtuneError
 from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
-from embedtune.keys import OwnKeys
-from embedtune.report.text import Describe
+from embedtune.objectives.describe import Describe
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Objective:
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
     closed_form : for an objective fitted without batches (no corpus, no loop), its ``ClosedForm``; else None
     modes : the runs it supports (``Modes``: reads a corpus, parameter servers)
-    describe : what a dry run and a finished run say about it, a line each (embedtune.report.text)
+    describe : what a dry run and a finished run say about it, a line each (embedtune.objectives.describe)
     word_keys : the batch entries holding word-table (local) ids, each [B] int
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
@@ -180,7 +180,7 @@ class Objective:
     @classmethod
     def memory(cls, train, dim: int, n_local: int, corpus_words: int, corpus_lines: int,
                units: int | None = None) -> tuple[int, int]:
-        """The dry run's estimate (embedtune/plan/dry_run.py), in bytes, of what this objective holds at
+        """The dry run's estimate (embedtune/dryrun/estimate.py), in bytes, of what this objective holds at
         its peak: (its side table, its pairs and batches on the host). ``units``: what ``set_up_units``
         counted (None: not counted). Here: a table one float wide (a bias a word) and nothing kept on
         the host."""
@@ -190,7 +190,7 @@ class Objective:
     def set_up_units(cls, train, corpus, run) -> int | None:
         """For the dry run: the units this objective's set-up holds at its peak (glove: its distinct
         pairs), counted as training counts them from the counted ``corpus`` and the ``run``
-        (plan.run.RunPlan), for ``memory``; None (here): ``memory`` bounds them without a count."""
+        (dryrun.runplan.RunPlan), for ``memory``; None (here): ``memory`` bounds them without a count."""
         return None
 
     # --- what a run reads, refuses and reports (embedtune/run.py and the command around it) ---------

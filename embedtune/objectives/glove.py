@@ -26,13 +26,14 @@ import numpy as np
 import scipy.sparse
 
 from embedtune._tf import lazy as tf
+from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.schema import TrainConfig
 from embedtune.cores import local_cores
 from embedtune.corpus import IdChunk, id_chunks
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
-from embedtune.schema import TrainConfig
+from embedtune.phases import phase
 
 POWER = 0.75
 FIT_ROUNDS = 15          # alternating rounds of the (a, biases) fit; the weighted error settles by 10
@@ -81,8 +82,6 @@ def count_pairs(corpus, local_index: dict, n_words: int, window: int, threads: i
     run (distribute.WorkerShare) counts its own lines, and the shares' counts are summed on every worker
     (``combine``): the whole corpus's counts, as one process makes them up to the order of float64 sums.
     ``total_tokens``: the kept tokens the pass reads, for its progress (a set-up phase)."""
-    from embedtune.training.progress import phase   # not at the top: training imports the objectives
-
     with phase("glove: counting pairs", total_tokens) as advance:
         counts, raw = cooccurrence(id_chunks(corpus, local_index), n_words, window, threads, advance)
     return corpus.combine((counts, raw), lambda figure: cells_bytes(*figure), lambda parts: sum_pairs(parts, n_words))

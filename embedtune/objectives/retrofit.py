@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
-from embedtune.errors import EmbedtuneError
-from embedtune.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
+from embedtune.config.schema import Config
+from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives.base import ClosedForm, Modes, Objective
+from embedtune.objectives.describe import Describe
 from embedtune.plan.rules import Plan, make_plan
-from embedtune.report.text import RetrofitDescribe
-from embedtune.schema import Config
 from embedtune.vectors import Vectors, decide_lowercase
 
 UNKNOWN_SHOWN = 5   # lexicon words missing from the vectors, shown by name in the summary
@@ -337,8 +337,47 @@ def dry_run(vectors: Vectors, config: Config, lowercase: bool, resume: bool, wor
             "lexicon": synonyms.summary(), "antonyms": antonyms.summary() if antonyms else None}
 
 
-class _Describe(RetrofitDescribe):
-    files = RetrofitFiles   # where its text finds the lexicons' names (embedtune.report imports no objective)
+class RetrofitDescribe(Describe):
+    """retrofit's: the lexicons read, its rounds and the largest changes (no corpus, no loop). ``files``:
+    retrofit's top-level keys (the lexicons' names)."""
+
+    files = RetrofitFiles
+
+    @classmethod
+    def dry_run_lines(cls, d: dict, config) -> list[str]:
+        lines = [f"{'rows':<10} {d['frozen']:,} frozen, {d['trainable']:,} trainable"]
+        files = config.keys_of(cls.files)
+        for key in ("lexicon", "antonyms"):
+            lex = d[key]
+            if lex is not None:
+                lines.append(f"{key:<10} {getattr(files, key)}: {lex['lines']:,} lines, {lex['pairs_in_vectors']:,} "
+                             f"pairs in the vectors, {lex['words_not_in_vectors']:,} words not in the vectors")
+        s = d["settings"]
+        lines.append(f"{'objective':<10} retrofit: {s['epochs']} rounds, anchor {s['anchor']:g}"
+                     + (f", repel {s['repel']:g}" if d["antonyms"] else "")
+                     + (f", keep {s['keep']:g}" if s.get("keep") else ""))
+        return lines
+
+    @classmethod
+    def report_lines(cls, result, config) -> list[str]:
+        s, files = result.stats, config.keys_of(cls.files)
+        lines = []
+        for key in ("lexicon", "antonyms"):
+            lex = s[key]
+            if lex is None:
+                continue
+            lines.append(f"{getattr(files, key)}: {counted(lex['lines'], 'line')}, {counted(lex['words'], 'word')}, "
+                         f"{counted(lex['pairs_in_vectors'], 'pair')} in the vectors; "
+                         f"{counted(lex['words_not_in_vectors'], 'word')} not in the vectors (not added)"
+                         + (f", first: {', '.join(lex['first_not_in_vectors'])}" if lex["first_not_in_vectors"] else ""))
+        lines.append(f"Retrofitted {counted(s['trained_rows'], 'row')} in {counted(s['epochs'], 'round')} (anchor {s['anchor']:g}"
+                     + (f", repel {s['repel']:g}" if s["repel"] is not None else "")
+                     + (f", keep {s['keep']:g}" if s.get("keep") else "") + f"), {s['train_seconds']:.2f} s; "
+                     f"largest change in the last round: {s['round_changes'][-1]:.2g}; "
+                     f"largest change on a frozen row: {s['max_frozen_change']}")
+        if config.output != "-":
+            lines.append(f"Wrote {counted(len(result.vectors), 'vector')} to {config.output}")
+        return lines
 
 
 class Retrofit(Objective):
@@ -358,7 +397,7 @@ class Retrofit(Objective):
     settings = ("repel", "keep")
     closed_form = ClosedForm(fit=fit, dry_run=dry_run)
     modes = Modes(corpus=False)
-    describe = _Describe
+    describe = RetrofitDescribe
 
     # --- what a run reads, refuses and reports (Objective's hooks) ----------------------------------
     @classmethod

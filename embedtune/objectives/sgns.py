@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedtune._tf import lazy as tf
+from embedtune.config.keys import OwnKeys, Range, key
+from embedtune.config.schema import TrainConfig
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
-from embedtune.keys import OwnKeys, Range, key
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
-from embedtune.schema import TrainConfig
 
 UNIGRAM_POWER = 0.75
 NEGATIVES = ("shared", "per-pair")

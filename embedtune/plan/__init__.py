@@ -1,7 +1,8 @@
-"""What a run will do, decided before any training and without TensorFlow.
+"""Which rows a run's output has and which of them train, decided before any training and without TensorFlow
+(the dry run built on it: embedtune/dryrun/).
 
 - ``rules``: word lists, patterns and the freeze rules -> a ``Plan`` of frozen / trainable / new rows.
+- ``patterns``: a --freeze-pattern or --train-pattern matched over the words, bounded in time (SIGALRM).
+- ``choose``: which words get a row: a ``--new-words`` file's, corpus words seen ``--min-count`` times.
 - ``rows``: a counted corpus -> its new words and their ``Plan`` (the checks train and the dry run share).
-- ``run``: ``RunPlan``, a whole run decided but not started (the corpus counted, the rows planned).
-- ``dry_run``: the dry run's account of a ``RunPlan``: the settings as resolved and the memory estimate.
 """

@@ -1,17 +1,24 @@
 """The rows of a run's output for a counted corpus: the new words it picks and the freeze rules applied
-(``plan.rules.make_plan``), refused when nothing would train. ``train`` and ``--dry-run`` make the same
-checks with the same messages, and the Keras layer's rows are chosen the same way.
+(``plan.rules.make_plan``), refused when nothing would train, and the new words' starts (``decide_rows``).
+``train`` and ``--dry-run`` make the same checks with the same messages, and the Keras layer's rows are
+decided by the same call as the training loop's.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from embedtune.config import Config
 from embedtune.errors import EmbedtuneError, counted, option_name
-from embedtune.newwords.choose import choose_new_words
+from embedtune.plan.choose import choose_new_words
 from embedtune.plan.rules import Plan, make_plan
 from embedtune.vectors import Vectors, decide_lowercase
+
+if TYPE_CHECKING:
+    from embedtune.corpus import Corpus
+    from embedtune.newwords.add import InitResult
 
 
 def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config,
@@ -42,3 +49,28 @@ def plan_rows(vectors: Vectors, counts: Counter, total_words: int, config: Confi
             f"nothing to train: the rules ({', '.join(rules) or 'none'}) freeze every corpus word in the vectors, "
             f"and no new word is {seen}", v.freeze_list or v.train_list)
     return new_words, plan
+
+
+def decide_rows(vectors: Vectors, counts: Counter, total_words: int, config: Config, corpus: Corpus, window: int, *,
+                contexts: Corpus | None = None, on_plan: Callable[[Plan], None] | None = None,
+                progress: Callable | None = None) -> tuple[Plan, InitResult | None]:
+    """Which rows are frozen, trainable and new for a counted ``corpus`` (``plan_rows``), then the new words'
+    starts (``newwords.add_new_words``, ``--init``'s method over ``window`` words each side): what the
+    training loop decides before its tables and the Keras layer before its weights. ``config`` resolved.
+
+    contexts : the corpus the new words' contexts are read from (a worker's share of it); ``corpus`` when None
+    on_plan : called with the plan before the new words start (the command shows it)
+    progress : newwords.add_new_words' progress (None: none shown)
+    Returns the plan and the starts (None without new words).
+    """
+    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
+    if on_plan is not None:
+        on_plan(plan)
+    if not new_words:
+        return plan, None
+    # here, not at the top: the dry run plans rows without the new-word code (numpy's starts, the passes)
+    from embedtune.newwords import NewWordSettings, add_new_words
+
+    starts = NewWordSettings(method=config.vocab.init, window=window, seed=config.train.seed)
+    return plan, add_new_words(vectors, corpus if contexts is None else contexts, starts, counts=counts,
+                               words=new_words, progress=progress).start

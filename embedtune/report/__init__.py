@@ -6,7 +6,6 @@ TensorBoard's projector files (``train --logdir``).
     projection.py  the 2-D map (PCA)
     svg.py, page.py  the plots and the page
     projector.py   TensorBoard's projector files
-    text.py        what `embedtune train` says: the dry run's lines and the finished run's (Objective.describe)
 """
 
 from __future__ import annotations

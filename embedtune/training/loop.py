@@ -19,16 +19,16 @@ from embedtune.config import Config, TrainConfig, all_keys, learning_rate
 from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
-from embedtune.newwords import NewWordSettings, add_new_words
 from embedtune.objectives import Objective, objective_class
-from embedtune.plan.rows import plan_rows
+from embedtune.phases import Phase, phase, reporting
+from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
 from embedtune.training.checkpoints import Checkpoints
 from embedtune.training.checkpoints.state import Position
 from embedtune.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
-from embedtune.training.progress import LossLog, Phase, Progress, check_rows, longest_row, phase, reporting
+from embedtune.training.progress import LossLog, Progress, check_rows, longest_row
 from embedtune.training.strategy import OneProcess
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
@@ -142,18 +142,14 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     began = time.perf_counter()
     # A worker counts its share of the lines and gathers the others' counts (after start: collectives).
     counts, total_words, n_lines = strategy.count(corpus)
-    new_words, plan = plan_rows(vectors, counts, total_words, config, corpus.path, corpus.lowercase)
-    if on_plan is not None:
-        on_plan(plan)
     # New words start from their contexts (one streaming pass), unless --init random: `embedtune init`'s
     # call, for the words the plan chose. A corpus too small to fit the a la carte map falls back to the
     # plain context mean (newwords.common.choose_method), and the summary says so. The window is the
     # objective's (Objective.init_window).
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
-    starts = NewWordSettings(method=config.vocab.init, window=objective_class(t.objective).init_window(t),
-                             seed=t.seed)
-    init = add_new_words(vectors, strategy.init_corpus(corpus), starts, counts=counts, words=new_words,
-                         progress=lambda _: phase("new words: contexts", total_words)).start if new_words else None
+    plan, init = decide_rows(vectors, counts, total_words, config, corpus, objective_class(t.objective).init_window(t),
+                             contexts=strategy.init_corpus(corpus), on_plan=on_plan,
+                             progress=lambda _: phase("new words: contexts", total_words))
     trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
                       new_start=None if init is None else init.matrix,
                       corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)

@@ -1,5 +1,5 @@
-"""The lazy optimizers: sparse, capped updates of a table of rows, and the one source of their
-arithmetic's constants (the compiled steps, embedtune/kernels/, read them here too).
+"""The lazy optimizers: sparse, capped updates of a table of rows. Their constants are
+embedtune/optimizer_constants.py's, which the compiled steps (embedtune/kernels/) read too.
 
 The gradient of a table arrives as a ``tf.IndexedSlices`` touching only the rows a
 batch gathered. ``apply`` merges repeated ids (so each row gets one update, the same
@@ -20,15 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Lazy: the compiled steps read the constants below without TensorFlow.
 from embedtune._tf import lazy as tf
-
-# Keras's defaults, so that the lazy optimizers match Keras's dense ones on the rows a batch touches
-# (tests/test_sparse.py); the compiled steps' arithmetic must agree (tests/test_classify_kernel.py).
-EPSILON = 1e-7                    # adagrad and adam: lr / (sqrt(state) + EPSILON)
-ADAGRAD_INITIAL_ACCUMULATOR = 0.1
-ADAM_BETA_1 = 0.9                 # the first moment's decay
-ADAM_BETA_2 = 0.999               # the second moment's decay
+# Keras's defaults, shared with the compiled steps (embedtune/kernels/) through a leaf module
+from embedtune.optimizer_constants import ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2, EPSILON
 
 
 def merge_rows(grad: tf.IndexedSlices, sink: int | None = None, counts: bool = False,

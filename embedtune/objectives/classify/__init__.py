@@ -65,19 +65,19 @@ import numpy as np
 
 from embedtune._tf import lazy as tf
 
+from embedtune.config.keys import INT64_MAX, OwnKeys, Range, key
+from embedtune.config.schema import Config, TrainConfig
 from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError
-from embedtune.keys import INT64_MAX, OwnKeys, Range, key
 from embedtune.objectives.base import Objective
 from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
+from embedtune.objectives.classify.describe import ClassifyDescribe
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
 from embedtune.objectives.classify.ngrams import ngram_features, ngram_rows, with_line_end
 from embedtune.objectives.classify.valid import evaluate, read_valid
 from embedtune.objectives.rows import LocalRows
-from embedtune.report.text import ClassifyDescribe
-from embedtune.schema import Config, TrainConfig
 
 
 @dataclass
@@ -114,7 +114,7 @@ class ClassifyFiles(OwnKeys):
 
 
 class _Describe(ClassifyDescribe):
-    files = ClassifyFiles   # where its text finds --save-classifier's name (embedtune.report imports no objective)
+    files = ClassifyFiles   # where its text finds --save-classifier's name (describe.py is imported by this module)
 
 
 class Classify(Objective):

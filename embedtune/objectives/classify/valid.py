@@ -1,5 +1,5 @@
 """classify's --valid: its labelled lines read as the training's rows and labels see them, their scores
-for a classifier (the report's lines about them: embedtune/report/text.py)."""
+for a classifier (the report's lines about them: classify/describe.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The config's classes, written out: ``Config`` (the file's top level), ``VocabConfig`` ([vocab]) and
 ``TrainConfig`` ([train]), frozen dataclasses a type checker and an IDE see.
 
-Each shared key is declared once, as a field (``embedtune.keys.key``: type, default, range, help, option).
-Each objective's own keys are its own frozen dataclass (``embedtune.keys.OwnKeys``, declared in its module
+Each shared key is declared once, as a field (``embedtune.config.keys.key``: type, default, range, help, option).
+Each objective's own keys are its own frozen dataclass (``embedtune.config.keys.OwnKeys``, declared in its module
 and named by its class's ``keys``); a config holds the values that differ from their defaults in ``own``
 and an objective reads its typed instance: ``config.train.keys_of(SkipGramKeys).negative``. A leaf
-module: it imports only embedtune.keys and embedtune.newwords.defaults (which imports nothing: --init's
+module: it imports only embedtune.config.keys and embedtune.newwords.defaults (which imports nothing: --init's
 choices are the new words' own), so the objectives import it and embedtune.config (loading, merging,
 checking, resolving; it knows the registry) imports both, with no circle.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
-from embedtune.keys import (FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range,
+from embedtune.config.keys import (FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range,
                             check_values, key)
 from embedtune.newwords.defaults import DEFAULT_METHOD, METHODS
 

@@ -3,7 +3,7 @@
 A key is a field of a frozen dataclass declared with ``key(...)``: its name, type (the annotation) and
 default are the field's, the rest (help, range, choices, option, ...) rides in the field's metadata, and
 ``declared(cls)`` reads them back as ``Key`` records. The shared keys are the fields of
-embedtune/schema.py's ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective declares its own as
+embedtune/config/schema.py's ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective declares its own as
 ``OwnKeys`` dataclasses (its class's ``keys``). The config's checks, ``embedtune train``'s options and
 their ``--help`` all come from these declarations. A leaf module: it imports only embedtune.errors (a leaf), so
 the objectives and the config can both import it.

@@ -10,7 +10,7 @@ import sys
 from embedtune import kernels
 from embedtune.config import find_key, learning_rate
 from embedtune.objectives import objective_class
-from embedtune.plan.run import RunPlan
+from embedtune.dryrun.runplan import RunPlan
 from embedtune.training.step import runs_on
 from embedtune.vectors import Vectors
 

@@ -1,6 +1,6 @@
 """What a training run will do, decided without TensorFlow: the corpus counted, the new words, the
 freeze plan and how new words will start (``RunPlan``). ``embedtune train --dry-run`` reports it
-(``plan.dry_run``: the settings and the memory estimate) and stops. It imports numpy and the plan,
+(``dryrun.estimate``: the settings and the memory estimate) and stops. It imports numpy and the plan,
 corpus and init code only, so a check of a config and its lists costs the reading of the files, not
 TensorFlow's import (seconds and hundreds of MB).
 """

@@ -1,4 +1,5 @@
-"""The training config: one TOML file (stdlib tomllib) into the frozen dataclasses of embedtune/schema.py.
+"""Loading and resolving the training config: one TOML file (stdlib tomllib) into the frozen dataclasses of
+embedtune/config/schema.py.
 
 The shared keys are the fields of ``Config``, ``VocabConfig`` and ``TrainConfig``; each objective
 declares its own as an ``OwnKeys`` dataclass of its module (its class's ``keys``), and a config holds
@@ -10,7 +11,8 @@ and ``train_config`` set keys by their flat names. Paths in a config are relativ
 embedtune is run from.
 
 The registry (embedtune.objectives) is imported inside the functions that read it: importing this
-module loads no objective, and no objective imports this module (tests/test_layout.py).
+module loads no objective, and no objective imports this module, only keys.py and schema.py
+(tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from embedtune.errors import BadOption, BadValue, EmbedtuneError, option_name
-from embedtune.keys import FLOAT32_MAX, INT64_MAX, Key, OwnKeys, Range, declared
-from embedtune.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
+from embedtune.config.keys import Key, OwnKeys, Range, declared
+from embedtune.config.schema import AUTO, INITS, LOWERCASE, OPTIMIZERS, TOKENIZE, Config, TrainConfig, VocabConfig
 
 __all__ = ["Config", "TrainConfig", "VocabConfig", "Key", "Range", "load_config", "merge", "validate",
-           "resolve", "learning_rate", "range_problem", "all_keys", "owners", "find_key", "ranges", "with_values",
-           "train_config", "AUTO", "INITS", "LOWERCASE", "OPTIMIZERS", "TOKENIZE"]
+           "resolve", "learning_rate", "all_keys", "owners", "find_key", "ranges", "with_values",
+           "train_config", "build_table", "AUTO", "INITS", "LOWERCASE", "OPTIMIZERS", "TOKENIZE"]
 
 DEFAULT_LR = {"sgd": 0.025, "adagrad": 0.05, "adam": 0.001}
 DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say otherwise
@@ -34,12 +36,6 @@ DEFAULT_BATCH_SIZE = 4096   # pairs a step, unless the objective's defaults say 
 # starts better at live on its class (embedtune/objectives/); ``resolve`` and ``learning_rate``
 # read them there, and train.objective's values are that registry's names.
 
-# embedtune init's own options, checked against the same kind of range
-INIT_RANGES = {
-    "init.min_contexts": Range(1, INT64_MAX),
-    "init.fit_min_count": Range(1, INT64_MAX),
-    "init.sif": Range(0, FLOAT32_MAX, zero="all weigh 1"),
-}
 SHARED: tuple[type, ...] = (Config, VocabConfig, TrainConfig)   # the shared keys' classes, in --help's order
 C = TypeVar("C", Config, VocabConfig, TrainConfig)
 
@@ -68,8 +64,7 @@ def owners() -> dict[tuple[str, str], str]:
 
 
 def ranges() -> dict[str, Range]:
-    """"table.key" -> Range for every key with one, the registered objectives' (entry points too) and
-    embedtune init's own (INIT_RANGES) included."""
+    """"table.key" -> Range for every key with one, the registered objectives' (entry points too)."""
     return _keys().ranges
 
 
@@ -89,7 +84,7 @@ def _keys() -> _Keys:
             if not (isinstance(holder, type) and issubclass(holder, OwnKeys) and dataclasses.is_dataclass(holder)
                     and holder.table in ("", "train")):
                 raise EmbedtuneError(f"objective {name}: keys holds {holder!r}; declare an objective's keys as a "
-                                     "frozen dataclass of embedtune.keys.OwnKeys whose fields are key(...)s, of "
+                                     "frozen dataclass of embedtune.config.keys.OwnKeys whose fields are key(...)s, of "
                                      "table 'train' or '' (the top level)")
             for key in declared(holder):
                 where = (key.table, key.name)
@@ -99,7 +94,7 @@ def _keys() -> _Keys:
                 owner[where] = name
                 keys.append(key)
     declared_ranges = {f"{k.table}.{k.name}": k.range for k in keys if k.range is not None}
-    _built["keys"] = _Keys(tuple(keys), owner, {(k.table, k.name): k for k in keys}, {**declared_ranges, **INIT_RANGES})
+    _built["keys"] = _Keys(tuple(keys), owner, {(k.table, k.name): k for k in keys}, declared_ranges)
     return _built["keys"]
 
 
@@ -133,12 +128,6 @@ def train_config(**values) -> TrainConfig:
 
 
 # --- checks -------------------------------------------------------------------------------------
-def range_problem(key: str, value) -> str | None:
-    """What is wrong with ``value`` for ``key`` of ``ranges()`` ("must be ..., got ..."), or None
-    (``Range.problem``: the declaration's own check)."""
-    return ranges()[key].problem(value)
-
-
 def _values(config: Config, *tables: str):
     """(key, value) for every key of these tables, in declaration order."""
     for key in all_keys():
@@ -166,7 +155,7 @@ def _check_value(key: Key, where: str, value, source: str):
 _TABLES = {"vocab": VocabConfig, "train": TrainConfig}
 
 
-def _build(cls: type[C], table: dict, source: str, prefix: str = "", python: bool = False) -> C:
+def build_table(cls: type[C], table: dict, source: str, prefix: str = "", python: bool = False) -> C:
     """One table of the file (flat names, the objectives' own keys among the shared ones) as ``cls``.
     python : the values are a Python caller's options (``fine_tune``'s), named as such in an error."""
     known = {k.name for k in all_keys() if k.table == cls.table} | (set(_TABLES) if cls is Config else set())
@@ -178,12 +167,12 @@ def _build(cls: type[C], table: dict, source: str, prefix: str = "", python: boo
         if name in _TABLES and cls is Config:
             if not isinstance(value, dict):
                 raise EmbedtuneError(f"'{key}' must be a table ([{key}])", path=source)
-            values[name] = _build(_TABLES[name], value, source, prefix=f"{key}.", python=python)
+            values[name] = build_table(_TABLES[name], value, source, prefix=f"{key}.", python=python)
         else:
             values[name] = _check_value(find_key(cls.table, name), prefix + key, value, source)
     try:
         return with_values(cls(), **values)
-    except BadValue as err:   # the declaration's check (embedtune.keys.check_values), named as the user wrote it
+    except BadValue as err:   # the declaration's check (embedtune.config.keys.check_values), named as the user wrote it
         if python:
             raise BadOption(f"{err.key} {err.problem}") from None
         raise EmbedtuneError(f"'{prefix}{err.key}' {err.problem}", path=source) from None
@@ -269,7 +258,7 @@ def load_config(path: str | Path, check_values: bool = True) -> Config:
         raise EmbedtuneError(f"not valid TOML: {err}", path=source) from None
     except UnicodeDecodeError as err:
         raise EmbedtuneError(f"not valid UTF-8 TOML: {err.reason}", path=source) from None
-    config = _build(Config, table, source)
+    config = build_table(Config, table, source)
     return validate(config, source) if check_values else config
 
 
@@ -289,7 +278,7 @@ def merge(config: Config, overrides: dict, source: str | None = None, python: bo
     try:
         merged = with_values(config, **tables[""], vocab=with_values(config.vocab, **tables["vocab"]),
                              train=with_values(config.train, **tables["train"]))
-    except BadValue as err:   # the declaration's check (embedtune.keys.check_values), named as it was given
+    except BadValue as err:   # the declaration's check (embedtune.config.keys.check_values), named as it was given
         table = {"VocabConfig": "vocab", "TrainConfig": "train"}.get(err.holder, table_of.get(err.key, ""))
         _refuse(f"{table}.{err.key}".lstrip("."), err.problem, source, given, python)
     return validate(merged, source, given, python)
