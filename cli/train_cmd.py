@@ -160,9 +160,13 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
     if workers > 1 and not dry_run and not launched():
         launch_workers(ctx, config, workers)   # a launched worker runs on, below
     reading = Reading(keep_first_duplicate, allow_nan, replace_bad_utf8)
+    bar = ProgressBar()
     if dry_run:
-        decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
-                                        on_load=say_loading, note=note)
+        try:
+            decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
+                                            on_load=say_loading, note=note, on_phase=bar.show_phase)
+        finally:
+            bar.close()
         if json_out:
             write_json(decided.description, json_out)
             if json_out == "-":
@@ -172,7 +176,6 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
             click.echo(line)
         return
 
-    bar = ProgressBar()
     stop = StopRequests()
     try:
         result = embedtune.run.run(config, reading=reading, resume=resume, overwrite_checkpoints=overwrite_checkpoints,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,12 +64,13 @@ class DryRun:
 
 
 def load_training_vectors(path: str, format: str | None, reading: Reading = Reading(), limit: int | None = None,
-                          note: Callable[[str], None] | None = None) -> Vectors:
+                          note: Callable[[str], None] | None = None, progress: Callable | None = None) -> Vectors:
     """VECTORS as train, init, eval and neighbors read them: with ``allow_nan``, rows with NaN or
-    infinity left out (``note`` says which), since none of them can use such a row."""
+    infinity left out (``note`` says which), since none of them can use such a row. ``progress``: the
+    reader's (formats.load_vectors)."""
     from embedtune import formats
 
-    vectors = formats.load_vectors(path, format=format, limit=limit, **dataclasses.asdict(reading))
+    vectors = formats.load_vectors(path, format=format, limit=limit, progress=progress, **dataclasses.asdict(reading))
     left_out = []
     if reading.allow_nan:
         vectors, left_out = formats.without_nonfinite(vectors)
@@ -91,9 +93,10 @@ class _Loaded:
     seconds: dict
 
 
-def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
+def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note, on_phase=None) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream (which
-    takes it resolved), its ``--dim`` checked against them."""
+    takes it resolved), its ``--dim`` checked against them; the read reported to ``on_phase`` as a phase,
+    in bytes."""
     from embedtune import formats
 
     if vectors is None:
@@ -104,13 +107,39 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
     if vectors is None:
         if on_load is not None:
             on_load(config.vectors)
-        vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
+        from embedtune.training.progress import phase, reporting
+
+        with reporting(on_phase), phase(f"reading {os.path.basename(config.vectors)}", _size(config.vectors),
+                                        "B") as advance:
+            vectors = load_training_vectors(config.vectors, config.format, reading, note=note,
+                                            progress=_advancing(advance))
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
     config = resolve(config)
     check_dimension(vectors, config.train.dim, config.vectors)
     if out_format is not None:
         check_model_output(vectors, out_format, config.output)
     return _Loaded(vectors, config, out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
+
+
+def _size(path: str) -> int:
+    """A plain file's bytes (a read's total); 0, unknown, for standard input or a pipe."""
+    try:
+        return os.path.getsize(path) if path != "-" and os.path.isfile(path) else 0
+    except OSError:
+        return 0
+
+
+def _advancing(advance: Callable[[int], None]) -> Callable:
+    """A reader's ``progress(done, total)`` (bytes so far) as a phase's ``advance(n)`` (bytes since the last)."""
+    done = 0
+
+    def progress(now: int, total) -> None:
+        nonlocal done
+        if now > done:
+            advance(now - done)
+            done = now
+
+    return progress
 
 
 def check_model_output(vectors: Vectors, out_format: str, output: str) -> None:
@@ -128,11 +157,13 @@ def check_dimension(vectors: Vectors, dim: int | None, source: str | None, optio
 
 
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
-            on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None) -> DryRun:
-    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow."""
+            on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None,
+            on_phase: Callable | None = None) -> DryRun:
+    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow.
+    ``on_phase``: as ``run``'s (the vectors' read)."""
     from embedtune.objectives import objective_class
 
-    loaded = _load(config, None, reading, on_load, note)
+    loaded = _load(config, None, reading, on_load, note, on_phase)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
@@ -177,7 +208,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     from embedtune.objectives import check_corpus_start, objective_class
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
-    loaded = _load(config, vectors, reading, on_load, note)
+    loaded = _load(config, vectors, reading, on_load, note, on_phase)
     config, vectors = loaded.config, loaded.vectors
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as rendering:
@@ -239,7 +270,13 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
     if config.output is None or not is_chief():   # one worker of several: the chief writes and reports
         return out
     began = time.perf_counter()
-    out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format, ahead)
+    from embedtune.training.progress import phase, reporting
+
+    # A phase of its own: the command closes the training's bar as it starts (its rate the loop's alone).
+    with reporting(on_phase), phase(f"writing {os.path.basename(config.output)}", len(result.vectors),
+                                    "row") as advance:
+        out.written = save_checked(result.vectors, vectors, result.plan, config.output, loaded.out_format, ahead,
+                                   progress=_advancing(advance))
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune.training.checkpoints import folder as checkpoints
@@ -278,11 +315,11 @@ def summarize(out: RunResult, out_format: str, seconds: dict, looped: bool) -> N
     s["seconds"] = {key: round(value, 3) for key, value in seconds.items()}
 
 
-def save_checked(out, vectors, plan, output: str, out_format: str, ahead=None):
+def save_checked(out, vectors, plan, output: str, out_format: str, ahead=None, progress=None):
     """Write ``out`` with its frozen rows checked as written (read back from the output's bytes)
     against the input as read; a difference is an error before the output is renamed into place.
-    ``ahead``: ``vectors``' lines rendered ahead (formats.render_ahead). Returns the check (checked: rows
-    compared, worst: the largest change, 0.0)."""
+    ``ahead``: ``vectors``' lines rendered ahead (formats.render_ahead); ``progress``: the writer's
+    (formats.save_vectors). Returns the check (checked: rows compared, worst: the largest change, 0.0)."""
     from embedtune import formats
     from embedtune.training import FrozenRowsCheck
 
@@ -300,7 +337,8 @@ def save_checked(out, vectors, plan, output: str, out_format: str, ahead=None):
                                  output)
 
     # Only blocks holding a frozen row are read back: the check compares nothing else.
-    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen, ahead=ahead)
+    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=plan.frozen, ahead=ahead,
+                         progress=progress)
     return written
 
 
