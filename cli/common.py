@@ -130,12 +130,20 @@ def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=Fa
                     note=lambda text: message(f"Note: {text}"), progress=bar)
 
 
+def say_compiling() -> None:
+    """numba compiling one of our kernels (its cache lacks it): seconds a kernel, said once (kernels/compiling.py)."""
+    click.echo("Compiling kernels (first run only) ...", err=True)
+
+
 def reports_errors(func):
     """Turn the library's EmbedtuneError into a one-line `Error: ...` and exit code 1, or 2 for a
     BadOption (a value on the command line that is not allowed: a usage error, docs/ci.md)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from embedtune.kernels.compiling import tell_when_compiling
+
+        tell_when_compiling(None if quiet() else say_compiling)
         try:
             return func(*args, **kwargs)
         except BadOption as err:

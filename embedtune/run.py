@@ -248,11 +248,13 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
             from embedtune.kernels import cache_is_cold
+            from embedtune.kernels.compiling import tell_when_compiling
             from embedtune.training.progress import announce, phase, reporting
 
             with reporting(on_phase):
                 if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
                     announce("compiling kernels (first run only)")
+                    tell_when_compiling(None)   # said before TensorFlow's import can point fd 2 elsewhere
                 with phase("counting the corpus", 0, "B") as advance:
                     seconds["count_and_import"] = count_while_importing(
                         corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)

@@ -17,6 +17,9 @@ import numpy as np
 from numba import njit
 
 from embedtune.formats.floattext import shortest_g
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
 
 _POW10 = 10.0 ** np.arange(23)
 _INV10 = 1.0 / _POW10

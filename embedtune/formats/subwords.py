@@ -18,7 +18,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.kernels.compiling import listen
 from embedtune.vectors import WordList
+
+listen()   # a compile said (kernels/compiling.py)
 
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619
