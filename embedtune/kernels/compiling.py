@@ -32,7 +32,11 @@ def listen() -> None:
             dispatcher = ev.data.get("dispatcher")
             module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
             if _callback and module.startswith("embedtune."):
-                _callback.pop()()
+                callback = _callback.pop()
+                try:
+                    callback()
+                except OSError:   # standard error closed: the compile goes on, unsaid
+                    pass
 
         def on_end(self, ev) -> None:
             pass
