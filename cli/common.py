@@ -44,6 +44,40 @@ def show_progress() -> bool:
     return not quiet() and sys.stderr.isatty()
 
 
+class ProgressBar:
+    """A `progress(done, total)` callable for the library: a tqdm bar on standard error that appears
+    only once the work has taken a second, and never with -q or when standard error is not a terminal."""
+
+    def __init__(self, description: str, unit: str):
+        self.description = description
+        self.unit = unit
+        self.enabled = show_progress()
+        self.bar = None
+
+    def __call__(self, done: int, total) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, unit_scale=True,
+                            unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr, delay=1.0,
+                            leave=False, dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def reading_bar(path) -> ProgressBar:
+    """A vectors file's read, in bytes (the readers' ``progress``): every command that loads one shows it."""
+    return ProgressBar(f"reading {os.path.basename(str(path)) or path}", "B")
+
+
 def message(text: str) -> None:
     """A message for the person at the terminal: standard error, silenced by -q."""
     if not quiet():
@@ -91,8 +125,14 @@ def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=Fa
     notes said."""
     from embedtune.formats.reading import Reading, load_training_vectors as load
 
-    return load(path, format, Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), limit=limit,
-                note=lambda text: message(f"Note: {text}"))
+    with reading_bar(path) as bar:
+        return load(path, format, Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), limit=limit,
+                    note=lambda text: message(f"Note: {text}"), progress=bar)
+
+
+def say_compiling() -> None:
+    """numba compiling one of our kernels (its cache lacks it): seconds a kernel, said once (kernels/compiling.py)."""
+    click.echo("Compiling kernels (first run only) ...", err=True)
 
 
 def reports_errors(func):
@@ -101,6 +141,9 @@ def reports_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from embedtune.kernels.compiling import tell_when_compiling
+
+        tell_when_compiling(None if quiet() else say_compiling)
         try:
             return func(*args, **kwargs)
         except BadOption as err:

@@ -14,8 +14,7 @@ import click
 from embedtune.checks import check_input_file, check_pattern
 from embedtune.cli.files import ConfigFile, FilesCommand, reads
 from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet,
-                                  quiet_option,
-                                  reader_options, reports_errors)
+                                  quiet_option, reader_options, reading_bar, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
 INPUT = reads(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
@@ -33,7 +32,8 @@ def _load(path, format=None, limit=None, drop_nan=False, **reading):
     message(f"reading {path}")
     if drop_nan:
         return load_training_vectors(path, format, limit=limit, **reading)
-    return load_vectors(path, format=format, limit=limit, **reading)
+    with reading_bar(path) as bar:
+        return load_vectors(path, format=format, limit=limit, progress=bar, **reading)
 
 
 FORMAT = click.option(
@@ -209,8 +209,9 @@ def diff_cmd(old, new, frozen_file, config_file, top, format_, as_json, **readin
     old_vectors = _load(old, format_, **reading)
     frozen_words = config_words(frozen_words, config, old_vectors)
     message(f"reading {new}")
-    d, frozen = diff_file(old_vectors, new, format=format_, frozen_words=frozen_words, top=top, old_name=old,
-                          **reading)
+    with reading_bar(new) as bar:
+        d, frozen = diff_file(old_vectors, new, format=format_, frozen_words=frozen_words, top=top, old_name=old,
+                              progress=bar, **reading)
 
     if as_json:
         data = {"old": old, "new": new, **d.to_dict()}

@@ -14,44 +14,11 @@ import click
 
 from embedtune.checks import check_input_file, check_writable_file
 from embedtune.cli.files import FilesCommand, reads, writes
-from embedtune.cli.common import (FORMAT_HELP, format_name, message, quiet_option, reader_options, reports_errors,
-                                  show_progress)
+from embedtune.cli.common import (FORMAT_HELP, ProgressBar, format_name, message, quiet_option, reader_options,
+                                  reading_bar, reports_errors)
 from embedtune.errors import BadOption, counted
 
 LISTED = 5  # problem rows named in the human-readable report
-
-
-class ProgressBar:
-    """A `progress(done, total)` callable for the library: a tqdm bar on standard error that appears
-    only once the work has taken a second, and never with -q or when standard error is not a terminal."""
-
-    def __init__(self, description: str, unit: str):
-        self.description = description
-        self.unit = unit
-        self.enabled = show_progress()
-        self.bar = None
-
-    def __call__(self, done: int, total) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, unit_scale=True,
-                            unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr, delay=1.0,
-                            leave=False, dynamic_ncols=True)
-        self.bar.update(done - self.bar.n)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _reading(path) -> ProgressBar:
-    return ProgressBar(f"reading {os.path.basename(str(path)) or path}", "B")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,7 +46,7 @@ def inspect_cmd(file, format_, as_json, replace_bad_utf8):
     check_input_file(file, "vectors file", missing="no such file")
     from embedtune.formats.summary import summarize_vectors
 
-    with _reading(file) as bar:
+    with reading_bar(file) as bar:
         summary = summarize_vectors(file, format_, replace_bad_utf8=replace_bad_utf8, progress=bar)
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
@@ -165,7 +132,7 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
         # output matrix go together, and are written back as they were.
         raise BadOption(f"--limit {limit}: a fastText model is written whole (its dictionary, subword rows and "
                         "output matrix); drop --limit, or write the first N words' vectors as .vec (--to fasttext)")
-    with _reading(input_path) as bar:
+    with reading_bar(input_path) as bar:
         vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
                                        allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar)
     with ProgressBar(f"writing {os.path.basename(output_path) or output_path}", "rows") as bar:

@@ -176,8 +176,12 @@ def train_cmd(ctx, vectors, corpus, output, config_path, format_, json_out, resu
 
 def show_dry_run(config, reading, resume, workers, json_out) -> None:
     """What --dry-run says: the plan's lines, or its description as JSON (alone, on standard output)."""
-    decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
-                                    on_load=say_loading, note=note)
+    bar = ProgressBar()
+    try:
+        decided = embedtune.run.dry_run(config, reading=reading, resume=resume, workers=workers,
+                                        on_load=say_loading, note=note, on_phase=bar.show_phase)
+    finally:
+        bar.close()
     if json_out:
         write_json(decided.description, json_out)
         if json_out == "-":

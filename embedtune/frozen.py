@@ -88,12 +88,13 @@ class FrozenRowsCheck:
 
 
 def save_checked(out, before: np.ndarray, frozen: np.ndarray, output: str, out_format: str, *,
-                 model=None, ahead=None) -> FrozenRowsCheck:
+                 model=None, ahead=None, progress=None) -> FrozenRowsCheck:
     """Write ``out`` (Vectors or PatchedVectors) with its frozen rows checked as written (read back from
     the output's bytes) against ``before`` (float32 [n_pretrained, dim], the input as read; ``frozen``:
     bool [>= n_pretrained]); a difference is an error before the output is renamed into place.
     ``model``: the fastText model the input was read from, what a fasttext-model output is written from.
-    ``ahead``: ``out``'s lines rendered ahead (formats.render_ahead). Returns the check (checked: rows
+    ``ahead``: ``out``'s lines rendered ahead (formats.render_ahead); ``progress``: the writer's
+    (formats.save_vectors). Returns the check (checked: rows
     compared, worst: the largest change, 0.0)."""
     from embedtune import formats
 
@@ -113,7 +114,8 @@ def save_checked(out, before: np.ndarray, frozen: np.ndarray, output: str, out_f
                                  output)
 
     # Only blocks holding a frozen row are read back: the check compares nothing else.
-    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=frozen, ahead=ahead)
+    formats.save_vectors(out, output, out_format, on_written=check_block, check_rows=frozen, ahead=ahead,
+                         progress=progress)
     return written
 
 

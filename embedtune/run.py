@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,9 +64,10 @@ class _Loaded:
     seconds: dict
 
 
-def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note) -> _Loaded:
+def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note, on_phase=None) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream (which
-    takes it resolved), its ``--dim`` checked against them."""
+    takes it resolved), its ``--dim`` checked against them; the read reported to ``on_phase`` as a phase,
+    in bytes."""
     from embedtune import formats
 
     if vectors is None:
@@ -76,7 +78,12 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
     if vectors is None:
         if on_load is not None:
             on_load(config.vectors)
-        vectors = load_training_vectors(config.vectors, config.format, reading, note=note)
+        from embedtune.phases import phase, reporting
+
+        with reporting(on_phase), phase(f"reading {os.path.basename(config.vectors)}", _size(config.vectors),
+                                        "B") as advance:
+            vectors = load_training_vectors(config.vectors, config.format, reading, note=note,
+                                            progress=_advancing(advance))
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
     config = resolve(config)
     check_dimension(vectors, config.train.dim, config.vectors)
@@ -85,12 +92,35 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
     return _Loaded(vectors, config, out_format, decide_lowercase(config.vocab.lowercase, vectors), seconds)
 
 
+def _size(path: str) -> int:
+    """A plain file's bytes (a read's total); 0, unknown, for standard input or a pipe."""
+    try:
+        return os.path.getsize(path) if path != "-" and os.path.isfile(path) else 0
+    except OSError:
+        return 0
+
+
+def _advancing(advance: Callable[[int], None]) -> Callable:
+    """A reader's ``progress(done, total)`` (bytes so far) as a phase's ``advance(n)`` (bytes since the last)."""
+    done = 0
+
+    def progress(now: int, total) -> None:
+        nonlocal done
+        if now > done:
+            advance(now - done)
+            done = now
+
+    return progress
+
+
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
-            on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None) -> DryRun:
-    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow."""
+            on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None,
+            on_phase: Callable | None = None) -> DryRun:
+    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow.
+    ``on_phase``: as ``run``'s (the vectors' read)."""
     from embedtune.objectives import objective_class
 
-    loaded = _load(config, None, reading, on_load, note)
+    loaded = _load(config, None, reading, on_load, note, on_phase)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself
@@ -135,7 +165,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     from embedtune.objectives import check_corpus_start, objective_class
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
-    loaded = _load(config, vectors, reading, on_load, note)
+    loaded = _load(config, vectors, reading, on_load, note, on_phase)
     config, vectors = loaded.config, loaded.vectors
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as rendering:
@@ -175,11 +205,13 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
 
             compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
             from embedtune.kernels import cache_is_cold
+            from embedtune.kernels.compiling import tell_when_compiling
             from embedtune.phases import announce, phase, reporting
 
             with reporting(on_phase):
                 if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
                     announce("compiling kernels (first run only)")
+                    tell_when_compiling(None)   # said before TensorFlow's import can point fd 2 elsewhere
                 with phase("counting the corpus", 0, "B") as advance:
                     seconds["count_and_import"] = count_while_importing(
                         corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)
@@ -197,8 +229,13 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
     if config.output is None or not is_chief():   # one worker of several: the chief writes and reports
         return out
     began = time.perf_counter()
-    out.written = save_checked(result.vectors, vectors.matrix, result.plan.frozen, config.output, loaded.out_format,
-                               model=vectors.model, ahead=ahead)
+    from embedtune.phases import phase, reporting
+
+    # A phase of its own: the command closes the training's bar as it starts (its rate the loop's alone).
+    with reporting(on_phase), phase(f"writing {os.path.basename(config.output)}", len(result.vectors),
+                                    "row") as advance:
+        out.written = save_checked(result.vectors, vectors.matrix, result.plan.frozen, config.output,
+                                   loaded.out_format, model=vectors.model, ahead=ahead, progress=_advancing(advance))
     seconds["write"] = time.perf_counter() - began
     if config.train.checkpoint_dir and not keep_checkpoints:
         from embedtune.training.checkpoints import folder as checkpoints

@@ -195,18 +195,18 @@ def test_bad_requests(tmp_path):
 def test_progress_bar_goes_to_standard_error_after_a_second(monkeypatch, capsys):
     import time
 
-    from embedtune.cli import formats_cmds
+    from embedtune.cli import common
 
-    monkeypatch.setattr(formats_cmds, "show_progress", lambda: True)
-    with formats_cmds.ProgressBar("reading big.txt", "B") as bar:
+    monkeypatch.setattr(common, "show_progress", lambda: True)
+    with common.ProgressBar("reading big.txt", "B") as bar:
         bar(10, 100)
         time.sleep(1.1)  # tqdm(delay=1): nothing shows for work that ends within a second
         bar(100, 100)
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "reading big.txt" in captured.err and "100/100" in captured.err
-    monkeypatch.setattr(formats_cmds, "show_progress", lambda: False)
-    with formats_cmds.ProgressBar("reading big.txt", "B") as bar:
+    monkeypatch.setattr(common, "show_progress", lambda: False)
+    with common.ProgressBar("reading big.txt", "B") as bar:
         bar(100, 100)
     assert capsys.readouterr().err == ""
 

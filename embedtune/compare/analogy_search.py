@@ -15,6 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
+
 # Rows of the vocabulary screened at a time: the question words' products with them (900 x 512
 # float32, under 2 MiB) stay in cache while every question reads its three rows of them.
 TILE_ROWS = 512

@@ -263,13 +263,13 @@ class _OldRows(Sequence):
 
 def diff_file(old: Vectors, new_path, *, format=None, keep_first_duplicate=False, allow_nan=False,
               replace_bad_utf8=False, frozen_words=None, top: int = 10, examples: int = 10,
-              old_name: str = "OLD") -> tuple[Diff, FrozenCheck | None]:
+              old_name: str = "OLD", progress=None) -> tuple[Diff, FrozenCheck | None]:
     """diff_vectors(old, new) and check_frozen(old, new, frozen_words) (None without words) for the
     vectors file ``new_path``, read a block of rows at a time: what is held is ``old``, 30 bytes per
     row of it and a block, never the new file's matrix (issue 48: two whole files held 14.8 GB where one
     is 7.2). The same figures and errors as load_vectors then diff_vectors: the new file's errors in
     its reader's order (a bad line, then the first NaN row, then the first repeated word), then a
-    dimension that is not ``old``'s."""
+    dimension that is not ``old``'s. ``progress``: the reader's (formats.stream_table)."""
     from embedtune.formats import duplicate_error, nonfinite_error, stream_table
 
     n_old = len(old)
@@ -281,7 +281,7 @@ def diff_file(old: Vectors, new_path, *, format=None, keep_first_duplicate=False
     get = old.index.get
     rows = 0
     nonfinite = duplicate = dim = None
-    with stream_table(new_path, format, replace_bad_utf8=replace_bad_utf8) as stream:
+    with stream_table(new_path, format, replace_bad_utf8=replace_bad_utf8, progress=progress) as stream:
         for words, block in stream.blocks():
             dim = stream.dim
             if not allow_nan and nonfinite is None:

@@ -10,6 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
+
 
 @njit(cache=True, nogil=True)
 def changed(current, base, rows):

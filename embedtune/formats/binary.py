@@ -34,7 +34,7 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     count, dim, start = _read_header(source)
     wanted = count if limit is None else min(count, limit)
     check_header_fits(source, wanted, dim, 4 * dim + 2)  # a word of at least one byte and a space
-    mapped = _read_mapped(source, start, count, wanted, dim)
+    mapped = _read_mapped(source, start, count, wanted, dim, progress)
     if mapped is not None:
         raw_words, matrix = mapped
     else:
@@ -134,20 +134,21 @@ def _check_no_more(source, view, pos: int, end: int, ended: bool, raw_words, mat
             f"record {count + 1}: more data after {count} records (expected {count} as the header says)", source.name)
 
 
-def _read_mapped(source, start: int, count: int, wanted: int, dim: int):
+def _read_mapped(source, start: int, count: int, wanted: int, dim: int, progress=None):
     """A plain file read through a memory map: (raw words, matrix), or None when it must be read the
     buffered way (standard input, compressed data, or anything amiss, which that way names exactly).
 
     The records are found by one `find` per word on the map and their vectors copied into the matrix
     a batch at a time by one fancy-indexing call, with no read buffer in between: less CPU than the
     buffered reader (benchmarks/README.md, io). Pages already read are let go
-    as the reading moves on, so the resident size stays about the matrix's.
+    as the reading moves on, so the resident size stays about the matrix's. ``progress``: told the share of
+    the file's bytes read after each batch (a large file's read takes seconds).
     """
     mapped = _open_map(source)
     if mapped is None:
         return None
     try:
-        return _read_records(mapped, start, count, wanted, dim)
+        return _read_records(mapped, start, count, wanted, dim, progress)
     finally:
         _close_map(mapped)
 
@@ -176,14 +177,17 @@ class _Amiss(Exception):
     """The map's reading stopped at something the buffered reader names exactly."""
 
 
-def _read_records(mapped, start: int, count: int, wanted: int, dim: int):
+def _read_records(mapped, start: int, count: int, wanted: int, dim: int, progress=None):
     matrix = new_matrix(wanted, dim)
     rows = matrix.view(np.dtype((np.void, 4 * dim))).reshape(-1)
     raw_words = []
+    size = len(mapped)
     try:
         for first, batch_words, vectors in _mapped_batches(mapped, start, count, wanted, dim):
             raw_words.extend(batch_words)
             rows[first:first + len(batch_words)] = vectors
+            if progress is not None:
+                progress(size * (first + len(batch_words)) // max(1, wanted), size)
     except _Amiss:
         return None
     return raw_words, matrix

@@ -115,11 +115,13 @@ class FastTextModel:
                 "minn": self.minn, "maxn": self.maxn, "bucket": self.bucket, "word_ngrams": a["word_ngrams"],
                 "output_rows": int(self.output.shape[0]), "tokens": self.ntokens}
 
-    def word_vectors(self, words, own_rows) -> np.ndarray:
-        """fastText's get_word_vector of ``words`` (own_rows: their dictionary rows, -1 for unknown words)."""
+    def word_vectors(self, words, own_rows, progress=None) -> np.ndarray:
+        """fastText's get_word_vector of ``words`` (own_rows: their dictionary rows, -1 for unknown words);
+        ``progress``: subwords.word_vectors'."""
         from embedtune.formats.subwords import word_vectors
 
-        return word_vectors(words, own_rows, self.input[:self.nwords], self.grams, self.minn, self.maxn)
+        return word_vectors(words, own_rows, self.input[:self.nwords], self.grams, self.minn, self.maxn,
+                            progress=progress)
 
     def word_bytes(self, ids) -> list[bytes]:
         """The bytes of the dictionary's words ``ids``: what fastText hashes, whatever they show as (a word
@@ -251,9 +253,12 @@ def read_model(source, limit=None, replace_bad_utf8=False, progress=None):
 
     # The words' own bytes hashed (a slice of the words is their shown text: U+FFFD for a byte not UTF-8).
     hashed = words if wanted == nwords else model.hashed_words(np.arange(wanted))
-    matrix = model.word_vectors(hashed, np.arange(wanted, dtype=np.int64)) if wanted else new_matrix(0, dim)
+    # The words' vectors read the (mapped) matrices: most of the read's time, said as the share of the bytes.
+    total = source.size or len(r.data)
+    told = None if progress is None else (lambda done: progress(total * done // max(1, wanted), source.size))
+    matrix = model.word_vectors(hashed, np.arange(wanted, dtype=np.int64), told) if wanted else new_matrix(0, dim)
     if progress is not None:
-        progress(source.size or len(r.data), source.size)
+        progress(total, source.size)
     return shown, matrix, 1, model
 
 

@@ -45,18 +45,35 @@ def write_model(vectors, out, *, name: str, progress=None, on_written=None, chec
     if vectors.dim != model.dim:
         raise EmbedtuneError(f"the vectors have {vectors.dim} dimensions, the fastText model {model.dim}", name)
     ids, new_words = _dictionary_ids(vectors.words, model, name)
-    changed_rows, solved = _changed_own_rows(vectors, model, ids)
     n_words = model.nwords + len(new_words)
+    tick = _ticks(progress, len(vectors.words), len(vectors.words) * (1 + (on_written is not None)) + n_words
+                  + model.bucket + len(model.output))
+    changed_rows, solved = _changed_own_rows(vectors, model, ids, tick)
     _write_header(out, model, n_words, new_words, name)
     out.write(b"\0")   # not quantized
     changed_ids = ids[changed_rows]
-    _write_input(out, model, n_words, changed_ids, solved)
+    _write_input(out, model, n_words, changed_ids, solved, tick)
     out.write(b"\0")   # output not quantized
-    _write_output(out, model, len(new_words))
+    _write_output(out, model, len(new_words), tick)
     if on_written is not None:
-        _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows)
+        _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows, tick)
     if progress is not None:
         progress(len(vectors.words), len(vectors.words))
+
+
+def _ticks(progress, n: int, units: int):
+    """``tick(rows)``, called as each stage gets through rows (the words' vectors, the input and output
+    matrices, the read-back: ``units`` in all), told to ``progress`` as a share of the ``n`` rows written:
+    a model of millions of rows takes seconds a stage."""
+    done = 0
+
+    def tick(rows: int) -> None:
+        nonlocal done
+        done += rows
+        if progress is not None:
+            progress(n * min(done, units) // max(1, units), n)
+
+    return tick
 
 
 def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
@@ -94,7 +111,7 @@ def _dictionary_ids(words, model, name) -> tuple[np.ndarray, list]:
     return ids, new_words
 
 
-def _changed_own_rows(vectors, model, ids):
+def _changed_own_rows(vectors, model, ids, tick=lambda rows: None):
     """(vector rows whose vector is not the model's own, their solved own rows): a row whose bits equal
     what the model computes for its word keeps the model's own row."""
     changed, solved = [], []
@@ -103,11 +120,13 @@ def _changed_own_rows(vectors, model, ids):
         for s in range(0, len(patched), BLOCK_ROWS):
             rows = np.asarray(patched[s:s + BLOCK_ROWS], np.int64)
             _solve_block(vectors, model, ids, rows, vectors.values[s:s + BLOCK_ROWS], changed, solved)
+        tick(len(vectors.words))
     else:
         n = len(vectors.words)
         for start in range(0, n, BLOCK_ROWS):
             stop = min(n, start + BLOCK_ROWS)
             _solve_block(vectors, model, ids, np.arange(start, stop), vectors.block(start, stop), changed, solved)
+            tick(stop - start)
     if not changed:
         return np.zeros(0, np.int64), np.zeros((0, model.dim), np.float32)
     return np.concatenate(changed), np.concatenate(solved)
@@ -161,7 +180,8 @@ def _write_header(out, model, n_words: int, new_words: list, name) -> None:
     out.write(model.entries[model.labels_at:])
 
 
-def _write_input(out, model, n_words: int, changed_ids: np.ndarray, solved: np.ndarray) -> None:
+def _write_input(out, model, n_words: int, changed_ids: np.ndarray, solved: np.ndarray,
+                 tick=lambda rows: None) -> None:
     nw, dim = model.nwords, model.dim
     out.write(_MATRIX.pack(n_words + model.bucket, dim))
     for start in range(0, n_words, BLOCK_ROWS):
@@ -172,27 +192,31 @@ def _write_input(out, model, n_words: int, changed_ids: np.ndarray, solved: np.n
         here = (changed_ids >= start) & (changed_ids < stop)
         block[changed_ids[here] - start] = solved[here]
         out.write(block.tobytes())
+        tick(stop - start)
     grams = model.grams
     for start in range(0, len(grams), BLOCK_ROWS):
         out.write(np.ascontiguousarray(grams[start:start + BLOCK_ROWS], "<f4").tobytes())
+        tick(min(BLOCK_ROWS, len(grams) - start))
 
 
-def _write_output(out, model, n_new: int) -> None:
+def _write_output(out, model, n_new: int, tick=lambda rows: None) -> None:
     output = model.output
     grows = n_new and model.args["model"] != SUPERVISED and output.shape[0] == model.nwords
     out.write(_MATRIX.pack(output.shape[0] + (n_new if grows else 0), model.dim))
     for start in range(0, len(output), BLOCK_ROWS):
         out.write(np.ascontiguousarray(output[start:start + BLOCK_ROWS], "<f4").tobytes())
+        tick(min(BLOCK_ROWS, len(output) - start))
     if grows:
         out.write(bytes(4 * n_new * model.dim))
 
 
-def _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows) -> None:
+def _read_back(vectors, model, ids, changed_ids, solved, on_written, check_rows, tick=lambda rows: None) -> None:
     """on_written(start, stop, the rows' vectors as fastText computes them from the rows written)."""
     n = len(vectors.words)
     order = np.argsort(changed_ids)
     for start in range(0, n, BLOCK_ROWS):
         stop = min(n, start + BLOCK_ROWS)
+        tick(stop - start)
         if check_rows is not None and not np.any(check_rows[start:stop]):
             continue
         block_ids = ids[start:stop]

@@ -23,12 +23,13 @@ class Reading:
 
 
 def load_training_vectors(path: str, format: str | None, reading: Reading = Reading(), limit: int | None = None,
-                          note: Callable[[str], None] | None = None) -> Vectors:
+                          note: Callable[[str], None] | None = None, progress: Callable | None = None) -> Vectors:
     """VECTORS as train, init, eval and neighbors read them: with ``allow_nan``, rows with NaN or
-    infinity left out (``note`` says which), since none of them can use such a row."""
+    infinity left out (``note`` says which), since none of them can use such a row. ``progress``: the
+    reader's (formats.load_vectors)."""
     from embedtune import formats
 
-    vectors = formats.load_vectors(path, format=format, limit=limit, **dataclasses.asdict(reading))
+    vectors = formats.load_vectors(path, format=format, limit=limit, progress=progress, **dataclasses.asdict(reading))
     left_out = []
     if reading.allow_nan:
         vectors, left_out = formats.without_nonfinite(vectors)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.kernels.compiling import listen
 from embedtune.words import WordList
+
+listen()   # a compile said (kernels/compiling.py)
 
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619
@@ -189,13 +192,18 @@ def _layout(words):
     return np.frombuffer(b"".join(encoded), np.uint8) if encoded else np.zeros(0, np.uint8), starts, ends
 
 
+# Words computed a call at a time when progress is asked: a 2M-word model's vectors take seconds.
+PROGRESS_WORDS = 1 << 16
+
+
 def word_vectors(words, own_rows, own_matrix: np.ndarray, grams: np.ndarray, minn: int, maxn: int,
-                 out: np.ndarray | None = None) -> np.ndarray:
+                 out: np.ndarray | None = None, progress=None) -> np.ndarray:
     """float32 [len(words), dim]: fastText's get_word_vector for each word, bit for bit.
 
     own_rows : int64 [len(words)], each word's row in ``own_matrix`` (the model's word rows), -1 for a word
     the model lacks (its vector is then its n-grams' alone, zero when it has none); grams : the model's
-    bucket rows [bucket, dim] (the input matrix's rows after the words').
+    bucket rows [bucket, dim] (the input matrix's rows after the words'). progress : called with the words
+    done so far after each PROGRESS_WORDS (each word's vector is its own: the bits do not change).
     """
     data, starts, ends = _layout(words)
     dim = grams.shape[1] if own_matrix is None else own_matrix.shape[1]
@@ -203,9 +211,14 @@ def word_vectors(words, own_rows, own_matrix: np.ndarray, grams: np.ndarray, min
         out = np.empty((len(starts), dim), np.float32)
     if own_matrix is None:
         own_matrix = np.zeros((0, dim), np.float32)
-    if len(starts):
-        _word_vectors(data, starts, ends, np.asarray(own_rows, np.int64), own_matrix, grams, minn, maxn,
-                      grams.shape[0], out)
+    own_rows = np.asarray(own_rows, np.int64)
+    step = len(starts) if progress is None else PROGRESS_WORDS
+    for a in range(0, len(starts), max(step, 1)):
+        b = min(a + step, len(starts))
+        _word_vectors(data, starts[a:b], ends[a:b], own_rows[a:b], own_matrix, grams, minn, maxn, grams.shape[0],
+                      out[a:b])
+        if progress is not None:
+            progress(b)
     return out
 
 

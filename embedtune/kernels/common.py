@@ -18,7 +18,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange  # noqa: E402  (after the wait policy)
 
+from embedtune.kernels.compiling import listen  # noqa: E402
 from embedtune.optimizer_constants import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
+
+listen()   # a compile said (kernels/compiling.py)
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
 # read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.

@@ -7,6 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
+
 
 @njit(parallel=True, nogil=True, cache=True)
 def top_k_columns(scores, k, out):

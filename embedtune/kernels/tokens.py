@@ -10,6 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
+
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
 SEPARATOR = 10   # written after each token in the pool: no token holds a line feed

@@ -22,15 +22,19 @@ def _replies(children: list, dim: int):
     return replies
 
 
-def _receive_rows(matrix: np.ndarray, words: list, children: list, replies: list) -> None:
+def _receive_rows(matrix: np.ndarray, words: list, children: list, replies: list, progress=None) -> None:
     """The children's rows received straight into ``matrix`` after the first range's, their words
-    added to ``words``."""
+    added to ``words``; ``progress(rows received, rows in all)`` after each part (seconds of a large file)."""
     dim = matrix.shape[1]
     flat = memoryview(matrix.reshape(-1).view(np.uint8))
     offset = len(words) * dim * 4
+    total, received = sum(reply[1] for reply in replies), 0
     for (_, receive), (_, n, _, more_words) in zip(children, replies):
-        for a, _ in reversed(_parts(n, dim)):
+        for a, b in reversed(_parts(n, dim)):
             receive.recv_bytes_into(flat, offset + a * dim * 4)
+            received += b - a
+            if progress is not None:
+                progress(received, total)
         offset += n * dim * 4
         words.extend(more_words)
 

@@ -249,7 +249,9 @@ class TextReader:
                 return None
             matrix = resize_matrix(first, rows, self.name)   # the first range's rows stay where they are
             del first
-            _receive_rows(matrix, words, children, replies)
+            # The rest of the bytes, said as the other ranges' rows arrive (the first range said its own).
+            _receive_rows(matrix, words, children, replies, None if self.progress is None else (
+                lambda got, rows: self.progress(cuts[1] + (source.size - cuts[1]) * got // max(1, rows), source.size)))
         finally:
             _end_children(children)
         if self.progress is not None:

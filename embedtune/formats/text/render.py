@@ -17,6 +17,9 @@ import numpy as np
 from numba import njit
 
 from embedtune.formats.text.shortest import shortest_g
+from embedtune.kernels.compiling import listen
+
+listen()   # a compile said (kernels/compiling.py)
 
 _POW10 = 10.0 ** np.arange(23)
 _INV10 = 1.0 / _POW10
@@ -178,9 +181,11 @@ def render_lines(encoded: list[bytes], rows: np.ndarray, digits_hint: int = 0) -
     slow = np.zeros(values.size, np.bool_)
     digits = int(_digits(values, digits_hint, _POW10, _INV10, q, e, p, slow)) if values.size else digits_hint
     slow_text = [shortest_g(v).encode("ascii") for v in values[slow].tolist()]
-    slow_bytes = np.frombuffer(b"".join(slow_text), np.uint8) if slow_text else np.zeros(0, np.uint8)
+    # Read-only (np.frombuffer) whether empty or not: numba compiles a kernel once per argument type, and a
+    # writable empty array beside read-only full ones made a fresh install compile _lines twice.
+    slow_bytes = np.frombuffer(b"".join(slow_text), np.uint8)
     slow_ends = np.cumsum([len(t) for t in slow_text], dtype=np.int64) if slow_text else np.zeros(0, np.int64)
-    word_bytes = np.frombuffer(b"".join(encoded), np.uint8) if k else np.zeros(0, np.uint8)
+    word_bytes = np.frombuffer(b"".join(encoded), np.uint8)
     word_ends = np.cumsum([len(w) for w in encoded], dtype=np.int64) if k else np.zeros(0, np.int64)
     out = np.empty(word_bytes.size + values.size * SLOT_BYTES + k, np.uint8)
     n = _lines(word_bytes, word_ends, values, dim, q, e, p, slow, slow_bytes, slow_ends, out)

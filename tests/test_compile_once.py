@@ -1,0 +1,43 @@
+"""A fresh install's first run compiles each kernel it reaches (issue 48.1: numba's cache is empty): each must
+compile once, not once per flag of its arguments (numba makes a specialisation for each array type, read-only or
+not included)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from embedtune.formats import floatwrite
+
+
+def test_the_text_writer_compiles_its_line_kernel_once_whatever_the_values():
+    floatwrite.render_lines([b"a", b"b"], np.array([[0.5, 1.0], [2.0, -3.0]], np.float32))   # every value fast
+    floatwrite.render_lines([b"a"], np.array([[1e-9, 1e20]], np.float32))                    # written by shortest_g
+    floatwrite.render_lines([], np.zeros((0, 2), np.float32))                                 # no rows
+    assert len(floatwrite._lines.signatures) == 1, floatwrite._lines.signatures
+
+
+def test_a_compile_is_said_once_on_standard_error_by_any_command_and_not_with_q(tmp_path):
+    """Any command that reaches a kernel numba's cache lacks (here convert's text writer) says so in one line before
+    the seconds of compiling, once however many kernels it compiles; a run that finds them cached says nothing of
+    it, nor does -q."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    vectors = tmp_path / "v.txt"
+    sample = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
+    vectors.write_bytes(b"".join(sample.read_bytes().splitlines(True)[:200]))
+
+    def stderr_lines(cache: str, *options: str) -> list[str]:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / cache)}
+        ran = subprocess.run([sys.executable, "-m", "embedtune.cli.main", *options, "convert", str(vectors),
+                              str(tmp_path / "out.vec"), "--to", "word2vec"], env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert ran.returncode == 0, ran.stderr
+        return ran.stderr.splitlines()
+
+    said = "Compiling kernels (first run only) ..."
+    assert stderr_lines("cold").count(said) == 1
+    assert said not in stderr_lines("cold")          # cached now
+    assert stderr_lines("quiet", "-q") == []        # cold, but -q
