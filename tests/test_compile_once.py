@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedtune.formats import floatwrite
+from embedtune.formats.text import render as floatwrite
 
 
 def test_the_text_writer_compiles_its_line_kernel_once_whatever_the_values():

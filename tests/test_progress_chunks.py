@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import embedtune
-from embedtune.formats import binary, fasttext_write, load_vectors, save_vectors, subwords, text, textranges
+from embedtune.formats import binary, fasttext_write, load_vectors, save_vectors, subwords
+from embedtune.formats.text import ranges as textranges
+from embedtune.formats.text import read as text
 
 
 class Calls(list):
@@ -105,7 +107,7 @@ def test_a_run_reports_its_read_and_its_write_as_phases(tmp_path, monkeypatch):
     second, and closes the training's bar as the write starts: its rate the loop's alone)."""
     import dataclasses
 
-    from embedtune.api import options_config
+    from embedtune.config import from_options
     from embedtune.run import run
 
     path = tmp_path / "v.bin"
@@ -114,7 +116,7 @@ def test_a_run_reports_its_read_and_its_write_as_phases(tmp_path, monkeypatch):
     corpus.write_text("w1 w2 w3 w4 w5 w6 w7\n" * 50)
     monkeypatch.setattr(binary, "MAPPED_BATCH", 7)
     phases = []
-    config = options_config({"epochs": 1, "seed": 1, "min_count": 100})
+    config = from_options({"epochs": 1, "seed": 1, "min_count": 100})
     config = dataclasses.replace(config, vectors=str(path), corpus=str(corpus), output=str(tmp_path / "out.bin"))
     run(config, on_phase=phases.append)
     reading = [p for p in phases if p.name == "reading v.bin"]
