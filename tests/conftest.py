@@ -52,16 +52,27 @@ START_FIRST = [
 ]
 
 
+def fixture_params(item) -> list[str]:
+    """The values the test's parametrised fixtures (`@pytest.fixture(params=...)`) take, by fixture name:
+    its parameters less those of its `parametrize` marks. In the modules of SHARED_RUNS the only such
+    fixtures are module-scoped (test_resume's `vectors`): a function-scoped one would split a group, not
+    merge two."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return []
+    direct = set()
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0]
+        direct.update(name.strip() for name in (names.split(",") if isinstance(names, str) else names))
+    return [str(value) for name, value in sorted(callspec.params.items()) if name not in direct]
+
+
 def group_of(item) -> str | None:
     """The xdist group of a test that uses one of SHARED_RUNS: its module, and its module fixture's parameter."""
     if not SHARED_RUNS.intersection(getattr(item, "fixturenames", ())):
         return None
     module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-    params = getattr(item, "callspec", None)
-    definitions = item._fixtureinfo.name2fixturedefs
-    scoped = [str(value) for name, value in sorted(params.params.items())
-              if name in definitions and definitions[name][-1].scope == "module"] if params else []
-    return "@".join([module, *scoped])
+    return "@".join([module, *fixture_params(item)])
 
 
 def rank(item) -> int:

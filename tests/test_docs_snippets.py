@@ -23,6 +23,7 @@ The convention, for whoever writes docs:
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
@@ -160,25 +161,59 @@ def make_template(folder: Path) -> Path:
     return folder
 
 
-def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess:
+# A page's python blocks that follow one another run in one interpreter, each in a namespace of its own as
+# a fresh `python -c` would give it, so that a name an earlier block defined is still an error: the pages
+# about Keras would otherwise import TensorFlow once a block. A block's traceback names it (its page and
+# line); a block that exits with 0 lets the next one run, as it would by hand.
+PYTHON_BLOCKS = """
+import json, sys
+for where, text in json.loads(sys.argv[1]):
+    try:
+        exec(compile(text, where, "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            raise
+"""
+
+
+def run_blocks(blocks: list[Block], folder: Path) -> subprocess.CompletedProcess:
+    """One sh block (bash), or python blocks of a page in order (one interpreter, PYTHON_BLOCKS)."""
     env = {**os.environ, "PATH": f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    if block.language == "python":
-        command = [sys.executable, "-c", block.text]
+    if blocks[0].language == "python":
+        assert all(block.language == "python" for block in blocks)
+        command = [sys.executable, "-c", PYTHON_BLOCKS, json.dumps([[b.where(), b.text] for b in blocks])]
     else:
+        (block,) = blocks
         command = ["bash", "-euo", "pipefail", "-c", block.text]
     return subprocess.run(command, cwd=folder, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=600)
+
+
+def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess:
+    return run_blocks([block], folder)
+
+
+def turns(page: Path) -> list[list[Block]]:
+    """The page's runnable blocks in order, python blocks that follow one another together."""
+    out: list[list[Block]] = []
+    for block in runnable(page):
+        if block.language == "python" and out and out[-1][0].language == "python":
+            out[-1].append(block)
+        else:
+            out.append([block])
+    return out
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=lambda p: p.name)
 def test_every_block_runs_as_written(page, template, tmp_path):
     folder = tmp_path / "work"
     shutil.copytree(template, folder, symlinks=True)
-    for block in runnable(page):
-        done = run_block(block, folder)
-        assert done.returncode == 0, f"{block.where()} exited {done.returncode}:\n{done.stderr[-3000:]}"
-        assert "Traceback" not in done.stderr, f"{block.where()}:\n{done.stderr[-3000:]}"
+    for blocks in turns(page):
+        done = run_blocks(blocks, folder)
+        where = ", ".join(block.where() for block in blocks)
+        assert done.returncode == 0, f"{where} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        assert "Traceback" not in done.stderr, f"{where}:\n{done.stderr[-3000:]}"
 
 
 def test_a_block_that_fails_fails_the_test(template, tmp_path):
@@ -190,3 +225,14 @@ def test_a_block_that_fails_fails_the_test(template, tmp_path):
     failing = Block(ROOT / "README.md", 1, "sh", False, "", "embedtune inspect no-such-file.txt\necho done\n")
     assert run_block(undefined, folder).returncode != 0
     assert run_block(failing, folder).returncode != 0
+    # python blocks in one interpreter: a name an earlier block defined is not defined in the next, an
+    # error in the last block is seen, and a block's sys.exit(0) does not end the blocks after it
+    defines = Block(ROOT / "README.md", 1, "python", False, "", "import numpy as np\nx = np.ones(3)\n")
+    exits = Block(ROOT / "README.md", 5, "python", False, "", "import sys\nsys.exit(0)\n")
+    uses = Block(ROOT / "README.md", 9, "python", False, "", "print(np.mean(x))\n")
+    done = run_blocks([defines, exits, uses], folder)
+    assert done.returncode != 0 and "README.md line 9" in done.stderr and "NameError" in done.stderr, done.stderr
+    assert run_blocks([defines, exits, Block(ROOT / "README.md", 9, "python", False, "", "print(1)\n")],
+                      folder).returncode == 0
+    stops = Block(ROOT / "README.md", 5, "python", False, "", "import sys\nsys.exit(3)\n")
+    assert run_blocks([defines, stops, uses], folder).returncode == 3

@@ -18,7 +18,7 @@ import pytest
 
 from embedtune.dryrun.estimate import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES
 
-from test_bad_inputs import snapshot
+from bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 

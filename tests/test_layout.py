@@ -424,6 +424,52 @@ def test_the_reader_catches_another_librarys_private_name(tmp_path):
     assert foreign_private_names([tmp_path / "a.py"], tmp_path, exempt=tmp_path) == set()
 
 
+# The names by which the suite's hooks and fixtures receive pytest's own objects (its items, config,
+# session, reports, requests, fixtures): a private attribute of one of them is pytest's to change.
+PYTEST_OBJECTS = {"item", "items", "nextitem", "config", "session", "report", "request", "metafunc", "callspec",
+                  "parser", "terminalreporter", "fixturedef", "node", "pytestconfig", "pytester",
+                  "monkeypatch", "tmp_path_factory", "capsys", "capfd", "caplog", "recwarn"}
+
+
+def pytest_private_reads(paths: list[Path], root: Path) -> set[str]:
+    """``x._name`` where ``x`` (or the name it starts from) is one of PYTEST_OBJECTS, and any import of
+    ``_pytest``."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+                base = node.value
+                while isinstance(base, (ast.Attribute, ast.Call, ast.Subscript)):
+                    base = base.func if isinstance(base, ast.Call) else base.value
+                if isinstance(base, ast.Name) and base.id in PYTEST_OBJECTS:
+                    found.add(f"{path.relative_to(root).as_posix()}: {ast.unparse(node)}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found.update(f"{path.relative_to(root).as_posix()}: import {name}" for name in names
+                             if name.split(".")[0] == "_pytest")
+    return found
+
+
+def test_the_suite_uses_only_pytests_public_interface():
+    """conftest.py groups tests by their fixtures' parameters through ``item.callspec`` and the parametrize
+    marks, not ``item._fixtureinfo`` (issue 47): a pytest release may change what it keeps privately."""
+    paths = sorted((REPO / "tests").glob("*.py")) + sorted((REPO / "benchmarks").glob("*.py"))
+    assert pytest_private_reads(paths, REPO) == set()
+
+
+def test_the_reader_catches_a_private_read_of_pytests_objects(tmp_path):
+    """The check above can fail: a hook's item, a fixture's request, a nested attribute, an import."""
+    (tmp_path / "conftest.py").write_text(
+        "from _pytest.fixtures import FixtureDef\n\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    defs = items[0]._fixtureinfo.name2fixturedefs\n"
+        "    return config.pluginmanager._name2plugin, defs\n\n"
+        "def fixture(request):\n    return request.node.callspec._arg2scope\n")
+    assert pytest_private_reads([tmp_path / "conftest.py"], tmp_path) == {
+        "conftest.py: import _pytest.fixtures", "conftest.py: items[0]._fixtureinfo",
+        "conftest.py: config.pluginmanager._name2plugin", "conftest.py: request.node.callspec._arg2scope"}
+
+
 def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_code():
     """--init's choices are embedtune.newwords.defaults.METHODS itself (schema repeated them once); importing
     the config for them loads none of the new-word code (numpy's arrays, the corpus readers): only defaults.py."""
