@@ -50,6 +50,25 @@ def layer_of(variable):
     return ref() if ref is not None else None
 
 
+def local_copy(variable, device: str | None = None):
+    """The tf.Variable behind a Keras variable; for a tf.distribute variable, its copy on ``device``
+    (given in a strategy's update) or on this replica's device (in a replica context), and in a
+    cross-replica context the distributed variable itself (a write there reaches every copy).
+
+    A distributed variable has no sparse read: tf.gather reads it whole, and a variable that scatters
+    write (the rows, their optimizer state) is then copied whole by every read, TensorFlow's
+    copy-on-read. A gather from the copy itself reads the rows it names only."""
+    value = variable.value if isinstance(variable, keras.Variable) else variable
+    if not isinstance(value, tf.distribute.DistributedValues):
+        return value
+    if device is None:
+        if tf.distribute.get_replica_context() is None:
+            return value
+        device = value.device   # this replica's copy's
+    return next((copy for copy in value.distribute_strategy.experimental_local_results(value)
+                 if copy.device == device), value)
+
+
 def _constant(value: np.ndarray):
     def initializer(shape, dtype=None):
         return tf.constant(value, dtype=dtype)
@@ -226,7 +245,7 @@ class Embedding(keras.layers.Layer):
             return tf.reshape(tf.gather(self.table.value, flat), shape)
         slot = tf.gather(self.slot_of.value, flat)
         at = tf.reshape(tf.where(slot < self.trainable_rows), [-1])   # the batch's trainable positions
-        moved = tf.gather(self.rows.value, tf.gather(slot, at))
+        moved = tf.gather(local_copy(self.rows), tf.gather(slot, at))
         return tf.reshape(_put_rows(self.table.value, flat, tf.cast(at, tf.int32), moved), shape)
 
     def _check_ids(self, ids) -> None:
