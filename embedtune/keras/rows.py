@@ -268,7 +268,7 @@ class LazyRows(keras.optimizers.Optimizer):
         replica = tf.distribute.get_replica_context()
         if slices and replica is not None and replica.num_replicas_in_sync > 1:
             # every replica then steps the same rows by the same gradient: the whole batch's
-            slices = replica.all_reduce(tf.distribute.ReduceOp.SUM, slices)
+            slices = [_all_gathered(replica, grad, variable.shape[0]) for grad, (_, variable) in zip(slices, rows)]
         out = []
         for grad in slices:
             indices, values = project.merge_rows(grad)
@@ -422,6 +422,18 @@ class LazyRows(keras.optimizers.Optimizer):
             config["learning_rate"] = keras.optimizers.schedules.deserialize(config["learning_rate"])
         config["optimizer"] = keras.optimizers.deserialize(config["optimizer"], custom_objects=custom_objects)
         return cls(**config)
+
+
+def _all_gathered(replica, grad: tf.IndexedSlices, n_rows: int) -> tf.IndexedSlices:
+    """Every replica's slices of ``grad``, in replica order: what ``all_reduce(SUM)`` of IndexedSlices
+    gives, in one all-gather. all_reduce gathers the indices and the values apart, each after a gather of
+    its lengths and a branch on them; here the indices ride as one more column of the values (a float32
+    holds an integer below 2**24 exactly), so one gather of the lengths and one of the data serve."""
+    if grad.values.dtype != tf.float32 or n_rows >= 2 ** 24:
+        return replica.all_reduce(tf.distribute.ReduceOp.SUM, grad)
+    packed = tf.concat([grad.values, tf.cast(grad.indices, tf.float32)[:, None]], axis=1)
+    every = replica.all_gather(packed, axis=0)
+    return tf.IndexedSlices(every[:, :-1], tf.cast(every[:, -1], grad.indices.dtype), grad.dense_shape)
 
 
 def _constant(value):
