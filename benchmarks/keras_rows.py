@@ -15,7 +15,8 @@ Zipf-like from the 50k most frequent words (so most ids are frozen rows):
 
 Each model runs in a process of its own (peak RSS is that process's, GloVe loaded in all of them), the
 four in turn, --rounds times, so that a shared machine's load weighs on each alike; a round's time is the
-mean over --steps steps after --warmup, and a model's figure the median of its rounds.
+mean over --steps steps after --warmup, and a model's figure the median of its rounds. Each model's
+line also counts the nodes of its step's graph (``graph_ops``: all, the embedding layer's, the optimizer's).
 Goals: embedtune-lazyrows <= 1.3x frozen-keras; trainable-keras >= 20x embedtune-lazyrows;
 embedtune-lazyrows-mirrored <= 1.5x frozen-keras-mirrored.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -84,16 +86,34 @@ def embedding(variant: str, words, matrix, tmp: str):
     return layer, LazyRows(keras.optimizers.Adam(1e-3))
 
 
+def graph_ops(model, layer, strategy, ids, y) -> dict:
+    """Nodes of the training step's graph as Keras traces it (train_step under strategy.run; branch
+    functions included; under MirroredStrategy both replicas'): in all, and those in the embedding
+    layer's name scope (its gradient's too) and in the optimizer's."""
+    from embedtune._tf import tf
+
+    step = tf.function(lambda x, t: strategy.run(model.train_step, args=((x, t),)), autograph=False)
+    graph = step.get_concrete_function(tf.constant(ids), tf.constant(y)).graph.as_graph_def()
+    names = [n.name for n in graph.node] + [n.name for f in graph.library.function for n in f.node_def]
+
+    def under(scope):   # a name scope as traced: Keras may number it (embedding_1)
+        pattern = re.compile(rf"(^|/){re.escape(scope)}(_\d+)?/")
+        return sum(bool(pattern.search(n)) for n in names)
+
+    return {"all": len(names), "layer": under(layer.name), "optimizer": under(model.optimizer.name)}
+
+
 def measure(variant: str, steps: int, warmup: int) -> dict:
     import contextlib
 
     from embedtune._tf import tf
 
-    scope = contextlib.nullcontext()
+    strategy = tf.distribute.get_strategy()
     if variant.endswith("-mirrored"):   # before TensorFlow starts: two logical devices on the CPU
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        scope = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope()
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    scope = strategy.scope() if variant.endswith("-mirrored") else contextlib.nullcontext()
     import keras
 
     words, matrix = glove()
@@ -112,9 +132,10 @@ def measure(variant: str, steps: int, warmup: int) -> dict:
     ms = (time.perf_counter() - began) / steps * 1000
     cpu_ms = (time.process_time() - cpu) / steps * 1000   # every thread's: steadier than wall on a shared machine
     state = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in model.optimizer.variables)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"variant": variant, "ms_per_step": ms, "cpu_ms_per_step": cpu_ms, "jit": bool(model.jit_compile),
-            "optimizer_state_bytes": state,
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            "optimizer_state_bytes": state, "peak_rss_bytes": peak,
+            "graph_ops": graph_ops(model, layer, strategy, data[0], y)}
 
 
 def main() -> None:
@@ -142,7 +163,8 @@ def main() -> None:
         each = ", ".join(f"{x['ms_per_step']:.2f}" for x in rounds)
         print(f"{variant:20s} {ms[variant]:8.2f} ms/step, CPU {cpu[variant]:8.2f} ms/step (wall rounds {each}; "
               f"XLA {'on' if r['jit'] else 'off'})  optimizer state {r['optimizer_state_bytes'] / 2**20:8.2f} MiB  "
-              f"peak RSS {max(x['peak_rss_bytes'] for x in rounds) / 2**20:6.0f} MiB", flush=True)
+              f"peak RSS {max(x['peak_rss_bytes'] for x in rounds) / 2**20:6.0f} MiB  graph ops {r['graph_ops']['all']} "
+              f"(layer {r['graph_ops']['layer']}, optimizer {r['graph_ops']['optimizer']})", flush=True)
     for name, t in (("wall", ms), ("CPU", cpu)):
         ratios = [("embedtune-lazyrows", "frozen-keras", "goal <= 1.3"), ("embedtune-lazyrows", "frozen-keras-nojit", ""),
                   ("trainable-keras", "embedtune-lazyrows", "goal >= 20"),

@@ -173,6 +173,49 @@ def test_it_behaves_as_keras_embedding_for_ids_masks_and_ids_past_the_table():
             m.predict(np.array([[1, 50]]), verbose=0)
 
 
+def test_the_lookup_writes_only_its_own_gather_and_its_gradients_are_a_scatters():
+    """The lookup writes the trainable rows into its own gather's output, not a copy of it: a gather of the
+    same table and ids beside it in one function, and a second call, keep their own rows; the same through
+    stateless_call, whose table is a tensor another gather may share; the gradients are a gather's and a
+    scatter's (the table's, when watched, holds the frozen positions only)."""
+    layer = Embedding.from_vectors(table(), freeze_top=FROZEN)
+    layer.rows.assign(layer.rows + 1.0)
+    ids = np.array([[3, 45, 45, 0], [41, 3, 49, 12]], np.int32)
+    trainable = ids >= FROZEN
+    expected = table().matrix[ids] + trainable[..., None]
+    weights = np.arange(1, ids.size * DIM + 1, dtype=np.float32).reshape(*ids.shape, DIM)   # exact sums
+
+    @tf.function
+    def looked_up(ids):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(layer.table.value)
+            first = layer(ids)
+            loss = tf.reduce_sum(first * weights)
+        beside = tf.gather(layer.table.value, ids)
+        return first, layer(ids), beside, tape.gradient(loss, layer.rows.value), tape.gradient(loss, layer.table.value)
+
+    first, second, beside, rows_grad, table_grad = looked_up(tf.constant(ids))
+    assert np.array_equal(first.numpy(), expected) and np.array_equal(second.numpy(), expected)
+    assert np.array_equal(beside.numpy(), table().matrix[ids])
+    want_rows, want_table = np.zeros((V - FROZEN, DIM), np.float32), np.zeros((V, DIM), np.float32)
+    for position, word in np.ndenumerate(ids):
+        if word >= FROZEN:
+            want_rows[word - FROZEN] += weights[position]
+        else:
+            want_table[word] += weights[position]
+    assert np.array_equal(tf.convert_to_tensor(rows_grad).numpy(), want_rows)
+    assert np.array_equal(tf.convert_to_tensor(table_grad).numpy(), want_table)
+
+    @tf.function
+    def stateless(table_value, ids):
+        out, _ = layer.stateless_call([layer.rows.value], [table_value, layer.slot_of.value, layer.row_ids.value],
+                                      ids)
+        return out, tf.gather(table_value, ids)
+
+    out, beside = stateless(tf.constant(table().matrix), tf.constant(ids))
+    assert np.array_equal(out.numpy(), expected) and np.array_equal(beside.numpy(), table().matrix[ids])
+
+
 def test_a_keras_model_saved_and_loaded_keeps_its_rows_vocabulary_and_optimizer(tmp_path):
     layer = Embedding.from_vectors(table(), freeze_top=FROZEN, mask_zero=True)
     model = keras.Sequential([keras.Input((8,), dtype="int32"), layer, keras.layers.GlobalAveragePooling1D(),

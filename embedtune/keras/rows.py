@@ -29,7 +29,7 @@ from embedtune._tf import tf
 from embedtune.config.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
 from embedtune.keras import rules
-from embedtune.keras.layer import layer_of
+from embedtune.keras.layer import layer_of, local_copy
 
 DECAY_TO = ("zero", "start")
 # The strategies whose replicas LazyRows sums before its step (every replica then holds the same rows).
@@ -117,7 +117,7 @@ class LazyRows(keras.optimizers.Optimizer):
         self.rows, self.rule = rows, rule
         self.clip_norm, self.row_decay, self.decay_to = clip_norm, weight_decay, decay_to
         with DotNotTrackScope():   # its variables are tracked as they are made
-            self._state = {}   # a rows variable's key -> its state: "slots", "scalars", "lazy", "average", ...
+            self._state = {}   # a rows variable's key -> its state: "slots", "scalars", "own", "average", ...
 
     # --- what the rows take ----------------------------------------------------------------------------
     @property
@@ -207,9 +207,8 @@ class LazyRows(keras.optimizers.Optimizer):
 
         if self.rule is None:
             start = project.OPTIMIZERS[self.rows].initial_state(shape)
-            own = {key: add(key, _constant(value), value.shape, str(value.dtype)) for key, value in start.items()}
-            state["lazy"] = project.make_optimizer(self.rows, variable.value,
-                                                   state={key: v.value for key, v in own.items()})
+            state["own"] = {key: add(key, _constant(value), value.shape, str(value.dtype))
+                            for key, value in start.items()}
         else:
             state["slots"] = {name: add(name, value) for name, value in self.rule.slots}
             state["scalars"] = {name: add(name, value, ()) for name, value in self.rule.scalars}
@@ -270,7 +269,7 @@ class LazyRows(keras.optimizers.Optimizer):
         replica = tf.distribute.get_replica_context()
         if slices and replica is not None and replica.num_replicas_in_sync > 1:
             # every replica then steps the same rows by the same gradient: the whole batch's
-            slices = replica.all_reduce(tf.distribute.ReduceOp.SUM, slices)
+            slices = [_all_gathered(replica, grad, variable.shape[0]) for grad, (_, variable) in zip(slices, rows)]
         out = []
         for grad in slices:
             indices, values = project.merge_rows(grad)
@@ -302,37 +301,41 @@ class LazyRows(keras.optimizers.Optimizer):
             inner.global_clipnorm = clip
 
     def _on_replicas(self, variable, fn, *args) -> None:
-        """``fn(variable, *args)`` on each replica's copy of ``variable`` (and of the state, which resolves to
-        the same replica's), as Keras's TensorFlow optimizer updates a variable under a strategy."""
+        """``fn(variable, local, *args)`` on each replica's copy of ``variable``, as Keras's TensorFlow
+        optimizer updates a variable under a strategy; ``local`` gives the tf.Variable that ``fn`` reads and
+        writes for a Keras variable (``variable``, its state): that device's copy (layer.local_copy)."""
         if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
-            fn(variable, *args)
+            fn(variable, local_copy, *args)
             return
 
         def merged(distribution, *values):
-            distribution.extended.update(variable.value, lambda _, *a: fn(variable, *a), args=values, group=False)
+            def on_device(copy, *a):
+                fn(variable, lambda v: local_copy(v, copy.device), *a)
+
+            distribution.extended.update(variable.value, on_device, args=values, group=False)
 
         tf.__internal__.distribute.interim.maybe_merge_call(merged, tf.distribute.get_strategy(), *args)
 
-    def _update(self, variable, indices, values, lr, t, count, scale) -> None:
+    def _update(self, variable, local, indices, values, lr, t, count, scale) -> None:
         state = self._state[self._var_key(variable)]
         steps = self.inner_optimizer.gradient_accumulation_steps
         if not steps:
-            self._step(variable, state, indices, values, lr, t, scale)
+            self._step(variable, local, state, indices, values, lr, t, scale)
             return
-        accumulated, held = state["accumulated"], state["held"]
-        accumulated.value.scatter_add(tf.IndexedSlices(values, indices))
-        held.value.scatter_update(tf.IndexedSlices(tf.ones_like(indices, tf.float32), indices))
+        accumulated, held = local(state["accumulated"]), local(state["held"])
+        accumulated.scatter_add(tf.IndexedSlices(values, indices))
+        held.scatter_update(tf.IndexedSlices(tf.ones_like(indices, tf.float32), indices))
 
         def step():
-            at = tf.cast(tf.reshape(tf.where(held.value > 0), [-1]), indices.dtype)
-            self._step(variable, state, at, tf.gather(accumulated.value, at) / steps, lr, t, scale)
-            accumulated.value.scatter_update(tf.IndexedSlices(tf.zeros_like(tf.gather(accumulated.value, at)), at))
-            held.value.scatter_update(tf.IndexedSlices(tf.zeros_like(at, tf.float32), at))
+            at = tf.cast(tf.reshape(tf.where(tf.convert_to_tensor(held) > 0), [-1]), indices.dtype)
+            self._step(variable, local, state, at, tf.gather(accumulated, at) / steps, lr, t, scale)
+            accumulated.scatter_update(tf.IndexedSlices(tf.zeros_like(tf.gather(accumulated, at)), at))
+            held.scatter_update(tf.IndexedSlices(tf.zeros_like(at, tf.float32), at))
             return tf.constant(True)
 
         tf.cond((count + 1) % steps == 0, step, lambda: tf.constant(False))
 
-    def _step(self, variable, state, indices, g, lr, t, scale) -> None:
+    def _step(self, variable, local, state, indices, g, lr, t, scale) -> None:
         """One step of the rows ``indices`` of ``variable`` by their gradient ``g``: clip, decay, rule, constraint."""
         inner = self.inner_optimizer
         if inner.clipnorm:
@@ -341,7 +344,7 @@ class LazyRows(keras.optimizers.Optimizer):
             g = g * scale
         elif inner.clipvalue:
             g = tf.clip_by_value(g, -inner.clipvalue, inner.clipvalue)
-        table = variable.value
+        table = local(variable)
         w = tf.gather(table, indices)
         decay = self.row_decay if self.row_decay is not None else (
             inner.weight_decay if inner._use_weight_decay(variable) else None)
@@ -350,15 +353,16 @@ class LazyRows(keras.optimizers.Optimizer):
         if self.rule is None:
             if decay:
                 table.scatter_update(tf.IndexedSlices(w, indices))
-            state["lazy"].apply(indices, g, lr)
+            own = {key: local(v) for key, v in state["own"].items()}
+            project.make_optimizer(self.rows, table, state=own).apply(indices, g, lr)
         else:
-            slots = {name: tf.gather(v.value, indices) for name, v in state["slots"].items()}
-            scalars = {name: v.value for name, v in state["scalars"].items()}
+            slots = {name: tf.gather(local(v), indices) for name, v in state["slots"].items()}
+            scalars = {name: tf.convert_to_tensor(local(v)) for name, v in state["scalars"].items()}
             w, slots = self.rule.step(w, slots, g, lr, t, scalars)
             for name, value in slots.items():
-                state["slots"][name].value.scatter_update(tf.IndexedSlices(value, indices))
+                local(state["slots"][name]).scatter_update(tf.IndexedSlices(value, indices))
             for name, value in scalars.items():
-                state["scalars"][name].value.assign(value)
+                local(state["scalars"][name]).assign(value)
             table.scatter_update(tf.IndexedSlices(w, indices))
         if variable.constraint is not None:   # on the rows just stepped (a row-wise constraint)
             table.scatter_update(tf.IndexedSlices(variable.constraint(tf.gather(table, indices)), indices))
@@ -373,19 +377,19 @@ class LazyRows(keras.optimizers.Optimizer):
             return w - w * (lr * decay)
         return w - w * tf.cast(decay, w.dtype) * lr
 
-    def _average(self, variable, count) -> None:
+    def _average(self, variable, local, count) -> None:
         """Keras's moving average (use_ema) of the whole rows variable, every step (T x d, not V x d). Written
         ``a + (1 - m) * (w - a)``: a row that has not moved keeps its bits (Keras's ``m * a + (1 - m) * w``
         can be one ulp off it)."""
         inner = self.inner_optimizer
-        average = self._state[self._var_key(variable)]["average"].value
+        average, rows = local(self._state[self._var_key(variable)]["average"]), local(variable)
         steps = inner.gradient_accumulation_steps
         iterations = count // steps if steps else count
         momentum = tf.cast(tf.not_equal(iterations, 0), tf.float32) * inner.ema_momentum
-        average.assign(average + (1 - momentum) * (variable.value - average))
+        average.assign(average + (1 - momentum) * (rows - average))
         if inner.ema_overwrite_frequency:
             tf.cond((iterations + 1) % inner.ema_overwrite_frequency == 0,
-                    lambda: tf.group(variable.value.assign(average)), lambda: tf.group())
+                    lambda: tf.group(rows.assign(average)), lambda: tf.group())
 
     def finalize_variable_values(self, var_list):
         var_list = list(var_list)
@@ -419,6 +423,18 @@ class LazyRows(keras.optimizers.Optimizer):
             config["learning_rate"] = keras.optimizers.schedules.deserialize(config["learning_rate"])
         config["optimizer"] = keras.optimizers.deserialize(config["optimizer"], custom_objects=custom_objects)
         return cls(**config)
+
+
+def _all_gathered(replica, grad: tf.IndexedSlices, n_rows: int) -> tf.IndexedSlices:
+    """Every replica's slices of ``grad``, in replica order: what ``all_reduce(SUM)`` of IndexedSlices
+    gives, in one all-gather. all_reduce gathers the indices and the values apart, each after a gather of
+    its lengths and a branch on them; here the indices ride as one more column of the values (a float32
+    holds an integer below 2**24 exactly), so one gather of the lengths and one of the data serve."""
+    if grad.values.dtype != tf.float32 or n_rows >= 2 ** 24:
+        return replica.all_reduce(tf.distribute.ReduceOp.SUM, grad)
+    packed = tf.concat([grad.values, tf.cast(grad.indices, tf.float32)[:, None]], axis=1)
+    every = replica.all_gather(packed, axis=0)
+    return tf.IndexedSlices(every[:, :-1], tf.cast(every[:, -1], grad.indices.dtype), grad.dense_shape)
 
 
 def _constant(value):
