@@ -53,6 +53,24 @@ def test_keras_tracking_leaves_what_it_covers_untracked():
         assert "untracked" not in names and "kept" not in names
 
 
+def test_keras_optimizers_learning_rate_as_given_and_their_decay_rule():
+    """LazyRows shows the schedule the wrapped optimizer was given (not its value now) and decays a rows
+    variable by the wrapped optimizer's own exclusions: both read Keras's private members."""
+    import keras
+
+    from embedtune._adapters.keras_private import decays_variable, learning_rate_as_given
+
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    assert learning_rate_as_given(keras.optimizers.SGD(schedule)) is schedule
+    given = learning_rate_as_given(keras.optimizers.Adam(0.25))
+    assert isinstance(given, keras.Variable) and float(given.numpy()) == 0.25
+    kept, decayed = keras.Variable([1.0], name="kept_bias"), keras.Variable([1.0], name="table")
+    adamw = keras.optimizers.AdamW(weight_decay=0.01)
+    adamw.exclude_from_weight_decay(var_names=["kept"])
+    adamw.build([kept, decayed])
+    assert decays_variable(adamw, decayed) and not decays_variable(adamw, kept)
+
+
 def test_tensorflow_op_determinism_is_read_and_turned_off():
     from embedtune._adapters.tensorflow_private import disable_op_determinism, op_determinism_enabled
     from embedtune._tf import tf

@@ -322,12 +322,12 @@ def test_the_reader_catches_a_private_read(tmp_path):
 KNOWN_FOREIGN_PRIVATES: dict[str, str] = {
     # Python's own, documented: the process ends without the interpreter's teardown.
     "_exit": "os._exit",
-    # Keras's Optimizer, read by LazyRows (keras/rows.py), which takes its behaviour from the optimizer it
-    # wraps: left for the pass over rows.py's hot path (issue 47), to move into _adapters/keras_private.
-    "_iterations": "the wrapped optimizer's step counter, assigned",
-    "_learning_rate": "the wrapped optimizer's learning rate as given (a schedule, not its value now)",
+    # LazyRows subclasses keras.optimizers.Optimizer, as Keras's own LossScaleOptimizer does: the base
+    # class's protected members, which it inherits and uses on itself (what it reads of the optimizer it
+    # wraps goes through embedtune/_adapters/keras_private.py).
+    "_iterations": "LazyRows' own step counter (the base class's variable)",
+    "_learning_rate": "LazyRows' own learning rate as given (rows=..., learning_rate=...)",
     "_get_current_learning_rate": "LazyRows' own learning rate now",
-    "_use_weight_decay": "whether the wrapped optimizer decays a variable (its exclusions)",
     "_var_key": "Keras's key of a variable in an optimizer's state",
     "_variables": "the optimizer's variables, LazyRows' own rows state added",
     "_trainable_variables": "the variables the optimizer was built for",

@@ -8,4 +8,17 @@ from __future__ import annotations
 
 from keras.src.utils.tracking import DotNotTrackScope, no_automatic_dependency_tracking
 
-__all__ = ["DotNotTrackScope", "no_automatic_dependency_tracking"]
+__all__ = ["DotNotTrackScope", "decays_variable", "learning_rate_as_given", "no_automatic_dependency_tracking"]
+
+
+def learning_rate_as_given(optimizer):
+    """The learning rate ``optimizer`` was given (a float variable, a LearningRateSchedule or a callable),
+    not its value now: what LazyRows' get_config shows the rows taking. Keras keeps it as ``_learning_rate``;
+    its public ``learning_rate`` evaluates a schedule."""
+    return optimizer._learning_rate
+
+
+def decays_variable(optimizer, variable) -> bool:
+    """Whether ``optimizer``'s weight decay applies to ``variable`` (its ``exclude_from_weight_decay``
+    names and variables honoured), by Keras's own rule, which it keeps private."""
+    return optimizer._use_weight_decay(variable)

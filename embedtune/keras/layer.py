@@ -32,6 +32,7 @@ from keras import ops
 from embedtune._tf import tf
 from embedtune.frozen import digest, row_hashes, save_checked
 from embedtune.keras import _project as project
+from embedtune.keras.lookup import local_copy, put_rows
 
 # Keras's own layer arguments that from_vectors passes on; the vectors fix input_dim and output_dim.
 KERAS_ARGUMENTS = ("embeddings_regularizer", "embeddings_constraint", "mask_zero", "dtype", "name", "trainable")
@@ -63,25 +64,6 @@ def layers_in(model) -> list:
         if layer is not None and layer.table is variable:
             found[id(layer)] = layer
     return list(found.values())
-
-
-def local_copy(variable, device: str | None = None):
-    """The tf.Variable behind a Keras variable; for a tf.distribute variable, its copy on ``device``
-    (given in a strategy's update) or on this replica's device (in a replica context), and in a
-    cross-replica context the distributed variable itself (a write there reaches every copy).
-
-    A distributed variable has no sparse read: tf.gather reads it whole, and a variable that scatters
-    write (the rows, their optimizer state) is then copied whole by every read, TensorFlow's
-    copy-on-read. A gather from the copy itself reads the rows it names only."""
-    value = variable.value if isinstance(variable, keras.Variable) else variable
-    if not isinstance(value, tf.distribute.DistributedValues):
-        return value
-    if device is None:
-        if tf.distribute.get_replica_context() is None:
-            return value
-        device = value.device   # this replica's copy's
-    return next((copy for copy in value.distribute_strategy.experimental_local_results(value)
-                 if copy.device == device), value)
 
 
 def _constant(value: np.ndarray):
@@ -263,7 +245,7 @@ class Embedding(keras.layers.Layer):
         slot = tf.gather(self.slot_of.value, flat)
         at = tf.reshape(tf.where(slot < self.trainable_rows), [-1])   # the batch's trainable positions
         moved = tf.gather(local_copy(self.rows), tf.gather(slot, at))
-        return tf.reshape(_put_rows(self.table.value, flat, tf.cast(at, tf.int32), moved), shape)
+        return tf.reshape(put_rows(self.table.value, flat, tf.cast(at, tf.int32), moved), shape)
 
     def _check_ids(self, ids) -> None:
         if tf.size(ids) == 0:
@@ -466,32 +448,6 @@ class Embedding(keras.layers.Layer):
             with open(path, encoding="utf-8") as f:
                 self._vocabulary = json.load(f)
             self._word_index = None
-
-
-def _put_rows(table, flat, at, moved):
-    """``table``'s rows of the ids ``flat`` with the rows at positions ``at`` replaced by ``moved``; the
-    gradient reaches ``moved`` (and ``table``'s rows, but for those positions).
-
-    tf.tensor_scatter_nd_update copies the gathered [n, dim] batch before it writes: the largest part of
-    what the lookup added to a step (benchmarks/README.md, keras_rows). InplaceUpdate writes into the
-    gather's own output instead, which must then be ours alone: a gather from a variable starts from a
-    stateful read of its own (ResourceGather, or ReadVariableOp under a strategy), which Grappler never
-    merges with another. A gather from a tensor (stateless_call's values) is a stateless op that an equal one
-    elsewhere may be merged with, so it is scattered into a copy."""
-    if not isinstance(table, tf.Variable):
-        return tf.tensor_scatter_nd_update(tf.gather(table, flat), at[:, None], moved)
-    return _put_gathered(tf.gather(table, flat), at, moved)
-
-
-@tf.custom_gradient
-def _put_gathered(gathered, at, moved):
-    def grad(upstream):
-        return (tf.tensor_scatter_nd_update(upstream, at[:, None], tf.zeros_like(moved)), None,
-                tf.gather(upstream, at))
-
-    return tf.raw_ops.InplaceUpdate(x=gathered, i=at, v=moved), grad
-
-
 def _check_not_strings(layer, inputs) -> None:
     if keras.backend.standardize_dtype(inputs.dtype) == "string":
         raise project.EmbedtuneError(f"{layer.name} takes ids, and got strings: turn them into the layer's ids with "

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import keras
 
-from embedtune._adapters.keras_private import DotNotTrackScope, no_automatic_dependency_tracking
+from embedtune._adapters.keras_private import (DotNotTrackScope, decays_variable, learning_rate_as_given,
+                                               no_automatic_dependency_tracking)
 from embedtune._tf import tf
 from embedtune.config.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
 from embedtune.keras import rules
-from embedtune.keras.layer import layer_of, local_copy
+from embedtune.keras.layer import layer_of
+from embedtune.keras.lookup import local_copy
 
 DECAY_TO = ("zero", "start")
 # The strategies whose replicas LazyRows sums before its step (every replica then holds the same rows).
@@ -144,7 +146,7 @@ class LazyRows(keras.optimizers.Optimizer):
         options that reach them, by Keras's names."""
         inner = self.inner_optimizer
         rule = self.rule.config() if self.rule is not None else {"rule": f"embedtune {self.rows}"}
-        lr = self._learning_rate if self._own_lr else inner._learning_rate
+        lr = self._learning_rate if self._own_lr else learning_rate_as_given(inner)
         if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
             lr = keras.optimizers.schedules.serialize(lr)
         elif not callable(lr) or isinstance(lr, keras.Variable):
@@ -238,7 +240,7 @@ class LazyRows(keras.optimizers.Optimizer):
         with keras.name_scope(self.name, caller=self):
             # Read before the wrapped optimizer's step moves its step count: the rows step on the same one.
             lr = tf.cast(self.learning_rate, tf.float32)
-            count = tf.convert_to_tensor(inner._iterations)
+            count = tf.convert_to_tensor(inner.iterations)
             steps = inner.gradient_accumulation_steps
             t = tf.cast((count // steps if steps else count) + 1, tf.float32)
             merged = self._merged([(g, v) for g, v in rows if g is not None])
@@ -253,7 +255,7 @@ class LazyRows(keras.optimizers.Optimizer):
             if any(g is not None for g, _ in others):
                 self._inner_apply(others, scale)
             else:   # the wrapped optimizer's step count moves with every step, as if it had stepped
-                inner._iterations.assign_add(1)
+                inner.iterations.assign_add(1)
         self._iterations.assign_add(1)
 
     def _merged(self, rows):
@@ -303,7 +305,7 @@ class LazyRows(keras.optimizers.Optimizer):
     def _on_replicas(self, variable, fn, *args) -> None:
         """``fn(variable, local, *args)`` on each replica's copy of ``variable``, as Keras's TensorFlow
         optimizer updates a variable under a strategy; ``local`` gives the tf.Variable that ``fn`` reads and
-        writes for a Keras variable (``variable``, its state): that device's copy (layer.local_copy)."""
+        writes for a Keras variable (``variable``, its state): that device's copy (lookup.local_copy)."""
         if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
             fn(variable, local_copy, *args)
             return
@@ -347,7 +349,7 @@ class LazyRows(keras.optimizers.Optimizer):
         table = local(variable)
         w = tf.gather(table, indices)
         decay = self.row_decay if self.row_decay is not None else (
-            inner.weight_decay if inner._use_weight_decay(variable) else None)
+            inner.weight_decay if decays_variable(inner, variable) else None)
         if decay:
             w = self._decayed(w, state["layer"], indices, lr, decay)
         if self.rule is None:
