@@ -71,6 +71,21 @@ def test_keras_optimizers_learning_rate_as_given_and_their_decay_rule():
     assert decays_variable(adamw, decayed) and not decays_variable(adamw, kept)
 
 
+def test_keras_optimizers_step_counter_counts_micro_batches():
+    """LazyRows counts the wrapped optimizer's every apply (a micro-batch of gradient accumulation too),
+    which Keras's public ``iterations`` divides by the accumulation steps."""
+    import keras
+
+    from embedtune._adapters.keras_private import step_counter
+
+    optimizer = keras.optimizers.SGD(0.1, gradient_accumulation_steps=2)
+    variable = keras.Variable([1.0])
+    optimizer.build([variable])
+    for _ in range(3):
+        optimizer.apply([keras.ops.ones((1,))], [variable])
+    assert int(step_counter(optimizer).numpy()) == 3 and int(keras.ops.convert_to_numpy(optimizer.iterations)) == 1
+
+
 def test_tensorflow_op_determinism_is_read_and_turned_off():
     from embedtune._adapters.tensorflow_private import disable_op_determinism, op_determinism_enabled
     from embedtune._tf import tf

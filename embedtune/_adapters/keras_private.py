@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from keras.src.utils.tracking import DotNotTrackScope, no_automatic_dependency_tracking
 
-__all__ = ["DotNotTrackScope", "decays_variable", "learning_rate_as_given", "no_automatic_dependency_tracking"]
+__all__ = ["DotNotTrackScope", "decays_variable", "learning_rate_as_given", "no_automatic_dependency_tracking",
+           "step_counter"]
 
 
 def learning_rate_as_given(optimizer):
@@ -16,6 +17,12 @@ def learning_rate_as_given(optimizer):
     not its value now: what LazyRows' get_config shows the rows taking. Keras keeps it as ``_learning_rate``;
     its public ``learning_rate`` evaluates a schedule."""
     return optimizer._learning_rate
+
+
+def step_counter(optimizer):
+    """The variable counting ``optimizer``'s every call of apply (micro-batches included): its public
+    ``iterations`` is that count divided by ``gradient_accumulation_steps`` when it accumulates."""
+    return optimizer._iterations
 
 
 def decays_variable(optimizer, variable) -> bool:

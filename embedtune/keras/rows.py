@@ -25,7 +25,7 @@ from __future__ import annotations
 import keras
 
 from embedtune._adapters.keras_private import (DotNotTrackScope, decays_variable, learning_rate_as_given,
-                                               no_automatic_dependency_tracking)
+                                               no_automatic_dependency_tracking, step_counter)
 from embedtune._tf import tf
 from embedtune.config.keys import FLOAT32_MAX, Range
 from embedtune.keras import _project as project
@@ -240,7 +240,7 @@ class LazyRows(keras.optimizers.Optimizer):
         with keras.name_scope(self.name, caller=self):
             # Read before the wrapped optimizer's step moves its step count: the rows step on the same one.
             lr = tf.cast(self.learning_rate, tf.float32)
-            count = tf.convert_to_tensor(inner.iterations)
+            count = tf.convert_to_tensor(step_counter(inner))
             steps = inner.gradient_accumulation_steps
             t = tf.cast((count // steps if steps else count) + 1, tf.float32)
             merged = self._merged([(g, v) for g, v in rows if g is not None])
@@ -255,7 +255,7 @@ class LazyRows(keras.optimizers.Optimizer):
             if any(g is not None for g, _ in others):
                 self._inner_apply(others, scale)
             else:   # the wrapped optimizer's step count moves with every step, as if it had stepped
-                inner.iterations.assign_add(1)
+                step_counter(inner).assign_add(1)
         self._iterations.assign_add(1)
 
     def _merged(self, rows):
