@@ -45,13 +45,12 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m in known and m != name}
 
 
-def test_no_import_circle_in_the_package():
-    files = sources()
-    graph = {name: imports(name, path, set(files)) for name, path in files.items()}
+def circles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles a depth-first walk of ``graph`` (a node -> the nodes it imports) meets, each as a path."""
     circles = []
 
     def visit(node, path, done):
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if nxt in path:
                 circles.append(path[path.index(nxt):] + [nxt])
             elif nxt not in done:
@@ -62,6 +61,12 @@ def test_no_import_circle_in_the_package():
     for name in sorted(graph):
         if name not in done:
             visit(name, [name], done)
+    return circles
+
+
+def test_no_import_circle_in_the_package():
+    files = sources()
+    circles = circles_in({name: imports(name, path, set(files)) for name, path in files.items()})
     assert circles == [], "\n".join(" -> ".join(c) for c in circles)
 
 
@@ -154,21 +159,7 @@ def folder_circles(edges: list[tuple[str, str]], allowed: set[tuple[str, str]]) 
     for a, b in edges:
         if (a, b) not in allowed:
             graph.setdefault(folder_of(a), set()).add(folder_of(b))
-    circles = []
-
-    def visit(node, path, done):
-        for nxt in sorted(graph.get(node, ())):
-            if nxt in path:
-                circles.append(path[path.index(nxt):] + [nxt])
-            elif nxt not in done:
-                visit(nxt, path + [nxt], done)
-        done.add(node)
-
-    done: set[str] = set()
-    for name in sorted(graph):
-        if name not in done:
-            visit(name, [name], done)
-    return circles
+    return circles_in(graph)
 
 
 def test_every_folder_sits_on_one_floor_of_the_architecture_page():
