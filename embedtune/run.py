@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
-from embedtune.errors import EmbedtuneError, counted
 from embedtune.formats.reading import Reading, check_dimension, check_model_output, load_training_vectors
 from embedtune.frozen import save_checked
 from embedtune.plan.rules import Plan
