@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from train_fixtures import SAMPLE_VECTORS, one_error_line, run
+from train_fixtures import SAMPLE_VECTORS, one_error_line, run, seconds_to_stop
 
 # ---------------------------------------------------------------------------------------------
 # eval and report: a similarity file scipy cannot correlate
@@ -407,13 +407,7 @@ def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
         assert met.wait(WAIT), (tmp_path / "stderr").read_text()
         time.sleep(3)   # worker 0 is in TensorFlow's wait by now: nothing listens at worker 1's port
         assert process.poll() is None, (tmp_path / "stderr").read_text()
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        seconds = time.monotonic() - sent
+        seconds = seconds_to_stop(process)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, 9)

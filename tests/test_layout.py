@@ -90,16 +90,8 @@ def test_the_config_and_the_objectives_are_no_circle():
     graph = {name: imports(name, path, set(files)) for name, path in files.items()}
     assert "embedtune.objectives" in graph["embedtune.config.load"]   # the one direction: config reads the registry
 
-    def reach(start):
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph[todo.pop()] - seen:
-                seen.add(nxt)
-                todo.append(nxt)
-        return seen
-
     objectives = [name for name in graph if name == "embedtune.objectives" or name.startswith("embedtune.objectives.")]
-    assert [name for name in objectives if {"embedtune.config", "embedtune.config.load"} & reach(name)] == []
+    assert [name for name in objectives if {"embedtune.config", "embedtune.config.load"} & reached(graph, name)] == []
 
 
 # --- floors (issue 47, item 2): folders import down, the few imports that run up are named with their reason ---

@@ -20,7 +20,7 @@ from embedtune.distribute.serve import task_config
 from embedtune.errors import EmbedtuneError
 
 from loopback import loopback_cluster
-from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, write_glove_text
+from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, seconds_to_stop, write_glove_text
 
 FROZEN = 1000
 # adagrad: one process steps through TensorFlow's step too (sgd would take the compiled one).
@@ -328,13 +328,7 @@ def test_ctrl_c_ends_the_chiefs_wait_for_servers_that_are_other_programs(files, 
         assert connected.wait(120), "the chief never probed its servers"
         time.sleep(3)   # past its probes, in TensorFlow's wait by now
         assert chief.poll() is None, chief.communicate()[1]
-        sent = time.monotonic()
-        chief.send_signal(signal.SIGINT)
-        try:
-            chief.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        seconds = time.monotonic() - sent
+        seconds = seconds_to_stop(chief)
     finally:
         if chief.poll() is None:
             chief.kill()

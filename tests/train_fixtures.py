@@ -6,6 +6,9 @@ Helpers only (no tests): the test modules import what they need, so each module 
 from __future__ import annotations
 
 import functools
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +131,15 @@ def one_error_line(result, *parts) -> str:
     for part in parts:
         assert part in lines[-1], (part, lines[-1])
     return lines[-1]
+
+
+def seconds_to_stop(process: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 10) -> float:
+    """Send ``sig`` to ``process`` and wait up to ``timeout`` seconds: the seconds it took to end (at least
+    ``timeout`` if it did not; the caller kills it)."""
+    sent = time.monotonic()
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    return time.monotonic() - sent

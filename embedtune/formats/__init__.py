@@ -29,7 +29,7 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.binary import binary_blocks, read_binary, write_binary
 from embedtune.formats.fasttext import is_fasttext_model
-from embedtune.formats.io import Source, display_name, open_source, open_target
+from embedtune.formats.io import Source, open_source, open_target
 from embedtune.formats.text.read import TextReader
 from embedtune.formats.text.parse import NUMBER, parse_header
 from embedtune.formats.text.write import RenderedAhead, write_text
