@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from embedtune.config import Config, resolve
-from embedtune.formats.reading import Reading, check_dimension, check_model_output, load_training_vectors
+from embedtune.formats.reading import (Reading, check_dimension, check_model_output, load_training_vectors,
+                                       outline_training_vectors)
 from embedtune.frozen import save_checked
 from embedtune.plan.rules import Plan
 from embedtune.vectors import Vectors, decide_lowercase
@@ -63,10 +64,11 @@ class _Loaded:
     seconds: dict
 
 
-def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note, on_phase=None) -> _Loaded:
+def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note, on_phase=None,
+          outline: bool = False) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream (which
     takes it resolved), its ``--dim`` checked against them; the read reported to ``on_phase`` as a phase,
-    in bytes."""
+    in bytes. ``outline``: their words and shape only (formats.outline_vectors, the dry run's)."""
     from embedtune import formats
 
     if vectors is None:
@@ -81,8 +83,11 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
 
         with reporting(on_phase), phase(f"reading {os.path.basename(config.vectors)}", _size(config.vectors),
                                         "B") as advance:
-            vectors = load_training_vectors(config.vectors, config.format, reading, note=note,
-                                            progress=_advancing(advance))
+            if outline:
+                vectors = outline_training_vectors(config.vectors, config.format, reading, progress=_advancing(advance))
+            else:
+                vectors = load_training_vectors(config.vectors, config.format, reading, note=note,
+                                                progress=_advancing(advance))
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
     config = resolve(config)
     check_dimension(vectors, config.train.dim, config.vectors)
@@ -115,11 +120,16 @@ def _advancing(advance: Callable[[int], None]) -> Callable:
 def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = False, workers: int = 1,
             on_load: Callable[[str], None] | None = None, note: Callable[[str], None] | None = None,
             on_phase: Callable | None = None) -> DryRun:
-    """Load, count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow.
-    ``on_phase``: as ``run``'s (the vectors' read)."""
+    """Count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow. The vectors'
+    words and shape are read, not their matrix (formats.outline_vectors: a file too large to load still
+    gets its estimate), except for an objective solved in closed form (retrofit), which plans from the
+    vectors themselves. ``on_phase``: as ``run``'s (the vectors' read)."""
+    from embedtune import formats
     from embedtune.objectives import objective_class
 
-    loaded = _load(config, None, reading, on_load, note, on_phase)
+    config = dataclasses.replace(config, format=config.format or formats.detect_format(config.vectors))
+    looped = objective_class(resolve(config).train.objective).closed_form is None
+    loaded = _load(config, None, reading, on_load, note, on_phase, outline=looped)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself

@@ -144,12 +144,48 @@ class PatchedVectors:
         return WordIndex(self.words)
 
 
-def is_lowercase_vocabulary(vectors: Vectors, sample: int = 10000) -> bool:
+@dataclass
+class VectorsOutline:
+    """A vectors file's words and shape without its matrix: what ``train --dry-run`` plans from
+    (formats.outline_vectors), so that it can tell whether a file too large to load would fit.
+
+    words : list of str (or a WordList), length n, every row's word as a run reads it
+    dim : the rows' dimension
+    sample : float32 array of shape = [k, dim], k <= n: the first k rows, read and checked as a run
+        reads them (the values of the rows after them are not read)
+    file_bytes : the file's size (None: standard input)
+    model : as Vectors.model; its matrices stay mapped from the file, not read
+    index : WordIndex, word -> row, as Vectors'
+    """
+
+    words: list[str]
+    dim: int
+    sample: np.ndarray = field(repr=False)
+    file_bytes: int | None = None
+    model: FastTextModel | None = field(default=None, repr=False, compare=False)
+    index: WordIndex = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = WordIndex(self.words)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    @property
+    def matrix_bytes(self) -> int:
+        """What the matrix would take loaded: n x dim float32."""
+        return len(self.words) * self.dim * 4
+
+
+def is_lowercase_vocabulary(vectors: Vectors | VectorsOutline, sample: int = 10000) -> bool:
     """True when the vectors' first ``sample`` words hold no upper-case one (GloVe's vocabulary)."""
     return not any(w != w.lower() for w in vectors.words[:sample])
 
 
-def decide_lowercase(setting: str | None, vectors: Vectors) -> bool:
+def decide_lowercase(setting: str | None, vectors: Vectors | VectorsOutline) -> bool:
     """Whether text read against ``vectors`` is lower-cased: ``--lowercase`` (``vocab.lowercase``) yes or
     no, or auto (anything else): as the vectors' vocabulary is. The one rule of train, its dry run, init
     and retrofit's lexicons; each run decides it once."""

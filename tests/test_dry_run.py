@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from embedtune.dryrun.estimate import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES
+from embedtune.dryrun.estimate import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES, STEP_BATCH_ROWS
 
 from bad_inputs import snapshot
 from test_cli_train import assert_one_error_line, run
@@ -134,7 +134,10 @@ def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
     def held(plan):   # the spelling model's fit counts only for what it holds beyond the tables
         return plan["memory_estimate_bytes"] - plan["memory_parts_bytes"]["spelling_model_fit"]
 
-    assert held(adam) - held(sgd) == 2 * (rows + side) - side + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES
+    # TensorFlow's step holds a batch's working set; the compiled step's is counted in its copies.
+    step = STEP_BATCH_ROWS * adam["settings"]["batch_size"] * 50 * 4
+    assert parts["step_working_set"] == step and sgd["memory_parts_bytes"]["step_working_set"] == 0
+    assert held(adam) - held(sgd) == 2 * (rows + side) - side + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES + step
 
 
 # Peak memory from VmHWM (ru_maxrss would carry over the size of the test process it was forked from).
@@ -292,8 +295,10 @@ def test_the_memory_estimate_counts_every_worker_process(folder):
     assert per_worker == sum(two["memory_parts_bytes"].values())
     # A worker imports TensorFlow (one plain compiled process does not); the spelling fit counts for what
     # it holds beyond the tables, which differ.
+    # Several workers step through TensorFlow, one process through the compiled step.
     extra = (two["memory_parts_bytes"]["distribution_runtime"] + two["memory_parts_bytes"]["averaging_last_sync"]
-             + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES)
+             + RUNTIME_BYTES - COMPILED_RUNTIME_BYTES + two["memory_parts_bytes"]["step_working_set"])
+    assert one["memory_parts_bytes"]["step_working_set"] == 0 < two["memory_parts_bytes"]["step_working_set"]
     assert two["memory_parts_bytes"]["tensorflow_and_python"] == RUNTIME_BYTES
 
     def held(plan):
@@ -426,3 +431,93 @@ def test_the_new_words_starts_look_the_corpus_words_up_once(monkeypatch, method)
     monkeypatch.setattr(WordIndex, "rows", counted_rows)
     initial_vectors(vectors, corpus, new_words, method=method, counts=counts)
     assert sum(words == list(counts) for words in looked_up) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the vectors' words and a sample, not their matrix (issue 48 item 6): a file too large to load gets its answer
+
+OUTLINE_DIM = 8
+
+
+def write_vectors(path, words, matrix, fmt: str, damaged_from: int | None = None) -> None:
+    """``words`` and float32 ``matrix`` in ``fmt``; from row ``damaged_from`` on, values no reader accepts
+    (NaN in a binary record, a word where a text line's numbers should be)."""
+    import numpy as np
+
+    if fmt == "word2vec-binary":
+        rows = matrix.astype("<f4").copy()
+        if damaged_from is not None:
+            rows[damaged_from:] = np.nan
+        path.write_bytes(b"%d %d\n" % rows.shape + b"".join(w.encode() + b" " + r.tobytes() + b"\n"
+                                                             for w, r in zip(words, rows)))
+        return
+    lines = [f"{w} " + " ".join(f"{v:.5f}" if damaged_from is None or i < damaged_from else "oops" for v in row)
+             for i, (w, row) in enumerate(zip(words, matrix))]
+    head = [f"{len(words)} {matrix.shape[1]}"] if fmt != "glove" else []
+    path.write_text("\n".join(head + lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["word2vec-binary", "glove", "word2vec"])
+def test_a_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
+    import numpy as np
+
+    from embedtune.errors import EmbedtuneError
+    from embedtune.formats import OUTLINE_SAMPLE_ROWS, load_vectors
+
+    n = OUTLINE_SAMPLE_ROWS + 500
+    words = [f"w{i}" for i in range(n)]
+    matrix = np.random.default_rng(0).standard_normal((n, OUTLINE_DIM)).astype(np.float32)
+    clean, damaged = tmp_path / "clean.vec", tmp_path / "damaged.vec"
+    write_vectors(clean, words, matrix, fmt)
+    write_vectors(damaged, words, matrix, fmt, damaged_from=OUTLINE_SAMPLE_ROWS)
+    with pytest.raises(EmbedtuneError):   # training would load every row, and stop at the first damaged one
+        load_vectors(str(damaged), fmt)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(" ".join(words[::7]) + " newword another w3 w1400\n", encoding="utf-8")
+
+    def described(path):
+        result = run(["train", path, corpus, "--format", fmt, "-o", tmp_path / "out.txt", "--freeze-top", "300",
+                      "--optimizer", "adam", "--dry-run", "--json"])
+        assert result.exit_code == 0, result.stderr
+        d = json.loads(result.stdout)
+        del d["vectors"]
+        return d
+
+    d = described(clean)
+    # The same answer from a file whose rows past the sample no reader accepts: their values are never read.
+    assert described(damaged) == d
+    assert d["rows"] == n and d["dim"] == OUTLINE_DIM and d["frozen"] == 300
+    assert d["memory_parts_bytes"]["input_matrix"] == n * OUTLINE_DIM * 4
+
+
+@pytest.mark.parametrize("fmt", ["word2vec-binary", "glove"])
+def test_a_dry_run_checks_the_sample_as_training_reads_it(tmp_path, fmt):
+    import numpy as np
+
+    words = [f"w{i}" for i in range(20)]
+    matrix = np.ones((20, OUTLINE_DIM), np.float32)
+    path = tmp_path / "vectors"
+    write_vectors(path, words, matrix, fmt, damaged_from=5)
+    (tmp_path / "corpus.txt").write_text("w1 w2 w3\n")
+    args = ["train", path, tmp_path / "corpus.txt", "--format", fmt, "-o", tmp_path / "out.txt", "--dry-run"]
+    planned, trained = run(args), run(args[:-1])
+    assert planned.exit_code == trained.exit_code == 1
+    assert_one_error_line(planned.stderr, "record 6" if fmt == "word2vec-binary" else "line 6")
+    assert planned.stderr.strip().splitlines()[-1] == trained.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_the_outlines_words_are_the_loaded_ones(tmp_path):
+    # Every way a text line may hold its word: spaces in it, tabs, a trailing space, CRLF, a BOM, blank
+    # lines at the end, a repeated word (kept first); with the sample cut before, inside and after them.
+    from embedtune.formats import load_vectors, outline_vectors
+
+    text = ("\ufeffnew york 0.5 1\r\nthe\t1 2\nof 3 4 \nnaïve 5 6\nthe 7 8\na  9 10\n\n\n").encode("utf-8")
+    path = tmp_path / "odd.txt"
+    path.write_bytes(text)
+    loaded = load_vectors(str(path), "glove", keep_first_duplicate=True)
+    for sample in (0, 2, 100):
+        outline = outline_vectors(str(path), "glove", sample=sample, keep_first_duplicate=True)
+        assert list(outline.words) == list(loaded.words) and outline.dim == loaded.dim == 2
+        assert outline.sample.tobytes() == loaded.matrix[:len(outline.sample)].tobytes()
+        assert len(outline.sample) == min(sample, len(loaded))

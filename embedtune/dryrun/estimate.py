@@ -12,7 +12,7 @@ from embedtune.config import find_key, learning_rate
 from embedtune.objectives import objective_class
 from embedtune.dryrun.runplan import RunPlan
 from embedtune.training.step import runs_on
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, VectorsOutline
 
 # The settings every looped objective reads; each objective's own are its class's ``settings``.
 SHARED_SETTINGS = ("epochs", "optimizer", "min_lr_fraction", "batch_size", "clip_norm", "anchor", "seed",
@@ -30,6 +30,11 @@ COMPILED_RUNTIME_BYTES = 185 * 2**20
 # quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
 WORKER_RUNTIME_BYTES = 140 * 2**20
 LAUNCHER_BYTES = 55 * 2**20
+# TensorFlow's step (not a compiled one) holds, in the pool its allocator keeps (embedtune/_tf.py), a batch's
+# gathered rows and their gradients, the merged rows, the optimizer's moments for them and XLA's buffers:
+# about this many rows of dim float32 a pair of the batch. Calibrated against sgns with Adam at 300
+# dimensions, a batch of 4,096 (benchmarks/log/memory_sizes.md, the estimates).
+STEP_BATCH_ROWS = 130
 # form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
 # pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
 # piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
@@ -62,10 +67,18 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
                + probe_sums)
 
 
-def fasttext_bytes(vectors: Vectors) -> int:
-    """A fastText model's two matrices (0 for other vectors files)."""
+def fasttext_bytes(vectors: Vectors | VectorsOutline) -> tuple[int, int]:
+    """A fastText model's two matrices as (bytes held in memory, bytes of file pages mapped): a plain file's
+    are mapped (their pages count in the resident size as the rows are read, and the system takes them back
+    as it needs: reclaimable, so counted apart), a compressed or piped model's are read whole; (0, 0) for
+    other vectors files."""
+    from embedtune.formats.fasttext import is_mapped
+
     model = vectors.model
-    return 0 if model is None else int(model.input.nbytes + model.output.nbytes)
+    if model is None:
+        return 0, 0
+    size = int(model.input.nbytes + model.output.nbytes)
+    return (0, size) if is_mapped(model.input) else (size, 0)
 
 
 def ahead_bytes(run: RunPlan, n: int, dim: int) -> int:
@@ -93,7 +106,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     objective = objective_class(t.objective)
     side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines, run.set_up_units)
     compiled = kernels.KERNEL and objective.compiles(t)
-    tensorflow = runs_on(objective, t, one_process=workers == 1)[1]
+    steps_compiled, tensorflow = runs_on(objective, t, one_process=workers == 1)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
@@ -113,15 +126,16 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
                                  if compiled else 0),
         "side_table": side,
         "pairs_and_batches": batches,
+        "step_working_set": 0 if steps_compiled else STEP_BATCH_ROWS * t.batch_size * dim * 4,
         # The output is the input matrix with the trained rows put in place, written a block at a
         # time (vectors.PatchedVectors): only the trained rows are copied out of the variable.
         "output_rows": (run.trainable_in_corpus + n_new) * dim * 4,
         # A text output's lines, rendered from the start while the run trains (formats.render_ahead).
         "output_text_ahead": ahead_bytes(run, n_pre, dim),
         "spelling_model_fit": 0,   # below: what it adds over the training's tables and pairs
-        # A fastText model's input (words and subwords) and output matrices, memory-mapped from the file
-        # (formats/fasttext.py): every row is read for the word vectors, and written back for a .bin output.
-        "fasttext_model_matrices": fasttext_bytes(vectors),
+        # A fastText model's input (words and subwords) and output matrices when read whole (a compressed or
+        # piped model); a plain file's are mapped, counted apart (memory_mapped_bytes).
+        "fasttext_model_matrices": fasttext_bytes(vectors)[0],
         "tensorflow_and_python": RUNTIME_BYTES if tensorflow else 0,
         "python_and_numba": 0 if tensorflow else COMPILED_RUNTIME_BYTES,
         "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
@@ -156,6 +170,9 @@ def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
     parts = estimate_memory(run, vectors, workers)
     per_worker = sum(parts.values())
     launcher = LAUNCHER_BYTES if workers > 1 else 0
+    # Every row of a mapped model's input matrix is read for the word vectors (and both matrices for a .bin
+    # output): file pages in the resident size, reclaimable, so not in the estimate but beside it.
+    mapped = fasttext_bytes(vectors)[1]
     return {
         "vectors": c.vectors,
         "format": c.format,
@@ -181,4 +198,5 @@ def describe(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict:
         "memory_per_worker_bytes": per_worker,
         "memory_launcher_bytes": launcher,
         "memory_parts_bytes": parts,
+        "memory_mapped_bytes": mapped,
     }

@@ -27,16 +27,18 @@ from typing import Callable
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
-from embedtune.formats.binary import binary_blocks, read_binary, write_binary
+from embedtune.formats.binary import binary_blocks, read_binary, read_binary_outline, write_binary
 from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, open_source, open_target
+from embedtune.formats.text.outline import TextOutline
 from embedtune.formats.text.read import TextReader
 from embedtune.formats.text.parse import NUMBER, parse_header
 from embedtune.formats.text.write import RenderedAhead, write_text
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, VectorsOutline
 
 __all__ = [
-    "FORMATS", "FORMAT_NAMES", "VECTOR_FORMATS", "Format", "check_format_name", "detect_format", "load_vectors", "read_table", "save_vectors",
+    "FORMATS", "FORMAT_NAMES", "VECTOR_FORMATS", "Format", "check_format_name", "detect_format", "load_vectors",
+    "outline_vectors", "read_table", "save_vectors",
     "duplicate_error", "nonfinite_error", "output_format", "stream_table", "without_nonfinite",
 ]
 
@@ -300,6 +302,55 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     keep[[row for row, _ in duplicates]] = False
     # Written back, the model keeps the rows left out here as they were.
     return Vectors([w for w, k in zip(table.words, keep) if k], table.matrix[keep], model=table.model)
+
+
+# Rows whose values the dry run reads and checks (outline_vectors): enough to find a file that is not what its
+# name says, and few enough to take no time at any size.
+OUTLINE_SAMPLE_ROWS = 1000
+
+
+def outline_vectors(path, format=None, *, sample=OUTLINE_SAMPLE_ROWS, keep_first_duplicate=False, allow_nan=False,
+                    replace_bad_utf8=False, progress=None) -> VectorsOutline:
+    """A vectors file's words and shape, its matrix not loaded: every row's word as load_vectors reads it (a
+    repeated word an error, or its later rows left out with ``keep_first_duplicate``), and the values of the
+    first ``sample`` rows only, checked as load_vectors checks them (NaN or infinity an error unless
+    ``allow_nan``). A fastText model's matrices stay mapped from the file; the sample's vectors are the only
+    ones computed. Memory: the words, a read buffer and the sample, whatever the file's size."""
+    if format is not None:
+        fmt = get_format(format)
+    with open_source(path) as source:
+        if format is None:
+            fmt = FORMATS[_detect(source)]
+        model = None
+        if fmt.name == "word2vec-binary":
+            words, matrix, first_row = read_binary_outline(source, sample=sample, replace_bad_utf8=replace_bad_utf8,
+                                                           progress=progress)
+        elif fmt.rows_are_lines:
+            reader = TextOutline(source, header=fmt.name != "glove", replace_bad_utf8=replace_bad_utf8,
+                                 progress=progress, parallel=False)
+            words, matrix, first_row = reader.outline(sample)
+        else:   # a fastText model: its dictionary read, no word's vector computed but the sample's
+            _, _, first_row, model = fmt.read(source, 0, replace_bad_utf8, progress)
+            words = model.words
+            k = np.arange(min(sample, len(words)), dtype=np.int64)
+            matrix = model.word_vectors(model.hashed_words(k), k)
+        size = source.size
+    table = Table(source.name, fmt.name, words, matrix, first_row, fmt.rows_are_lines, model)
+    if not allow_nan:
+        bad = _nonfinite_rows(matrix)
+        if bad.size:
+            raise nonfinite_error(path, table, int(bad[0]), matrix[int(bad[0])])
+    outline = VectorsOutline(words, int(matrix.shape[1]), matrix, size, model=model)
+    if len(outline.index) == len(words):
+        return outline
+    duplicates = find_duplicates(words)
+    if not keep_first_duplicate:
+        row, first = duplicates[0]
+        raise duplicate_error(table, words[row], row, first)
+    keep = np.ones(len(words), bool)
+    keep[[row for row, _ in duplicates]] = False
+    return VectorsOutline([w for w, k in zip(words, keep) if k], outline.dim, matrix[keep[:len(matrix)]], size,
+                          model=model)
 
 
 def nonfinite_error(path, table: Table, row: int, values: np.ndarray) -> EmbedtuneError:

@@ -47,6 +47,21 @@ def read_binary(source, *, limit=None, replace_bad_utf8=False, progress=None):
     return _decode_words(raw_words, matrix, name, replace_bad_utf8), matrix, 2
 
 
+def read_binary_outline(source, *, sample: int, replace_bad_utf8=False, progress=None):
+    """-> (words [n], float32 [min(n, sample), dim], 2): every record's word, and the vectors of the first
+    ``sample`` records only; the rest are stepped over, never held (the dry run's read: it needs the words,
+    not the matrix). The records are found and checked as read_binary finds them, through one reused buffer
+    whatever the source (a plain file, compressed data, standard input)."""
+    count, dim, _ = _read_header(source)
+    check_header_fits(source, count, dim, 4 * dim + 2)
+    raw_words, matrix = _read_buffered(source, count, count, dim, progress, check_end=True, kept=sample)
+    if progress is not None:
+        progress(source.consumed(), source.size)
+    if sys.byteorder != "little":
+        matrix.byteswap(inplace=True)
+    return _decode_words(raw_words, matrix, source.name, replace_bad_utf8), matrix, 2
+
+
 def _read_header(source):
     """-> (count, dim, the header line's length): the ``COUNT DIM`` line, read."""
     name = source.name
@@ -65,11 +80,13 @@ def _read_header(source):
     return count, dim, newline + 1
 
 
-def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_end: bool):
+def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_end: bool, kept: int | None = None):
     """-> (raw words, matrix): ``wanted`` records read through one reused buffer (standard input,
-    compressed data, or a file the memory map found amiss); ``check_end``: nothing may follow them."""
+    compressed data, or a file the memory map found amiss); ``check_end``: nothing may follow them.
+    ``kept``: only the first ``kept`` records' vectors go into the matrix (the others' are stepped over)."""
     name, row_bytes = source.name, 4 * dim
-    matrix = new_matrix(wanted, dim, name, 1)
+    matrix = new_matrix(wanted if kept is None else min(wanted, kept), dim, name, 1)
+    kept_bytes = matrix.nbytes
     flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
     # A small file gets a buffer of its own size: zero-filling BLOCK_BYTES for each of many small files
@@ -100,8 +117,9 @@ def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_en
         while buf[pos] == 10 and pos < space:
             pos += 1
         add_word(buf[pos:space])
-        flat[offset:offset + row_bytes] = view[space + 1:stop]
-        offset += row_bytes
+        if offset < kept_bytes:
+            flat[offset:offset + row_bytes] = view[space + 1:stop]
+            offset += row_bytes
         pos = stop
         row += 1
     if check_end:

@@ -153,6 +153,15 @@ class FastTextModel:
         return self.word_vectors(words, np.full(len(words), -1, np.int64))
 
 
+def is_mapped(matrix: np.ndarray) -> bool:
+    """Whether ``matrix`` lies in a memory map of a plain file (read_model's matrices of one), not in
+    bytes read whole (a compressed or piped model's)."""
+    base = matrix
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+
+
 # -- reading -----------------------------------------------------------------------------------
 
 class _Reader:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from embedtune.errors import EmbedtuneError, counted
-from embedtune.vectors import Vectors
+from embedtune.vectors import Vectors, VectorsOutline
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,20 @@ def load_training_vectors(path: str, format: str | None, reading: Reading = Read
     if len(vectors) == 0:   # a header '0 50': nothing to fine-tune, start from or score (docs/formats.md)
         why = "every row has NaN or infinity (--allow-nan left them out)" if left_out else "0 rows"
         raise EmbedtuneError(f"holds no vectors ({why}): there is nothing to fine-tune, start from or score "
+                             "(inspect and convert read such a file)", path)
+    return vectors
+
+
+def outline_training_vectors(path: str, format: str | None, reading: Reading = Reading(),
+                             progress: Callable | None = None) -> VectorsOutline:
+    """VECTORS as the dry run reads them (formats.outline_vectors): every row's word and the first rows'
+    values, read as ``reading`` says. A file of no rows is the error load_training_vectors makes; rows with
+    NaN or infinity past the sample cannot be known, so with ``allow_nan`` the rows counted are the file's."""
+    from embedtune import formats
+
+    vectors = formats.outline_vectors(path, format=format, progress=progress, **dataclasses.asdict(reading))
+    if len(vectors) == 0:
+        raise EmbedtuneError("holds no vectors (0 rows): there is nothing to fine-tune, start from or score "
                              "(inspect and convert read such a file)", path)
     return vectors
 

@@ -39,7 +39,9 @@ class Describe:
                           f"each and the launcher's {d['memory_launcher_bytes'] / mib:,.0f} " if workers > 1 else "")
                        + "(an estimate from the table sizes, MiB" + (" a worker" if workers > 1 else "") + ": "
                        + ", ".join(f"{k.replace('_', ' ')} {v / mib:,.1f}"
-                                   for k, v in d["memory_parts_bytes"].items() if v) + ")"),
+                                   for k, v in d["memory_parts_bytes"].items() if v) + ")"
+                       + (f"; and {d['memory_mapped_bytes'] / mib:,.0f} MiB of the model's file pages, mapped "
+                          "(the system takes them back as it needs)" if d.get("memory_mapped_bytes") else "")),
         ]
         return [f"{name:<10} {value}" for name, value in lines]
 

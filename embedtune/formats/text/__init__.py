@@ -1,6 +1,7 @@
 """The text formats (word2vec / fastText text and GloVe): reading, parsing, writing, and the exact float32 text.
 
 read.py      TextReader: a file a block of lines at a time, a big plain file by several processes at once
+outline.py   TextOutline: the dry run's read, every row's word and the first rows' values, not the matrix
 ranges.py    the parallel read's byte ranges and the children's rows received into the matrix
 parse.py     the ``COUNT DIM`` header and a block of whole lines into words and a float32 matrix, fast paths first
 decimals.py  plain decimals parsed on whole arrays, the bits of a correctly rounded parser
