@@ -346,3 +346,27 @@ def test_cut_or_scrambled_models_read_or_fail_with_the_files_name(model_file, tm
             load_vectors(bad, format="fasttext-model")
         except EmbedtuneError as err:
             assert str(err).startswith(str(bad)), err
+
+
+def test_inspect_reads_a_models_vectors_a_block_at_a_time(model_file, monkeypatch):
+    # inspect (formats.stream_table) computes a block's word vectors at a time from the mapped matrices, never
+    # the whole matrix at once (issue 48 item 6), with the bits of the whole read.
+    from embedtune import formats
+    from embedtune.formats.fasttext import FastTextModel
+
+    path, _ = model_file
+    whole = load_vectors(path)
+    asked, computed = [], FastTextModel.word_vectors
+
+    def counted(self, words, own_rows, progress=None):
+        asked.append(len(own_rows))
+        return computed(self, words, own_rows, progress)
+
+    monkeypatch.setattr(FastTextModel, "word_vectors", counted)
+    monkeypatch.setattr(formats.TableStream, "BLOCK_ROWS", 7)
+    with formats.stream_table(path) as stream:
+        blocks = list(stream.blocks())
+    assert max(asked) <= 7 and sum(asked) == len(whole) > 7
+    assert [w for words, _ in blocks for w in words] == list(whole.words)
+    assert same_bits(np.concatenate([rows for _, rows in blocks]), whole.matrix)
+    assert summarize_vectors(path)["count"] == len(whole)

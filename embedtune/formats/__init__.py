@@ -233,7 +233,7 @@ class TableStream:
     model : a fastText model's FastTextModel, once the blocks have started.
     """
 
-    BLOCK_ROWS = 1 << 14   # rows handed on at a time when a format reads whole (a fastText model)
+    BLOCK_ROWS = 1 << 14   # a fastText model's rows computed and handed on at a time
 
     def __init__(self, source: Source, fmt: Format, replace_bad_utf8: bool, progress):
         self.source, self.fmt = source, fmt
@@ -258,11 +258,16 @@ class TableStream:
                 self.dim, self.head.first_row = reader.dim, reader.first_line
                 yield block
             self.dim, self.head.first_row = reader.dim, reader.first_line
-        else:   # read whole (a fastText model's word vectors are its rows' sums), handed on in blocks
-            words, matrix, _, *model = fmt.read(source, None, self.replace_bad_utf8, self.progress)
-            self.dim, self.model = matrix.shape[1], (model[0] if model else None)
-            for start in range(0, len(matrix), self.BLOCK_ROWS):
-                yield words[start:start + self.BLOCK_ROWS], matrix[start:start + self.BLOCK_ROWS]
+        else:   # a fastText model: its dictionary read, each block's word vectors computed from the matrices
+            _, _, _, model = fmt.read(source, 0, self.replace_bad_utf8, None)   # (mapped from a plain file)
+            self.dim, self.model, words = model.dim, model, model.words
+            total = source.size or 0
+            for start in range(0, len(words), self.BLOCK_ROWS):
+                ids = np.arange(start, min(start + self.BLOCK_ROWS, len(words)), dtype=np.int64)
+                # each word's vector is its own rows' sum: a block's bits are the whole read's
+                yield words[start:ids[-1] + 1], model.word_vectors(model.hashed_words(ids), ids)
+                if self.progress is not None:
+                    self.progress(total * (int(ids[-1]) + 1) // len(words), source.size)
 
 
 @contextmanager
