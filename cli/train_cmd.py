@@ -104,7 +104,8 @@ def workers_bound(ctx, param, value):
 @option("--dry-run", is_flag=True, section=RUNS,
         help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
              "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
-             "table sizes) and stop: no TensorFlow, nothing written but --json FILE.")
+             "table sizes) and stop: no TensorFlow, nothing written but --json FILE. VECTORS' words are "
+             "read, not their matrix: only the first 1,000 rows' values are checked.")
 @option("-o", "--output", type=writes(allow_dash=True), section=IO, help="Output vectors file ('-' = standard output).")
 @option("-c", "--config", "config_path", type=ConfigFile(), section=IO,
         help="TOML config (see configs/default.toml); options override it.")
