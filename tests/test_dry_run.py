@@ -521,3 +521,25 @@ def test_the_outlines_words_are_the_loaded_ones(tmp_path):
         assert list(outline.words) == list(loaded.words) and outline.dim == loaded.dim == 2
         assert outline.sample.tobytes() == loaded.matrix[:len(outline.sample)].tobytes()
         assert len(outline.sample) == min(sample, len(loaded))
+
+
+@pytest.mark.parametrize("name", ["v.bin", "v.bin.gz"])
+def test_a_binary_outline_has_the_loaded_words_and_first_rows(tmp_path, name):
+    # Plain or compressed, the records are stepped over through one buffer: words and sample as load's.
+    import gzip
+
+    import numpy as np
+
+    from embedtune.formats import load_vectors, outline_vectors
+
+    words = ["the", "naïve", "of", "w3"]
+    matrix = np.arange(4 * OUTLINE_DIM, dtype=np.float32).reshape(4, OUTLINE_DIM)
+    plain = tmp_path / "v.bin"
+    write_vectors(plain, words, matrix, "word2vec-binary")
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(plain.read_bytes()))
+    loaded = load_vectors(str(path), "word2vec-binary")
+    outline = outline_vectors(str(path), "word2vec-binary", sample=2)
+    assert list(outline.words) == list(loaded.words) == words and len(outline) == 4
+    assert outline.sample.tobytes() == loaded.matrix[:2].tobytes() and outline.file_bytes == path.stat().st_size
