@@ -9,7 +9,7 @@ import click
 
 import embedtune.run
 from embedtune.checks import check_run, missing_argument
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Terminated, format_name, message, quiet_option,
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Redrawn, Terminated, format_name, message, quiet_option,
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
@@ -251,6 +251,7 @@ class ProgressBar:
 
     def __init__(self):
         self.bar = None
+        self.redrawn = None   # the bar redrawn while open (cli/common.py)
         self.phase = None   # the set-up phase the bar shows (None: the training's bar)
 
     def __call__(self, p) -> None:
@@ -262,6 +263,7 @@ class ProgressBar:
             self.close()
             self.bar = tqdm(total=p.words_total, unit="word", unit_scale=True, file=sys.stderr, desc="train",
                             dynamic_ncols=True)
+            self.redrawn = Redrawn(self.bar)
         self.bar.update(p.words_done - self.bar.n)
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
@@ -284,12 +286,13 @@ class ProgressBar:
             self.phase = p.name
             self.bar = tqdm(total=p.total or None, unit=p.unit, unit_scale=True, file=sys.stderr, desc=p.name,
                             delay=1.0, leave=False, dynamic_ncols=True)
+            self.redrawn = Redrawn(self.bar)
         self.bar.update(p.done - self.bar.n)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        if self.redrawn is not None:
+            self.redrawn.close()
+            self.bar = self.redrawn = None
         self.phase = None
 
 
