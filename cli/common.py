@@ -128,6 +128,16 @@ def reading_bar(path) -> ProgressBar:
 def message(text: str) -> None:
     """A message for the person at the terminal: standard error, silenced by -q."""
     if not quiet():
+        say(text)
+
+
+def say(text: str) -> None:
+    """A line on standard error, above any bar being drawn there (the bar cleared first, then drawn again below
+    it), so that a message never lands on a bar's line."""
+    tqdm = sys.modules.get("tqdm")   # a bar exists only once tqdm is imported
+    if tqdm is not None:
+        tqdm.tqdm.write(text, file=sys.stderr)
+    else:
         click.echo(text, err=True)
 
 
@@ -179,7 +189,7 @@ def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=Fa
 
 def say_compiling() -> None:
     """numba compiling one of our kernels (its cache lacks it): seconds a kernel, said once (kernels/compiling.py)."""
-    click.echo("Compiling kernels (first run only) ...", err=True)
+    say("Compiling kernels (first run only) ...")
 
 
 def reports_errors(func):

@@ -278,6 +278,7 @@ class ProgressBar:
         if p.finished:
             if self.phase == p.name:
                 self.close()
+                self.working()
             return
         if self.phase != p.name:
             from tqdm import tqdm
@@ -288,6 +289,16 @@ class ProgressBar:
                             delay=1.0, leave=False, dynamic_ncols=True)
             self.redrawn = Redrawn(self.bar)
         self.bar.update(p.done - self.bar.n)
+
+    def working(self) -> None:
+        """Between two phases (the work no phase counts: the vectors' checks, the new words' choice), a bar of
+        the elapsed time after a second, until the next phase or the training's bar takes its place."""
+        from tqdm import tqdm
+
+        self.phase = ""   # not the training's bar: its first report replaces this one
+        self.bar = tqdm(total=None, desc="working", bar_format="{desc} [{elapsed}]", file=sys.stderr, delay=1.0,
+                        leave=False, dynamic_ncols=True)
+        self.redrawn = Redrawn(self.bar)
 
     def close(self) -> None:
         if self.redrawn is not None:
