@@ -235,8 +235,8 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="times the real rows (and buckets)")
     parser.add_argument("--dim", type=int, default=300)
     parser.add_argument("--only", default="", help="comma-separated shapes (fasttext, binary, text); default all")
-    parser.add_argument("--cases", default="", help="comma-separated cases (inspect, convert, train, diff, eval, "
-                                                    "gensim); default all")
+    parser.add_argument("--cases", default="", help="comma-separated cases, run in that order (inspect, convert, "
+                                                    "train, diff, eval, gensim); default all")
     parser.add_argument("--delete", action="store_true", help="delete each shape's vectors file after its cases")
     parser.add_argument("--log", default="", help="a folder for each case's terminal output, each write timed")
     parser.add_argument("--pythonpath", default=ROOT, help="PYTHONPATH of the commands (the code measured)")
@@ -256,9 +256,9 @@ def main() -> None:
               f"{size / 1e9:.2f} GB ({time.perf_counter() - began:.0f} s to make or find); load {load()}",
               flush=True)
         print(f"{'case':8s} {'wall':>7s} {'peak':>8s} {'tree':>8s} {'silence':>8s}  exit  before the longest silence")
-        for name, command in cases(shape, paths, out).items():
-            if chosen and name not in chosen:
-                continue
+        commands = cases(shape, paths, out)
+        for name in chosen or commands:   # in the order asked (train before diff: diff reads train's output)
+            command = commands[name]
             if args.log:
                 os.makedirs(args.log, exist_ok=True)
             r = measure(command, env, os.path.join(args.log, f"{shape}.{rows}.{name}.log") if args.log else "")
