@@ -168,8 +168,8 @@ def cases(shape: str, paths: dict, out: str) -> dict:
 
 def measure(command: list[str], env: dict, log: str = "") -> dict:
     """Run ``command`` (WRAP's arguments) with standard error on a pseudo-terminal: its wall, exit code, peak
-    (VmHWM), the largest resident size of its process tree, the longest gap between writes to the terminal and what had been
-    written just before it. ``log``: a file for what the terminal got, each write with its time."""
+    (VmHWM), the largest resident size of its process tree, the longest gap between writes to the terminal and
+    what had been written just before it. ``log``: a file for what the terminal got, each write with its time."""
     peak_file = tempfile.mktemp(prefix="real_sizes.peak.")
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))   # tqdm draws nothing at 0 columns

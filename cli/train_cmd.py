@@ -285,8 +285,10 @@ class ProgressBar:
 
             self.close()
             self.phase = p.name
-            self.bar = tqdm(total=p.total or None, unit=p.unit, unit_scale=True, file=sys.stderr, desc=p.name,
-                            delay=1.0, leave=False, dynamic_ncols=True)
+            # A phase without a unit counts nothing: its bar is the time it has taken.
+            self.bar = tqdm(total=p.total or None, unit=p.unit or "it", unit_scale=True, file=sys.stderr,
+                            desc=p.name, delay=1.0, leave=False, dynamic_ncols=True,
+                            bar_format=None if p.unit else "{desc} [{elapsed}]")
             self.redrawn = Redrawn(self.bar)
         self.bar.update(p.done - self.bar.n)
 
