@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import sys
+import threading
 
 import click
 
@@ -44,33 +45,79 @@ def show_progress() -> bool:
     return not quiet() and sys.stderr.isatty()
 
 
+# Seconds between redraws of an open bar: a library that reports once per chunk, a chunk that takes seconds on a
+# loaded machine, or tqdm's own skipping of updates (its miniters) leave the terminal still for no longer than this
+# (issue 48.7: no silence over ~2 s at any size).
+REDRAW_EVERY = 0.5
+
+
+class Redrawn:
+    """Redraws a tqdm bar from a thread of its own every REDRAW_EVERY seconds until ``close``: its elapsed time
+    moves while the work between two of the library's reports goes on (the bar's count and rate stay the
+    library's). A bar with tqdm's ``delay`` appears once that has passed, even before the first report."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.shown = False
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._redraw, name="embedtune-progress", daemon=True)
+        self._thread.start()
+
+    def _redraw(self) -> None:
+        while not self._closed.wait(REDRAW_EVERY):
+            with self._lock:
+                if not self._closed.is_set() and self.bar.format_dict["elapsed"] >= self.bar.delay:
+                    self.bar.refresh()
+                    self.shown = True
+
+    def close(self) -> None:
+        """Stop redrawing, and close the bar (cleared from the terminal if it was shown)."""
+        with self._lock:
+            self._closed.set()
+        self._thread.join()
+        bar = self.bar
+        if self.shown and bar.last_print_t < bar.start_t + bar.delay:
+            # Shown by the redraws alone: tqdm clears only a bar its updates showed.
+            bar.last_print_t = bar.start_t + bar.delay
+        bar.close()
+
+
 class ProgressBar:
     """A `progress(done, total)` callable for the library: a tqdm bar on standard error that appears
-    only once the work has taken a second, and never with -q or when standard error is not a terminal."""
+    only once the work has taken a second (from entering the block, before the library's first report),
+    redrawn while it is open, and never with -q or when standard error is not a terminal."""
 
     def __init__(self, description: str, unit: str):
         self.description = description
         self.unit = unit
         self.enabled = show_progress()
         self.bar = None
+        self.redrawn = None
 
     def __call__(self, done: int, total) -> None:
         if not self.enabled:
             return
         if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, unit_scale=True,
-                            unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr, delay=1.0,
-                            leave=False, dynamic_ncols=True)
+            self.__enter__()
+        if self.bar.total is None and total:
+            self.bar.total = total
         self.bar.update(done - self.bar.n)
 
     def __enter__(self):
+        if self.enabled and self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=None, desc=self.description, unit=self.unit, unit_scale=True,
+                            unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr, delay=1.0,
+                            leave=False, dynamic_ncols=True)
+            self.redrawn = Redrawn(self.bar)
         return self
 
     def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
+        if self.redrawn is not None:
+            self.redrawn.close()
+            self.bar = self.redrawn = None
 
 
 def reading_bar(path) -> ProgressBar:
@@ -81,6 +128,16 @@ def reading_bar(path) -> ProgressBar:
 def message(text: str) -> None:
     """A message for the person at the terminal: standard error, silenced by -q."""
     if not quiet():
+        say(text)
+
+
+def say(text: str) -> None:
+    """A line on standard error, above any bar being drawn there (the bar cleared first, then drawn again below
+    it), so that a message never lands on a bar's line."""
+    tqdm = sys.modules.get("tqdm")   # a bar exists only once tqdm is imported
+    if tqdm is not None:
+        tqdm.tqdm.write(text, file=sys.stderr)
+    else:
         click.echo(text, err=True)
 
 
@@ -132,7 +189,7 @@ def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=Fa
 
 def say_compiling() -> None:
     """numba compiling one of our kernels (its cache lacks it): seconds a kernel, said once (kernels/compiling.py)."""
-    click.echo("Compiling kernels (first run only) ...", err=True)
+    say("Compiling kernels (first run only) ...")
 
 
 def reports_errors(func):

@@ -13,8 +13,8 @@ import click
 
 from embedtune.checks import check_input_file, check_pattern
 from embedtune.cli.files import ConfigFile, FilesCommand, reads
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet,
-                                  quiet_option, reader_options, reading_bar, reports_errors)
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Redrawn, format_name, load_training_vectors, message,
+                                  quiet, quiet_option, reader_options, reading_bar, reports_errors)
 from embedtune.errors import EmbedtuneError, counted
 
 INPUT = reads(exists=True, dir_okay=False, allow_dash=True)  # "-": standard input
@@ -328,16 +328,22 @@ def eval_cmd(
     def score(path):
         v = _load(path, format_, limit, drop_nan=True, **reading)
         message(f"scoring {path}")
-        # Shown only when scoring takes over a second (delay=1), on a terminal, without -q.
-        with tqdm(desc="analogies", unit="question", file=sys.stderr, delay=1, dynamic_ncols=True,
+        # Shown only when scoring takes over a second (delay=1), on a terminal, without -q; redrawn while open, as
+        # the similarity files' scoring (scipy's import: seconds on a loaded machine) reports nothing.
+        with tqdm(desc="scoring", unit="question", file=sys.stderr, delay=1, dynamic_ncols=True,
                   disable=True if quiet() else None) as bar:
+            redrawn = None if bar.disable else Redrawn(bar)
 
             def progress(advance, total):
                 bar.total = total
                 bar.update(advance)
 
-            return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive,
-                            progress=progress)
+            try:
+                return evaluate(v, similarity, analogies, restrict_vocab, case_insensitive=not case_sensitive,
+                                progress=progress)
+            finally:
+                if redrawn is not None:
+                    redrawn.close()
 
     before = score(vectors)
     if vectors2 is None:

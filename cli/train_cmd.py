@@ -9,7 +9,7 @@ import click
 
 import embedtune.run
 from embedtune.checks import check_run, missing_argument
-from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Terminated, format_name, message, quiet_option,
+from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Redrawn, Terminated, format_name, message, quiet_option,
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
@@ -252,6 +252,7 @@ class ProgressBar:
 
     def __init__(self):
         self.bar = None
+        self.redrawn = None   # the bar redrawn while open (cli/common.py)
         self.phase = None   # the set-up phase the bar shows (None: the training's bar)
 
     def __call__(self, p) -> None:
@@ -263,6 +264,7 @@ class ProgressBar:
             self.close()
             self.bar = tqdm(total=p.words_total, unit="word", unit_scale=True, file=sys.stderr, desc="train",
                             dynamic_ncols=True)
+            self.redrawn = Redrawn(self.bar)
         self.bar.update(p.words_done - self.bar.n)
         self.bar.set_postfix(epoch=p.epoch, loss=f"{p.loss:.4f}", refresh=False)
 
@@ -277,20 +279,34 @@ class ProgressBar:
         if p.finished:
             if self.phase == p.name:
                 self.close()
+                self.working()
             return
         if self.phase != p.name:
             from tqdm import tqdm
 
             self.close()
             self.phase = p.name
-            self.bar = tqdm(total=p.total or None, unit=p.unit, unit_scale=True, file=sys.stderr, desc=p.name,
-                            delay=1.0, leave=False, dynamic_ncols=True)
+            # A phase without a unit counts nothing: its bar is the time it has taken.
+            self.bar = tqdm(total=p.total or None, unit=p.unit or "it", unit_scale=True, file=sys.stderr,
+                            desc=p.name, delay=1.0, leave=False, dynamic_ncols=True,
+                            bar_format=None if p.unit else "{desc} [{elapsed}]")
+            self.redrawn = Redrawn(self.bar)
         self.bar.update(p.done - self.bar.n)
 
+    def working(self) -> None:
+        """Between two phases (the work no phase counts: the vectors' checks, the new words' choice), a bar of
+        the elapsed time after a second, until the next phase or the training's bar takes its place."""
+        from tqdm import tqdm
+
+        self.phase = ""   # not the training's bar: its first report replaces this one
+        self.bar = tqdm(total=None, desc="working", bar_format="{desc} [{elapsed}]", file=sys.stderr, delay=1.0,
+                        leave=False, dynamic_ncols=True)
+        self.redrawn = Redrawn(self.bar)
+
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        if self.redrawn is not None:
+            self.redrawn.close()
+            self.bar = self.redrawn = None
         self.phase = None
 
 

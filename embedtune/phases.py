@@ -1,6 +1,6 @@
-"""Each set-up phase's progress before the training loop (``Phase``, from ``phase`` while ``reporting``:
-train's on_phase). A leaf: a phase deep in an objective (glove's pair count) or the new words' pass
-reports from below the training package without importing it."""
+"""Each set-up phase's progress before the training loop, and the trained rows' checks after it (``Phase``, from
+``phase`` while ``reporting``: train's on_phase). A leaf: a phase deep in an objective (glove's pair count) or the
+new words' pass reports from below the training package without importing it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class Phase:
     name: str             # what it does, a few words ("glove: counting pairs")
     done: int
     total: int
-    unit: str
+    unit: str             # "": nothing counted (the command shows the time the phase has taken)
     finished: bool = False
     counted: bool = True   # False: a moment with nothing to count (``announce``), said once
 

@@ -276,6 +276,36 @@ def test_eval_progress_bar_counts_questions_on_stderr_after_a_second(tmp_path, m
     assert kwargs["bar"].total == kwargs["bar"].advanced == 2
 
 
+def test_eval_scoring_bar_is_redrawn_while_the_scoring_says_nothing(tmp_path, monkeypatch):
+    """Issue 48.7: a similarity file's scoring reports no progress (scipy's import alone takes seconds on a
+    loaded machine); on a terminal its bar shows after a second and is redrawn until the scores come."""
+    import time
+
+    import tqdm
+
+    from embedtune import compare
+    from embedtune.cli import common
+
+    class OnATerminal(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = False   # tqdm's None: drawn only on a terminal, which the runner's stream is not
+            super().__init__(*args, **kwargs)
+
+    scoring = compare.evaluate
+
+    def slow(*args, **kwargs):
+        time.sleep(2.0)
+        return scoring(*args, **kwargs)
+
+    monkeypatch.setattr(tqdm, "tqdm", OnATerminal)
+    monkeypatch.setattr(compare, "evaluate", slow)
+    monkeypatch.setattr(common, "REDRAW_EVERY", 0.1)
+    pairs = write(tmp_path / "pairs.tsv", "the\tof\t1\nthe\tand\t2\nof\tand\t3\n")
+    result = CliRunner().invoke(cli, ["eval", str(SAMPLE), "--similarity", str(pairs), "--limit", "1000"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("scoring: 0") >= 3, result.stderr
+
+
 def test_eval_bad_benchmark_file_is_one_line_error(tiny, tmp_path):
     bad = write(tmp_path / "bad.txt", "\nathens greece paris france\n")
     result = run("eval", tiny, "--analogy", bad)

@@ -211,6 +211,27 @@ def test_progress_bar_goes_to_standard_error_after_a_second(monkeypatch, capsys)
     assert capsys.readouterr().err == ""
 
 
+def test_an_open_bar_shows_before_the_first_report_and_is_redrawn_while_the_library_is_silent(monkeypatch, capsys):
+    # Issue 48.7: a reader reports once a chunk (after a fastText model's dictionary, a text file's range), and a
+    # chunk takes seconds at real sizes on a loaded machine; the terminal must not go still meanwhile.
+    import time
+
+    from embedtune.cli import common
+
+    monkeypatch.setattr(common, "show_progress", lambda: True)
+    monkeypatch.setattr(common, "REDRAW_EVERY", 0.1)
+    with common.ProgressBar("reading big.txt", "B") as bar:
+        time.sleep(1.5)   # past tqdm's delay of a second, and no report yet
+        assert "reading big.txt" in capsys.readouterr().err
+        bar(10, 100)
+        capsys.readouterr()
+        time.sleep(1.0)   # the library busy between two reports
+        assert capsys.readouterr().err.count("10.0/100") >= 2
+        bar(100, 100)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.endswith("\r")   # cleared as the block ends
+
+
 def test_group_help_lists_the_commands():
     result = run("--help")
     assert "inspect" in result.stdout and "convert" in result.stdout

@@ -489,3 +489,27 @@ def test_the_command_names_no_objective():
     common = (REPO / "cli" / "common.py").read_text(encoding="utf-8")
     for name in ("sgns", "glove", "retrofit", "classify"):
         assert f'"{name}"' not in body and f'"{name}"' not in common, name
+
+
+def test_between_two_set_up_phases_a_bar_of_the_elapsed_time_is_drawn(monkeypatch, capsys):
+    # Issue 48.7: after the vectors' read, work no phase counts (checks, the words' choice) took 3 s at 220k rows
+    # and load 15, silent; a message then goes above the bar, not onto its line.
+    import time
+
+    from embedtune.cli import common, train_cmd
+    from embedtune.phases import Phase
+
+    monkeypatch.setattr(train_cmd, "show_progress", lambda: True)
+    monkeypatch.setattr(common, "REDRAW_EVERY", 0.1)
+    bar = train_cmd.ProgressBar()
+    try:
+        bar.show_phase(Phase("reading v.txt", 0, 100, "B"))
+        bar.show_phase(Phase("reading v.txt", 100, 100, "B", finished=True))
+        capsys.readouterr()
+        time.sleep(1.6)   # past the bar's delay of a second
+        drawn = capsys.readouterr().err
+        assert drawn.count("working [00:01]") >= 2, drawn
+        common.message("Plan: 1 frozen")
+        assert "\rPlan: 1 frozen\n" in capsys.readouterr().err   # the bar's line cleared first
+    finally:
+        bar.close()
