@@ -2,6 +2,8 @@
 
     python data/make_sample.py --words 400000 -o benchmarks/_data/glove.6B.50d.txt   # once
     python benchmarks/eval_speed.py [--vectors FILE] [--repeat 3] [--every 1]
+    python benchmarks/eval_speed.py --steps [--vectors FILE]
+    python benchmarks/eval_speed.py --ab BEFORE_TREE AFTER_TREE [--repeat 3] [--vectors FILE]
 
 Each turn runs two processes, one after the other, the first of the two alternating from turn to turn:
   embedtune  ``embedtune eval FILE --json``: WordSim-353, SimLex-999 and the Google analogies shipped
@@ -14,6 +16,14 @@ every figure of the two (Pearson, Spearman, each section's correct and answered)
 equal. --every N keeps every N-th analogy question (both tools read the same file) for a shorter run:
 gensim answers one question at a time, minutes for the whole set. The load average is printed before
 each run and at the end: the machine is shared, and the ratio survives load better than the seconds.
+
+--steps  one process doing what ``embedtune eval FILE`` does with its default sets, a step at a time: wall and
+         CPU seconds (this process and its children: the reader forks) of the reading, the imports, the word
+         lookup, the word pairs and the analogies, the load average before and after.
+--ab     ``PYTHONPATH=TREE embedtune -q eval FILE --json`` for each of two source trees (a checkout, or
+         ``git archive COMMIT | tar -x -C DIR``), before then after in each of --repeat rounds, whole process:
+         wall, user + system CPU and peak memory (GNU time) of each run, the load average at its start, the
+         medians, and whether the two trees printed the same bytes.
 """
 
 from __future__ import annotations
@@ -66,12 +76,83 @@ def figures_of_embedtune(out: dict) -> dict:
             "sections": [[s["name"], s["correct"], s["answered"]] for s in analogies["sections"]]}
 
 
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def steps(vectors_path: str) -> None:
+    """--steps: one process doing what eval does with its default sets, a step at a time."""
+    last = [time.perf_counter(), cpu_seconds()]
+
+    def lap(name: str) -> None:
+        now, cpu = time.perf_counter(), cpu_seconds()
+        print(f"{name:34s} {now - last[0]:6.2f} s wall {cpu - last[1]:6.2f} s CPU", flush=True)
+        last[:] = [now, cpu]
+
+    print(f"load average {os.getloadavg()}")
+    from embedtune.formats.reading import Reading, load_training_vectors
+    lap("import the reader")
+    vectors = load_training_vectors(vectors_path, None, Reading())
+    lap("read the vectors")
+    from embedtune.compare import evaluation
+    lap("import embedtune.compare")
+    import embedtune.compare.analogy_search  # noqa: F401  (numba)
+    lap("import analogy_search")
+    rows = evaluation._first_rows(vectors, True)
+    lap("word lookup (_first_rows)")
+    for path in evaluation.default_similarity_files():
+        evaluation.evaluate_similarity(vectors, path, True, rows=rows)
+    lap("word pairs (both sets)")
+    read = [(p, evaluation._read_analogies(p, True)) for p in evaluation.default_analogy_files()]
+    lap("read the analogy questions")
+    for path, sections in read:
+        evaluation._score_analogies(vectors, path, sections, evaluation.RESTRICT_VOCAB, True, rows, None)
+    lap("analogies")
+    print(f"load average {os.getloadavg()}; scipy.stats imported: {'scipy.stats' in sys.modules}")
+
+
+def ab(before: str, after: str, rounds: int, vectors_path: str) -> None:
+    """--ab BEFORE AFTER: `embedtune eval` alone from two source trees, taking turns."""
+    runs: dict[str, list] = {"before": [], "after": []}
+    outputs: dict[str, set] = {"before": set(), "after": set()}
+    print(f"load average {os.getloadavg()}")
+    for turn in range(rounds):
+        for side, tree in (("before", before), ("after", after)):
+            load = os.getloadavg()[0]
+            timing = os.path.join(tempfile.gettempdir(), f"eval_steps.{os.getpid()}.time")
+            done = subprocess.run(["/usr/bin/time", "-o", timing, "-f", "%e %U %S %M", "embedtune", "-q", "eval",
+                                   vectors_path, "--json"], capture_output=True,
+                                  env={**os.environ, "PYTHONPATH": os.path.abspath(tree)}, cwd=tree)
+            if done.returncode:
+                sys.exit(f"{side} failed:\n{done.stderr.decode()}")
+            with open(timing) as f:
+                wall, user, system, peak_kb = (float(x) for x in f.read().split()[-4:])
+            os.remove(timing)
+            cpu = user + system
+            runs[side].append((wall, cpu))
+            outputs[side].add(done.stdout)
+            print(f"{side} {turn + 1}, load {load:.2f}: {wall:.2f} s wall, {cpu:.2f} s CPU, "
+                  f"peak {peak_kb / 1e6:.2f} GB", flush=True)
+    for side, rs in runs.items():
+        print(f"{side}: median {statistics.median(w for w, _ in rs):.2f} s wall, "
+              f"{statistics.median(c for _, c in rs):.2f} s CPU")
+    print(f"the same output: {len(outputs['before'] | outputs['after']) == 1}; load average {os.getloadavg()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vectors", default=os.path.join(HERE, "_data", "glove.6B.50d.txt"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--every", type=int, default=1, help="keep every N-th analogy question")
+    parser.add_argument("--steps", action="store_true", help="where eval's own time goes, step by step")
+    parser.add_argument("--ab", nargs=2, metavar=("BEFORE_TREE", "AFTER_TREE"),
+                        help="eval alone from two source trees, taking turns")
     args = parser.parse_args()
+    if args.steps:
+        return steps(os.path.abspath(args.vectors))
+    if args.ab:
+        return ab(*args.ab, args.repeat, os.path.abspath(args.vectors))
 
     from embedtune.compare import default_analogy_files, default_similarity_files
 

@@ -194,8 +194,11 @@ def test_eval_on_the_sample_gives_gensims_scores():
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got["file"] == str(SAMPLE)
+    # Pearson follows scipy's steps (embedtune.compare.evaluation.pearson): the same bits with scipy 1.17,
+    # within rounding of other versions' order of operations.
     assert {s["name"]: [s["pearson"], s["spearman"], 100 * s["oov_ratio"]] for s in got["similarity"]} == {
-        name: [pearson, spearman, pytest.approx(oov)] for name, (pearson, spearman, oov) in want["pairs"].items()
+        name: [pytest.approx(pearson, rel=0, abs=1e-15), spearman, pytest.approx(oov)]
+        for name, (pearson, spearman, oov) in want["pairs"].items()
     }
     [a] = got["analogies"]
     assert a["accuracy"] == want["accuracy"]
@@ -381,6 +384,24 @@ def test_commands_do_not_import_tensorflow(tiny, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_eval_imports_neither_tensorflow_nor_scipy_stats(tiny, tmp_path):
+    """eval computes Pearson and Spearman itself (embedtune.compare.evaluation): importing scipy.stats
+    cost it more than scoring the pairs did, and TensorFlow far more."""
+    pairs = write(tmp_path / "pairs.tsv", "the\tof\t1\nand\tto\t2\nin\tthe\t3\n")
+    analogies = write(tmp_path / "analogies.txt", ": one\nthe of and to\n")
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from embedtune.cli.main import cli\n"
+        f"r = CliRunner().invoke(cli, ['eval', {str(tiny)!r}, '--similarity', {str(pairs)!r}, "
+        f"'--analogy', {str(analogies)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in ('tensorflow', 'scipy.stats') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_check_frozen_reads_a_hash_line_as_a_word_as_its_help_says(tmp_path):

@@ -180,9 +180,40 @@ def test_similarity_scores_equal_gensims(glove, gensim_glove):
     for name in ("wordsim353.tsv", "simlex999.txt"):
         pearson, spearman, oov = gensim_glove.evaluate_word_pairs(datapath(name))
         score = evaluate_similarity(glove, datapath(name))
-        assert score.pearson == pearson.statistic and score.spearman == spearman.statistic
+        # Pearson follows scipy's steps: the same bits with scipy 1.17, within rounding of other versions'.
+        assert score.pearson == pytest.approx(pearson.statistic, rel=0, abs=1e-15)
+        assert score.spearman == spearman.statistic
         assert score.oov_ratio * 100 == pytest.approx(oov)
     assert evaluate_similarity(glove, datapath("wordsim353.tsv")).pairs == 353
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 400), st.integers(0, 2), st.integers(0, 3), st.integers(0, 2**32 - 1))
+def test_pearson_and_spearman_are_scipys_on_tied_data(n, gold_digits, model_digits, seed):
+    """Scores rounded to few digits (many ties, as human judgements have) against cosines as float32,
+    as evaluate_similarity passes them: the average ranks are scipy's exactly, so Spearman is; Pearson
+    within float rounding (the same bits with scipy 1.17, whose steps it follows)."""
+    from scipy import stats
+
+    from embedtune.compare.evaluation import average_ranks, pearson, spearman
+
+    rng = np.random.default_rng(seed)
+    gold = [float(g) for g in np.round(rng.uniform(0, 10, n), gold_digits)]
+    model = list(np.round(rng.uniform(-1, 1, n), model_digits + 1).astype(np.float32))
+    if min(gold) == max(gold) or min(model) == max(model):
+        return   # no correlation exists (_check_correlatable says so before either is called)
+    assert np.array_equal(average_ranks(gold), stats.rankdata(gold))
+    assert np.array_equal(average_ranks(model), stats.rankdata(model))
+    assert spearman(gold, model) == stats.spearmanr(gold, model).statistic
+    assert pearson(gold, model) == pytest.approx(stats.pearsonr(gold, model).statistic, rel=0, abs=1e-15)
+    if n == 2:
+        assert abs(pearson(gold, model)) == 1.0
+
+
+def test_average_ranks_share_the_mean_rank_of_equal_values():
+    from embedtune.compare.evaluation import average_ranks
+
+    assert average_ranks([3.0, 1.0, 3.0, 2.0, 3.0, 1.0]).tolist() == [5.0, 1.5, 5.0, 3.0, 5.0, 1.5]
 
 
 def _gensim_sections(kv, path, restrict_vocab, case_insensitive=True):

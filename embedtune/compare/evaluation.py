@@ -198,11 +198,9 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, r
 
     The same figures as gensim's ``evaluate_word_pairs`` with ``restrict_vocab`` = the whole
     vocabulary (only analogies are restricted to the most frequent words): the cosine of each pair
-    computed as gensim does, the correlations by scipy.stats as gensim calls it.
+    computed as gensim does, the correlations as scipy.stats computes them for gensim (pearson, spearman).
     rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
     """
-    from scipy import stats
-
     from embedtune.compare.gensim_compat import unitvec
 
     path = str(path)
@@ -221,10 +219,42 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, r
     if not gold:
         return SimilarityScore(Path(path).stem, path, None, None, len(pairs), 0)
     _check_correlatable(gold, model, path)
-    pearson, spearman = stats.pearsonr(gold, model), stats.spearmanr(gold, model)
-    return SimilarityScore(
-        Path(path).stem, path, float(pearson.statistic), float(spearman.statistic), len(pairs), len(gold)
-    )
+    return SimilarityScore(Path(path).stem, path, pearson(gold, model), spearman(gold, model), len(pairs), len(gold))
+
+
+def average_ranks(values) -> np.ndarray:
+    """float64 ranks from 1, equal values sharing the mean of their ranks: scipy.stats.rankdata's
+    'average' method (tests/test_compare.py compares them on tied data)."""
+    values = np.asarray(values)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))   # where each run of equals begins
+    stops = np.append(starts[1:], len(values))
+    ranks = np.empty(len(values), np.float64)
+    ranks[order] = np.repeat((starts + 1 + stops) / 2.0, stops - starts)   # the mean of ranks starts+1 .. stops
+    return ranks
+
+
+# Pearson and Spearman as scipy.stats computes them for gensim's evaluate_word_pairs, step for step, so the
+# figures keep their bits (tests/test_compare.py): `import scipy.stats` cost eval more than scoring the pairs
+# (benchmarks/log/eval_speed.md). Both take at least 2 pairs, neither side constant (_check_correlatable).
+
+
+def pearson(x, y) -> float:
+    """scipy.stats.pearsonr(x, y).statistic: float64, centred, each side scaled by its largest deviation
+    before its norm, the dot of the two unit vectors clipped to [-1, 1] (exactly +-1 for two pairs)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    xm, ym = x - x.mean(keepdims=True), y - y.mean(keepdims=True)
+    xmax, ymax = np.abs(xm).max(keepdims=True), np.abs(ym).max(keepdims=True)
+    normxm = xmax * np.linalg.norm(xm / xmax, axis=-1, keepdims=True)
+    normym = ymax * np.linalg.norm(ym / ymax, axis=-1, keepdims=True)
+    r = float(np.clip(((xm / normxm)[None, :] @ (ym / normym)[:, None])[0, 0], -1.0, 1.0))
+    return float(np.round(r)) if len(x) == 2 else r
+
+
+def spearman(x, y) -> float:
+    """scipy.stats.spearmanr(x, y).statistic: numpy's correlation of the average ranks."""
+    return float(np.corrcoef(np.stack([average_ranks(x), average_ranks(y)]))[1, 0])
 
 
 def _check_correlatable(gold: list[float], model: list, path: str) -> None:
