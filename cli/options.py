@@ -81,6 +81,8 @@ def shown_default(key: Key) -> str | None:
                         for optimizer, rate in cls.learning_rates.items())
         return ", ".join(f"{_number(rate)} {optimizer}" for optimizer, rate in DEFAULT_LR.items()) + (
             f"; {own}" if own else "")
+    if key.name == "init":   # the new words' start each objective takes
+        return _by_objective({name: cls.new_word_start for name, cls in objectives.items() if not cls.closed_form})
     fallback = {"batch_size": DEFAULT_BATCH_SIZE}.get(key.name)
     values = {name: cls.defaults.get(key.name, None if cls.closed_form else fallback)
               for name, cls in objectives.items()}

@@ -193,6 +193,22 @@ def test_dry_run(tmp_path):
     assert not (tmp_path / "o.txt").exists()
 
 
+def test_new_words_start_at_random_unless_told(tmp_path):
+    # classify's own start (Classify.new_word_start): the loop learns the new rows from the labels; the
+    # other objectives keep the new words' default, and a start given is the one taken.
+    def init(*options):
+        result = run(["train", SAMPLE_VECTORS, TRAIN, "--min-count", 2, "-o", tmp_path / "o.txt", "--dry-run",
+                      "--json", *options])
+        assert result.exit_code == 0, result.output
+        plan = json.loads(result.stdout)
+        assert plan["new"] > 0
+        return plan["init"]
+
+    assert init("--objective", "classify") == "random"
+    assert init("--objective", "classify", "--init", "form-context") == "form-context"
+    assert init("--objective", "sgns") == "form-context"
+
+
 def test_dry_run_checks_the_valid_lines(tmp_path):
     valid = tmp_path / "v.txt"
     valid.write_text("__label__noun.act the act of running\nno label here\n")

@@ -461,9 +461,11 @@ def test_the_init_choices_have_one_source_and_a_config_load_brings_no_new_word_c
 
     from embedtune.config import schema
     from embedtune.newwords import defaults
+    from embedtune.objectives.base import Objective
 
     assert schema.INITS is defaults.METHODS
-    assert schema.VocabConfig().init == defaults.DEFAULT_METHOD
+    assert schema.VocabConfig().init is None   # the objective's (Objective.new_word_start), by default the new words'
+    assert Objective.new_word_start == defaults.DEFAULT_METHOD
     loaded = subprocess.run([sys.executable, "-c", "import sys, embedtune.config; "
                              "print(sorted(m for m in sys.modules if m.startswith('embedtune.newwords')))"],
                             capture_output=True, text=True, check=True).stdout.split("\n")[0]

@@ -288,13 +288,14 @@ def resolve(config: Config) -> Config:
     """The config with every "decided later" value decided: the objective (auto: the one declared
     for ``config.format``, since that objective made such vectors, else the registry's default; see
     ``objectives.auto_objective``), then the window, optimizer and anchor that objective uses by
-    default. A resolved config is returned as it is: a run resolves once (embedtune/run.py), and the
-    trainer's entry points, which resolve for callers that skip the run, then read that same object."""
+    default, and the new words' start (``vocab.init``) it takes by default. A resolved config is returned as
+    it is: a run resolves once (embedtune/run.py), and the trainer's entry points, which resolve for callers
+    that skip the run, then read that same object."""
     from embedtune import objectives as registry
 
     t = config.train
     objective = t.objective
-    if objective != AUTO and t.batch_size is not None and all(
+    if objective != AUTO and t.batch_size is not None and config.vocab.init is not None and all(
             t.value(find_key("train", key)) is not None for key in registry.objective_class(objective).defaults):
         return config
     if objective == AUTO:
@@ -307,7 +308,10 @@ def resolve(config: Config) -> Config:
     chosen = {key: given[key] if given[key] is not None else value for key, value in defaults.items()}
     if t.batch_size is None and "batch_size" not in chosen:
         chosen["batch_size"] = DEFAULT_BATCH_SIZE
-    return dataclasses.replace(config, train=with_values(t, objective=objective, **chosen))
+    vocab = config.vocab
+    if vocab.init is None:
+        vocab = dataclasses.replace(vocab, init=registry.objective_class(objective).new_word_start)
+    return dataclasses.replace(config, vocab=vocab, train=with_values(t, objective=objective, **chosen))
 
 
 def learning_rate(train: TrainConfig) -> float:

@@ -17,7 +17,7 @@ from typing import ClassVar, TypeVar
 
 from embedtune.config.keys import (FLOAT32_MAX, INT64_MAX, IO, NEW_WORDS, ROWS, RUNS, TRAINING, Key, OwnKeys, Range,
                             check_values, key)
-from embedtune.newwords.defaults import DEFAULT_METHOD, METHODS
+from embedtune.newwords.defaults import METHODS
 
 __all__ = ["Config", "VocabConfig", "TrainConfig", "AUTO", "OPTIMIZERS", "LOWERCASE", "TOKENIZE", "INITS"]
 
@@ -87,9 +87,10 @@ class VocabConfig:
              "corpus lacks them); no other word is added unless --min-count is given.")
     max_new: int = key(0, range=Range(0, INT64_MAX, zero="all"), section=NEW_WORDS,
                        help="Add at most this many new words, most frequent first (0 = all).")
-    init: str = key(DEFAULT_METHOD, choices=INITS, section=NEW_WORDS,
-                    help="Start of new words: from their contexts (a la carte map or plain mean), from contexts and "
-                         "spelling (form-context: better for rare words), or random (docs/new-words.md).")
+    # None: the objective's (its class's ``new_word_start``; see embedtune.config.resolve)
+    init: str | None = key(choices=INITS, section=NEW_WORDS,
+                           help="Start of new words: from their contexts (a la carte map or plain mean), from contexts "
+                                "and spelling (form-context: better for rare words), or random (docs/new-words.md).")
     lowercase: str = key("auto", choices=LOWERCASE, section=IO,
                          help="Lower-case the corpus; auto: when the vectors' own words are lower-case.")
     tokenize: str = key("auto", choices=TOKENIZE, section=IO,

@@ -58,6 +58,7 @@ import numpy as np
 
 from embedtune.config.keys import OwnKeys
 from embedtune.errors import EmbedtuneError
+from embedtune.newwords.defaults import DEFAULT_METHOD
 from embedtune.newwords.defaults import DEFAULT_WINDOW as INIT_WINDOW
 from embedtune.objectives.describe import Describe
 
@@ -99,6 +100,8 @@ class Objective:
         them in
     learning_rates : {optimizer: lr} where this objective starts better than the optimizer's own
         default (``config.DEFAULT_LR``); say next to it what measured it
+    new_word_start : the new words' start (``vocab.init``, embedtune.newwords) when the config leaves it unset;
+        the new words' own default unless the objective measured a cheaper one that trains as well
     settings : the ``TrainConfig`` keys it reads beyond the shared ones (for the dry run's report)
     closed_form : for an objective fitted without batches (no corpus, no loop), its ``ClosedForm``; else None
     modes : the runs it supports (``Modes``: reads a corpus, parameter servers)
@@ -122,6 +125,7 @@ class Objective:
     auto_default: ClassVar[bool] = False
     defaults: ClassVar[dict] = {}
     learning_rates: ClassVar[dict] = {}
+    new_word_start: ClassVar[str] = DEFAULT_METHOD
     settings: ClassVar[tuple] = ()
     closed_form: ClassVar[ClosedForm | None] = None
     modes: ClassVar[Modes] = Modes()

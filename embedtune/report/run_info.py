@@ -87,7 +87,8 @@ def command_line(config) -> str:
     from embedtune.config import all_keys
     from embedtune.objectives import objective_class
 
-    defaults = objective_class(config.train.objective).defaults
+    objective = objective_class(config.train.objective)
+    defaults = {**objective.defaults, "init": objective.new_word_start}   # the keys it decides (config.resolve)
     words = ["embedtune", "train", config.vectors or "VECTORS"]
     if config.corpus:
         words.append(config.corpus)

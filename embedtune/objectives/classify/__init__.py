@@ -130,6 +130,10 @@ class Classify(Objective):
     # and overfitting at 25 epochs). batch_size counts lines; window: new words' context window for their start.
     defaults = {"window": 5, "optimizer": "adagrad", "anchor": 0.0, "epochs": 5, "batch_size": 256}
     learning_rates = {"adagrad": 0.3, "adam": 0.01}   # adam's: the glosses' best before (same README)
+    # New words start at random: the loop learns their rows from the lines' labels, and on the valid parts of
+    # the glosses' 5 shuffled splits they did as well as from their contexts and spelling (form-context, the
+    # default) without its corpus pass and spelling fit (benchmarks/log/classify.md, issue 48).
+    new_word_start = "random"
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
