@@ -165,6 +165,34 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
 sgns_shared_strict = strict(sgns_shared)
 
 
+@njit(nogil=True, cache=True)
+def window_pairs(ids, line, reach, window):
+    """(centers, contexts) of a chunk's kept tokens ``ids`` [n] (``line`` [n], each token's line; ``reach``
+    [n], each center's drawn window): offset by offset from 1 to ``window``, first every center i that
+    sees i + offset, then every center i + offset that sees i, each in text order, never across a line.
+    The same pairs in the same order as the numpy masks it replaced (objectives/sgns.py). Each slot is
+    written whether or not its pair is kept and the place moves on only when it is: the kept pairs
+    follow no pattern, and a branch on each cost more than the write."""
+    n = len(ids)
+    top = min(window, n - 1)
+    count = 0
+    for offset in range(1, top + 1):
+        for i in range(n - offset):
+            same = line[i + offset] == line[i]
+            count += (same & (reach[i] >= offset)) + (same & (reach[i + offset] >= offset))
+    centers = np.empty(count + 1, ids.dtype)   # + 1: the last slot written may be a dropped pair's
+    contexts = np.empty(count + 1, ids.dtype)
+    at = 0
+    for offset in range(1, top + 1):
+        for i in range(n - offset):   # center i sees i + offset
+            centers[at], contexts[at] = ids[i], ids[i + offset]
+            at += (line[i + offset] == line[i]) & (reach[i] >= offset)
+        for i in range(n - offset):   # center i + offset sees i
+            centers[at], contexts[at] = ids[i + offset], ids[i]
+            at += (line[i + offset] == line[i]) & (reach[i + offset] >= offset)
+    return centers[:count], contexts[:count]
+
+
 @intrinsic
 def _prefetch(typingctx, table, row, column):
     """A hint to the CPU to fetch ``table[row, column]``'s cache line ahead of its use (LLVM's
