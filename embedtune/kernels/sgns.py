@@ -256,11 +256,11 @@ def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, context
 
     Three things keep the CPU busy rather than waiting (benchmarks/log/train_speed.md, issue 48):
     the next pair's 1 + 1 + K rows are prefetched while this pair is computed (the rows lie at random
-    places of the tables, and waiting for them was about half of a pair's time); the 1 + K dot products
+    places of the tables, and a pair stood waiting for them); the 1 + K dot products
     are taken first, one after another with no update between them, so that they overlap (a row that
     comes again in the same pair, a negative drawn twice, is scored again after its first update, as
     the sequential loop scores it); and the rows are read through two-dimensional indexing and a copy
-    of the center, not row views (a view of a row costs numba's reference counting on the table).
+    of the center rather than through row views, which measured slower.
     """
     size, k1 = len(centers), negatives.shape[1] + 1
     threads, dim = losses.shape[0], words.shape[1]
