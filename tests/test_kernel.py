@@ -253,3 +253,32 @@ def test_pairs_are_shuffled_unless_the_lockfree_kernel_takes_them(monkeypatch):
     # In order: the first offset's pairs first, each center before the next in the text.
     ids = chunk.ids
     assert in_order[0][0] == ids[0] and in_order[1][0] == ids[1]
+
+
+def masked_pairs(ids, line, reach, window):
+    """The pairs as numpy masks make them, offset by offset: the centers that see ``offset`` ahead, then
+    the centers ``offset`` ahead that see back, each in text order, never across a line."""
+    centers, contexts = [np.empty(0, ids.dtype)], [np.empty(0, ids.dtype)]
+    for offset in range(1, min(window, len(ids) - 1) + 1):
+        same_line = line[offset:] == line[:-offset]
+        ahead = same_line & (reach[:-offset] >= offset)
+        behind = same_line & (reach[offset:] >= offset)
+        centers += [ids[:-offset][ahead], ids[offset:][behind]]
+        contexts += [ids[offset:][ahead], ids[:-offset][behind]]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 10])
+def test_the_compiled_window_pairs_are_the_masks_pairs_in_their_order(window):
+    from embedtune.kernels.sgns import window_pairs
+
+    rng = np.random.default_rng(window)
+    for n in (0, 1, 2, 3, 17, 5000):
+        ids = rng.integers(0, 300, n).astype(np.int32)
+        line = np.sort(rng.integers(0, max(n // 7, 1), n)).astype(np.int32)   # lines of about 7 tokens
+        reach = rng.integers(1, window + 1, n, dtype=np.int32)
+        made, expected = window_pairs(ids, line, reach, window), masked_pairs(ids, line, reach, window)
+        for got, want in zip(made, expected):
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, want)
+        assert n < 100 or len(made[0]) > n   # a real chunk's pairs, not an edge case

@@ -25,7 +25,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, set_num_threads
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from embedtune.kernels.common import (FASTMATH, PARALLEL, ROW_BLOCK_BITS, _add_loss, _descend, _dot, _logit_terms,
                                       _row, _sum_in_order, frozen_source, kernel_threads, strict)
@@ -162,6 +165,79 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
 sgns_shared_strict = strict(sgns_shared)
 
 
+@njit(nogil=True, cache=True)
+def window_pairs(ids, line, reach, window):
+    """(centers, contexts) of a chunk's kept tokens ``ids`` [n] (``line`` [n], each token's line; ``reach``
+    [n], each center's drawn window): offset by offset from 1 to ``window``, first every center i that
+    sees i + offset, then every center i + offset that sees i, each in text order, never across a line.
+    The same pairs in the same order as the numpy masks it replaced (objectives/sgns.py). Each slot is
+    written whether or not its pair is kept and the place moves on only when it is: the kept pairs
+    follow no pattern, and a branch on each cost more than the write."""
+    n = len(ids)
+    top = min(window, n - 1)
+    count = 0
+    for offset in range(1, top + 1):
+        for i in range(n - offset):
+            same = line[i + offset] == line[i]
+            count += (same & (reach[i] >= offset)) + (same & (reach[i + offset] >= offset))
+    centers = np.empty(count + 1, ids.dtype)   # + 1: the last slot written may be a dropped pair's
+    contexts = np.empty(count + 1, ids.dtype)
+    at = 0
+    for offset in range(1, top + 1):
+        for i in range(n - offset):   # center i sees i + offset
+            centers[at], contexts[at] = ids[i], ids[i + offset]
+            at += (line[i + offset] == line[i]) & (reach[i] >= offset)
+        for i in range(n - offset):   # center i + offset sees i
+            centers[at], contexts[at] = ids[i + offset], ids[i]
+            at += (line[i + offset] == line[i]) & (reach[i + offset] >= offset)
+    return centers[:count], contexts[:count]
+
+
+@intrinsic
+def _prefetch(typingctx, table, row, column):
+    """A hint to the CPU to fetch ``table[row, column]``'s cache line ahead of its use (LLVM's
+    ``llvm.prefetch``, for a write: the line is read and then written); it changes no value."""
+    def codegen(context, builder, signature, args):
+        table_type = signature.args[0]
+        array = context.make_array(table_type)(context, builder, args[0])
+        index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        pointer = cgutils.get_item_pointer(context, builder, table_type, array, index, wraparound=False)
+        if getattr(pointer.type, "is_opaque", False):   # LLVM's opaque pointers (llvmlite >= 0.45)
+            name = "llvm.prefetch.p0"
+        else:
+            pointer, name = builder.bitcast(pointer, ir.IntType(8).as_pointer()), "llvm.prefetch.p0i8"
+        i32 = ir.IntType(32)
+        prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [pointer.type, i32, i32, i32]), name)
+        # write, the highest locality (keep it in every cache level), the data cache
+        builder.call(prefetch, [pointer, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(table, row, column), codegen
+
+
+@njit(inline="always")
+def _prefetch_row(table, row):
+    """Every cache line of ``table[row]`` asked for (a 50-float row spans 4 or 5 lines of 64 bytes)."""
+    dim = table.shape[1]
+    for j in range(0, dim, 16):
+        _prefetch(table, row, j)
+    _prefetch(table, row, dim - 1)
+
+
+@njit(inline="always")
+def _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, b):
+    """The rows pair ``b`` will read and write: its center's, its context's and its negatives'."""
+    c = centers[b]
+    if c < n_trainable:
+        _prefetch_row(words, c)
+    else:
+        _prefetch_row(frozen, frozen_rows[c - n_trainable])
+    _prefetch_row(side, contexts[b])
+    for k in range(negatives.shape[1]):
+        _prefetch_row(side, negatives[b, k])
+
+
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lrs,
                  batch_size, losses):
@@ -177,28 +253,67 @@ def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, context
     as in word2vec; the bits follow the thread timing. With one thread it is word2vec's sequential
     loop over the pairs in order. Frozen centers (local ids >= n_trainable) are read from ``frozen``
     and never written; padding (weight 0) reads and writes nothing.
+
+    Three things keep the CPU busy rather than waiting (benchmarks/log/train_speed.md, issue 48):
+    the next pair's 1 + 1 + K rows are prefetched while this pair is computed (the rows lie at random
+    places of the tables, and a pair stood waiting for them); the 1 + K dot products
+    are taken first, one after another with no update between them, so that they overlap (a row that
+    comes again in the same pair, a negative drawn twice, is scored again after its first update, as
+    the sequential loop scores it); and the rows are read through two-dimensional indexing and a copy
+    of the center rather than through row views, which measured slower.
     """
     size, k1 = len(centers), negatives.shape[1] + 1
-    threads = losses.shape[0]
+    threads, dim = losses.shape[0], words.shape[1]
     for t in prange(threads):
-        grad = np.empty(words.shape[1], np.float32)
+        grad = np.empty(dim, np.float32)
+        w = np.empty(dim, np.float32)   # the center as it is at its pair's start
+        rows = np.empty(k1, np.int64)
+        logits = np.empty(k1, np.float32)
         losses[t, :] = 0.0
-        for b in range(t * size // threads, (t + 1) * size // threads):
+        end = (t + 1) * size // threads
+        for b in range(t * size // threads, end):
+            if b + 1 < end:
+                _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, b + 1)
             wt = weight[b]
             if wt == 0:
                 continue
             lr = lrs[b // batch_size]
             c = centers[b]
-            w = _row(words, frozen, frozen_rows, n_trainable, c)
-            grad[:] = 0
-            product, extra = 1.0, 0.0
-            for k in range(k1):
-                v = side[contexts[b] if k == 0 else negatives[b, k - 1]]
-                d, product, extra = _score(w, v, grad, k, wt, product, extra)
-                for j in range(len(v)):
-                    v[j] -= lr * (d * w[j])
             if c < n_trainable:
-                _descend(w, lr, grad)
+                for j in range(dim):
+                    w[j] = words[c, j]
+            else:
+                f = frozen_rows[c - n_trainable]
+                for j in range(dim):
+                    w[j] = frozen[f, j]
+            for k in range(k1):
+                r = contexts[b] if k == 0 else negatives[b, k - 1]
+                rows[k] = r
+                x = np.float32(0.0)
+                for j in range(dim):
+                    x += w[j] * side[r, j]
+                logits[k] = x
+            grad[:] = 0
+            product, extra = 1.0, 0.0   # the loss: _add_loss
+            for k in range(k1):
+                r, x = rows[k], logits[k]
+                for q in range(k):
+                    if rows[q] == r:   # updated by this pair already: scored as it is now
+                        x = np.float32(0.0)
+                        for j in range(dim):
+                            x += w[j] * side[r, j]
+                        break
+                e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+                product, extra = _add_loss(x, e, product, extra)
+                if k:
+                    extra += float(x)
+                d = np.float32(wt * d)
+                for j in range(dim):
+                    grad[j] += d * side[r, j]
+                    side[r, j] -= lr * (d * w[j])
+            if c < n_trainable:
+                for j in range(dim):
+                    words[c, j] -= lr * grad[j]
             losses[t, b // batch_size] += wt * (math.log(product) + extra)
 
 

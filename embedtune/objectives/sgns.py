@@ -32,6 +32,7 @@ from embedtune._tf import lazy as tf
 from embedtune.config.keys import OwnKeys, Range, key
 from embedtune.config.schema import TrainConfig
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
+from embedtune.kernels.sgns import window_pairs
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
 
@@ -202,17 +203,8 @@ class SkipGram(Objective):
             kept = rng.random(len(ids)) < self.keep[ids]
             ids, line = ids[kept], line[kept]
         reach = rng.integers(1, self.window + 1, size=len(ids), dtype=np.int32)
-        centers, contexts = [], []
-        for offset in range(1, min(self.window, len(ids) - 1) + 1):
-            same_line = line[offset:] == line[:-offset]
-            ahead = same_line & (reach[:-offset] >= offset)   # center i sees i + offset
-            behind = same_line & (reach[offset:] >= offset)   # center i + offset sees i
-            centers += [ids[:-offset][ahead], ids[offset:][behind]]
-            contexts += [ids[offset:][ahead], ids[:-offset][behind]]
+        centers, contexts = window_pairs(ids, line, reach, self.window)
         seed = int(rng.integers(1 << 63))
-        if not centers:
-            return np.empty(0, np.int32), np.empty(0, np.int32), seed
-        centers, contexts = np.concatenate(centers), np.concatenate(contexts)
         if self.pairs_in_order:
             # The shuffle was most of the pairs' cost; recovery held without it (benchmarks/README.md,
             # train_speed).
