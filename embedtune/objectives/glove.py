@@ -196,12 +196,8 @@ class GloVe(Objective):
         # The fit: pairs of pretrained words, at their starting vectors.
         table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
         fit = rows.is_pretrained[j] & rows.is_pretrained[k]
-        new = ~rows.is_pretrained
-        # With new words, both the fit's pairs and the batched ones need their products, and most pairs are
-        # both (pretrained words, one of them trainable): every pair's product is taken once.
-        products = dots(table, j, k) if new.any() else None
-        self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit],
-                                                dots(table, j[fit], k[fit]) if products is None else products[fit], n)
+        products = dots(table, j[fit], k[fit])
+        self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
         self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
 
         # Batched: pairs with a trainable end. A new word's bias starts at its least-squares value
@@ -209,8 +205,10 @@ class GloVe(Objective):
         use = (j < t) | (k < t)
         self.row, self.col = j[use], k[use]
         self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
+        new = ~rows.is_pretrained
         if new.any():
-            rest = self.weight * (self.target - self.scale * products[use])
+            products = dots(table, self.row, self.col)
+            rest = self.weight * (self.target - self.scale * products)
             total = np.zeros(n)
             mass = np.zeros(n)
             for one, other in ((self.row, self.col), (self.col, self.row)):
