@@ -32,9 +32,9 @@ def _buckets(ids, line, n_words, window, runs):
     corpus order whatever ``runs`` is. One run had a core do this while the others waited
     (benchmarks/log/glove_job.md)."""
     n = len(ids)
-    per_part = np.zeros((runs, n_words), np.int64)
+    per_run = np.zeros((runs, n_words), np.int64)
     for p in prange(runs):
-        mine = per_part[p]
+        mine = per_run[p]
         for i in range(p * n // runs, (p + 1) * n // runs):
             a = ids[i]
             for d in range(1, window + 1):
@@ -45,14 +45,14 @@ def _buckets(ids, line, n_words, window, runs):
     for r in range(n_words):   # each run's first slot of each row: the row's start, then the earlier runs'
         at = starts[r]
         for p in range(runs):
-            size = per_part[p, r]
-            per_part[p, r] = at
+            size = per_run[p, r]
+            per_run[p, r] = at
             at += size
         starts[r + 1] = at
     partners = np.empty(starts[n_words], np.int32)
     distances = np.empty(starts[n_words], np.uint8)
     for p in prange(runs):
-        fill = per_part[p]
+        fill = per_run[p]
         for i in range(p * n // runs, (p + 1) * n // runs):
             a = ids[i]
             for d in range(1, window + 1):
@@ -114,9 +114,9 @@ def count_block(ids, line, n_words, window, parts):
 @njit(inline="always")
 def _even_parts(starts, parts):
     """[parts + 1] row bounds cutting rows 0..n (``starts``: [n + 1] cumulative work, such as partners) into
-    ``parts`` runs of about equal work. Rows cut at equal counts gave nearly all the pairs to the first part
-    (the frequent words have the small ids, and a pair sits in its smaller id's row): one thread did the count
-    while the others waited (benchmarks/log/glove_job.md)."""
+    ``parts`` runs of about equal work. Rows cut at equal counts gave the first of 8 parts about three quarters
+    of the main job's pairs (the frequent words have the small ids, and a pair sits in its smaller id's row):
+    one thread did most of the count while the others waited (benchmarks/log/glove_job.md)."""
     n = len(starts) - 1
     bounds = np.empty(parts + 1, np.int64)
     bounds[0] = 0
