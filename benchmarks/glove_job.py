@@ -14,6 +14,10 @@ Parts:
              process, from wait4), peak RSS, the --json summary's phases (load_vectors, count_and_import,
              setup, loop, write) and the loop's CPU; medians of ``--repeat`` rounds; then the dry run's
              memory estimate against the measured peak.
+  setup      the set-up's pieces (issue 48), in this process: the job run once as far as its first step
+             (embedtune.fine_tune), each piece's wall, its thread's CPU and the process's CPU while it ran (a
+             numba kernel's other threads count in the last only), a line each; the spelling fit runs on a
+             thread of its own beside the context pass.
   reference  the per-core reference of the issue: a plain one-thread numba loop of GloVe's AdaGrad update
              (glove.c's), over the job's shape (its local rows x 50, its batched pairs an epoch, random
              order), one epoch: pairs per CPU-second, against the job loop's pairs per CPU-second.
@@ -148,6 +152,61 @@ def part_job(args) -> dict:
     return figures
 
 
+# The set-up's pieces timed by ``--parts setup``: module, name (a function, or Class.method).
+SETUP_PIECES = [
+    ("embedtune.training.loop", "setup"), ("embedtune.plan.rows", "plan_rows"),
+    ("embedtune.newwords.form_context", "gather"), ("embedtune.newwords.form_context", "context_sums"),
+    ("embedtune.kernels.contexts", "context_pass"), ("embedtune.newwords.spelling", "form_model_for"),
+    ("embedtune.newwords.form_context", "finish"), ("embedtune.training.trainer", "Trainer.__init__"),
+    ("embedtune.objectives.glove", "count_pairs"), ("embedtune.kernels.cooccur", "count_block"),
+    ("embedtune.kernels.cooccur", "merge_rows"), ("embedtune.objectives.glove", "dots"),
+    ("embedtune.objectives.glove", "fit_scale_and_biases"),
+]
+
+
+def part_setup(args) -> dict:
+    """The job once, in this process, as far as its first step: each set-up piece's wall and CPU."""
+    import functools
+    import importlib
+    import threading
+
+    from embedtune import fine_tune
+
+    rows: dict[str, list[float]] = {}
+
+    def timed(name, f):
+        @functools.wraps(f)
+        def run(*a, **k):
+            wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
+            try:
+                return f(*a, **k)
+            finally:
+                one = rows.setdefault(name, [0, 0.0, 0.0, 0.0, threading.current_thread().name])
+                one[0] += 1
+                one[1] += time.perf_counter() - wall
+                one[2] += time.thread_time() - thread
+                one[3] += time.process_time() - process
+        return run
+
+    for module, name in SETUP_PIECES:   # looked up where they are called: their modules' attributes
+        owner = importlib.import_module(module)
+        *path, last = name.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, last, timed(name, getattr(owner, last)))
+    loads = [load()]
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fine_tune(GLOVE, CORPUS, freeze_list=TOP, max_steps=1)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    loads.append(load())
+    print(f"\nset-up pieces, the job to its first step in one process ({wall:.1f} s wall, {cpu:.1f} CPU-s; "
+          f"{len(result) - 400_000:,} new words; load {loads[0]:.1f}-{loads[1]:.1f}):")
+    for name, (calls, w, thread, process, where) in rows.items():
+        print(f"  {name:24s} x{calls:<3d} wall {w:6.2f} s  its thread's CPU {thread:6.2f} s  process CPU {process:6.2f} s"
+              f"  ({where})")
+    return {name: {"calls": r[0], "wall": r[1], "thread_cpu": r[2], "process_cpu": r[3]} for name, r in rows.items()}
+
+
 def part_reference(args, job: dict | None) -> dict:
     """The naive one-thread numba loop: GloVe's AdaGrad per pair over [rows, 50] tables, random order."""
     from numba import njit
@@ -217,6 +276,8 @@ def main() -> None:
     figures = {}
     if "job" in parts:
         figures["job"] = part_job(args)
+    if "setup" in parts:
+        figures["setup"] = part_setup(args)
     if "reference" in parts:
         figures["reference"] = part_reference(args, figures.get("job", {}).get("this"))
     if args.json:

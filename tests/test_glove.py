@@ -261,3 +261,35 @@ def test_glove_set_up_reports_its_phases_to_the_progress_callback():
     assert [(p.finished, p.unit, p.total) for p in checks] == [(False, "", 0), (True, "", 0)]
     last_progress = max(i for i, r in enumerate(reports) if isinstance(r, Progress))
     assert reports.index(phases[-1]) < last_progress < reports.index(checks[0]) and reports[-1] is checks[1]
+
+
+def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
+    """The pair count cut into 4 or 32 parts (1 or 8 runs of positions bucketed at once) and merged in 1 or 8
+    parts gives the same bits: each row is still summed in corpus order. The parts are cut at equal work, not
+    equal rows: on Zipf ids the first rows hold most pairs."""
+    from embedtune.kernels import cooccur
+
+    rng = np.random.default_rng(3)
+    n_words = 3000
+    p = 1.0 / np.arange(1, n_words + 1)
+    blocks = []
+    for _ in range(2):
+        ids = rng.choice(n_words, 40_000, p=p / p.sum()).astype(np.int32)
+        line = np.repeat(np.arange(4000, dtype=np.int32), 10)
+        blocks.append((ids, line))
+    one = [cooccur.count_block(ids, line, n_words, 5, 4) for ids, line in blocks]
+    many = [cooccur.count_block(ids, line, n_words, 5, 32) for ids, line in blocks]
+    for a, b in zip(one, many):
+        for x, y in zip(a, b):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    merged_one = cooccur.merge_rows(*one[0], *one[1], 1)
+    merged_many = cooccur.merge_rows(*one[0], *one[1], 8)
+    for x, y in zip(merged_one, merged_many):
+        assert x.tobytes() == y.tobytes()
+    # The sums are not all alike, so an order changed would show in the bits.
+    assert len(np.unique(merged_one[2])) > 20
+    indptr = merged_one[0]
+    bounds = cooccur._even_parts(indptr, 8)
+    work = np.diff(indptr[bounds])
+    assert work.max() <= 2 * indptr[-1] / 8 + np.diff(indptr).max()
+    assert np.diff(indptr)[: n_words // 8].sum() > indptr[-1] / 2   # equal rows would have been this uneven

@@ -264,3 +264,65 @@ def test_a_line_longer_than_the_cap_gives_its_window_as_the_line_context():
     np.testing.assert_allclose(capped.line_sums[0], expect, rtol=1e-6)
     np.testing.assert_allclose(whole.line_sums[0], vectors.matrix[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]].sum(axis=0), rtol=1e-5)
     assert capped.line_contexts[0] == whole.line_contexts[0] == 2
+
+
+def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:
+    """[n] float64 draws in [0, 1), one for each (line number, place in the line) of a corpus: splitmix64's
+    mix of the three (the same draw for an occurrence whoever reads it, and in whatever order)."""
+    z = (np.uint64(seed * 0x9E3779B97F4A7C15 % (1 << 64))
+         + line.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03) + place.astype(np.uint64))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)   # uint64 arrays wrap, as the mix needs
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+
+def _marks_with_numpy(chunk, target_of, probe_of, probe_count, keep, slots, seed, probed):
+    """The chunk's marks made with whole-chunk numpy arrays, as contexts._marks made them before it was
+    compiled: the reference the kernel must equal bit for bit."""
+    ids, line = chunk.ids, chunk.line
+    target = target_of[ids]
+    level = np.full(len(ids), -1, np.int32)
+    first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))
+    if keep is not None:
+        at = np.flatnonzero(target >= 0)
+        draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
+        target[at[draws >= keep[target[at]]]] = -1
+    probe = probe_of[ids]
+    if probed:
+        at = np.flatnonzero(probe >= 0)
+        draws = occurrence_uniform(seed + 7919, chunk.numbers[line[at]], at - first[line[at]])
+        level[at] = np.searchsorted(slots, draws * probe_count[ids[at]], side="right")
+        level[level >= len(slots)] = -1
+    return target, level, probe
+
+
+@pytest.mark.parametrize("sampled, probed", [(True, True), (True, False), (False, True), (False, False)])
+def test_compiled_marks_equal_numpy_s_bit_for_bit(sampled, probed):
+    """The compiled marks (which occurrences count for a target, and in which probe bucket) are the numpy
+    reference's, draw for draw, on chunks of lines numbered far into a corpus."""
+    from embedtune.corpus.chunks import IdChunk
+    from embedtune.newwords.contexts import _marks
+
+    rng = np.random.default_rng(11)
+    n_ids = 500
+    lengths = rng.integers(1, 40, 300)
+    ids = rng.integers(0, n_ids, int(lengths.sum())).astype(np.int32)
+    line = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    numbers = np.sort(rng.choice(10**9, len(lengths), replace=False)).astype(np.int64)
+    chunk = IdChunk(ids, line, len(ids), numbers)
+    target_of = np.where(rng.random(n_ids) < 0.3, rng.integers(0, 50, n_ids), -1).astype(np.int32)
+    probe_of = np.where(rng.random(n_ids) < 0.2, rng.integers(0, 40, n_ids), -1).astype(np.int32)
+    probe_count = np.where(probe_of >= 0, rng.integers(1, 200, n_ids), 0).astype(np.float64)
+    keep = rng.random(50) if sampled else None
+    slots = np.asarray(DEFAULT_SLOTS, np.float64)
+    got = _marks(chunk, target_of, probe_of, probe_count, keep, slots, 3, probed)
+    want = _marks_with_numpy(chunk, target_of, probe_of, probe_count, keep, slots, 3, probed)
+    for g, w in zip(got, want):
+        assert g.dtype == np.int32 and g.tolist() == w.tolist()
+    # The draws drop some occurrences and fill every bucket's level: the comparison is not of all -1s.
+    if sampled:
+        assert 0 < (got[0] >= 0).sum() < (target_of[ids] >= 0).sum()
+    if probed:
+        assert len(set(got[1].tolist())) > 3

@@ -124,3 +124,51 @@ def _add(table, row, acc, mass):
         table[row, d] += acc[d]
     table[row, dim] += mass
     table[row, dim + 1] += 1.0
+
+
+@njit(nogil=True, cache=True)
+def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep, slots, seed_mix, probe_seed_mix,
+                     sampled, probed):
+    """context_pass's ``target``, ``level`` and ``probe`` of one chunk's tokens, in one pass over them: what
+    numpy made in a dozen whole-chunk arrays (tests/test_newwords.py's reference, equal bit for bit).
+
+    ids, line : the chunk's (IdChunk); numbers : [lines] int64 each line's number in the corpus (read when
+    ``sampled`` or ``probed``); target_of, probe_of : [n_ids] int32 each id's target and probe row (-1: none);
+    probe_count : [n_ids] float64 each probe id's corpus count; keep : [n_targets] float64 the chance an
+    occurrence of each target is kept (read when ``sampled``); slots : [n_buckets] float64 sorted;
+    seed_mix, probe_seed_mix : uint64, each kind of draw's seed times splitmix64's constant
+    (newwords.contexts._seed_mix): the targets' draws and the probes' are apart."""
+    n = len(ids)
+    target = np.empty(n, np.int32)
+    level = np.full(n, -1, np.int32)
+    probe = np.empty(n, np.int32)
+    first = 0
+    n_slots = len(slots)
+    for i in range(n):
+        if i > 0 and line[i] != line[i - 1]:
+            first = i
+        c = ids[i]
+        t = target_of[c]
+        p = probe_of[c]
+        if sampled and t >= 0:
+            if _draw(seed_mix, numbers[line[i]], i - first) >= keep[t]:
+                t = -1
+        if probed and p >= 0:
+            b = np.searchsorted(slots, _draw(probe_seed_mix, numbers[line[i]], i - first) * probe_count[c],
+                                side="right")
+            level[i] = b if b < n_slots else -1
+        target[i] = t
+        probe[i] = p
+    return target, level, probe
+
+
+@njit(inline="always")
+def _draw(seed_mix, number, place):
+    """One occurrence's draw in [0, 1): splitmix64's mix of the seed, its line's ``number`` and its ``place`` in
+    the line (integer arithmetic wrapping modulo 2**64), its top 53 bits as a float64. The same for an
+    occurrence whoever reads it and in whatever order: a worker's share of the lines draws as one process does."""
+    z = seed_mix + np.uint64(number) * np.uint64(0xD1B54A32D192ED03) + np.uint64(place)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.float64(z >> np.uint64(11)) * 2.0 ** -53

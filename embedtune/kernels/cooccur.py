@@ -21,33 +21,48 @@ from embedtune.kernels.common import PARALLEL, kernel_threads
 BLOCK_PAIRS = 1 << 24
 
 
-@njit(nogil=True, cache=True)
-def _buckets(ids, line, n_words, window):
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def _buckets(ids, line, n_words, window, runs):
     """(starts [n_words + 1], partners int32, distances uint8): the partners of row r (the pairs whose
-    smaller id is r) are partners[starts[r]:starts[r + 1]], in corpus order."""
+    smaller id is r) are partners[starts[r]:starts[r + 1]], in corpus order.
+
+    A counting sort over ``runs`` runs of positions at once (a thread each: a row count each, as large as
+    count_block's per-thread sums): each run counts its pairs per row, then fills its own slots of each row,
+    after the earlier runs' (a pair belongs to its first position's run), so every row's partners are in
+    corpus order whatever ``runs`` is. One run had a core do this while the others waited
+    (benchmarks/log/glove_job.md)."""
     n = len(ids)
+    per_run = np.zeros((runs, n_words), np.int64)
+    for p in prange(runs):
+        mine = per_run[p]
+        for i in range(p * n // runs, (p + 1) * n // runs):
+            a = ids[i]
+            for d in range(1, window + 1):
+                if i + d >= n or line[i + d] != line[i]:
+                    break
+                mine[min(a, ids[i + d])] += 1
     starts = np.zeros(n_words + 1, np.int64)
-    for i in range(n):
-        a = ids[i]
-        for d in range(1, window + 1):
-            if i + d >= n or line[i + d] != line[i]:
-                break
-            starts[min(a, ids[i + d]) + 1] += 1
-    for r in range(n_words):
-        starts[r + 1] += starts[r]
+    for r in range(n_words):   # each run's first slot of each row: the row's start, then the earlier runs'
+        at = starts[r]
+        for p in range(runs):
+            size = per_run[p, r]
+            per_run[p, r] = at
+            at += size
+        starts[r + 1] = at
     partners = np.empty(starts[n_words], np.int32)
     distances = np.empty(starts[n_words], np.uint8)
-    fill = starts[:n_words].copy()
-    for i in range(n):
-        a = ids[i]
-        for d in range(1, window + 1):
-            if i + d >= n or line[i + d] != line[i]:
-                break
-            b = ids[i + d]
-            r = min(a, b)
-            partners[fill[r]] = max(a, b)
-            distances[fill[r]] = d
-            fill[r] += 1
+    for p in prange(runs):
+        fill = per_run[p]
+        for i in range(p * n // runs, (p + 1) * n // runs):
+            a = ids[i]
+            for d in range(1, window + 1):
+                if i + d >= n or line[i + d] != line[i]:
+                    break
+                b = ids[i + d]
+                r = min(a, b)
+                partners[fill[r]] = max(a, b)
+                distances[fill[r]] = d
+                fill[r] += 1
     return starts, partners, distances
 
 
@@ -57,11 +72,12 @@ def count_block(ids, line, n_words, window, parts):
     row, values float64): X[j, k] (j <= k) sums 1/distance over the pairs of positions on one line at most
     ``window`` apart with ids {j, k}. ``line``: equal values, the same line. The bits do not depend on
     ``parts`` (each row is summed in corpus order)."""
-    starts, partners, distances = _buckets(ids, line, n_words, window)
+    starts, partners, distances = _buckets(ids, line, n_words, window, max(1, parts // 4))
+    bounds = _even_parts(starts, parts)
     sizes = np.zeros(n_words, np.int64)
     for p in prange(parts):
         acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
-        for r in range(p * n_words // parts, (p + 1) * n_words // parts):
+        for r in range(bounds[p], bounds[p + 1]):
             m = 0
             for e in range(starts[r], starts[r + 1]):
                 c = partners[e]
@@ -78,7 +94,7 @@ def count_block(ids, line, n_words, window, parts):
     values = np.empty(indptr[n_words], np.float64)
     for p in prange(parts):
         acc = np.zeros(n_words, np.float64)
-        for r in range(p * n_words // parts, (p + 1) * n_words // parts):
+        for r in range(bounds[p], bounds[p + 1]):
             o, m = indptr[r], 0
             for e in range(starts[r], starts[r + 1]):
                 c = partners[e]
@@ -95,39 +111,64 @@ def count_block(ids, line, n_words, window, parts):
     return indptr, cols, values
 
 
-@njit(nogil=True, cache=True)
-def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values):
-    """The sum of two CSR counts (cols sorted within rows), as CSR (a's value first in each sum)."""
+@njit(inline="always")
+def _even_parts(starts, parts):
+    """[parts + 1] row bounds cutting rows 0..n (``starts``: [n + 1] cumulative work, such as partners) into
+    ``parts`` runs of about equal work. Rows cut at equal counts gave the first of 8 parts about three quarters
+    of the main job's pairs (the frequent words have the small ids, and a pair sits in its smaller id's row):
+    one thread did most of the count while the others waited (benchmarks/log/glove_job.md)."""
+    n = len(starts) - 1
+    bounds = np.empty(parts + 1, np.int64)
+    bounds[0] = 0
+    total = starts[n] - starts[0]
+    for p in range(1, parts):
+        r = np.searchsorted(starts, starts[0] + total * p // parts)
+        bounds[p] = min(max(r, bounds[p - 1]), n)
+    bounds[parts] = n
+    return bounds
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1):
+    """The sum of two CSR counts (cols sorted within rows), as CSR (a's value first in each sum). Rows are
+    merged in ``parts`` runs of about equal cells at once; the bits do not depend on ``parts``."""
     n = len(a_ptr) - 1
+    work = a_ptr + b_ptr
+    bounds = _even_parts(work, parts)
+    sizes = np.zeros(n, np.int64)
+    for p in prange(parts):
+        for r in range(bounds[p], bounds[p + 1]):
+            i, j, m = a_ptr[r], b_ptr[r], 0
+            while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+                if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                    i += 1
+                elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                    j += 1
+                else:
+                    i += 1
+                    j += 1
+                m += 1
+            sizes[r] = m
     indptr = np.zeros(n + 1, np.int64)
     for r in range(n):
-        i, j, m = a_ptr[r], b_ptr[r], 0
-        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
-            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
-                i += 1
-            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
-                j += 1
-            else:
-                i += 1
-                j += 1
-            m += 1
-        indptr[r + 1] = indptr[r] + m
+        indptr[r + 1] = indptr[r] + sizes[r]
     cols = np.empty(indptr[n], np.int32)
     values = np.empty(indptr[n], np.float64)
-    for r in range(n):
-        i, j, o = a_ptr[r], b_ptr[r], indptr[r]
-        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
-            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
-                cols[o], values[o] = a_cols[i], a_values[i]
-                i += 1
-            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
-                cols[o], values[o] = b_cols[j], b_values[j]
-                j += 1
-            else:
-                cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
-                i += 1
-                j += 1
-            o += 1
+    for p in prange(parts):
+        for r in range(bounds[p], bounds[p + 1]):
+            i, j, o = a_ptr[r], b_ptr[r], indptr[r]
+            while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+                if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                    cols[o], values[o] = a_cols[i], a_values[i]
+                    i += 1
+                elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                    cols[o], values[o] = b_cols[j], b_values[j]
+                    j += 1
+                else:
+                    cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
+                    i += 1
+                    j += 1
+                o += 1
     return indptr, cols, values
 
 
@@ -138,7 +179,7 @@ def count(blocks, n_words: int, window: int, threads: int):
     total = None
     for ids, line in blocks:
         part = count_block(ids, line, n_words, window, parts)
-        total = part if total is None else merge_rows(*total, *part)
+        total = part if total is None else merge_rows(*total, *part, parts)
     if total is None:
         return np.zeros(n_words + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)
     return total

@@ -80,9 +80,13 @@ def fit_alacarte(x: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def fitting_words(vectors: Vectors, counts: Counter, min_count: int = DEFAULT_FIT_MIN_COUNT,
-                  max_words: int = DEFAULT_FIT_MAX_WORDS) -> list[str]:
-    """Pretrained words seen at least ``min_count`` times, most frequent first, at most ``max_words``."""
-    words = [(c, w) for w, c in counts.items() if c >= min_count and w in vectors.index]
+                  max_words: int = DEFAULT_FIT_MAX_WORDS, rows: np.ndarray | None = None) -> list[str]:
+    """Pretrained words seen at least ``min_count`` times, most frequent first, at most ``max_words``.
+    ``rows``: ``vectors.index.rows(list(counts))`` when the caller has them (then no word is looked up here)."""
+    if rows is None:
+        words = [(c, w) for w, c in counts.items() if c >= min_count and w in vectors.index]
+    else:
+        words = [(c, w) for (w, c), r in zip(counts.items(), rows.tolist()) if c >= min_count and r >= 0]
     words.sort(key=lambda cw: (-cw[0], cw[1]))
     return [w for _, w in words[:max_words]]
 

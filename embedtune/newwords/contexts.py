@@ -86,7 +86,7 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     chunk_tokens : tokens handled per step; peak memory grows with it (benchmarks/README.md, recovery)
     corpus : a Corpus, or a multi-worker run's share of its lines (distribute.WorkerShare), whose
         sums are added up over all shares (``sum_arrays``); ``keep``'s draws are hashes of each
-        occurrence's line number and place (occurrence_uniform), so the shares keep the occurrences one
+        occurrence's line number and place (_marks), so the shares keep the occurrences one
         process keeps
     vocabulary : every distinct word of the corpus (its counts' keys; counted here when None);
         vocabulary_rows: their rows, ``vectors.index.rows(vocabulary)``, when the caller has them
@@ -168,37 +168,26 @@ def _table_views(whole: np.ndarray, n_targets: int, n_probes: int, n_buckets: in
 def _marks(chunk, target_of: np.ndarray, probe_of: np.ndarray, probe_count: np.ndarray, keep: np.ndarray | None,
            slots: np.ndarray, seed: int, probed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[n] int32 each of a chunk's tokens: its target row (-1: none, or not sampled), its first probe bucket
-    (-1: none) and its probe row (-1: none), as embedtune.kernels.contexts.context_pass takes them."""
-    ids, line = chunk.ids, chunk.line
-    target = target_of[ids]
-    level = np.full(len(ids), -1, np.int32)
-    if keep is not None or probed:   # the chunk is numbered (context_sums)
-        first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]]))   # each line's first id
-    if keep is not None:
-        # An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the
-        # next number of a stream: a worker reading its share of the lines keeps the occurrences one
-        # process keeps, so the summed shares are one process's sums.
-        at = np.flatnonzero(target >= 0)
-        draws = occurrence_uniform(seed, chunk.numbers[line[at]], at - first[line[at]])
-        target[at[draws >= keep[target[at]]]] = -1
-    probe = probe_of[ids]
-    if probed:
-        at = np.flatnonzero(probe >= 0)
-        draws = occurrence_uniform(seed + 7919, chunk.numbers[line[at]], at - first[line[at]])
-        level[at] = np.searchsorted(slots, draws * probe_count[ids[at]], side="right")
-        level[level >= len(slots)] = -1
-    return target, level, probe
+    (-1: none) and its probe row (-1: none), as embedtune.kernels.contexts.context_pass takes them.
+
+    An occurrence's draw is a hash of (seed, its line's number, its place in the line), not the next number of
+    a stream: a worker reading its share of the lines keeps the occurrences one process keeps, so the summed
+    shares are one process's sums (splitmix64's mix of the three: kernels.contexts._draw). Compiled, one pass
+    over the tokens: made with numpy (tests/test_newwords.py keeps that version, the reference), a chunk's dozen
+    whole-chunk arrays cost two thirds of the context pass's own time (benchmarks/log/glove_job.md)."""
+    from embedtune.kernels.contexts import occurrence_marks
+
+    sampled = keep is not None
+    numbers = chunk.numbers if sampled or probed else None   # the chunk is numbered (context_sums)
+    return occurrence_marks(chunk.ids, chunk.line, np.zeros(0, np.int64) if numbers is None else numbers,
+                            target_of, probe_of, probe_count,
+                            np.asarray(keep, np.float64) if sampled else np.zeros(0, np.float64),
+                            slots, _seed_mix(seed), _seed_mix(seed + 7919), sampled, probed)
 
 
-def occurrence_uniform(seed: int, line: np.ndarray, place: np.ndarray) -> np.ndarray:
-    """[n] float64 draws in [0, 1), one for each (line number, place in the line) of a corpus: splitmix64's
-    mix of the three (the same draw for an occurrence whoever reads it, and in whatever order)."""
-    z = (np.uint64(seed * 0x9E3779B97F4A7C15 % (1 << 64))
-         + line.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03) + place.astype(np.uint64))
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)   # uint64 arrays wrap, as the mix needs
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+def _seed_mix(seed: int) -> np.uint64:
+    """The draws' first term: the seed times splitmix64's constant, modulo 2**64."""
+    return np.uint64(seed * 0x9E3779B97F4A7C15 % (1 << 64))
 
 
 def weighted_sums(vectors: Vectors, corpus: Corpus, targets: list[str], counts: Counter, window: int, sif: float,

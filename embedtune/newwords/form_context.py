@@ -99,9 +99,10 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
 
     if counts is None:
         counts = corpus.count()[0]
+    rows = vectors.index.rows(list(counts))   # the corpus's words: for the choice, the weights and the pass
     # The pretrained words the corpus shows PROBE_MIN_COUNT+ times, most frequent first: the probes'
     # candidates, and their head (fit_min_count+ times) the words that fit the all-occurrence map.
-    candidates = fitting_words(vectors, counts, min(PROBE_MIN_COUNT, fit_min_count), fit_max_words)
+    candidates = fitting_words(vectors, counts, min(PROBE_MIN_COUNT, fit_min_count), fit_max_words, rows)
     fit = [w for w in candidates if counts[w] >= fit_min_count]
     _, note = choose_method("form-context", vectors, counts, fit_min_count, found=len(fit))
     n_new = len(new_words)
@@ -126,7 +127,6 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         fitting = pool.submit(form_model_for, vectors, words=list(new_words) + probe_words, exclude=left_out,
                               **(form_options or {}))
-        rows = vectors.index.rows(list(counts))   # the corpus's words: for the weights and the pass, looked up once
         sums = context_sums(vectors, corpus, list(new_words) + fit, window, sif_weights(vectors, counts, sif, rows),
                             keep, seed, progress, vocabulary=counts, vocabulary_rows=rows, probes=probe_words,
                             probe_counts=np.array([counts[w] for w in probe_words], np.float64), probe_slots=slots,
