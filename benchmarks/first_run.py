@@ -12,11 +12,10 @@ job runs cold, then warm. Jobs:
               the top 10,000 words frozen (its inputs: ``python benchmarks/glove_job.py`` says how to make them)
 
 Per job: the whole process's wall and CPU (user + sys, from wait4), cold and warm, the medians of the rounds;
-cold - warm is what the first run pays (numba compiling, mostly; a cold glove run's child compiling the loop's
-kernel, embedtune/kernels/ahead.py, counts in its CPU). Then the kernels the cold run compiled (the cache index
-files it left) and the CPU seconds numba spent on each, from one cold run in this process's own interpreter with
-numba's compile events (``--compiles``; the run's own process only, not the kernel its child compiled ahead;
-``--repeat 0``: these alone). Load: the 1-minute average before and after.
+cold - warm is what the first run pays (numba compiling, mostly; a child process's CPU counts in its parent's).
+Then the kernels the cold run compiled (the cache index files it left) and the CPU seconds numba spent on each,
+from one cold run in this process's own interpreter with numba's compile events (``--compiles``, its own process
+only; ``--repeat 0``: these alone). Load: the 1-minute average before and after.
 """
 
 from __future__ import annotations

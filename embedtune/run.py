@@ -211,11 +211,6 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
                 if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
                     announce("compiling kernels (first run only)")
                     tell_when_compiling(None)   # said before TensorFlow's import can point fd 2 elsewhere
-                if compiled:   # the step's kernel compiled beside the count and the set-up, if missing
-                    from embedtune.kernels import ahead as kernels_ahead
-
-                    kernels_ahead.start(objective.ahead_kernels(config.train))
-                    held.callback(kernels_ahead.stop)
                 with phase("counting the corpus", 0, "B") as advance:
                     seconds["count_and_import"] = count_while_importing(
                         corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)

@@ -22,7 +22,7 @@ biases (the side table's rows from ``n_trainable`` on are fixed: GloVe.side_fixe
 from __future__ import annotations
 
 import numpy as np
-from numba import float32, float64, int32, int64, njit, prange, set_num_threads
+from numba import njit, prange, set_num_threads
 
 from embedtune.kernels.common import (ADAGRAD, ADAM, EPSILON, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _dot,
                                       _row, _sum_in_order, _update, adam_rate, frozen_source, kernel_threads)
@@ -181,14 +181,6 @@ def glove_hogwild(words, side, frozen, frozen_rows, n_trainable, scale, row, col
             if k < n_trainable:
                 _end(words, side, k, gk, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
                      word_m, word_v, side_m, side_v, has_m, has_v)
-
-
-# The argument types GloveKernel.run passes glove_hogwild, for a cold run to compile it ahead
-# (kernels/ahead.py); tests/test_glove_kernel.py holds the call to them.
-_TABLE, _IDS, _VALUES = float32[:, ::1], int32[::1], float32[::1]
-AHEAD_TYPES = {"glove_hogwild": (_TABLE, _TABLE, _TABLE, int64[::1], int64, float32, _IDS, _IDS, *[_VALUES] * 6, int64,
-                                 int64, float32, float32, _TABLE, _VALUES, _TABLE, _TABLE, _TABLE, _TABLE,
-                                 float64[:, ::1])}
 
 
 class GloveKernel:

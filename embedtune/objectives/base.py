@@ -252,12 +252,6 @@ class Objective:
         return False
 
     @classmethod
-    def ahead_kernels(cls, train) -> list[str]:
-        """The compiled step's kernels ("module:name") a cold run compiles ahead in a child process while it
-        loads and sets up (embedtune/kernels/ahead.py), for this resolved [train] config; none by default."""
-        return []
-
-    @classmethod
     def why_not_compiled(cls, train) -> str | None:
         """For an objective with a compiled step, the option of this [train] config that rules it out
         (such as "--anchor"; the run says so once, training/step.py); None where it compiles or has none."""

@@ -226,11 +226,6 @@ class GloVe(Objective):
         """Every optimizer, the cap and the anchor: the compiled step has them all."""
         return True
 
-    @classmethod
-    def ahead_kernels(cls, train) -> list[str]:
-        """The lock-free step's kernel: the largest to compile and the last a run reaches."""
-        return [] if train.deterministic else ["embedtune.kernels.glove:glove_hogwild"]
-
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
         """The numba step (embedtune/kernels/glove.py): TensorFlow's step's arithmetic with
         ``deterministic``, else glove.c's per-pair loop, lock-free on ``threads`` threads."""

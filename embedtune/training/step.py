@@ -20,7 +20,6 @@ import numpy as np
 from embedtune._tf import lazy as tf
 
 from embedtune import kernels
-from embedtune.kernels import ahead
 from embedtune.cores import local_cores
 from embedtune.training import batches as batching
 from embedtune.training.optimizers import Update, cap_rows, merge_rows
@@ -101,7 +100,6 @@ class CompiledStep(Step):
     def build(cls, trainer, words: np.ndarray, side: np.ndarray) -> CompiledStep:
         t = trainer.config.train
         update = Update(t.optimizer, trainer.clip_norm, {"word": words.shape, "side": side.shape})
-        ahead.wait()   # a cold run's child compiling the step's kernel (run.py): numba's cache holds it after
         kernel = trainer.objective.compiled_step(words, side, trainer.matrix, trainer.frozen_rows,
                                                  trainer.n_trainable, t.threads or local_cores(),
                                                  deterministic=t.deterministic, update=update)
