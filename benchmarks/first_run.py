@@ -12,9 +12,10 @@ job runs cold, then warm. Jobs:
               the top 10,000 words frozen (its inputs: ``python benchmarks/glove_job.py`` says how to make them)
 
 Per job: the whole process's wall and CPU (user + sys, from wait4), cold and warm, the medians of the rounds;
-cold - warm is what the first run pays (numba compiling, mostly). Then the kernels the cold run compiled
-(the cache index files it left) and the CPU seconds numba spent on each, from one cold run in this process's
-own interpreter with numba's compile events (``--compiles``). Load: the 1-minute average before and after.
+cold - warm is what the first run pays (numba compiling, mostly; a child process's CPU counts in its parent's).
+Then the kernels the cold run compiled (the cache index files it left) and the CPU seconds numba spent on each,
+from one cold run in this process's own interpreter with numba's compile events (``--compiles``, its own process
+only; ``--repeat 0``: these alone). Load: the 1-minute average before and after.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def main() -> None:
                       f"({warm[1]:.1f} CPU-s); {len(made)} kernels cached; load {os.getloadavg()[0]:.2f}", flush=True)
     print()
     print("job          cold wall  warm wall  first run pays   cold CPU  warm CPU  paid CPU  (medians)")
-    for job in jobs:
+    for job in (jobs if args.repeat else []):   # --repeat 0: the compiles alone
         cw = statistics.median(c[0] for c, _, _ in rounds[job])
         ww = statistics.median(w[0] for _, w, _ in rounds[job])
         cc = statistics.median(c[1] for c, _, _ in rounds[job])
