@@ -372,18 +372,24 @@ def test_help_carries_an_example(command):
     assert result.exit_code == 0 and "Example:" in result.stdout and "embedtune " + command in result.stdout
 
 
-def test_commands_do_not_import_tensorflow(tiny, tmp_path):
+def _imported_after(invocations, modules):
+    """Which of ``modules`` a fresh interpreter holds after running the CLI ``invocations`` (lists of args),
+    each asserted to succeed."""
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
         "from embedtune.cli.main import cli\n"
-        f"r = CliRunner().invoke(cli, ['diff', {str(tiny)!r}, {str(tiny)!r}])\n"
-        f"r2 = CliRunner().invoke(cli, ['neighbors', {str(tiny)!r}, 'the'])\n"
-        "assert r.exit_code == 0 and r2.exit_code == 0, (r.output, r2.output)\n"
-        "print('tensorflow' in sys.modules)\n"
+        f"for args in {invocations!r}:\n"
+        "    r = CliRunner().invoke(cli, args)\n"
+        "    assert r.exit_code == 0, r.output\n"
+        f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    return out.strip()
+
+
+def test_commands_do_not_import_tensorflow(tiny, tmp_path):
+    assert _imported_after([["diff", str(tiny), str(tiny)], ["neighbors", str(tiny), "the"]], ["tensorflow"]) == "[]"
 
 
 def test_eval_imports_neither_tensorflow_nor_scipy_stats(tiny, tmp_path):
@@ -391,17 +397,8 @@ def test_eval_imports_neither_tensorflow_nor_scipy_stats(tiny, tmp_path):
     cost it more than scoring the pairs did, and TensorFlow far more."""
     pairs = write(tmp_path / "pairs.tsv", "the\tof\t1\nand\tto\t2\nin\tthe\t3\n")
     analogies = write(tmp_path / "analogies.txt", ": one\nthe of and to\n")
-    code = (
-        "import sys\n"
-        "from click.testing import CliRunner\n"
-        "from embedtune.cli.main import cli\n"
-        f"r = CliRunner().invoke(cli, ['eval', {str(tiny)!r}, '--similarity', {str(pairs)!r}, "
-        f"'--analogy', {str(analogies)!r}])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "print(sorted(m for m in ('tensorflow', 'scipy.stats') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    invocation = ["eval", str(tiny), "--similarity", str(pairs), "--analogy", str(analogies)]
+    assert _imported_after([invocation], ["tensorflow", "scipy.stats"]) == "[]"
 
 
 def test_check_frozen_reads_a_hash_line_as_a_word_as_its_help_says(tmp_path):
