@@ -408,3 +408,36 @@ def test_diff_file_takes_a_repeated_words_first_row_and_says_errors_as_load_vect
         with pytest.raises(EmbedtuneError) as got:
             diff_file(old, path, **options)
         assert str(got.value) == str(expected.value)
+
+
+def test_the_benchmark_word_index_lets_other_threads_run_while_it_builds():
+    # The cli redraws an open bar from another thread; one C call that builds the whole index
+    # holds the GIL, so that thread waited the whole build. Built in slices, it gets turns.
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from embedtune.compare.evaluation import _first_rows
+
+    words = [f"w{i % 1_500_000}" for i in range(3_000_000)]
+    vectors = SimpleNamespace(words=words)
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    rows = _first_rows(vectors, case_insensitive=False)
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    during = [t for t in ticks if start <= t <= end] + [end]
+    longest = max(b - a for a, b in zip([start] + during, during))
+    assert longest < 0.5 * (end - start)
+    assert rows == dict(zip(reversed(words), range(len(words) - 1, -1, -1)))
+    assert list(rows) == list(dict(zip(reversed(words), range(len(words) - 1, -1, -1))))
+    assert rows["w0"] == 0 and rows["w1499999"] == 1_499_999

@@ -147,6 +147,10 @@ def format_score(metric: str, x: float | None, signed: bool = False) -> str:
     return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
+# Words per dict.update in _first_rows: between two slices other threads get the GIL.
+_FIRST_ROWS_SLICE = 1 << 16
+
+
 def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
     """Benchmark word -> the first row holding it (upper-cased words when ``case_insensitive``).
 
@@ -154,7 +158,14 @@ def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
     row is below r. Inserting in reverse order leaves the first row of a word that occurs twice.
     """
     words = [w.upper() for w in vectors.words] if case_insensitive else vectors.words
-    return dict(zip(reversed(words), range(len(words) - 1, -1, -1)))
+    # Built a slice at a time, last slice first (the same insertions in the same order as one
+    # reversed pass): one dict(zip(...)) call over millions of words holds the GIL throughout, so
+    # the cli's bar-redraw thread could not run and a terminal stayed silent while it built.
+    rows: dict[str, int] = {}
+    for stop in range(len(words), 0, -_FIRST_ROWS_SLICE):
+        start = max(0, stop - _FIRST_ROWS_SLICE)
+        rows.update(zip(reversed(words[start:stop]), range(stop - 1, start - 1, -1)))
+    return rows
 
 
 def _text_lines(path: str):
