@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -55,19 +54,6 @@ def fresh_copy(folder: str) -> str:
         else:
             shutil.copy2(src, dst)
     return copy
-
-
-def timed(command: list[str], cwd: str, env: dict) -> tuple[float, float]:
-    """(wall s, CPU s) of one process."""
-    began = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - began
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"first_run: {' '.join(command)} failed:\n{err[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime
 
 
 def job_command(copy: str, job: str, out: str, extra: tuple = ()) -> list[str]:
@@ -140,9 +126,9 @@ def main() -> None:
                 copy = fresh_copy(folder)
                 env = environment(copy)
                 out = os.path.join(folder, "out")
-                cold = timed(job_command(copy, job, out), copy, env)
+                cold = glove_job.timed(job_command(copy, job, out), copy, env)
                 made = cache_files(copy)
-                warm = timed(job_command(copy, job, out), copy, env)
+                warm = glove_job.timed(job_command(copy, job, out), copy, env)
                 rounds[job].append((cold, warm, len(made)))
                 print(f"round {r + 1} {job}: cold {cold[0]:.1f} s ({cold[1]:.1f} CPU-s), warm {warm[0]:.1f} s "
                       f"({warm[1]:.1f} CPU-s); {len(made)} kernels cached; load {os.getloadavg()[0]:.2f}", flush=True)

@@ -76,18 +76,20 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def timed(command: list[str]) -> tuple[float, float, int]:
-    """(wall s, CPU s of the process and its children, peak RSS bytes) of one process."""
+def timed(command: list[str], cwd: str | None = None, env: dict | None = None) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process and its children, peak RSS bytes) of one process (benchmarks/first_run.py's
+    too); it exits, naming the command, when the process fails."""
     began = time.perf_counter()
-    # Run from the temporary folder: ``python -m`` puts the working folder first on sys.path, and a checkout's
-    # own folder there would shadow the other checkout's package.
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
+    # Run from the temporary folder by default: ``python -m`` puts the working folder first on sys.path, and a
+    # checkout's own folder there would shadow the other checkout's package.
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=cwd or tempfile.gettempdir(), env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - began
     err = proc.stderr.read().decode()
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"glove_job: {' '.join(command)} failed:\n{err[-2000:]}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {' '.join(command)} failed:\n{err[-2000:]}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 

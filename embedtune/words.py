@@ -68,21 +68,28 @@ class WordList(Sequence):
     def __len__(self) -> int:
         return len(self._ends) + len(self._tail)
 
+    def _word(self, i: int) -> str:
+        """Word ``i`` of ``data`` (i < len(ends))."""
+        return self._data[self._start(i):int(self._ends[i])].decode("utf-8")
+
+    def _words(self, start: int, stop: int) -> list[str]:
+        """Words ``start`` to ``stop`` - 1 of ``data`` (stop <= len(ends))."""
+        if start >= stop:
+            return []
+        return self._data[self._start(start):int(self._ends[stop - 1])].decode("utf-8").split("\n")
+
     def __getitem__(self, i):
         n_data = len(self._ends)
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
             if step != 1:
                 return [self[k] for k in range(start, stop, step)]
-            out = []
-            if start < min(stop, n_data):
-                out = self._data[self._start(start):int(self._ends[min(stop, n_data) - 1])].decode("utf-8").split("\n")
-            return out + self._tail[max(start - n_data, 0):max(stop - n_data, 0)]
+            return self._words(start, min(stop, n_data)) + self._tail[max(start - n_data, 0):max(stop - n_data, 0)]
         i = operator.index(i)
         if i < 0:
             i += len(self)
         if 0 <= i < n_data:
-            return self._data[self._start(i):int(self._ends[i])].decode("utf-8")
+            return self._word(i)
         if n_data <= i < len(self):
             return self._tail[i - n_data]
         raise IndexError("word index out of range")

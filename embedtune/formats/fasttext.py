@@ -21,7 +21,6 @@ new words added after the model's words. A plain file's matrices are memory-mapp
 from __future__ import annotations
 
 import mmap
-import operator
 import os
 import stat
 import struct
@@ -345,23 +344,11 @@ class _ReplacedWords(WordList):
         super().__init__(data, ends, tail)
         self._shown = shown
 
-    def __getitem__(self, i):
-        n = len(self._shown)
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            if step != 1:
-                return [self[k] for k in range(start, stop, step)]
-            return self._shown[start:min(stop, n)] + self.tail[max(start - n, 0):max(stop - n, 0)]
-        i = operator.index(i)
-        if i < 0:
-            i += len(self)
-        if 0 <= i < n:
-            return self._shown[i]
-        return super().__getitem__(i)   # an appended word, or out of range
+    def _word(self, i: int) -> str:
+        return self._shown[i]
 
-    def __iter__(self):
-        yield from self._shown
-        yield from self.tail
+    def _words(self, start: int, stop: int) -> list[str]:
+        return self._shown[start:stop]
 
     def appended(self, words) -> WordList:
         """These words and then ``words``, the model's bytes still shared (its arithmetic reads them)."""
