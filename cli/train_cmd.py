@@ -15,6 +15,7 @@ from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
 from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, TrainingInterrupted, counted
+from embedtune.formats import OUTLINE_SAMPLE_ROWS
 from embedtune.formats.reading import Reading
 
 RULES_HELP = """\b
@@ -105,7 +106,7 @@ def workers_bound(ctx, param, value):
         help="Check everything that needs no training (config, files, lists, patterns, outputs), print "
              "the plan (rows frozen / trainable / new, settings, an estimate of peak memory from the "
              "table sizes) and stop: no TensorFlow, nothing written but --json FILE. VECTORS' words are "
-             "read, not their matrix: only the first 1,000 rows' values are checked.")
+             f"read, not their matrix: only the first {OUTLINE_SAMPLE_ROWS:,} rows' values are checked.")
 @option("-o", "--output", type=writes(allow_dash=True), section=IO, help="Output vectors file ('-' = standard output).")
 @option("-c", "--config", "config_path", type=ConfigFile(), section=IO,
         help="TOML config (see configs/default.toml); options override it.")
