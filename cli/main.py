@@ -19,10 +19,14 @@ from importlib.machinery import ExtensionFileLoader
 
 import click
 
-from embedtune import __version__
-from embedtune._adapters.python_private import import_lock_held, run_exit_handlers
-from embedtune.cli.common import Terminated, closed_pipe, failures_in_one_line, quiet_option
-from embedtune.errors import EmbedtuneError
+from embedtune.cli.blas_threads import one_blas_thread_for
+
+one_blas_thread_for(sys.argv[1:])   # before numpy loads (cli.common imports it): see there
+
+from embedtune import __version__  # noqa: E402
+from embedtune._adapters.python_private import import_lock_held, run_exit_handlers  # noqa: E402
+from embedtune.cli.common import Terminated, closed_pipe, failures_in_one_line, quiet_option  # noqa: E402
+from embedtune.errors import EmbedtuneError  # noqa: E402
 
 # command name -> "module:attribute", relative to this package
 COMMANDS = {

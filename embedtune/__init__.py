@@ -1,8 +1,6 @@
 """embedtune: fine-tune pretrained word vectors while updating only the rows you choose."""
 
-from embedtune.api import fine_tune
 from embedtune.errors import EmbedtuneError
-from embedtune.vectors import Vectors
 
 __version__ = "0.1.0"
 
@@ -10,7 +8,16 @@ __all__ = ["EmbedtuneError", "Vectors", "fine_tune", "load_vectors", "save_vecto
 
 
 def __getattr__(name):
-    # The format code is imported on first use, keeping `import embedtune` light.
+    # Imported on first use: `import embedtune` (and with it the command's entry, cli/main.py) loads no
+    # numpy, so the entry can still choose numpy's BLAS threads for the command (cli/blas_threads.py).
+    if name == "fine_tune":
+        from embedtune.api import fine_tune
+
+        return fine_tune
+    if name == "Vectors":
+        from embedtune.vectors import Vectors
+
+        return Vectors
     if name in ("load_vectors", "save_vectors"):
         from embedtune import formats
 

@@ -401,6 +401,46 @@ def test_eval_imports_neither_tensorflow_nor_scipy_stats(tiny, tmp_path):
     assert _imported_after([invocation], ["tensorflow", "scipy.stats"]) == "[]"
 
 
+# What the command's entry leaves in OPENBLAS_NUM_THREADS and OMP_NUM_THREADS once it has loaded numpy
+# (the entry point's own start: its module imported with the command's arguments, as the console script does).
+BLAS_THREADS_AT_ENTRY = """
+import json, os, sys
+sys.argv = ["embedtune"] + sys.argv[1:]
+import embedtune.cli.main
+assert "numpy" in sys.modules   # the entry has loaded it (cli.common): the choice below was made before
+print(json.dumps([os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS")]))
+"""
+
+
+@pytest.mark.parametrize("args, user, want", [
+    (["-q", "eval", "v.txt"], {}, ["1", None]),
+    (["eval", "v.txt", "--json"], {}, ["1", None]),
+    (["-q", "eval", "v.txt"], {"OMP_NUM_THREADS": "3"}, [None, "3"]),    # the user's count stays
+    (["eval", "v.txt"], {"OPENBLAS_NUM_THREADS": "2"}, ["2", None]),
+    (["-q", "train", "v.txt", "c.txt"], {}, [None, None]),              # other commands: numpy's default
+    (["--help"], {}, [None, None]),
+])
+def test_eval_starts_numpy_with_one_blas_thread_unless_the_user_chose(args, user, want):
+    """eval's analogy screen runs between matrix products on one thread; a second OpenBLAS thread spun
+    beside it (cli/blas_threads.py), so eval's entry asks for one before numpy loads."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-c", BLAS_THREADS_AT_ENTRY, *args], capture_output=True, text=True,
+                          env={**env, **user})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == want
+
+
+def test_import_embedtune_loads_no_numpy():
+    """What lets eval's entry choose the BLAS threads: `import embedtune` and the entry's own first imports
+    load no numpy (embedtune/__init__.py imports its names on first use)."""
+    code = ("import sys, embedtune, embedtune.errors, embedtune.cli.blas_threads\n"
+            "print(sorted(m for m in ('numpy', 'numba') if m in sys.modules))\n"
+            "from embedtune import Vectors, fine_tune, load_vectors\n"
+            "print(Vectors.__module__, fine_tune.__module__, load_vectors.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "embedtune.vectors embedtune.api embedtune.formats"]
+
 def test_check_frozen_reads_a_hash_line_as_a_word_as_its_help_says(tmp_path):
     old, new, frozen = tmp_path / "old.txt", tmp_path / "new.txt", tmp_path / "frozen.txt"
     old.write_text("#tag 1 2\nb 3 4\n")

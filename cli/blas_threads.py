@@ -1,0 +1,38 @@
+"""One OpenBLAS thread for `embedtune eval`, chosen before numpy loads.
+
+eval's analogy search alternates one matrix product with a single-threaded screen of its result
+(embedtune/compare/analogy_search.py). With numpy's default of one OpenBLAS thread a core, the second
+thread spins waiting for the next product all through each screen: CPU taken from the screen on a
+busy machine, for products that are a small part of the work (benchmarks/log/eval_speed.md). numpy
+has no public call to set its BLAS threads, and OpenBLAS reads its thread count once, as it loads,
+from the environment; so cli/main.py calls this before anything imports numpy (``import embedtune``
+loads none). The variable stays set for the process: scipy's OpenBLAS, loaded later for the word
+pairs' norms, reads it too. A thread count the user set, in any of the variables OpenBLAS reads, is
+left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# What OpenBLAS reads for its thread count (OpenBLAS's README and openblas_env.c).
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+# The commands that run best on one BLAS thread (see above).
+ONE_THREAD_COMMANDS = {"eval"}
+
+
+def command_of(args: list[str]) -> str | None:
+    """The command name in ``embedtune``'s arguments: the first that is not an option (the group's
+    options, -q, --version and --help, take no value)."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
+def one_blas_thread_for(args: list[str]) -> None:
+    """OPENBLAS_NUM_THREADS=1 when ``args`` run a command of ONE_THREAD_COMMANDS, numpy is not loaded
+    yet (in a test runner it is, and nothing is changed) and the user set no thread count."""
+    if "numpy" in sys.modules or command_of(args) not in ONE_THREAD_COMMANDS:
+        return
+    if any(name in os.environ for name in THREAD_VARIABLES):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
