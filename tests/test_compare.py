@@ -251,6 +251,26 @@ def test_analogies_in_odd_tiles_and_out_of_slots_equal_gensims(glove, gensim_glo
     assert ours.accuracy == score
 
 
+def test_analogies_screened_on_several_threads_equal_one_threads_and_gensims(glove, gensim_glove, monkeypatch):
+    """Each thread screens its own share of the questions: shares of uneven sizes, a question that runs
+    out of slots (SLOTS 8) in any share, and more threads than questions give one thread's answers,
+    which are gensim's."""
+    monkeypatch.setattr(analogy_search, "TILE_ROWS", 997)
+    monkeypatch.setattr(analogy_search, "BLOCK_ROWS", 1500)
+    monkeypatch.setattr(analogy_search, "SLOTS", 8)
+    rows = {w: i for i, w in reversed(list(enumerate(glove.words)))}
+    with open(datapath("questions-words.txt")) as f:
+        questions = [line.lower().split() for line in f if not line.startswith(":")]
+    asked = [q for q in questions if all(rows.get(w, 4000) < 4000 for w in q)][::7]
+    abc = np.array([[rows[w] for w in q[:3]] for q in asked], np.int64)
+    one = analogy_search.answer_analogies(glove.matrix, 4000, abc, threads=1)
+    for threads in (2, 3, len(abc) + 5):
+        assert analogy_search.answer_analogies(glove.matrix, 4000, abc, threads=threads) == one, threads
+    few = [(a, b, c) for a, b, c, _ in asked[:40]]
+    assert one[:40] == [[rows[w] for w, _ in gensim_glove.most_similar(positive=[b, c], negative=[a], topn=5,
+                                                                        restrict_vocab=4000)] for a, b, c in few]
+
+
 def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp_path):
     """Fewer rows than gensim's 8 ranked candidates, a word in two cases (the first row counts) and
     a zero row: the edge cases of most_similar, compared with gensim itself. A zero row as a

@@ -12,9 +12,13 @@ every row within MARGIN of a question's 8th best is kept and re-scored with gens
 
 from __future__ import annotations
 
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
+from embedtune.cores import local_cores
 from embedtune.kernels.compiling import listen
 
 listen()   # a compile said (kernels/compiling.py)
@@ -127,12 +131,14 @@ def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query
     return candidates[np.lexsort((candidates, -exact))][:top].tolist()
 
 
-def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None) -> list[list[int]]:
+def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None,
+                     threads: int | None = None) -> list[list[int]]:
     """Each question's up to 5 answers, as rows, best first, its own three rows left out.
 
     matrix : float32 [n, dim]; restrict : only rows below it are candidates
     abc : int array of shape [m, 3], the rows of a, b and c (each below ``restrict``)
     progress : called with a number of questions' worth of work done since the last call (m in all)
+    threads : how many threads screen the questions; by default one a core this process may use
 
     A question whose query has a NaN (one of its words is a zero row) gets no answer; one whose query
     has no direction, or more near-ties than SLOTS, is scored against every row.
@@ -141,6 +147,7 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     if m == 0:
         return []
     top = min(TOP, restrict)
+    threads = max(1, min(threads or local_cores(), m))
     norms = np.linalg.norm(matrix[:restrict], axis=1)   # gensim's fill_norms
     queries = _queries(matrix, norms, abc)
     unit_t = _unit_rows_transposed(matrix, norms, restrict)
@@ -157,16 +164,29 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     count = np.zeros(m, np.int64)
     block_rows = max(TILE_ROWS, min(BLOCK_ROWS, BLOCK_BYTES // (4 * len(words)) // TILE_ROWS * TILE_ROWS))
     products = np.empty(len(words) * min(block_rows, restrict), np.float32)
+    # Each thread screens its own share of the questions (their slots are theirs alone, so the answers
+    # do not depend on the split); the main thread takes the first share.
+    shares = [slice(i * m // threads, (i + 1) * m // threads) for i in range(threads)]
+
+    def screen(block_products, start, share):
+        _screen(block_products, start, TILE_ROWS, qa[share], qb[share], qc[share], scale[share], slot_score[share],
+                slot_row[share], count[share], overflow[share], np.float32(MARGIN), top)
+
     reported = 0
-    for start in range(0, restrict, block_rows):
-        block = unit_t[:, start:start + block_rows]
-        width = block.shape[1]
-        _screen(np.matmul(word_units, block, out=products[:len(words) * width].reshape(len(words), width)),
-                start, TILE_ROWS, qa, qb, qc, scale, slot_score, slot_row, count, overflow, np.float32(MARGIN), top)
-        if progress is not None:
-            done = m * (start + width) // restrict
-            progress(done - reported)
-            reported = done
+    with ThreadPoolExecutor(threads - 1) if threads > 1 else contextlib.nullcontext() as pool:
+        for start in range(0, restrict, block_rows):
+            block = unit_t[:, start:start + block_rows]
+            width = block.shape[1]
+            block_products = np.matmul(word_units, block,
+                                       out=products[:len(words) * width].reshape(len(words), width))
+            others = [pool.submit(screen, block_products, start, share) for share in shares[1:]]
+            screen(block_products, start, shares[0])
+            for other in others:
+                other.result()
+            if progress is not None:
+                done = m * (start + width) // restrict
+                progress(done - reported)
+                reported = done
     answers = []
     every_row = np.arange(restrict)
     for j, own in enumerate(abc.tolist()):
