@@ -125,9 +125,9 @@ def _queries(matrix: np.ndarray, norms: np.ndarray, abc: np.ndarray) -> np.ndarr
 
 def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query: np.ndarray, top: int) -> list:
     """The top best of the candidate rows (ascending) by gensim's score, the dot of each row with the
-    unit query divided by the row's norm; equal scores in row order, as gensim's stable sort has them."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exact = matrix[candidates] @ query / norms[candidates]
+    unit query divided by the row's norm; equal scores in row order, as gensim's stable sort has them.
+    Called under np.errstate(divide="ignore", invalid="ignore"): a zero row's score is NaN, as gensim's."""
+    exact = matrix[candidates] @ query / norms[candidates]
     return candidates[np.lexsort((candidates, -exact))][:top].tolist()
 
 
@@ -189,10 +189,14 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
                 reported = done
     answers = []
     every_row = np.arange(restrict)
-    for j, own in enumerate(abc.tolist()):
-        if no_answer[j]:
-            answers.append([])
-            continue
-        candidates = every_row if overflow[j] else np.sort(slot_row[j, :count[j]])
-        answers.append([i for i in _ranked(matrix, norms, candidates, queries[j], top) if i not in own][:5])
+    # Each question's candidates in row order, sorted all at once: the unused slots sort last.
+    slot_row[np.arange(SLOTS) >= count[:, None]] = restrict
+    slot_row.sort(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):   # once, not once a question: see _ranked
+        for j, own in enumerate(abc.tolist()):
+            if no_answer[j]:
+                answers.append([])
+                continue
+            candidates = every_row if overflow[j] else slot_row[j, :count[j]]
+            answers.append([i for i in _ranked(matrix, norms, candidates, queries[j], top) if i not in own][:5])
     return answers
