@@ -271,6 +271,52 @@ def test_analogies_screened_on_several_threads_equal_one_threads_and_gensims(glo
                                                                         restrict_vocab=4000)] for a, b, c in few]
 
 
+def _screened_one_row_at_a_time(products, qa, qb, qc, scale, slots, margin, top):
+    """analogy_search._screen's candidates, its exact float32 test for every row, no tile skipped."""
+    slot_score = np.full((len(qa), slots), -np.inf, np.float32)
+    slot_row, count, overflow = np.zeros((len(qa), slots), np.int64), np.zeros(len(qa), np.int64), np.zeros(len(qa), bool)
+    for q in range(len(qa)):
+        kept = []   # (score, row), best first, a tie after the lower row
+        for c in range(products.shape[1]):
+            threshold = kept[top - 1][0] - margin if len(kept) >= top else np.float32(-np.inf)
+            s = (products[qb[q], c] + products[qc[q], c] - products[qa[q], c]) * scale[q]
+            if not s >= threshold:
+                continue
+            if len(kept) == slots:
+                overflow[q] = True
+                break
+            kept.insert(sum(k >= s for k, _ in kept), (s, c))
+            if len(kept) >= top:
+                kept = [(k, r) for k, r in kept if k >= kept[top - 1][0] - margin]
+        count[q] = len(kept)
+        slot_score[q, :len(kept)] = [k for k, _ in kept]
+        slot_row[q, :len(kept)] = [r for _, r in kept]
+    return slot_score, slot_row, count, overflow
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_screens_first_pass_skips_no_tile_holding_a_candidate(seed):
+    """The screen skips a tile when its first pass (the scale moved to the threshold's side) sees no
+    row above a question's threshold: on products made to sit near the thresholds, scales from tiny to
+    huge, and thresholds of both signs, its candidates are those of the exact test run on every row."""
+    rng = np.random.default_rng(seed)
+    words, rows, m, slots, top = 12, 700, 60, 12, 4
+    products = rng.uniform(-1, 1, (words, rows)).astype(np.float32)
+    products[:, rng.integers(0, rows, 40)] = products[:, :1]   # equal columns: ties at the threshold
+    qa, qb, qc = (rng.integers(0, words, m) for _ in range(3))
+    scale = (10.0 ** rng.uniform(-3, 30, m)).astype(np.float32)
+    margin = np.float32(1e-4)
+    want = _screened_one_row_at_a_time(products, qa, qb, qc, scale, slots, margin, top)
+    got = (np.full((m, slots), -np.inf, np.float32), np.zeros((m, slots), np.int64), np.zeros(m, np.int64),
+           np.zeros(m, bool))
+    analogy_search._screen(products, 0, 64, qa, qb, qc, scale, *got, margin, top)
+    for q in range(m):
+        n = want[2][q]
+        assert (got[2][q], got[3][q]) == (n, want[3][q]), q
+        if not want[3][q]:
+            assert got[0][q, :n].tolist() == want[0][q, :n].tolist() and got[1][q, :n].tolist() == want[1][q, :n].tolist()
+
+
 def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp_path):
     """Fewer rows than gensim's 8 ranked candidates, a word in two cases (the first row counts) and
     a zero row: the edge cases of most_similar, compared with gensim itself. A zero row as a

@@ -66,9 +66,14 @@ def _screen(products, first_row, tile_rows, qa, qb, qc, scale, slot_score, slot_
             threshold = slot_score[q, top - 1] - margin if n >= top else np.float32(-np.inf)
             # One pass asking whether the tile has a hit first: most tiles have none. It vectorises, and an
             # or of booleans takes 8 floats a step where a count in int64 took 4 (benchmarks/log/eval_speed.md).
+            # With the scale on the other side (f > 0) the pass has one operation less a row. A little
+            # below threshold / f (more than its rounding and the product's, and than a quotient too small
+            # for a float32 to hold), so every row the exact test below keeps passes it: the same candidates.
+            unscaled = threshold / f
+            unscaled -= abs(unscaled) * np.float32(1e-5) + np.float32(1e-30)
             hit = False
             for c in range(hi - lo):   # from 0: numba then knows c >= 0 and vectorises the loop
-                hit |= (pb[c] + pc[c] - pa[c]) * f >= threshold
+                hit |= pb[c] + pc[c] - pa[c] >= unscaled
             if not hit:
                 continue
             for c in range(hi - lo):
