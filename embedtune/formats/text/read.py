@@ -14,7 +14,8 @@ case and names the exact line of any error.
 A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
 cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
 all ranges but the first and send their words and rows back through pipes, straight into the
-matrix. Each range is parsed by the same code as a whole file, so the result is the same; any
+matrix (each child counts the bytes it has read in memory shared with the reading process, which
+reports them). Each range is parsed by the same code as a whole file, so the result is the same; any
 doubt (an error anywhere, a dimension that differs between ranges, a blank line before a cut,
 a row count that is not the header's) and the file is read again in one process, which gives
 the exact error and line.
@@ -254,9 +255,10 @@ class TextReader:
         children = []
         try:
             self._start_children(cuts, children, done)
+            room = count if count is not None else self._rows_guess(start)
             try:
                 words, matrix, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
-                                                       progress, source.size, room=count if count is not None else self._rows_guess(start))
+                                                       progress, source.size, room)
             except EmbedtuneError:
                 return None
             replies = _replies(children, first_dim, None if progress is None else (
