@@ -1,5 +1,6 @@
-"""The parallel text read's ranges and transfers (read.py): where a file is cut, the children's bytes
-read so far (a shared counter), and the children's replies and rows received into the matrix."""
+"""The parallel text read's ranges and transfers (read.py): where a file is cut, a range read as a
+source, the children's bytes read so far (a shared counter), and their replies and rows received into
+the matrix."""
 
 from __future__ import annotations
 
@@ -106,3 +107,29 @@ def _cuts(path: str, start: int, size: int, parts: int):
             cuts.append(cut)
     cuts.append(size)
     return cuts
+
+
+class _Range:
+    """Bytes [start, stop) of a plain file, read as a Source is (TextReader needs no more)."""
+
+    compression = None
+    bom = False
+
+    def __init__(self, path: str, start: int, stop: int, size: int):
+        self.path = self.name = path
+        self.size = size
+        self._file = open(path, "rb")
+        self._file.seek(start)
+        self._pos, self._stop = start, stop
+        self.span = (start, stop)   # what TextReader sizes its matrix from
+
+    def read(self, n: int) -> bytes:
+        data = self._file.read(max(0, min(n, self._stop - self._pos)))
+        self._pos += len(data)
+        return data
+
+    def consumed(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        self._file.close()

@@ -32,7 +32,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
-from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _receive_rows, _replies, _send_raw,
+from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
                                            _shared_counts)
 from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
@@ -444,32 +444,6 @@ class TextReader:
             raise EmbedtuneError(
                 f"word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column {err.start + 1}; "
                 f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
-
-
-class _Range:
-    """Bytes [start, stop) of a plain file, read as a Source is (TextReader needs no more)."""
-
-    compression = None
-    bom = False
-
-    def __init__(self, path: str, start: int, stop: int, size: int):
-        self.path = self.name = path
-        self.size = size
-        self._file = open(path, "rb")
-        self._file.seek(start)
-        self._pos, self._stop = start, stop
-        self.span = (start, stop)   # what TextReader sizes its matrix from
-
-    def read(self, n: int) -> bytes:
-        data = self._file.read(max(0, min(n, self._stop - self._pos)))
-        self._pos += len(data)
-        return data
-
-    def consumed(self) -> int:
-        return self._pos
-
-    def close(self) -> None:
-        self._file.close()
 
 
 def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progress=None, size=None, room=None):
