@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import time
 
 import numpy as np
 import pytest
@@ -36,18 +37,68 @@ def vectors(rows: int = 400, dim: int = 10) -> embedtune.Vectors:
 
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["one process", "ranges"])
-def test_the_text_reader_reports_each_block_and_each_part_received(tmp_path, monkeypatch, processes):
+def test_the_text_reader_reports_each_block(tmp_path, monkeypatch, processes):
     path = tmp_path / "v.txt"
     save_vectors(vectors(), str(path), "glove")
     size = path.stat().st_size
     monkeypatch.setattr(text, "BLOCK_BYTES", 2048)
     monkeypatch.setattr(textranges, "PART_BYTES", 4 * 10 * 8)   # a range's rows sent 8 at a time
-    # ranges: read by two processes (where the machine has two cores); one process: never
+    # ranges: read by two processes; one process: never
     monkeypatch.setattr(text, "PARALLEL_MIN_BYTES", size // 2 if processes == 2 else size)
+    monkeypatch.setattr(text.os, "sched_getaffinity", lambda pid: {0, 1})
     calls = Calls()
     back = load_vectors(str(path), progress=calls)
     assert len(back) == 400
-    calls.check(size // 2048, size)
+    # with ranges, each of the reading process's blocks is a report, the other range's bytes read so far in it
+    calls.check(size // 2048 // processes, size)
+
+
+def test_a_ranged_text_read_reports_the_other_range_while_it_is_read(tmp_path, monkeypatch):
+    """Issue 48.7: the second range's bytes were said only as its rows arrived, once it was all read: at 2.2M
+    rows the bar sat at 50% for 11 s. Now its process counts its bytes in memory both share, and the reading
+    process reports them while it waits. The second range is made slow here (its process, forked after the
+    patch, sleeps per block) and marks its end in a file: reports past the first range come before that mark."""
+    path = tmp_path / "v.txt"
+    save_vectors(vectors(), str(path), "glove")
+    size = path.stat().st_size
+    monkeypatch.setattr(text, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(text, "PARALLEL_MIN_BYTES", size // 2)
+    monkeypatch.setattr(text.os, "sched_getaffinity", lambda pid: {0, 1})
+    parent, marker = os.getpid(), tmp_path / "second range read"
+    parse_lines, read_range = text.TextReader._parse_lines, text._read_range
+
+    def slow_in_child(self, *args):
+        if os.getpid() != parent:
+            time.sleep(0.1)
+        return parse_lines(self, *args)
+
+    def marked(path, start, *args, **kwargs):
+        result = read_range(path, start, *args, **kwargs)
+        if os.getpid() != parent:
+            marker.touch()
+        return result
+
+    monkeypatch.setattr(text.TextReader, "_parse_lines", slow_in_child)
+    monkeypatch.setattr(text, "_read_range", marked)
+    first_range_end, seen = [], []
+
+    def cuts(*args):
+        found = textranges._cuts(*args)
+        first_range_end.append(found[1])
+        return found
+
+    monkeypatch.setattr(text, "_cuts", cuts)
+    calls = Calls()
+
+    def progress(done, total):
+        calls(done, total)
+        seen.append(marker.exists())
+
+    back = load_vectors(str(path), progress=progress)
+    assert len(back) == 400 and marker.exists()
+    calls.check(1, size)
+    during = [done for (done, _), after in zip(calls, seen) if not after and done > first_range_end[0]]
+    assert len(during) >= 2 and during[0] < during[-1], (first_range_end, calls, seen)
 
 
 def test_the_mapped_binary_reader_reports_each_batch(tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ case and names the exact line of any error.
 A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
 cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
 all ranges but the first and send their words and rows back through pipes, straight into the
-matrix. Each range is parsed by the same code as a whole file, so the result is the same; any
+matrix (each child counts the bytes it has read in memory shared with the reading process, which
+reports them). Each range is parsed by the same code as a whole file, so the result is the same; any
 doubt (an error anywhere, a dimension that differs between ranges, a blank line before a cut,
 a row count that is not the header's) and the file is read again in one process, which gives
 the exact error and line.
@@ -31,7 +32,8 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
-from embedtune.formats.text.ranges import _cuts, _end_children, _parts, _receive_rows, _replies
+from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
+                                           _shared_counts)
 from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
@@ -49,10 +51,13 @@ def _shorten(data: bytes, limit: int = 40) -> str:
 
 
 class TextReader:
-    """Reads one text vectors file; `header` says whether the first line is `COUNT DIM`."""
+    """Reads one text vectors file; `header` says whether the first line is `COUNT DIM`.
+
+    room : a parallel read's first range (header=False): the matrix is made with this many rows before its
+    first row and keeps them (read() returns it with rows to spare), for the other ranges' rows."""
 
     def __init__(self, source, *, header: bool, limit=None, replace_bad_utf8=False, progress=None,
-                 parallel=True):
+                 parallel=True, room=None):
         self.source = source
         self.name = source.name
         self.header = header
@@ -60,6 +65,7 @@ class TextReader:
         self.replace_bad_utf8 = replace_bad_utf8
         self.progress = progress
         self.parallel = parallel
+        self.room = room
 
     # -- the file ------------------------------------------------------------------------------
 
@@ -134,7 +140,10 @@ class TextReader:
         (resize_matrix): no block is held past its copy."""
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
-        matrix = new_matrix(wanted, self.dim, self.name, 1) if count is not None else None
+        if count is not None:
+            matrix = new_matrix(wanted, self.dim, self.name, 1)
+        else:
+            matrix = new_matrix(self.room, self.dim, self.name) if self.room else None
         words, rows = [], 0
         for block_words, block_matrix in self._row_blocks(data, line, count, wanted):
             n = len(block_words)
@@ -145,7 +154,7 @@ class TextReader:
             rows += n
         if matrix is None:
             matrix = new_matrix(0, self.dim, self.name)
-        elif len(matrix) != rows:
+        elif len(matrix) != rows and not self.room:
             matrix = resize_matrix(matrix, rows, self.name)
         return words, matrix
 
@@ -224,7 +233,14 @@ class TextReader:
         return max(1, min(cores, MAX_PROCESSES, source.size // PARALLEL_MIN_BYTES))
 
     def _read_parallel(self, processes: int):
-        """The file read in `processes` ranges at once; None when it must be read in one process."""
+        """The file read in `processes` ranges at once; None when it must be read in one process.
+
+        The first range is read here into a matrix made with room for the whole file's rows (the header's
+        count, or as many as its first lines' length says), so the other ranges' rows are received into rows
+        that were never touched: no copy of the first range, and no zeroing of the rest (a resize, with the
+        GIL held, was most of a 2.2M-row file's stall at 50%). The progress said is the bytes every process
+        has read: each child writes its own into a shared counter, reported with this process's blocks and,
+        once its range is done, while it waits for the children."""
         source = self.source
         start = self._parallel_start()
         if start is None:
@@ -233,31 +249,46 @@ class TextReader:
         cuts = _cuts(source.path, start, source.size, processes)
         if cuts is None:
             return None
+        done = _shared_counts(len(cuts) - 2)   # bytes read by each child
+        progress = None if self.progress is None else (
+            lambda consumed, size: self.progress(consumed + int(done.sum()), size))
         children = []
         try:
-            self._start_children(cuts, children)
+            self._start_children(cuts, children, done)
+            room = count if count is not None else self._rows_guess(start)
             try:
-                words, first, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
-                                                      self.progress, source.size)
+                words, matrix, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
+                                                       progress, source.size, room)
             except EmbedtuneError:
                 return None
-            replies = _replies(children, first_dim)
+            replies = _replies(children, first_dim, None if progress is None else (
+                lambda: progress(cuts[1], source.size)))
             if replies is None:
                 return None
             rows = len(words) + sum(reply[1] for reply in replies)
             if (dim is not None and first_dim != dim) or (count is not None and rows != count):
                 return None
-            matrix = resize_matrix(first, rows, self.name)   # the first range's rows stay where they are
-            del first
-            # The rest of the bytes, said as the other ranges' rows arrive (the first range said its own).
-            _receive_rows(matrix, words, children, replies, None if self.progress is None else (
-                lambda got, rows: self.progress(cuts[1] + (source.size - cuts[1]) * got // max(1, rows), source.size)))
+            if rows > len(matrix):   # more rows than the first lines' length said
+                matrix = resize_matrix(matrix, rows, self.name)
+            _receive_rows(matrix, words, children, replies)
         finally:
             _end_children(children)
+        if len(matrix) != rows:
+            matrix = resize_matrix(matrix, rows, self.name)   # let go of the room not needed
         if self.progress is not None:
             self.progress(source.size, source.size)
         self.dim = first_dim
         return words, matrix, 2 if self.header else 1
+
+    def _rows_guess(self, start: int):
+        """The rows of a file without a header, as its first lines' length says (a little over: rows made
+        and never written are never touched, and are let go at the end); None when no line ends in its
+        first MiB."""
+        head = self.source.peek(start + (1 << 20))[start:]
+        end = head.rfind(b"\n") + 1
+        if not end:
+            return None
+        return int((self.source.size - start) * head.count(b"\n", 0, end) / end * 1.02) + 64
 
     def _parallel_start(self):
         """-> (the offset of the first row, the header's count and dimension, or None without a header),
@@ -275,14 +306,15 @@ class TextReader:
         check_header_fits(source, count, dim, 2 * dim + 2)
         return start + newline + 1, count, dim
 
-    def _start_children(self, cuts: list, children: list) -> None:
-        """A forked child for each range after the first, added to ``children`` (with its pipe) as it starts."""
+    def _start_children(self, cuts: list, children: list, done: np.ndarray) -> None:
+        """A forked child for each range after the first, added to ``children`` (with its pipe) as it starts;
+        child k writes the bytes it has read into ``done[k]``."""
         ctx = multiprocessing.get_context("fork")
-        for a, b in zip(cuts[1:-1], cuts[2:]):
+        for k, (a, b) in enumerate(zip(cuts[1:-1], cuts[2:])):
             receive, send = ctx.Pipe(duplex=False)
             readers = [r for _, r in children] + [receive]
-            child = ctx.Process(target=_read_range_in_child,
-                                args=(self.source.path, a, b, self.replace_bad_utf8, send, readers), daemon=True)
+            child = ctx.Process(target=_read_range_in_child, daemon=True,
+                                args=(self.source.path, a, b, self.replace_bad_utf8, send, readers, done[k:k + 1]))
             # Ctrl-C and SIGTERM wait until the child has set its own handlers: between the fork
             # and that, the parent's copied handlers would run in the child.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -414,49 +446,25 @@ class TextReader:
                 f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
 
 
-class _Range:
-    """Bytes [start, stop) of a plain file, read as a Source is (TextReader needs no more)."""
-
-    compression = None
-    bom = False
-
-    def __init__(self, path: str, start: int, stop: int, size: int):
-        self.path = self.name = path
-        self.size = size
-        self._file = open(path, "rb")
-        self._file.seek(start)
-        self._pos, self._stop = start, stop
-        self.span = (start, stop)   # what TextReader sizes its matrix from
-
-    def read(self, n: int) -> bytes:
-        data = self._file.read(max(0, min(n, self._stop - self._pos)))
-        self._pos += len(data)
-        return data
-
-    def consumed(self) -> int:
-        return self._pos
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progress=None, size=None):
-    """-> (words, float32 matrix, dim) of the whole lines in bytes [start, stop) of a file."""
+def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progress=None, size=None, room=None):
+    """-> (words, float32 matrix, dim) of the whole lines in bytes [start, stop) of a file; with ``room``, the
+    matrix has at least that many rows, the words' first (TextReader's)."""
     source = _Range(path, start, stop, size)
     try:
         reader = TextReader(source, header=False, replace_bad_utf8=replace_bad_utf8, progress=progress,
-                            parallel=False)
+                            parallel=False, room=room)
         words, matrix, _ = reader.read()
     finally:
         source.close()
     return words, matrix, reader.dim
 
 
-def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> None:
+def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers, done) -> None:
     """A forked child's work: ('ok', rows, dim, words) then the rows' bytes, or ('error',).
 
     readers : the read ends of every child's pipe, which the fork copied; closed here so that a
-    send fails at once when the parent stops reading, instead of blocking on a full pipe forever."""
+    send fails at once when the parent stops reading, instead of blocking on a full pipe forever.
+    done : a one-slot shared counter (ranges._shared_counts) of the bytes of the range read so far."""
     # Interrupts are the parent's to handle and report: Ctrl-C reaches the whole process group, so
     # the child ignores it; the parent's terminate() must end the child at once, not unwind it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -465,14 +473,17 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers) -> 
     for reader in readers:
         reader.close()
     try:
-        words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8)
+        def progress(consumed, size):
+            done[0] = consumed - start
+
+        words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8, progress)
         send.send(("ok", len(words), dim, words))
         del words
         # From the last rows back, each part let go once sent: the range is not held twice over, here
         # and in the parent's matrix.
         for a, b in reversed(_parts(len(matrix), dim)):
             with memoryview(matrix[a:b].reshape(-1).view(np.uint8)) as part:
-                send.send_bytes(part)
+                _send_raw(send, part)
             matrix = resize_matrix(matrix, a)
     except BaseException:  # the parent reads the file again in one process, for the exact error
         try:
