@@ -227,13 +227,14 @@ class Classify(Objective):
         skipped lines, several labels)."""
         ids, starts, line_labels, line_tokens = [], [0], [], []
         figures = []
+        local_id = _SeenWords(index).__getitem__
         self.line_range = {}   # share -> its lines' [first, end) among those held
         for share in held:
             label_counts: Counter = Counter()
             first, raw, skipped, several = len(line_labels), 0, 0, False
             for example in source.examples(share):
                 raw += len(example.tokens)
-                local = [i for i in map(index.get, example.tokens) if i is not None]
+                local = [i for i in map(local_id, example.tokens) if i is not None]
                 if not local:
                     skipped += 1
                     continue
@@ -459,6 +460,20 @@ class Classify(Objective):
         if path:
             save_classifier(result.model, path)
 
+
+
+class _SeenWords(dict):
+    """word -> its id in ``index`` (None: not there), for the words seen so far: the lines' tokens looked up
+    here, among the corpus's few distinct words, not in the vocabulary's large index (its entries out of
+    the CPU's cache: about three times as long for the glosses' lines, benchmarks/log/classify.md)."""
+
+    def __init__(self, index: dict):
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, word: str):
+        self[word] = found = self.index.get(word)
+        return found
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:

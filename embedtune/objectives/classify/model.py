@@ -13,7 +13,7 @@ import numpy as np
 
 from embedtune.errors import EmbedtuneError
 
-FIT_ITERATIONS = 100   # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
+FIT_ITERATIONS = 30    # L-BFGS iterations of the classifier-alone fit (see fit_classifier)
 FIT_L2 = 1e-4          # L2 weight of that fit, per line: keeps it bounded on separable labels
 # fastText's end-of-line word: every line's mean counts one more row, this one, trained with the
 # classifier (a learned input that weighs 1 / (words + 1): a bias that follows the line's length).
@@ -145,7 +145,8 @@ def fit_classifier(means: np.ndarray, targets: np.ndarray, one_vs_all: bool, ite
 
     L-BFGS (scipy) on a loss and gradient computed by a compiled kernel (numpy's matmuls, OpenBLAS's
     threads, were far slower on a loaded machine: benchmarks/README.md, classify). ``iterations``: where the
-    WordNet noun glosses' validation accuracy levels off (benchmarks/README.md, classify).
+    WordNet noun glosses' validation accuracy after training levels off, the inputs centred (30 did as
+    well as 100 on the 5 shuffled splits: benchmarks/log/classify.md).
     threads : the kernel's threads in the calling thread (numba's setting is a thread's own); the same
     bits whatever the count. strict: the loss and gradient without fastmath (--deterministic's), the same
     bits on every CPU but for the BLAS calls of L-BFGS (scipy's, OpenBLAS's kernel for the CPU)."""
@@ -169,12 +170,19 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
     apart and ``sum_arrays`` adds them up over all shares (float64; across workers a ring all-reduce,
     whose sums every worker receives bit for bit), then the mean and the L2 term are taken: every worker
     sees the same figures, takes the same steps and ends with the same classifier, without any worker
-    holding every line (what crosses is L * (dim + 1) + 1 float64 an iteration). Equal to
+    holding every line (what crosses is L * (dim + 1) + 1 float64 an iteration, after the inputs' sum,
+    dim float64, once: the fit's centre). Equal to
     ``fit_classifier`` over all the lines up to the order of the sums."""
     import scipy.optimize
 
     L, dim = parts[0][1].shape[1], parts[0][0].shape[1]
-    held = [(np.ascontiguousarray(m, np.float32), np.ascontiguousarray(t, np.float32)) for m, t in parts]
+    # Fitted on the inputs less their mean (over all shares), the bias then moved back (b = b' - W . mean):
+    # the same loss at the same weights, but the mean vector of pretrained rows is large beside their
+    # spread, which ties the bias to every weight and slowed L-BFGS several times over (benchmarks/log/classify.md).
+    centre = sum_arrays([np.asarray(m, np.float64).sum(axis=0) for m, _ in parts]) / n_lines
+    shift = centre.astype(np.float32)
+    held = [(np.ascontiguousarray(np.asarray(m, np.float32) - shift), np.ascontiguousarray(t, np.float32))
+            for m, t in parts]
 
     def fun(params):
         mine = []
@@ -190,7 +198,8 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
     with _one_scipy_blas_thread():
         result = scipy.optimize.minimize(fun, np.zeros(L * (dim + 1)), jac=True, method="L-BFGS-B",
                                          options={"maxiter": iterations})
-    return result.x[: L * dim].reshape(L, dim), result.x[L * dim:]
+    weights = result.x[: L * dim].reshape(L, dim)
+    return weights, result.x[L * dim:] - weights.astype(np.float32).astype(np.float64) @ shift
 
 
 @contextlib.contextmanager
