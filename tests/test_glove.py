@@ -293,3 +293,28 @@ def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
     work = np.diff(indptr[bounds])
     assert work.max() <= 2 * indptr[-1] / 8 + np.diff(indptr).max()
     assert np.diff(indptr)[: n_words // 8].sum() > indptr[-1] / 2   # equal rows would have been this uneven
+
+
+def test_a_small_corpus_is_counted_by_the_serial_twin_with_the_same_bits(monkeypatch):
+    """A corpus of one small block, or a count on one thread, is counted by count_block's serial twin (so that a
+    cold run compiles only that, issue 48.1), with the parallel kernel's bits; a larger one by count_block."""
+    from embedtune.kernels import cooccur
+    from embedtune.kernels.common import kernel_threads
+
+    rng = np.random.default_rng(4)
+    n_words = 2000
+    p = 1.0 / np.arange(1, n_words + 1)
+    ids = rng.choice(n_words, 30_000, p=p / p.sum()).astype(np.int32)
+    line = np.repeat(np.arange(3000, dtype=np.int32), 10)
+    parallel = cooccur.count_block(ids, line, n_words, 5, 8)
+    assert len(np.unique(parallel[2])) > 20   # sums not all alike: an order changed would show in the bits
+    called = []
+    monkeypatch.setattr(cooccur, "count_block", lambda *args: called.append(args) or parallel)
+    for threads in (1, 2):
+        small = cooccur.count([(ids, line)], n_words, 5, threads)
+        assert not called
+        for x, y in zip(small, parallel):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    monkeypatch.setattr(cooccur, "SERIAL_POSITIONS", len(ids))
+    cooccur.count([(ids, line)], n_words, 5, 2)
+    assert len(called) == (1 if kernel_threads(2) > 1 else 0)

@@ -4,7 +4,7 @@ The batch-synchronous kernel (--deterministic) and TensorFlow's step take the sa
 tables: after a few steps the tables and the optimizer's state must agree within float32 rounding, for
 each optimizer, with and without the cap and the anchor; frozen rows and frozen words' biases are never
 written; the bits do not depend on the thread count. The lock-free kernel (without --deterministic): on
-one thread glove.c's sequential per-pair loop (a plain Python reference); on two, frozen rows untouched
+one thread glove.c's sequential per-pair loop (a plain Python reference), for each optimizer; on two, frozen rows untouched
 and the loss over all pairs falling.
 """
 
@@ -17,7 +17,7 @@ from embedtune import kernels
 from embedtune.config import resolve
 from embedtune.corpus import Corpus
 from embedtune.plan.rules import make_plan
-from embedtune.training.optimizers import ADAGRAD_INITIAL_ACCUMULATOR, EPSILON
+from embedtune.training.optimizers import ADAGRAD_INITIAL_ACCUMULATOR, ADAM_BETA_1, ADAM_BETA_2, EPSILON
 from embedtune.training.trainer import Trainer
 
 from test_classify_kernel import state   # the tables and every optimizer variable, synced
@@ -86,18 +86,33 @@ def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
         np.testing.assert_array_equal(side, tables[0][1])
 
 
-def glove_c_reference(trainer, batches, lrs, anchor) -> tuple[np.ndarray, np.ndarray]:
-    """glove.c's sequential per-pair AdaGrad loop in plain Python (float64), with the anchor's proximal pull
-    a slice and frozen ends read, never written: the lock-free kernel on one thread."""
+def glove_c_reference(trainer, batches, lrs, anchor, optimizer="adagrad") -> tuple[np.ndarray, np.ndarray]:
+    """glove.c's sequential per-pair loop in plain Python (float64), with the anchor's proximal pull a slice and
+    frozen ends read, never written: the lock-free kernel on one thread. glove.c's AdaGrad, or sgd, or adam (its
+    bias-corrected rate from the batch's count, as training/optimizers.py's)."""
     n_trainable, objective = trainer.n_trainable, trainer.objective
     words = trainer.trained_matrix().astype(np.float64)
     frozen = trainer.matrix[trainer.frozen_rows].astype(np.float64)
     side = trainer.side_matrix()[:, 0].astype(np.float64)
     start = words.copy()
-    acc = np.full(words.shape, ADAGRAD_INITIAL_ACCUMULATOR)
-    bias_acc = np.full(len(side), ADAGRAD_INITIAL_ACCUMULATOR)
+    first = ADAGRAD_INITIAL_ACCUMULATOR if optimizer == "adagrad" else 0.0
+    m = {"word": np.full(words.shape, first), "side": np.full(len(side), first)}
+    v = {"word": np.zeros(words.shape), "side": np.zeros(len(side))}
     slices = np.maximum(objective.slices, 1.0)
-    for batch, lr in zip(batches, lrs):
+
+    def step_size(table, r, g, lr, t):
+        """The optimizer's update of ``table``'s row r by g (its state moved); the step size per value."""
+        if optimizer == "sgd":
+            return lr
+        if optimizer == "adagrad":
+            m[table][r] += g * g
+            return lr / (np.sqrt(m[table][r]) + EPSILON)
+        m[table][r] = ADAM_BETA_1 * m[table][r] + (1 - ADAM_BETA_1) * g
+        v[table][r] = ADAM_BETA_2 * v[table][r] + (1 - ADAM_BETA_2) * g * g
+        rate = lr * np.sqrt(1 - ADAM_BETA_2 ** t) / (1 - ADAM_BETA_1 ** t)
+        return rate / (np.sqrt(v[table][r]) + EPSILON)
+
+    for t, (batch, lr) in enumerate(zip(batches, lrs), 1):
         for b in range(batch["pairs"]):
             j, k = int(batch["row"][b]), int(batch["col"][b])
             wj = words[j] if j < n_trainable else frozen[j - n_trainable]
@@ -108,22 +123,23 @@ def glove_c_reference(trainer, batches, lrs, anchor) -> tuple[np.ndarray, np.nda
             for r, g in ((j, grads[j]), (k, grads[k])):
                 if r >= n_trainable:
                     continue
-                acc[r] += g * g
-                step = lr / (np.sqrt(acc[r]) + EPSILON)
-                words[r] -= step * g
+                step = step_size("word", r, g, lr, t)
+                words[r] -= step * (m["word"][r] if optimizer == "adam" else g)
                 pull = step * anchor / slices[r]
                 words[r] = (words[r] + pull * start[r]) / (1 + pull)
-                bias_acc[r] += c * c
-                side[r] -= lr / (np.sqrt(bias_acc[r]) + EPSILON) * c
+                step = step_size("side", r, c, lr, t)
+                side[r] -= step * (m["side"][r] if optimizer == "adam" else c)
     return words, side
 
 
-def test_the_lockfree_kernel_on_one_thread_is_glove_cs_sequential_loop(monkeypatch):
-    trainer = make_trainer(True, monkeypatch, threads=1, deterministic=False)
+# Each optimizer has its own lock-free kernel (kernels/glove.py compiles only the run's): each against the loop.
+@pytest.mark.parametrize("optimizer, lr", [("adagrad", 0.1), ("sgd", 0.05), ("adam", 0.01)])
+def test_the_lockfree_kernel_on_one_thread_is_glove_cs_sequential_loop(optimizer, lr, monkeypatch):
+    trainer = make_trainer(True, monkeypatch, threads=1, deterministic=False, optimizer=optimizer, lr=lr)
     assert trainer.kernel.lockfree
     batches = batches_of(trainer, None, 3)
-    lrs = [0.1, 0.05, 0.08]
-    words, side = glove_c_reference(trainer, batches, lrs, trainer.config.train.anchor)
+    lrs = [lr, lr / 2, lr * 0.8]
+    words, side = glove_c_reference(trainer, batches, lrs, trainer.config.train.anchor, optimizer)
     run_steps(trainer, batches, lrs)
     np.testing.assert_allclose(trainer.trained_matrix(), words, rtol=1e-4, atol=2e-5)
     np.testing.assert_allclose(trainer.side_matrix()[:-1, 0], side[:-1], rtol=1e-4, atol=2e-5)

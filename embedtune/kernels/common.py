@@ -43,18 +43,32 @@ FASTMATH = {"reassoc", "contract"}
 ROW_BLOCK_BITS = 3
 
 
-def strict(kernel):
-    """``kernel`` (a cached numba dispatcher) compiled again without fastmath, as a function of its own:
-    numba's cache keys machine code by the function's name and bytecode, not by its flags, so the twin
-    is named ``<name>_strict`` and cached apart."""
+def _twin(kernel, suffix: str, namespace: dict | None = None, drop: tuple[str, ...] = ()):
+    """``kernel`` (a cached numba dispatcher) as a function of its own named ``<name><suffix>``, compiled without
+    the options in ``drop``: numba's cache keys machine code by the function's name and bytecode, not by its
+    flags, so a twin is cached apart. ``namespace``: the globals it reads (the kernel's own by default)."""
     py_func = kernel.py_func
-    twin = types.FunctionType(py_func.__code__, py_func.__globals__, py_func.__name__ + "_strict",
-                              py_func.__defaults__, py_func.__closure__)
-    twin.__qualname__ = py_func.__qualname__ + "_strict"
+    twin = types.FunctionType(py_func.__code__, py_func.__globals__ if namespace is None else namespace,
+                              py_func.__name__ + suffix, py_func.__defaults__, py_func.__closure__)
+    twin.__qualname__ = py_func.__qualname__ + suffix
     twin.__doc__ = py_func.__doc__
     twin.__module__ = py_func.__module__
-    options = {k: v for k, v in kernel.targetoptions.items() if k not in ("fastmath", "nopython", "boundscheck")}
+    options = {k: v for k, v in kernel.targetoptions.items() if k not in ("nopython", "boundscheck", *drop)}
     return njit(**options, cache=True)(twin)
+
+
+def strict(kernel):
+    """``kernel`` compiled again without fastmath, as ``<name>_strict``."""
+    return _twin(kernel, "_strict", drop=("fastmath",))
+
+
+def serial(kernel, **callees):
+    """``kernel`` compiled again without ``parallel`` (its prange loops plain loops, the same arithmetic in the
+    same order), as ``<name>_serial``; ``callees``: the kernels it calls by name, replaced (by their own serial
+    twins). numba's parallel passes are most of a parallel kernel's compile (twice a serial one's: a cold run
+    pays it), which a small input does not win back (benchmarks/log/first_run.md). Reads the kernel's module's
+    globals as they are when it is made: made after the module's last kernel."""
+    return _twin(kernel, "_serial", {**kernel.py_func.__globals__, **callees}, drop=("parallel",))
 
 
 @njit(inline="always")

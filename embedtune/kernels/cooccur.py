@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, set_num_threads
 
-from embedtune.kernels.common import PARALLEL, kernel_threads
+from embedtune.kernels.common import PARALLEL, kernel_threads, serial
 
 # Pairs (positions at most window apart) of one block; the bucket costs 5 bytes a pair (the dry run's
 # estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
@@ -172,13 +172,26 @@ def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1):
     return indptr, cols, values
 
 
+# A corpus whose first block of kept ids is shorter than this, or a count on one thread, is counted by
+# count_block's serial twin: the same counts, bit for bit, for less than half count_block's compile on a cold
+# run (a parallel count of so few pairs gains a fraction of a second at most; benchmarks/log/first_run.md).
+# objectives/glove.py fills each block to BLOCK_PAIRS pairs but the last, so a corpus whose first block is
+# this small is one block.
+SERIAL_POSITIONS = 1 << 18
+
+count_block_serial = serial(count_block, _buckets=serial(_buckets))
+
+
 def count(blocks, n_words: int, window: int, threads: int):
     """CSR counts (indptr, cols, values) of ``blocks``: (ids, line) arrays, each a block of whole lines."""
     set_num_threads(kernel_threads(threads))
     parts = 4 * kernel_threads(threads)
-    total = None
+    total, kernel = None, None
     for ids, line in blocks:
-        part = count_block(ids, line, n_words, window, parts)
+        if kernel is None:   # one kernel for every block, so that a run compiles one
+            small = kernel_threads(threads) == 1 or len(ids) < SERIAL_POSITIONS
+            kernel = count_block_serial if small else count_block
+        part = kernel(ids, line, n_words, window, parts)
         total = part if total is None else merge_rows(*total, *part, parts)
     if total is None:
         return np.zeros(n_words + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)

@@ -142,45 +142,54 @@ def glove_step(words, side, frozen, frozen_rows, n_trainable, scale, row, col, t
     return _sum_in_order(losses)
 
 
-@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def glove_hogwild(words, side, frozen, frozen_rows, n_trainable, scale, row, col, target, f, weight, lrs,
-                  word_lrs, side_lrs, batch_size, optimizer, clip_norm, anchor, start, slices, word_m, word_v,
-                  side_m, side_v, losses):
-    """GloVe's per-pair steps, lock-free (as glove.c's threads): each thread takes a contiguous block of
-    the pairs and applies each at once, in place, from the rows as they are then.
+def _lock_free(optimizer: int):
+    """``glove_hogwild`` for one optimizer (SGD, ADAGRAD, ADAM), a constant of the kernel: numba prunes the
+    other optimizers' branches of the inlined ``_update`` and ``_pull`` (four call sites) before it compiles,
+    so a run compiles only its own optimizer's code (a cold run's largest compile; benchmarks/log/first_run.md).
+    numba's cache keeps each apart (it keys a closure's machine code by the values it closes over)."""
+    @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+    def glove_hogwild(words, side, frozen, frozen_rows, n_trainable, scale, row, col, target, f, weight, lrs,
+                      word_lrs, side_lrs, batch_size, clip_norm, anchor, start, slices, word_m, word_v,
+                      side_m, side_v, losses):
+        """GloVe's per-pair steps, lock-free (as glove.c's threads): each thread takes a contiguous block of
+        the pairs and applies each at once, in place, from the rows as they are then.
 
-    row, col, target, f, weight [N]: several batches of ``batch_size`` pairs one after another (a group,
-    one parallel region); lrs, word_lrs, side_lrs [N / batch_size], each batch's. losses [threads,
-    N / batch_size] float64: each thread's summed loss of each batch (written). Tables, state and the
-    anchor's as ``glove_step``. The threads read and write shared rows without locks, so a row can lose
-    or see half of a concurrent update, as in glove.c; the bits follow the thread timing.
-    """
-    size, dim = len(row), words.shape[1]
-    threads = losses.shape[0]
-    has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)
-    for t in prange(threads):
-        gj = np.empty(dim, np.float32)
-        gk = np.empty(dim, np.float32)
-        gb = np.empty(1, np.float32)
-        losses[t, :] = 0.0
-        for b in range(t * size // threads, (t + 1) * size // threads):
-            if weight[b] == 0:
-                continue
-            batch = b // batch_size
-            lr, word_lr, side_lr = lrs[batch], word_lrs[batch], side_lrs[batch]
-            j, k = row[b], col[b]
-            wj, wk, error = _pair_error(words, side, frozen, frozen_rows, n_trainable, scale, j, k, target[b])
-            c = f[b] * weight[b] * error
-            losses[t, batch] += 0.5 * float(c) * float(error)
-            for d in range(dim):
-                gj[d] = c * scale * wk[d]
-                gk[d] = c * scale * wj[d]
-            if j < n_trainable:
-                _end(words, side, j, gj, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
-                     word_m, word_v, side_m, side_v, has_m, has_v)
-            if k < n_trainable:
-                _end(words, side, k, gk, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
-                     word_m, word_v, side_m, side_v, has_m, has_v)
+        row, col, target, f, weight [N]: several batches of ``batch_size`` pairs one after another (a group,
+        one parallel region); lrs, word_lrs, side_lrs [N / batch_size], each batch's. losses [threads,
+        N / batch_size] float64: each thread's summed loss of each batch (written). Tables, state and the
+        anchor's as ``glove_step``. The threads read and write shared rows without locks, so a row can lose
+        or see half of a concurrent update, as in glove.c; the bits follow the thread timing.
+        """
+        size, dim = len(row), words.shape[1]
+        threads = losses.shape[0]
+        has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)
+        for t in prange(threads):
+            gj = np.empty(dim, np.float32)
+            gk = np.empty(dim, np.float32)
+            gb = np.empty(1, np.float32)
+            losses[t, :] = 0.0
+            for b in range(t * size // threads, (t + 1) * size // threads):
+                if weight[b] == 0:
+                    continue
+                batch = b // batch_size
+                lr, word_lr, side_lr = lrs[batch], word_lrs[batch], side_lrs[batch]
+                j, k = row[b], col[b]
+                wj, wk, error = _pair_error(words, side, frozen, frozen_rows, n_trainable, scale, j, k, target[b])
+                c = f[b] * weight[b] * error
+                losses[t, batch] += 0.5 * float(c) * float(error)
+                for d in range(dim):
+                    gj[d] = c * scale * wk[d]
+                    gk[d] = c * scale * wj[d]
+                if j < n_trainable:
+                    _end(words, side, j, gj, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
+                         word_m, word_v, side_m, side_v, has_m, has_v)
+                if k < n_trainable:
+                    _end(words, side, k, gk, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
+                         word_m, word_v, side_m, side_v, has_m, has_v)
+    return glove_hogwild
+
+
+GLOVE_HOGWILD = {optimizer: _lock_free(optimizer) for optimizer in (SGD, ADAGRAD, ADAM)}
 
 
 class GloveKernel:
@@ -231,9 +240,9 @@ class GloveKernel:
         rates = [[adam_rate(state, self.optimizer, lr) for lr in lrs] for state in (self.word_state, self.side_state)]
         arrays = [np.concatenate([b[key] for b in batches]) for key in ("row", "col", "target", "f", "weight")]
         losses = np.empty((self.threads, len(batches)), np.float64)
-        glove_hogwild(*self._tables(), *arrays, lrs, np.asarray(rates[0], np.float32),
-                      np.asarray(rates[1], np.float32), len(batches[0]["row"]), self.optimizer, self.clip_norm,
-                      *self._anchor(), losses)
+        GLOVE_HOGWILD[self.optimizer](*self._tables(), *arrays, lrs, np.asarray(rates[0], np.float32),
+                                      np.asarray(rates[1], np.float32), len(batches[0]["row"]), self.clip_norm,
+                                      *self._anchor(), losses)
         return [np.float32(loss) for loss in losses.sum(axis=0)]
 
     def step(self, batch: dict, lr: np.float32) -> np.float32:
