@@ -195,9 +195,10 @@ def _layout(words):
 # Words computed a call at a time when progress is asked: a 2M-word model's vectors take seconds.
 PROGRESS_WORDS = 1 << 16
 # Words computed between two calls of word_vectors's ``release``: a word's n-gram rows lie anywhere among the
-# bucket rows, so the rows a block of words reads are spread over the whole matrix; few enough words that their
-# pages (a mapped model's, resident until let go) stay a small share of it (benchmarks/log/memory_sizes.md).
-RELEASE_WORDS = 1 << 12
+# bucket rows, and a kernel that maps the page cache's large folios whole maps much of a model's matrix for a few
+# thousand words, so a smaller count holds little less and maps the same pages again more often
+# (benchmarks/log/memory_sizes.md, diff of two fastText models).
+RELEASE_WORDS = 1 << 16
 
 
 def word_vectors(words, own_rows, own_matrix: np.ndarray, grams: np.ndarray, minn: int, maxn: int,
