@@ -125,8 +125,8 @@ class FastTextModel:
     def release_read_pages(self) -> None:
         """Let the pages of the mapped file read so far go from this process (the page cache keeps them; a
         later read maps them again): the rows of words whose vectors were computed and handed on need not
-        stay resident, and a model's matrices are several times its words' vectors (issue 48: diff of two
-        2M-word models held 13.7 GB, most of it their files' pages)."""
+        stay resident, and a model's matrices are several times its words' vectors (issue 48: diff of two models
+        held every page of both files; benchmarks/log/memory_sizes.md)."""
         mapping = _mapping(self.input)
         if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
             mapping.madvise(mmap.MADV_DONTNEED)
