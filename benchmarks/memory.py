@@ -16,6 +16,8 @@ Data (made on the first run under benchmarks/_data/, git-ignored; needs the `ben
     table.*.train.txt     5% of the rows, drawn at random (seed 1), one word a line: the rows that train
     corpus-100k.txt       the first 100,000 lines of corpus-large.txt (make_corpus.py --large)
 
+EMBEDTUNE_BENCH_TABLES=FOLDER makes and reads the tables there instead of benchmarks/_data/.
+
 Goals (issue 16): 1M x 300: peak <= 2 x matrix + 0.7 GB (3.1 GB); 3M x 300: <= 1.3 x matrix + 1 GB.
 GB here are 10^9 bytes; time -v reports KiB.
 
@@ -49,10 +51,11 @@ GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
 DIM = 300
 SIZES = {"1M": 1_000_000, "3M": 3_000_000}
 GOALS = {"1M": (2.0, 0.7), "3M": (1.3, 1.0)}   # peak <= a x matrix + b GB
+TABLES = os.environ.get("EMBEDTUNE_BENCH_TABLES", DATA)   # where the tables are made (a folder with room)
 
 
 def table_path(size: str) -> str:
-    return os.path.join(DATA, f"table.{size}.{DIM}d.bin")
+    return os.path.join(TABLES, f"table.{size}.{DIM}d.bin")
 
 
 def glove_words() -> list[str]:
@@ -156,6 +159,7 @@ def mark(name):
 began = time.perf_counter()
 import embedtune.cli.main as cli_main
 from embedtune import formats
+from embedtune import run as run_mod
 from embedtune.training import loop as train_mod
 from embedtune.corpus import Corpus
 mark("imports (TensorFlow, embedtune)")
@@ -171,8 +175,7 @@ def after(owner, name, label, first_only=False):
     setattr(owner, name, wrapped)
 after(formats, "load_vectors", "load the table")
 after(Corpus, "count", "count the corpus", first_only=True)
-after(train_mod, "plan_rows", "plan")
-after(train_mod, "add_new_words", "new-word starts")
+after(train_mod, "decide_rows", "plan and new-word starts")
 trainer_init = train_mod.Trainer.__init__
 def init_and_watch(self, *a, **k):
     trainer_init(self, *a, **k)
@@ -183,7 +186,7 @@ def init_and_watch(self, *a, **k):
 train_mod.Trainer.__init__ = init_and_watch
 after(train_mod.Trainer, "trained_matrix", "training loop")
 after(train_mod, "max_frozen_change", "summary (max frozen change)")
-after(formats, "save_vectors", "write the output (frozen rows checked)")
+after(run_mod, "save_checked", "write the output (frozen rows checked)")
 try:
     cli_main.cli(args=sys.argv[1:], prog_name="embedtune")
 finally:

@@ -5,6 +5,7 @@
     python benchmarks/memory_sizes.py --rows 1000000 --text-rows 400000 --dim 300 --repeat 3
     python benchmarks/memory_sizes.py --only text-read --repeat 3 --python /path/to/other/python
     python benchmarks/memory_sizes.py --estimates --rows 200000 --repeat 3   # the dry run's estimate per format
+    python benchmarks/memory_sizes.py --diff-models OLD.bin NEW.bin FROZEN.txt --repeat 3   # diff of two fastText models
 
 Data (made on the first run under benchmarks/_data/, git-ignored; random normal x 0.4, seed 0, written a
 block at a time, never whole in memory): `synthetic.R.D.bin` (word2vec binary, words w0, w1, ...) and
@@ -26,6 +27,14 @@ system cannot take back. A fastText model's estimate is compared with `anon`, an
 mapped pages (memory_mapped_bytes) with `peak`, and the estimate alone with the largest resident size
 less the model file's own pages (summed from /proc/PID/smaps every 20 ms); the other formats' estimate with
 `peak`.
+
+--diff-models runs `embedtune diff OLD NEW --check-frozen FROZEN` on two fastText models, with `anon` as above.
+The models measured (benchmarks/silence.py's cc.en.300.bin shape at --scale 0.5: 1M words and 1M buckets x 300, a
+2.4 GB input matrix, 1.2 GB of words' vectors; NEW a copy of OLD):
+    B=/work/big/wt-memory M=$B/real_sizes.fasttext.1000000
+    python benchmarks/silence.py --real-sizes --data $B --scale 0.5 --only fasttext --cases inspect
+    cp $M.300d.ft.bin $M.300d.copy.ft.bin
+    python benchmarks/memory_sizes.py --diff-models $M.300d.ft.bin $M.300d.copy.ft.bin $M.frozen.txt
 
 Each case runs as a child process. `peak` is the child's own peak resident size (its VmHWM, read when it
 ends: GNU time's figure); `tree` is the largest sum of resident sizes of the child and the processes it
@@ -290,6 +299,23 @@ def estimates(args, env: dict) -> None:
         print(line, flush=True)
 
 
+def diff_models(args) -> None:
+    """--diff-models: each run's wall, peak and anon, then their medians."""
+    env = {**os.environ, "PYTHONPATH": args.pythonpath}
+    old, new, frozen = args.diff_models
+    case = ["cli", "-q", "diff", old, new, "--check-frozen", frozen]
+    with open("/proc/loadavg") as f:
+        load_before = f.read().split()[0]
+    runs = [run_case(args.python, case, env, sampled=anon_rss) for _ in range(args.repeat)]
+    with open("/proc/loadavg") as f:
+        load_after = f.read().split()[0]
+    for r in runs:
+        print(f"run: wall {r['wall']:.1f} s  peak {r['peak'] / 1e9:.2f} GB  anon {r['tree'] / 1e9:.2f} GB", flush=True)
+    median = {key: statistics.median(r[key] for r in runs) for key in ("wall", "peak", "tree")}
+    print(f"median of {len(runs)}: wall {median['wall']:.1f} s  peak {median['peak'] / 1e9:.2f} GB  "
+          f"anon {median['tree'] / 1e9:.2f} GB; load {load_before} -> {load_after}; PYTHONPATH {args.pythonpath}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the binary files")
@@ -305,7 +331,12 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=200_000, help="--estimates: the fastText model's subword rows")
     parser.add_argument("--folder", default="/work/big/wt-memory", help="--estimates: where its data is made")
     parser.add_argument("--dry-only", action="store_true", help="--estimates: the dry runs alone")
+    parser.add_argument("--diff-models", nargs=3, metavar=("OLD", "NEW", "FROZEN"),
+                        help="diff of two fastText models: wall, peak and anon")
     args = parser.parse_args()
+    if args.diff_models:
+        diff_models(args)
+        return
     if args.estimates:
         env = {**os.environ, "PYTHONPATH": args.pythonpath}
         with open("/proc/loadavg") as f:

@@ -122,14 +122,13 @@ def dry_run(config: Config, *, reading: Reading = Reading(), resume: bool = Fals
             on_phase: Callable | None = None) -> DryRun:
     """Count and plan as ``run`` would; train nothing, write nothing, import no TensorFlow. The vectors'
     words and shape are read, not their matrix (formats.outline_vectors: a file too large to load still
-    gets its estimate), except for an objective solved in closed form (retrofit), which plans from the
-    vectors themselves. ``on_phase``: as ``run``'s (the vectors' read)."""
+    gets its estimate), for an objective solved in closed form (retrofit) too: its plan and lexicons need
+    the words alone. ``on_phase``: as ``run``'s (the vectors' read)."""
     from embedtune import formats
     from embedtune.objectives import objective_class
 
     config = dataclasses.replace(config, format=config.format or formats.detect_format(config.vectors))
-    looped = objective_class(resolve(config).train.objective).closed_form is None
-    loaded = _load(config, None, reading, on_load, note, on_phase, outline=looped)
+    loaded = _load(config, None, reading, on_load, note, on_phase, outline=True)
     objective = objective_class(loaded.config.train.objective)
     config, vectors = loaded.config, loaded.vectors
     if objective.closed_form is not None:   # no corpus, no loop: the objective plans itself

@@ -543,3 +543,34 @@ def test_a_binary_outline_has_the_loaded_words_and_first_rows(tmp_path, name):
     outline = outline_vectors(str(path), "word2vec-binary", sample=2)
     assert list(outline.words) == list(loaded.words) == words and len(outline) == 4
     assert outline.sample.tobytes() == loaded.matrix[:2].tobytes() and outline.file_bytes == path.stat().st_size
+
+
+@pytest.mark.parametrize("fmt", ["word2vec-binary", "glove"])
+def test_retrofits_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
+    """retrofit's dry run plans from the words and the lexicon, as train's does: a file whose rows past the
+    sample no reader accepts gets the answer the clean file gets (before: the whole file loaded, and refused)."""
+    import numpy as np
+
+    from embedtune.formats import OUTLINE_SAMPLE_ROWS
+
+    n = OUTLINE_SAMPLE_ROWS + 500
+    words = [f"w{i}" for i in range(n)]
+    matrix = np.random.default_rng(0).standard_normal((n, OUTLINE_DIM)).astype(np.float32)
+    clean, damaged = tmp_path / "clean.vec", tmp_path / "damaged.vec"
+    write_vectors(clean, words, matrix, fmt)
+    write_vectors(damaged, words, matrix, fmt, damaged_from=OUTLINE_SAMPLE_ROWS)
+    lexicon = tmp_path / "lexicon.txt"
+    lexicon.write_text("w1 w2 w1400\nw3 w1200 unknown\n", encoding="utf-8")
+
+    def described(path):
+        result = run(["train", path, "--objective", "retrofit", "--lexicon", lexicon, "--format", fmt,
+                      "--freeze-top", "2", "-o", tmp_path / "out.txt", "--dry-run", "--json"])
+        assert result.exit_code == 0, result.stderr
+        d = json.loads(result.stdout)
+        del d["vectors"]
+        return d
+
+    d = described(clean)
+    assert described(damaged) == d
+    assert (d["objective"], d["frozen"], d["lexicon"]["words_not_in_vectors"]) == ("retrofit", 2, 1)
+    assert not (tmp_path / "out.txt").exists()

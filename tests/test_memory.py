@@ -242,15 +242,24 @@ def write_random(path, rows: int, dim: int, binary: bool) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
-@pytest.mark.parametrize("binary", [True, False], ids=["word2vec-binary", "glove"])
-def test_inspect_holds_far_less_than_the_matrix(tmp_path, binary):
+@pytest.mark.parametrize("binary, compressed", [(True, False), (False, False), (True, True)],
+                         ids=["word2vec-binary", "glove", "word2vec-binary.gz"])
+def test_inspect_holds_far_less_than_the_matrix(tmp_path, binary, compressed):
+    import gzip
+    import shutil
+
     path = tmp_path / ("v.bin" if binary else "v.txt")
     matrix_bytes = write_random(path, 200_000, 100, binary)   # 80 MB of float32
+    if compressed:   # read through the buffer, not a map: before, the whole matrix read, then handed on in blocks
+        with open(path, "rb") as src, gzip.open(str(path) + ".gz", "wb", compresslevel=1) as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+        path = tmp_path / "v.bin.gz"
     result = subprocess.run([sys.executable, "-c", PEAK, str(path)], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     # a block of text and its parse, hashes and norms; before, three copies of the matrix (and the whole file's words)
-    assert int(result.stdout) < matrix_bytes * (0.4 if binary else 0.9)
+    assert int(result.stdout) < matrix_bytes * (0.9 if compressed or not binary else 0.4)
 
 
 # Peak resident memory of a text file's read by two processes, less the reading process's before it (a read of a
@@ -328,3 +337,125 @@ def test_diff_holds_one_matrix_not_two(tmp_path):
     assert "200000" in result.stdout and "2 checked, 0 changed" in result.stdout
     # OLD's matrix, its index, and the pages of OLD's map read before they are let go; before, NEW's matrix too
     assert int(result.stderr.split()[-1]) < 1.2 * matrix_bytes + MAPPED_RELEASE
+
+
+def write_fasttext_model(path, nwords: int, buckets: int, dim: int) -> int:
+    """A fastText model file (version 12, cbow, character 5-grams as cc.en.300.bin's) of ``nwords`` distinct
+    words of 5-12 letters and random rows; -> (its input matrix's bytes, its first word)."""
+    import struct
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)
+    tails = letters[np.arange(nwords)[:, None] // 26 ** np.arange(4, -1, -1) % 26]
+    heads, lengths = letters[rng.integers(0, 26, (nwords, 7))], rng.integers(0, 8, nwords)
+    words = [heads[i, :lengths[i]].tobytes() + tails[i].tobytes() for i in range(nwords)]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<ii", 793712314, 12))
+        f.write(struct.pack("<12id", dim, 5, 5, 5, 10, 1, 2, 1, buckets, 5, 5, 100, 1e-4))
+        f.write(struct.pack("<iiiqq", nwords, nwords, 0, 5 * nwords, -1))
+        f.write(b"".join(w + b"\0" + struct.pack("<qb", 5, 0) for w in words))
+        f.write(b"\0" + struct.pack("<qq", nwords + buckets, dim))
+        f.write((rng.standard_normal((nwords + buckets, dim), np.float32) * np.float32(0.1)).astype("<f4").tobytes())
+        f.write(b"\0" + struct.pack("<qq", nwords, dim))
+        f.write(bytes(4 * nwords * dim))
+    return 4 * (nwords + buckets) * dim, words[0].decode("ascii")
+
+
+# diff of two fastText models, its peak less the process's once the subword arithmetic is compiled (a first read
+# of OLD compiles it, then its peak is reset: /proc/self/clear_refs).
+MODEL_DIFF_PEAK = """
+import sys
+from embedtune import load_vectors
+from embedtune.cli.main import cli
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+assert len(load_vectors(sys.argv[1], limit=100)) == 100
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+before = peak()
+try:
+    cli.main(["-q", "diff", *sys.argv[1:]], prog_name="embedtune")
+except SystemExit as done:
+    assert not done.code, done.code
+print(peak() - before, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status, /proc/self/clear_refs")
+def test_diff_of_two_fasttext_models_lets_their_mapped_pages_go(tmp_path):
+    old, new, frozen = tmp_path / "old.bin", tmp_path / "new.bin", tmp_path / "frozen.txt"
+    matrix_bytes, word = write_fasttext_model(old, 20_000, 200_000, 100)   # 88 MB input matrix; 8 MB of words'
+    new.write_bytes(old.read_bytes())
+    frozen.write_text(word + "\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", MODEL_DIFF_PEAK, str(old), str(new), "--check-frozen", str(frozen)],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "20000" in result.stdout and "1 checked, 0 changed" in result.stdout
+    # OLD's word vectors and index, and what one model's map holds between two lets-go of its pages: at most its
+    # matrix (a kernel that maps the page cache's large folios whole maps most of it for a few thousand words); before,
+    # both models' whole matrices (every page of each, read and left mapped): more than twice the matrix
+    assert int(result.stderr.split()[-1]) < 1.6 * matrix_bytes
+
+
+def test_a_compressed_binary_streams_the_whole_reads_rows_and_errors(tmp_path, monkeypatch):
+    """binary_blocks through the buffer (a compressed file) hands on the rows load_vectors reads, bit for bit, a batch
+    at a time; a word with a space in it that is the last record of a batch is named as load_vectors names it."""
+    import gzip
+
+    import numpy as np
+
+    from embedtune.formats import binary, load_vectors, stream_table
+    from embedtune.formats.summary import summarize_vectors
+
+    monkeypatch.setattr(binary, "MAPPED_BATCH", 7)
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((50, 4)).astype("<f4")
+    records = [b"w%d " % i + row.tobytes() + b"\n" for i, row in enumerate(rows)]
+    path = tmp_path / "v.bin.gz"
+    path.write_bytes(gzip.compress(b"50 4\n" + b"".join(records)))
+    whole = load_vectors(str(path))
+    with stream_table(str(path)) as stream:
+        blocks = list(stream.blocks())
+    assert len(blocks) > 5 and max(len(w) for w, _ in blocks) <= 8
+    assert [w for words, _ in blocks for w in words] == list(whole.words)
+    assert np.concatenate([m for _, m in blocks]).tobytes() == whole.matrix.tobytes()
+    # record 8 (the first batch's last, with the 7 after it) "new york": its vector's first bytes taken for text
+    spaced = [r if i != 7 else b"new york " + rows[i].tobytes() + b"\n" for i, r in enumerate(records)]
+    bad = tmp_path / "bad.bin.gz"
+    bad.write_bytes(gzip.compress(b"50 4\n" + b"".join(spaced)))
+    with pytest.raises(Exception) as loaded:
+        load_vectors(str(bad))
+    with pytest.raises(Exception) as inspected:
+        summarize_vectors(str(bad))
+    assert str(inspected.value) == str(loaded.value)
+
+
+# Peak resident memory of longest_row over a table, less the process's before it.
+LONGEST_ROW_PEAK = """
+import numpy as np
+from embedtune.training.progress import longest_row
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+matrix = np.ones((200_000, 100), np.float32)   # 80 MB
+assert longest_row(matrix[:10]) == 10.0
+before = peak()
+assert longest_row(matrix) == 10.0
+print(peak() - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_the_longest_row_of_a_table_takes_a_small_share_of_it():
+    result = subprocess.run([sys.executable, "-c", LONGEST_ROW_PEAK], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    # blocks widened to float64 a few thousand rows at a time; before, two blocks of 65,536 rows (105 MB here)
+    assert int(result.stdout) < 0.3 * 80_000_000

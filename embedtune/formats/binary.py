@@ -84,8 +84,20 @@ def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_en
     """-> (raw words, matrix): ``wanted`` records read through one reused buffer (standard input,
     compressed data, or a file the memory map found amiss); ``check_end``: nothing may follow them.
     ``kept``: only the first ``kept`` records' vectors go into the matrix (the others' are stepped over)."""
+    (raw_words, matrix, _, _), = _buffered_batches(source, count, wanted, dim, progress, check_end, kept)
+    return raw_words, matrix
+
+
+def _buffered_batches(source, count: int, wanted: int, dim: int, progress, check_end: bool, kept: int | None = None,
+                      batch: int | None = None):
+    """The records read through one reused buffer, as (raw words, matrix, first, before) per batch: without
+    ``batch``, one for all ``wanted`` records (``kept``: as _read_buffered); with it, ``batch`` records at a time,
+    each batch's matrix its own, so that what is held is a batch, not the matrix (binary_blocks). ``first``: the
+    record the lists' row 0 is; ``before``: 1 where that row is the previous batch's last record, kept for the
+    check that a word with a space in it misread the records after it (``_raise_spaced_word``), else 0."""
     name, row_bytes = source.name, 4 * dim
-    matrix = new_matrix(wanted if kept is None else min(wanted, kept), dim, name, 1)
+    rows = (wanted if kept is None else min(wanted, kept)) if batch is None else min(batch, wanted) + 1
+    matrix = new_matrix(rows, dim, name, 1)
     kept_bytes = matrix.nbytes
     flat = memoryview(matrix).cast("B") if matrix.size else None   # no rows (a header of 0): none to fill
     raw_words = []
@@ -100,13 +112,14 @@ def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_en
     pos = end = 0  # buf[pos:end] holds data not yet used
     ended = False
     row = 0
+    first = before = 0
     offset = 0  # of the row in the matrix's bytes
     while row < wanted:
         space = find(b" ", pos, end)
         stop = space + 1 + row_bytes
         if space < 0 or stop > end:
             if ended:
-                _raise_spaced_word(raw_words, matrix, row - 1, name)
+                _raise_spaced_word(raw_words, matrix, row - 1 - first, name, first)
                 _raise_truncated(name, row, count, buf[pos:end], space - pos if space >= 0 else -1, row_bytes)
             if space < 0 and end - pos > MAX_WORD_BYTES:
                 raise EmbedtuneError(f"record {row + 1}: no space after the word within {MAX_WORD_BYTES} bytes "
@@ -122,9 +135,15 @@ def _read_buffered(source, count: int, wanted: int, dim: int, progress, check_en
             offset += row_bytes
         pos = stop
         row += 1
+        if batch is not None and offset == kept_bytes and row < wanted:
+            yield raw_words, matrix.copy(), first, before
+            # the last record stays as row 0 of the next batch
+            raw_words[:] = raw_words[-1:]
+            matrix[0] = matrix[-1]
+            first, before, offset = row - 1, 1, row_bytes
     if check_end:
-        _check_no_more(source, view, pos, end, ended, raw_words, matrix, count)
-    return raw_words, matrix
+        _check_no_more(source, view, pos, end, ended, raw_words, matrix, count, first)
+    yield raw_words, (matrix if batch is None else matrix[:len(raw_words)]), first, before
 
 
 def _refill(source, view, pos: int, end: int, progress):
@@ -139,15 +158,17 @@ def _refill(source, view, pos: int, end: int, progress):
     return pos, end + got, got == 0
 
 
-def _check_no_more(source, view, pos: int, end: int, ended: bool, raw_words, matrix, count: int) -> None:
-    """Nothing but white space may follow the header's ``count`` records."""
+def _check_no_more(source, view, pos: int, end: int, ended: bool, raw_words, matrix, count: int,
+                   first: int = 0) -> None:
+    """Nothing but white space may follow the header's ``count`` records (``raw_words`` and ``matrix``: the
+    last of them, from record ``first``)."""
     rest = bytes(view[pos:end]).strip()
     while not rest and not ended:
         got = source.readinto(view)
         ended = got == 0
         rest = bytes(view[:got]).strip()
     if rest:
-        _raise_spaced_word(raw_words, matrix, count - 1, source.name)
+        _raise_spaced_word(raw_words, matrix, count - 1 - first, source.name, first)
         raise EmbedtuneError(
             f"record {count + 1}: more data after {count} records (expected {count} as the header says)", source.name)
 
@@ -285,41 +306,48 @@ def binary_blocks(source, *, replace_bad_utf8=False, progress=None, on_header=No
         finally:
             batches.close()   # its view of the map goes before the map
             _close_map(mapped)
-    raw_words, matrix = _read_buffered(source, count, count, dim, progress, check_end=True)
-    if sys.byteorder != "little":
-        matrix.byteswap(inplace=True)
-    words = _decode_words(raw_words, matrix, name, replace_bad_utf8)
-    for first in range(done, count, MAPPED_BATCH):
-        yield words[first:first + MAPPED_BATCH], matrix[first:first + MAPPED_BATCH]
+    # Read through the buffer a batch at a time (standard input, compressed data, a file the map found amiss): what
+    # is held is a batch, not the matrix. Handed on from the record the map reached.
+    for raw_words, matrix, first, before in _buffered_batches(source, count, count, dim, progress, check_end=True,
+                                                              batch=MAPPED_BATCH):
+        if sys.byteorder != "little":
+            matrix.byteswap(inplace=True)
+        words = _decode_words(raw_words, matrix, name, replace_bad_utf8, first, before)
+        skip = max(0, done - first - before)
+        if skip < len(words) - before:
+            yield words[before + skip:], matrix[before + skip:]
 
 
-def _decode_words(raw_words, matrix, name, replace_bad_utf8):
+def _decode_words(raw_words, matrix, name, replace_bad_utf8, first: int = 0, before: int = 0):
     """All words checked in one decode call and kept as bytes (a WordList, far smaller than str
     objects: benchmarks/README.md, memory) when they are fine; one by one to name the bad one (or the
-    word with a space in it that made the reader take a vector's bytes for it, ``_raise_spaced_word``)."""
+    word with a space in it that made the reader take a vector's bytes for it, ``_raise_spaced_word``).
+    ``first``: the record ``raw_words[0]`` is; ``before``: rows at their front already decoded (a previous
+    batch's), given back as they are. -> the words, ``before`` rows included."""
     words = WordList.from_bytes(raw_words)
     if words is not None:
         return words
-    words = []
-    for row, word in enumerate(raw_words):
+    words = [bytes(word).decode("utf-8", errors="replace") for word in raw_words[:before]]
+    for row in range(before, len(raw_words)):
+        word = raw_words[row]
         if not word:
-            _raise_spaced_word(raw_words, matrix, row - 1, name)
-            raise EmbedtuneError(f"record {row + 1}: empty word", name)
+            _raise_spaced_word(raw_words, matrix, row - 1, name, first)
+            raise EmbedtuneError(f"record {first + row + 1}: empty word", name)
         try:
             words.append(word.decode("utf-8"))
         except UnicodeDecodeError as err:
             # --replace-bad-utf8 mends a word's bytes, not records misread after a word with a space
-            _raise_spaced_word(raw_words, matrix, row - 1, name)
+            _raise_spaced_word(raw_words, matrix, row - 1, name, first)
             if not replace_bad_utf8:
                 raise EmbedtuneError(
-                    f"record {row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
+                    f"record {first + row + 1}: word is not valid UTF-8 (byte 0x{word[err.start]:02x} at column "
                     f"{err.start + 1}; --replace-bad-utf8 replaces such bytes)", name) from None
             words.append(word.decode("utf-8", errors="replace"))
     return words
 
 
-def _raise_spaced_word(raw_words, matrix, row: int, name) -> None:
-    """An error naming record ``row`` (0-based) if its vector begins with text and a space: a word
+def _raise_spaced_word(raw_words, matrix, row: int, name, first: int = 0) -> None:
+    """An error naming record ``first + row`` (0-based; ``raw_words`` and ``matrix`` begin at record ``first``) if its vector begins with text and a space: a word
     with a space in it ("new york"), which this format cannot hold (a word ends at its first space),
     so the reader took the word's second part for the vector's first bytes and misread the records
     after it; what it reports then (a next word that is not UTF-8, an empty word, a file ending
@@ -339,7 +367,7 @@ def _raise_spaced_word(raw_words, matrix, row: int, name) -> None:
     if not (word + rest).isprintable():
         return
     raise EmbedtuneError(
-        f"record {row + 1}: word '{word}' is followed by '{rest}' and a space where its vector should begin: "
+        f"record {first + row + 1}: word '{word}' is followed by '{rest}' and a space where its vector should begin: "
         f"a word with a space in it ('{word} {rest}')? word2vec binary ends a word at its first space, so "
         f"the records from here on are misread", name)
 

@@ -120,7 +120,16 @@ class FastTextModel:
         from embedtune.formats.subwords import word_vectors
 
         return word_vectors(words, own_rows, self.input[:self.nwords], self.grams, self.minn, self.maxn,
-                            progress=progress)
+                            progress=progress, release=self.release_read_pages if is_mapped(self.input) else None)
+
+    def release_read_pages(self) -> None:
+        """Let the pages of the mapped file read so far go from this process (the page cache keeps them; a
+        later read maps them again): the rows of words whose vectors were computed and handed on need not
+        stay resident, and a model's matrices are several times its words' vectors (issue 48: diff of two models
+        held every page of both files; benchmarks/log/memory_sizes.md)."""
+        mapping = _mapping(self.input)
+        if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+            mapping.madvise(mmap.MADV_DONTNEED)
 
     def word_bytes(self, ids) -> list[bytes]:
         """The bytes of the dictionary's words ``ids``: what fastText hashes, whatever they show as (a word
@@ -155,10 +164,15 @@ class FastTextModel:
 def is_mapped(matrix: np.ndarray) -> bool:
     """Whether ``matrix`` lies in a memory map of a plain file (read_model's matrices of one), not in
     bytes read whole (a compressed or piped model's)."""
+    return _mapping(matrix) is not None
+
+
+def _mapping(matrix: np.ndarray) -> mmap.mmap | None:
+    """The memory map ``matrix`` lies in, or None."""
     base = matrix
     while isinstance(base, np.ndarray):
         base = base.base
-    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+    return base.obj if isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap) else None
 
 
 # -- reading -----------------------------------------------------------------------------------

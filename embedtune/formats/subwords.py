@@ -194,16 +194,22 @@ def _layout(words):
 
 # Words computed a call at a time when progress is asked: a 2M-word model's vectors take seconds.
 PROGRESS_WORDS = 1 << 16
+# Words computed between two calls of word_vectors's ``release``: a word's n-gram rows lie anywhere among the
+# bucket rows, and a kernel that maps the page cache's large folios whole maps much of a model's matrix for a few
+# thousand words, so a smaller count holds little less and maps the same pages again more often
+# (benchmarks/log/memory_sizes.md, diff of two fastText models).
+RELEASE_WORDS = 1 << 16
 
 
 def word_vectors(words, own_rows, own_matrix: np.ndarray, grams: np.ndarray, minn: int, maxn: int,
-                 out: np.ndarray | None = None, progress=None) -> np.ndarray:
+                 out: np.ndarray | None = None, progress=None, release=None) -> np.ndarray:
     """float32 [len(words), dim]: fastText's get_word_vector for each word, bit for bit.
 
     own_rows : int64 [len(words)], each word's row in ``own_matrix`` (the model's word rows), -1 for a word
     the model lacks (its vector is then its n-grams' alone, zero when it has none); grams : the model's
     bucket rows [bucket, dim] (the input matrix's rows after the words'). progress : called with the words
     done so far after each PROGRESS_WORDS (each word's vector is its own: the bits do not change).
+    release : called after each RELEASE_WORDS words (a mapped model's read pages let go: FastTextModel).
     """
     data, starts, ends = _layout(words)
     dim = grams.shape[1] if own_matrix is None else own_matrix.shape[1]
@@ -213,11 +219,17 @@ def word_vectors(words, own_rows, own_matrix: np.ndarray, grams: np.ndarray, min
         own_matrix = np.zeros((0, dim), np.float32)
     own_rows = np.asarray(own_rows, np.int64)
     step = len(starts) if progress is None else PROGRESS_WORDS
+    if release is not None:
+        step = min(step, RELEASE_WORDS)
+    told = 0
     for a in range(0, len(starts), max(step, 1)):
         b = min(a + step, len(starts))
         _word_vectors(data, starts[a:b], ends[a:b], own_rows[a:b], own_matrix, grams, minn, maxn, grams.shape[0],
                       out[a:b])
-        if progress is not None:
+        if release is not None:
+            release()
+        if progress is not None and (b - told >= PROGRESS_WORDS or b == len(starts)):
+            told = b
             progress(b)
     return out
 

@@ -79,7 +79,7 @@ class ClosedForm:
     its run and its dry run make, instead of the loop's."""
 
     fit: Callable      # (vectors, resolved config, on_plan, resume) -> (vectors, plan, stats)
-    dry_run: Callable  # (vectors, resolved config, lowercase, resume, workers) -> the dry run's description
+    dry_run: Callable  # (the vectors' outline: words, no matrix; resolved config, lowercase, resume, workers) -> the dry run's description
 
 
 class Objective:

@@ -54,7 +54,7 @@ from embedtune.errors import EmbedtuneError, counted
 from embedtune.objectives.base import ClosedForm, Modes, Objective
 from embedtune.objectives.describe import Describe
 from embedtune.plan.rules import Plan, make_plan
-from embedtune.vectors import Vectors, decide_lowercase
+from embedtune.vectors import Vectors, VectorsOutline, decide_lowercase
 
 UNKNOWN_SHOWN = 5   # lexicon words missing from the vectors, shown by name in the summary
 
@@ -266,7 +266,7 @@ def retrofit(matrix: np.ndarray, synonyms: scipy.sparse.csr_matrix, antonyms: sc
     return moving, x[at].astype(np.float32), changes
 
 
-def plan_retrofit(vectors: Vectors, config: Config, on_plan=None):
+def plan_retrofit(vectors: Vectors | VectorsOutline, config: Config, on_plan=None):
     """The plan and the lexicons read against the vectors: every check ``fit`` makes before its
     update (``train --dry-run`` stops here). Returns (plan, lowercase, synonyms, antonyms or None)."""
     lowercase = decide_lowercase(config.vocab.lowercase, vectors)
@@ -325,8 +325,9 @@ def fit(vectors: Vectors, config: Config, on_plan=None, resume: bool = False) ->
     return Vectors(list(vectors.words), matrix), plan, stats
 
 
-def dry_run(vectors: Vectors, config: Config, lowercase: bool, resume: bool, workers: int) -> dict:
-    """The rules applied and the lexicons read against the vectors; nothing retrofitted."""
+def dry_run(vectors: Vectors | VectorsOutline, config: Config, lowercase: bool, resume: bool, workers: int) -> dict:
+    """The rules applied and the lexicons read against the vectors' words (the dry run's outline: no matrix
+    read); nothing retrofitted."""
     plan, lowercase, synonyms, antonyms = plan_retrofit(vectors, config)
     t = config.train
     return {**plan.summary(), "dry_run": True, "objective": "retrofit", "vectors": config.vectors,

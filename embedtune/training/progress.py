@@ -91,14 +91,20 @@ class LossLog:
         self.pending, self.pairs = [], 0
 
 
+# Rows of a table widened to float64 at a time by longest_row: its two blocks (the next is made before the last
+# goes) were the peak of a 1M x 300 run's end at 65,536 (benchmarks/log/memory_sizes.md, train by phase).
+LONGEST_ROW_BLOCK = 1 << 13
+
+
 def longest_row(*matrices: np.ndarray) -> float:
     """The largest L2 norm among the rows of ``matrices`` (a block at a time: no copy of a whole table)."""
     longest = 0.0
     for matrix in matrices:
-        for start in range(0, len(matrix), 1 << 16):
-            block = np.asarray(matrix[start:start + (1 << 16)], np.float64)
+        for start in range(0, len(matrix), LONGEST_ROW_BLOCK):
+            block = np.asarray(matrix[start:start + LONGEST_ROW_BLOCK], np.float64)
             if block.size:
                 longest = max(longest, float(np.sqrt(np.einsum("ij,ij->i", block, block).max())))
+            del block
     return longest
 
 
