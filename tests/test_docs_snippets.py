@@ -17,7 +17,10 @@ The convention, for whoever writes docs:
 - A block that cannot run as written (a synopsis with metavariables in brackets, a fragment of a plugin,
   a command that needs WordNet installed) says so in its info string: ```` ```sh illustrative ````
   (GitHub still highlights it as sh). Such blocks are few: ILLUSTRATIVE_AT_MOST.
-- The README's "Two commands" block are run by .ci/run, in a fresh virtual environment (they install).
+- The README's "Two commands" block are run by .ci/run, in a fresh virtual environment (they install). Three
+  more README sections are run as written by a test of their own, which checks what they print or write
+  (RUN_ELSEWHERE): running them here too would check nothing more and cost a process each (one a
+  TensorFlow start).
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ SAMPLE_VECTORS = ROOT / "data" / "sample" / "glove.6B.50d.20k.txt"
 SAMPLE_CORPUS = ROOT / "data" / "sample" / "lee_background.cor"
 ILLUSTRATIVE_AT_MOST = 3
 RUN_BY_CI = ("README.md", "Two commands")   # .ci/run runs them in a fresh venv
+# Sections whose blocks another test runs as written, read from README.md there: (page, section) -> that file.
+RUN_ELSEWHERE = {RUN_BY_CI: ".ci/run",
+                 ("README.md", "Use in CI"): "tests/test_ci_usage.py",   # as written, with its --max-steps 20
+                 ("README.md", "Python"): "tests/test_api.py",
+                 ("README.md", "Your own Keras model"): "tests/test_keras.py"}
 BLOCK = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
@@ -77,7 +85,7 @@ def commands(block: Block) -> list[str]:
 
 
 def runnable(page: Path) -> list[Block]:
-    """The page's blocks to run: python and sh, neither illustrative nor CI's, and not repeating an earlier
+    """The page's blocks to run: python and sh, neither illustrative nor run elsewhere, and not repeating an earlier
     page's (every command of it run by an earlier page, from the same starting folder: the test's time)."""
     earlier = {line for before in PAGES[:PAGES.index(page)] for b in _own(before) for line in commands(b)}
     return [b for b in _own(page) if b.language == "python" or not set(commands(b)) <= earlier]
@@ -85,7 +93,15 @@ def runnable(page: Path) -> list[Block]:
 
 def _own(page: Path) -> list[Block]:
     return [b for b in blocks(page) if b.language in ("python", "sh") and not b.illustrative
-            and (page.name, b.section) != RUN_BY_CI]
+            and (page.name, b.section) not in RUN_ELSEWHERE]
+
+
+def test_the_sections_run_elsewhere_are_read_there_and_hold_blocks():
+    """Each section left to another test holds a block, and that file still reads it (by its heading):
+    a test that stopped running it, or a heading renamed, fails here instead of leaving the block unrun."""
+    for (page, section), runner in RUN_ELSEWHERE.items():
+        assert [b for b in blocks(ROOT / page) if b.section == section], (page, section)
+        assert f"## {section}" in (ROOT / runner).read_text(encoding="utf-8"), (runner, section)
 
 
 def test_illustrative_blocks_are_few_and_the_rest_are_python_or_sh():

@@ -267,7 +267,11 @@ def test_a_new_run_refuses_a_folder_with_another_runs_checkpoints(vectors, unint
     assert checkpoint_folders(checkpoints) == [f"ckpt-{k * EVERY}" for k in (2, 3, 4)]
 
 
-def test_two_runs_into_one_folder_the_second_is_refused_in_one_line(vectors, tmp_path):
+def test_two_runs_into_one_folder_the_second_is_refused_in_one_line(tmp_path):
+    """Once, not per objective: the folder's lock is taken before the objective is built, so the first
+    run's objective changes nothing of the second's refusal (an sgns run here made the same check)."""
+    vectors = Inputs(tmp_path / "glove.2k.txt", "glove")
+    vectors.path.write_bytes(b"".join(SAMPLE_VECTORS.read_bytes().splitlines(keepends=True)[:N_WORDS]))
     checkpoints = tmp_path / "checkpoints"
     first = start(vectors, tmp_path / "a.txt", "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY,
                   "--epochs", "50")   # still running when the second starts
