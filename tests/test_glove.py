@@ -293,3 +293,43 @@ def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
     work = np.diff(indptr[bounds])
     assert work.max() <= 2 * indptr[-1] / 8 + np.diff(indptr).max()
     assert np.diff(indptr)[: n_words // 8].sum() > indptr[-1] / 2   # equal rows would have been this uneven
+
+
+def numpy_new_word_biases(row, col, weight, target, products, scale, bias, new):
+    """The new words' bias starts as objectives/glove.py made them in numpy before kernels/cooccur.py's
+    new_word_biases (the reference its bits are checked against)."""
+    n = len(bias)
+    bias = bias.copy()
+    rest = weight * (target - scale * products)
+    total = np.zeros(n)
+    mass = np.zeros(n)
+    for one, other in ((row, col), (col, row)):
+        solo = new[one] & ~new[other]
+        total += np.bincount(one[solo], rest[solo] - weight[solo] * bias[other[solo]], n)
+        mass += np.bincount(one[solo], weight[solo], n)
+    bias[new] = np.divide(total, mass, out=np.zeros(n), where=mass > 0)[new]
+    return bias
+
+
+def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
+    """The compiled start of the new words' biases gives numpy's bits: a new word with pretrained partners on
+    either side of its pairs, one whose partners are all new (bias 0), pairs of two pretrained or two new words
+    (left out), and pretrained words' biases kept."""
+    from embedtune.kernels.cooccur import new_word_biases
+
+    rng = np.random.default_rng(5)
+    n, pairs = 400, 20_000
+    rows, cols = np.sort(rng.integers(0, n, (2, pairs)), axis=0).astype(np.int32)
+    new = rng.random(n) < 0.3
+    new[[7, 8]] = True
+    keep = ~(np.isin(rows, [7, 8]) ^ np.isin(cols, [7, 8])) | (new[rows] & new[cols])   # 7, 8: new partners only
+    rows, cols = rows[keep], cols[keep]
+    weight = rng.uniform(0.01, 1, len(rows)).astype(np.float32)
+    target = rng.normal(size=len(rows)).astype(np.float32)
+    products = rng.normal(size=len(rows))
+    bias = rng.normal(size=n)
+    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    expected = numpy_new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    assert got.tobytes() == expected.tobytes()
+    assert got[7] == 0 and got[8] == 0 and (got[~new] == bias[~new]).all()
+    assert (got[new] != bias[new]).sum() > 0.9 * (new.sum() - 2)

@@ -226,3 +226,35 @@ def fit_rounds(rows, cols, target, weight, products, n_words, rounds):
         for r in range(n_words):
             b[r] = 0.5 * b[r] + 0.5 * ((by_row[r] + by_col[r]) / mass[r] if mass[r] > 0 else 0.0)
     return a, b
+
+
+@njit(nogil=True, cache=True)
+def new_word_biases(row, col, weight, target, products, scale, bias, new):
+    """objectives/glove.py's start of the new words' biases, compiled: [n_words] float64, ``bias`` with each
+    new word's replaced by its least-squares value against its pretrained partners (0 without one). One
+    pass in pair order, one sum each side, added up as numpy's bincounts of the pairs on each side were
+    (row side first), so the bits are theirs; numpy made a dozen whole-array temporaries of the pairs."""
+    n = len(bias)
+    by_row = np.zeros(n)
+    by_col = np.zeros(n)
+    mass_row = np.zeros(n)
+    mass_col = np.zeros(n)
+    for i in range(len(row)):
+        r, c = row[i], col[i]
+        if new[r] == new[c]:
+            continue
+        w = float(weight[i])
+        rest = w * (float(target[i]) - scale * products[i])
+        if new[r]:
+            by_row[r] += rest - w * bias[c]
+            mass_row[r] += w
+        else:
+            by_col[c] += rest - w * bias[r]
+            mass_col[c] += w
+    out = bias.copy()
+    for r in range(n):
+        if new[r]:
+            total = (0.0 + by_row[r]) + by_col[r]
+            mass = (0.0 + mass_row[r]) + mass_col[r]
+            out[r] = total / mass if mass > 0 else 0.0
+    return out
