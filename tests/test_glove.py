@@ -288,6 +288,15 @@ def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
         assert x.tobytes() == y.tobytes()
     # The sums are not all alike, so an order changed would show in the bits.
     assert len(np.unique(merged_one[2])) > 20
+    # Each row's columns strictly increase in a block's counts, whether read off in order (the frequent rows)
+    # or sorted (the rare ones): both ways are taken here.
+    indptr, cols, _ = one[0]
+    sizes = np.diff(indptr)
+    row_of = np.repeat(np.arange(n_words), sizes)
+    assert (np.diff(cols)[row_of[1:] == row_of[:-1]] > 0).all()
+    present = np.flatnonzero(sizes)
+    read_off = cols[indptr[present + 1] - 1] - present < cooccur.SCAN_SPAN * sizes[present]
+    assert read_off.any() and (~read_off).any()   # both ways taken
     indptr = merged_one[0]
     bounds = cooccur._even_parts(indptr, 8)
     work = np.diff(indptr[bounds])

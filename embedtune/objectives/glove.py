@@ -119,8 +119,9 @@ def dots(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return pair_dots(table, rows, cols)
 
 
-def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS):
-    """Weighted least squares of target ~ a * products + b[rows] + b[cols].
+def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS, pick=None):
+    """Weighted least squares of target ~ a * products + b[rows] + b[cols], over the pairs where ``pick`` is
+    True (None: every pair).
 
     Alternates: ``a`` in closed form given the biases, then every bias in closed form given
     ``a`` and the other biases (a damped Jacobi round). Words without pairs get bias 0.
@@ -128,8 +129,9 @@ def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=F
     """
     from embedtune.kernels.cooccur import fit_rounds
 
+    pick = np.ones(len(rows), np.bool_) if pick is None else np.asarray(pick, np.bool_)
     return fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
-                      np.asarray(products, np.float64), n_words, rounds)
+                      np.asarray(products, np.float64), pick, n_words, rounds)
 
 
 @dataclass
@@ -193,30 +195,33 @@ class GloVe(Objective):
         j, k = counts.row.astype(np.int32, copy=False), counts.col.astype(np.int32, copy=False)
         # One core would wait through what follows (numpy's element-wise passes and the fit's kernel hold one
         # thread each, and release the GIL): the log and the fit go to a second thread, the weights and the
-        # batched pairs are made on this one meanwhile. Each array is computed as it was, so the bits are too.
+        # batched pairs are made on this one meanwhile. Each number is computed as it was, so the bits are too.
+        # The fit reads the pretrained pairs in place and every pair's product is taken once (the fit's and the
+        # batched ones' are mostly the same pairs): no more is held at once than when the fit took copies.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             logs = pool.submit(np.log, counts.data)
             f = weights(counts.data, train.keys_of(GloVeKeys).x_max)
             target = logs.result()
+            del counts
 
             # The fit: pairs of pretrained words, at their starting vectors.
             table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
+            products = dots(table, j, k)
             fit = rows.is_pretrained[j] & rows.is_pretrained[k]
-            products = dots(table, j[fit], k[fit])
-            fitting = pool.submit(fit_scale_and_biases, j[fit], k[fit], target[fit], f[fit], products, n)
+            fitting = pool.submit(fit_scale_and_biases, j, k, target, f, products, n, pick=fit)
             self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
-            del fit, products
 
             # Batched: pairs with a trainable end.
             use = (j < t) | (k < t)
             self.row, self.col = j[use], k[use]
             self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
-            del use, j, k, target, f, counts
             new = ~rows.is_pretrained
-            batched = dots(table, self.row, self.col) if new.any() else None
+            batched = products[use] if new.any() else None
+            del use
             # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
             self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
             self.scale, bias = fitting.result()
+        del j, k, target, f, products, fit
         # A new word's bias starts at its least-squares value against its pretrained partners, given its
         # starting vector (kernels/cooccur.py).
         if batched is not None:
