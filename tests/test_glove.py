@@ -288,6 +288,15 @@ def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
         assert x.tobytes() == y.tobytes()
     # The sums are not all alike, so an order changed would show in the bits.
     assert len(np.unique(merged_one[2])) > 20
+    # Each row's columns strictly increase in a block's counts, whether read off in order (the frequent rows)
+    # or sorted (the rare ones): both ways are taken here.
+    indptr, cols, _ = one[0]
+    sizes = np.diff(indptr)
+    row_of = np.repeat(np.arange(n_words), sizes)
+    assert (np.diff(cols)[row_of[1:] == row_of[:-1]] > 0).all()
+    present = np.flatnonzero(sizes)
+    read_off = cols[indptr[present + 1] - 1] - present < cooccur.SCAN_SPAN * sizes[present]
+    assert read_off.any() and (~read_off).any()   # both ways taken
     indptr = merged_one[0]
     bounds = cooccur._even_parts(indptr, 8)
     work = np.diff(indptr[bounds])
@@ -318,3 +327,43 @@ def test_a_small_corpus_is_counted_by_the_serial_twin_with_the_same_bits(monkeyp
     monkeypatch.setattr(cooccur, "SERIAL_POSITIONS", len(ids))
     cooccur.count([(ids, line)], n_words, 5, 2)
     assert len(called) == (1 if kernel_threads(2) > 1 else 0)
+
+
+def numpy_new_word_biases(row, col, weight, target, products, scale, bias, new):
+    """The new words' bias starts as objectives/glove.py made them in numpy before kernels/cooccur.py's
+    new_word_biases (the reference its bits are checked against)."""
+    n = len(bias)
+    bias = bias.copy()
+    rest = weight * (target - scale * products)
+    total = np.zeros(n)
+    mass = np.zeros(n)
+    for one, other in ((row, col), (col, row)):
+        solo = new[one] & ~new[other]
+        total += np.bincount(one[solo], rest[solo] - weight[solo] * bias[other[solo]], n)
+        mass += np.bincount(one[solo], weight[solo], n)
+    bias[new] = np.divide(total, mass, out=np.zeros(n), where=mass > 0)[new]
+    return bias
+
+
+def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
+    """The compiled start of the new words' biases gives numpy's bits: a new word with pretrained partners on
+    either side of its pairs, one whose partners are all new (bias 0), pairs of two pretrained or two new words
+    (left out), and pretrained words' biases kept."""
+    from embedtune.kernels.cooccur import new_word_biases
+
+    rng = np.random.default_rng(5)
+    n, pairs = 400, 20_000
+    rows, cols = np.sort(rng.integers(0, n, (2, pairs)), axis=0).astype(np.int32)
+    new = rng.random(n) < 0.3
+    new[[7, 8]] = True
+    keep = ~(np.isin(rows, [7, 8]) ^ np.isin(cols, [7, 8])) | (new[rows] & new[cols])   # 7, 8: new partners only
+    rows, cols = rows[keep], cols[keep]
+    weight = rng.uniform(0.01, 1, len(rows)).astype(np.float32)
+    target = rng.normal(size=len(rows)).astype(np.float32)
+    products = rng.normal(size=len(rows))
+    bias = rng.normal(size=n)
+    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    expected = numpy_new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    assert got.tobytes() == expected.tobytes()
+    assert got[7] == 0 and got[8] == 0 and (got[~new] == bias[~new]).all()
+    assert (got[new] != bias[new]).sum() > 0.9 * (new.sum() - 2)

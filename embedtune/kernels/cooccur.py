@@ -19,6 +19,11 @@ from embedtune.kernels.common import PARALLEL, kernel_threads, serial
 # estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
 # of the count's progress bar.
 BLOCK_PAIRS = 1 << 24
+# A row whose partners fill more than 1 in SCAN_SPAN of the ids between its first and its last reads its sums
+# off the dense array in column order instead of sorting its columns: the frequent words' rows, where the
+# sort took a third of count_block's CPU on Zipf-distributed ids (benchmarks/log/glove_job.md). The same
+# columns in the same order with the same sums either way: the bits do not change.
+SCAN_SPAN = 16
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True)
@@ -95,19 +100,29 @@ def count_block(ids, line, n_words, window, parts):
     for p in prange(parts):
         acc = np.zeros(n_words, np.float64)
         for r in range(bounds[p], bounds[p + 1]):
-            o, m = indptr[r], 0
+            o, m, top = indptr[r], 0, r   # a row's partners are r or larger
             for e in range(starts[r], starts[r + 1]):
                 c = partners[e]
                 if acc[c] == 0:
                     cols[o + m] = c
                     m += 1
+                    top = max(top, c)
                 acc[c] += 1.0 / distances[e]
-            row_cols = cols[o:o + m]
-            row_cols.sort()
-            for q in range(m):
-                c = row_cols[q]
-                values[o + q] = acc[c]
-                acc[c] = 0
+            if top - r < SCAN_SPAN * m:   # the sums read off in column order: the sort's output, unsorted
+                q = 0
+                for c in range(r, top + 1):
+                    if acc[c] != 0:
+                        cols[o + q] = c
+                        values[o + q] = acc[c]
+                        acc[c] = 0
+                        q += 1
+            else:
+                row_cols = cols[o:o + m]
+                row_cols.sort()
+                for q in range(m):
+                    c = row_cols[q]
+                    values[o + q] = acc[c]
+                    acc[c] = 0
     return indptr, cols, values
 
 
@@ -212,30 +227,66 @@ def pair_dots(table, rows, cols):
 
 
 @njit(nogil=True, cache=True)
-def fit_rounds(rows, cols, target, weight, products, n_words, rounds):
-    """objectives/glove.py's fit_scale_and_biases, compiled: (a, b [n_words]). One thread, the pairs in
-    order, so the bits depend on nothing else."""
+def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
+    """objectives/glove.py's fit_scale_and_biases, compiled: (a, b [n_words]) over the pairs where ``pick`` is
+    True (the pretrained words' pairs of all those counted: read in place, as copies they were 156 MB on the
+    main job). One thread, the pairs in order, so the bits depend on nothing else."""
     b = np.zeros(n_words)
     mass = np.zeros(n_words)
     denominator = 0.0
     for i in range(len(rows)):
-        mass[rows[i]] += weight[i]
-        mass[cols[i]] += weight[i]
-        denominator += weight[i] * products[i] * products[i]
+        if pick[i]:
+            mass[rows[i]] += weight[i]
+            mass[cols[i]] += weight[i]
+            denominator += weight[i] * products[i] * products[i]
     a = 0.0
     by_row = np.empty(n_words)
     by_col = np.empty(n_words)
     for _ in range(rounds):
         numerator = 0.0
         for i in range(len(rows)):
-            numerator += weight[i] * products[i] * (target[i] - b[rows[i]] - b[cols[i]])
+            if pick[i]:
+                numerator += weight[i] * products[i] * (target[i] - b[rows[i]] - b[cols[i]])
         a = numerator / denominator if denominator else 0.0
         by_row[:] = 0
         by_col[:] = 0
         for i in range(len(rows)):
-            rest = target[i] - a * products[i]
-            by_row[rows[i]] += weight[i] * (rest - b[cols[i]])
-            by_col[cols[i]] += weight[i] * (rest - b[rows[i]])
+            if pick[i]:
+                rest = target[i] - a * products[i]
+                by_row[rows[i]] += weight[i] * (rest - b[cols[i]])
+                by_col[cols[i]] += weight[i] * (rest - b[rows[i]])
         for r in range(n_words):
             b[r] = 0.5 * b[r] + 0.5 * ((by_row[r] + by_col[r]) / mass[r] if mass[r] > 0 else 0.0)
     return a, b
+
+
+@njit(nogil=True, cache=True)
+def new_word_biases(row, col, weight, target, products, scale, bias, new):
+    """objectives/glove.py's start of the new words' biases, compiled: [n_words] float64, ``bias`` with each
+    new word's replaced by its least-squares value against its pretrained partners (0 without one). One
+    pass in pair order, one sum each side, added up as numpy's bincounts of the pairs on each side were
+    (row side first), so the bits are theirs; numpy made a dozen whole-array temporaries of the pairs."""
+    n = len(bias)
+    by_row = np.zeros(n)
+    by_col = np.zeros(n)
+    mass_row = np.zeros(n)
+    mass_col = np.zeros(n)
+    for i in range(len(row)):
+        r, c = row[i], col[i]
+        if new[r] == new[c]:
+            continue
+        w = float(weight[i])
+        rest = w * (float(target[i]) - scale * products[i])
+        if new[r]:
+            by_row[r] += rest - w * bias[c]
+            mass_row[r] += w
+        else:
+            by_col[c] += rest - w * bias[r]
+            mass_col[c] += w
+    out = bias.copy()
+    for r in range(n):
+        if new[r]:
+            total = (0.0 + by_row[r]) + by_col[r]
+            mass = (0.0 + mass_row[r]) + mass_col[r]
+            out[r] = total / mass if mass > 0 else 0.0
+    return out

@@ -19,6 +19,7 @@ distinct pairs, never the vocabulary squared.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -118,8 +119,9 @@ def dots(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return pair_dots(table, rows, cols)
 
 
-def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS):
-    """Weighted least squares of target ~ a * products + b[rows] + b[cols].
+def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=FIT_ROUNDS, pick=None):
+    """Weighted least squares of target ~ a * products + b[rows] + b[cols], over the pairs where ``pick`` is
+    True (None: every pair).
 
     Alternates: ``a`` in closed form given the biases, then every bias in closed form given
     ``a`` and the other biases (a damped Jacobi round). Words without pairs get bias 0.
@@ -127,8 +129,9 @@ def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=F
     """
     from embedtune.kernels.cooccur import fit_rounds
 
+    pick = np.ones(len(rows), np.bool_) if pick is None else np.asarray(pick, np.bool_)
     return fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
-                      np.asarray(products, np.float64), n_words, rounds)
+                      np.asarray(products, np.float64), pick, n_words, rounds)
 
 
 @dataclass
@@ -189,36 +192,43 @@ class GloVe(Objective):
         n, t = rows.n_local, rows.n_trainable
         counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads,
                                               int(rows.counts.sum()))
-        j, k = counts.row.astype(np.int32), counts.col.astype(np.int32)
-        target = np.log(counts.data)
-        f = weights(counts.data, train.keys_of(GloVeKeys).x_max)
+        j, k = counts.row.astype(np.int32, copy=False), counts.col.astype(np.int32, copy=False)
+        # One core would wait through what follows (numpy's element-wise passes and the fit's kernel hold one
+        # thread each, and release the GIL): the log and the fit go to a second thread, the weights and the
+        # batched pairs are made on this one meanwhile. Each number is computed as it was, so the bits are too.
+        # The fit reads the pretrained pairs in place and every pair's product is taken once (the fit's and the
+        # batched ones' are mostly the same pairs): no more is held at once than when the fit took copies.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            logs = pool.submit(np.log, counts.data)
+            f = weights(counts.data, train.keys_of(GloVeKeys).x_max)
+            target = logs.result()
+            del counts
 
-        # The fit: pairs of pretrained words, at their starting vectors.
-        table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
-        fit = rows.is_pretrained[j] & rows.is_pretrained[k]
-        products = dots(table, j[fit], k[fit])
-        self.scale, bias = fit_scale_and_biases(j[fit], k[fit], target[fit], f[fit], products, n)
-        self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
+            # The fit: pairs of pretrained words, at their starting vectors.
+            table = rows.vectors(np.arange(n))   # [n_local, dim]: every local row's start, gathered once
+            products = dots(table, j, k)
+            fit = rows.is_pretrained[j] & rows.is_pretrained[k]
+            fitting = pool.submit(fit_scale_and_biases, j, k, target, f, products, n, pick=fit)
+            self.fit_pairs = int(fit.sum())   # a scale of 0 (no such pair) fails ``check``
 
-        # Batched: pairs with a trainable end. A new word's bias starts at its least-squares value
-        # against its pretrained partners, given its starting vector.
-        use = (j < t) | (k < t)
-        self.row, self.col = j[use], k[use]
-        self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
-        new = ~rows.is_pretrained
-        if new.any():
-            products = dots(table, self.row, self.col)
-            rest = self.weight * (self.target - self.scale * products)
-            total = np.zeros(n)
-            mass = np.zeros(n)
-            for one, other in ((self.row, self.col), (self.col, self.row)):
-                solo = new[one] & ~new[other]
-                total += np.bincount(one[solo], rest[solo] - self.weight[solo] * bias[other[solo]], n)
-                mass += np.bincount(one[solo], self.weight[solo], n)
-            bias[new] = np.divide(total, mass, out=np.zeros(n), where=mass > 0)[new]
+            # Batched: pairs with a trainable end.
+            use = (j < t) | (k < t)
+            self.row, self.col = j[use], k[use]
+            self.target, self.weight = target[use].astype(np.float32), f[use].astype(np.float32)
+            new = ~rows.is_pretrained
+            batched = products[use] if new.any() else None
+            del use
+            # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
+            self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
+            self.scale, bias = fitting.result()
+        del j, k, target, f, products, fit
+        # A new word's bias starts at its least-squares value against its pretrained partners, given its
+        # starting vector (kernels/cooccur.py).
+        if batched is not None:
+            from embedtune.kernels.cooccur import new_word_biases
+
+            bias = new_word_biases(self.row, self.col, self.weight, self.target, batched, self.scale, bias, new)
         self.bias = bias
-        # Word slices a trainable row gets in an epoch: the anchor's per-epoch weight is spread over them.
-        self.slices = (np.bincount(self.row, minlength=n) + np.bincount(self.col, minlength=n))[:t]
         self.side_fixed_from = t   # frozen words keep their fitted bias
 
     @classmethod
