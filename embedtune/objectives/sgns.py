@@ -9,7 +9,8 @@ subsampling (word2vec's formula), a dynamic window (each center draws its reach 
 drawn on the host with the batches (numpy, ahead of the step, from a generator seeded by the chunk's
 random state, so that a resumed run draws the same) from a unigram^0.75 table over the training
 vocabulary: cheaper on the batch thread than TensorFlow's stateful generator and table gather on the
-step's thread (benchmarks/README.md, train_speed). Either per pair
+step's thread (benchmarks/README.md, train_speed). The lock-free kernel draws its own from the same table,
+seeded by each batch's seed from that generator (kernels.sgns.sgns_hogwild). Either per pair
 (word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
 Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 
