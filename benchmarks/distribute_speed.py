@@ -370,7 +370,8 @@ def quality(opts, workdir: str) -> None:
 
 def costs(rows: list[dict], kernel_part: bool = True) -> None:
     """The compiled step's CPU per pair (lock-free sgns), by dim and threads; a sync's CPU per byte."""
-    from embedtune.kernels.sgns import SgnsKernel
+    from embedtune.kernels.sgns import SgnsKernel, seed_mix
+    from embedtune.objectives.sgns import unigram_table
 
     rng = np.random.default_rng(0)
     n_rows, batch, negative, calls = 100_000, 4096, 5, 10
@@ -379,13 +380,14 @@ def costs(rows: list[dict], kernel_part: bool = True) -> None:
         side = np.zeros((n_rows + 1, dim), np.float32)
         ranks = np.arange(1, n_rows + 1)
         p = 1 / ranks / np.sum(1 / ranks)   # Zipf ids, as a corpus gives them
+        # The kernel draws each batch's negatives from the unigram table by the batch's seed.
+        table = unigram_table(np.round(1e9 * p).astype(np.int64))
         batches = [{"center": rng.choice(n_rows, batch, p=p).astype(np.int32),
-                    "context": rng.choice(n_rows, batch, p=p).astype(np.int32),
-                    "negatives": rng.choice(n_rows, (batch, negative), p=p ** 0.75 / np.sum(p ** 0.75)).astype(np.int32),
-                    "weight": np.ones(batch, np.float32)} for _ in range(10)]
+                    "context": rng.choice(n_rows, batch, p=p).astype(np.int32), "seed": seed_mix(number),
+                    "weight": np.ones(batch, np.float32)} for number in range(10)]
         for threads in (1, 2):
             kernel = SgnsKernel(words, side, words, np.zeros(1, np.int64), n_rows, batch, negative, False, threads,
-                                lockfree=True)
+                                lockfree=True, table=table)
             kernel.run(batches, [0.025] * 10)
             cpu, wall = [], []
             for _ in range(5):

@@ -176,7 +176,7 @@ def profile(trainer, corpus, group_sizes, tf, threads: int = 1) -> dict:
             from embedtune.training.batches import GROUP
             lockfree = SgnsKernel(trainer.trainable.numpy(), trainer.side.numpy(), trainer.matrix,
                                   trainer.frozen_rows, trainer.n_trainable, obj.batch_size, obj.negative, False,
-                                  threads, lockfree=True)
+                                  threads, lockfree=True, table=obj.table)
             # Its pairs come in the order made, not shuffled (SkipGram.pairs_in_order), as train() gives them.
             obj.kernel = lockfree
             state = trainer.rng.bit_generator.state

@@ -159,14 +159,31 @@ def test_the_loss_stays_tensorflows_where_logits_are_far_below_zero(negatives, m
     np.testing.assert_allclose(k_losses, tf_losses, rtol=1e-5)
 
 
-def sequential_sgns(words, side, frozen, n_trainable, batches, lrs):
+def splitmix_negatives(table, mix, size, negative) -> np.ndarray:
+    """The lock-free kernel's draws in plain Python integers: the n-th draw of a batch is splitmix64 of its
+    seed mix + n * GAMMA (n from 1), its top 32 bits scaled to the table's length."""
+    mask, out = (1 << 64) - 1, np.empty((size, negative), np.int64)
+    for place in range(size):
+        for k in range(negative):
+            z = (int(mix) + (place * negative + k + 1) * 0x9E3779B97F4A7C15) & mask
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            z ^= z >> 31
+            out[place, k] = table[((z >> 32) * len(table)) >> 32]
+    return out
+
+
+def sequential_sgns(words, side, frozen, n_trainable, batches, lrs, table=None, negative=None):
     """word2vec's loop in plain numpy, a pair at a time in batch order: score the true context and
     the negatives against the center, update each context row as it is scored, then the center
-    (trainable ones only); padding skipped. Returns each batch's summed loss."""
+    (trainable ones only); padding skipped. A batch without its negatives (the lock-free kernel's) has
+    them drawn from ``table`` by its seed (``splitmix_negatives``). Returns each batch's summed loss."""
     losses = []
     for batch, lr in zip(batches, lrs):
         lr, total = np.float32(lr), 0.0
-        for c, o, negatives, wt in zip(batch["center"], batch["context"], batch["negatives"], batch["weight"]):
+        drawn = batch["negatives"] if "negatives" in batch else splitmix_negatives(
+            table, batch["seed"], len(batch["center"]), negative)
+        for c, o, negatives, wt in zip(batch["center"], batch["context"], drawn, batch["weight"]):
             if wt == 0:
                 continue
             w = words[c] if c < n_trainable else frozen[c - n_trainable]
@@ -191,7 +208,9 @@ def test_the_lockfree_kernel_on_one_thread_is_word2vecs_sequential_loop(monkeypa
     lrs = [0.05, 0.04, 0.03]
     words, side = trainer.kernel.words.copy(), trainer.kernel.side.copy()
     frozen = vectors.matrix[trainer.frozen_rows]
-    expected = sequential_sgns(words, side, frozen, trainer.n_trainable, batches, lrs)
+    assert all("negatives" not in b and "seed" in b for b in batches)   # the kernel draws them
+    expected = sequential_sgns(words, side, frozen, trainer.n_trainable, batches, lrs, trainer.objective.table,
+                               trainer.objective.negative)
     before_words, before_side = trainer.kernel.words.copy(), trainer.kernel.side.copy()
     # Two batches in one call (a group), then the padded one alone.
     losses = run_steps(trainer, batches[:2], lrs[:2]) + run_steps(trainer, batches[2:], lrs[2:])
@@ -220,6 +239,25 @@ def test_the_lockfree_kernel_on_two_threads_keeps_frozen_rows_and_lowers_the_los
     assert all(trainer.local_index[w] >= trainer.n_trainable for w in FROZEN) and len(frozen) == len(FROZEN)
     np.testing.assert_array_equal(trainer.kernel.words[-1], 0)
     np.testing.assert_array_equal(trainer.kernel.side[-1], before_side[-1])
+
+
+def test_the_lockfree_kernels_negatives_follow_the_unigram_table_and_the_batch_alone():
+    from embedtune.kernels.sgns import lockfree_negatives, seed_mix
+    from embedtune.objectives.sgns import unigram_table
+
+    counts = np.array([1000, 300, 60, 8, 1, 0, 200])
+    table = unigram_table(counts)
+    drawn = lockfree_negatives(table, seed_mix(7), 40_000, 5)
+    assert drawn.shape == (40_000, 5) and drawn.dtype == np.int32
+    np.testing.assert_array_equal(drawn[:50], splitmix_negatives(table, seed_mix(7), 50, 5))
+    # Each row drawn in proportion to count^0.75 (a word never seen, never), within sampling noise.
+    share = np.bincount(drawn.ravel(), minlength=len(counts)) / drawn.size
+    expected = counts ** 0.75 / np.sum(counts ** 0.75)
+    np.testing.assert_allclose(share, expected, atol=0.004)
+    assert share[5] == 0
+    # Another seed, other draws; a batch's first pairs draw the same whatever its length.
+    assert (lockfree_negatives(table, seed_mix(8), 1000, 5) != drawn[:1000]).mean() > 0.5
+    np.testing.assert_array_equal(lockfree_negatives(table, seed_mix(7), 10, 5), drawn[:10])
 
 
 def test_only_per_pair_negatives_without_deterministic_are_lockfree(monkeypatch):

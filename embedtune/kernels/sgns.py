@@ -198,22 +198,36 @@ def _prefetch(typingctx, table, row, column):
     """A hint to the CPU to fetch ``table[row, column]``'s cache line ahead of its use (LLVM's
     ``llvm.prefetch``, for a write: the line is read and then written); it changes no value."""
     def codegen(context, builder, signature, args):
-        table_type = signature.args[0]
-        array = context.make_array(table_type)(context, builder, args[0])
-        index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        pointer = cgutils.get_item_pointer(context, builder, table_type, array, index, wraparound=False)
-        if getattr(pointer.type, "is_opaque", False):   # LLVM's opaque pointers (llvmlite >= 0.45)
-            name = "llvm.prefetch.p0"
-        else:
-            pointer, name = builder.bitcast(pointer, ir.IntType(8).as_pointer()), "llvm.prefetch.p0i8"
-        i32 = ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
-            ir.VoidType(), [pointer.type, i32, i32, i32]), name)
-        # write, the highest locality (keep it in every cache level), the data cache
-        builder.call(prefetch, [pointer, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        _emit_prefetch(context, builder, signature.args[0], args[0], args[1:], signature.args[1:], write=True)
         return context.get_dummy_value()
 
     return types.void(table, row, column), codegen
+
+
+def _emit_prefetch(context, builder, array_type, array_value, index_values, index_types, write):
+    """LLVM's ``llvm.prefetch`` of an array element's address: for a write (the line read, then written) or a
+    read, the highest locality (kept in every cache level), the data cache."""
+    array = context.make_array(array_type)(context, builder, array_value)
+    index = [context.cast(builder, value, kind, types.intp) for value, kind in zip(index_values, index_types)]
+    pointer = cgutils.get_item_pointer(context, builder, array_type, array, index, wraparound=False)
+    if getattr(pointer.type, "is_opaque", False):   # LLVM's opaque pointers (llvmlite >= 0.45)
+        name = "llvm.prefetch.p0"
+    else:
+        pointer, name = builder.bitcast(pointer, ir.IntType(8).as_pointer()), "llvm.prefetch.p0i8"
+    i32 = ir.IntType(32)
+    prefetch = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+        ir.VoidType(), [pointer.type, i32, i32, i32]), name)
+    builder.call(prefetch, [pointer, ir.Constant(i32, 1 if write else 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
+@intrinsic
+def _prefetch_slot(typingctx, array, index):
+    """A hint to the CPU to fetch ``array[index]``'s cache line (one-dimensional ``array``) ahead of a read."""
+    def codegen(context, builder, signature, args):
+        _emit_prefetch(context, builder, signature.args[0], args[0], args[1:], signature.args[1:], write=False)
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 @njit(inline="always")
@@ -226,96 +240,168 @@ def _prefetch_row(table, row):
 
 
 @njit(inline="always")
-def _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, b):
-    """The rows pair ``b`` will read and write: its center's, its context's and its negatives'."""
-    c = centers[b]
-    if c < n_trainable:
-        _prefetch_row(words, c)
+def _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, center, context, negatives):
+    """The rows a pair will read and write: its center's, its context's and its negatives'."""
+    if center < n_trainable:
+        _prefetch_row(words, center)
     else:
-        _prefetch_row(frozen, frozen_rows[c - n_trainable])
-    _prefetch_row(side, contexts[b])
-    for k in range(negatives.shape[1]):
-        _prefetch_row(side, negatives[b, k])
+        _prefetch_row(frozen, frozen_rows[center - n_trainable])
+    _prefetch_row(side, context)
+    for k in range(len(negatives)):
+        _prefetch_row(side, negatives[k])
+
+
+# splitmix64's increment: the lock-free kernel's n-th draw of a batch is splitmix64's mix of the batch's
+# seed + n times it (integer arithmetic wrapping modulo 2**64).
+GAMMA = 0x9E3779B97F4A7C15
+
+
+def seed_mix(seed: int) -> np.uint64:
+    """A batch's draws' first term (``sgns_hogwild``'s ``seed_mixes``): its seed times GAMMA, modulo 2**64."""
+    return np.uint64(seed * GAMMA % (1 << 64))
+
+
+@njit(inline="always")
+def _negative_slots(mix, place, negative, table_size, slots):
+    """The unigram table's slots of the negatives of the pair at ``place`` in its batch, into ``slots``:
+    splitmix64 of the batch's ``mix`` and the draw's number in the batch, its top 32 bits scaled to the
+    table (a multiply and a shift, not a division). The same draws whichever thread makes them, and in
+    whichever group of batches: they follow the batch alone."""
+    base = mix + np.uint64(place * negative) * np.uint64(GAMMA)
+    for k in range(negative):
+        z = base + np.uint64(k + 1) * np.uint64(GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        slots[k] = np.int64(((z >> np.uint64(32)) * table_size) >> np.uint64(32))
+
+
+@njit(nogil=True, cache=True)
+def lockfree_negatives(table, mix, size, negative):
+    """[size, negative] int32: the negatives ``sgns_hogwild`` draws for a batch of ``size`` pairs whose seed
+    mix is ``mix`` (what a batch-synchronous step would need to take the same ones)."""
+    slots = np.empty(negative, np.int64)
+    out = np.empty((size, negative), np.int32)
+    table_size = np.uint64(len(table))
+    for place in range(size):
+        _negative_slots(mix, place, negative, table_size, slots)
+        for k in range(negative):
+            out[place, k] = table[slots[k]]
+    return out
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight, lrs,
-                 batch_size, losses):
+def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, table, seed_mixes, negative,
+                 weight, lrs, batch_size, losses):
     """sgd steps of word2vec's sgns with per-pair negatives, lock-free (Hogwild, as word2vec's and
     gensim's worker threads): each thread takes a contiguous block of the pairs and applies each pair
     at once, in place, from the rows as they are then (score the 1 + K context rows against the center,
     update the context rows, then the center), with no scratch and no second pass.
 
-    centers, contexts [N], negatives [N, K], weight [N]: several batches of ``batch_size`` pairs one
-    after another (a group, one parallel region); lrs [N / batch_size], each batch's. losses
-    [threads, N / batch_size] float64: each thread's summed loss of each batch (written). The threads
-    read and write shared rows without locks, so a row can lose or see half of a concurrent update,
-    as in word2vec; the bits follow the thread timing. With one thread it is word2vec's sequential
-    loop over the pairs in order. Frozen centers (local ids >= n_trainable) are read from ``frozen``
-    and never written; padding (weight 0) reads and writes nothing.
+    centers, contexts [N], weight [N]: several batches of ``batch_size`` pairs one after another (a group,
+    one parallel region); lrs [N / batch_size], each batch's rate; seed_mixes [N / batch_size] uint64,
+    each batch's ``seed_mix``. The ``negative`` negatives of each pair are drawn here, from ``table`` (the
+    unigram table, side ids), as ``lockfree_negatives`` draws them. losses [threads, N / batch_size]
+    float64: each thread's summed loss of each batch (written). The threads read and write shared rows
+    without locks, so a row can lose or see half of a concurrent update, as in word2vec; the bits follow
+    the thread timing. With one thread it is word2vec's sequential loop over the pairs in order. Frozen
+    centers (local ids >= n_trainable) are read from ``frozen`` and never written; padding (weight 0)
+    reads and writes nothing.
 
-    Three things keep the CPU busy rather than waiting (benchmarks/log/train_speed.md, issue 48):
-    the next pair's 1 + 1 + K rows are prefetched while this pair is computed (the rows lie at random
-    places of the tables, and a pair stood waiting for them); the 1 + K dot products
-    are taken first, one after another with no update between them, so that they overlap (a row that
-    comes again in the same pair, a negative drawn twice, is scored again after its first update, as
-    the sequential loop scores it); and the rows are read through two-dimensional indexing and a copy
-    of the center rather than through row views, which measured slower.
+    What keeps the CPU busy rather than waiting (benchmarks/log/train_speed.md, issue 48): the rows lie at
+    random places of the tables, so the next pair's 1 + 1 + K rows are prefetched while this pair is
+    computed, and its negatives' table slots the pair before (a pipeline: slots two pairs ahead, rows one
+    ahead); the 1 + K dot products are taken first, one after another with no update between them, so
+    that they overlap (a row that comes again in the same pair, a negative drawn twice, is scored again
+    after its first update, as the sequential loop scores it); the rows are read through two-dimensional
+    indexing and a copy of the center rather than through row views, which measured slower; a pair's
+    batch and place in it are counted along, not divided out. The negatives are drawn here rather than
+    on the batch thread, where their draw and table gather cost more CPU than here (the same log).
     """
-    size, k1 = len(centers), negatives.shape[1] + 1
+    size, k1 = len(centers), negative + 1
     threads, dim = losses.shape[0], words.shape[1]
+    table_size = np.uint64(len(table))
     for t in prange(threads):
         grad = np.empty(dim, np.float32)
         w = np.empty(dim, np.float32)   # the center as it is at its pair's start
         rows = np.empty(k1, np.int64)
         logits = np.empty(k1, np.float32)
+        slots = np.empty((4, negative), np.int64)   # pair b's table slots in row b % 4, drawn at b - 2
+        negs = np.empty((4, negative), np.int64)    # pair b's negatives in row b % 4, read at b - 1
         losses[t, :] = 0.0
-        end = (t + 1) * size // threads
-        for b in range(t * size // threads, end):
+        start, end = t * size // threads, (t + 1) * size // threads
+        if start >= end:
+            continue
+        # The pair two ahead: its batch and place in it.
+        q2, place2 = start // batch_size, start % batch_size
+        for ahead in range(min(2, end - start)):
+            _negative_slots(seed_mixes[q2], place2, negative, table_size, slots[(start + ahead) % 4])
+            place2 += 1
+            if place2 == batch_size:
+                q2, place2 = q2 + 1, 0
+        for k in range(negative):
+            negs[start % 4, k] = table[slots[start % 4, k]]
+        q, place = start // batch_size, start % batch_size
+        for b in range(start, end):
+            if b + 2 < end:
+                ahead = slots[(b + 2) % 4]
+                _negative_slots(seed_mixes[q2], place2, negative, table_size, ahead)
+                for k in range(negative):
+                    _prefetch_slot(table, ahead[k])
+                place2 += 1
+                if place2 == batch_size:
+                    q2, place2 = q2 + 1, 0
             if b + 1 < end:
-                _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, b + 1)
+                following = negs[(b + 1) % 4]
+                for k in range(negative):
+                    following[k] = table[slots[(b + 1) % 4, k]]
+                _prefetch_pair(words, side, frozen, frozen_rows, n_trainable, centers[b + 1], contexts[b + 1],
+                               following)
             wt = weight[b]
-            if wt == 0:
-                continue
-            lr = lrs[b // batch_size]
-            c = centers[b]
-            if c < n_trainable:
-                for j in range(dim):
-                    w[j] = words[c, j]
-            else:
-                f = frozen_rows[c - n_trainable]
-                for j in range(dim):
-                    w[j] = frozen[f, j]
-            for k in range(k1):
-                r = contexts[b] if k == 0 else negatives[b, k - 1]
-                rows[k] = r
-                x = np.float32(0.0)
-                for j in range(dim):
-                    x += w[j] * side[r, j]
-                logits[k] = x
-            grad[:] = 0
-            product, extra = 1.0, 0.0   # the loss: _add_loss
-            for k in range(k1):
-                r, x = rows[k], logits[k]
-                for q in range(k):
-                    if rows[q] == r:   # updated by this pair already: scored as it is now
-                        x = np.float32(0.0)
-                        for j in range(dim):
-                            x += w[j] * side[r, j]
-                        break
-                e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
-                product, extra = _add_loss(x, e, product, extra)
-                if k:
-                    extra += float(x)
-                d = np.float32(wt * d)
-                for j in range(dim):
-                    grad[j] += d * side[r, j]
-                    side[r, j] -= lr * (d * w[j])
-            if c < n_trainable:
-                for j in range(dim):
-                    words[c, j] -= lr * grad[j]
-            losses[t, b // batch_size] += wt * (math.log(product) + extra)
-
+            if wt != 0:
+                lr = lrs[q]
+                c = centers[b]
+                if c < n_trainable:
+                    for j in range(dim):
+                        w[j] = words[c, j]
+                else:
+                    f = frozen_rows[c - n_trainable]
+                    for j in range(dim):
+                        w[j] = frozen[f, j]
+                rows[0] = contexts[b]
+                for k in range(negative):
+                    rows[k + 1] = negs[b % 4, k]
+                for k in range(k1):
+                    r = rows[k]
+                    x = np.float32(0.0)
+                    for j in range(dim):
+                        x += w[j] * side[r, j]
+                    logits[k] = x
+                grad[:] = 0
+                product, extra = 1.0, 0.0   # the loss: _add_loss
+                for k in range(k1):
+                    r, x = rows[k], logits[k]
+                    for p in range(k):
+                        if rows[p] == r:   # updated by this pair already: scored as it is now
+                            x = np.float32(0.0)
+                            for j in range(dim):
+                                x += w[j] * side[r, j]
+                            break
+                    e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+                    product, extra = _add_loss(x, e, product, extra)
+                    if k:
+                        extra += float(x)
+                    d = np.float32(wt * d)
+                    for j in range(dim):
+                        grad[j] += d * side[r, j]
+                        side[r, j] -= lr * (d * w[j])
+                if c < n_trainable:
+                    for j in range(dim):
+                        words[c, j] -= lr * grad[j]
+                losses[t, q] += wt * (math.log(product) + extra)
+            place += 1
+            if place == batch_size:
+                q, place = q + 1, 0
 
 
 class SgnsKernel:
@@ -323,10 +409,14 @@ class SgnsKernel:
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                  n_trainable: int, batch_size: int, negative: int, shared: bool, threads: int,
-                 lockfree: bool = False):
+                 lockfree: bool = False, table: np.ndarray | None = None):
         self.words, self.side = words, side
-        # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call.
+        # Per-pair negatives without --deterministic: sgns_hogwild, a group of batches a call, each batch's
+        # negatives drawn in it from ``table`` (the unigram table) and the batch's "seed".
         self.lockfree = lockfree and not shared
+        if self.lockfree and table is None:
+            raise ValueError("the lock-free kernel draws its negatives: it needs the unigram table")
+        self.table, self.negative = table, negative
         self.word_state, self.side_state = {}, {}   # plain sgd: no optimizer state
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable = n_trainable
@@ -346,11 +436,12 @@ class SgnsKernel:
         if not self.lockfree:
             return [self.step(batch, lr) for batch, lr in zip(batches, lrs)]
         set_num_threads(self.threads)
-        centers, contexts, negatives, weight = (np.concatenate([b[key] for b in batches])
-                                                for key in ("center", "context", "negatives", "weight"))
+        centers, contexts, weight = (np.concatenate([b[key] for b in batches]) for key in ("center", "context", "weight"))
+        seeds = np.array([b["seed"] for b in batches], np.uint64)
         losses = np.empty((self.threads, len(batches)), np.float64)
         sgns_hogwild(self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, centers, contexts,
-                     negatives, weight, np.asarray(lrs, np.float32), len(batches[0]["center"]), losses)
+                     self.table, seeds, self.negative, weight, np.asarray(lrs, np.float32), len(batches[0]["center"]),
+                     losses)
         return [np.float32(loss) for loss in losses.sum(axis=0)]
 
     def step(self, batch: dict, lr: float) -> np.float32:

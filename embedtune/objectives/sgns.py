@@ -9,7 +9,8 @@ subsampling (word2vec's formula), a dynamic window (each center draws its reach 
 drawn on the host with the batches (numpy, ahead of the step, from a generator seeded by the chunk's
 random state, so that a resumed run draws the same) from a unigram^0.75 table over the training
 vocabulary: cheaper on the batch thread than TensorFlow's stateful generator and table gather on the
-step's thread (benchmarks/README.md, train_speed). Either per pair
+step's thread (benchmarks/README.md, train_speed). The lock-free kernel draws its own from the same table,
+seeded by each batch's seed from that generator (kernels.sgns.sgns_hogwild). Either per pair
 (word2vec's own, the default) or shared by a group of pairs (Ji et al. 2016, "Parallelizing
 Word2Vec in Shared and Distributed Memory", and BlazingText's batch skip-gram).
 
@@ -32,7 +33,7 @@ from embedtune._tf import lazy as tf
 from embedtune.config.keys import OwnKeys, Range, key
 from embedtune.config.schema import TrainConfig
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
-from embedtune.kernels.sgns import window_pairs
+from embedtune.kernels.sgns import seed_mix, window_pairs
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
 
@@ -151,7 +152,7 @@ class SkipGram(Objective):
         from embedtune.kernels.sgns import SgnsKernel
 
         self.kernel = SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
-                                 self.shared, threads, lockfree=not deterministic)
+                                 self.shared, threads, lockfree=not deterministic, table=self.table)
         return self.kernel
 
     # --- several workers --------------------------------------------------------------------------
@@ -215,12 +216,17 @@ class SkipGram(Objective):
     def batches(self, centers: np.ndarray, contexts: np.ndarray, seed: int = 0) -> Iterator[dict]:
         """Fixed-size batches (one traced step shape); the last is padded with weight 0. Each carries
         its negatives (per pair [B, negative], shared [B / group, negative]), drawn per batch so
-        that their memory follows the batch, not the chunk."""
+        that their memory follows the batch, not the chunk; for the lock-free kernel, which draws them
+        itself (kernels.sgns.sgns_hogwild: less CPU than drawing them here), the seed of its draws instead."""
         size = self.batch_size
         draws = size // self.group if self.shared else size
         rng = np.random.default_rng(seed)
+        in_kernel = self.kernel is not None and self.kernel.lockfree
         for start in range(0, len(centers), size):
-            negatives = self.table[rng.integers(0, len(self.table), (draws, self.negative))]
+            if in_kernel:
+                negatives = {"seed": seed_mix(int(rng.integers(1 << 63)))}
+            else:
+                negatives = {"negatives": self.table[rng.integers(0, len(self.table), (draws, self.negative))]}
             c, o = centers[start:start + size], contexts[start:start + size]
             n = len(c)
             weight = np.ones(size, np.float32)
@@ -229,7 +235,7 @@ class SkipGram(Objective):
                 c = np.concatenate([c, np.zeros(pad, np.int32)])
                 o = np.concatenate([o, np.zeros(pad, np.int32)])
                 weight[n:] = 0
-            yield {"center": c, "context": o, "negatives": negatives, "weight": weight, "pairs": n}
+            yield {"center": c, "context": o, **negatives, "weight": weight, "pairs": n}
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:
