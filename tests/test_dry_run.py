@@ -457,12 +457,12 @@ def write_vectors(path, words, matrix, fmt: str, damaged_from: int | None = None
     path.write_text("\n".join(head + lines) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("fmt", ["word2vec-binary", "glove", "word2vec"])
-def test_a_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
+def clean_and_damaged(tmp_path, fmt: str) -> tuple[list, object, object]:
+    """Two files of the sample's rows and 500 more, the same words: clean, and damaged past the sample (rows no
+    reader accepts) -> (words, clean, damaged)."""
     import numpy as np
 
-    from embedtune.errors import EmbedtuneError
-    from embedtune.formats import OUTLINE_SAMPLE_ROWS, load_vectors
+    from embedtune.formats import OUTLINE_SAMPLE_ROWS
 
     n = OUTLINE_SAMPLE_ROWS + 500
     words = [f"w{i}" for i in range(n)]
@@ -470,18 +470,33 @@ def test_a_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
     clean, damaged = tmp_path / "clean.vec", tmp_path / "damaged.vec"
     write_vectors(clean, words, matrix, fmt)
     write_vectors(damaged, words, matrix, fmt, damaged_from=OUTLINE_SAMPLE_ROWS)
+    return words, clean, damaged
+
+
+def dry_run_plan(args: list) -> dict:
+    """``train ARGS --dry-run --json``'s plan, less the vectors' path."""
+    result = run([*args, "--dry-run", "--json"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    del plan["vectors"]
+    return plan
+
+
+@pytest.mark.parametrize("fmt", ["word2vec-binary", "glove", "word2vec"])
+def test_a_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
+    from embedtune.errors import EmbedtuneError
+    from embedtune.formats import load_vectors
+
+    words, clean, damaged = clean_and_damaged(tmp_path, fmt)
+    n = len(words)
     with pytest.raises(EmbedtuneError):   # training would load every row, and stop at the first damaged one
         load_vectors(str(damaged), fmt)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(" ".join(words[::7]) + " newword another w3 w1400\n", encoding="utf-8")
 
     def described(path):
-        result = run(["train", path, corpus, "--format", fmt, "-o", tmp_path / "out.txt", "--freeze-top", "300",
-                      "--optimizer", "adam", "--dry-run", "--json"])
-        assert result.exit_code == 0, result.stderr
-        d = json.loads(result.stdout)
-        del d["vectors"]
-        return d
+        return dry_run_plan(["train", path, corpus, "--format", fmt, "-o", tmp_path / "out.txt", "--freeze-top",
+                             "300", "--optimizer", "adam"])
 
     d = described(clean)
     # The same answer from a file whose rows past the sample no reader accepts: their values are never read.
@@ -549,26 +564,13 @@ def test_a_binary_outline_has_the_loaded_words_and_first_rows(tmp_path, name):
 def test_retrofits_dry_run_reads_the_words_and_a_sample_not_the_matrix(tmp_path, fmt):
     """retrofit's dry run plans from the words and the lexicon, as train's does: a file whose rows past the
     sample no reader accepts gets the answer the clean file gets (before: the whole file loaded, and refused)."""
-    import numpy as np
-
-    from embedtune.formats import OUTLINE_SAMPLE_ROWS
-
-    n = OUTLINE_SAMPLE_ROWS + 500
-    words = [f"w{i}" for i in range(n)]
-    matrix = np.random.default_rng(0).standard_normal((n, OUTLINE_DIM)).astype(np.float32)
-    clean, damaged = tmp_path / "clean.vec", tmp_path / "damaged.vec"
-    write_vectors(clean, words, matrix, fmt)
-    write_vectors(damaged, words, matrix, fmt, damaged_from=OUTLINE_SAMPLE_ROWS)
+    _, clean, damaged = clean_and_damaged(tmp_path, fmt)
     lexicon = tmp_path / "lexicon.txt"
     lexicon.write_text("w1 w2 w1400\nw3 w1200 unknown\n", encoding="utf-8")
 
     def described(path):
-        result = run(["train", path, "--objective", "retrofit", "--lexicon", lexicon, "--format", fmt,
-                      "--freeze-top", "2", "-o", tmp_path / "out.txt", "--dry-run", "--json"])
-        assert result.exit_code == 0, result.stderr
-        d = json.loads(result.stdout)
-        del d["vectors"]
-        return d
+        return dry_run_plan(["train", path, "--objective", "retrofit", "--lexicon", lexicon, "--format", fmt,
+                             "--freeze-top", "2", "-o", tmp_path / "out.txt"])
 
     d = described(clean)
     assert described(damaged) == d

@@ -305,8 +305,9 @@ def test_a_text_read_by_two_processes_holds_the_matrix_and_little_more(tmp_path)
     assert grown < 1.45 * matrix_bytes, grown / matrix_bytes
 
 
-# Peak resident memory of one diff of two files, less the process's before it.
-DIFF_PEAK = """
+# Peak resident memory of one diff of two files, less the process's before it (WARM: what runs before the
+# count starts).
+DIFF_PEAK_TEMPLATE = """
 import sys
 from embedtune.cli.main import cli
 
@@ -314,6 +315,7 @@ def peak():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
+WARM
 before = peak()
 try:
     cli.main(["-q", "diff", *sys.argv[1:]], prog_name="embedtune")
@@ -321,6 +323,7 @@ except SystemExit as done:
     assert not done.code, done.code
 print(peak() - before, file=sys.stderr)
 """
+DIFF_PEAK = DIFF_PEAK_TEMPLATE.replace("WARM", "")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
@@ -365,25 +368,10 @@ def write_fasttext_model(path, nwords: int, buckets: int, dim: int) -> int:
 
 # diff of two fastText models, its peak less the process's once the subword arithmetic is compiled (a first read
 # of OLD compiles it, then its peak is reset: /proc/self/clear_refs).
-MODEL_DIFF_PEAK = """
-import sys
-from embedtune import load_vectors
-from embedtune.cli.main import cli
-
-def peak():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-
+MODEL_DIFF_PEAK = DIFF_PEAK_TEMPLATE.replace("WARM", """from embedtune import load_vectors
 assert len(load_vectors(sys.argv[1], limit=100)) == 100
 with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-before = peak()
-try:
-    cli.main(["-q", "diff", *sys.argv[1:]], prog_name="embedtune")
-except SystemExit as done:
-    assert not done.code, done.code
-print(peak() - before, file=sys.stderr)
-"""
+    f.write("5")""")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status, /proc/self/clear_refs")
