@@ -204,6 +204,16 @@ def run_case(python: str, args: list, env: dict, sampled=tree_rss) -> dict:
     # Not run from the repository: `python -c` puts its folder first on sys.path, ahead of PYTHONPATH.
     child = subprocess.Popen([python, "-c", RUN, *args], cwd=tempfile.gettempdir(), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
+    out, err, wall, most = watched(child, sampled, start)
+    lines = err.strip().splitlines()
+    if child.returncode not in (0, 1) or not lines:
+        raise SystemExit(f"{args}: exit {child.returncode}\n{err[-2000:]}")
+    return {"wall": wall, "peak": int(lines[-1]), "tree": most, "stdout": out}
+
+
+def watched(child: subprocess.Popen, sampled, start: float) -> tuple[str, str, float, int]:
+    """``child`` waited for while ``sampled(child.pid)`` is taken every 20 ms: (its stdout, its stderr, the wall
+    since ``start``, the largest sample)."""
     most = [0]
 
     def sample():
@@ -216,10 +226,7 @@ def run_case(python: str, args: list, env: dict, sampled=tree_rss) -> dict:
     out, err = child.communicate()
     wall = time.perf_counter() - start
     sampler.join()
-    lines = err.strip().splitlines()
-    if child.returncode not in (0, 1) or not lines:
-        raise SystemExit(f"{args}: exit {child.returncode}\n{err[-2000:]}")
-    return {"wall": wall, "peak": int(lines[-1]), "tree": most[0], "stdout": out}
+    return out, err, wall, most[0]
 
 
 # -- --estimates: the dry run's estimate against the run's peak, per format ----------------------------

@@ -19,13 +19,12 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from memory_sizes import make_text  # noqa: E402
+from memory_sizes import make_text, tree_rss, watched  # noqa: E402
 
 RUN = """
 import sys
@@ -36,42 +35,15 @@ with open("/proc/self/status") as f:
 """
 
 
-def rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
 def run(path: str, fmt: str) -> tuple[float, int, int, int]:
     """-> (wall, peak, tree, rows) of one read."""
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", RUN, path, fmt], stdout=subprocess.PIPE, text=True)
-    tree = [0]
-
-    def sample():
-        while child.poll() is None:
-            tree[0] = max(tree[0], rss(child.pid) + sum(rss(p) for p in children(child.pid)))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, _ = child.communicate()
-    wall = time.perf_counter() - start
-    sampler.join()
+    out, _, wall, tree = watched(child, tree_rss, start)
     if child.returncode:
         raise SystemExit(f"the read of {path} failed ({child.returncode})")
     peak, rows = map(int, out.split())
-    return wall, peak, tree[0], rows
+    return wall, peak, tree, rows
 
 
 def main() -> None:
