@@ -290,6 +290,54 @@ def lockfree_negatives(table, mix, size, negative):
     return out
 
 
+@njit(inline="always")
+def _copy_center(words, frozen, frozen_rows, n_trainable, c, w):
+    """``w`` = the center ``c``'s row as it is now: a trainable row of ``words``, or a frozen one of ``frozen``."""
+    if c < n_trainable:
+        for j in range(len(w)):
+            w[j] = words[c, j]
+    else:
+        f = frozen_rows[c - n_trainable]
+        for j in range(len(w)):
+            w[j] = frozen[f, j]
+
+
+@njit(inline="always")
+def _pair_step(words, side, n_trainable, c, w, rows, logits, grad, wt, lr):
+    """One pair's sgd step in place, ``sgns_hogwild``'s (see there): the center's copy ``w`` scored against the
+    context and negative rows ``rows`` of ``side`` first, then each of those rows updated, then the center (a
+    trainable one); -> the pair's weighted loss. ``logits`` and ``grad`` are scratch."""
+    k1, dim = len(rows), len(w)
+    for k in range(k1):
+        r = rows[k]
+        x = np.float32(0.0)
+        for j in range(dim):
+            x += w[j] * side[r, j]
+        logits[k] = x
+    grad[:] = 0
+    product, extra = 1.0, 0.0   # the loss: _add_loss
+    for k in range(k1):
+        r, x = rows[k], logits[k]
+        for p in range(k):
+            if rows[p] == r:   # updated by this pair already: scored as it is now
+                x = np.float32(0.0)
+                for j in range(dim):
+                    x += w[j] * side[r, j]
+                break
+        e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
+        product, extra = _add_loss(x, e, product, extra)
+        if k:
+            extra += float(x)
+        d = np.float32(wt * d)
+        for j in range(dim):
+            grad[j] += d * side[r, j]
+            side[r, j] -= lr * (d * w[j])
+    if c < n_trainable:
+        for j in range(dim):
+            words[c, j] -= lr * grad[j]
+    return wt * (math.log(product) + extra)
+
+
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, contexts, table, seed_mixes, negative,
                  weight, lrs, batch_size, losses):
@@ -361,44 +409,11 @@ def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, context
             if wt != 0:
                 lr = lrs[q]
                 c = centers[b]
-                if c < n_trainable:
-                    for j in range(dim):
-                        w[j] = words[c, j]
-                else:
-                    f = frozen_rows[c - n_trainable]
-                    for j in range(dim):
-                        w[j] = frozen[f, j]
+                _copy_center(words, frozen, frozen_rows, n_trainable, c, w)
                 rows[0] = contexts[b]
                 for k in range(negative):
                     rows[k + 1] = negs[b % 4, k]
-                for k in range(k1):
-                    r = rows[k]
-                    x = np.float32(0.0)
-                    for j in range(dim):
-                        x += w[j] * side[r, j]
-                    logits[k] = x
-                grad[:] = 0
-                product, extra = 1.0, 0.0   # the loss: _add_loss
-                for k in range(k1):
-                    r, x = rows[k], logits[k]
-                    for p in range(k):
-                        if rows[p] == r:   # updated by this pair already: scored as it is now
-                            x = np.float32(0.0)
-                            for j in range(dim):
-                                x += w[j] * side[r, j]
-                            break
-                    e, d = _logit_terms(x, 1.0 if k == 0 else 0.0)
-                    product, extra = _add_loss(x, e, product, extra)
-                    if k:
-                        extra += float(x)
-                    d = np.float32(wt * d)
-                    for j in range(dim):
-                        grad[j] += d * side[r, j]
-                        side[r, j] -= lr * (d * w[j])
-                if c < n_trainable:
-                    for j in range(dim):
-                        words[c, j] -= lr * grad[j]
-                losses[t, q] += wt * (math.log(product) + extra)
+                losses[t, q] += _pair_step(words, side, n_trainable, c, w, rows, logits, grad, wt, lr)
             place += 1
             if place == batch_size:
                 q, place = q + 1, 0
