@@ -347,7 +347,8 @@ def _decode_words(raw_words, matrix, name, replace_bad_utf8, first: int = 0, bef
 
 
 def _raise_spaced_word(raw_words, matrix, row: int, name, first: int = 0) -> None:
-    """An error naming record ``first + row`` (0-based; ``raw_words`` and ``matrix`` begin at record ``first``) if its vector begins with text and a space: a word
+    """An error naming record ``first + row`` (0-based; ``raw_words`` and ``matrix`` begin at record
+    ``first``) if its vector begins with text and a space: a word
     with a space in it ("new york"), which this format cannot hold (a word ends at its first space),
     so the reader took the word's second part for the vector's first bytes and misread the records
     after it; what it reports then (a next word that is not UTF-8, an empty word, a file ending

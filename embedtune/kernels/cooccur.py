@@ -108,7 +108,7 @@ def count_block(ids, line, n_words, window, parts):
                     m += 1
                     top = max(top, c)
                 acc[c] += 1.0 / distances[e]
-            if top - r < SCAN_SPAN * m:   # the sums read off in column order: the sort's output, unsorted
+            if top - r < SCAN_SPAN * m:   # a dense row: its sums read off in column order, no sort needed
                 q = 0
                 for c in range(r, top + 1):
                     if acc[c] != 0:

@@ -166,11 +166,16 @@ class SkipGram(Objective):
         return self.emptied(self.batches(np.zeros(1, np.int32), np.zeros(1, np.int32)))
 
     @property
+    def lockfree(self) -> bool:
+        """Whether the run's step is the lock-free kernel (which also draws its own negatives)."""
+        return self.kernel is not None and self.kernel.lockfree
+
+    @property
     def pairs_in_order(self) -> bool:
         """The lock-free kernel takes the pairs as made (word2vec does not shuffle either); a
         batch-synchronous step (TensorFlow's, the deterministic kernel) needs them shuffled, or a batch
         would hold one stretch of text at one offset."""
-        return self.kernel is not None and self.kernel.lockfree
+        return self.lockfree
 
     # --- host side: corpus chunk -> fixed-size batches --------------------------------------
     def side_start(self) -> np.ndarray:
@@ -221,9 +226,8 @@ class SkipGram(Objective):
         size = self.batch_size
         draws = size // self.group if self.shared else size
         rng = np.random.default_rng(seed)
-        in_kernel = self.kernel is not None and self.kernel.lockfree
         for start in range(0, len(centers), size):
-            if in_kernel:
+            if self.lockfree:
                 negatives = {"seed": seed_mix(int(rng.integers(1 << 63)))}
             else:
                 negatives = {"negatives": self.table[rng.integers(0, len(self.table), (draws, self.negative))]}
