@@ -196,7 +196,7 @@ def show_dry_run(config, reading, resume, workers, json_out) -> None:
 def train_until_stopped(ctx, config, reading, resume, overwrite_checkpoints, keep_checkpoints):
     """The run with its progress bar and stop requests: (its result, the requests). A signal before the
     loop, or a stop asked in it, ends the command here with its message and exit code."""
-    from embedtune.distribute import PEER_LOST, PeerLost, launched
+    from embedtune.distribute import PEER_LOST, PeerLost, launched, tell_launcher
 
     bar = ProgressBar()
     stop = StopRequests()
@@ -206,7 +206,8 @@ def train_until_stopped(ctx, config, reading, resume, overwrite_checkpoints, kee
                                    on_plan=say_plan, progress=bar, note=note, stop=stop,
                                    on_phase=bar.show_phase)
     except PeerLost as lost:
-        if launched():   # the launcher names the worker that went first
+        if launched():   # the launcher names the worker that went first, with this reason if it was this one
+            tell_launcher(str(lost))
             ctx.exit(PEER_LOST)
         raise EmbedtuneError(str(lost)) from None
     except (KeyboardInterrupt, Terminated) as signalled:

@@ -180,6 +180,30 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     assert sorted(os.listdir(inputs.folder / "hashes")) == ["worker-0.json", "worker-1.json"]
 
 
+# A stand-in worker for the launcher's tests (no TensorFlow): the chief says why it lost its peers through
+# distribute.tell_launcher and exits as a launched worker does (PEER_LOST); worker 1 stays up, as a stalled
+# worker did (its heartbeats late: TensorFlow's coordination service declared it dead and aborted the
+# chief's collective while it lived on).
+LOST_CHIEF = """
+import json, os, sys, time
+from embedtune import distribute
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+    distribute.tell_launcher("worker 0: a collective step failed (UnavailableError: task 1 stopped sending heartbeats)")
+    sys.exit(distribute.PEER_LOST)
+time.sleep(60)
+"""
+
+
+def test_the_launcher_names_why_a_worker_lost_its_peers():
+    """The chief's standard error is the user's, so the launcher could not read its reason there: the line
+    said only "worker 0 exited (lost its peers)" (a CI run's one clue). The worker leaves it in a file."""
+    began = time.monotonic()
+    run = distribute.launch([sys.executable, "-c", LOST_CHIEF], 2, 1)
+    assert (run.code, run.failure) == (distribute.PEER_LOST, "worker 0 exited (lost its peers: worker 0: a collective "
+                                       "step failed (UnavailableError: task 1 stopped sending heartbeats))")
+    assert time.monotonic() - began < 30   # worker 1 ended by the launcher, not waited for
+
+
 def thread_counts(parent: int) -> dict[int, int]:
     """The number of threads of each child process of ``parent`` (from /proc)."""
     counts = {}

@@ -19,14 +19,15 @@ import os
 
 from embedtune.cores import local_cores
 from embedtune.distribute.cluster import (ENV_THREADS, Cluster, PeerLost, ServerCluster, cluster_from_env,
-                                          distributed, is_chief, launched, server_cluster_from_env)
+                                          distributed, is_chief, launched, server_cluster_from_env,
+                                          tell_launcher)
 from embedtune.distribute.launch import PEER_LOST, Launch, free_ports, launch, worker_command, worker_threads
 from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, check_split, share_batches
 
 __all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "ServerCluster", "WorkerShare", "batch_part",
            "check_split", "cluster_from_env", "distributed", "free_ports", "is_chief", "launch", "launched",
-           "local_cores", "server_cluster_from_env", "share_batches", "strategy_from_env", "worker_command",
-           "worker_threads"]
+           "local_cores", "server_cluster_from_env", "share_batches", "strategy_from_env", "tell_launcher",
+           "worker_command", "worker_threads"]
 
 
 def strategy_from_env():

@@ -15,6 +15,9 @@ from embedtune.errors import EmbedtuneError
 
 ENV_LAUNCHED = "EMBEDTUNE_LAUNCHED"    # "1" in a worker started by `--workers`: the launcher reports its failures
 ENV_THREADS = "EMBEDTUNE_WORKER_THREADS"   # TensorFlow threads of a launched worker (cores // N)
+# A file the launcher gives each worker: a launched worker that lost its peers writes why there (the
+# chief's standard error is the user's, so the launcher could not read it from there).
+ENV_REASON = "EMBEDTUNE_WORKER_REASON"
 
 
 class PeerLost(Exception):
@@ -154,6 +157,15 @@ def cluster_from_env(environ=os.environ) -> Cluster | None:
 
 def launched() -> bool:
     return os.environ.get(ENV_LAUNCHED) == "1"
+
+
+def tell_launcher(reason: str) -> None:
+    """Leave ``reason`` (why this launched worker lost its peers) where the launcher reads it for its one
+    line; nothing without a launcher's file."""
+    path = os.environ.get(ENV_REASON)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(reason)
 
 
 def is_chief() -> bool:

@@ -31,8 +31,11 @@ def collective(index: int):
     try:
         yield
     except lost as err:
+        # One line, but not only the first: TensorFlow's first line of a heartbeat timeout ends "the following
+        # tasks are unhealthy (stopped sending heartbeats):", and the tasks follow.
+        said = " ".join((err.message or "").split())
         raise PeerLost(f"worker {index}: a collective step failed ({type(err).__name__}: "
-                       f"{err.message.splitlines()[0] if err.message else ''})") from None
+                       f"{said[:400] + ' ...' if len(said) > 400 else said})") from None
 
 
 class Collectives:

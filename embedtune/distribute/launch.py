@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from embedtune.distribute.cluster import ENV_LAUNCHED, ENV_THREADS
+from embedtune.distribute.cluster import ENV_LAUNCHED, ENV_REASON, ENV_THREADS
 
 PEER_LOST = 3   # exit code of a worker whose peer went away (the launcher reports the peer, not it)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -59,6 +59,7 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
     hosts = [f"localhost:{port}" for port in ports]
     procs: list[subprocess.Popen] = []
     logs = []
+    reasons = tempfile.TemporaryDirectory(prefix="embedtune-workers-")   # worker k's reason: reasons/k
     forwarded = {}
     stopped_by = []   # the signals passed on to the chief
     starting = [True]   # while the workers are started, a signal is only recorded (early)
@@ -86,12 +87,12 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
         for k in range(workers):
             if early:
                 break
-            procs.append(_start_worker(command, hosts, k, threads, logs))
+            procs.append(_start_worker(command, hosts, k, threads, logs, reasons.name))
         starting[0] = False
         if early:   # before any worker could do anything: all are ended, the launcher exits as asked
             _stop(procs)
             return Launch(128 + early[0], None)
-        return _wait(procs, logs, stopped_by)
+        return _wait(procs, logs, stopped_by, reasons.name)
     finally:
         _stop(procs)
         for sig, handler in forwarded.items():
@@ -99,14 +100,18 @@ def launch(command: list[str], workers: int, threads: int) -> Launch:
         for log in logs:
             if log is not None:
                 log.close()
+        reasons.cleanup()
 
 
-def _start_worker(command: list[str], hosts: list[str], k: int, threads: int, logs: list) -> subprocess.Popen:
+def _start_worker(command: list[str], hosts: list[str], k: int, threads: int, logs: list,
+                  reasons: str) -> subprocess.Popen:
     """Worker ``k`` of ``hosts``, its TF_CONFIG set; its standard error kept in a file (added to
-    ``logs``) unless it is the chief, whose output is the launcher's."""
+    ``logs``) unless it is the chief, whose output is the launcher's; why it lost its peers, if it
+    does, in the folder ``reasons`` (file ``k``)."""
     env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": hosts},
                                                   "task": {"type": "worker", "index": k}}))
     env[ENV_LAUNCHED] = "1"
+    env[ENV_REASON] = os.path.join(reasons, str(k))
     env[ENV_THREADS] = str(threads)
     # A dead peer makes TensorFlow log gRPC errors on every survivor; the launcher's one line says it.
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
@@ -125,7 +130,7 @@ def _start_worker(command: list[str], hosts: list[str], k: int, threads: int, lo
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _wait(procs: list[subprocess.Popen], logs: list, stopped_by: list) -> Launch:
+def _wait(procs: list[subprocess.Popen], logs: list, stopped_by: list, reasons: str) -> Launch:
     """Until every worker has ended well, or one has failed (then the others are ended): the Launch."""
     while True:
         codes = [p.poll() for p in procs]
@@ -155,7 +160,8 @@ def _wait(procs: list[subprocess.Popen], logs: list, stopped_by: list) -> Launch
     code = codes[culprit]
     if culprit == 0 and code > 0 and code != PEER_LOST:
         return Launch(code, None)   # the chief said why itself (its error, or an interruption)
-    return Launch(code if code > 0 else 1, f"worker {culprit} exited ({_why(code, logs[culprit])})")
+    why = _why(code, logs[culprit], os.path.join(reasons, str(culprit)))
+    return Launch(code if code > 0 else 1, f"worker {culprit} exited ({why})")
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -167,7 +173,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def _why(code: int, log) -> str:
+def _why(code: int, log, reason: str) -> str:
+    """How a worker ended: the signal that killed it, or its exit code and last line of standard error
+    (``log``; the chief's is the user's); for a lost peer, what the worker said of it (the file ``reason``)."""
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -181,6 +189,11 @@ def _why(code: int, log) -> str:
         if last.startswith("Error: "):
             last = last[len("Error: "):]
     if code == PEER_LOST:
+        try:
+            with open(reason, encoding="utf-8", errors="replace") as f:
+                last = f.read().strip() or last
+        except OSError:   # none written: a worker that did not get as far
+            pass
         return f"lost its peers: {last}" if last else "lost its peers"
     return f"exit code {code}: {last}" if last else f"exit code {code}"
 
