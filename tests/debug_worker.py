@@ -1,6 +1,6 @@
 """Test-only hooks of multi-worker runs, kept out of the package: the one-process emulation of N workers
 (``Shares``, EMBEDTUNE_DEBUG_SHARES=N), a worker that kills itself before a step (EMBEDTUNE_DEBUG_DIE_AT=
-"K:S") and one that writes a hash of its tables at the end (EMBEDTUNE_DEBUG_TABLE_HASH=folder).
+"K:S"), one that stops a while before a step (EMBEDTUNE_DEBUG_STALL_AT="K:S:SECONDS") and one that writes a hash of its tables at the end (EMBEDTUNE_DEBUG_TABLE_HASH=folder).
 
 Run as the command (``python tests/debug_worker.py train ...``): it gives `embedtune` these strategies
 (``strategy_from_env``) and starts `--workers`' processes as itself, then runs the CLI as it is.
@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ from embedtune.training.strategy import OneProcess
 
 ENV_SHARES = "EMBEDTUNE_DEBUG_SHARES"   # "N": one process trains N workers' shares (Shares)
 ENV_DIE_AT = "EMBEDTUNE_DEBUG_DIE_AT"   # "K:S": worker K kills itself with SIGKILL before its step S
+# "K:S:SECONDS": worker K stops (SIGSTOP) before its step S for SECONDS, as a process starved that long
+ENV_STALL_AT = "EMBEDTUNE_DEBUG_STALL_AT"
 ENV_TABLE_HASH = "EMBEDTUNE_DEBUG_TABLE_HASH"   # a folder: each worker writes worker-K.json (its tables' hash)
 
 
@@ -202,8 +205,7 @@ def debug_worker(cluster, threads):
         def one(self, batch, lr):
             worker = self.worker
             worker.steps += 1
-            if worker.die_at is not None and worker.steps >= worker.die_at:
-                os.kill(os.getpid(), signal.SIGKILL)
+            worker.before_step()
             return super().one(batch, lr)
 
     class DebugWorker(Worker):
@@ -211,8 +213,21 @@ def debug_worker(cluster, threads):
             super().__init__(cluster, threads)
             die = os.environ.get(ENV_DIE_AT, "")
             self.die_at = int(die.split(":")[1]) if die and int(die.split(":")[0]) == self.index else None
+            stall = os.environ.get(ENV_STALL_AT, "").split(":")
+            self.stall_at = (int(stall[1]), float(stall[2])) if len(stall) == 3 and int(stall[0]) == self.index else None
             self.steps = 0
             self.counted = self.own_tokens = self.counted_whole = self.share = None
+
+        def before_step(self):
+            """The hooks asked for at this step: SIGKILL (die_at), or a stop of a few seconds (stall_at: a
+            child sends SIGCONT then, once)."""
+            if self.die_at is not None and self.steps >= self.die_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.stall_at is not None and self.steps >= self.stall_at[0]:
+                seconds, self.stall_at = self.stall_at[1], None
+                subprocess.Popen([sys.executable, "-c", f"import os, signal, time; time.sleep({seconds}); "
+                                  f"os.kill({os.getpid()}, signal.SIGCONT)"], start_new_session=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
 
         def count(self, corpus):
             self.counted_whole = corpus.counted
@@ -235,8 +250,7 @@ def debug_worker(cluster, threads):
 
                 def dying_run(batches, lrs):
                     self.steps += len(batches)
-                    if self.die_at is not None and self.steps >= self.die_at:
-                        os.kill(os.getpid(), signal.SIGKILL)
+                    self.before_step()
                     return run(batches, lrs)
 
                 step.run = dying_run

@@ -110,6 +110,27 @@ def test_tensorflow_says_its_devices_are_listed():
     assert devices_listed() is True
 
 
+def test_tensorflow_keeps_a_coordination_service_configured_before_the_strategy():
+    """distribute/collectives.py sets a launched worker's heartbeat timeout so: a strategy that configured its
+    own would put TensorFlow's 10 s back, and a worker stalled that long would end the run again. In a
+    process of its own: the configuration is the process's."""
+    code = """
+import json, os
+from embedtune.distribute import free_ports
+cluster = {"worker": [f"localhost:{free_ports(1)[0]}"]}
+os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+from embedtune._adapters.tensorflow_private import configure_coordination, coordination_heartbeat_seconds
+from embedtune._tf import tf
+assert coordination_heartbeat_seconds() is None
+configure_coordination(cluster, 123)
+tf.distribute.MultiWorkerMirroredStrategy()
+print(coordination_heartbeat_seconds())
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "123.0", run.stdout
+
+
 def test_tensorflow_sharded_variable_is_the_one_exported_to_keras():
     from embedtune._adapters.tensorflow_private import sharded_variable_class
     from embedtune._tf import tf

@@ -164,6 +164,23 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
     assert resumed.read_bytes() == two.read_bytes()
 
 
+def test_a_worker_stalled_past_tensorflows_heartbeat_timeout_is_waited_for(tmp_path):
+    """A worker that stops 15 s (SIGSTOP, as a process starved on a loaded machine) and goes on: TensorFlow's
+    coordination service declared it dead after 10 s without a heartbeat and aborted the chief's collective,
+    and the run ended "Error: worker 0 exited (lost its peers)" (a CI run of the suite, at this file's
+    resume). The launcher ends the run itself when a worker exits; a stalled one is waited for."""
+    vectors, corpus, out = tmp_path / "vectors.txt", tmp_path / "corpus.txt", tmp_path / "out.txt"
+    with open(SAMPLE_VECTORS, encoding="utf-8") as f:
+        vectors.write_text("".join(next(f) for _ in range(ROWS)), encoding="utf-8")
+    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+        corpus.write_text("".join(next(f) for _ in range(LINES)), encoding="utf-8")
+    run = subprocess.run([sys.executable, debug_worker.__file__, "train", str(vectors), str(corpus), *ARGS,
+                          "--workers", "2", "-o", str(out), "--json", "-"], capture_output=True, text=True,
+                         timeout=180, env={**os.environ, debug_worker.ENV_STALL_AT: "1:10:15"})
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["steps"] > 10 and out.exists()
+
+
 def test_steps_without_pairs_add_no_loss_figure():
     """An averaging worker whose share has ended steps without pairs until the last sync: a loss window of
     such steps alone gives no figure (it gave a loss of 0, which the summary showed as the last loss)."""

@@ -53,3 +53,29 @@ def result_event(value):
     or None for a value that has none: ``RemoteValue.get`` waits without a limit; this can be waited on
     a while at a time."""
     return getattr(value, "_status_available_event", None)
+
+
+def configure_coordination(cluster: dict, heartbeat_seconds: float) -> None:
+    """Set up TensorFlow's coordination service for the MultiWorkerMirroredStrategy about to be made over
+    ``cluster`` (TF_CONFIG's {"chief": [...], "worker": [...]}) as the strategy itself would (its leader,
+    its jobs), but declaring a task dead only after ``heartbeat_seconds`` without a heartbeat, not TensorFlow's
+    10 s. The strategy keeps a service already configured; its options have no way to set this: the
+    eager context's ``configure_coordination_service`` does (ParameterServerStrategy calls it so)."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
+            for job in ("chief", "worker") if job in cluster]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=int(heartbeat_seconds * 1000))
+
+
+def coordination_heartbeat_seconds() -> float | None:
+    """The heartbeat timeout the coordination service is configured with (None: none configured; 0:
+    TensorFlow's): ``configure_coordination``'s, read back (tests/test_adapters.py)."""
+    from tensorflow.python.eager import context
+
+    config = context.context().coordination_service
+    return None if config is None else config.heartbeat_timeout_in_ms / 1000

@@ -5,6 +5,7 @@ classifier's fit), each a collective call that every worker makes in the same or
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 
 import numpy as np
@@ -15,6 +16,12 @@ import numpy as np
 # "Resource temporarily unavailable"). A dead peer is still found: the launcher stops its own workers as
 # soon as one exits, and in a cluster TensorFlow's coordination service reports a peer that stops.
 ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
+# Seconds without a heartbeat after which TensorFlow's coordination service declares a launched worker dead
+# and aborts every worker's collectives (TensorFlow's own: 10 s). A worker silent that long may be alive and
+# only starved (a CI machine running the suite beside it ended a run "worker 0 exited (lost its peers)";
+# a worker stopped 15 s does the same, tests/test_averaging.py). Launched workers have a watchdog already:
+# the launcher ends the run as soon as one exits. --peer-timeout's default: the same patience as at the start.
+LAUNCHED_HEARTBEAT = 120.0
 # Bytes a worker sends in one all-gather of its corpus counts (Collectives.all_gather_bytes): a large
 # vocabulary's counts go in several pieces, each well under gRPC's message limits.
 GATHER_PIECE = 1 << 24
@@ -48,8 +55,13 @@ class Collectives:
         self._gather_fn = self._sum_fn = None
 
     def start(self) -> None:
+        from embedtune._adapters import tensorflow_private
         from embedtune._tf import tf
+        from embedtune.distribute.cluster import launched
 
+        if launched():
+            tensorflow_private.configure_coordination(json.loads(os.environ["TF_CONFIG"])["cluster"],
+                                                      LAUNCHED_HEARTBEAT)
         timeout = float(os.environ.get(ENV_TIMEOUT) or 0)
         options = tf.distribute.experimental.CommunicationOptions(
             timeout_seconds=timeout or None, implementation=tf.distribute.experimental.CommunicationImplementation.RING)
