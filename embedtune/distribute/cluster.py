@@ -163,9 +163,13 @@ def tell_launcher(reason: str) -> None:
     """Leave ``reason`` (why this launched worker lost its peers) where the launcher reads it for its one
     line; nothing without a launcher's file."""
     path = os.environ.get(ENV_REASON)
-    if path:
+    if not path:
+        return
+    try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(reason)
+    except OSError:   # the launcher gone meanwhile (its folder with it): nobody is left to read it
+        pass
 
 
 def is_chief() -> bool:
