@@ -214,9 +214,17 @@ def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch,
     assert not out.exists()
 
 
-def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1"):
+# `embedtune train` as the command runs it, its wait for peers first saying whether TensorFlow is imported yet.
+TELLS_TENSORFLOW = ("import sys\nimport embedtune.distribute.peers as peers\nwait = peers.wait_for_peers\n"
+                    "def waits(*args):\n    print('tensorflow imported at the wait:', 'tensorflow' in sys.modules, "
+                    "file=sys.stderr, flush=True)\n    return wait(*args)\npeers.wait_for_peers = waits\n"
+                    "from embedtune.cli.main import main\nmain()\n")
+
+
+def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1", tells=False):
     """`train` as worker ``index`` of a two-worker TF_CONFIG (``hosts``, by default two free ports where
-    nothing listens); ``sig`` sent once stderr says ``said``. -> (exit code, stderr, hosts, seconds from
+    nothing listens); ``sig`` sent once stderr says ``said``; ``tells``: stderr says whether TensorFlow
+    was imported when the wait began (TELLS_TENSORFLOW). -> (exit code, stderr, hosts, seconds from
     the signal, or from the first line when no signal is sent)."""
     import os
     import subprocess
@@ -234,7 +242,8 @@ def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting fo
     hosts = hosts or [f"localhost:{port}" for port in free_ports(2)]
     env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
                                      f'"task": {{"type": "worker", "index": {index}}}}}')
-    process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors), str(SAMPLE_CORPUS),
+    command = ["-c", TELLS_TENSORFLOW] if tells else ["-m", "embedtune.cli.main"]
+    process = subprocess.Popen([sys.executable, *command, "train", str(vectors), str(SAMPLE_CORPUS),
                                 "-o", str(tmp_path / f"out{index}.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     lines = []
@@ -260,9 +269,12 @@ def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting fo
     return process.returncode, "".join(lines), hosts, (time.monotonic() - began if began else None)
 
 
-def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded(tmp_path):
-    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2")
+def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded_and_paid_no_tensorflow_import(tmp_path):
+    """A worker imports TensorFlow only once its peers are met (distribute/strategy.py's Worker.start):
+    one whose peer never comes, or that is stopped while it waits, does not pay for it."""
+    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2", tells=True)
     assert code == 1, stderr
+    assert "tensorflow imported at the wait: False" in stderr
     assert f"Note: waiting for worker 1 at {hosts[1]} (TF_CONFIG), up to 2 s" in stderr
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
