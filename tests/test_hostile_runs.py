@@ -386,6 +386,21 @@ def test_two_workers_at_one_address_are_refused_at_once(tmp_path):
             or f"this worker cannot listen at localhost:{port}" in said[1]), said
 
 
+def _listening(port: int) -> set[str]:
+    """The sockets (inodes) listening at ``port`` on this machine (Linux's /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table, encoding="ascii").read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:   # 0A: LISTEN
+                found.add(fields[9])
+    return found
+
+
 def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
     """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
     as worker 1): worker 0 waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
@@ -417,7 +432,14 @@ def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
                                    start_new_session=True)
     try:
         assert met.wait(WAIT), (tmp_path / "stderr").read_text()
-        time.sleep(3)   # worker 0 is in TensorFlow's wait by now: nothing listens at worker 1's port
+        # Worker 0 imports TensorFlow only now (its peers met), then starts TensorFlow's server at its port
+        # and waits there for worker 1's, where nothing listens: the signal waits for that server.
+        port = int(hosts[0].rsplit(":", 1)[1])
+        before, deadline = _listening(port), time.monotonic() + WAIT
+        while not _listening(port) - before and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _listening(port) - before, (tmp_path / "stderr").read_text()
+        time.sleep(1)   # from its server's start into its wait for the peer
         assert process.poll() is None, (tmp_path / "stderr").read_text()
         seconds = seconds_to_stop(process)
     finally:
