@@ -293,9 +293,10 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
     error, a Ctrl-C or a SIGTERM (raised by cli/main.py) in the count or the wait is raised after the
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
-    One worker of several (TF_CONFIG) only imports here: it counts its share of the lines in train
+    One worker of several (TF_CONFIG) only imports the loop here: it counts its share of the lines in train
     (distribute.Worker.count; a plain-text file by one compiled pass over the whole file, whose ids it
-    keeps: distribute/compiled_share.py), after the import. ``freeze`` False: the
+    keeps: distribute/compiled_share.py), and imports TensorFlow once its peers are met (Worker.start: a
+    worker whose peers never come does not pay for it). ``freeze`` False: the
     collector is only off while both run (a library caller's process lives on). ``advance``: Corpus.count's
     (the bytes read, for progress)."""
     import importlib
@@ -303,6 +304,7 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
 
     from embedtune.distribute import cluster_from_env
 
+    worker = cluster_from_env() is not None
     done = threading.Event()
 
     def load():
@@ -310,7 +312,7 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
             importlib.import_module("embedtune.training.loop")
             if compiled:
                 importlib.import_module("embedtune.kernels.common").warm_up()
-            if tensorflow:
+            if tensorflow and not worker:
                 importlib.import_module("embedtune._tf").tf
         except BaseException:   # imported again, and raised there, by the caller
             pass
@@ -328,7 +330,7 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     thread.start()
     pending = None
     try:
-        if cluster_from_env() is None:
+        if not worker:
             corpus.count(advance)
     except BaseException as err:
         pending = err

@@ -214,9 +214,17 @@ def test_a_tf_config_that_makes_no_sense_is_a_usage_error(tmp_path, monkeypatch,
     assert not out.exists()
 
 
-def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1"):
+# `embedtune train` as the command runs it, its wait for peers first saying whether TensorFlow is imported yet.
+TELLS_TENSORFLOW = ("import sys\nimport embedtune.distribute.peers as peers\nwait = peers.wait_for_peers\n"
+                    "def waits(*args):\n    print('tensorflow imported at the wait:', 'tensorflow' in sys.modules, "
+                    "file=sys.stderr, flush=True)\n    return wait(*args)\npeers.wait_for_peers = waits\n"
+                    "from embedtune.cli.main import main\nmain()\n")
+
+
+def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1", tells=False):
     """`train` as worker ``index`` of a two-worker TF_CONFIG (``hosts``, by default two free ports where
-    nothing listens); ``sig`` sent once stderr says ``said``. -> (exit code, stderr, hosts, seconds from
+    nothing listens); ``sig`` sent once stderr says ``said``; ``tells``: stderr says whether TensorFlow
+    was imported when the wait began (TELLS_TENSORFLOW). -> (exit code, stderr, hosts, seconds from
     the signal, or from the first line when no signal is sent)."""
     import os
     import subprocess
@@ -234,7 +242,8 @@ def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting fo
     hosts = hosts or [f"localhost:{port}" for port in free_ports(2)]
     env = dict(os.environ, TF_CONFIG=f'{{"cluster": {{"worker": ["{hosts[0]}", "{hosts[1]}"]}}, '
                                      f'"task": {{"type": "worker", "index": {index}}}}}')
-    process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors), str(SAMPLE_CORPUS),
+    command = ["-c", TELLS_TENSORFLOW] if tells else ["-m", "embedtune.cli.main"]
+    process = subprocess.Popen([sys.executable, *command, "train", str(vectors), str(SAMPLE_CORPUS),
                                 "-o", str(tmp_path / f"out{index}.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     lines = []
@@ -260,9 +269,12 @@ def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting fo
     return process.returncode, "".join(lines), hosts, (time.monotonic() - began if began else None)
 
 
-def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded(tmp_path):
-    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2")
+def test_a_peer_that_never_comes_is_named_and_the_wait_is_bounded_and_paid_no_tensorflow_import(tmp_path):
+    """A worker imports TensorFlow only once its peers are met (distribute/strategy.py's Worker.start):
+    one whose peer never comes, or that is stopped while it waits, does not pay for it."""
+    code, stderr, hosts, _ = _peer_wait(tmp_path, "--peer-timeout", "2", tells=True)
     assert code == 1, stderr
+    assert "tensorflow imported at the wait: False" in stderr
     assert f"Note: waiting for worker 1 at {hosts[1]} (TF_CONFIG), up to 2 s" in stderr
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
@@ -374,6 +386,21 @@ def test_two_workers_at_one_address_are_refused_at_once(tmp_path):
             or f"this worker cannot listen at localhost:{port}" in said[1]), said
 
 
+def _listening(port: int) -> set[str]:
+    """The sockets (inodes) listening at ``port`` on this machine (Linux's /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table, encoding="ascii").read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:   # 0A: LISTEN
+                found.add(fields[9])
+    return found
+
+
 def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
     """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
     as worker 1): worker 0 waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
@@ -405,7 +432,14 @@ def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
                                    start_new_session=True)
     try:
         assert met.wait(WAIT), (tmp_path / "stderr").read_text()
-        time.sleep(3)   # worker 0 is in TensorFlow's wait by now: nothing listens at worker 1's port
+        # Worker 0 imports TensorFlow only now (its peers met), then starts TensorFlow's server at its port
+        # and waits there for worker 1's, where nothing listens: the signal waits for that server.
+        port = int(hosts[0].rsplit(":", 1)[1])
+        before, deadline = _listening(port), time.monotonic() + WAIT
+        while not _listening(port) - before and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _listening(port) - before, (tmp_path / "stderr").read_text()
+        time.sleep(1)   # from its server's start into its wait for the peer
         assert process.poll() is None, (tmp_path / "stderr").read_text()
         seconds = seconds_to_stop(process)
     finally:

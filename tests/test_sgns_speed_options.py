@@ -26,7 +26,11 @@ LINES = sample_lines(20)
 EVERY_BATCH = ("the", "to", "of", "and", "a", "in")   # in every batch of 512 pairs (see test_train.py)
 
 
-@pytest.mark.parametrize("negatives", ["shared", "per-pair"])
+# The shared cases to one test process (with test_threads_and_negatives_are_accepted's): their sgd runs
+# step through the lock-free shared kernel, which no other test compiles (tests/warm_kernels.py warms
+# --deterministic's strict twin); on a cold cache the two test processes compiled it at once, each paying.
+@pytest.mark.parametrize("negatives", [pytest.param("shared", marks=pytest.mark.xdist_group("sgns-shared-kernel")),
+                                       "per-pair"])
 @pytest.mark.parametrize("optimizer, threads", [("sgd", 1), ("sgd", 2), ("adagrad", 2)],
                          ids=["sgd-no-merge", "sgd-two-threads", "adagrad-merged"])
 def test_both_negatives_train_and_keep_frozen_rows_bit_identical(negatives, optimizer, threads):
@@ -203,7 +207,8 @@ def files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("options", [["--threads", "1", "--negatives", "per-pair"], ["--threads", "2"],
-                                     ["--threads", "0", "--negatives", "shared"]])
+                                     pytest.param(["--threads", "0", "--negatives", "shared"],
+                                                  marks=pytest.mark.xdist_group("sgns-shared-kernel"))])
 def test_threads_and_negatives_are_accepted(files, tmp_path, options):
     out = tmp_path / "out.txt"
     result = run(["train", files["vectors"], files["corpus"], "-o", out, "--objective", "sgns", "--epochs", "1",

@@ -10,7 +10,7 @@ loop is given (``strategy_from_env``), with the step that gathers every worker's
 
 Nothing here names an objective: what a worker needs of one (how its batch splits, its padding, whether
 its chunks come from the lines) the Objective base class declares. Importing this package imports no
-TensorFlow; ``strategy_from_env`` does, when TF_CONFIG names several workers.
+TensorFlow, nor does ``strategy_from_env``: a worker imports it once its peers are met (``Worker.start``).
 """
 
 from __future__ import annotations

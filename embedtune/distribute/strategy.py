@@ -32,10 +32,11 @@ read) and continues its own share from its own position. The number of workers i
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import signal
 from collections.abc import Iterator
 
-from embedtune._tf import tf
+from embedtune._tf import lazy as tf
 
 from embedtune import kernels
 from embedtune.corpus import ShareCount, merge_counts
@@ -116,6 +117,11 @@ class Worker(OneProcess):
         if self.hosts:
             wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
                            note, stop)
+        # TensorFlow only now (this module reads it lazily, and run.count_while_importing leaves it to a
+        # worker): a worker whose peers never come, or that is stopped while it waits, never pays its
+        # import. Imported before the strategy's start below, so that Ctrl-C during the import unwinds as
+        # in any other import (cli/main.py's handler), not by SIGINT's default action.
+        importlib.import_module("embedtune._tf").tf
         with ctrl_c_ends_the_process():
             self.collectives.start()
         # TensorFlow's coordination service puts its own C handler on SIGTERM (a preemption notice it
