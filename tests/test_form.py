@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from embedtune.corpus import Corpus
-from embedtune.newwords.spelling import FormModel, _fnv, fit_form, piece_matrix, pieces
+from embedtune.newwords.spelling import (FormModel, _conjugate_gradient, _fnv, _numpy_round, fit_form,
+                                        piece_matrix, pieces)
 from embedtune.formats import load_vectors
 from embedtune.newwords.form_context import combine_form_context
 from embedtune.newwords.methods import initial_vectors
@@ -140,6 +141,28 @@ def test_more_cg_rounds_bring_the_fit_closer_to_the_ridge_solution():
         model = fit_form(vectors, fit_words=0, buckets=buckets, ridge=ridge, iterations=rounds)
         errors.append(np.abs(model.table - exact[model.used]).max())
     assert errors == sorted(errors, reverse=True) and errors[-1] < 1e-4, errors
+
+
+def test_the_compiled_cg_rounds_give_numpys_bits():
+    """The conjugate gradient's element-wise steps are compiled (kernels/spelling.py) and must round as numpy's
+    did, operation by operation: the same X and residual, bit for bit, as the rounds made in numpy."""
+    words, matrix = morphology(n_stems=80, dim=19)
+    m = piece_matrix(words, 2 ** 12)
+    m = m[:, np.unique(m.indices)].tocsr()
+    mt = m.T.tocsr()
+    ridge, keep, target = 0.1, np.arange(0, m.shape[1], 3), np.ascontiguousarray(matrix, np.float32)
+    inv = (1.0 / (np.asarray(m.multiply(m).sum(axis=0)).ravel() + ridge)).astype(np.float32)[:, None]
+    x, r_sq, b_sq = _conjugate_gradient(m, mt, inv, ridge, target, 4, keep)
+    r = mt @ target
+    want_x = np.zeros((len(keep), r.shape[1]), np.float32)
+    z = inv * r
+    p = z.copy()
+    rz = np.einsum("ij,ij->j", r, z)
+    for _ in range(4):
+        rz = _numpy_round(m, mt, ridge, p, r, z, want_x, rz, inv, keep)
+    assert np.abs(want_x).max() > 0
+    assert x.tobytes() == want_x.tobytes()
+    assert r_sq == float(np.einsum("ij,ij->", r, r, dtype=np.float64)) and b_sq > r_sq
 
 
 def test_combined_start_weight_follows_the_evidence():

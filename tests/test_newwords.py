@@ -179,6 +179,22 @@ def test_probes_inside_the_spelling_rows_are_left_out_of_its_fit_and_the_maps_ar
     np.testing.assert_allclose(at_mean, model.base(mean_x[None, :50])[0], atol=1e-9)
 
 
+def test_a_frequent_fitting_word_gives_its_map_a_sample_of_300_occurrences():
+    """The map's fitting words each give about 300 of their occurrences (newwords.defaults.DEFAULT_FIT_OCCURRENCES:
+    as good as 1,000 on the new-word benchmark, benchmarks/log/glove_job.md); a word seen fewer times gives all."""
+    from train_fixtures import SAMPLE_CORPUS
+
+    vectors = glove(20000, drop=("cities",))
+    with Corpus(str(SAMPLE_CORPUS), lowercase=True) as corpus:
+        counts = corpus.count()[0]
+        evidence = gather(vectors, corpus, ["cities"], counts=counts, probes=0)
+    seen = dict(zip((vectors.words[r] for r in evidence.fit_rows.tolist()), evidence.sums.contexts[evidence.n_new:]))
+    frequent = [w for w in seen if counts[w] >= 1000]   # "the", "to", "of", ...: kept at 300 / count
+    assert len(frequent) >= 4 and all(220 < seen[w] < 380 for w in frequent), {w: seen[w] for w in frequent}
+    fewer = [w for w in seen if 30 <= counts[w] <= 200]
+    assert fewer and all(seen[w] >= 0.9 * counts[w] for w in fewer)
+
+
 def test_train_writes_a_listed_word_the_corpus_never_shows_from_its_spelling(tmp_path):
     from embedtune.training import train
 

@@ -132,7 +132,13 @@ def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations
     keep : the rows of X to return; the others are never formed, as the rounds run on the
         residual and the search direction alone.
     Returns (X[keep], |residual|^2, |M^T target|^2).
+
+    A round's element-wise steps are compiled (embedtune/kernels/spelling.py: three passes over the work
+    arrays where numpy made seven, the same bits); ``_numpy_round`` is the same round in numpy, the tests'
+    reference.
     """
+    from embedtune.kernels.spelling import add_ridge, next_direction, step_residual
+
     r = mt @ target                                                      # [n_used, columns]
     b_sq = float(np.einsum("ij,ij->", r, r, dtype=np.float64))
     x = np.zeros((len(keep), r.shape[1]), np.float32)
@@ -141,20 +147,34 @@ def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations
     # float32 dot products (faster than float64 sums; benchmarks/README.md, recovery): they only size
     # the steps; the residual reported is summed in float64.
     rz = np.einsum("ij,ij->j", r, z)
+    ridge = np.float32(ridge)
     for _ in range(iterations):
         ap = mt @ (m @ p)
-        ap += np.multiply(p, ridge, out=z)     # z is free until the next preconditioning
+        add_ridge(ap, p, ridge)
         alpha = rz / np.maximum(np.einsum("ij,ij->j", p, ap), 1e-30)
         x += alpha * p[keep]
-        ap *= alpha
-        r -= ap
+        step_residual(r, ap, alpha, inv, z)
         del ap                                # before the next round's product is made
-        np.multiply(inv, r, out=z)
         rz_new = np.einsum("ij,ij->j", r, z)
-        p *= rz_new / np.maximum(rz, 1e-30)
-        p += z
+        next_direction(p, rz_new / np.maximum(rz, 1e-30), z)
         rz = rz_new
     return x, float(np.einsum("ij,ij->", r, r, dtype=np.float64)), b_sq
+
+
+def _numpy_round(m, mt, ridge, p, r, z, x, rz, inv, keep):
+    """One round of ``_conjugate_gradient`` in numpy (its element-wise steps as numpy makes them), in place on
+    ``p``, ``r``, ``z`` and ``x``; returns the new rz. The compiled round's reference (tests/test_form.py)."""
+    ap = mt @ (m @ p)
+    ap += np.multiply(p, ridge, out=z)
+    alpha = rz / np.maximum(np.einsum("ij,ij->j", p, ap), 1e-30)
+    x += alpha * p[keep]
+    ap *= alpha
+    r -= ap
+    np.multiply(inv, r, out=z)
+    rz_new = np.einsum("ij,ij->j", r, z)
+    p *= rz_new / np.maximum(rz, 1e-30)
+    p += z
+    return rz_new
 
 
 def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int = DEFAULT_BUCKETS,
