@@ -48,25 +48,25 @@ def _tokens(seed: int, n: int) -> list[bytes]:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_decimals_parse_to_the_correctly_rounded_double(seed):
-    """Every plain decimal of up to 15 characters parses to float()'s double (sign of zero included),
-    with the point at every place in the 16 bytes; everything else is handed back, never guessed."""
+    """Every plain decimal of up to 15 characters parses to float()'s double rounded to float32 (sign of zero
+    included), with the point at every place; everything else is handed back with its bytes, never guessed."""
     tokens = _tokens(seed, 50_000)
     tokens += [b"1" * 15, b"-" + b"9" * 14, b"." + b"9" * 14, b"9" * 14 + b".", b"1" * 16, b"-0", b"-0.000",
-               b"0.0012345", b"-0.0012345", b"12345678.1234567"[:15], b"1234567.8"]
-    for width in (7, 8, 9, 15):  # the point at every place, in one word (<= 8 bytes) and in two
+               b"0.0012345", b"-0.0012345", b"12345678.1234567"[:15], b"1234567.8", b"9" * 19, b"9" * 25, b"-1.5-"]
+    for width in (7, 8, 9, 15):  # the point at every place
         tokens += [b"1" * k + b"." + b"2" * (width - 1 - k) for k in range(width)]
         tokens += [b"-" + b"3" * k + b"." + b"4" * (width - 2 - k) for k in range(width - 1)]
-    data = b"pad-pad-pad-pad-" + b" ".join(tokens) + b" "
-    lengths = np.array([len(t) for t in tokens], np.intp)
-    ends = 16 + np.cumsum(lengths + 1) - 1
-    values = np.empty(len(tokens))
-    odd = set(decimals.parse_decimals(np.frombuffer(data, np.uint8), ends, lengths, values).tolist())
+    body = b"".join(b"w%d " % i + token + b"\n" for i, token in enumerate(tokens))
+    joined, matrix, (odd, starts, ends) = decimals.parse_lines(body, 1, len(tokens), len(tokens))
+    assert bytes(joined).split(b" ") == [b"w%d" % i for i in range(len(tokens))]
+    assert [body[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [tokens[i] for i in odd.tolist()]
+    odd = set(odd.tolist())
     for i, token in enumerate(tokens):
         plain = PLAIN.fullmatch(token) is not None and len(token) <= decimals.MAX_CHARS
         assert (i not in odd) == plain, token
         if plain:
-            want = float(token)
-            assert values[i] == want and np.signbit(values[i]) == np.signbit(want), token
+            want = np.float32(float(token))
+            assert bits(matrix[i])[0] == bits([want])[0], token
 
 
 def _loadtxt_reference(body: bytes, dim: int):
@@ -74,15 +74,12 @@ def _loadtxt_reference(body: bytes, dim: int):
     return textparse.parse_loadtxt(body, dim, n)
 
 
-def test_columns_parser_equals_numpy_reader_on_glove_in_small_pieces(monkeypatch):
-    """Pieces of a few hundred bytes, so that lines cross piece ends everywhere."""
+def test_columns_parser_equals_numpy_reader_on_glove():
     body = b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:3000])
     words, matrix = _loadtxt_reference(body, 50)
-    for piece in (1 << 20, 4096, 700):
-        monkeypatch.setattr(textparse, "PIECE_BYTES", piece)
-        got_words, got = textparse.parse_columns(body, 50, body.count(b"\n"))
-        assert got_words == words
-        assert np.array_equal(bits(got), bits(matrix)), piece
+    got_words, got = textparse.parse_columns(body, 50, body.count(b"\n"))
+    assert got_words == words
+    assert np.array_equal(bits(got), bits(matrix))
 
 
 def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly():

@@ -3,9 +3,9 @@
 One line per word: the word, then DIM numbers, separated by single spaces. The last DIM fields are
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
-Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
-and parses its values as plain decimals on whole arrays (decimals.py: faster than `np.loadtxt` on
-GloVe, the same bits; benchmarks/README.md, io). A block that is not one word and dim values after single
+Reading goes a block of lines at a time. The fast path walks a block's lines once in a compiled kernel
+that parses its values as plain decimals (decimals.py: faster than `np.loadtxt` on GloVe, the same
+bits; benchmarks/README.md, io). A block that is not one word and dim values after single
 spaces on every line goes to numpy's C text reader (`np.loadtxt`, faster than `np.fromstring`); a block
 neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
 halves until the odd lines are isolated, and those go through a per-line reader that handles every
@@ -34,7 +34,8 @@ from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
 from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
                                            _shared_counts)
-from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
+from embedtune.formats.text.parse import (NUMBER, NotFast, count_fields, load_parser, nth_newline, parse_fast,
+                                          parse_header)
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
@@ -253,6 +254,7 @@ class TextReader:
         progress = None if self.progress is None else (
             lambda consumed, size: self.progress(consumed + int(done.sum()), size))
         children = []
+        load_parser()
         try:
             self._start_children(cuts, children, done)
             room = count if count is not None else self._rows_guess(start)
