@@ -1,6 +1,7 @@
 """Parsing text vectors: the ``COUNT DIM`` header line (read.py's and binary.py's), and a block of whole
-lines (a word and DIM values each) into words and a float32 matrix: the fast paths (decimals.py's
-compiled kernel, ``np.loadtxt``) that read.py's reader and write.py's read-back both use."""
+lines (a word and DIM values each) into words and a float32 matrix: the fast paths (lines.py's compiled
+kernel for a big file, decimals.py on whole arrays, ``np.loadtxt``) that read.py's reader and write.py's
+read-back both use."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import warnings
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
+from embedtune.formats.text import decimals
 from embedtune.formats.io import MAX_DIM
 
 # what float() and numpy accept as a value (not: underscores, hex, surrounding spaces)
 NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)",
                     re.IGNORECASE)
 ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
+PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
 
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 _SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
@@ -58,30 +61,107 @@ class NotFast(Exception):
     """The block needs the per-line reader."""
 
 
-def parse_fast(body: bytes, dim: int, n: int):
+def parse_fast(body: bytes, dim: int, n: int, compiled: bool = False):
     """n whole lines of a word and dim values each -> (words, float32 [n, dim]); ValueError or NotFast
-    when the block needs the careful reader (the caller then splits it, down to single lines)."""
+    when the block needs the careful reader (the caller then splits it, down to single lines).
+    compiled : the common case by lines.py's kernel (numba; see load_parser) rather than by numpy."""
     first = body[:body.find(b"\n") + 1]
     if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
         body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
     try:
-        return parse_columns(body, dim, n)
+        return parse_columns(body, dim, n, compiled)
     except NotFast:
         return parse_loadtxt(body, dim, n)
 
 
-def parse_columns(body: bytes, dim: int, n: int):
-    """The common case: every line is a word, then dim values, each after one space (decimals.py's
-    compiled kernel). Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for anything else."""
-    from embedtune.formats.text import decimals   # numba: imported when text is parsed
-
+def parse_columns(body: bytes, dim: int, n: int, compiled: bool = False):
+    """The common case: every line is a word, then dim values, each after one space (decimals.py, or
+    with ``compiled`` lines.py). Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for
+    anything else."""
     if b"\r" in body:
         body = body.replace(b"\r\n", b"\n")
         if b"\r" in body:
             raise NotFast
+    if compiled:
+        return _parse_compiled(body, dim, n)
+    # 16 bytes of padding: decimals.py looks at the 16 bytes that end where a value ends
+    text = np.empty(len(body) + decimals.WIDTH, np.uint8)
+    text[:decimals.WIDTH] = ord("0")
+    text[decimals.WIDTH:] = np.frombuffer(body, np.uint8)
+    matrix = np.empty((n, dim), np.float32)
+    words = []
+    row = 0
+    start = decimals.WIDTH
+    while start < text.size:
+        stop = body.find(b"\n", min(start + PIECE_BYTES, text.size) - 1 - decimals.WIDTH) + 1 + decimals.WIDTH
+        k = parse_piece(body, text, start, stop, dim, matrix[row:], words)
+        row += k
+        start = stop
+    if row != n:
+        raise NotFast
+    return words, matrix
+
+
+def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) -> int:
+    """The lines in text[start:stop] (body after 16 bytes of padding) into out[:k] and words; -> k, the
+    number of lines."""
+    piece = text[start:stop]
+    seps = np.flatnonzero((piece == 32) | (piece == 10))
+    k = seps.size // (dim + 1)
+    if seps.size != k * (dim + 1) or k == 0:
+        raise NotFast
+    rows = seps.reshape(k, dim + 1)
+    # each line's last separator a newline: then every line has exactly dim spaces
+    if not (piece[rows[:, dim]] == 10).all() or rows[-1, dim] != piece.size - 1:
+        raise NotFast
+    line_starts = np.empty(k, np.intp)
+    line_starts[0] = 0
+    line_starts[1:] = rows[:-1, dim] + 1
+    if (rows[:, 0] <= line_starts).any():  # an empty word (the line starts with a space)
+        raise NotFast
+    lengths = np.empty(seps.size, np.intp)
+    np.subtract(seps[1:], seps[:-1], out=lengths[:-1])
+    lengths = lengths.reshape(k, dim + 1)[:, :dim].ravel() - 1
+    ends = rows[:, 1:].ravel() + start
+    values = np.empty(k * dim, np.float64)
+    odd = decimals.parse_decimals(text, ends, lengths, values)
+    if odd.size:
+        # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed
+        if odd.size > max(64, values.size >> 6):
+            raise NotFast
+        for i in odd.tolist():
+            token = text[ends[i] - lengths[i]:ends[i]].tobytes()
+            if not NUMBER.fullmatch(token):
+                raise NotFast
+            values[i] = float(token)
+    with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
+        out[:k] = values.reshape(k, dim)
+    # the words: a slice per line (cheaper than a mask and cumsum over the bytes; benchmarks/README.md, io)
+    base = start - decimals.WIDTH
+    joined = b" ".join([body[a:b] for a, b in zip((line_starts + base).tolist(), (rows[:, 0] + base).tolist())])
+    try:
+        piece_words = joined.decode("utf-8").split(" ")
+    except UnicodeDecodeError:
+        raise NotFast from None
+    words.extend(piece_words)
+    return k
+
+
+def load_parser() -> None:
+    """lines.py's kernel loaded: numba's import and its first call in a process are a second or two of CPU
+    (its typing and target registries), so the text reader takes that kernel only for a file big enough to
+    pay for it (read.py's COMPILED_MIN_BYTES), and a reading that forks loads it first so that its children
+    inherit it rather than each load it."""
+    _parse_compiled(b"w 0\n", 1, 1)   # the argument types of every call: one specialisation
+
+
+def _parse_compiled(body: bytes, dim: int, n: int):
+    """parse_columns by lines.py's kernel: the same words and bits."""
+    from embedtune.formats.text import lines   # numba: imported when a big file is read
+
     # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed; past 1 in
     # 64 values the block goes to numpy's reader
-    parsed = decimals.parse_lines(body, dim, n, max(64, (n * dim) >> 6))
+    parsed = lines.parse_lines(body, dim, n, max(64, (n * dim) >> 6))
     if parsed is None:
         raise NotFast
     joined, matrix, (odd_at, odd_start, odd_end) = parsed
@@ -98,12 +178,6 @@ def parse_columns(body: bytes, dim: int, n: int):
     except UnicodeDecodeError:
         raise NotFast from None
     return words, matrix
-
-
-def load_parser() -> None:
-    """parse_columns' kernel loaded: numba's first call in a process costs about a second of CPU (its typing
-    and target registries), so a reading that forks loads it first and its children inherit it."""
-    parse_columns(b"w 0\n", 1, 1)   # the argument types of every call: one specialisation
 
 
 def parse_loadtxt(body: bytes, dim: int, n: int):
