@@ -16,6 +16,20 @@ def test_the_text_writer_compiles_its_line_kernel_once_whatever_the_values():
     assert len(floatwrite._lines.signatures) == 1, floatwrite._lines.signatures
 
 
+def test_the_text_reader_compiles_its_line_kernel_once_whatever_the_block(tmp_path, monkeypatch):
+    from embedtune.formats import load_vectors
+    from embedtune.formats.text import lines
+    from embedtune.formats.text import parse as textparse
+    from embedtune.formats.text import read as textread
+
+    textparse.load_parser()
+    textparse.parse_columns(b"a 0.5 -1\r\nb 1e5 nan\r\n", 2, 2, compiled=True)   # crlf, values float() parses
+    (tmp_path / "v.txt").write_bytes(b"a 0.5 1\nb 2 3\n")
+    monkeypatch.setattr(textread, "COMPILED_MIN_BYTES", 0)
+    load_vectors(str(tmp_path / "v.txt"))                                         # the reader's own blocks
+    assert len(lines._parse_lines.signatures) == 1, lines._parse_lines.signatures
+
+
 def test_a_compile_is_said_once_on_standard_error_by_any_command_and_not_with_q(tmp_path):
     """Any command that reaches a kernel numba's cache lacks (here convert's text writer) says so in one line before
     the seconds of compiling, once however many kernels it compiles; a run that finds them cached says nothing of

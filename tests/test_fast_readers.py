@@ -13,7 +13,7 @@ import pytest
 from embedtune import EmbedtuneError, load_vectors
 from embedtune.formats import binary
 from embedtune.formats.io import Source
-from embedtune.formats.text import decimals
+from embedtune.formats.text import decimals, lines
 from embedtune.formats.text import parse as textparse
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
@@ -69,6 +69,29 @@ def test_decimals_parse_to_the_correctly_rounded_double(seed):
             assert values[i] == want and np.signbit(values[i]) == np.signbit(want), token
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compiled_lines_parse_to_the_correctly_rounded_float32(seed):
+    """Every plain decimal of up to 15 characters parses to float()'s double rounded to float32 (sign of zero
+    included), with the point at every place; everything else is handed back with its bytes, never guessed."""
+    tokens = _tokens(seed, 50_000)
+    tokens += [b"1" * 15, b"-" + b"9" * 14, b"." + b"9" * 14, b"9" * 14 + b".", b"1" * 16, b"-0", b"-0.000",
+               b"0.0012345", b"-0.0012345", b"12345678.1234567"[:15], b"1234567.8", b"9" * 19, b"9" * 25, b"-1.5-"]
+    for width in (7, 8, 9, 15):  # the point at every place
+        tokens += [b"1" * k + b"." + b"2" * (width - 1 - k) for k in range(width)]
+        tokens += [b"-" + b"3" * k + b"." + b"4" * (width - 2 - k) for k in range(width - 1)]
+    body = b"".join(b"w%d " % i + token + b"\n" for i, token in enumerate(tokens))
+    joined, matrix, (odd, starts, ends) = lines.parse_lines(body, 1, len(tokens), len(tokens))
+    assert bytes(joined).split(b" ") == [b"w%d" % i for i in range(len(tokens))]
+    assert [body[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == [tokens[i] for i in odd.tolist()]
+    odd = set(odd.tolist())
+    for i, token in enumerate(tokens):
+        plain = PLAIN.fullmatch(token) is not None and len(token) <= lines.MAX_CHARS
+        assert (i not in odd) == plain, token
+        if plain:
+            want = np.float32(float(token))
+            assert bits(matrix[i])[0] == bits([want])[0], token
+
+
 def _loadtxt_reference(body: bytes, dim: int):
     n = body.count(b"\n")
     return textparse.parse_loadtxt(body, dim, n)
@@ -85,11 +108,12 @@ def test_columns_parser_equals_numpy_reader_on_glove_in_small_pieces(monkeypatch
         assert np.array_equal(bits(got), bits(matrix)), piece
 
 
-def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly(compiled):
     lines = [b"caf\xc3\xa9 -0.41242 4.0071e-05 +1 .5", b"x1 5. -0 1E3 -.25", b"nan? nan -inf 0.1 2",
              b"\xe6\x97\xa5 123456789012345 -1.5e-45 3.4028235e38 0"]
     body = b"\r\n".join(lines) + b"\r\n"
-    words, matrix = textparse.parse_columns(body, 4, 4)
+    words, matrix = textparse.parse_columns(body, 4, 4, compiled)
     ref_words, ref = _loadtxt_reference(body.replace(b"\r\n", b"\n"), 4)
     assert words == ref_words == ["café", "x1", "nan?", "日"]
     assert np.array_equal(bits(matrix), bits(ref))
@@ -105,21 +129,48 @@ def test_columns_parser_takes_crlf_exponents_and_odd_forms_exactly():
     b"a\xff 1 2\nb 3 4\n",        # bad UTF-8
     b"new york 1 2\nb 3 4\n",     # a word with a space
 ])
-def test_columns_parser_refuses_what_it_cannot_read_exactly(body):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_columns_parser_refuses_what_it_cannot_read_exactly(body, compiled):
     with pytest.raises(textparse.NotFast):
-        textparse.parse_columns(body, 2, body.count(b"\n"))
+        textparse.parse_columns(body, 2, body.count(b"\n"), compiled)
 
 
-def test_columns_parser_hands_files_full_of_exponents_to_numpy(monkeypatch):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_columns_parser_hands_files_full_of_exponents_to_numpy(compiled):
     """Values float() must parse one by one cost 5x numpy's reader: past 1 in 64 the block goes there."""
     rng = np.random.default_rng(0)
     values = rng.standard_normal((200, 8)).astype(np.float32)
     body = b"".join(b"w%d " % i + b" ".join(b"%.6e" % v for v in row) + b"\n" for i, row in enumerate(values))
     with pytest.raises(textparse.NotFast):
-        textparse.parse_columns(body, 8, 200)
-    words, matrix = textparse.parse_fast(body, 8, 200)
+        textparse.parse_columns(body, 8, 200, compiled)
+    words, matrix = textparse.parse_fast(body, 8, 200, compiled)
     assert words == ["w%d" % i for i in range(200)]
     assert np.array_equal(bits(matrix), bits(np.array([[float(b"%.6e" % v) for v in row] for row in values])))
+
+
+def test_a_big_file_read_by_the_compiled_kernel_gives_the_words_bits_and_errors_of_numpys(tmp_path, monkeypatch):
+    """read.py parses a file of COMPILED_MIN_BYTES or more with lines.py's kernel (here every file, and in two
+    processes): the same words and bits as decimals.py's path, and the same error for a bad line."""
+    from embedtune.formats.text import read as textread
+
+    monkeypatch.setattr(textread, "PARALLEL_MIN_BYTES", 1 << 16)
+    monkeypatch.setattr(textread.os, "sched_getaffinity", lambda pid: {0, 1})
+    good = tmp_path / "v.txt"
+    data = b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:4000])
+    good.write_bytes(data + b"odd 1e-3 " + b"+2 " * 48 + b"nan\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(data + b"x " + b"1 " * 48 + b"1..5\n")
+    read = {}
+    for compiled_min in (1 << 62, 0):
+        monkeypatch.setattr(textread, "COMPILED_MIN_BYTES", compiled_min)
+        vectors = load_vectors(str(good), allow_nan=True)
+        with pytest.raises(EmbedtuneError) as error:
+            load_vectors(str(bad))
+        read[compiled_min] = vectors.words, bits(vectors.matrix), str(error.value)
+    (words, numpy_bits, numpy_error), (compiled_words, compiled_bits, compiled_error) = read.values()
+    assert compiled_words == words and words[-1] == "odd" and len(words) == 4001
+    assert np.array_equal(compiled_bits, numpy_bits)
+    assert compiled_error == numpy_error and "line 4001" in compiled_error, compiled_error
 
 
 # -- the mapped binary reader --------------------------------------------------------------------

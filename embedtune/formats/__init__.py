@@ -251,8 +251,9 @@ class TableStream:
             yield from binary_blocks(source, replace_bad_utf8=self.replace_bad_utf8, progress=self.progress,
                                      on_header=on_header)
         elif fmt.rows_are_lines:
+            # numba's load would be most of what a streamed read holds (inspect, diff; read.py's COMPILED_MIN_BYTES)
             reader = TextReader(source, header=fmt.name != "glove", replace_bad_utf8=self.replace_bad_utf8,
-                                progress=self.progress, parallel=False)
+                                progress=self.progress, parallel=False, compiled=False)
             blocks = reader.blocks()
             for block in blocks:
                 self.dim, self.head.first_row = reader.dim, reader.first_line
@@ -331,8 +332,9 @@ def outline_vectors(path, format=None, *, sample=OUTLINE_SAMPLE_ROWS, keep_first
             words, matrix, first_row = read_binary_outline(source, sample=sample, replace_bad_utf8=replace_bad_utf8,
                                                            progress=progress)
         elif fmt.rows_are_lines:
+            # only the sample's values are parsed: never worth numba's load (read.py's COMPILED_MIN_BYTES)
             reader = TextOutline(source, header=fmt.name != "glove", replace_bad_utf8=replace_bad_utf8,
-                                 progress=progress, parallel=False)
+                                 progress=progress, parallel=False, compiled=False)
             words, matrix, first_row = reader.outline(sample)
         else:   # a fastText model: its dictionary read, no word's vector computed but the sample's
             _, _, first_row, model = fmt.read(source, 0, replace_bad_utf8, progress)

@@ -1,6 +1,7 @@
 """Parsing text vectors: the ``COUNT DIM`` header line (read.py's and binary.py's), and a block of whole
-lines (a word and DIM values each) into words and a float32 matrix: the fast paths (decimals.py on
-whole arrays, numpy's columns, ``np.loadtxt``) that read.py's reader and write.py's read-back both use."""
+lines (a word and DIM values each) into words and a float32 matrix: the fast paths (lines.py's compiled
+kernel for a big file, decimals.py on whole arrays, ``np.loadtxt``) that read.py's reader and write.py's
+read-back both use."""
 
 from __future__ import annotations
 
@@ -60,25 +61,29 @@ class NotFast(Exception):
     """The block needs the per-line reader."""
 
 
-def parse_fast(body: bytes, dim: int, n: int):
+def parse_fast(body: bytes, dim: int, n: int, compiled: bool = False):
     """n whole lines of a word and dim values each -> (words, float32 [n, dim]); ValueError or NotFast
-    when the block needs the careful reader (the caller then splits it, down to single lines)."""
+    when the block needs the careful reader (the caller then splits it, down to single lines).
+    compiled : the common case by lines.py's kernel (numba; see load_parser) rather than by numpy."""
     first = body[:body.find(b"\n") + 1]
     if first.endswith((b" \n", b" \r\n")):  # the word2vec C tool ends every line with a space
         body = body.replace(b" \n", b"\n").replace(b" \r\n", b"\r\n")
     try:
-        return parse_columns(body, dim, n)
+        return parse_columns(body, dim, n, compiled)
     except NotFast:
         return parse_loadtxt(body, dim, n)
 
 
-def parse_columns(body: bytes, dim: int, n: int):
-    """The common case: every line is a word, then dim values, each after one space (decimals.py).
-    Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for anything else."""
+def parse_columns(body: bytes, dim: int, n: int, compiled: bool = False):
+    """The common case: every line is a word, then dim values, each after one space (decimals.py, or
+    with ``compiled`` lines.py). Faster than np.loadtxt on GloVe (benchmarks/README.md, io); NotFast for
+    anything else."""
     if b"\r" in body:
         body = body.replace(b"\r\n", b"\n")
         if b"\r" in body:
             raise NotFast
+    if compiled:
+        return _parse_compiled(body, dim, n)
     # 16 bytes of padding: decimals.py looks at the 16 bytes that end where a value ends
     text = np.empty(len(body) + decimals.WIDTH, np.uint8)
     text[:decimals.WIDTH] = ord("0")
@@ -140,6 +145,39 @@ def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) 
         raise NotFast from None
     words.extend(piece_words)
     return k
+
+
+def load_parser() -> None:
+    """lines.py's kernel loaded: numba's import and its first call in a process are a second or two of CPU
+    (its typing and target registries), so the text reader takes that kernel only for a file big enough to
+    pay for it (read.py's COMPILED_MIN_BYTES), and a reading that forks loads it first so that its children
+    inherit it rather than each load it."""
+    _parse_compiled(b"w 0\n", 1, 1)   # the argument types of every call: one specialisation
+
+
+def _parse_compiled(body: bytes, dim: int, n: int):
+    """parse_columns by lines.py's kernel: the same words and bits."""
+    from embedtune.formats.text import lines   # numba: imported when a big file is read
+
+    # exponents, nan, inf: float() gives the same double as numpy's reader, but at Python's speed; past 1 in
+    # 64 values the block goes to numpy's reader
+    parsed = lines.parse_lines(body, dim, n, max(64, (n * dim) >> 6))
+    if parsed is None:
+        raise NotFast
+    joined, matrix, (odd_at, odd_start, odd_end) = parsed
+    if odd_at.size:
+        values = matrix.reshape(-1)
+        for i, a, b in zip(odd_at.tolist(), odd_start.tolist(), odd_end.tolist()):
+            token = body[a:b]
+            if not NUMBER.fullmatch(token):
+                raise NotFast
+            with np.errstate(over="ignore"):   # beyond float32: inf here, reported with its line by the caller
+                values[i] = float(token)
+    try:
+        words = str(joined, "utf-8").split(" ") if n else []
+    except UnicodeDecodeError:
+        raise NotFast from None
+    return words, matrix
 
 
 def parse_loadtxt(body: bytes, dim: int, n: int):

@@ -3,13 +3,13 @@
 One line per word: the word, then DIM numbers, separated by single spaces. The last DIM fields are
 the vector and the rest is the word, so a word may contain spaces (glove.840B has such lines).
 
-Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy
-and parses its values as plain decimals on whole arrays (decimals.py: faster than `np.loadtxt` on
-GloVe, the same bits; benchmarks/README.md, io). A block that is not one word and dim values after single
-spaces on every line goes to numpy's C text reader (`np.loadtxt`, faster than `np.fromstring`); a block
-neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad UTF-8) is split in
-halves until the odd lines are isolated, and those go through a per-line reader that handles every
-case and names the exact line of any error.
+Reading goes a block of lines at a time. The fast path finds the separators of a block with numpy and parses
+its values as plain decimals on whole arrays (decimals.py: faster than `np.loadtxt` on GloVe, the same bits;
+benchmarks/README.md, io), a big file's in one pass by a compiled kernel (lines.py). A block that is not one
+word and dim values after single spaces on every line goes to numpy's C text reader (`np.loadtxt`, faster
+than `np.fromstring`); a block neither can take (a word with spaces, doubled spaces, tabs, a bad value or bad
+UTF-8) is split in halves until the odd lines are isolated, and those go through a per-line reader that
+handles every case and names the exact line of any error.
 
 A big plain file is read by several processes at once (`np.loadtxt` holds the GIL, so threads
 cannot share the work): the file is cut into byte ranges at line boundaries, forked children parse
@@ -34,12 +34,15 @@ from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
 from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
                                            _shared_counts)
-from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, nth_newline, parse_fast, parse_header
+from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, load_parser, nth_newline, parse_fast
+from embedtune.formats.text.parse import parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
+# lines.py's kernel from this size on: below it numba's one-time load costs more than the kernel saves
+COMPILED_MIN_BYTES = 128 << 20
 MAX_PROCESSES = 8
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 def _shorten(data: bytes, limit: int = 40) -> str:
@@ -54,10 +57,11 @@ class TextReader:
     """Reads one text vectors file; `header` says whether the first line is `COUNT DIM`.
 
     room : a parallel read's first range (header=False): the matrix is made with this many rows before its
-    first row and keeps them (read() returns it with rows to spare), for the other ranges' rows."""
+    first row and keeps them (read() returns it with rows to spare), for the other ranges' rows.
+    compiled : blocks parsed by lines.py's kernel; by default for a file of COMPILED_MIN_BYTES or more."""
 
     def __init__(self, source, *, header: bool, limit=None, replace_bad_utf8=False, progress=None,
-                 parallel=True, room=None):
+                 parallel=True, room=None, compiled=None):
         self.source = source
         self.name = source.name
         self.header = header
@@ -66,6 +70,7 @@ class TextReader:
         self.progress = progress
         self.parallel = parallel
         self.room = room
+        self.compiled = compiled if compiled is not None else (source.size or 0) >= COMPILED_MIN_BYTES
 
     # -- the file ------------------------------------------------------------------------------
 
@@ -140,7 +145,6 @@ class TextReader:
         (resize_matrix): no block is held past its copy."""
         if count is not None:
             check_header_fits(self.source, wanted, self.dim, 2 * self.dim + 2)  # 'w 0 0 ... 0\n'
-        if count is not None:
             matrix = new_matrix(wanted, self.dim, self.name, 1)
         else:
             matrix = new_matrix(self.room, self.dim, self.name) if self.room else None
@@ -253,12 +257,14 @@ class TextReader:
         progress = None if self.progress is None else (
             lambda consumed, size: self.progress(consumed + int(done.sum()), size))
         children = []
+        if self.compiled:   # loaded before the fork: the children inherit it
+            load_parser()
         try:
             self._start_children(cuts, children, done)
             room = count if count is not None else self._rows_guess(start)
             try:
                 words, matrix, first_dim = _read_range(source.path, cuts[0], cuts[1], self.replace_bad_utf8,
-                                                       progress, source.size, room)
+                                                       self.compiled, progress, source.size, room)
             except EmbedtuneError:
                 return None
             replies = _replies(children, first_dim, None if progress is None else (
@@ -313,8 +319,8 @@ class TextReader:
         for k, (a, b) in enumerate(zip(cuts[1:-1], cuts[2:])):
             receive, send = ctx.Pipe(duplex=False)
             readers = [r for _, r in children] + [receive]
-            child = ctx.Process(target=_read_range_in_child, daemon=True,
-                                args=(self.source.path, a, b, self.replace_bad_utf8, send, readers, done[k:k + 1]))
+            args = (self.source.path, a, b, self.replace_bad_utf8, self.compiled, send, readers, done[k:k + 1])
+            child = ctx.Process(target=_read_range_in_child, daemon=True, args=args)
             # Ctrl-C and SIGTERM wait until the child has set its own handlers: between the fork
             # and that, the parent's copied handlers would run in the child.
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -383,7 +389,7 @@ class TextReader:
     def _parse_lines(self, body: bytes, line: int, n: int):
         """body: n whole lines, each ending in a newline -> (words, float32 [n, dim])."""
         try:
-            return parse_fast(body, self.dim, n)
+            return parse_fast(body, self.dim, n, self.compiled)
         except (ValueError, NotFast):
             pass
         if n <= SLOW_LINES:
@@ -446,20 +452,20 @@ class TextReader:
                 f"--replace-bad-utf8 replaces such bytes)", self.name, number) from None
 
 
-def _read_range(path: str, start: int, stop: int, replace_bad_utf8: bool, progress=None, size=None, room=None):
+def _read_range(path, start, stop, replace_bad_utf8, compiled, progress=None, size=None, room=None):
     """-> (words, float32 matrix, dim) of the whole lines in bytes [start, stop) of a file; with ``room``, the
     matrix has at least that many rows, the words' first (TextReader's)."""
     source = _Range(path, start, stop, size)
     try:
         reader = TextReader(source, header=False, replace_bad_utf8=replace_bad_utf8, progress=progress,
-                            parallel=False, room=room)
+                            parallel=False, room=room, compiled=compiled)
         words, matrix, _ = reader.read()
     finally:
         source.close()
     return words, matrix, reader.dim
 
 
-def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers, done) -> None:
+def _read_range_in_child(path, start, stop, replace_bad_utf8, compiled, send, readers, done) -> None:
     """A forked child's work: ('ok', rows, dim, words) then the rows' bytes, or ('error',).
 
     readers : the read ends of every child's pipe, which the fork copied; closed here so that a
@@ -476,7 +482,7 @@ def _read_range_in_child(path, start, stop, replace_bad_utf8, send, readers, don
         def progress(consumed, size):
             done[0] = consumed - start
 
-        words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8, progress)
+        words, matrix, dim = _read_range(path, start, stop, replace_bad_utf8, compiled, progress)
         send.send(("ok", len(words), dim, words))
         del words
         # From the last rows back, each part let go once sent: the range is not held twice over, here
