@@ -23,7 +23,8 @@ Figures: raw corpus words per second of whole-process wall (tokens / wall), the 
 (median of the rounds' ratios), CPU seconds of each process (every thread; their ratio holds up better
 than wall on a busy machine), and beside them the loop-only ratio (each
 tool's own training words/s: embedtune's ``words_per_second``, gensim's corpus words over ``train``'s wall)
-and embedtune's ``--json`` split of its wall. Goal: end to end >= 1.3x gensim on 2m.
+and embedtune's ``--json`` split of its wall beside gensim's own split (import, load_vectors, count: build_vocab,
+setup: the GloVe rows and locks, loop: train, write; wall and CPU seconds). Goal: end to end >= 1.3x gensim on 2m.
 """
 
 from __future__ import annotations
@@ -61,15 +62,26 @@ def make_corpus(size: str, workdir: str) -> str:
 
 
 def gensim_job(glove: str, corpus: str, out: str) -> None:
-    """The gensim side, in a process of its own; prints its own timings as JSON."""
+    """The gensim side, in a process of its own; prints its own timings as JSON, with "phases": the wall
+    and CPU seconds (every thread) of each step, as embedtune's ``--json`` splits its own wall."""
     began = time.perf_counter()
+    phases, mark = {}, [began, time.process_time()]
+
+    def phase(name: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        phases[name] = {"wall": wall - mark[0], "cpu": cpu - mark[1]}
+        mark[:] = [wall, cpu]
+
     from gensim.models import KeyedVectors, Word2Vec
 
+    phase("import")
     glove_kv = KeyedVectors.load_word2vec_format(glove, binary=False, no_header=True)
+    phase("load_vectors")
     model = Word2Vec(vector_size=DIM, window=WINDOW, negative=NEGATIVE, sample=SAMPLE, min_count=MIN_COUNT, sg=1,
                      hs=0, alpha=LR, min_alpha=LR * MIN_LR_FRACTION, workers=len(os.sched_getaffinity(0)),
                      epochs=EPOCHS, seed=1)
     model.build_vocab(corpus_file=corpus)
+    phase("count")
     keys = model.wv.index_to_key
     rows = np.array([glove_kv.key_to_index.get(w, -1) for w in keys])
     pretrained = rows >= 0
@@ -80,18 +92,22 @@ def gensim_job(glove: str, corpus: str, out: str) -> None:
     lockf[frozen] = 0.0
     model.wv.vectors_lockf = lockf
     before = model.wv.vectors[frozen].copy()
+    phase("setup")
     trained_at = time.perf_counter()
     model.train(corpus_file=corpus, total_words=model.corpus_total_words, epochs=EPOCHS)
     train_seconds = time.perf_counter() - trained_at
+    phase("loop")
     after = model.wv.vectors
     identical = bool(np.array_equal(after[frozen].view(np.uint32), before.view(np.uint32)))
     glove_kv.vectors[rows[pretrained]] = after[pretrained]
     new = [w for w, r in zip(keys, rows) if r < 0]
     glove_kv.add_vectors(new, after[~pretrained])
     glove_kv.save_word2vec_format(out, write_header=False, sort_attr=None)   # in row order, as embedtune
+    phase("write")
     print(json.dumps({"corpus_words": model.corpus_total_words, "train_seconds": train_seconds,
                       "loop_words_per_second": model.corpus_total_words / train_seconds, "new": len(new),
-                      "frozen_identical": identical, "inside_seconds": time.perf_counter() - began}))
+                      "frozen_identical": identical, "inside_seconds": time.perf_counter() - began,
+                      "phases": phases}))
 
 
 def timed(command: list[str]) -> tuple[float, float, str]:
@@ -142,6 +158,8 @@ def compare(size: str, workdir: str, repeat: int) -> dict:
         print(f"   gensim    {theirs['wall']:6.1f} s wall, {theirs['cpu']:6.1f} s CPU, "
               f"{theirs['corpus_words'] / theirs['wall']:9,.0f} words/s end to end, loop "
               f"{theirs['loop_words_per_second']:,.0f} words/s (train {theirs['train_seconds']:.1f} s)")
+        print(f"   gensim's split (wall / CPU s): "
+              + ", ".join(f"{k} {v['wall']:.2f} / {v['cpu']:.2f}" for k, v in theirs["phases"].items()))
         print(f"   ratio end to end {r['ratio']:.2f} (CPU {r['cpu_ratio']:.2f}), loop {r['loop_ratio']:.2f}; frozen rows identical: "
               f"embedtune {mine['frozen_identical']}, gensim {theirs['frozen_identical']}")
     median = lambda key: float(np.median([r[key] for r in rounds]))   # noqa: E731
@@ -155,6 +173,8 @@ def compare(size: str, workdir: str, repeat: int) -> dict:
         "gensim_cpu": float(np.median([r["gensim"]["cpu"] for r in rounds])),
         "seconds": {key: float(np.median([r["embedtune"]["seconds"][key] for r in rounds]))
                     for key in rounds[0]["embedtune"]["seconds"]},
+        "gensim_phases": {key: {kind: float(np.median([r["gensim"]["phases"][key][kind] for r in rounds]))
+                                for kind in ("wall", "cpu")} for key in rounds[0]["gensim"]["phases"]},
     }
     tokens = result["tokens"]
     print(f"median of {repeat} (load {min(result['loads']):.1f} to {max(result['loads']):.1f}): embedtune "
@@ -163,7 +183,9 @@ def compare(size: str, workdir: str, repeat: int) -> dict:
           f"{result['ratio']:.2f}x gensim (goal >= 1.3 on 2m), loop alone {result['loop_ratio']:.2f}x; CPU "
           f"{result['embedtune_cpu']:.1f} s against {result['gensim_cpu']:.1f} s ({result['cpu_ratio']:.2f}x); "
           f"embedtune's split "
-          f"{ {k: round(v, 2) for k, v in result['seconds'].items()} }")
+          f"{ {k: round(v, 2) for k, v in result['seconds'].items()} }; gensim's (wall) "
+          f"{ {k: round(v['wall'], 2) for k, v in result['gensim_phases'].items()} }, (CPU) "
+          f"{ {k: round(v['cpu'], 2) for k, v in result['gensim_phases'].items()} }")
     return result
 
 
