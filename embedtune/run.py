@@ -173,26 +173,30 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
     from embedtune.objectives import check_corpus_start, objective_class
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
+    read = vectors is None
     loaded = _load(config, vectors, reading, on_load, note, on_phase)
     config, vectors = loaded.config, loaded.vectors
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as rendering:
-        ahead = _render_ahead(config, vectors, loaded.out_format)
+        ahead = _render_ahead(config, vectors, loaded.out_format, read)
         if ahead is not None:
             rendering.callback(ahead.stop)   # at the write, or at an error before it
         return _run(config, loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
                     own_process, on_plan, progress, note, stop, on_phase, ahead)
 
 
-def _render_ahead(config: Config, vectors: Vectors, out_format: str | None):
+def _render_ahead(config: Config, vectors: Vectors, out_format: str | None, read: bool):
     """The output's lines rendered while the run sets up and trains, on a core its set-up leaves free
-    (formats.render_ahead): a text output, written here (not a worker of several other than the chief)."""
+    (formats.render_ahead): a text output, written here (not a worker of several other than the chief).
+    ``read``: the vectors were read from config.vectors, whose lines are copied where they are the same text."""
     from embedtune.distribute import is_chief
 
     if config.output is None or out_format is None or not is_chief():
         return None
     from embedtune import formats
 
+    if read:
+        return formats.render_ahead(vectors, out_format, config.vectors, config.format)
     return formats.render_ahead(vectors, out_format)
 
 

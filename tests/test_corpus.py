@@ -275,6 +275,73 @@ def test_the_compiled_reader_reads_random_bytes_as_the_reference(data, sizes):
         same_as_reference(path, *sizes)
 
 
+def read_labelled(path, compiled: bool, lowercase: bool, tokenize: str):
+    """What classify takes from labelled lines: counts in order, totals, digest, each line's word ids (and how many
+    words it had), labels as written; from the compiled reader's kept lines, or the reference's examples; or the
+    error's text."""
+    corpus = labelled_corpus()(str(path), lowercase=lowercase, tokenize=tokenize, vocabulary=FAST_VOCABULARY)
+    corpus.compiled = compiled
+    try:
+        counts, total, n_lines = corpus.count()
+    except EmbedtuneError as err:
+        return str(err)
+    index = {word: i for i, word in enumerate(sorted(counts)) if i % 3}   # some words have no row
+    if compiled:
+        lines = corpus.line_ids(index)
+        if lines is None:   # not kept (KEEP_TOKENS): classify reads the examples
+            lines = read_labelled(path, False, lowercase, tokenize)[4:]
+        else:
+            lines = (lines.rows.tolist(), lines.kept.tolist(), lines.pieces.tolist(),
+                     [lines.names[i] for i in lines.labels.tolist()], lines.n_labels.tolist())
+    else:
+        lines = ([], [], [], [], [])
+        for example in corpus.examples():
+            known = [index[t] for t in example.tokens if t in index]
+            for part, value in zip(lines, (known, [len(known)], [len(example.tokens)], example.labels,
+                                           [len(example.labels)])):
+                part.extend(value)
+    return (list(counts.items()), total, n_lines, corpus.digest, *lines)
+
+
+LABELS = st.sampled_from(["__label__a", "__label__B", "__label__é.", "__label__", "x__label__a"])
+LABELLED = st.lists(st.lists(LABELS | WORDS, max_size=6).map(" ".join) | TEXTS, max_size=6).map("\n".join)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(text=LABELLED, sizes=st.sampled_from([(1 << 20, 1 << 22), (8, 5), (30, 64)]))
+def test_the_compiled_reader_reads_labelled_lines_as_the_reference(text, sizes):
+    """Labelled lines (labels anywhere, as written whatever the case, a word holding the prefix, lines without a
+    label or a word, long lines): the same error, or the same counts, digest, lines' ids and labels."""
+    saved = files.MAX_PIECE_BYTES, fast.MAX_PIECE_BYTES, fast.BLOCK_BYTES
+    files.MAX_PIECE_BYTES = fast.MAX_PIECE_BYTES = sizes[0]
+    fast.BLOCK_BYTES = sizes[1]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "c.txt")
+            with open(path, "wb") as f:
+                f.write(text.encode("utf-8", "surrogatepass"))
+            for lowercase in (False, True):
+                for tokenize in ("none", "auto"):
+                    expected = read_labelled(path, False, lowercase, tokenize)
+                    assert read_labelled(path, True, lowercase, tokenize) == expected, (lowercase, tokenize)
+    finally:
+        files.MAX_PIECE_BYTES, fast.MAX_PIECE_BYTES, fast.BLOCK_BYTES = saved
+
+
+@pytest.mark.parametrize("data", [
+    b"__label__a the cat\nthe cat\n__label__b caf\xe9\n",     # no label, then bad UTF-8: the first's error
+    b"__label__a the cat\ncaf\xe9\n__label__b\n",             # bad UTF-8, then labels only
+    b"__label__a the cat\n__label__b __label__c\n",
+    b"\xef\xbb\xbf__label__a the\n\n  \n__label__b cat __label__a\n",   # a byte-order mark, blank lines
+])
+def test_labelled_lines_errors_and_figures_are_the_references(tmp_path, data):
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    expected = read_labelled(path, False, True, "auto")
+    assert read_labelled(path, True, True, "auto") == expected
+    assert isinstance(expected, str) or expected[7] == ["__label__a", "__label__b", "__label__a"]
+
+
 @pytest.mark.parametrize("data", [
     "".join(f"ab{c}A.{c}Σ{c}" for c in SPACES).encode() + "\n".join(SPACES).encode(),   # every space
     b"ab " * 40 + b"\n" + b"x" * 90 + b"\n" + b"a b\n",   # a token longer than 4 pieces: the error

@@ -628,6 +628,120 @@ def test_lines_rendered_ahead_write_the_same_bytes(tmp_path, wait):
     assert render_ahead(base, "word2vec-binary") is None
 
 
+def _verbatim(lines: list[bytes], words: list[str], rows: np.ndarray) -> np.ndarray:
+    """verbatim.py's kernel over ``lines`` (each ended by a line feed) for ``words`` and ``rows``."""
+    from embedtune.formats.text.verbatim import verbatim_lines
+
+    ok = np.zeros(len(words), bool)
+    end = verbatim_lines(np.frombuffer(b"".join(lines), np.uint8), 0,
+                         np.frombuffer(("\n".join(words) + "\n").encode(), np.uint8), rows, ok)
+    assert end == sum(map(len, lines))
+    return ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=3, max_size=3),
+       st.lists(st.sampled_from(["shortest", "%.1g", "%.3g", "%.5g", "%.6g", "%.7g", "%.9g", "%.4f", "%.8f", "%.3e",
+                                 "+shortest", "shortest0", "0shortest", "%.7g nudged", "%.8g nudged"]),
+                min_size=3, max_size=3),
+       st.sampled_from([1.0, 1e-3, 1e-5, 1e3, 1e6]))
+def test_lines_copied_verbatim_are_the_writers_text(values, forms, scale):
+    """A line of the input file is copied to the output (verbatim.py) only when it is the writer's text of its
+    row, the row being what the reader reads of it; whatever form the values are written in (shortest, %g of
+    other digits, %f, %e, a sign, leading and trailing zeros, more digits than the shortest that read back to
+    the same float32), at any scale."""
+    from embedtune.formats.text.write import render_lines
+
+    texts = []
+    for value, form in zip(values, forms):
+        with np.errstate(over="ignore"):
+            x = float(np.float32(value * scale))
+        x = x if np.isfinite(x) else value   # past float32's range: the value unscaled
+        sign, size = ("-" if np.signbit(x) else ""), abs(x)
+        if form.endswith(" nudged"):   # a quarter of a float32's spacing off: more digits that read back alike
+            text = form.split()[0] % (size * (1 + 2.0 ** -26))
+        else:
+            text = form.replace("shortest", shortest_g(size)) if "shortest" in form else form % size
+        texts.append(sign + text if not (sign and text.startswith("+")) else sign + text[1:])
+    line = ("w " + " ".join(texts) + "\n").encode()
+    with np.errstate(over="ignore"):
+        row = np.array([[np.float32(float(t)) for t in texts]], np.float32)
+    ok = _verbatim([line], ["w"], row)
+    assert not ok[0] or line == render_lines(["w"], row)
+
+
+@pytest.mark.parametrize("text, copied", [
+    ("0.418", True), ("-0.0066023", True), ("0.0001", True), ("120.5", True), ("123456", True), ("7", True),
+    ("0.41800", False), ("00.5", False), ("+0.5", False), (".5", False), ("5.", False), ("0.5e0", False),
+    ("1e-05", False), ("0.00001", False), ("100", False), ("1234567", False), ("8.0000003", False),
+    ("0.1000000", False), ("0", False), ("-0", False), ("0.5\r", False)])
+def test_values_copied_only_in_the_writers_form(text, copied):
+    """The forms a value is copied in: the shortest %g of at most 6 digits, nothing else (8.0000003 reads back
+    as 8, written '8'; zero is left to the writer)."""
+    from embedtune.formats.text.write import render_lines
+
+    row = np.array([[np.float32(float(text))]], np.float32)
+    line = f"w {text}\n".encode()
+    assert _verbatim([line], ["w"], row)[0] == copied
+    assert line == render_lines(["w"], row) or not copied
+
+
+def test_glove_lines_are_copied_verbatim_unless_changed():
+    """GloVe's lines (%.5g) are the writer's text of the rows read from them: all but those with a value in
+    scientific notation are copied; a row whose bits differ, or another word, is not."""
+    from embedtune.formats.text.write import render_lines
+
+    lines = SAMPLE.read_bytes().split(b"\n")[:2000]
+    vectors = load_vectors(SAMPLE, limit=2000)
+    ok = _verbatim([line + b"\n" for line in lines], vectors.words, vectors.matrix)
+    scientific = np.array([b"e-" in line or b"e+" in line for line in lines])
+    assert np.array_equal(ok, ~scientific) and ok.sum() > 1900
+    for r in np.flatnonzero(ok):
+        assert lines[r] + b"\n" == render_lines([vectors.words[r]], vectors.matrix[r:r + 1])
+    changed = vectors.matrix.copy()
+    changed[7, 3] = np.nextafter(changed[7, 3], np.float32(2))
+    words = list(vectors.words)
+    words[9] = words[9] + "x"
+    ok = _verbatim([line + b"\n" for line in lines], words, changed)
+    assert not ok[7] and not ok[9] and ok[8]
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_lines_copied_from_the_source_write_the_same_bytes(tmp_path, header):
+    """render_ahead given the file the rows were read from copies its lines where they are the writer's text:
+    the output is the bytes rendered at the write, with rows changed, renamed or appended, and with a source
+    file whose lines are not the rows' (another file: nothing copied)."""
+    import time
+
+    from embedtune.formats import render_ahead
+    from embedtune.formats.text.verbatim import InputLines
+    from embedtune.vectors import PatchedVectors
+
+    text = b"\n".join(SAMPLE.read_bytes().split(b"\n")[:5000]) + b"\n"
+    source = write(tmp_path / "source.txt", (b"5000 50\n" if header else b"") + text)
+    base = load_vectors(source)
+    with InputLines(source, header) as lines:
+        taken = lines.take(base.words[:1000], base.matrix[:1000])
+    assert taken is not None and taken[1].sum() > 950 and text.startswith(taken[0])
+    rng = np.random.default_rng(2)
+    rows = np.sort(rng.choice(5000, 300, replace=False))
+    words = base.words + ["newa"]
+    words[4321] = "renamed"
+    patched = PatchedVectors(words, base.matrix, np.concatenate([rows, [5000]]),
+                             rng.standard_normal((len(rows) + 1, base.dim)).astype(np.float32))
+    other = write(tmp_path / "other.txt", b"\n".join(SAMPLE.read_bytes().split(b"\n")[5000:10000]) + b"\n")
+    for fmt in ("word2vec", "glove"):
+        save_vectors(patched, tmp_path / "plain", fmt)
+        for path in (source, other):
+            ahead = render_ahead(base, fmt, path, "word2vec" if header and path == source else "glove")
+            for _ in range(3000):   # up to 30 s: every block made (copied in part, or rendered)
+                if len(ahead.blocks) == -(-len(base) // ahead.rows_per_block):
+                    break
+                time.sleep(0.01)
+            save_vectors(patched, tmp_path / "ahead", fmt, ahead=ahead)
+            assert (tmp_path / "ahead").read_bytes() == (tmp_path / "plain").read_bytes()
+
+
 def _parallel_cases(tmp_path) -> dict:
     """Files that the parallel text reader must read exactly as one process does (or fail alike)."""
     lines = SAMPLE.read_bytes().split(b"\n")[:9000]

@@ -80,10 +80,16 @@ class Table:
     """The distinct raw tokens (a hash table over their bytes), their counts, and what each becomes:
     ``piece_start[t]:piece_start[t + 1]`` of ``piece_ids``, ids into ``words`` (first seen first)."""
 
-    def __init__(self, lowercase: bool, tokenizer):
+    def __init__(self, lowercase: bool, tokenizer, label_prefix: str | None = None):
         from embedtune.kernels.tokens import byte_classes
 
         self.lowercase, self.tokenizer = lowercase, tokenizer
+        # Labelled lines (corpus/labelled.py): a raw token starting with the prefix is a label, kept as
+        # written (``labels``, first seen first; ``label_of``: each raw token's, -1 for a word's), and has
+        # no pieces, so the counts and ids are the words' alone.
+        self.label_prefix = label_prefix
+        self.labels: list[str] = []
+        self.label_of = np.empty(1 << 10, np.int32)
         self.classes = byte_classes()
         self.pool = np.empty(1 << 14, np.uint8)
         self.pool_used = 0
@@ -106,7 +112,7 @@ class Table:
         need = self.n_types + most
         if need > len(self.tstart):
             size = max(2 * len(self.tstart), need)
-            for name in ("tstart", "tlen", "thash", "tcount", "tplain", "n_pieces"):
+            for name in ("tstart", "tlen", "thash", "tcount", "tplain", "n_pieces", "label_of"):
                 old = getattr(self, name)
                 new = np.empty(size, old.dtype)
                 new[:self.n_types] = old[:self.n_types]
@@ -152,25 +158,37 @@ class Table:
         if first == stop:
             return
         text = self.pool[self.tstart[first]:self.pool_used].tobytes().decode("utf-8")
+        labelled = []   # the new raw tokens that are labels
+        if self.label_prefix is not None:
+            prefix, as_written = self.label_prefix, text.split("\n")
+            labelled = [i for i, token in enumerate(as_written) if token.startswith(prefix)]
+            self.label_of[first:stop] = -1
+            self.label_of[np.asarray(labelled, np.int64) + first] = np.arange(len(self.labels),
+                                                                             len(self.labels) + len(labelled))
+            self.labels.extend(as_written[i] for i in labelled)
         if self.lowercase:
             text = text.lower()
         raw = text.split("\n")
         raw.pop()   # after the last separator
         words, word_ids = self.words, self.word_ids
-        if self.tokenizer is None:
+        if self.tokenizer is None and not labelled:
             flat, lengths = raw, None
         else:
             # Tokenizer.split keeps a token with no punctuation (Unicode P*, S*) at either end, and a
             # letter or digit is never punctuation: only the others are split (a few in a hundred);
-            # the scan marked those with ASCII letters or digits at both ends.
-            split = self.tokenizer.split   # each distinct raw token comes here once: no cache wanted
-            odd = np.flatnonzero(self.tplain[first:stop] == 0).tolist()
+            # the scan marked those with ASCII letters or digits at both ends. A label has no pieces.
+            split = self.tokenizer.split if self.tokenizer is not None else None   # each raw token once: no cache
+            odd = np.flatnonzero(self.tplain[first:stop] == 0).tolist() if split is not None else []
+            is_label = set(labelled)
             flat, lengths, at = [], [1] * len(raw), 0
-            for i in odd:
+            for i in sorted(is_label.union(odd)) if labelled else odd:
                 token = raw[i]
-                if token[0].isalnum() and token[-1].isalnum():
+                if i in is_label:
+                    pieces = ()
+                elif token[0].isalnum() and token[-1].isalnum():
                     continue
-                pieces = split(token)
+                else:
+                    pieces = split(token)
                 flat += raw[at:i]
                 flat += pieces
                 lengths[i] = len(pieces)
@@ -207,7 +225,8 @@ class Table:
 
     def held_bytes(self) -> int:
         """Bytes of the arrays and lists held (the words' strings are the counts' own: counted with them)."""
-        arrays = [self.pool, self.tstart, self.tlen, self.thash, self.tcount, self.tplain, self.slots, self.n_pieces]
+        arrays = [self.pool, self.tstart, self.tlen, self.thash, self.tcount, self.tplain, self.slots, self.n_pieces,
+                  self.label_of]
         held = sum(a.nbytes for a in arrays if a is not None) + sys.getsizeof(self.words)
         for array in (self.piece_start, self.piece_ids):   # a list's ints: 28 bytes past 256
             held += array.nbytes if isinstance(array, np.ndarray) else sys.getsizeof(array) + 28 * len(array)
@@ -219,7 +238,7 @@ class FastPass:
 
     def __init__(self, corpus):
         self.corpus = corpus
-        self.table = Table(corpus.lowercase, corpus.tokenizer)
+        self.table = Table(corpus.lowercase, corpus.tokenizer, corpus.label_prefix)
         self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self._rows: tuple | None = None   # rows_of's: (index, n_types, (piece_start, piece_rows))
 
@@ -233,7 +252,9 @@ class FastPass:
         every_token = table.tokenizer is None   # every raw token is one word
         for block in self._scan(digest, advance):
             table.resolve()
-            ids, unit_tokens, _ = block
+            ids, unit_tokens, numbers = block
+            if table.label_prefix is not None:
+                self._check_labelled(ids, unit_tokens, numbers)
             n_lines += len(unit_tokens) if every_token else units_with_pieces(ids, unit_tokens, table.n_pieces)
             if kept is not None:
                 n_kept += len(ids)
@@ -245,6 +266,15 @@ class FastPass:
         if kept is not None:   # no pass scans the file again
             table.keep_pieces_only()
         return counts, sum(counts.values()), n_lines
+
+    def _check_labelled(self, ids: np.ndarray, unit_tokens: np.ndarray, numbers: np.ndarray) -> None:
+        """Each labelled line holds a label and a word; the first that does not is an error (its caller,
+        LabelledCorpus.count, reads the file as the reference does to say which error comes first)."""
+        labels = np.add.reduceat((self.table.label_of[ids] >= 0).astype(np.int64),
+                                 np.cumsum(unit_tokens) - unit_tokens) if len(unit_tokens) else unit_tokens
+        bad = np.flatnonzero((labels == 0) | (labels == unit_tokens))
+        if len(bad):
+            raise EmbedtuneError("a line without a label or without a word", self.corpus.path, int(numbers[bad[0]]))
 
     def rows_of(self, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """(piece_start, piece_rows): raw token t's rows in ``index`` (-1: not in it) are

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from embedtune.corpus.text import Corpus
 from embedtune.errors import EmbedtuneError
 
@@ -22,6 +24,40 @@ class Example:
     line: int            # line number in the file, from 1
     labels: list[str]    # as written, prefix included
     tokens: list[str]    # lower-cased and split as the corpus reader does
+
+
+@dataclass
+class LineIds:
+    """A labelled file's lines as ids (``LabelledCorpus.line_ids``), a line each that has a token, in order.
+
+    rows : int32, the lines' words that ``index`` has, as its ids, line after line
+    kept, pieces : per line, how many of ``rows`` are its, and how many words it has (with those it lacks)
+    labels : the lines' labels as ids into ``names``, line after line (repeats kept); n_labels : per line
+    """
+
+    rows: np.ndarray
+    kept: np.ndarray
+    pieces: np.ndarray
+    labels: np.ndarray
+    n_labels: np.ndarray
+    names: list[str]
+
+    def with_known_words(self) -> tuple[np.ndarray, np.ndarray, list[list[str]], dict]:
+        """The lines with a known word (the others skipped), as classify reads examples: (their ids, their
+        offsets, each one's labels as written, figures: label counts by name, lines, words, skipped lines,
+        whether a line has several labels)."""
+        used = self.kept > 0
+        starts = np.concatenate([[0], np.cumsum(self.kept[used])]).astype(np.int64)
+        labels = self.labels[np.repeat(used, self.n_labels)].tolist()
+        names, line_labels, at = self.names, [], 0
+        for n in self.n_labels[used].tolist():
+            line_labels.append([names[j] for j in labels[at:at + n]])
+            at += n
+        counts = np.bincount(np.asarray(labels, np.int64), minlength=len(names)).tolist()
+        figures = {"labels": sorted((names[i], c) for i, c in enumerate(counts) if c), "lines": len(line_labels),
+                   "raw": int(self.pieces.sum()), "skipped": int((~used).sum()),
+                   "several": any(len(set(line)) > 1 for line in line_labels if len(line) > 1)}
+        return self.rows, starts, line_labels, figures
 
 
 def _labels_and_words(raw: list[str], prefix: str, path: str, number: int) -> tuple[list[str], list[str]]:
@@ -55,6 +91,45 @@ class LabelledCorpus(Corpus):
         self._cached: tuple[tuple | None, list[Example]] | None = None   # (share, its examples)
         self._settings = dict(lowercase=lowercase, tokenize=tokenize, vocabulary=vocabulary,
                               label_prefix=label_prefix)
+
+    @property
+    def reads_compiled(self) -> bool:
+        """A file's lines are counted by the compiled reader (corpus/fast.py), which keeps each raw token's
+        labels apart: the same counts as the reference's, and the lines' ids and labels for ``line_ids``."""
+        return self.compiled and self.sentences is None
+
+    def count(self, advance=None):
+        """Corpus.count; a bad line found by the compiled reader is said as the reference's reader says it,
+        which reads the file again to the first error in line order (one of the lines before it may be the
+        first: the compiled reader checks a block's text before its labels)."""
+        try:
+            return super().count(advance)
+        except EmbedtuneError:
+            if self.reads_compiled:
+                for _ in self._read_examples(None):
+                    pass
+            raise
+
+    def line_ids(self, index: dict) -> LineIds | None:
+        """The lines as the compiled reader kept them (after ``count``), their words as ids in ``index`` (words
+        it lacks dropped); None when it kept none (standard input's lines in memory, a corpus past
+        fast.KEEP_TOKENS, the reference's reader): read ``examples`` then."""
+        passes = self.fast
+        if passes is None or passes.kept is None:
+            return None
+        from embedtune.kernels.tokens import expand
+
+        piece_start, piece_rows = passes.rows_of(index)
+        label_of = passes.table.label_of
+        parts = []
+        for ids, unit_tokens, numbers in passes.blocks():
+            rows, kept, pieces = expand(ids, unit_tokens, piece_start, piece_rows)
+            labels = label_of[ids]
+            unit = np.repeat(np.arange(len(unit_tokens)), unit_tokens)[labels >= 0]
+            parts.append((rows, kept, pieces, labels[labels >= 0], np.bincount(unit, minlength=len(unit_tokens))))
+        rows, kept, pieces, labels, n_labels = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
+                                                for i in range(5))
+        return LineIds(rows.astype(np.int32), kept, pieces, labels, n_labels, passes.table.labels)
 
     def valid_examples(self) -> Iterator[Example]:
         if self.valid is None:

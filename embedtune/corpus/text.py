@@ -33,6 +33,8 @@ class Corpus(HeldLines):
         words; see :class:`Tokenizer`), which needs ``vocabulary``, the vectors' words
     """
 
+    label_prefix: str | None = None   # labelled lines' (corpus/labelled.py): their labels are no words
+
     def __init__(self, source, lowercase: bool = False, tokenize: str = "none", vocabulary=None):
         if tokenize not in TOKENIZE:
             raise EmbedtuneError(f"tokenize must be one of {', '.join(TOKENIZE)}, got {tokenize!r}")

@@ -22,10 +22,11 @@ from embedtune.corpus.counts import ShareCount
 
 
 def reads_compiled(corpus) -> bool:
-    """Whether ``Corpus.count`` would read ``corpus`` with the compiled reader (a plain-text file)."""
+    """Whether ``Corpus.count`` would read ``corpus`` with the compiled reader (a plain-text file; labelled
+    lines' shares are read by the reference's reader: a share's compiled pass keeps no labels)."""
     from embedtune.corpus.text import Corpus
 
-    return isinstance(corpus, Corpus) and corpus.reads_compiled
+    return isinstance(corpus, Corpus) and corpus.reads_compiled and corpus.label_prefix is None
 
 
 def share_blocks(blocks, share: tuple[int, int]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

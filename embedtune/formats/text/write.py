@@ -4,15 +4,20 @@ the caller's check (the frozen rows of ``embedtune train``)."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embedtune.errors import EmbedtuneError
 from embedtune.formats.text.parse import ASCII_SPACE, NUMBER, NotFast, parse_fast
+
+if TYPE_CHECKING:   # verbatim.py imports numba: imported by a run that copies lines (formats.render_ahead)
+    from embedtune.formats.text.verbatim import InputLines
 
 # Writing renders blocks on threads (the compiled writer releases the GIL; the words' encoding and the
 # shortest-form fallback hold it). The gain needs a free core
@@ -37,10 +42,14 @@ class RenderedAhead:
     block's lines from here, rendering again only the lines whose word or row bits changed (``write_text``).
     A line's text depends on its word and its row's bits alone, so the bytes are the same as rendered at the
     write; the work moves to a core the run's set-up leaves free. ``stop`` ends the thread (the blocks
-    rendered so far are kept); a block it did not reach is rendered by the write as any other."""
+    rendered so far are kept); a block it did not reach is rendered by the write as any other.
 
-    def __init__(self, words, matrix: np.ndarray):
-        self.words, self.matrix = words, matrix
+    source : the text file the rows were read from, as an InputLines (verbatim.py): its lines that are the
+        rendering of their rows are copied, not rendered (GloVe's, but for a few); None: every line rendered.
+    """
+
+    def __init__(self, words, matrix: np.ndarray, source: InputLines | None = None):
+        self.words, self.matrix, self.source = words, matrix, source
         self.rows_per_block = rows_per_block(matrix.shape[1])
         self.blocks: dict[int, bytes] = {}   # a block's first row -> its lines
         self._stopping = threading.Event()
@@ -67,13 +76,26 @@ class RenderedAhead:
         except (AttributeError, OSError):
             pass
         try:
-            for start in range(0, n, self.rows_per_block):
-                if self._stopping.is_set():
-                    return
-                stop = min(n, start + self.rows_per_block)
-                self.blocks[start], digits = _render_lines(self.words[start:stop], self.matrix[start:stop], digits)
+            with self.source or contextlib.nullcontext():
+                for start in range(0, n, self.rows_per_block):
+                    if self._stopping.is_set():
+                        return
+                    stop = min(n, start + self.rows_per_block)
+                    self.blocks[start], digits = self._block(self.words[start:stop], self.matrix[start:stop], digits)
         except Exception:   # (memory, an unwritable word) the write renders the rest, and says what is wrong
             return
+
+    def _block(self, words, rows: np.ndarray, digits: int) -> tuple[bytes, int]:
+        """A block's lines: the source's where they are the rendering of their rows, the others rendered."""
+        copied = self.source.take(words, rows) if self.source is not None else None
+        if copied is None:
+            return _render_lines(words, rows, digits)
+        lines, same = copied
+        redo = np.flatnonzero(~same)
+        if not len(redo):
+            return lines, digits
+        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits)
+        return _splice(lines, len(words), redo, text), digits
 
     def stop(self) -> None:
         """End the rendering (at the end of its current block) and wait for it."""

@@ -225,6 +225,14 @@ class Classify(Objective):
         skipped), each share's apart (``line_range``). Returns (each line's labels, each line's tokens
         (with --word-ngrams, else none), each held share's figures: label counts, lines, raw tokens,
         skipped lines, several labels)."""
+        # One process's lines as the compiled reader kept them while counting (no text read again); the n-gram
+        # rows need each line's tokens as text, and a worker its share: read as examples there.
+        lines = source.line_ids(index) if held == [None] and self.word_ngrams == 1 else None
+        if lines is not None:
+            self.ids, self.starts, line_labels, figure = lines.with_known_words()
+            self.n_lines = len(line_labels)
+            self.line_range = {None: (0, self.n_lines)}
+            return line_labels, [], [figure]
         ids, starts, line_labels, line_tokens = [], [0], [], []
         figures = []
         local_id = _SeenWords(index).__getitem__
