@@ -3,6 +3,7 @@
     python benchmarks/memory.py                 # the 1M x 300 case, then the 3M x 300 case
     python benchmarks/memory.py --sizes 1M --repeat 3
     python benchmarks/memory.py --sizes 1M --phases      # where the peak is reached, phase by phase
+    python benchmarks/memory.py --step-speed --repeat 3  # the job's step, compiled against TensorFlow's
 
 Each case runs `/usr/bin/time -v embedtune train TABLE CORPUS --train-list LIST --optimizer adam
 --objective sgns --epochs 1 -o OUT` as a child process and reads GNU time's "Maximum resident set
@@ -218,6 +219,81 @@ def run_phases(size: str, out_dir: str) -> None:
         print(f"{name:<40} {hwm / 1e9:>9.2f} {rss / 1e9:>9.2f} {overall / 1e9:>11.2f}{top}")
 
 
+SPEED_ROWS, SPEED_STEPS = 100_000, 10
+SPEED_CORPUS = os.path.join(DATA, "corpus.txt")
+
+
+def speed_trainer(kernel: bool, vectors, corpus, counts, args):
+    """The job's trainer (sgns, adam, 2 threads), its step the compiled one with ``kernel``, else TensorFlow's."""
+    from embedtune import kernels
+    from embedtune.config import Config, VocabConfig, resolve, train_config
+    from embedtune.plan.rules import make_plan
+    from embedtune.training.trainer import Trainer
+
+    kernels.KERNEL = kernel
+    config = resolve(Config(vocab=VocabConfig(train_list=args.train_list),
+                            train=train_config(objective="sgns", optimizer="adam", threads=2, seed=1)))
+    trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus)
+    assert trainer.uses_kernel == kernel
+    return trainer
+
+
+def timed_steps(trainer, batches, lr) -> float:
+    """ms a step over ``batches`` (one untimed call first)."""
+    prepared = [trainer.prepare(b) for b in batches]
+    trainer.run(prepared[:1], [lr])
+    began = time.perf_counter()
+    for batch in prepared[1:]:
+        float(trainer.run([batch], [lr])[0])   # the loss read: the step has ended
+    return (time.perf_counter() - began) * 1e3 / (len(prepared) - 1)
+
+
+def step_speed(args) -> None:
+    """--step-speed: the job's step, compiled (embedtune/kernels/sgns_lazy.py) against TensorFlow's, ms a step:
+    GloVe 6B's first SPEED_ROWS words at 300 random dimensions (seed 0), 5% trainable (seed 1), corpus.txt's first
+    chunk in batches of 4,096 pairs (per-pair negatives drawn on the host), adam, 2 threads, not --deterministic.
+    Each round times SPEED_STEPS steps on a fresh trainer of each kind, taking turns (one untimed call of each
+    first: compiling, XLA's trace), the batches prepared before the clock starts; the median of the rounds."""
+    import statistics
+
+    from embedtune.corpus import Corpus
+    from embedtune.vectors import Vectors
+
+    with open(GLOVE, "rb") as f:
+        words = [next(f).split(b" ", 1)[0].decode("utf-8") for _ in range(SPEED_ROWS)]
+    matrix = (np.random.default_rng(0).standard_normal((SPEED_ROWS, DIM), dtype=np.float32) * np.float32(0.1))
+    vectors = Vectors(words, matrix)
+    trainable = np.sort(np.random.default_rng(1).choice(SPEED_ROWS, SPEED_ROWS // 20, replace=False))
+    args.train_list = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sgns_lazy_step.{os.getpid()}.txt")
+    with open(args.train_list, "w", encoding="utf-8") as f:
+        f.write("".join(words[i] + "\n" for i in trainable))
+    corpus = Corpus(SPEED_CORPUS)
+    counts, _, _ = corpus.count()
+    rounds = []
+    try:
+        for r in range(args.repeat):
+            ms = {}
+            for kernel in ((True, False) if r % 2 == 0 else (False, True)):
+                trainer = speed_trainer(kernel, vectors, corpus, counts, args)
+                objective = trainer.objective
+                chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+                batches = []
+                for batch in objective.batches(*objective.units(chunk, np.random.default_rng(r))):
+                    batches.append(batch)
+                    if len(batches) == SPEED_STEPS + 1:
+                        break
+                ms["kernel" if kernel else "tensorflow"] = timed_steps(trainer, batches, 0.001)
+            rounds.append(ms)
+            print(f"round {r + 1}: compiled {ms['kernel']:.1f} ms a step, TensorFlow's {ms['tensorflow']:.1f} ms "
+                  f"({ms['tensorflow'] / ms['kernel']:.2f}x), load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        os.unlink(args.train_list)
+    print(f"median: compiled {statistics.median(r['kernel'] for r in rounds):.1f} ms, TensorFlow's "
+          f"{statistics.median(r['tensorflow'] for r in rounds):.1f} ms, ratio "
+          f"{statistics.median(r['tensorflow'] / r['kernel'] for r in rounds):.2f}x (adam, dim {DIM}, "
+          f"2 threads)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1M,3M", help="comma-separated: 1M, 3M (default both)")
@@ -226,7 +302,12 @@ def main() -> None:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--phases", action="store_true", help="peak and resident memory after each phase, "
                         "one run per size, instead of the GNU time figures")
+    parser.add_argument("--step-speed", action="store_true", help="the job's step, compiled against TensorFlow's, "
+                        "ms a step (--repeat rounds), instead of the peaks")
     args = parser.parse_args()
+    if args.step_speed:
+        step_speed(args)
+        return
     sizes = args.sizes.split(",")
     build_corpus()
     for size in sizes:

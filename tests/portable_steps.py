@@ -64,6 +64,26 @@ def sgns_digest(shared: bool) -> str:
     return _digest(kernel.words, kernel.side, np.array(losses))
 
 
+def sgns_lazy_digest(optimizer: str, shared: bool, clip_norm: float) -> str:
+    from embedtune.kernels.sgns_lazy import SgnsLazyKernel
+    from embedtune.training.optimizers import Update
+
+    rng = np.random.default_rng(4)
+    words, matrix, frozen_rows = _tables(rng)
+    side = rng.normal(0, 0.3, (N_WORDS + 1, DIM)).astype(np.float32)
+    update = Update(optimizer, clip_norm, {"word": words.shape, "side": side.shape})
+    kernel = SgnsLazyKernel(words, side, matrix, frozen_rows, TRAINABLE, BATCH, NEGATIVE, shared, update, 2)
+    losses = []
+    for _ in range(STEPS):
+        batch = {"center": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
+                 "context": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
+                 "negatives": rng.integers(0, N_WORDS, (BATCH // 8 if shared else BATCH, NEGATIVE)).astype(np.int32),
+                 "weight": (rng.random(BATCH) < 0.95).astype(np.float32)}
+        losses.append(kernel.run([batch], [0.05])[0])
+    return _digest(kernel.words, kernel.side, np.array(losses), *kernel.word_state.values(),
+                   *kernel.side_state.values())
+
+
 def classifier_fit_digest() -> str:
     from embedtune.objectives.classify.model import _summed_loss_and_grad
 
@@ -80,6 +100,8 @@ def digests() -> dict[str, str]:
             "glove-sgd-capped": glove_digest("sgd", 0.01, 0.0),
             "glove-adam-capped": glove_digest("adam", 0.05, 0.0),
             "sgns-per-pair": sgns_digest(False), "sgns-shared": sgns_digest(True),
+            "sgns-adam": sgns_lazy_digest("adam", False, 0.0), "sgns-adagrad-shared-capped": sgns_lazy_digest(
+                "adagrad", True, 0.05),
             "classifier-fit": classifier_fit_digest()}
 
 

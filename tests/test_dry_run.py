@@ -16,6 +16,7 @@ import textwrap
 
 import pytest
 
+from embedtune import kernels
 from embedtune.dryrun.estimate import COMPILED_RUNTIME_BYTES, OPTIMIZER_SLOTS, RUNTIME_BYTES, STEP_BATCH_ROWS
 
 from bad_inputs import snapshot
@@ -106,14 +107,16 @@ def test_the_human_report_names_rows_settings_and_memory(folder):
     assert not (folder / "tuned.txt").exists()
 
 
-def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
+def test_the_memory_estimate_adds_up_from_the_table_sizes(folder, monkeypatch):
     def plan(*options):
         result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "-", "--objective", "sgns",
                       "--dry-run", "--json", *options])
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)
 
-    sgd, adam = plan("--optimizer", "sgd"), plan("--optimizer", "adam")
+    sgd, compiled = plan("--optimizer", "sgd"), plan("--optimizer", "adam")
+    monkeypatch.setattr(kernels, "KERNEL", False)   # EMBEDTUNE_KERNEL=0: adam through TensorFlow's step
+    adam = plan("--optimizer", "adam")
     parts = adam["memory_parts_bytes"]
     assert parts["input_matrix"] == N_WORDS * 50 * 4
     rows = (adam["trainable_in_corpus"] + 1) * 50 * 4   # + the sink row
@@ -122,12 +125,16 @@ def test_the_memory_estimate_adds_up_from_the_table_sizes(folder):
     assert parts["side_table"] == side
     assert parts["optimizer_slots"] == OPTIMIZER_SLOTS["adam"] * (rows + side) == 2 * (rows + side)
     assert sgd["memory_parts_bytes"]["optimizer_slots"] == 0
-    # sgns compiles plain sgd only; its kernel steps a numpy copy of the side table.
+    # A compiled step steps a numpy copy of the side table, and of adam's two slots of both tables.
     assert parts["compiled_step_copies"] == 0 and sgd["memory_parts_bytes"]["compiled_step_copies"] == side
+    assert compiled["memory_parts_bytes"]["compiled_step_copies"] == 3 * side + 2 * rows
     assert parts["output_rows"] == (adam["trainable_in_corpus"] + adam["new"]) * 50 * 4
     assert adam["memory_estimate_bytes"] == sum(parts.values())
-    # adam steps through TensorFlow (its runtime), plain sgd through the compiled step (no TensorFlow).
+    # TensorFlow's step holds its runtime; a compiled one (sgd, adam) numba's and no TensorFlow.
     assert parts["tensorflow_and_python"] == RUNTIME_BYTES and parts["python_and_numba"] == 0
+    for one in (sgd, compiled):
+        assert one["memory_parts_bytes"]["tensorflow_and_python"] == 0
+        assert one["memory_parts_bytes"]["step_working_set"] == 0
     assert sgd["memory_parts_bytes"]["python_and_numba"] == COMPILED_RUNTIME_BYTES
     assert sgd["memory_parts_bytes"]["tensorflow_and_python"] == 0
 

@@ -91,7 +91,8 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
 @pytest.mark.parametrize("objective, settings, expected", [
     ("sgns", {}, (True, False)),                                   # the plain compiled run
     ("sgns", {"deterministic": True}, (True, False)),              # the batch-synchronous kernel
-    ("sgns", {"optimizer": "adam"}, (False, True)),                # TensorFlow's step
+    ("sgns", {"optimizer": "adam"}, (True, False)),                # the lazy kernel, adam's state in numpy
+    ("sgns", {"anchor": 0.5}, (False, True)),                      # TensorFlow's step
     ("sgns", {"checkpoint_dir": "ckpt"}, (True, True)),            # tf.train.Checkpoint
     ("sgns", {"logdir": "logs"}, (True, True)),                    # TensorBoard
     ("glove", {}, (True, False)),                                  # the lock-free kernel, adagrad's state in numpy

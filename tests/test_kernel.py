@@ -121,22 +121,25 @@ def test_a_checkpoint_holds_the_kernels_tables_and_restores_into_them(determinis
     np.testing.assert_array_equal(bits(other.kernel.side), bits(after[1]))
 
 
-def test_steps_other_than_plain_sgd_stay_on_tensorflow_and_say_why_once(monkeypatch):
-    """The step is chosen once, at set-up; a config that rules out the compiled step says so once,
-    naming the option; EMBEDTUNE_KERNEL=0 (KERNEL False) chooses TensorFlow's step without a note."""
+def test_steps_other_than_plain_sgd_take_the_lazy_kernel_or_tensorflow_and_say_why_once(monkeypatch):
+    """The step is chosen once, at set-up: plain sgd these kernels, an optimizer's state or a cap
+    kernels/sgns_lazy.py's (tests/test_sgns_lazy_kernel.py); a config that rules out a compiled step (an
+    anchor) says so once, naming the option; EMBEDTUNE_KERNEL=0 (KERNEL False) chooses TensorFlow's step
+    without a note."""
     vectors = glove(2000)
     corpus = Corpus(LINES)
     counts, _, _ = corpus.count()
-    for kernel, changes, why in ((True, {"optimizer": "adagrad"}, "--optimizer adagrad"),
-                                 (True, {"clip_norm": 1.0}, "--clip-norm"), (True, {"anchor": 0.1}, "--anchor"),
-                                 (False, {}, None), (True, {}, None)):
+    for kernel, changes, why in ((True, {"optimizer": "adagrad"}, None), (True, {"clip_norm": 1.0}, None),
+                                 (True, {"anchor": 0.1}, "--anchor"), (False, {}, None), (True, {}, None)):
         monkeypatch.setattr(kernels, "KERNEL", kernel)
         config = resolve(make_config({}, batch_size=512, **changes))
         notes = []
         trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus,
                           note=notes.append)
-        assert trainer.uses_kernel == (kernel and not changes), changes
+        assert trainer.uses_kernel == (kernel and why is None), changes
         assert (trainer.kernel is None) == (not trainer.uses_kernel)
+        assert type(trainer.kernel).__name__ == ("SgnsKernel" if kernel and not changes else
+                                                 "SgnsLazyKernel" if trainer.uses_kernel else "NoneType"), changes
         if why is None:
             assert notes == [], changes
         else:

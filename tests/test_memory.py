@@ -4,7 +4,8 @@ embedtune._tf turns on TensorFlow's pooling (BFC) allocator for CPU tensors: the
 tensors are reused from one pool instead of piling up in glibc's per-thread arenas. These tests run
 fresh processes (the allocator is chosen when TensorFlow's runtime starts): the pool is on by
 default, a user's own choice of TF_CPU_ALLOCATOR_USE_BFC is kept, and the allocator does not change
-a single bit of a deterministic Adam run's output. On TensorFlow's step, train.setup also has glibc
+a single bit of a deterministic Adam run's output (TensorFlow's step, EMBEDTUNE_KERNEL=0: a plain run's Adam
+step is compiled and imports no TensorFlow). On TensorFlow's step, train.setup also has glibc
 hand large blocks (4 MB and up) back to the system when they are freed (training.host.map_large_blocks).
 """
 
@@ -53,7 +54,8 @@ def train(out, **env) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, "-c", TRAIN_AND_PROBE, "train", str(SAMPLE_VECTORS), str(head), "--freeze-top", "5000",
          "--optimizer", "adam", "--objective", "sgns", "--epochs", "1", "--batch-size", "256", "--deterministic",
-         "-o", str(out)], cwd=REPO, env={**environ, **env}, capture_output=True, text=True, timeout=600)
+         "-o", str(out)], cwd=REPO, env={**environ, "EMBEDTUNE_KERNEL": "0", **env}, capture_output=True, text=True,
+        timeout=600)
     assert result.returncode == 0, result.stderr
     return result
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from embedtune import kernels
 from embedtune.cli.main import cli
 from embedtune.distribute import free_ports, server_cluster_from_env
 from embedtune.distribute.cluster import cluster_from_env
@@ -23,7 +24,8 @@ from loopback import loopback_cluster
 from train_fixtures import SAMPLE_CORPUS, bits, glove, read_text_vectors, seconds_to_stop, write_glove_text
 
 FROZEN = 1000
-# adagrad: one process steps through TensorFlow's step too (sgd would take the compiled one).
+# adagrad, TensorFlow's unfused step: the one process compared with takes it too (EMBEDTUNE_KERNEL=0; its
+# compiled steps would give other bits).
 ARGS = ["--objective", "sgns", "--optimizer", "adagrad", "--epochs", "1", "--seed", "3", "--threads", "1",
         "--batch-size", "256", "--freeze-top", str(FROZEN), "-q"]
 
@@ -65,7 +67,7 @@ def one_error_line(text: str) -> str:
     return lines[-1]
 
 
-def test_a_loopback_cluster_trains_the_rows_one_process_trains(files, tmp_path):
+def test_a_loopback_cluster_trains_the_rows_one_process_trains(files, tmp_path, monkeypatch):
     """2 ps + 1 worker + the chief, each `embedtune train` with its TF_CONFIG on one thread: the tables live
     sharded on the two servers, the chief writes a file identical to one process's (one worker: the
     steps run in the one process's order; adagrad, TensorFlow's unfused step both ways), frozen rows
@@ -76,7 +78,8 @@ def test_a_loopback_cluster_trains_the_rows_one_process_trains(files, tmp_path):
     procs = [start([vectors, corpus, *ARGS, "-o", out, "--json", summary], task_config(spec, kind, index))
              for kind, index in (("ps", 0), ("ps", 1), ("worker", 0), ("chief", 0))]
     try:
-        one = tmp_path / "one.txt"   # meanwhile, one process in this one
+        one = tmp_path / "one.txt"   # meanwhile, one process in this one, on TensorFlow's step
+        monkeypatch.setattr(kernels, "KERNEL", False)
         result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(one)],
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output

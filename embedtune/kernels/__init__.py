@@ -1,5 +1,6 @@
 """Compiled (numba) steps, on every core, with TensorFlow's step's arithmetic: sgns's for plain sgd
-(``sgns.py``) and classify's with any lazy optimizer (``classify.py``). An objective builds its own in
+(``sgns.py``) and with adagrad, adam or the cap (``sgns_lazy.py``), and classify's with any lazy optimizer
+(``classify.py``). An objective builds its own in
 ``Objective.compiled_step``; nothing here imports TensorFlow. ``tokens.py``: the corpus's bytes split
 into tokens and ids (embedtune/corpus/fast.py)."""
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 from numba import njit, prange, set_num_threads
 
+# Inlines common._update, revision 2 (common.py: numba's cache).
 from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row, _sum_in_order,
                                       _update, adam_rate, frozen_source, kernel_threads, strict)
 

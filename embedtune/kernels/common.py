@@ -118,7 +118,10 @@ def _descend(row, lr, grad):
         row[j] -= lr * grad[j]
 
 
-# The optimizers the kernels apply (training/optimizers.py's lazy ones, the same arithmetic).
+# The optimizers the kernels apply (training/optimizers.py's lazy ones, the same arithmetic). numba's cache keys a
+# kernel by the text of its own file, not by what it inlines from here: a change of ``_update``'s arithmetic
+# comes with a change to the files that inline it (their line naming its revision), or their cached machine
+# code keeps the old arithmetic. Revision 2: adam's 1 - beta as TensorFlow's.
 SGD, ADAGRAD, ADAM = 0, 1, 2
 KERNEL_OPTIMIZERS = {"sgd": SGD, "adagrad": ADAGRAD, "adam": ADAM}
 
@@ -149,7 +152,9 @@ def _update(row, g, m, v, optimizer, lr, adam_lr, clip_norm):
             row[j] -= lr / (np.sqrt(a) + eps) * g[j]
     else:
         b1, b2 = np.float32(ADAM_BETA_1), np.float32(ADAM_BETA_2)
-        c1, c2 = np.float32(1) - b1, np.float32(1) - b2
+        # 1 - beta taken in float64 and rounded once, as TensorFlow's step makes its constant (1 - 0.999 in
+        # float32 arithmetic is 1.3e-5 off, which every second moment carried).
+        c1, c2 = np.float32(1 - ADAM_BETA_1), np.float32(1 - ADAM_BETA_2)
         for j in range(len(row)):
             mj = b1 * m[j] + c1 * g[j]
             vj = b2 * v[j] + c2 * (g[j] * g[j])

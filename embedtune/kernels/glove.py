@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, set_num_threads
 
+# Inlines common._update, revision 2 (common.py: numba's cache).
 from embedtune.kernels.common import (ADAGRAD, ADAM, EPSILON, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _dot,
                                       _row, _sum_in_order, _update, adam_rate, frozen_source, kernel_threads)
 

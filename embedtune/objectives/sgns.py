@@ -135,20 +135,23 @@ class SkipGram(Objective):
 
     @classmethod
     def compiles(cls, train) -> bool:
-        """Plain sgd: no cap, no anchor, no optimizer state."""
-        return train.optimizer == "sgd" and not train.clip_norm and not train.anchor
+        """Any optimizer, with or without the cap; not with an anchor (its proximal step is TensorFlow's alone)."""
+        return not train.anchor
 
     @classmethod
     def why_not_compiled(cls, train) -> str | None:
-        if train.optimizer != "sgd":
-            return f"--optimizer {train.optimizer}"
-        if train.clip_norm:
-            return "--clip-norm"
         return "--anchor" if train.anchor else None
 
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
-        """The numba kernel (embedtune/kernels/sgns.py) for plain sgd: per-pair or shared negatives, as
-        configured; per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads."""
+        """The numba kernel: plain sgd (no cap), embedtune/kernels/sgns.py's, per-pair or shared negatives, as
+        configured; per-pair without ``deterministic``: lock-free (Hogwild), as word2vec's threads. Adagrad, adam
+        or a cap: embedtune/kernels/sgns_lazy.py's, the TensorFlow step's arithmetic (merged rows, lazy state)."""
+        if update is not None and (update.optimizer != "sgd" or update.clip_norm):
+            from embedtune.kernels.sgns_lazy import SgnsLazyKernel
+
+            self.kernel = SgnsLazyKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size,
+                                         self.negative, self.shared, update, threads, deterministic)
+            return self.kernel
         from embedtune.kernels.sgns import SgnsKernel
 
         self.kernel = SgnsKernel(words, side, matrix, frozen_rows, n_trainable, self.batch_size, self.negative,
