@@ -55,3 +55,24 @@ def test_a_compile_is_said_once_on_standard_error_by_any_command_and_not_with_q(
     assert stderr_lines("cold").count(said) == 1
     assert said not in stderr_lines("cold")          # cached now
     assert stderr_lines("quiet", "-q") == []        # cold, but -q
+
+
+def test_the_kernels_own_sort_and_search_give_numpys_answers():
+    """The kernels sort and search with loops of their own, not numba's overloads (seconds of a cold run's
+    compiling, benchmarks/log/first_run.md): the same order and the same indices as numpy's, on both sides of
+    the insertion sort's cut, with repeats and at the ends."""
+    from embedtune.kernels.common import _search_sorted, _sort
+
+    rng = np.random.default_rng(7)
+    for size in (0, 1, 2, 15, 16, 17, 40, 1000):
+        for values in (rng.integers(-2**31, 2**31 - 1, size), rng.integers(0, 4, size), np.arange(size)[::-1]):
+            values = values.astype(np.int32)
+            ordered = values.copy()
+            _sort(ordered)
+            assert ordered.tolist() == np.sort(values).tolist(), (size, values)
+            starts = np.sort(values).astype(np.int64)
+            floats = starts.astype(np.float64)
+            for x in (-2**31 - 1, -1, 0, 1, 2, 3, 4, 2**31, *values[:5].tolist()):
+                assert _search_sorted(starts, x, False) == np.searchsorted(starts, x), (size, x)
+                assert _search_sorted(floats, x + 0.5, True) == np.searchsorted(floats, x + 0.5, side="right")
+                assert _search_sorted(floats, float(x), True) == np.searchsorted(floats, float(x), side="right")

@@ -183,6 +183,69 @@ def _sum_in_order(values):
     return total
 
 
+@njit(inline="always")
+def _search_sorted(a, x, right):
+    """np.searchsorted(a, x, side="right" if right else "left") for ``a`` sorted and ``x`` not NaN: the same
+    index. numba's own searchsorted compiles for over half a second a type on a cold run, this loop in a
+    tenth (benchmarks/log/first_run.md)."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x or (right and a[mid] == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True)
+def _sort(a):
+    """``a`` (1-D, integers) sorted in place, ascending: numba's own sort as a quicksort (median of three, runs
+    under 16 by insertion), written out because numba's compiles for over a second on a cold run, this in a
+    fraction (benchmarks/log/first_run.md). Integers only: the order of equal values does not show."""
+    lo, hi = 0, len(a) - 1
+    stack = np.empty(128 if hi >= 16 else 0, np.int64)   # (lo, hi) of the larger parts left: depth <= log2(n)
+    top = 0
+    while True:
+        while hi - lo >= 16:
+            mid = (lo + hi) >> 1
+            if a[mid] < a[lo]:
+                a[mid], a[lo] = a[lo], a[mid]
+            if a[hi] < a[mid]:
+                a[hi], a[mid] = a[mid], a[hi]
+                if a[mid] < a[lo]:
+                    a[mid], a[lo] = a[lo], a[mid]
+            pivot = a[mid]
+            i, j = lo, hi
+            while i <= j:
+                while a[i] < pivot:
+                    i += 1
+                while pivot < a[j]:
+                    j -= 1
+                if i <= j:
+                    a[i], a[j] = a[j], a[i]
+                    i += 1
+                    j -= 1
+            if j - lo < hi - i:   # the smaller part next, the larger kept
+                stack[top], stack[top + 1] = i, hi
+                hi = j
+            else:
+                stack[top], stack[top + 1] = lo, j
+                lo = i
+            top += 2
+        for k in range(lo + 1, hi + 1):
+            x = a[k]
+            m = k - 1
+            while m >= lo and a[m] > x:
+                a[m + 1] = a[m]
+                m -= 1
+            a[m + 1] = x
+        if top == 0:
+            return
+        top -= 2
+        lo, hi = stack[top], stack[top + 1]
+
+
 
 @njit(parallel=True, cache=True)
 def _started(values):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedtune.kernels.common import njit
+from embedtune.kernels.common import _search_sorted, njit
 
 
 @njit(nogil=True, cache=True)
@@ -140,7 +140,7 @@ def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep,
     (newwords.contexts._seed_mix): the targets' draws and the probes' are apart."""
     n = len(ids)
     target = np.empty(n, np.int32)
-    level = np.full(n, -1, np.int32)
+    level = np.empty(n, np.int32)
     probe = np.empty(n, np.int32)
     first = 0
     n_slots = len(slots)
@@ -153,10 +153,11 @@ def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep,
         if sampled and t >= 0:
             if _draw(seed_mix, numbers[line[i]], i - first) >= keep[t]:
                 t = -1
+        b = -1
         if probed and p >= 0:
-            b = np.searchsorted(slots, _draw(probe_seed_mix, numbers[line[i]], i - first) * probe_count[c],
-                                side="right")
-            level[i] = b if b < n_slots else -1
+            b = _search_sorted(slots, _draw(probe_seed_mix, numbers[line[i]], i - first) * probe_count[c], True)
+            b = b if b < n_slots else -1
+        level[i] = b
         target[i] = t
         probe[i] = p
     return target, level, probe

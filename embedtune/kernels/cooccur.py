@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, set_num_threads
 
-from embedtune.kernels.common import PARALLEL, kernel_threads, serial
+from embedtune.kernels.common import PARALLEL, _search_sorted, _sort, kernel_threads, serial
 
 # Pairs (positions at most window apart) of one block; the bucket costs 5 bytes a pair (the dry run's
 # estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
@@ -118,7 +118,7 @@ def count_block(ids, line, n_words, window, parts):
                         q += 1
             else:
                 row_cols = cols[o:o + m]
-                row_cols.sort()
+                _sort(row_cols)
                 for q in range(m):
                     c = row_cols[q]
                     values[o + q] = acc[c]
@@ -137,7 +137,7 @@ def _even_parts(starts, parts):
     bounds[0] = 0
     total = starts[n] - starts[0]
     for p in range(1, parts):
-        r = np.searchsorted(starts, starts[0] + total * p // parts)
+        r = _search_sorted(starts, starts[0] + total * p // parts, False)
         bounds[p] = min(max(r, bounds[p - 1]), n)
     bounds[parts] = n
     return bounds

@@ -168,7 +168,8 @@ def _lock_free(optimizer: int):
             gj = np.empty(dim, np.float32)
             gk = np.empty(dim, np.float32)
             gb = np.empty(1, np.float32)
-            losses[t, :] = 0.0
+            for i in range(losses.shape[1]):   # a slice fill here is a parfor of its own to numba's passes
+                losses[t, i] = 0.0
             for b in range(t * size // threads, (t + 1) * size // threads):
                 if weight[b] == 0:
                     continue

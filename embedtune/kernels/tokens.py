@@ -93,7 +93,8 @@ def _token_id(buf, start, i, h, mask, slots, pool, pool_used, tstart, tlen, thas
             thash[t] = h
             tcount[t] = 0
             tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
-            pool[pool_used:pool_used + n] = buf[start:i]
+            for k in range(n):   # not a slice assignment: numba's compiles for seconds on a cold run (first_run.md)
+                pool[pool_used + k] = buf[start + k]
             pool[pool_used + n] = SEPARATOR
             return t, pool_used + n + 1, n_types + 1
         if thash[t] == h and tlen[t] == n:

@@ -112,7 +112,11 @@ def _digits(values, hint, pow10, inv10, q_out, e_out, p_out, slow):
         p_out[i] = found
         counts[found] += 1
         hint = found
-    return np.argmax(counts)
+    most = 0   # np.argmax(counts) (the first of equal counts), a loop: numba's argmax compiles for longer
+    for d in range(1, len(counts)):
+        if counts[d] > counts[most]:
+            most = d
+    return most
 
 
 @njit(cache=True, nogil=True)
