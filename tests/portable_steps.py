@@ -47,6 +47,14 @@ def glove_digest(optimizer: str, clip_norm: float, anchor: float) -> str:
     return _digest(kernel.words, kernel.side, np.array(losses), *kernel.word_state.values())
 
 
+def _sgns_batch(rng, shared: bool) -> dict:
+    """A batch of random pairs, one negative row a pair (or one per 8 pairs, shared), 5% weighted out."""
+    return {"center": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
+            "context": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
+            "negatives": rng.integers(0, N_WORDS, (BATCH // 8 if shared else BATCH, NEGATIVE)).astype(np.int32),
+            "weight": (rng.random(BATCH) < 0.95).astype(np.float32)}
+
+
 def sgns_digest(shared: bool) -> str:
     from embedtune.kernels.sgns import SgnsKernel
 
@@ -56,11 +64,7 @@ def sgns_digest(shared: bool) -> str:
     kernel = SgnsKernel(words, side, matrix, frozen_rows, TRAINABLE, BATCH, NEGATIVE, shared, 2, lockfree=False)
     losses = []
     for _ in range(STEPS):
-        batch = {"center": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
-                 "context": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
-                 "negatives": rng.integers(0, N_WORDS, (BATCH // 8 if shared else BATCH, NEGATIVE)).astype(np.int32),
-                 "weight": (rng.random(BATCH) < 0.95).astype(np.float32)}
-        losses.append(kernel.run([batch], [0.05])[0])
+        losses.append(kernel.run([_sgns_batch(rng, shared)], [0.05])[0])
     return _digest(kernel.words, kernel.side, np.array(losses))
 
 
@@ -75,11 +79,7 @@ def sgns_lazy_digest(optimizer: str, shared: bool, clip_norm: float) -> str:
     kernel = SgnsLazyKernel(words, side, matrix, frozen_rows, TRAINABLE, BATCH, NEGATIVE, shared, update, 2)
     losses = []
     for _ in range(STEPS):
-        batch = {"center": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
-                 "context": rng.integers(0, N_WORDS, BATCH).astype(np.int32),
-                 "negatives": rng.integers(0, N_WORDS, (BATCH // 8 if shared else BATCH, NEGATIVE)).astype(np.int32),
-                 "weight": (rng.random(BATCH) < 0.95).astype(np.float32)}
-        losses.append(kernel.run([batch], [0.05])[0])
+        losses.append(kernel.run([_sgns_batch(rng, shared)], [0.05])[0])
     return _digest(kernel.words, kernel.side, np.array(losses), *kernel.word_state.values(),
                    *kernel.side_state.values())
 

@@ -395,13 +395,19 @@ def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path
     (here: the formatter prints one frozen value wrong) is caught, not reported as 'no change'."""
     import embedtune.formats.text.write as textwrite
 
-    render = textwrite._render_lines
+    render, copied = textwrite._render_lines, textwrite.RenderedAhead.lines
 
     def wrong_first_value(words, rows, digits_hint=0):
         data, digits = render(words, rows, digits_hint)
         return data.replace(b"the 0.418 ", b"the 0.419 ", 1), digits
 
+    def wrong_copied_value(self, *args):
+        # the run's output is rendered ahead, and its unchanged lines copied from the input (verbatim.py)
+        made = copied(self, *args)
+        return None if made is None else (made[0].replace(b"the 0.418 ", b"the 0.419 ", 1), made[1])
+
     monkeypatch.setattr(textwrite, "_render_lines", wrong_first_value)
+    monkeypatch.setattr(textwrite.RenderedAhead, "lines", wrong_copied_value)
     output = tmp_path / "out.txt"
     result = run(["train", files["vectors"], files["corpus"], "-o", output, "--freeze-top", 1000, *FAST])
     assert result.exit_code == 1
