@@ -315,10 +315,14 @@ def make_step_trainer(n_rows: int, optimizer: str):
     """A Trainer over ``n_rows`` random rows, all but STEP_TRAINABLE frozen, and every row in the
     (pretend) corpus, so the trainable variable, the frozen constant and the context table really
     span all ``n_rows`` (the tables follow the words a corpus holds)."""
+    from embedtune import kernels
     from embedtune.config import Config, resolve, train_config
     from embedtune.plan.rules import Plan
     from embedtune.training.trainer import Trainer
 
+    # TensorFlow's step, as EMBEDTUNE_KERNEL=0 makes it: this part times `trainer.step.step`, which the
+    # compiled steps (sgd, and since kernels/sgns_lazy.py adagrad and adam too) do not have
+    kernels.KERNEL = False
     rng = np.random.default_rng(SEED)
     words = [f"w{i}" for i in range(n_rows)]
     matrix = rng.standard_normal((n_rows, STEP_DIM), dtype=np.float32) * 0.1
