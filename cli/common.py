@@ -177,14 +177,14 @@ def reader_options(nan_help: str = ALLOW_NAN_HELP):
 
 
 def load_training_vectors(path, format, keep_first_duplicate=False, allow_nan=False, replace_bad_utf8=False,
-                          limit=None):
+                          limit=None, kernels=False):
     """VECTORS as train, init, eval and neighbors read them (embedtune.formats.reading.load_training_vectors), its
-    notes said."""
+    notes said; ``kernels``: the command loads numba anyway."""
     from embedtune.formats.reading import Reading, load_training_vectors as load
 
     with reading_bar(path) as bar:
         return load(path, format, Reading(keep_first_duplicate, allow_nan, replace_bad_utf8), limit=limit,
-                    note=lambda text: message(f"Note: {text}"), progress=bar)
+                    note=lambda text: message(f"Note: {text}"), progress=bar, kernels=kernels)
 
 
 def say_compiling() -> None:

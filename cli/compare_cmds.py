@@ -23,15 +23,16 @@ INPUT = reads(exists=True, dir_okay=False, allow_dash=True)  # "-": standard inp
 CONFIG = ConfigFile(keys=("freeze_list", "train_list"), exists=True)
 
 
-def _load(path, format=None, limit=None, drop_nan=False, **reading):
+def _load(path, format=None, limit=None, drop_nan=False, kernels=False, **reading):
     """A vectors file; ``reading``: the reader options (--keep-first-duplicate, --allow-nan,
     --replace-bad-utf8); ``drop_nan``: --allow-nan leaves NaN/inf rows out (eval, neighbors cannot
-    score them) instead of keeping them (diff compares their bits)."""
+    score them) instead of keeping them (diff compares their bits); ``kernels``: the command loads numba
+    anyway (eval's analogies), so a big text file is read by the compiled parse."""
     from embedtune.formats import load_vectors
 
     message(f"reading {path}")
     if drop_nan:
-        return load_training_vectors(path, format, limit=limit, **reading)
+        return load_training_vectors(path, format, limit=limit, kernels=kernels, **reading)
     with reading_bar(path) as bar:
         return load_vectors(path, format=format, limit=limit, progress=bar, **reading)
 
@@ -326,7 +327,8 @@ def eval_cmd(
         similarity, analogies = similarity or [], analogies or []
 
     def score(path):
-        v = _load(path, format_, limit, drop_nan=True, **reading)
+        # the analogy search is compiled (compare/analogy_search.py); word pairs alone need no kernel
+        v = _load(path, format_, limit, drop_nan=True, kernels=analogies is None or bool(analogies), **reading)
         message(f"scoring {path}")
         # Shown only when scoring takes over a second (delay=1), on a terminal, without -q; redrawn while open, as
         # the similarity files' scoring (scipy's import: seconds on a loaded machine) reports nothing.

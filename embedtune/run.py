@@ -65,10 +65,11 @@ class _Loaded:
 
 
 def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, note, on_phase=None,
-          outline: bool = False) -> _Loaded:
+          outline: bool = False, kernels: bool = False) -> _Loaded:
     """The vectors loaded (unless given) and the config resolved once, for everything downstream (which
     takes it resolved), its ``--dim`` checked against them; the read reported to ``on_phase`` as a phase,
-    in bytes. ``outline``: their words and shape only (formats.outline_vectors, the dry run's)."""
+    in bytes. ``outline``: their words and shape only (formats.outline_vectors, the dry run's). ``kernels``:
+    the run loads numba anyway (load_training_vectors)."""
     from embedtune import formats
 
     if vectors is None:
@@ -87,7 +88,7 @@ def _load(config: Config, vectors: Vectors | None, reading: Reading, on_load, no
                 vectors = outline_training_vectors(config.vectors, config.format, reading, progress=_advancing(advance))
             else:
                 vectors = load_training_vectors(config.vectors, config.format, reading, note=note,
-                                                progress=_advancing(advance))
+                                                progress=_advancing(advance), kernels=kernels)
     seconds = {"load_vectors": time.perf_counter() - began}   # where the run's time goes (--json)
     config = resolve(config)
     check_dimension(vectors, config.train.dim, config.vectors)
@@ -174,7 +175,7 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
     read = vectors is None
-    loaded = _load(config, vectors, reading, on_load, note, on_phase)
+    loaded = _load(config, vectors, reading, on_load, note, on_phase, kernels=_counts_compiled(config, sentences))
     config, vectors = loaded.config, loaded.vectors
     objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as rendering:
@@ -183,6 +184,15 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
             rendering.callback(ahead.stop)   # at the write, or at an error before it
         return _run(config, loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
                     own_process, on_plan, progress, note, stop, on_phase, ahead)
+
+
+def _counts_compiled(config: Config, sentences) -> bool:
+    """Whether the run's corpus is a file the compiled reader counts (corpus/fast.py; numba loaded then,
+    before the steps, whichever they are): known before the vectors are read, unlike the step's choice,
+    which waits for the objective that the vectors' format resolves."""
+    from embedtune.corpus import fast
+
+    return sentences is None and config.corpus is not None and fast.ENABLED
 
 
 def _render_ahead(config: Config, vectors: Vectors, out_format: str | None, read: bool):

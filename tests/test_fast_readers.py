@@ -229,3 +229,98 @@ def test_mapped_binary_reader_leaves_damage_to_the_buffered_one(tmp_path):
     far.write_bytes(data + b" " * (3 << 20) + b"x")
     with pytest.raises(EmbedtuneError, match="more data after 50 records"):
         load_vectors(str(far))
+
+
+# -- which parse a process takes (read.py's takes_compiled) --------------------------------------
+
+# A command run in a child with every file big enough for the compiled parse once numba is loaded
+# (COMPILED_MIN_BYTES 0) and COMPILED_ALONE_MIN_BYTES as the library has it (far above these files) unless
+# the test says; it says on its last line of standard error whether numba was imported and whether the
+# reader's compiled parse ran.
+_CHOICE = """
+import json, os, sys
+from embedtune.formats.text import parse, read
+read.COMPILED_MIN_BYTES = 0
+if os.environ.get("ALONE_MIN_BYTES"):
+    read.COMPILED_ALONE_MIN_BYTES = int(os.environ["ALONE_MIN_BYTES"])
+taken = []
+compiled = parse._parse_compiled
+
+def spy(*args):
+    taken.append(1)
+    return compiled(*args)
+
+parse._parse_compiled = spy
+from embedtune.cli.main import cli
+try:
+    cli(sys.argv[1:], prog_name="embedtune")
+except SystemExit as done:
+    code = done.code
+print(json.dumps({"code": code, "numba": "numba" in sys.modules, "compiled": bool(taken)}), file=sys.stderr)
+"""
+
+
+def _choice(*args, alone_min=None) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EMBEDTUNE_COMPILED_READER": "1"}
+    env.pop("ALONE_MIN_BYTES", None)
+    if alone_min is not None:
+        env["ALONE_MIN_BYTES"] = str(alone_min)
+    ran = subprocess.run([sys.executable, "-c", _CHOICE, *map(str, args)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    said = json.loads(ran.stderr.splitlines()[-1])
+    assert said.pop("code") in (0, None), ran.stderr
+    return said
+
+
+def _corpus(glove_file: Path, tmp_path: Path) -> Path:
+    """Lines of the file's words 100 to 400: trainable past --freeze-top 100."""
+    words = [line.split(b" ", 1)[0] for line in glove_file.read_bytes().splitlines()[100:400]]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"".join(b" ".join(words[i:i + 12]) + b"\n" for i in range(0, len(words), 12)) * 4)
+    return corpus
+
+
+@pytest.fixture
+def glove_file(tmp_path) -> Path:
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:3000]))
+    return path
+
+
+def test_a_process_that_needs_no_kernel_reads_a_big_text_file_without_loading_numba(glove_file, tmp_path):
+    """numba's load is a fixed cost (issue 48.6: it put a 400k x 300 read at 1.52x its matrix): a command that needs
+    no compiled kernel (convert to binary, neighbors, eval of word pairs only) parses a file below
+    COMPILED_ALONE_MIN_BYTES with numpy, however far above COMPILED_MIN_BYTES; before, every such file loaded it."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("the\tof\t1.0\nand\tto\t2.0\nin\ta\t3.0\n")
+    for args in (["convert", glove_file, tmp_path / "v.bin"], ["neighbors", glove_file, "the", "-q"],
+                 ["eval", glove_file, "--similarity", pairs, "-q"]):
+        assert _choice(*args) == {"numba": False, "compiled": False}, args
+
+
+def test_a_file_past_the_alone_threshold_takes_the_compiled_parse_in_any_process(glove_file, tmp_path):
+    assert _choice("convert", glove_file, tmp_path / "v.bin", alone_min=0) == {"numba": True, "compiled": True}
+
+
+def test_eval_and_train_load_numba_before_a_big_text_file_and_parse_it_compiled(glove_file, tmp_path):
+    """Both load numba anyway (eval's analogy search, train's corpus reader): the read takes the compiled parse
+    (issue 48.5's speed: eval's 171 MB GloVe file), numba loaded before it by load_parser_ahead."""
+    analogies = tmp_path / "questions.txt"
+    analogies.write_text(": family\nthe of and to\nin a for is\n")
+    assert _choice("eval", glove_file, "--analogy", analogies, "-q") == {"numba": True, "compiled": True}
+    corpus = _corpus(glove_file, tmp_path)
+    assert _choice("train", glove_file, corpus, "-o", tmp_path / "tuned.txt", "--freeze-top", "100", "--epochs", "1",
+                   "-q") == {"numba": True, "compiled": True}
+
+
+def test_the_streamed_and_outlined_reads_never_take_the_compiled_parse(glove_file, tmp_path):
+    """inspect and the dry run look at each row once, or at a sample: numba's load would be most of what they hold."""
+    assert _choice("inspect", glove_file, alone_min=0) == {"numba": False, "compiled": False}
+    corpus = _corpus(glove_file, tmp_path)
+    assert _choice("train", glove_file, corpus, "-o", tmp_path / "tuned.txt", "--freeze-top", "100", "--dry-run",
+                   alone_min=0)["compiled"] is False
