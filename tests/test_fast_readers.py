@@ -307,9 +307,11 @@ def test_a_file_past_the_alone_threshold_takes_the_compiled_parse_in_any_process
     assert _choice("convert", glove_file, tmp_path / "v.bin", alone_min=0) == {"numba": True, "compiled": True}
 
 
-def test_eval_and_train_load_numba_before_a_big_text_file_and_parse_it_compiled(glove_file, tmp_path):
-    """Both load numba anyway (eval's analogy search, train's corpus reader): the read takes the compiled parse
-    (issue 48.5's speed: eval's 171 MB GloVe file), numba loaded before it by load_parser_ahead."""
+def test_eval_train_and_a_text_convert_load_numba_before_a_big_text_file_and_parse_it_compiled(glove_file, tmp_path):
+    """Each loads numba anyway (eval's analogy search, train's corpus reader, the text writer's kernel): the read
+    takes the compiled parse (issue 48.5's speed: eval's 171 MB GloVe file), numba loaded before it
+    (load_vectors's ``kernels``)."""
+    assert _choice("convert", glove_file, tmp_path / "v.vec", "-q") == {"numba": True, "compiled": True}
     analogies = tmp_path / "questions.txt"
     analogies.write_text(": family\nthe of and to\nin a for is\n")
     assert _choice("eval", glove_file, "--analogy", analogies, "-q") == {"numba": True, "compiled": True}

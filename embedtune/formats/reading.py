@@ -28,15 +28,11 @@ def load_training_vectors(path: str, format: str | None, reading: Reading = Read
     """VECTORS as train, init, eval and neighbors read them: with ``allow_nan``, rows with NaN or
     infinity left out (``note`` says which), since none of them can use such a row. ``progress``: the
     reader's (formats.load_vectors). ``kernels``: the caller loads numba anyway (train's corpus reader, eval's
-    analogy search), so a big text file is read by the compiled parse, loaded first (formats/text/read.py's
-    load_parser_ahead); a caller that needs no kernel leaves the choice to the file's size alone."""
+    analogy search): formats.load_vectors's."""
     from embedtune import formats
 
-    if kernels:
-        from embedtune.formats.text.read import load_parser_ahead
-
-        load_parser_ahead(path)
-    vectors = formats.load_vectors(path, format=format, limit=limit, progress=progress, **dataclasses.asdict(reading))
+    vectors = formats.load_vectors(path, format=format, limit=limit, progress=progress, kernels=kernels,
+                                   **dataclasses.asdict(reading))
     left_out = []
     if reading.allow_nan:
         vectors, left_out = formats.without_nonfinite(vectors)

@@ -149,9 +149,9 @@ def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) 
 
 def load_parser() -> None:
     """lines.py's kernel loaded: numba's import and its first call in a process are a second or two of CPU
-    (its typing and target registries), so the text reader takes that kernel only for a file big enough to
-    pay for it (read.py's COMPILED_MIN_BYTES), and a reading that forks loads it first so that its children
-    inherit it rather than each load it."""
+    (its typing and target registries) and its resident memory, so the text reader takes that kernel only
+    where the process pays for numba anyway or the file is big enough to (read.py's takes_compiled), and a
+    reading that forks loads it first so that its children inherit it rather than each load it."""
     _parse_compiled(b"w 0\n", 1, 1)   # the argument types of every call: one specialisation
 
 
