@@ -30,11 +30,11 @@ from memory_sizes import make_text, tree_rss, watched  # noqa: E402
 RUN = """
 import sys
 from embedtune.formats import load_vectors
-from embedtune.formats.text import read
+from embedtune.formats.text import parse
 if sys.argv[3] == "compiled":   # numba loaded first, as train and eval do
-    read.load_parser_ahead(sys.argv[1])
+    parse.load_parser_ahead(sys.argv[1])
 elif sys.argv[3] == "numpy":
-    read.COMPILED_MIN_BYTES = 1 << 62
+    parse.COMPILED_MIN_BYTES = 1 << 62
 vectors = load_vectors(sys.argv[1], format=sys.argv[2])
 import os
 with open("/proc/self/status") as f:

@@ -135,7 +135,7 @@ def convert_cmd(input_path, output_path, to_format, format_, limit, keep_first_d
     with reading_bar(input_path) as bar:
         vectors = formats.load_vectors(input_path, in_format, limit, keep_first_duplicate=keep_first_duplicate,
                                        allow_nan=allow_nan, replace_bad_utf8=replace_bad_utf8, progress=bar,
-                                       kernels=formats.writes_compiled(out_format))
+                                       kernels=formats.get_format(out_format).renders_ahead)   # its writer's kernel
     with ProgressBar(f"writing {os.path.basename(output_path) or output_path}", "rows") as bar:
         formats.save_vectors(vectors, output_path, out_format, progress=bar)
     if output_path == "-":

@@ -20,12 +20,11 @@ def test_the_text_reader_compiles_its_line_kernel_once_whatever_the_block(tmp_pa
     from embedtune.formats import load_vectors
     from embedtune.formats.text import lines
     from embedtune.formats.text import parse as textparse
-    from embedtune.formats.text import read as textread
 
     textparse.load_parser()
     textparse.parse_columns(b"a 0.5 -1\r\nb 1e5 nan\r\n", 2, 2, compiled=True)   # crlf, values float() parses
     (tmp_path / "v.txt").write_bytes(b"a 0.5 1\nb 2 3\n")
-    monkeypatch.setattr(textread, "COMPILED_MIN_BYTES", 0)
+    monkeypatch.setattr(textparse, "COMPILED_MIN_BYTES", 0)
     load_vectors(str(tmp_path / "v.txt"))                                         # the reader's own blocks
     assert len(lines._parse_lines.signatures) == 1, lines._parse_lines.signatures
 

@@ -149,8 +149,9 @@ def test_columns_parser_hands_files_full_of_exponents_to_numpy(compiled):
 
 
 def test_a_big_file_read_by_the_compiled_kernel_gives_the_words_bits_and_errors_of_numpys(tmp_path, monkeypatch):
-    """read.py parses a file of COMPILED_MIN_BYTES or more with lines.py's kernel (here every file, and in two
-    processes): the same words and bits as decimals.py's path, and the same error for a bad line."""
+    """read.py parses a file of COMPILED_MIN_BYTES or more with lines.py's kernel once numba is loaded (this module
+    imports lines.py; here every file, and in two processes): the same words and bits as decimals.py's path,
+    and the same error for a bad line."""
     from embedtune.formats.text import read as textread
 
     monkeypatch.setattr(textread, "PARALLEL_MIN_BYTES", 1 << 16)
@@ -162,7 +163,7 @@ def test_a_big_file_read_by_the_compiled_kernel_gives_the_words_bits_and_errors_
     bad.write_bytes(data + b"x " + b"1 " * 48 + b"1..5\n")
     read = {}
     for compiled_min in (1 << 62, 0):
-        monkeypatch.setattr(textread, "COMPILED_MIN_BYTES", compiled_min)
+        monkeypatch.setattr(textparse, "COMPILED_MIN_BYTES", compiled_min)
         vectors = load_vectors(str(good), allow_nan=True)
         with pytest.raises(EmbedtuneError) as error:
             load_vectors(str(bad))
@@ -231,7 +232,7 @@ def test_mapped_binary_reader_leaves_damage_to_the_buffered_one(tmp_path):
         load_vectors(str(far))
 
 
-# -- which parse a process takes (read.py's takes_compiled) --------------------------------------
+# -- which parse a process takes (parse.py's takes_compiled) --------------------------------------
 
 # A command run in a child with every file big enough for the compiled parse once numba is loaded
 # (COMPILED_MIN_BYTES 0) and COMPILED_ALONE_MIN_BYTES as the library has it (far above these files) unless
@@ -239,10 +240,10 @@ def test_mapped_binary_reader_leaves_damage_to_the_buffered_one(tmp_path):
 # reader's compiled parse ran.
 _CHOICE = """
 import json, os, sys
-from embedtune.formats.text import parse, read
-read.COMPILED_MIN_BYTES = 0
+from embedtune.formats.text import parse
+parse.COMPILED_MIN_BYTES = 0
 if os.environ.get("ALONE_MIN_BYTES"):
-    read.COMPILED_ALONE_MIN_BYTES = int(os.environ["ALONE_MIN_BYTES"])
+    parse.COMPILED_ALONE_MIN_BYTES = int(os.environ["ALONE_MIN_BYTES"])
 taken = []
 compiled = parse._parse_compiled
 

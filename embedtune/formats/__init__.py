@@ -32,13 +32,13 @@ from embedtune.formats.fasttext import is_fasttext_model
 from embedtune.formats.io import Source, open_source, open_target
 from embedtune.formats.text.outline import TextOutline
 from embedtune.formats.text.read import TextReader
-from embedtune.formats.text.parse import NUMBER, parse_header
+from embedtune.formats.text.parse import NUMBER, load_parser_ahead, parse_header
 from embedtune.formats.text.write import RenderedAhead, write_text
 from embedtune.vectors import Vectors, VectorsOutline
 
 __all__ = [
     "FORMATS", "FORMAT_NAMES", "VECTOR_FORMATS", "Format", "check_format_name", "detect_format", "load_vectors",
-    "outline_vectors", "read_table", "save_vectors", "writes_compiled",
+    "outline_vectors", "read_table", "save_vectors",
     "duplicate_error", "nonfinite_error", "output_format", "stream_table", "without_nonfinite",
 ]
 
@@ -51,7 +51,7 @@ class Format:
     write: Callable  # (vectors, out, name, progress, on_written, check_rows[, ahead: text formats]) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
     from_model: bool = False  # written only from vectors read from such a file (a fastText model's subwords)
-    renders_ahead: bool = False  # its write takes lines rendered ahead (render_ahead)
+    renders_ahead: bool = False  # its write takes lines rendered ahead (render_ahead); a compiled kernel renders them
 
 
 def _text_format(name, description, header):
@@ -108,12 +108,6 @@ def get_format(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise EmbedtuneError(f"unknown format '{name}' (expected one of {', '.join(FORMAT_NAMES)})") from None
-
-
-def writes_compiled(name: str) -> bool:
-    """Whether writing format ``name`` loads numba: a text format's lines are rendered by a compiled kernel
-    (text/render.py), so its reader may take the compiled parse at no further cost (load_vectors's kernels)."""
-    return get_format(name).rows_are_lines
 
 
 def check_format_name(name: str) -> str:
@@ -257,7 +251,7 @@ class TableStream:
             yield from binary_blocks(source, replace_bad_utf8=self.replace_bad_utf8, progress=self.progress,
                                      on_header=on_header)
         elif fmt.rows_are_lines:
-            # numba's load would be most of what a streamed read holds (inspect, diff; read.py's takes_compiled)
+            # numba's load would be most of what a streamed read holds (inspect, diff; text/parse.py's takes_compiled)
             reader = TextReader(source, header=fmt.name != "glove", replace_bad_utf8=self.replace_bad_utf8,
                                 progress=self.progress, parallel=False, compiled=False)
             blocks = reader.blocks()
@@ -296,15 +290,11 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     allow_nan : keep rows with NaN or infinity (default: an error naming the line).
     replace_bad_utf8 : replace bytes that are not UTF-8 in words (default: an error naming the line).
     progress : called as progress(bytes_read, total_bytes_or_None) after each block.
-    kernels : the process loads numba anyway (train, eval, a text writer, the caller's own compiled code): a
-        text file of 128 MiB or more is then parsed by a compiled kernel, several times faster; by default only
-        a file of 2 GiB or more is, where numba's own memory is small against the matrix (text/read.py's
-        takes_compiled). The same words and bits either way.
+    kernels : the process loads numba anyway (train, eval, a text writer, your own compiled code): a text file of
+        128 MiB or more is then parsed faster by a compiled kernel; else only from 2 GiB (text/parse.py's takes_compiled).
     Returns Vectors (words in file order, float32 matrix [n, dim]).
     """
     if kernels:
-        from embedtune.formats.text.read import load_parser_ahead
-
         load_parser_ahead(path)
     table = read_table(path, format, limit, replace_bad_utf8=replace_bad_utf8, progress=progress)
     if not allow_nan:
@@ -346,7 +336,7 @@ def outline_vectors(path, format=None, *, sample=OUTLINE_SAMPLE_ROWS, keep_first
             words, matrix, first_row = read_binary_outline(source, sample=sample, replace_bad_utf8=replace_bad_utf8,
                                                            progress=progress)
         elif fmt.rows_are_lines:
-            # only the sample's values are parsed: never worth numba's load (read.py's takes_compiled)
+            # only the sample's values are parsed: never worth numba's load (text/parse.py's takes_compiled)
             reader = TextOutline(source, header=fmt.name != "glove", replace_bad_utf8=replace_bad_utf8,
                                  progress=progress, parallel=False, compiled=False)
             words, matrix, first_row = reader.outline(sample)
@@ -452,12 +442,7 @@ def find_duplicates(words) -> list:
     if len(set(words)) == len(words):
         return []
     first = {}
-    duplicates = []
-    for row, word in enumerate(words):
-        seen = first.setdefault(word, row)
-        if seen != row:
-            duplicates.append((row, seen))
-    return duplicates
+    return [(row, seen) for row, word in enumerate(words) if (seen := first.setdefault(word, row)) != row]
 
 
 # -- saving ------------------------------------------------------------------------------------

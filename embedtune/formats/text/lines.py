@@ -14,7 +14,7 @@ dim values, each after one space, the last before the newline. decimals.py does 
 whole-array operations (the digits read eight at a time from uint64 words), whose temporary arrays made
 reading a big file most of eval's CPU time; numba's import and first call in a process are what this
 costs instead, so only a big file is read here, and below a very big one only by a process that loads numba
-anyway (read.py's takes_compiled; benchmarks/log/eval_speed.md, text_read.md).
+anyway (parse.py's takes_compiled; benchmarks/log/eval_speed.md, text_read.md).
 
 Anything else (an exponent, nan, inf, a sign '+', more than 15 characters, a stray byte) is reported
 back, not guessed: its position comes back and the caller parses it (or gives up on the block).

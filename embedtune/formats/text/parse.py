@@ -6,7 +6,9 @@ read-back both use."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -20,6 +22,17 @@ NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?
                     re.IGNORECASE)
 ASCII_SPACE = " \t\n\r\x0b\x0c"  # what the readers split on (bytes.split); other spaces belong to words
 PIECE_BYTES = 1 << 20  # the columns parser's arrays stay in cache (benchmarks/README.md, io)
+# Which parse a file takes (takes_compiled) weighs what the process pays for lines.py's kernel: numba's
+# import and first call, a fixed cost in CPU and resident memory whatever the file's size
+# (benchmarks/log/text_read.md). The same words and bits either way.
+# - numba loaded already, or said to be coming (load_vectors's ``kernels``: train, eval's analogies, a convert
+#   to text, whose writer's kernel loads it): the kernel from COMPILED_MIN_BYTES on, where it saves more than
+#   its first call costs (benchmarks/log/eval_speed.md);
+# - otherwise (a convert to binary, neighbors, a Python caller's load_vectors): numpy's parse (decimals.py)
+#   below COMPILED_ALONE_MIN_BYTES, which keeps a GloVe text read within issue 48's 1.3x its matrix; from
+#   there the matrix (about 0.47 bytes a byte of text) is big enough that numba's fixed memory keeps it so.
+COMPILED_MIN_BYTES = 128 << 20
+COMPILED_ALONE_MIN_BYTES = 2 << 30
 
 _HEADER = re.compile(rb"\s*(\d+)\s+(\d+)\s*")
 _SIGNED_HEADER = re.compile(rb"\s*([+-]?\d+)\s+([+-]?\d+)\s*")
@@ -150,9 +163,29 @@ def parse_piece(body: bytes, text, start: int, stop: int, dim: int, out, words) 
 def load_parser() -> None:
     """lines.py's kernel loaded: numba's import and its first call in a process are a second or two of CPU
     (its typing and target registries) and its resident memory, so the text reader takes that kernel only
-    where the process pays for numba anyway or the file is big enough to (read.py's takes_compiled), and a
+    where the process pays for numba anyway or the file is big enough to (takes_compiled), and a
     reading that forks loads it first so that its children inherit it rather than each load it."""
     _parse_compiled(b"w 0\n", 1, 1)   # the argument types of every call: one specialisation
+
+
+def takes_compiled(size) -> bool:
+    """Whether a file of ``size`` bytes on disk (None: unknown) is parsed by lines.py's kernel in this process:
+    the rule above COMPILED_MIN_BYTES, numba's load weighed against what the process pays for it anyway."""
+    size = size or 0
+    return size >= COMPILED_MIN_BYTES and ("numba" in sys.modules or size >= COMPILED_ALONE_MIN_BYTES)
+
+
+def load_parser_ahead(path) -> None:
+    """lines.py's kernel loaded before ``path`` is read, by a process that loads numba anyway (train's corpus
+    reader and compiled steps, eval's analogy search), where the file is big enough for the kernel once numba
+    is loaded: the read then takes it (takes_compiled) rather than numpy's slower parse. Nothing for a
+    smaller file, standard input or a name that is not a file (the read says what is wrong)."""
+    try:
+        size = os.stat(path).st_size if path != "-" else 0
+    except (OSError, TypeError, ValueError):
+        return
+    if size >= COMPILED_MIN_BYTES:
+        load_parser()
 
 
 def _parse_compiled(body: bytes, dim: int, n: int):

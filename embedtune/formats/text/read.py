@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import signal
 import stat
-import sys
 
 import numpy as np
 
@@ -35,45 +34,16 @@ from embedtune.errors import EmbedtuneError
 from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matrix, resize_matrix
 from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
                                            _shared_counts)
-from embedtune.formats.text.parse import NUMBER, NotFast, count_fields, load_parser, nth_newline, parse_fast
+from embedtune.formats.text.parse import (NUMBER, NotFast, count_fields, load_parser, nth_newline, parse_fast,
+                                          takes_compiled)
 from embedtune.formats.text.parse import parse_header
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
 # Below this many bytes per process a fork and the transfer cost more than they save.
 PARALLEL_MIN_BYTES = 16 << 20
-# Which parse a file takes weighs what this process pays for lines.py's kernel: numba's import and first
-# call, a fixed cost in CPU and resident memory whatever the file's size (benchmarks/log/text_read.md).
-# - numba already loaded (train, eval: load_parser_ahead; or a caller's own import): the kernel from
-#   COMPILED_MIN_BYTES on, where it saves more than its first call costs (benchmarks/log/eval_speed.md);
-# - numba not loaded (convert, neighbors, a Python caller's load_vectors): only from COMPILED_ALONE_MIN_BYTES
-#   on, where the matrix (about 0.47 bytes a byte of GloVe text) makes numba's memory a small part of the
-#   read's peak (issue 48: the read within 1.3x its matrix); below it numpy's parse (decimals.py), the same
-#   words and bits.
-COMPILED_MIN_BYTES = 128 << 20
-COMPILED_ALONE_MIN_BYTES = 2 << 30
 MAX_PROCESSES = 8
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-def takes_compiled(size) -> bool:
-    """Whether a file of ``size`` bytes on disk (None: unknown) is parsed by lines.py's kernel in this process:
-    the rule above COMPILED_MIN_BYTES, numba's load weighed against what the process pays for it anyway."""
-    size = size or 0
-    return size >= COMPILED_MIN_BYTES and ("numba" in sys.modules or size >= COMPILED_ALONE_MIN_BYTES)
-
-
-def load_parser_ahead(path) -> None:
-    """lines.py's kernel loaded before ``path`` is read, by a process that loads numba anyway (train's corpus
-    reader and compiled steps, eval's analogy search), where the file is big enough for the kernel once numba
-    is loaded: the read then takes it (takes_compiled) rather than numpy's slower parse. Nothing for a
-    smaller file, standard input or a name that is not a file (the read says what is wrong)."""
-    try:
-        size = os.stat(path).st_size if path != "-" else 0
-    except (OSError, TypeError, ValueError):
-        return
-    if size >= COMPILED_MIN_BYTES:
-        load_parser()
-
-
 def _shorten(data: bytes, limit: int = 40) -> str:
     """The start of a line for a message; bytes that are not UTF-8 and control bytes are escaped
     (\\x8b), so binary data (a compressed or damaged file) never puts raw bytes on a terminal."""
