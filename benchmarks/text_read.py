@@ -9,8 +9,8 @@ Files (made on the first run under --folder, by benchmarks/memory_sizes.py's mak
 20,000 rows rendered once and repeated under new words w0, w1, ...): `text.R.D.txt` (GloVe) and
 `text.R.D.vec` (its header `R D`). Per run: `wall` (the child's, imports included), `CPU` (the child's and
 its forked readers'), `peak` (its VmHWM as it ends: what the reading process held at most) and `tree` (the
-largest sum of resident sizes of the child and the processes it forks, sampled every 20 ms). Ratios are to the matrix, rows x dim x 4 bytes. GB are 10^9
-bytes; the load is printed before and after.
+largest sum of resident sizes of the child and the processes it forks, sampled every 20 ms). Ratios are to
+the matrix, rows x dim x 4 bytes. GB are 10^9 bytes; the load is printed before and after.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def main() -> None:
                   f"tree {tree / 1e9:.3f} GB ({tree / matrix:.3f}x)  load {os.getloadavg()[0]:.1f}", flush=True)
     for fmt in formats:
         wall, peak, tree, cpu = (statistics.median(r[k] for r in runs[fmt]) for k in range(4))
-        print(f"{fmt:9s} median of {len(runs[fmt])}: {wall:.1f} s, CPU {cpu:.1f} s, peak {peak / 1e9:.3f} GB ({peak / matrix:.3f}x), "
-              f"tree {tree / 1e9:.3f} GB ({tree / matrix:.3f}x)")
+        print(f"{fmt:9s} median of {len(runs[fmt])}: {wall:.1f} s, CPU {cpu:.1f} s, "
+              f"peak {peak / 1e9:.3f} GB ({peak / matrix:.3f}x), tree {tree / 1e9:.3f} GB ({tree / matrix:.3f}x)")
     print(f"load after: {os.getloadavg()[0]:.1f}")
 
 

@@ -51,7 +51,7 @@ class Format:
     write: Callable  # (vectors, out, name, progress, on_written, check_rows[, ahead: text formats]) -> None
     rows_are_lines: bool  # text rows are named by line number, binary ones by record number
     from_model: bool = False  # written only from vectors read from such a file (a fastText model's subwords)
-    renders_ahead: bool = False  # its write takes lines rendered ahead (render_ahead); a compiled kernel renders them
+    renders_ahead: bool = False  # its write takes lines rendered ahead (render_ahead), by a compiled kernel
 
 
 def _text_format(name, description, header):
@@ -291,7 +291,7 @@ def load_vectors(path, format=None, limit=None, *, keep_first_duplicate=False, a
     replace_bad_utf8 : replace bytes that are not UTF-8 in words (default: an error naming the line).
     progress : called as progress(bytes_read, total_bytes_or_None) after each block.
     kernels : the process loads numba anyway (train, eval, a text writer, your own compiled code): a text file of
-        128 MiB or more is then parsed faster by a compiled kernel; else only from 2 GiB (text/parse.py's takes_compiled).
+        128 MiB or more is then parsed faster by a compiled kernel; else only from 2 GiB (text/parse.py).
     Returns Vectors (words in file order, float32 matrix [n, dim]).
     """
     if kernels:
