@@ -39,7 +39,7 @@ def _buckets(ids, line, n_words, window, runs, like):
     after the earlier runs' (a pair belongs to its first position's run), so every row's partners are in
     corpus order whatever ``runs`` is. One run had a core do this while the others waited
     (benchmarks/log/glove_job.md). Id and distance in one number: one scattered write a pair, not two (the
-    fill's writes land all over the block's buckets; the count's CPU 0.84x on the main job's blocks)."""
+    fill's writes land all over the block's buckets: benchmarks/log/glove_job.md)."""
     n = len(ids)
     per_run = np.zeros((runs, n_words), np.int64)
     for p in prange(runs):
