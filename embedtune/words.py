@@ -164,6 +164,7 @@ class WordIndex(Mapping):
                         lost[i] = False
             pending, slots = pending[lost], (slots[lost] + 1) & mask
         self._table = table
+        self._keys_rows = None   # rows_of_keys' last (mapping, rows)
         self._slots = memoryview(table)   # indexing a memoryview gives a Python int, faster than numpy
         self._len = n - len(skipped)
         # Rows whose word is at an earlier row too: iteration skips them (a dict's order).
@@ -202,6 +203,16 @@ class WordIndex(Mapping):
             out[pending[same]] = held[same]
             pending, slots = pending[~same], (slots[~same] + 1) & self._mask
         return out
+
+    def rows_of_keys(self, counts: Mapping) -> np.ndarray:
+        """``rows(list(counts))``, read-only, made once for the same ``counts`` (a corpus's, not changed once
+        counted): the plan, the new words' choice and their context pass each look the corpus's words up."""
+        held = self._keys_rows
+        if held is None or held[0] is not counts:
+            rows = self.rows(list(counts))
+            rows.flags.writeable = False
+            self._keys_rows = held = (counts, rows)
+        return held[1]
 
     def __getitem__(self, word) -> int:
         row = self.find(word)

@@ -304,6 +304,41 @@ def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
     assert np.diff(indptr)[: n_words // 8].sum() > indptr[-1] / 2   # equal rows would have been this uneven
 
 
+def test_a_bucketed_pair_packs_its_partner_and_distance_in_int32_or_int64_with_the_same_counts(monkeypatch):
+    """The bucket holds each pair's partner and distance in one number (kernels.cooccur._buckets): int32 while
+    every id fits, int64 past that; both give the brute-force counts' keys and the same bits, up to the
+    largest window the config allows (100, the distance's DISTANCE_BITS)."""
+    import dataclasses
+
+    from embedtune.config.schema import TrainConfig
+    from embedtune.kernels import cooccur
+
+    window = next(f for f in dataclasses.fields(TrainConfig) if f.name == "window").metadata["key"]["range"]
+    assert window.high == 100 < 1 << cooccur.DISTANCE_BITS
+    assert cooccur.packed_like(2**24).dtype == np.int32 and cooccur.packed_like(2**24 + 1).dtype == np.int64
+    rng = np.random.default_rng(5)
+    n_words = 50
+    ids = rng.integers(0, n_words, 3000).astype(np.int32)
+    line = np.repeat(np.arange(10, dtype=np.int32), 300)
+    narrow = cooccur.count_block(ids, line, n_words, 100, 4)
+    monkeypatch.setattr(cooccur, "packed_like", lambda n: np.zeros(0, np.int64))
+    wide = cooccur.count_block(ids, line, n_words, 100, 4)
+    for x, y in zip(narrow, wide):
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    indptr, cols, values = narrow
+    rows = np.repeat(np.arange(n_words), np.diff(indptr))
+    expected = {}
+    for start in range(0, len(ids), 300):
+        one = ids[start:start + 300].tolist()
+        for p in range(len(one)):
+            for q in range(p + 1, min(p + 101, len(one))):
+                key = (min(one[p], one[q]), max(one[p], one[q]))
+                expected[key] = expected.get(key, 0.0) + 1.0 / (q - p)
+    got = dict(zip(zip(rows.tolist(), cols.tolist()), values.tolist()))
+    assert got.keys() == expected.keys()
+    assert all(got[key] == pytest.approx(value, rel=1e-12) for key, value in expected.items())
+
+
 def test_a_small_corpus_is_counted_by_the_serial_twin_with_the_same_bits(monkeypatch):
     """A corpus of one small block, or a count on one thread, is counted by count_block's serial twin (so that a
     cold run compiles only that, issue 48.1), with the parallel kernel's bits; a larger one by count_block."""

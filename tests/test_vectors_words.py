@@ -118,3 +118,31 @@ def test_context_sums_with_the_corpus_vocabulary_as_before(tmp_path):
     for found in (counted, everything):
         assert np.array_equal(lean.sums, found.sums) and np.array_equal(lean.contexts, found.contexts)
     assert lean.contexts.tolist()[0] == 3
+
+
+def test_a_run_looks_the_corpus_s_words_up_in_the_vectors_index_once(monkeypatch):
+    """The plan's row counts, the new words' choice and their context pass each need every corpus word's row:
+    ``WordIndex.rows_of_keys`` looks them up once for the same counts (read-only), not once each."""
+    from collections import Counter
+
+    from train_fixtures import HIDDEN, glove, sample_lines
+
+    from embedtune.plan.rows import decide_rows
+    from embedtune.config import Config, resolve
+
+    index = WordIndex(["a", "b", "c"])
+    counts = Counter({"b": 3, "x": 2, "a": 1})
+    rows = index.rows_of_keys(counts)
+    assert rows.tolist() == [1, -1, 0] and not rows.flags.writeable
+    assert index.rows_of_keys(counts) is rows and index.rows_of_keys(Counter(counts)) is not rows
+
+    looked_up = []
+    rows_of = WordIndex.rows
+    monkeypatch.setattr(WordIndex, "rows", lambda self, words: looked_up.append(len(words)) or rows_of(self, words))
+    vectors = glove(20000, drop=HIDDEN)
+    corpus = Corpus(sample_lines(400))
+    counts, total, _ = corpus.count()
+    config = resolve(Config(vectors="v.txt", corpus="c.txt", format="glove"))
+    plan, init = decide_rows(vectors, counts, total, config, corpus, 5)
+    assert plan.n_new > 0 and init is not None
+    assert looked_up.count(len(counts)) == 1

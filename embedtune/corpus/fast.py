@@ -15,7 +15,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from itertools import accumulate
+from itertools import accumulate, repeat
 
 import numpy as np
 
@@ -282,8 +282,8 @@ class FastPass:
         the same one), again only when a pass found new raw tokens (the file changed since the count)."""
         table = self.table
         if self._rows is None or self._rows[0] is not index or self._rows[1] != table.n_types:
-            get = index.get
-            word_rows = np.fromiter((get(w, -1) for w in table.words), np.int32, len(table.words))
+            n = len(table.words)
+            word_rows = np.fromiter(map(index.get, table.words, repeat(-1, n)), np.int32, n)
             pieces = (np.asarray(table.piece_start, np.int64), word_rows[np.asarray(table.piece_ids, np.int64)])
             self._rows = (index, table.n_types, pieces)
         return self._rows[2]

@@ -4,8 +4,8 @@ scale and biases (objectives/glove.py says what each computes; its numpy referen
 The count takes the kept ids a block of lines at a time: every pair of positions on one line at most
 ``window`` apart is put in its row's bucket (the smaller id's; a counting sort), then each row's partners
 are summed (weight 1/distance, float64, in corpus order) and sorted, a row per thread. A block's counts are
-merged into the running total row by row. Memory follows the block's pairs (5 bytes each) and the
-distinct pairs, never the vocabulary squared.
+merged into the running total row by row. Memory follows the block's pairs (4 bytes each, 8 past 2^24
+words) and the distinct pairs, never the vocabulary squared.
 """
 
 from __future__ import annotations
@@ -15,27 +15,31 @@ from numba import njit, prange, set_num_threads
 
 from embedtune.kernels.common import PARALLEL, _search_sorted, _sort, kernel_threads, serial
 
-# Pairs (positions at most window apart) of one block; the bucket costs 5 bytes a pair (the dry run's
-# estimate, objectives/glove.py, counts it). Smaller blocks cost more merges; each block is also a step
-# of the count's progress bar.
+# Pairs (positions at most window apart) of one block; the bucket costs 4 bytes a pair (8 past 2^24 words).
+# Smaller blocks cost more merges; each block is also a step of the count's progress bar.
 BLOCK_PAIRS = 1 << 24
 # A row whose partners fill more than 1 in SCAN_SPAN of the ids between its first and its last reads its sums
 # off the dense array in column order instead of sorting its columns: the frequent words' rows, where the
 # sort took a third of count_block's CPU on Zipf-distributed ids (benchmarks/log/glove_job.md). The same
 # columns in the same order with the same sums either way: the bits do not change.
 SCAN_SPAN = 16
+# A bucketed pair's distance takes the low bits of its packed number (config: a window of at most 100).
+DISTANCE_BITS = 7
+DISTANCE_MASK = (1 << DISTANCE_BITS) - 1
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True)
-def _buckets(ids, line, n_words, window, runs):
-    """(starts [n_words + 1], partners int32, distances uint8): the partners of row r (the pairs whose
-    smaller id is r) are partners[starts[r]:starts[r + 1]], in corpus order.
+def _buckets(ids, line, n_words, window, runs, like):
+    """(starts [n_words + 1], partners): the partners of row r (the pairs whose smaller id is r) are
+    partners[starts[r]:starts[r + 1]], in corpus order, each packed as (its id << DISTANCE_BITS) | distance in
+    an array of ``like``'s type (``packed_like``).
 
     A counting sort over ``runs`` runs of positions at once (a thread each: a row count each, as large as
     count_block's per-thread sums): each run counts its pairs per row, then fills its own slots of each row,
     after the earlier runs' (a pair belongs to its first position's run), so every row's partners are in
     corpus order whatever ``runs`` is. One run had a core do this while the others waited
-    (benchmarks/log/glove_job.md)."""
+    (benchmarks/log/glove_job.md). Id and distance in one number: one scattered write a pair, not two (the
+    fill's writes land all over the block's buckets: benchmarks/log/glove_job.md)."""
     n = len(ids)
     per_run = np.zeros((runs, n_words), np.int64)
     for p in prange(runs):
@@ -54,8 +58,7 @@ def _buckets(ids, line, n_words, window, runs):
             per_run[p, r] = at
             at += size
         starts[r + 1] = at
-    partners = np.empty(starts[n_words], np.int32)
-    distances = np.empty(starts[n_words], np.uint8)
+    partners = np.empty(starts[n_words], like.dtype)
     for p in prange(runs):
         fill = per_run[p]
         for i in range(p * n // runs, (p + 1) * n // runs):
@@ -65,32 +68,41 @@ def _buckets(ids, line, n_words, window, runs):
                     break
                 b = ids[i + d]
                 r = min(a, b)
-                partners[fill[r]] = max(a, b)
-                distances[fill[r]] = d
+                partners[fill[r]] = (max(a, b) << DISTANCE_BITS) | d
                 fill[r] += 1
-    return starts, partners, distances
+    return starts, partners
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
+def packed_like(n_words: int) -> np.ndarray:
+    """An empty array of the type _buckets packs a pair's partner and distance in: int32 while every id fits
+    (4 bytes a pair), else int64."""
+    return np.zeros(0, np.int32 if n_words << DISTANCE_BITS <= 2**31 else np.int64)
+
+
 def count_block(ids, line, n_words, window, parts):
     """The counts of one block of kept ids as CSR (indptr [n_words + 1] int64, cols int32 sorted within each
     row, values float64): X[j, k] (j <= k) sums 1/distance over the pairs of positions on one line at most
     ``window`` apart with ids {j, k}. ``line``: equal values, the same line. The bits do not depend on
     ``parts`` (each row is summed in corpus order)."""
-    starts, partners, distances = _buckets(ids, line, n_words, window, max(1, parts // 4))
+    return _count_block(ids, line, n_words, window, parts, packed_like(n_words))
+
+
+@njit(parallel=PARALLEL, nogil=True, cache=True)
+def _count_block(ids, line, n_words, window, parts, like):
+    """count_block's kernel (``like``: _buckets')."""
+    starts, partners = _buckets(ids, line, n_words, window, max(1, parts // 4), like)
     bounds = _even_parts(starts, parts)
     sizes = np.zeros(n_words, np.int64)
     for p in prange(parts):
-        acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
+        # The last row each partner was seen in: one pass a row, with nothing to clear after it.
+        seen = np.full(n_words, -1, np.int32)
         for r in range(bounds[p], bounds[p + 1]):
             m = 0
             for e in range(starts[r], starts[r + 1]):
-                c = partners[e]
-                if acc[c] == 0:
-                    acc[c] = 1.0
+                c = partners[e] >> DISTANCE_BITS
+                if seen[c] != r:
+                    seen[c] = r
                     m += 1
-            for e in range(starts[r], starts[r + 1]):
-                acc[partners[e]] = 0
             sizes[r] = m
     indptr = np.zeros(n_words + 1, np.int64)
     for r in range(n_words):
@@ -98,16 +110,16 @@ def count_block(ids, line, n_words, window, parts):
     cols = np.empty(indptr[n_words], np.int32)
     values = np.empty(indptr[n_words], np.float64)
     for p in prange(parts):
-        acc = np.zeros(n_words, np.float64)
+        acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
         for r in range(bounds[p], bounds[p + 1]):
             o, m, top = indptr[r], 0, r   # a row's partners are r or larger
             for e in range(starts[r], starts[r + 1]):
-                c = partners[e]
+                c = partners[e] >> DISTANCE_BITS
                 if acc[c] == 0:
                     cols[o + m] = c
                     m += 1
                     top = max(top, c)
-                acc[c] += 1.0 / distances[e]
+                acc[c] += 1.0 / (partners[e] & DISTANCE_MASK)
             if top - r < SCAN_SPAN * m:   # a dense row: its sums read off in column order, no sort needed
                 q = 0
                 for c in range(r, top + 1):
@@ -194,7 +206,12 @@ def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1):
 # this small is one block.
 SERIAL_POSITIONS = 1 << 18
 
-count_block_serial = serial(count_block, _buckets=serial(_buckets))
+_count_block_serial = serial(_count_block, _buckets=serial(_buckets))
+
+
+def count_block_serial(ids, line, n_words, window, parts):
+    """count_block compiled without ``parallel``: the same counts, bit for bit."""
+    return _count_block_serial(ids, line, n_words, window, parts, packed_like(n_words))
 
 
 def count(blocks, n_words: int, window: int, threads: int):

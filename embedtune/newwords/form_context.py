@@ -99,7 +99,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
 
     if counts is None:
         counts = corpus.count()[0]
-    rows = vectors.index.rows(list(counts))   # the corpus's words: for the choice, the weights and the pass
+    rows = vectors.index.rows_of_keys(counts)   # the corpus's words: for the choice, the weights and the pass
     # The pretrained words the corpus shows PROBE_MIN_COUNT+ times, most frequent first: the probes'
     # candidates, and their head (fit_min_count+ times) the words that fit the all-occurrence map.
     candidates = fitting_words(vectors, counts, min(PROBE_MIN_COUNT, fit_min_count), fit_max_words, rows)

@@ -14,6 +14,7 @@ from embedtune.errors import EmbedtuneError, counted, option_name
 from embedtune.newwords.defaults import DEFAULT_MIN_COUNT
 from embedtune.plan.rules import read_word_list
 from embedtune.vectors import Vectors
+from embedtune.words import WordIndex
 
 
 def read_new_words(path: str, lowercase: bool = False, lowered: list | None = None) -> list[str]:
@@ -48,7 +49,13 @@ def pick_new_words(counts: Counter, vectors: Vectors, min_count: int | None, max
     taken = set(first)
     new = []
     if min_count is not None:
-        new = [(c, w) for w, c in counts.items() if c >= min_count and w not in vectors.index and w not in taken]
+        index = vectors.index
+        if isinstance(index, WordIndex):   # the corpus's words looked up once for the run (rows_of_keys)
+            known = index.rows_of_keys(counts) >= 0
+            new = [(c, w) for (w, c), k in zip(counts.items(), known.tolist()) if c >= min_count and not k
+                   and w not in taken]
+        else:
+            new = [(c, w) for w, c in counts.items() if c >= min_count and w not in index and w not in taken]
         new.sort(key=lambda cw: (-cw[0], cw[1]))
         if max_new:
             new = new[:max_new]

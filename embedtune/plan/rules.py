@@ -84,11 +84,11 @@ class Plan:
             out[:] = np.fromiter((counts.get(w, 0) for w in self.words), np.int64, len(self.words))
             return out
         words = list(counts)
-        rows = self.index.rows(words)
+        rows = self.index.rows_of_keys(counts).copy()
         for i in np.flatnonzero(rows < 0).tolist():
             rows[i] = self.new_index.get(words[i], -1)
         found = rows >= 0
-        out[rows[found]] = np.fromiter((counts[w] for w in words), np.int64, len(words))[found]
+        out[rows[found]] = np.fromiter(counts.values(), np.int64, len(words))[found]
         return out
 
     @property
