@@ -315,6 +315,26 @@ def test_the_screens_group_bounds_pass_over_no_group_holding_a_candidate(seed, t
     assert (~overflow).sum() >= m // 2   # the test tests the kept rows of most questions
 
 
+def test_unit_rows_transposed_are_numpys_quotients_with_rows_without_direction_as_zeros():
+    """The compiled unit rows: numpy's float32 quotient of each row by its norm, bit for bit, and zeros for
+    a zero row, a row with a NaN or an infinity, and a row whose norm overflows float32; rows past
+    ``restrict`` are left out."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((9, 5)).astype(np.float32)
+    matrix[1] = 0.0
+    matrix[2, 3] = np.nan
+    matrix[3, 0] = np.inf
+    matrix[4] = 3e38
+    matrix[5] *= np.float32(1e-15)
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(matrix, axis=1)
+        want = matrix / norms[:, None]
+    want[~np.isfinite(want).all(axis=1)] = 0.0
+    got = analogy_search._unit_rows_transposed(matrix, norms[:7], 7)
+    assert got.shape == (5, 7) and np.array_equal(got, want[:7].T)
+    assert not got[:, 1:5].any() and got[:, [0, 5, 6]].all()
+
+
 @pytest.mark.parametrize("width, groups", [(512, 64), (700, 64), (96, 8), (5, 8), (1, 1)])
 def test_group_maxima_are_each_groups_largest_value(width, groups):
     """_group_maxima's halving on a width that halves down to the groups, one that does not and one narrower

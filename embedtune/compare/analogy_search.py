@@ -160,16 +160,23 @@ def _screen(products, first_row, tile_rows, groups, pair_a, pair_b, c_rows, q_pa
             count[q] = n
 
 
+@njit(nogil=True, cache=True, error_model="numpy")
+def _fill_unit_rows_transposed(matrix, norms, out):
+    """out[:, r] = matrix[r] / norms[r], zeros where that has a value that is not finite."""
+    dim = matrix.shape[1]
+    for r in range(out.shape[1]):
+        finite = True
+        for j in range(dim):
+            finite &= np.isfinite(matrix[r, j] / norms[r])
+        for j in range(dim):
+            out[j, r] = matrix[r, j] / norms[r] if finite else np.float32(0.0)
+
+
 def _unit_rows_transposed(matrix: np.ndarray, norms: np.ndarray, restrict: int) -> np.ndarray:
     """float32 [dim, restrict]: the first rows divided by their norms, a row without direction (zero,
-    NaN) as zeros; built a block at a time, so no second full-size temporary."""
+    NaN) as zeros; one compiled pass, where numpy's took three and a temporary per block."""
     unit_t = np.empty((matrix.shape[1], restrict), np.float32)
-    for start in range(0, restrict, 65536):
-        stop = min(start + 65536, restrict)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = matrix[start:stop] / norms[start:stop, None]
-        unit[~np.isfinite(unit).all(axis=1)] = 0.0
-        unit_t[:, start:stop] = unit.T
+    _fill_unit_rows_transposed(matrix, norms, unit_t)
     return unit_t
 
 
