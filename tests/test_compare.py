@@ -508,6 +508,23 @@ def test_diff_file_takes_a_repeated_words_first_row_and_says_errors_as_load_vect
         assert str(got.value) == str(expected.value)
 
 
+@pytest.mark.parametrize("case_insensitive", [True, False])
+def test_the_benchmark_word_index_of_the_wanted_words_only_has_their_first_rows(case_insensitive, monkeypatch):
+    """Asked for some words, _first_rows gives each the row it has in the index of every word (its first
+    occurrence, across slices too), and nothing for the others; a wanted word missing from the file is missing."""
+    from types import SimpleNamespace
+
+    from embedtune.compare import evaluation
+
+    monkeypatch.setattr(evaluation, "_FIRST_ROWS_SLICE", 3)
+    vectors = SimpleNamespace(words=["the", "The", "of", "cat", "THE", "dog", "cat", "Of", "x"])
+    every = evaluation._first_rows(vectors, case_insensitive)
+    wanted = {"THE", "OF", "CAT", "cat", "bird", "The"}
+    got = evaluation._first_rows(vectors, case_insensitive, wanted)
+    assert got == {w: every[w] for w in wanted if w in every}
+    assert got == ({"THE": 0, "OF": 2, "CAT": 3} if case_insensitive else {"cat": 3, "The": 1, "THE": 4})
+
+
 def test_the_benchmark_word_index_lets_other_threads_run_while_it_builds():
     # The cli redraws an open bar from another thread; one C call that builds the whole index
     # holds the GIL, so that thread waited the whole build. Built in slices, it gets turns.
