@@ -268,8 +268,14 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
         for start in range(0, restrict, block_rows):
             block = unit_t[:, start:start + block_rows]
             width = block.shape[1]
-            block_products = np.matmul(word_units, block,
-                                       out=products[:len(words) * width].reshape(len(words), width))
+            block_products = products[:len(words) * width].reshape(len(words), width)
+            # The product too is cut between the threads, by words (eval runs OpenBLAS on one thread: cli/).
+            cuts = [len(words) * i // threads for i in range(threads + 1)]
+            parts = [pool.submit(np.matmul, word_units[lo:hi], block, out=block_products[lo:hi])
+                     for lo, hi in zip(cuts[1:-1], cuts[2:])]
+            np.matmul(word_units[:cuts[1]], block, out=block_products[:cuts[1]])
+            for part in parts:
+                part.result()
             others = [pool.submit(screen, block_products, start, share) for share in shares[1:]]
             screen(block_products, start, shares[0])
             for other in others:
