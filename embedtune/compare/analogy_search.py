@@ -29,19 +29,18 @@ from embedtune.kernels.compiling import listen
 
 listen()   # a compile said (kernels/compiling.py)
 
-# Rows of the vocabulary screened at a time: the question words' products with them (900 x 512
-# float32, under 2 MiB) stay in cache while every question reads its groups' bounds and the few groups
-# they let through.
-TILE_ROWS = 512
-# Groups a tile is cut into: group g holds the tile's rows g, g + GROUPS, g + 2 * GROUPS, ... (8 rows of a
-# tile of 512), so that its largest values come from halving the tile elementwise, which vectorises. Smaller
-# groups let fewer rows through but cost each question more bounds to test (benchmarks/log/eval_speed.md).
-GROUPS = 64
+# Rows of the vocabulary screened at a time, each question reading its groups' bounds and the few groups they
+# let through, and groups a tile is cut into: group g holds the tile's rows g, g + GROUPS, g + 2 * GROUPS, ...
+# (8 rows), so that its largest values come from halving the tile elementwise, which vectorises. Smaller groups
+# let fewer rows through but cost each question more bounds to test; of tiles of 256 to 2,048 rows in groups of
+# 4 to 16, 1,024 in groups of 8 took the least CPU (benchmarks/log/eval_speed.md).
+TILE_ROWS = 1024
+GROUPS = 128
 # Rows whose products are computed by one matrix product: a few dozen large products rather than
 # hundreds of small ones, whose BLAS threads spent more time waiting for each other than computing
 # on a busy machine (benchmarks/README.md, eval_speed); fewer when the questions have so many words
 # that the products would take more than BLOCK_BYTES.
-BLOCK_ROWS = 16 * TILE_ROWS
+BLOCK_ROWS = 8 * TILE_ROWS
 BLOCK_BYTES = 64 << 20
 # Candidates kept per question: its 8 best and any within MARGIN of the 8th. More than that (rows
 # of equal vectors, say) sends the question to the plain product with every row.
