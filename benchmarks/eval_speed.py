@@ -99,13 +99,16 @@ def steps(vectors_path: str) -> None:
     lap("import embedtune.compare")
     import embedtune.compare.analogy_search  # noqa: F401  (numba)
     lap("import analogy_search")
-    rows = evaluation._first_rows(vectors, True)
-    lap("word lookup (_first_rows)")
-    for path in evaluation.default_similarity_files():
-        evaluation.evaluate_similarity(vectors, path, True, rows=rows)
-    lap("word pairs (both sets)")
     read = [(p, evaluation._read_analogies(p, True)) for p in evaluation.default_analogy_files()]
-    lap("read the analogy questions")
+    pair_files = [(p, evaluation._read_word_pairs(p, True)) for p in evaluation.default_similarity_files()]
+    lap("read the questions and pairs")
+    wanted = set().union(*(evaluation._question_words(s) for _, s in read),
+                         *(evaluation._pair_words(pairs) for _, pairs in pair_files))
+    rows = evaluation._first_rows(vectors, True, wanted)
+    lap("word lookup (_first_rows)")
+    for path, pairs in pair_files:
+        evaluation._score_pairs(vectors, path, pairs, rows)
+    lap("word pairs (both sets)")
     for path, sections in read:
         evaluation._score_analogies(vectors, path, sections, evaluation.RESTRICT_VOCAB, True, rows, None)
     lap("analogies")

@@ -271,50 +271,82 @@ def test_analogies_screened_on_several_threads_equal_one_threads_and_gensims(glo
                                                                         restrict_vocab=4000)] for a, b, c in few]
 
 
-def _screened_one_row_at_a_time(products, qa, qb, qc, scale, slots, margin, top):
-    """analogy_search._screen's candidates, its exact float32 test for every row, no tile skipped."""
-    slot_score = np.full((len(qa), slots), -np.inf, np.float32)
-    slot_row, count, overflow = np.zeros((len(qa), slots), np.int64), np.zeros(len(qa), np.int64), np.zeros(len(qa), bool)
-    for q in range(len(qa)):
-        kept = []   # (score, row), best first, a tie after the lower row
-        for c in range(products.shape[1]):
-            threshold = kept[top - 1][0] - margin if len(kept) >= top else np.float32(-np.inf)
-            s = (products[qb[q], c] + products[qc[q], c] - products[qa[q], c]) * scale[q]
-            if not s >= threshold:
-                continue
-            if len(kept) == slots:
-                overflow[q] = True
-                break
-            kept.insert(sum(k >= s for k, _ in kept), (s, c))
-            if len(kept) >= top:
-                kept = [(k, r) for k, r in kept if k >= kept[top - 1][0] - margin]
-        count[q] = len(kept)
-        slot_score[q, :len(kept)] = [k for k, _ in kept]
-        slot_row[q, :len(kept)] = [r for _, r in kept]
-    return slot_score, slot_row, count, overflow
+def _candidates_of_every_row(products, pair_a, pair_b, c_rows, q_pair, q_c, scale, margin, top):
+    """For each question, the rows that analogy_search._screen must keep, from every row's score in its
+    arithmetic ((b - a + c) * scale in float32): those within ``margin`` of the 8th best, as {row: score}."""
+    wanted = []
+    for q in range(len(q_pair)):
+        b_a = products[pair_b[q_pair[q]]] - products[pair_a[q_pair[q]]]
+        scores = (b_a + products[c_rows[q_c[q]]]) * scale[q]
+        threshold = np.sort(scores)[-top] - margin
+        wanted.append({int(r): scores[r] for r in np.flatnonzero(scores >= threshold)})
+    return wanted
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_screens_first_pass_skips_no_tile_holding_a_candidate(seed):
-    """The screen skips a tile when its first pass (the scale moved to the threshold's side) sees no
-    row above a question's threshold: on products made to sit near the thresholds, scales from tiny to
-    huge, and thresholds of both signs, its candidates are those of the exact test run on every row."""
+@pytest.mark.parametrize("tile_rows, groups", [(64, 8), (100, 8), (700, 64), (37, 64), (64, 64)])
+def test_the_screens_group_bounds_pass_over_no_group_holding_a_candidate(seed, tile_rows, groups):
+    """The screen passes over a group of rows when the largest (b - a) and the largest c in it add up to less
+    than a question's threshold: on products made to sit near the thresholds, scales from tiny to huge,
+    thresholds of both signs, tiles cut into groups evenly, unevenly, into one row a group (the bound is then
+    the row's own sum) and into more groups than rows, every question kept exactly the rows of the exact test
+    run on every row, with their scores, or ran out of slots (and is then scored against every row)."""
     rng = np.random.default_rng(seed)
     words, rows, m, slots, top = 12, 700, 60, 12, 4
     products = rng.uniform(-1, 1, (words, rows)).astype(np.float32)
     products[:, rng.integers(0, rows, 40)] = products[:, :1]   # equal columns: ties at the threshold
-    qa, qb, qc = (rng.integers(0, words, m) for _ in range(3))
+    pairs = rng.integers(0, words, (9, 2))
+    pair_a, pair_b = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+    c_rows = rng.permutation(words)[:7]
+    q_pair, q_c = rng.integers(0, len(pairs), m), rng.integers(0, len(c_rows), m)
     scale = (10.0 ** rng.uniform(-3, 30, m)).astype(np.float32)
     margin = np.float32(1e-4)
-    want = _screened_one_row_at_a_time(products, qa, qb, qc, scale, slots, margin, top)
-    got = (np.full((m, slots), -np.inf, np.float32), np.zeros((m, slots), np.int64), np.zeros(m, np.int64),
-           np.zeros(m, bool))
-    analogy_search._screen(products, 0, 64, qa, qb, qc, scale, *got, margin, top)
+    wanted = _candidates_of_every_row(products, pair_a, pair_b, c_rows, q_pair, q_c, scale, margin, top)
+    score, row = np.full((m, slots), -np.inf, np.float32), np.zeros((m, slots), np.int64)
+    count, overflow = np.zeros(m, np.int64), np.zeros(m, bool)
+    analogy_search._screen(products, 0, tile_rows, groups, pair_a, pair_b, c_rows, q_pair, q_c, scale, score, row,
+                           count, overflow, margin, top, np.empty((len(pairs), groups), np.float32),
+                           np.empty((len(c_rows), groups), np.float32), np.empty(tile_rows, np.float32))
     for q in range(m):
-        n = want[2][q]
-        assert (got[2][q], got[3][q]) == (n, want[3][q]), q
-        if not want[3][q]:
-            assert got[0][q, :n].tolist() == want[0][q, :n].tolist() and got[1][q, :n].tolist() == want[1][q, :n].tolist()
+        if not overflow[q]:   # else it is scored against every row
+            n = count[q]
+            assert dict(zip(row[q, :n].tolist(), score[q, :n])) == wanted[q], q
+            assert score[q, :n].tolist() == sorted(wanted[q].values(), reverse=True), q
+    assert (~overflow).sum() >= m // 2   # the test tests the kept rows of most questions
+
+
+def test_unit_rows_transposed_are_numpys_quotients_with_rows_without_direction_as_zeros():
+    """The compiled unit rows: numpy's float32 quotient of each row by its norm, bit for bit, and zeros for
+    a zero row, a row with a NaN or an infinity, and a row whose norm overflows float32; rows past
+    ``restrict`` are left out."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((9, 5)).astype(np.float32)
+    matrix[1] = 0.0
+    matrix[2, 3] = np.nan
+    matrix[3, 0] = np.inf
+    matrix[4] = 3e38
+    matrix[5] *= np.float32(1e-15)
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(matrix, axis=1)
+        want = matrix / norms[:, None]
+    want[~np.isfinite(want).all(axis=1)] = 0.0
+    got = analogy_search._unit_rows_transposed(matrix, norms[:7], 7)
+    assert got.shape == (5, 7) and np.array_equal(got, want[:7].T)
+    assert not got[:, 1:5].any() and got[:, [0, 5, 6]].all()
+
+
+@pytest.mark.parametrize("width, groups", [(512, 64), (700, 64), (96, 8), (5, 8), (1, 1)])
+def test_group_maxima_are_each_groups_largest_value(width, groups):
+    """_group_maxima's halving on a width that halves down to the groups, one that does not and one narrower
+    than the groups: each group's largest (b - a), or largest c, as numpy finds it."""
+    rng = np.random.default_rng(width)
+    products = rng.standard_normal((4, width + 3)).astype(np.float32)
+    out = np.empty((2, groups), np.float32)
+    analogy_search._group_maxima(products, np.array([1, -1]), np.array([2, 3]), 3, width + 3, groups,
+                                 np.empty(width, np.float32), out)
+    for i, values in enumerate([products[2, 3:] - products[1, 3:], products[3, 3:]]):
+        want = [values[g::groups].max() if g < width else -np.inf for g in range(groups)]
+        assert out[i].tolist() == want
 
 
 def test_analogies_with_a_tiny_vocabulary_and_mixed_case_words_equal_gensims(tmp_path):
@@ -474,6 +506,23 @@ def test_diff_file_takes_a_repeated_words_first_row_and_says_errors_as_load_vect
         with pytest.raises(EmbedtuneError) as got:
             diff_file(old, path, **options)
         assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("case_insensitive", [True, False])
+def test_the_benchmark_word_index_of_the_wanted_words_only_has_their_first_rows(case_insensitive, monkeypatch):
+    """Asked for some words, _first_rows gives each the row it has in the index of every word (its first
+    occurrence, across slices too), and nothing for the others; a wanted word missing from the file is missing."""
+    from types import SimpleNamespace
+
+    from embedtune.compare import evaluation
+
+    monkeypatch.setattr(evaluation, "_FIRST_ROWS_SLICE", 3)
+    vectors = SimpleNamespace(words=["the", "The", "of", "cat", "THE", "dog", "cat", "Of", "x"])
+    every = evaluation._first_rows(vectors, case_insensitive)
+    wanted = {"THE", "OF", "CAT", "cat", "bird", "The"}
+    got = evaluation._first_rows(vectors, case_insensitive, wanted)
+    assert got == {w: every[w] for w in wanted if w in every}
+    assert got == ({"THE": 0, "OF": 2, "CAT": 3} if case_insensitive else {"cat": 3, "The": 1, "THE": 4})
 
 
 def test_the_benchmark_word_index_lets_other_threads_run_while_it_builds():

@@ -8,6 +8,12 @@ every row (900 x 300,000) give every question's scores by two additions and a sc
 flops, and the additions run inside the compiled screen below, never stored (benchmarks/README.md,
 eval_speed). The scores so found differ from gensim's in the last bits, so they only pick candidates:
 every row within MARGIN of a question's 8th best is kept and re-scored with gensim's own formula.
+
+The screen need not add up every row for every question either. The questions share their (a, b) pairs too
+(550 in the Google set, each asked with about 35 words c), so a tile of rows is cut into GROUPS groups and the
+largest (b - a) of each pair and the largest c of each word in each group are found once; a group whose two
+largest add up to less than a question's threshold holds no candidate for it and is passed over (float32
+addition is monotonic, so the bound holds in the screen's own arithmetic). About 1 group in 100 is read.
 """
 
 from __future__ import annotations
@@ -23,14 +29,18 @@ from embedtune.kernels.compiling import listen
 
 listen()   # a compile said (kernels/compiling.py)
 
-# Rows of the vocabulary screened at a time: the question words' products with them (900 x 512
-# float32, under 2 MiB) stay in cache while every question reads its three rows of them.
-TILE_ROWS = 512
+# Rows of the vocabulary screened at a time, each question reading its groups' bounds and the few groups they
+# let through, and groups a tile is cut into: group g holds the tile's rows g, g + GROUPS, g + 2 * GROUPS, ...
+# (8 rows), so that its largest values come from halving the tile elementwise, which vectorises. Smaller groups
+# let fewer rows through but cost each question more bounds to test; of tiles of 256 to 2,048 rows in groups of
+# 4 to 16, 1,024 in groups of 8 took the least CPU (benchmarks/log/eval_speed.md).
+TILE_ROWS = 1024
+GROUPS = 128
 # Rows whose products are computed by one matrix product: a few dozen large products rather than
 # hundreds of small ones, whose BLAS threads spent more time waiting for each other than computing
 # on a busy machine (benchmarks/README.md, eval_speed); fewer when the questions have so many words
 # that the products would take more than BLOCK_BYTES.
-BLOCK_ROWS = 16 * TILE_ROWS
+BLOCK_ROWS = 8 * TILE_ROWS
 BLOCK_BYTES = 64 << 20
 # Candidates kept per question: its 8 best and any within MARGIN of the 8th. More than that (rows
 # of equal vectors, say) sends the question to the plain product with every row.
@@ -43,71 +53,129 @@ MARGIN = 1e-4
 
 
 @njit(nogil=True, cache=True)
-def _screen(products, first_row, tile_rows, qa, qb, qc, scale, slot_score, slot_row, count, overflow, margin, top):
+def _group_maxima(products, minus, plus, lo, hi, groups, scratch, out):
+    """out[i, g] = the largest products[plus[i], r] - products[minus[i], r] (products[plus[i], r] when
+    minus[i] < 0) over the rows r = lo + g, lo + g + groups, ... below hi; -inf for a group without rows.
+
+    scratch : float32 [>= hi - lo]; out : float32 [len(plus), >= groups]
+    """
+    for i in range(plus.size):
+        width = hi - lo
+        y = products[plus[i], lo:hi]
+        if minus[i] >= 0:
+            x = products[minus[i], lo:hi]
+            for c in range(width):
+                scratch[c] = y[c] - x[c]
+        else:
+            for c in range(width):
+                scratch[c] = y[c]
+        # Halving keeps each row's group: row c and row c + half are in one group while half is a
+        # multiple of groups. Slices indexed from 0 let numba prove the indices non-negative and vectorise.
+        while width % 2 == 0 and (width // 2) % groups == 0:
+            half = width // 2
+            left, right = scratch[:half], scratch[half:width]
+            for c in range(half):
+                a, b = left[c], right[c]
+                left[c] = a if a > b else b
+            width = half
+        largest = out[i]
+        for g in range(groups):
+            largest[g] = -np.inf
+        for start in range(0, width, groups):
+            part = scratch[start:min(start + groups, width)]
+            for g in range(part.size):
+                a, b = part[g], largest[g]
+                largest[g] = a if a > b else b
+
+
+@njit(nogil=True, cache=True)
+def _screen(products, first_row, tile_rows, groups, pair_a, pair_b, c_rows, q_pair, q_c, scale, slot_score, slot_row,
+            count, overflow, margin, top, pair_bound, c_bound, scratch):
     """Keep, for each question, the rows of this block scoring above its running threshold, a tile of
     ``tile_rows`` rows at a time for all questions.
 
     products : float32 [n_words, width], the question words' unit vectors times the block's unit rows
-    qa, qb, qc : int [m], each question's a, b, c as rows of ``products``; scale : float32 [m],
-        1 / |b + c - a|
+    pair_a, pair_b : int [n_pairs], the rows of ``products`` of each (a, b) pair; c_rows : int [n_c], of each c
+    q_pair, q_c : int [m], each question's pair and c (indices into those); scale : float32 [m], 1 / |b + c - a|
     slot_score, slot_row : [m, SLOTS], each question's candidates so far, best first; count : [m],
         how many; overflow : bool [m], set when a question needs more slots than it has
+    pair_bound : float32 [n_pairs, groups], c_bound : float32 [n_c, groups], scratch : float32 [tile_rows]:
+        room for _group_maxima
+    A row's score is (b - a + c) * scale in float32, in that order.
     """
     cap = slot_score.shape[1]
+    no_row = np.full(c_rows.size, -1, np.int64)
     for lo in range(0, products.shape[1], tile_rows):
         hi = min(lo + tile_rows, products.shape[1])
-        for q in range(qa.size):
+        _group_maxima(products, pair_a, pair_b, lo, hi, groups, scratch, pair_bound)
+        _group_maxima(products, no_row, c_rows, lo, hi, groups, scratch, c_bound)
+        for q in range(q_pair.size):
             if overflow[q]:
                 continue
-            pa, pb, pc = products[qa[q], lo:hi], products[qb[q], lo:hi], products[qc[q], lo:hi]
+            most_b_a, most_c = pair_bound[q_pair[q]], c_bound[q_c[q]]
+            ra, rb, rc = pair_a[q_pair[q]], pair_b[q_pair[q]], c_rows[q_c[q]]
             f = scale[q]
             n = count[q]
             # float32 throughout (a float64 -inf would make every comparison a float64 one, half as wide)
             threshold = slot_score[q, top - 1] - margin if n >= top else np.float32(-np.inf)
-            # One pass asking whether the tile has a hit first: most tiles have none. It vectorises, and an
-            # or of booleans takes 8 floats a step where a count in int64 took 4 (benchmarks/log/eval_speed.md).
-            # With the scale on the other side (f > 0) the pass has one operation less a row. A little
-            # below threshold / f (more than its rounding and the product's, and than a quotient too small
-            # for a float32 to hold), so every row the exact test below keeps passes it: the same candidates.
+            # The bound is compared with the scale on the other side (f > 0), a little below threshold / f
+            # (more than its rounding and the product's, and than a quotient too small for a float32 to
+            # hold), so every row the exact test below keeps is in a group that passes.
             unscaled = threshold / f
             unscaled -= abs(unscaled) * np.float32(1e-5) + np.float32(1e-30)
+            # One pass asking whether any group may hold a hit first: most tiles have none. It vectorises, and an
+            # or of booleans takes 8 floats a step where a count in int64 took 4 (benchmarks/log/eval_speed.md).
             hit = False
-            for c in range(hi - lo):   # from 0: numba then knows c >= 0 and vectorises the loop
-                hit |= pb[c] + pc[c] - pa[c] >= unscaled
+            for g in range(groups):
+                hit |= most_b_a[g] + most_c[g] >= unscaled
             if not hit:
                 continue
-            for c in range(hi - lo):
-                s = (pb[c] + pc[c] - pa[c]) * f
-                if not s >= threshold:
+            for g in range(groups):
+                if not most_b_a[g] + most_c[g] >= unscaled:
                     continue
-                if n == cap:
-                    overflow[q] = True
+                for c in range(lo + g, hi, groups):
+                    s = (products[rb, c] - products[ra, c] + products[rc, c]) * f
+                    if not s >= threshold:
+                        continue
+                    if n == cap:
+                        overflow[q] = True
+                        break
+                    i = n   # insertion keeps the slots sorted best first
+                    while i > 0 and slot_score[q, i - 1] < s:
+                        slot_score[q, i] = slot_score[q, i - 1]
+                        slot_row[q, i] = slot_row[q, i - 1]
+                        i -= 1
+                    slot_score[q, i] = s
+                    slot_row[q, i] = first_row + c
+                    n += 1
+                    if n >= top:
+                        threshold = slot_score[q, top - 1] - margin
+                        while n > top and slot_score[q, n - 1] < threshold:
+                            n -= 1
+                        unscaled = threshold / f
+                        unscaled -= abs(unscaled) * np.float32(1e-5) + np.float32(1e-30)
+                if overflow[q]:
                     break
-                i = n   # insertion keeps the slots sorted best first; a tie goes after (the lower row)
-                while i > 0 and slot_score[q, i - 1] < s:
-                    slot_score[q, i] = slot_score[q, i - 1]
-                    slot_row[q, i] = slot_row[q, i - 1]
-                    i -= 1
-                slot_score[q, i] = s
-                slot_row[q, i] = first_row + lo + c
-                n += 1
-                if n >= top:
-                    threshold = slot_score[q, top - 1] - margin
-                    while n > top and slot_score[q, n - 1] < threshold:
-                        n -= 1
             count[q] = n
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _fill_unit_rows_transposed(matrix, norms, out):
+    """out[:, r] = matrix[r] / norms[r], zeros where that has a value that is not finite."""
+    dim = matrix.shape[1]
+    for r in range(out.shape[1]):
+        finite = True
+        for j in range(dim):
+            finite &= np.isfinite(matrix[r, j] / norms[r])
+        for j in range(dim):
+            out[j, r] = matrix[r, j] / norms[r] if finite else np.float32(0.0)
 
 
 def _unit_rows_transposed(matrix: np.ndarray, norms: np.ndarray, restrict: int) -> np.ndarray:
     """float32 [dim, restrict]: the first rows divided by their norms, a row without direction (zero,
-    NaN) as zeros; built a block at a time, so no second full-size temporary."""
+    NaN) as zeros; one compiled pass, where numpy's took three and a temporary per block."""
     unit_t = np.empty((matrix.shape[1], restrict), np.float32)
-    for start in range(0, restrict, 65536):
-        stop = min(start + 65536, restrict)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = matrix[start:stop] / norms[start:stop, None]
-        unit[~np.isfinite(unit).all(axis=1)] = 0.0
-        unit_t[:, start:stop] = unit.T
+    _fill_unit_rows_transposed(matrix, norms, unit_t)
     return unit_t
 
 
@@ -134,6 +202,21 @@ def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query
     Called under np.errstate(divide="ignore", invalid="ignore"): a zero row's score is NaN, as gensim's."""
     exact = matrix[candidates] @ query / norms[candidates]
     return candidates[np.lexsort((candidates, -exact))][:top].tolist()
+
+
+class _Share:
+    """One thread's questions as the screen takes them: their (a, b) pairs and words c, each once, as rows of the
+    products, each question's pair and c as indices into those, and the thread's own room for the groups' bounds."""
+
+    def __init__(self, questions: slice, qa: np.ndarray, qb: np.ndarray, qc: np.ndarray):
+        self.questions = questions
+        pairs, q_pair = np.unique(np.stack([qa[questions], qb[questions]], axis=1), axis=0, return_inverse=True)
+        self.pair_a, self.pair_b = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+        self.c_rows, q_c = np.unique(qc[questions], return_inverse=True)
+        self.q_pair, self.q_c = q_pair.reshape(-1).astype(np.int64), q_c.reshape(-1).astype(np.int64)
+        self.pair_bound = np.empty((len(pairs), GROUPS), np.float32)
+        self.c_bound = np.empty((len(self.c_rows), GROUPS), np.float32)
+        self.scratch = np.empty(TILE_ROWS, np.float32)
 
 
 def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None,
@@ -171,19 +254,27 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     products = np.empty(len(words) * min(block_rows, restrict), np.float32)
     # Each thread screens its own share of the questions (their slots are theirs alone, so the answers
     # do not depend on the split); the main thread takes the first share.
-    shares = [slice(i * m // threads, (i + 1) * m // threads) for i in range(threads)]
+    shares = [_Share(slice(i * m // threads, (i + 1) * m // threads), qa, qb, qc) for i in range(threads)]
 
     def screen(block_products, start, share):
-        _screen(block_products, start, TILE_ROWS, qa[share], qb[share], qc[share], scale[share], slot_score[share],
-                slot_row[share], count[share], overflow[share], np.float32(MARGIN), top)
+        s = share.questions
+        _screen(block_products, start, TILE_ROWS, GROUPS, share.pair_a, share.pair_b, share.c_rows, share.q_pair,
+                share.q_c, scale[s], slot_score[s], slot_row[s], count[s], overflow[s], np.float32(MARGIN), top,
+                share.pair_bound, share.c_bound, share.scratch)
 
     reported = 0
     with ThreadPoolExecutor(threads - 1) if threads > 1 else contextlib.nullcontext() as pool:
         for start in range(0, restrict, block_rows):
             block = unit_t[:, start:start + block_rows]
             width = block.shape[1]
-            block_products = np.matmul(word_units, block,
-                                       out=products[:len(words) * width].reshape(len(words), width))
+            block_products = products[:len(words) * width].reshape(len(words), width)
+            # The product too is cut between the threads, by words (eval runs OpenBLAS on one thread: cli/).
+            cuts = [len(words) * i // threads for i in range(threads + 1)]
+            parts = [pool.submit(np.matmul, word_units[lo:hi], block, out=block_products[lo:hi])
+                     for lo, hi in zip(cuts[1:-1], cuts[2:])]
+            np.matmul(word_units[:cuts[1]], block, out=block_products[:cuts[1]])
+            for part in parts:
+                part.result()
             others = [pool.submit(screen, block_products, start, share) for share in shares[1:]]
             screen(block_products, start, shares[0])
             for other in others:

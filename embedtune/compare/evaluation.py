@@ -151,20 +151,26 @@ def format_score(metric: str, x: float | None, signed: bool = False) -> str:
 _FIRST_ROWS_SLICE = 1 << 16
 
 
-def _first_rows(vectors: Vectors, case_insensitive: bool) -> dict[str, int]:
+def _first_rows(vectors: Vectors, case_insensitive: bool, wanted=None) -> dict[str, int]:
     """Benchmark word -> the first row holding it (upper-cased words when ``case_insensitive``).
 
     This is gensim's ``ok_vocab`` for the whole file: a word is among the first r words when its
     row is below r. Inserting in reverse order leaves the first row of a word that occurs twice.
+    wanted : a set of the words to be looked up (None: every word); the others are left out, which
+    spares a dict of the whole vocabulary (most of this function's time).
     """
-    words = [w.upper() for w in vectors.words] if case_insensitive else vectors.words
+    words = vectors.words
     # Built a slice at a time, last slice first (the same insertions in the same order as one
     # reversed pass): one dict(zip(...)) call over millions of words holds the GIL throughout, so
     # the cli's bar-redraw thread could not run and a terminal stayed silent while it built.
     rows: dict[str, int] = {}
     for stop in range(len(words), 0, -_FIRST_ROWS_SLICE):
         start = max(0, stop - _FIRST_ROWS_SLICE)
-        rows.update(zip(reversed(words[start:stop]), range(stop - 1, start - 1, -1)))
+        part = [w.upper() for w in words[start:stop]] if case_insensitive else words[start:stop]
+        if wanted is None:
+            rows.update(zip(reversed(part), range(stop - 1, start - 1, -1)))
+        else:
+            rows.update(reversed([(w, i) for i, w in enumerate(part, start) if w in wanted]))
     return rows
 
 
@@ -212,13 +218,31 @@ def evaluate_similarity(vectors: Vectors, path, case_insensitive: bool = True, r
     computed as gensim does, the correlations as scipy.stats computes them for gensim (pearson, spearman).
     rows : ``_first_rows(vectors, case_insensitive)``, when the caller has it already
     """
-    from embedtune.compare.gensim_compat import unitvec
-
     path = str(path)
+    pairs = _read_word_pairs(path, case_insensitive)
+    rows = rows if rows is not None else _first_rows(vectors, case_insensitive, _pair_words(pairs))
+    return _score_pairs(vectors, path, pairs, rows)
+
+
+def _read_word_pairs(path: str, case_insensitive: bool) -> list[tuple[str, str, float]]:
+    """_read_pairs, and an error when the file has none."""
     pairs = _read_pairs(path, case_insensitive)
     if not pairs:
         raise EmbedtuneError("no word pairs found (expected lines 'word1<TAB>word2<TAB>score')", path)
-    rows = rows if rows is not None else _first_rows(vectors, case_insensitive)
+    return pairs
+
+
+def _pair_words(pairs) -> set[str]:
+    return {w for a, b, _ in pairs for w in (a, b)}
+
+
+def _question_words(sections) -> set[str]:
+    return {w for _, questions in sections for question in questions for w in question}
+
+
+def _score_pairs(vectors: Vectors, path: str, pairs, rows) -> SimilarityScore:
+    from embedtune.compare.gensim_compat import unitvec
+
     matrix = vectors.matrix
     gold, model = [], []
     for a, b, score in pairs:
@@ -325,7 +349,7 @@ def evaluate_analogies(
 
 
 def _score_analogies(vectors, path, sections, restrict_vocab, case_insensitive, rows, progress) -> AnalogyScore:
-    rows = rows if rows is not None else _first_rows(vectors, case_insensitive)
+    rows = rows if rows is not None else _first_rows(vectors, case_insensitive, _question_words(sections))
     restrict = min(restrict_vocab, len(vectors.words))
     asked, abc = [], []  # (section, expected word, a b c words) and a b c rows of the questions asked
     for number, (_, questions) in enumerate(sections):
@@ -383,7 +407,11 @@ def evaluate(
     if restrict_vocab < 1:
         raise EmbedtuneError(f"restrict_vocab must be at least 1, got {restrict_vocab}")
     read = [(str(p), _read_analogies(str(p), case_insensitive)) for p in analogies or []]
-    rows = _first_rows(vectors, case_insensitive)
+    pair_files = [(str(p), _read_word_pairs(str(p), case_insensitive)) for p in similarity or []]
+    # Only the benchmarks' words are looked up: a few thousand, where the vocabulary may hold millions.
+    wanted = set().union(*(_question_words(sections) for _, sections in read),
+                         *(_pair_words(pairs) for _, pairs in pair_files))
+    rows = _first_rows(vectors, case_insensitive, wanted)
     restrict = min(restrict_vocab, len(vectors.words))
     total = sum(
         all(rows.get(w, restrict) < restrict for w in question)
@@ -391,7 +419,7 @@ def evaluate(
     )
     step = None if progress is None else (lambda advance: progress(advance, total))
     return Evaluation(
-        similarity=[evaluate_similarity(vectors, p, case_insensitive, rows=rows) for p in similarity or []],
+        similarity=[_score_pairs(vectors, p, pairs, rows) for p, pairs in pair_files],
         analogies=[
             _score_analogies(vectors, p, sections, restrict_vocab, case_insensitive, rows, step)
             for p, sections in read
