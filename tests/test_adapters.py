@@ -31,6 +31,36 @@ def test_numba_cache_index_is_the_file_numba_keeps_for_a_cached_kernel():
     assert cache_index(len) is None
 
 
+def test_numba_array_without_reference_count_is_the_same_array_written_through():
+    """kernels/glove.py's glove_hogwild reads and writes its arguments through it: a numba whose array struct is
+    laid out otherwise fails to compile here, and a wrong field would show as other values or lost writes."""
+    from numba import njit
+    from numba.extending import intrinsic
+
+    from embedtune._adapters.numba_private import without_reference_count
+
+    @intrinsic
+    def borrowed(typingctx, array):
+        return array(array), lambda context, builder, signature, args: without_reference_count(
+            context, builder, array, args[0])
+
+    @njit
+    def add_rows(table, rows):
+        mine = borrowed(table)
+        total = 0.0
+        for r in rows:
+            row = mine[r]
+            row += 1.0
+            total += row.sum()
+        return total, mine.shape[0], mine.strides[0]
+
+    table = np.arange(12, dtype=np.float64).reshape(4, 3)[:, :2].copy()
+    total, n, stride = add_rows(table, np.array([3, 0, 3]))
+    assert (n, stride) == (4, 16)
+    np.testing.assert_array_equal(table, [[1, 2], [3, 4], [6, 7], [11, 12]])
+    assert total == (10 + 11) + (1 + 2) + (11 + 12)
+
+
 def test_keras_tracking_leaves_what_it_covers_untracked():
     """LazyRows keeps its rows' state in a dict whose variables it adds itself (and builds under the
     decorator): Keras must not collect them as the object's own a second time."""

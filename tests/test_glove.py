@@ -402,3 +402,21 @@ def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
     assert got.tobytes() == expected.tobytes()
     assert got[7] == 0 and got[8] == 0 and (got[~new] == bias[~new]).all()
     assert (got[new] != bias[new]).sum() > 0.9 * (new.sum() - 2)
+
+
+def test_few_pairs_dot_products_are_the_parallel_kernels_bits_from_its_serial_twin(monkeypatch):
+    """Under cooccur.SERIAL_PAIRS pairs (the quickstart's), the dot products are taken by the serial twin, whose
+    compile a cold run pays instead of the parallel kernel's: the same sums, bit for bit."""
+    from embedtune.kernels import cooccur
+
+    rng = np.random.default_rng(5)
+    table = rng.normal(size=(500, 50)).astype(np.float32)
+    rows, cols = (rng.integers(0, 500, 20_000).astype(np.int32) for _ in range(2))
+    parallel = cooccur._pair_dots(table, rows, cols)
+    called = []
+    monkeypatch.setattr(cooccur, "_pair_dots", lambda *args: called.append(args) or parallel)
+    small = cooccur.pair_dots(table, rows, cols)
+    assert not called and small.dtype == parallel.dtype and small.tobytes() == parallel.tobytes()
+    monkeypatch.setattr(cooccur, "SERIAL_PAIRS", len(rows))
+    cooccur.pair_dots(table, rows, cols)
+    assert len(called) == 1

@@ -10,6 +10,8 @@ and the loss over all pairs falling.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,40 @@ def test_the_lockfree_kernel_on_two_threads_keeps_frozen_rows_and_lowers_the_los
     np.testing.assert_array_equal(bits(trainer.side_matrix()[trainer.n_trainable:]),
                                   bits(side_before[trainer.n_trainable:]))
 
+
+
+class InTurn:
+    """A stand-in for the lock-free run's thread pool: a submitted call runs when its result is asked, so the
+    calling thread's block runs first, then the others' in order."""
+
+    def __init__(self, workers: int):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, function, *args):
+        return types.SimpleNamespace(result=lambda: function(*args))
+
+
+def test_the_lockfree_kernel_is_one_call_a_thread_whose_blocks_in_turn_are_the_one_thread_loop(monkeypatch):
+    """Each thread calls the plain (not parallel: numba's parallel passes were most of a cold run's compile)
+    kernel for its own block of the group's pairs: run one after another, thread 0's first, the blocks are the
+    sequential loop over the pairs, bit for bit."""
+    from embedtune.kernels import glove as glove_kernels
+
+    assert all("parallel" not in kernel.targetoptions for kernel in glove_kernels.GLOVE_HOGWILD.values())
+    results = []
+    for threads in (1, 2):
+        trainer = make_trainer(True, monkeypatch, threads=threads, deterministic=False, clip_norm=0.05)
+        assert trainer.kernel.lockfree and trainer.kernel.threads == threads
+        monkeypatch.setattr(glove_kernels, "ThreadPoolExecutor", InTurn)
+        losses = run_steps(trainer, batches_of(trainer, None, len(LRS)), LRS)
+        results.append((losses, bits(trainer.trained_matrix()), bits(trainer.side_matrix())))
+    (one_losses, one_words, one_side), (two_losses, two_words, two_side) = results
+    np.testing.assert_array_equal(two_words, one_words)
+    np.testing.assert_array_equal(two_side, one_side)
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-6)   # each thread's block summed apart

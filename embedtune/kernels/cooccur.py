@@ -231,8 +231,7 @@ def count(blocks, n_words: int, window: int, threads: int):
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True)
-def pair_dots(table, rows, cols):
-    """[n] float64: table[rows[i]] . table[cols[i]] (float32 rows, summed in float64)."""
+def _pair_dots(table, rows, cols):
     out = np.empty(len(rows), np.float64)
     for i in prange(len(rows)):
         a, b = table[rows[i]], table[cols[i]]
@@ -241,6 +240,18 @@ def pair_dots(table, rows, cols):
             x += float(a[d]) * float(b[d])
         out[i] = x
     return out
+
+
+# Fewer pairs than this take _pair_dots's serial twin: the same sums, bit for bit, for about a third of its compile
+# on a cold run, where a parallel loop over so few pairs (the quickstart's) gains a few hundredths of a second.
+SERIAL_PAIRS = 1 << 21
+
+_pair_dots_serial = serial(_pair_dots)
+
+
+def pair_dots(table, rows, cols):
+    """[n] float64: table[rows[i]] . table[cols[i]] (float32 rows, summed in float64, each in order)."""
+    return (_pair_dots_serial if len(rows) < SERIAL_PAIRS else _pair_dots)(table, rows, cols)
 
 
 @njit(nogil=True, cache=True)

@@ -21,10 +21,14 @@ biases (the side table's rows from ``n_trainable`` on are fixed: GloVe.side_fixe
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit, prange, set_num_threads
+from numba.extending import intrinsic
 
-# Inlines common._update, revision 2 (common.py: numba's cache).
+from embedtune._adapters.numba_private import without_reference_count
+# Inlines common._update, revision 2 (common.py: numba's cache), and numba_private.without_reference_count.
 from embedtune.kernels.common import (ADAGRAD, ADAM, EPSILON, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _dot,
                                       _row, _sum_in_order, _update, adam_rate, frozen_source, kernel_threads)
 
@@ -143,51 +147,71 @@ def glove_step(words, side, frozen, frozen_rows, n_trainable, scale, row, col, t
     return _sum_in_order(losses)
 
 
+@intrinsic
+def _borrowed(typingctx, array):
+    """``array`` itself without its reference count (its meminfo null), for a kernel's arguments, which the
+    caller keeps alive until the kernel returns: numba counts a reference to the array at every view taken of
+    it and every array passed to an inlined helper, an atomic add on the one counter all threads share, about
+    40 a pair in ``glove_hogwild``. That was why the lock-free loop ran 2-3x slower as a plain kernel on
+    Python threads than as a ``prange`` body, whose arrays numba's parallel lowering passes the same way,
+    without their counts (benchmarks/log/first_run.md). Never returned nor stored beyond the call."""
+    def codegen(context, builder, signature, args):
+        return without_reference_count(context, builder, array, args[0])
+    return array(array), codegen
+
+
 def _lock_free(optimizer: int):
     """``glove_hogwild`` for one optimizer (SGD, ADAGRAD, ADAM), a constant of the kernel: numba prunes the
     other optimizers' branches of the inlined ``_update`` and ``_pull`` (four call sites) before it compiles,
-    so a run compiles only its own optimizer's code (a cold run's largest compile; benchmarks/log/first_run.md).
-    numba's cache keeps each apart (it keys a closure's machine code by the values it closes over)."""
-    @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+    so a run compiles only its own optimizer's code. numba's cache keeps each apart (it keys a closure's
+    machine code by the values it closes over). A plain ``nogil`` kernel that one thread calls for its own
+    block, on Python threads (``GloveKernel.run``): numba's parallel passes were over half its compile, the
+    largest of a cold run's (benchmarks/log/first_run.md). ``error_model="numpy"`` as a ``prange`` body has
+    it: a division's zero check would keep the optimizers' loops from vectorising."""
+    @njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy")
     def glove_hogwild(words, side, frozen, frozen_rows, n_trainable, scale, row, col, target, f, weight, lrs,
                       word_lrs, side_lrs, batch_size, clip_norm, anchor, start, slices, word_m, word_v,
-                      side_m, side_v, losses):
-        """GloVe's per-pair steps, lock-free (as glove.c's threads): each thread takes a contiguous block of
-        the pairs and applies each at once, in place, from the rows as they are then.
+                      side_m, side_v, losses, t):
+        """Thread ``t``'s share of GloVe's per-pair steps, lock-free (as glove.c's threads): of ``threads``
+        (losses' rows) each takes a contiguous block of the pairs and applies each at once, in place, from the
+        rows as they are then; every thread calls this for its own ``t`` at the same time.
 
-        row, col, target, f, weight [N]: several batches of ``batch_size`` pairs one after another (a group,
-        one parallel region); lrs, word_lrs, side_lrs [N / batch_size], each batch's. losses [threads,
-        N / batch_size] float64: each thread's summed loss of each batch (written). Tables, state and the
-        anchor's as ``glove_step``. The threads read and write shared rows without locks, so a row can lose
-        or see half of a concurrent update, as in glove.c; the bits follow the thread timing.
+        row, col, target, f, weight [N]: several batches of ``batch_size`` pairs one after another (a group);
+        lrs, word_lrs, side_lrs [N / batch_size], each batch's. losses [threads, N / batch_size] float64:
+        each thread's summed loss of each batch (its own row written). Tables, state and the anchor's as
+        ``glove_step``. The threads read and write shared rows without locks, so a row can lose or see half
+        of a concurrent update, as in glove.c; the bits follow the thread timing.
         """
+        words, side, frozen, frozen_rows = _borrowed(words), _borrowed(side), _borrowed(frozen), _borrowed(frozen_rows)
+        row, col, target, f, weight = _borrowed(row), _borrowed(col), _borrowed(target), _borrowed(f), _borrowed(weight)
+        start, slices, losses = _borrowed(start), _borrowed(slices), _borrowed(losses)
+        word_m, word_v, side_m, side_v = _borrowed(word_m), _borrowed(word_v), _borrowed(side_m), _borrowed(side_v)
         size, dim = len(row), words.shape[1]
         threads = losses.shape[0]
         has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)
-        for t in prange(threads):
-            gj = np.empty(dim, np.float32)
-            gk = np.empty(dim, np.float32)
-            gb = np.empty(1, np.float32)
-            for i in range(losses.shape[1]):   # a slice fill here is a parfor of its own to numba's passes
-                losses[t, i] = 0.0
-            for b in range(t * size // threads, (t + 1) * size // threads):
-                if weight[b] == 0:
-                    continue
-                batch = b // batch_size
-                lr, word_lr, side_lr = lrs[batch], word_lrs[batch], side_lrs[batch]
-                j, k = row[b], col[b]
-                wj, wk, error = _pair_error(words, side, frozen, frozen_rows, n_trainable, scale, j, k, target[b])
-                c = f[b] * weight[b] * error
-                losses[t, batch] += 0.5 * float(c) * float(error)
-                for d in range(dim):
-                    gj[d] = c * scale * wk[d]
-                    gk[d] = c * scale * wj[d]
-                if j < n_trainable:
-                    _end(words, side, j, gj, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
-                         word_m, word_v, side_m, side_v, has_m, has_v)
-                if k < n_trainable:
-                    _end(words, side, k, gk, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
-                         word_m, word_v, side_m, side_v, has_m, has_v)
+        gj = np.empty(dim, np.float32)
+        gk = np.empty(dim, np.float32)
+        gb = np.empty(1, np.float32)
+        for i in range(losses.shape[1]):
+            losses[t, i] = 0.0
+        for b in range(t * size // threads, (t + 1) * size // threads):
+            if weight[b] == 0:
+                continue
+            batch = b // batch_size
+            lr, word_lr, side_lr = lrs[batch], word_lrs[batch], side_lrs[batch]
+            j, k = row[b], col[b]
+            wj, wk, error = _pair_error(words, side, frozen, frozen_rows, n_trainable, scale, j, k, target[b])
+            c = f[b] * weight[b] * error
+            losses[t, batch] += 0.5 * float(c) * float(error)
+            for d in range(dim):
+                gj[d] = c * scale * wk[d]
+                gk[d] = c * scale * wj[d]
+            if j < n_trainable:
+                _end(words, side, j, gj, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
+                     word_m, word_v, side_m, side_v, has_m, has_v)
+            if k < n_trainable:
+                _end(words, side, k, gk, gb, c, optimizer, lr, word_lr, side_lr, clip_norm, anchor, start, slices,
+                     word_m, word_v, side_m, side_v, has_m, has_v)
     return glove_hogwild
 
 
@@ -234,17 +258,25 @@ class GloveKernel:
 
     def run(self, batches: list[dict], lrs: list[float]) -> list[np.float32]:
         """Steps over ``batches`` (the objective's numpy batches) at ``lrs``, in order; their summed
-        losses. Lock-free: the whole group in one call, its pairs split among the threads."""
-        set_num_threads(self.threads)
+        losses. Lock-free: the whole group in one call a thread, its pairs split among the threads."""
         if not self.lockfree:
+            set_num_threads(self.threads)
             return [self.step(batch, np.float32(lr)) for batch, lr in zip(batches, lrs)]
         lrs = np.asarray(lrs, np.float32)
         rates = [[adam_rate(state, self.optimizer, lr) for lr in lrs] for state in (self.word_state, self.side_state)]
         arrays = [np.concatenate([b[key] for b in batches]) for key in ("row", "col", "target", "f", "weight")]
         losses = np.empty((self.threads, len(batches)), np.float64)
-        GLOVE_HOGWILD[self.optimizer](*self._tables(), *arrays, lrs, np.asarray(rates[0], np.float32),
-                                      np.asarray(rates[1], np.float32), len(batches[0]["row"]), self.clip_norm,
-                                      *self._anchor(), losses)
+        args = (*self._tables(), *arrays, lrs, np.asarray(rates[0], np.float32), np.asarray(rates[1], np.float32),
+                len(batches[0]["row"]), self.clip_norm, *self._anchor(), losses)
+        kernel = GLOVE_HOGWILD[self.optimizer]
+        if self.threads == 1:
+            kernel(*args, 0)
+        else:   # the other threads' blocks beside this thread's; the kernel holds no GIL
+            with ThreadPoolExecutor(self.threads - 1) as pool:
+                others = [pool.submit(kernel, *args, t) for t in range(1, self.threads)]
+                kernel(*args, 0)
+                for other in others:
+                    other.result()
         return [np.float32(loss) for loss in losses.sum(axis=0)]
 
     def step(self, batch: dict, lr: np.float32) -> np.float32:
