@@ -13,7 +13,8 @@ from embedtune.corpus import Corpus
 from embedtune.newwords.spelling import (FormModel, _conjugate_gradient, _fnv, _numpy_round, fit_form,
                                         piece_matrix, pieces)
 from embedtune.formats import load_vectors
-from embedtune.newwords.form_context import combine_form_context
+from embedtune.newwords import form_context, spelling
+from embedtune.newwords.form_context import column_mean, combine_form_context
 from embedtune.newwords.methods import initial_vectors
 from embedtune.vectors import Vectors
 
@@ -128,6 +129,47 @@ def test_a_fit_for_some_words_keeps_only_their_buckets_and_predicts_them_bit_for
     assert len(part.used) < len(whole.used) == part.stats["form_used_buckets"]
     assert bits(part.predict(asked)).tobytes() == bits(whole.predict(asked)).tobytes()
     assert part.stats["form_relative_residual"] == whole.stats["form_relative_residual"]
+
+
+def test_the_fit_gives_the_same_bits_whatever_the_column_blocks(monkeypatch):
+    # fit_form solves its columns a block at a time, the targets read from the rows a block at a time (no copy
+    # of the fitting rows' vectors): each column's bits must not depend on the block it was solved in.
+    # Blocks of one column are the exception (numpy sums a lone column pairwise): column_blocks leaves one alone
+    # only where the blocks of 32 of before did (dim % 32 == 1).
+    for dim in (33, 37):
+        words, matrix = morphology(n_stems=60, dim=dim)
+        vectors = Vectors(words[:400], matrix[:400])
+        asked = words[400:]
+        outputs = []
+        for width in (32, 16, 5, 3):
+            monkeypatch.setattr(spelling, "COLUMN_BLOCK", width)
+            monkeypatch.setattr(spelling, "NARROW_BLOCK", width)
+            blocks = spelling.column_blocks(dim, width)
+            assert [c.stop - c.start == 1 for c in blocks] == [False] * (len(blocks) - 1) + [dim == 33]
+            model = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=3, words=asked,
+                             exclude=np.arange(0, 400, 7))
+            outputs.append((model.table.tobytes(), model.predict(asked).tobytes()))
+        assert all(out == outputs[0] for out in outputs[1:])
+
+
+def test_the_blocks_narrow_only_where_the_work_arrays_would_be_large():
+    assert spelling.block_width(1000) == spelling.COLUMN_BLOCK
+    width = spelling.block_width(478_375)   # 1M x 300's fit
+    assert spelling.NARROW_BLOCK <= width < spelling.COLUMN_BLOCK and 16 * 478_375 * width <= spelling.WORK_BYTES
+    assert spelling.block_width(10 ** 8) == spelling.NARROW_BLOCK
+    assert 16 * 300_000 * spelling.block_width(300_000) <= spelling.WORK_BYTES
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (9, 1), (10, 2), (32, 3), (33, 50), (100, 7)])
+def test_column_mean_has_the_bits_of_numpys_mean_without_its_float64_copy(monkeypatch, shape):
+    # form-context's centre: the mean of the fitting rows in float64, summed a block of rows at a time (4 here,
+    # so that the blocks' seams are crossed) and still numpy's bits, for a C-ordered matrix or any other.
+    monkeypatch.setattr(form_context, "MEAN_BLOCK", 4)
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    matrix = (rng.standard_normal(shape) * rng.choice([1e-4, 1.0, 1e4], size=(shape[0], 1))).astype(np.float32)
+    matrix[0, 0] = -0.0
+    for m in (matrix, np.asfortranarray(matrix), matrix[::2]):
+        assert column_mean(m).tobytes() == np.asarray(m, np.float64).mean(axis=0).tobytes()
 
 
 def test_more_cg_rounds_bring_the_fit_closer_to_the_ridge_solution():

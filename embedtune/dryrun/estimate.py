@@ -35,11 +35,12 @@ LAUNCHER_BYTES = 55 * 2**20
 # about this many rows of dim float32 a pair of the batch. Calibrated against sgns with Adam at 300
 # dimensions, a batch of 4,096 (benchmarks/log/memory_sizes.md, the estimates).
 STEP_BATCH_ROWS = 130
-# form.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
+# spelling.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
 # pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
 # piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
-# most form.COLUMN_BLOCK columns; the result is kept only for the buckets of the new words. Freed
-# before training; counted in the sum all the same, so the estimate errs high for it.
+# most spelling.block_width columns (their targets read a block at a time); the result is kept only for
+# the buckets of the new words. Freed before training; counted in the sum all the same, so the estimate
+# errs high for it.
 FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
 FORM_PIECE_BYTES = 20
 
@@ -47,7 +48,7 @@ FORM_PIECE_BYTES = 20
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.newwords.spelling import COLUMN_BLOCK, DEFAULT_BUCKETS, DEFAULT_FIT_WORDS
+    from embedtune.newwords.spelling import DEFAULT_BUCKETS, DEFAULT_FIT_WORDS, block_width
     from embedtune.newwords.fitted import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
@@ -55,8 +56,8 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     if vectors.model is not None and vectors.model.maxn > 0:
         return 0   # a fastText model's own subwords are the spelling start: nothing is fitted
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
-    block = min(vectors.dim, COLUMN_BLOCK)
     buckets = fit * FORM_BUCKETS_PER_WORD
+    block = min(vectors.dim, block_width(int(buckets)))
     # the new words' buckets and the probe words' (embedtune.newwords.fitted), whose context sums are held too
     kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
     probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8

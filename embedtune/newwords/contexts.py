@@ -42,13 +42,15 @@ class ContextSums:
     probe_near: np.ndarray | None = None
     probe_line: np.ndarray | None = None
 
-    def means(self) -> np.ndarray:
-        """[n_targets, dim] float64 weighted mean context vector (zero where there was no context)."""
-        return self.sums / np.where(self.mass > 0, self.mass, 1)[:, None]
+    def means(self, rows=slice(None)) -> np.ndarray:
+        """[n_targets, dim] float64 weighted mean context vector (zero where there was no context); ``rows``
+        (a slice or an index array): those targets' only, not a slice of every target's means."""
+        return self.sums[rows] / np.where(self.mass[rows] > 0, self.mass[rows], 1)[:, None]
 
-    def line_means(self) -> np.ndarray:
-        """[n_targets, dim] float64 weighted mean of the whole lines' context (zero where none)."""
-        return self.line_sums / np.where(self.line_mass > 0, self.line_mass, 1)[:, None]
+    def line_means(self, rows=slice(None)) -> np.ndarray:
+        """[n_targets, dim] float64 weighted mean of the whole lines' context (zero where none); ``rows`` as
+        ``means``'."""
+        return self.line_sums[rows] / np.where(self.line_mass[rows] > 0, self.line_mass[rows], 1)[:, None]
 
 
 def sif_weights(vectors: Vectors, counts: Counter, a: float = DEFAULT_SIF,

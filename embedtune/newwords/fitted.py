@@ -254,14 +254,15 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
     map_all = None
     if len(fit_rows):
         usable = sums.contexts[n_new:] > 0
-        map_all = fit_alacarte(sums.means()[n_new:][usable], vectors.matrix[fit_rows[usable]])
+        map_all = fit_alacarte(sums.means(n_new + np.flatnonzero(usable)), vectors.matrix[fit_rows[usable]])
     model = FittedStarts(tuple(float(s) for s in slots), [None] * len(slots), map_all,
                          np.full(len(slots), DEFAULT_FORM_K), features)
     probe_v = np.asarray(vectors.matrix[probe_rows], np.float64) if len(probe_rows) else np.zeros((0, dim))
     used, seen, buckets, checks = [], [], [], []
     for b in range(len(slots) if sums.probe_near is not None else 0):
         ok, near, line, place = _bucket_means(sums, b, dim)
-        buckets.append((ok, near, line))
+        buckets.append((ok, near))   # the line's means made again where the gate needs them (a map or a blend):
+                                     # every bucket's held at once took 42 MB at 300 dimensions
         used.append(int(ok.sum()))
         seen.append(place if place is not None else float(slots[b]))
         x = features(near, line)
@@ -278,7 +279,7 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
         model.slots = tuple(seen)
     if "gate" in parts and buckets:
         ks = []
-        for b, (ok, near, line) in enumerate(buckets):
+        for b, (ok, near) in enumerate(buckets):
             if ok.sum() < MIN_PROBES:
                 ks.append(ks[-1] if ks else DEFAULT_FORM_K)
                 continue
@@ -286,10 +287,11 @@ def fit_starts(sums, fit_rows: np.ndarray, n_new: int, vectors: Vectors, probe_r
             w = best_gate(model.base(near), form, truth, centre)
             ks.append(place * (1 - w) / max(w, 1e-3))   # w = n / (n + k) at the bucket's place
             if model.maps[b] is not None:
+                line = _bucket_means(sums, b, dim)[2]
                 w = best_gate(model.context(near, line, np.full(ok.sum(), place), True), form, truth, centre)
                 model.map_ks[b] = place * (1 - w) / max(w, 1e-3)
             elif "line_blend" in parts and slots[b] <= PER_N_MAX_SLOT:
-                a, w = best_blend(model, near, line, form, truth, centre)
+                a, w = best_blend(model, near, _bucket_means(sums, b, dim)[2], form, truth, centre)
                 if a < 1:
                     model.blends[b], model.map_ks[b] = a, place * (1 - w) / max(w, 1e-3)
         model.ks = np.asarray(ks, np.float64)

@@ -74,6 +74,33 @@ def combine_form_context(form: np.ndarray, context: np.ndarray, evidence: np.nda
     return out.astype(np.float32)
 
 
+MEAN_BLOCK = 8192   # rows column_mean turns into float64 at a time
+
+
+def column_mean(matrix: np.ndarray) -> np.ndarray:
+    """[dim] float64 mean of the rows of ``matrix`` ([n, dim], n >= 1), the bits of
+    ``np.asarray(matrix, np.float64).mean(axis=0)`` without its float64 copy of the whole matrix (1M x 300:
+    the first 100,000 rows made 240 MB, the start's peak after the spelling fit): numpy sums a C-ordered
+    matrix down its rows one row after another, so each block is summed with the running sum as its first row.
+    A matrix of one column, or not C-ordered, numpy sums along memory (pairwise), so it is copied as before.
+    """
+    n, dim = matrix.shape
+    if dim < 2 or not matrix.flags.c_contiguous:
+        return np.asarray(matrix, np.float64).mean(axis=0)
+    block = np.empty((min(n, MEAN_BLOCK) + 1, dim), np.float64)
+    total = None
+    for start in range(0, n, MEAN_BLOCK):
+        rows = matrix[start:start + MEAN_BLOCK]
+        if total is None:   # the first row starts the sum as numpy's does (0.0 + -0.0 would lose the sign)
+            block[:len(rows)] = rows
+            total = block[:len(rows)].sum(axis=0)
+        else:
+            block[0] = total
+            block[1:len(rows) + 1] = rows
+            total = block[:len(rows) + 1].sum(axis=0)
+    return total / n
+
+
 @dataclass
 class Evidence:
     """What one corpus pass and the spelling fit gave: the input of ``finish`` (which fits and mixes)."""
@@ -139,7 +166,7 @@ def gather(vectors: Vectors, corpus: Corpus, new_words: list[str], probes: int =
     fit_rows = vectors.index.rows(fit) if fit else np.zeros(0, np.int64)
     if len(fit_rows):
         stats.update(fit_words=int((sums.contexts[n_new:] > 0).sum()), fit_min_count=fit_min_count)
-    centre = np.asarray(vectors.matrix[:fit_n], np.float64).mean(axis=0) if len(vectors) else np.zeros(vectors.dim)
+    centre = column_mean(vectors.matrix[:fit_n]) if len(vectors) else np.zeros(vectors.dim)
     return Evidence(sums, form, n_new, fit_rows, probe_rows, stats, centre)
 
 
@@ -152,7 +179,8 @@ def finish(evidence: Evidence, vectors: Vectors, parts=DEFAULT_PARTS, slots=DEFA
                                    centre)
     n = e.sums.line_contexts[:n_new] if "line" in parts else e.sums.contexts[:n_new]
     evidence_n = np.where(n >= min_contexts, n, 0)
-    context = starts.context(e.sums.means()[:n_new], e.sums.line_means()[:n_new], evidence_n, "per_n" in parts)
+    new = slice(n_new)
+    context = starts.context(e.sums.means(new), e.sums.line_means(new), evidence_n, "per_n" in parts)
     context = np.where((evidence_n > 0)[:, None], context, 0)
     weight = starts.weight(evidence_n) if "gate" in parts else evidence_n / (evidence_n + DEFAULT_FORM_K)
     matrix = combine_form_context(e.form[:n_new], context, evidence_n, weight=weight,

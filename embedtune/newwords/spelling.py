@@ -122,7 +122,30 @@ class FormModel:
         return np.asarray(local @ self.table, np.float32)
 
 
-COLUMN_BLOCK = 32   # columns solved together by fit_form's conjugate gradient
+COLUMN_BLOCK = 32         # the most columns fit_form's conjugate gradient solves together
+NARROW_BLOCK = 16         # the fewest, where WORK_BYTES would want fewer (8 made the fit slower)
+WORK_BYTES = 128 * 2**20  # its four work arrays (used buckets x block float32) are kept under this when
+                          # NARROW_BLOCK allows: 1M x 300's 478k buckets held 245 MB at 32 beside the context pass
+
+
+def block_width(n_used: int) -> int:
+    """The widest block of columns fit_form solves together over ``n_used`` buckets (WORK_BYTES)."""
+    return max(NARROW_BLOCK, min(COLUMN_BLOCK, WORK_BYTES // (16 * max(n_used, 1))))
+
+
+def column_blocks(dim: int, width: int = COLUMN_BLOCK) -> list[slice]:
+    """The blocks of columns fit_form solves together: at most ``width`` (>= NARROW_BLOCK) wide, cut evenly.
+
+    A column's bits do not depend on the block it is solved in (the sparse products and the column sums take
+    each column alone), except in a block of one column: numpy then sums it as a vector (pairwise). Blocks of
+    32 columns, as the fit was cut before, left one alone where dim % 32 == 1; it is left alone here too, and no
+    other is, so the starts keep their bits.
+    """
+    alone = dim % 32 == 1
+    body = dim - 1 if alone else dim
+    n = -(-body // width)
+    blocks = [slice(body * b // n, body * (b + 1) // n) for b in range(n)]
+    return blocks + [slice(body, dim)] if alone else blocks
 
 
 def _conjugate_gradient(m, mt, inv, ridge: float, target: np.ndarray, iterations: int, keep: np.ndarray):
@@ -204,13 +227,12 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
                              f"iterations >= 0 (got {iterations})")
     began = time.perf_counter()
     n = len(vectors) if not fit_words else min(fit_words, len(vectors))
+    rows = slice(0, n)   # the fitting rows; their vectors are read a block of columns at a time (targets)
     if exclude is not None and len(exclude):
         rows = np.setdiff1d(np.arange(n), exclude)
-        target = np.asarray(vectors.matrix[rows], np.float32)
         full = piece_matrix([vectors.words[i] for i in rows.tolist()], buckets)
         n = len(rows)
     else:
-        target = np.asarray(vectors.matrix[:n], np.float32)
         full = piece_matrix(vectors.words[:n], buckets)
     hashed = time.perf_counter() - began
     # Columns renumbered to the used buckets only, in the order the rows first use them: a word's
@@ -235,12 +257,13 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     # CG runs on a block of columns at a time: the columns are independent problems sharing the
     # matrix, and its work arrays would otherwise take 5 x n_used x dim x 4 bytes (benchmarks/README.md,
     # newwords).
-    x = np.empty((len(used), target.shape[1]), np.float32)
+    x = np.empty((len(used), vectors.dim), np.float32)
     rr = bb = 0.0
-    for first_column in range(0, target.shape[1], COLUMN_BLOCK):
-        cols = slice(first_column, first_column + COLUMN_BLOCK)
-        x[:, cols], r_sq, b_sq = _conjugate_gradient(m, mt, inv, ridge, np.ascontiguousarray(target[:, cols]),
-                                                     iterations, keep)
+    for cols in column_blocks(vectors.dim, block_width(len(inv))):
+        # the targets of these columns only: no copy of the fitting rows' whole vectors
+        target = np.ascontiguousarray(vectors.matrix[rows, cols], np.float32)
+        x[:, cols], r_sq, b_sq = _conjugate_gradient(m, mt, inv, ridge, target, iterations, keep)
+        del target
         rr += r_sq
         bb += b_sq
     residual = float(np.sqrt(rr / max(bb, 1e-30)))
