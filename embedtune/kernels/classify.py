@@ -13,18 +13,23 @@ from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLE
                                       _update, adam_rate, frozen_source, kernel_threads, strict)
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _by_key(keys, n_keys):
     """A stable counting sort of positions by ``keys`` (keys >= n_keys dropped): (order, starts [n_keys + 1]),
-    positions with key k being order[starts[k]:starts[k + 1]], in their order."""
-    starts = np.zeros(n_keys + 1, np.int64)
+    positions with key k being order[starts[k]:starts[k + 1]], in their order. Called, not inlined: integers
+    only, so one compile a process serves the step's four sorts and both twins."""
+    starts = np.empty(n_keys + 1, np.int64)
+    for k in range(n_keys + 1):
+        starts[k] = 0
     for i in range(len(keys)):
         if keys[i] < n_keys:
             starts[keys[i] + 1] += 1
     for k in range(n_keys):
         starts[k + 1] += starts[k]
     order = np.empty(starts[n_keys], np.int64)
-    fill = starts[:n_keys].copy()
+    fill = np.empty(n_keys, np.int64)
+    for k in range(n_keys):
+        fill[k] = starts[k]
     for i in range(len(keys)):
         k = keys[i]
         if k < n_keys:
@@ -38,7 +43,8 @@ def _row_gradient(g, tokens, segment, dsum, weight):
     """A row's gradient into ``g``: the sum over its ``tokens`` (in batch order) of their line's d loss /
     d token (``dsum`` [B, dim]), times the row's weight; g's columns past dim (an n-gram row's unused
     one) zero."""
-    g[:] = 0
+    for j in range(len(g)):
+        g[j] = 0
     for i in range(len(tokens)):
         d = dsum[segment[tokens[i]]]
         for j in range(len(d)):
@@ -85,7 +91,8 @@ def _gather(out, s, W, words, frozen, frozen_rows, n_trainable, word, weight, si
         wt = gram_weight[s - W]
         row = side[gram[s - W]]
     if wt == 0:
-        out[:] = 0
+        for j in range(len(out)):
+            out[j] = 0
     else:
         for j in range(len(out)):
             out[j] = wt * row[j]
@@ -99,7 +106,13 @@ def _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_we
     ``dsum[b]``; a line with no counted word (padding among them) is left out of the loss.
     ``total``, ``z``, ``e``: the thread's scratch."""
     dim, L = means.shape[1], dz.shape[1]
-    total[:] = 0
+    losses[b] = 0.0
+    for j in range(dim):
+        total[j] = 0
+        means[b, j] = 0
+        dsum[b, j] = 0
+    for k in range(L):
+        dz[b, k] = 0
     count = np.float32(0.0)
     for i in range(line_starts[b], line_starts[b + 1]):
         s = slot[line_tokens[i]]
@@ -117,7 +130,7 @@ def _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_we
         for j in range(dim):
             total[j] += row[j]
         grams += gram_weight[s]
-    denom = max(count + grams, np.float32(1.0))
+    denom = count + grams if count + grams > 1 else np.float32(1.0)
     mean = means[b]
     for j in range(dim):
         mean[j] = total[j] / denom
@@ -141,7 +154,8 @@ def _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_we
 def _label_gradient(g, k, dz, means):
     """Label ``k``'s gradient (weights, then bias) into ``g``: the sum over the batch's lines, in order."""
     dim = means.shape[1]
-    g[:] = 0
+    for j in range(len(g)):
+        g[j] = 0
     for b in range(len(dz)):
         c = dz[b, k]
         if c != 0:
@@ -179,10 +193,11 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
     line_grams, gram_line_starts = _by_key(gram_segment, B)
     word_tokens, word_starts = _by_key(slot, W)
     gram_tokens, gram_starts = _by_key(gram_slot, G)
-    means = np.zeros((B, dim), np.float32)
-    dz = np.zeros((B, L), np.float32)
-    dsum = np.zeros((B, dim), np.float32)   # d loss / d (a token's row): d loss / d mean over the line's count
-    losses = np.zeros(B, np.float64)
+    # Each line's rows, zeroed by the line's own iteration (_line).
+    means = np.empty((B, dim), np.float32)
+    dz = np.empty((B, L), np.float32)
+    dsum = np.empty((B, dim), np.float32)   # d loss / d (a token's row): d loss / d mean over the line's count
+    losses = np.empty(B, np.float64)
     # The batch's rows, gathered once in id order (the ids are sorted: the reads walk the tables
     # forward), weighted: the lines then read them from a block that stays in cache.
     rows = np.empty((W + G, dim), np.float32)
@@ -198,24 +213,31 @@ def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word,
                   gram_line_starts, side, targets, one_vs_all, total, z, e, means, dz, dsum, losses)
     # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
     # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
-    # trainable words of the batch (frozen ones and padding are not written), then n-gram rows.
+    # trainable words of the batch (frozen ones and padding are not written), then n-gram rows, through one
+    # update site: the optimizer's code inlined once, not once a kind of row (a third of the compile).
     for p in prange(parts):
         g = np.empty(dim + 1, np.float32)
-        for k in range(p * L // parts, (p + 1) * L // parts):
-            _label_gradient(g, k, dz, means)
-            _update(side[k], g, side_m[k * has_m], side_v[k * has_v], optimizer, lr, side_lr, clip_norm)
-        for s in range(p * W // parts, (p + 1) * W // parts):
-            c = word[s]
-            if weight[s] == 0 or c >= n_trainable:
-                continue
-            _row_gradient(g[:dim], word_tokens[word_starts[s]:word_starts[s + 1]], segment, dsum, weight[s])
-            _update(words[c], g[:dim], word_m[c * has_m], word_v[c * has_v], optimizer, lr, word_lr, clip_norm)
-        for s in range(p * G // parts, (p + 1) * G // parts):
-            r = gram[s]
-            if gram_weight[s] == 0 or r >= sink:
-                continue
-            _row_gradient(g, gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dsum, gram_weight[s])
-            _update(side[r], g, side_m[r * has_m], side_v[r * has_v], optimizer, lr, side_lr, clip_norm)
+        for u in range(p * (L + W + G) // parts, (p + 1) * (L + W + G) // parts):
+            if u < L:
+                _label_gradient(g, u, dz, means)
+                row, m, v, rate, width = side[u], side_m[u * has_m], side_v[u * has_v], side_lr, dim + 1
+            else:
+                if u < L + W:
+                    s = u - L
+                    c, wt = word[s], weight[s]
+                    if wt == 0 or c >= n_trainable:
+                        continue
+                    tokens, line_of, width = word_tokens[word_starts[s]:word_starts[s + 1]], segment, dim
+                    row, m, v, rate = words[c], word_m[c * has_m], word_v[c * has_v], word_lr
+                else:
+                    s = u - L - W
+                    r, wt = gram[s], gram_weight[s]
+                    if wt == 0 or r >= sink:
+                        continue
+                    tokens, line_of, width = gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dim + 1
+                    row, m, v, rate = side[r], side_m[r * has_m], side_v[r * has_v], side_lr
+                _row_gradient(g[:width], tokens, line_of, dsum, wt)
+            _update(row, g[:width], m, v, optimizer, lr, rate, clip_norm)
     return _sum_in_order(losses)
 
 
@@ -277,12 +299,15 @@ def fit_loss_grad(X, Y, W, b, one_vs_all):
     lines sums its gradient in float32, the blocks in float64."""
     n, dim = X.shape
     L = W.shape[0]
-    losses = np.zeros(FIT_BLOCKS, np.float64)
-    grads = np.zeros((FIT_BLOCKS, L, dim + 1), np.float32)
+    losses = np.empty(FIT_BLOCKS, np.float64)
+    grads = np.empty((FIT_BLOCKS, L, dim + 1), np.float32)   # each block's zeroed by its own iteration
     for p in prange(FIT_BLOCKS):
         z = np.empty(L, np.float32)
         e = np.empty(L, np.float64)
         g = grads[p]
+        for k in range(L):
+            for j in range(dim + 1):
+                g[k, j] = 0
         loss = 0.0
         for i in range(p * n // FIT_BLOCKS, (p + 1) * n // FIT_BLOCKS):
             x, t = X[i], Y[i]
@@ -300,7 +325,10 @@ def fit_loss_grad(X, Y, W, b, one_vs_all):
                     gk[j] += c * x[j]
                 gk[dim] += c
         losses[p] = loss
-    grad = np.zeros((L, dim + 1), np.float64)
+    grad = np.empty((L, dim + 1), np.float64)
+    for k in range(L):
+        for j in range(dim + 1):
+            grad[k, j] = 0
     for p in range(FIT_BLOCKS):
         for k in range(L):
             for j in range(dim + 1):

@@ -31,7 +31,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from embedtune.kernels.common import (FASTMATH, PARALLEL, ROW_BLOCK_BITS, _add_loss, _descend, _dot, _logit_terms,
-                                      _row, _sum_in_order, frozen_source, kernel_threads, strict)
+                                      _sum_in_order, frozen_source, kernel_threads, strict)
 
 
 
@@ -48,6 +48,18 @@ def _score(w, v, g, k, wt, product, extra):
     for j in range(len(g)):
         g[j] += d * v[j]
     return d, product, extra
+
+
+@njit(inline="always")
+def _copy_center(words, frozen, frozen_rows, n_trainable, c, w):
+    """``w`` = the center ``c``'s row as it is now: a trainable row of ``words``, or a frozen one of ``frozen``."""
+    if c < n_trainable:
+        for j in range(len(w)):
+            w[j] = words[c, j]
+    else:
+        f = frozen_rows[c - n_trainable]
+        for j in range(len(w)):
+            w[j] = frozen[f, j]
 
 
 # Only --deterministic runs take it: no fastmath, the same bits on every CPU (common.FASTMATH).
@@ -69,14 +81,16 @@ def sgns_per_pair(words, side, frozen, frozen_rows, n_trainable, centers, contex
         wt = weight[b]
         losses[b] = 0.0
         if wt == 0:
-            owners[b, :] = -1
+            for k in range(k1 + 1):
+                owners[b, k] = -1
             continue
         c = centers[b]
         owners[b, k1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
         w = centers_now[b]
-        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        _copy_center(words, frozen, frozen_rows, n_trainable, c, w)
         g = word_grads[b]
-        g[:] = 0
+        for j in range(len(g)):
+            g[j] = 0
         product, extra = 1.0, 0.0   # the loss: _add_loss
         for k in range(k1):
             r = contexts[b] if k == 0 else negatives[b, k - 1]
@@ -124,9 +138,10 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
         owners[b, 0] = (r >> ROW_BLOCK_BITS) % parts
         owners[b, 1] = (c >> ROW_BLOCK_BITS) % parts if c < n_trainable else -1
         w = centers_now[b]
-        w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+        _copy_center(words, frozen, frozen_rows, n_trainable, c, w)
         g = word_grads[b]
-        g[:] = 0
+        for j in range(len(g)):
+            g[j] = 0
         product, extra = 1.0, 0.0
         for k in range(kneg + 1):
             r = contexts[b] if k == 0 else negatives[b // group, k - 1]
@@ -147,7 +162,8 @@ def sgns_shared(words, side, frozen, frozen_rows, n_trainable, centers, contexts
                 r = negatives[q, k]
                 if (r >> ROW_BLOCK_BITS) % parts != p:
                     continue
-                slice_[:] = 0
+                for j in range(len(slice_)):
+                    slice_[j] = 0
                 for b in range(q * group, (q + 1) * group):
                     if weight[b] != 0:
                         d = coefs[b, k + 1]
@@ -291,18 +307,6 @@ def lockfree_negatives(table, mix, size, negative):
 
 
 @njit(inline="always")
-def _copy_center(words, frozen, frozen_rows, n_trainable, c, w):
-    """``w`` = the center ``c``'s row as it is now: a trainable row of ``words``, or a frozen one of ``frozen``."""
-    if c < n_trainable:
-        for j in range(len(w)):
-            w[j] = words[c, j]
-    else:
-        f = frozen_rows[c - n_trainable]
-        for j in range(len(w)):
-            w[j] = frozen[f, j]
-
-
-@njit(inline="always")
 def _pair_step(words, side, n_trainable, c, w, rows, logits, grad, wt, lr):
     """One pair's sgd step in place, ``sgns_hogwild``'s (see there): the center's copy ``w`` scored against the
     context and negative rows ``rows`` of ``side`` first, then each of those rows updated, then the center (a
@@ -314,7 +318,8 @@ def _pair_step(words, side, n_trainable, c, w, rows, logits, grad, wt, lr):
         for j in range(dim):
             x += w[j] * side[r, j]
         logits[k] = x
-    grad[:] = 0
+    for j in range(dim):
+        grad[j] = 0
     product, extra = 1.0, 0.0   # the loss: _add_loss
     for k in range(k1):
         r, x = rows[k], logits[k]
@@ -376,7 +381,8 @@ def sgns_hogwild(words, side, frozen, frozen_rows, n_trainable, centers, context
         logits = np.empty(k1, np.float32)
         slots = np.empty((4, negative), np.int64)   # pair b's table slots in row b % 4, drawn at b - 2
         negs = np.empty((4, negative), np.int64)    # pair b's negatives in row b % 4, read at b - 1
-        losses[t, :] = 0.0
+        for q in range(losses.shape[1]):
+            losses[t, q] = 0.0
         start, end = t * size // threads, (t + 1) * size // threads
         if start >= end:
             continue

@@ -28,9 +28,9 @@ import numpy as np
 from numba import njit, prange, set_num_threads
 
 # Inlines common._update, revision 2 (common.py: numba's cache).
-from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row, _sum_in_order,
-                                      _update, adam_rate, frozen_source, kernel_threads, strict)
-from embedtune.kernels.sgns import _score
+from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _sum_in_order, _update,
+                                      adam_rate, frozen_source, kernel_threads, strict)
+from embedtune.kernels.sgns import _copy_center, _score
 
 
 @njit(inline="always")
@@ -42,12 +42,14 @@ def _pair_gradients(b, words, side, frozen, frozen_rows, n_trainable, centers, c
     wt = weight[b]
     losses[b] = 0.0
     if not wt > 0:
-        coefs[b, :] = 0
+        for k in range(coefs.shape[1]):
+            coefs[b, k] = 0
         return
     w = centers_now[b]
-    w[:] = _row(words, frozen, frozen_rows, n_trainable, centers[b])
+    _copy_center(words, frozen, frozen_rows, n_trainable, centers[b], w)
     g = word_grads[b]
-    g[:] = 0
+    for j in range(len(g)):
+        g[j] = 0
     product, extra = 1.0, 0.0   # the loss: common._add_loss
     for k in range(coefs.shape[1]):
         r = contexts[b] if k == 0 else negatives[b // group, k - 1]
@@ -67,14 +69,17 @@ def _side_slice(s, size, k1, shared):
     return -1, k + 1, q
 
 
-@njit(inline="always")
+@njit(nogil=True)
 def _by_row(keys, slot):
     """Slices grouped by row: keys [n], each slice's row (-1: none) -> (the distinct rows [u] in the order
     first seen, starts [u + 1], order: slice numbers, row by row, each row's in slice order). ``slot``
-    [table rows] int32, -1 everywhere, is scratch: left -1."""
+    [table rows] int32, -1 everywhere, is scratch: left -1. Called, not inlined: integers only, so one compile
+    a process serves both tables and both twins."""
     n = len(keys)
     rows = np.empty(n, np.int64)
-    starts = np.zeros(n + 1, np.int64)
+    starts = np.empty(n + 1, np.int64)
+    for s in range(n + 1):
+        starts[s] = 0
     u = 0
     for s in range(n):
         r = keys[s]
@@ -87,7 +92,9 @@ def _by_row(keys, slot):
     for i in range(u):
         starts[i + 1] += starts[i]
     order = np.empty(starts[u], np.int64)
-    fill = starts[:u].copy()
+    fill = np.empty(u, np.int64)
+    for i in range(u):
+        fill[i] = starts[i]
     for s in range(n):
         r = keys[s]
         if r >= 0:
@@ -103,7 +110,8 @@ def _side_gradient(g, part, slices, size, k1, shared, group, weight, coefs, cent
     """A side row's merged gradient into ``g``: its ``slices`` summed in order, a slice being its pair's
     coefficient times the pair's center (a shared negative's: that summed over its group first, into
     ``part``)."""
-    g[:] = 0
+    for j in range(len(g)):
+        g[j] = 0
     for i in range(len(slices)):
         b, k, q = _side_slice(slices[i], size, k1, shared)
         if b >= 0:
@@ -111,7 +119,8 @@ def _side_gradient(g, part, slices, size, k1, shared, group, weight, coefs, cent
             for j in range(len(g)):
                 g[j] += d * w[j]
             continue
-        part[:] = 0
+        for j in range(len(part)):
+            part[j] = 0
         for p in range(q * group, (q + 1) * group):
             if weight[p] > 0:
                 d, w = coefs[p, k], centers_now[p]
@@ -146,10 +155,9 @@ def sgns_lazy_step(words, side, frozen, frozen_rows, n_trainable, centers, conte
             _pair_gradients(b, words, side, frozen, frozen_rows, n_trainable, centers, contexts, negatives, weight,
                             group, centers_now, word_grads, coefs, losses)
     # Each slice's row, in TensorFlow's order of the slices (-1: dropped, as TensorFlow drops its sinks').
-    word_keys = np.full(size, -1, np.int64)
+    word_keys = np.empty(size, np.int64)
     for b in range(size):
-        if weight[b] > 0 and centers[b] < n_trainable:
-            word_keys[b] = centers[b]
+        word_keys[b] = centers[b] if weight[b] > 0 and centers[b] < n_trainable else -1
     side_keys = np.empty(size + len(negatives) * kneg if shared else size * k1, np.int64)
     for s in range(len(side_keys)):
         b, k, q = _side_slice(s, size, k1, shared)
@@ -168,7 +176,8 @@ def sgns_lazy_step(words, side, frozen, frozen_rows, n_trainable, centers, conte
         part = np.empty(dim, np.float32)
         for u in range(p * n_words // parts, (p + 1) * n_words // parts):
             c = word_rows[u]
-            g[:] = 0
+            for j in range(dim):
+                g[j] = 0
             for i in range(word_starts[u], word_starts[u + 1]):
                 grad = word_grads[word_order[i]]
                 for j in range(dim):
