@@ -75,3 +75,27 @@ def test_the_kernels_own_sort_and_search_give_numpys_answers():
                 assert _search_sorted(starts, x, False) == np.searchsorted(starts, x), (size, x)
                 assert _search_sorted(floats, x + 0.5, True) == np.searchsorted(floats, x + 0.5, side="right")
                 assert _search_sorted(floats, float(x), True) == np.searchsorted(floats, float(x), side="right")
+
+
+def test_every_parallel_compile_keeps_loop_fusion_off():
+    """kernels/common.PARALLEL turns numba's loop fusion off (a gradient pass must end before its update pass
+    starts): for each kernel and each signature compiled in a process, and for a twin made from a kernel's
+    options, not only the first compile (numba empties a dict given as ``parallel=`` when it reads it)."""
+    from numba import njit, prange
+
+    from embedtune.kernels import common
+
+    def two_passes(x, y):
+        for i in prange(len(x)):
+            x[i] += 1
+        for i in prange(len(y)):
+            y[i] += x[i]
+
+    first, second = njit(parallel=common.PARALLEL)(two_passes), njit(parallel=common.PARALLEL)(two_passes)
+    for kernel, dtype in ((first, np.float64), (second, np.float64), (second, np.float32)):
+        kernel(np.zeros(4, dtype), np.zeros(4, dtype))
+    twin = common.strict(second)
+    twin(np.zeros(4), np.zeros(4))
+    compiled = [(kernel, result) for kernel in (first, second, twin) for result in kernel.overloads.values()]
+    assert len(compiled) == 4
+    assert [result.metadata["parfor_diagnostics"].fusion_enabled for _, result in compiled] == [False] * 4

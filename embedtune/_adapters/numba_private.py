@@ -23,3 +23,14 @@ def without_reference_count(context, builder, array_type, value):
     array.meminfo = cgutils.get_null_value(array.meminfo.type)
     array.parent = cgutils.get_null_value(array.parent.type)
     return array._getvalue()
+
+
+def parallel_options(**options):
+    """numba's ``parallel=`` options as the object numba makes of them (``numba.core.cpu.ParallelOptions``,
+    numba 0.5x-0.6x). numba reads a dict given there by popping its keys, so the one dict a module hands every
+    kernel is empty after the first compile, and each later compile in the process (another kernel, a second
+    signature, a twin) takes numba's defaults instead; an instance is copied, so each compile reads what was
+    given."""
+    from numba.core.cpu import ParallelOptions
+
+    return ParallelOptions(dict(options))

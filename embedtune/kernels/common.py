@@ -18,14 +18,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from numba import config as numba_config, njit, prange  # noqa: E402  (after the wait policy)
 
+from embedtune._adapters.numba_private import parallel_options  # noqa: E402
 from embedtune.kernels.compiling import listen  # noqa: E402
 from embedtune.optimizer_constants import ADAM_BETA_1, ADAM_BETA_2, EPSILON  # noqa: E402
 
 listen()   # a compile said (kernels/compiling.py)
 
 # The gradient pass must end before the update pass starts (the updates change rows the gradients
-# read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off.
-PARALLEL = {"fusion": False}
+# read): numba's loop fusion merged two such loops once (the comparison test caught it), so it is off,
+# for every compile (a plain dict here was emptied by the first: _adapters/numba_private.py).
+PARALLEL = parallel_options(fusion=False)
 # Sums may be reordered (the dot products vectorise: benchmarks/README.md, train_speed) and
 # multiply-adds fused; the code is fixed at compile time, so
 # the bits still do not change from run to run. Not "fast" as a whole: NaN and infinity must stay
