@@ -121,30 +121,23 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
                     break
                 h = (h ^ np.uint64(buf[i])) * FNV_PRIME
                 i += 1
-            # The token's id in the table, added to it when new (its bytes copied to the pool, its count 0).
-            # Here, not in a helper: the arrays handed to an inlined helper were reference-counted at each
-            # token (see _wide_space).
+            # The token's id, added when new (its bytes copied to the pool, its count 0). Here, not in a helper:
+            # the arrays handed to one were reference-counted at each token (see _wide_space).
             n = i - start
             slot = h & mask
             while True:
                 t = slots[slot]
                 if t < 0:   # a new token
-                    t = n_types
-                    slots[slot] = t
-                    tstart[t] = pool_used
-                    tlen[t] = n
-                    thash[t] = h
-                    tcount[t] = 0
+                    t = slots[slot] = n_types
+                    tstart[t], tlen[t], thash[t], tcount[t] = pool_used, n, h, 0
                     tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
                     for k in range(n):   # not a slice assignment: numba's compiles for seconds on a cold run (first_run.md)
                         pool[pool_used + k] = buf[start + k]
                     pool[pool_used + n] = SEPARATOR
-                    pool_used += n + 1
-                    n_types += 1
+                    pool_used, n_types = pool_used + n + 1, n_types + 1
                     break
                 if thash[t] == h and tlen[t] == n:
-                    s = tstart[t]
-                    k = 0
+                    k, s = 0, tstart[t]
                     while k < n and pool[s + k] == buf[start + k]:
                         k += 1
                     if k == n:
