@@ -275,6 +275,20 @@ def test_the_compiled_reader_reads_random_bytes_as_the_reference(data, sizes):
         same_as_reference(path, *sizes)
 
 
+
+def test_the_compiled_reader_reads_a_line_of_thousands_of_tokens_as_the_reference(tmp_path):
+    """A line that may hold more than kernels.tokens.LONG_TOKENS tokens has them counted first (``_count_tokens``,
+    its multi-byte whitespace read as the scan reads it): the same figures as the reference."""
+    from embedtune.kernels.tokens import LONG_TOKENS
+
+    words = [LETTERS[i % len(LETTERS)] + MARKS[i % len(MARKS)] for i in range(3 * LONG_TOKENS)]
+    spaces = SPACES.replace("\n", "")   # every other whitespace character, the line's end apart
+    line = "".join(word + spaces[i % len(spaces)] for i, word in enumerate(words))
+    assert len(line.encode("utf-8")) // 2 + 1 > LONG_TOKENS
+    path = tmp_path / "c.txt"
+    path.write_text("a b\n" + line + "\n" + line[:-1] + "\u3000\n", encoding="utf-8")
+    same_as_reference(path, 1 << 20, 1 << 22)
+
 def read_labelled(path, compiled: bool, lowercase: bool, tokenize: str):
     """What classify takes from labelled lines: counts in order, totals, digest, each line's word ids (and how many
     words it had), labels as written; from the compiled reader's kept lines, or the reference's examples; or the

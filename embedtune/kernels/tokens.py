@@ -33,16 +33,13 @@ def byte_classes() -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _wide_space(buf, i, end):
-    """Bytes of the multi-byte whitespace character at ``i`` (its lead byte is of class 2), or 0."""
-    b = buf[i]
+def _wide_space(b, c, d):
+    """Bytes of the multi-byte whitespace character that starts with bytes ``b`` (a lead byte of class 2),
+    ``c`` and ``d`` (0 where the line ends before them), or 0. Bytes, not the buffer: an array handed to a
+    kernel's helper, inlined or not, is reference-counted at each call (numba's NRT_incref and NRT_decref,
+    atomic operations), which cost the scan more than its own work (benchmarks/log/train_speed.md)."""
     if b == 0xC2:
-        if i + 1 < end and (buf[i + 1] == 0x85 or buf[i + 1] == 0xA0):
-            return 2
-        return 0
-    if i + 2 >= end:
-        return 0
-    c, d = buf[i + 1], buf[i + 2]
+        return 2 if c == 0x85 or c == 0xA0 else 0
     if b == 0xE1:
         return 3 if c == 0x9A and d == 0x80 else 0
     if b == 0xE3:
@@ -60,7 +57,8 @@ def _count_tokens(buf, pos, end, classes):
     i = pos
     while i < end:
         kind = classes[buf[i]]
-        w = 1 if kind == 1 else (_wide_space(buf, i, end) if kind == 2 else 0)
+        w = 1 if kind == 1 else (_wide_space(buf[i], buf[i + 1] if i + 1 < end else 0,
+                                            buf[i + 2] if i + 2 < end else 0) if kind == 2 else 0)
         if w:
             inside = False
             i += w
@@ -75,38 +73,6 @@ def _count_tokens(buf, pos, end, classes):
 @njit(cache=True, nogil=True)
 def _alnum(b):
     return (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _token_id(buf, start, i, h, mask, slots, pool, pool_used, tstart, tlen, thash, tcount, tplain, n_types):
-    """The id of token ``buf[start:i]`` (hash ``h``) in the table, added to it when new (its bytes copied
-    to the pool, its count 0): (id, pool_used, n_types) after it."""
-    n = i - start
-    slot = h & mask
-    while True:
-        t = slots[slot]
-        if t < 0:   # a new token
-            t = n_types
-            slots[slot] = t
-            tstart[t] = pool_used
-            tlen[t] = n
-            thash[t] = h
-            tcount[t] = 0
-            tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
-            for k in range(n):   # not a slice assignment: numba's compiles for seconds on a cold run (first_run.md)
-                pool[pool_used + k] = buf[start + k]
-            pool[pool_used + n] = SEPARATOR
-            return t, pool_used + n + 1, n_types + 1
-        if thash[t] == h and tlen[t] == n:
-            s = tstart[t]
-            same = True
-            for k in range(n):
-                if pool[s + k] != buf[start + k]:
-                    same = False
-                    break
-            if same:
-                return t, pool_used, n_types
-        slot = (slot + 1) & mask
 
 
 @njit(cache=True, nogil=True)
@@ -142,7 +108,7 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
                 i += 1
                 continue
             if kind == 2:
-                w = _wide_space(buf, i, e)
+                w = _wide_space(buf[i], buf[i + 1] if i + 1 < e else 0, buf[i + 2] if i + 2 < e else 0)
                 if w:
                     i += w
                     continue
@@ -150,12 +116,33 @@ def scan(buf, pos, end, number, max_line, classes, pool, pool_used, tstart, tlen
             h = FNV_OFFSET
             while i < e:
                 kind = classes[buf[i]]
-                if kind == 1 or (kind == 2 and _wide_space(buf, i, e)):
+                if kind == 1 or (kind == 2 and _wide_space(buf[i], buf[i + 1] if i + 1 < e else 0,
+                                                           buf[i + 2] if i + 2 < e else 0)):
                     break
                 h = (h ^ np.uint64(buf[i])) * FNV_PRIME
                 i += 1
-            t, pool_used, n_types = _token_id(buf, start, i, h, mask, slots, pool, pool_used, tstart, tlen, thash,
-                                              tcount, tplain, n_types)
+            # The token's id, added when new (its bytes copied to the pool, its count 0). Here, not in a helper:
+            # the arrays handed to one were reference-counted at each token (see _wide_space).
+            n = i - start
+            slot = h & mask
+            while True:
+                t = slots[slot]
+                if t < 0:   # a new token
+                    t = slots[slot] = n_types
+                    tstart[t], tlen[t], thash[t], tcount[t] = pool_used, n, h, 0
+                    tplain[t] = _alnum(buf[start]) and _alnum(buf[i - 1])
+                    for k in range(n):   # not a slice assignment: numba's compiles for seconds on a cold run (first_run.md)
+                        pool[pool_used + k] = buf[start + k]
+                    pool[pool_used + n] = SEPARATOR
+                    pool_used, n_types = pool_used + n + 1, n_types + 1
+                    break
+                if thash[t] == h and tlen[t] == n:
+                    k, s = 0, tstart[t]
+                    while k < n and pool[s + k] == buf[start + k]:
+                        k += 1
+                    if k == n:
+                        break
+                slot = (slot + 1) & mask
             tcount[t] += 1
             ids[n_ids] = t
             n_ids += 1
