@@ -83,10 +83,28 @@ def _in_extension_init(frame) -> bool:
     return False
 
 
+def _in_llvm(frame) -> bool:
+    """Whether llvmlite's code or numba's compiler lock is on this stack: numba loading or compiling a
+    kernel. There llvmlite takes its lock (and numba's) and hands native objects between owners; raised
+    there, the signal left the lock held (the new words' fit thread, loading its kernel, waited on it
+    while the command waited for that thread: a hang) or an object owned twice (a double free at exit,
+    an abort or a segfault instead of 130: tests/test_fault_injection.py). Each such stretch is short."""
+    llvmlite = sys.modules.get("llvmlite")
+    if llvmlite is None:
+        return False
+    package = os.path.dirname(llvmlite.__file__) + os.sep
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(package) or name.endswith(os.path.join("numba", "core", "compiler_lock.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _not_now(frame) -> bool:
     """A signal is taken again a moment later (``_send_again``) where raising it would not unwind: inside
-    importlib's lock (see _interrupt) or a C extension's init."""
-    return import_lock_held() or _in_extension_init(frame)
+    importlib's lock (see _interrupt), a C extension's init or llvmlite (``_in_llvm``)."""
+    return import_lock_held() or _in_extension_init(frame) or _in_llvm(frame)
 
 
 def _terminate(signum, frame):

@@ -373,3 +373,30 @@ def test_a_signal_inside_a_c_extensions_import_is_raised_after_it(sig):
     assert done.stdout.strip() == "numba loaded", done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
 
+
+
+def test_ctrl_c_is_taken_again_later_where_llvmlite_holds_its_lock():
+    """Inside llvmlite (numba loading or compiling a kernel) a Ctrl-C is sent again a moment later instead of
+    raised (cli/main.py ``_in_llvm``): raised there it left llvmlite's lock held, so the new words' fit thread,
+    loading its own kernel, waited on it for good while the command waited for that thread, or an object owned
+    twice was freed twice at exit (tests/test_fault_injection.py saw both). Outside llvmlite it is raised."""
+    from llvmlite import binding as llvm
+    from llvmlite.binding import ffi
+
+    from embedtune.cli import main as cli_main
+
+    held = []
+
+    def acquired():   # llvmlite calls it with its lock taken, from its own frames
+        held.append(sys._getframe())
+
+    def released():
+        pass
+
+    ffi.register_lock_callback(acquired, released)
+    try:
+        llvm.get_default_triple()
+    finally:
+        ffi.unregister_lock_callback(acquired, released)
+    assert held and cli_main._not_now(held[0])
+    assert not cli_main._in_llvm(sys._getframe())
