@@ -101,10 +101,27 @@ def _in_llvm(frame) -> bool:
     return False
 
 
+def _in_numba_callback(frame) -> bool:
+    """Whether numba's ``_numba_unpickle`` (numba/core/serialize.py) is on this stack: the Python function a
+    compiled kernel's wrapper calls, as it boxes each array the kernel returns, for the array's type. A
+    signal that came while a nogil kernel ran is handled there, at the first Python code the main thread
+    runs after it; raised there, the wrapper did not see the failure and put a NULL in the tuple it
+    returned: `target, level, probe = occurrence_marks(...)` (newwords/contexts.py) segfaulted unpacking
+    it, or raised a SystemError (exit -11 or 1 instead of 130: tests/test_fault_injection.py)."""
+    serialize = sys.modules.get("numba.core.serialize")
+    name = getattr(serialize, "__file__", None)
+    while name is not None and frame is not None:
+        if frame.f_code.co_filename == name:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _not_now(frame) -> bool:
     """A signal is taken again a moment later (``_send_again``) where raising it would not unwind: inside
-    importlib's lock (see _interrupt), a C extension's init or llvmlite (``_in_llvm``)."""
-    return import_lock_held() or _in_extension_init(frame) or _in_llvm(frame)
+    importlib's lock (see _interrupt), a C extension's init, llvmlite (``_in_llvm``) or a Python function
+    that compiled code calls (``_in_numba_callback``)."""
+    return import_lock_held() or _in_extension_init(frame) or _in_llvm(frame) or _in_numba_callback(frame)
 
 
 def _terminate(signum, frame):

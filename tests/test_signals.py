@@ -400,3 +400,52 @@ def test_ctrl_c_is_taken_again_later_where_llvmlite_holds_its_lock():
         ffi.unregister_lock_callback(acquired, released)
     assert held and cli_main._not_now(held[0])
     assert not cli_main._in_llvm(sys._getframe())
+
+
+# A signal sent from numba's _numba_unpickle, which a compiled kernel's wrapper calls (from C) as it boxes
+# each array the kernel returns: a profile hook sends it on that function's call, so the handler runs there.
+NUMBA_BOXING_SIGNAL = """
+import os, signal, sys, time
+import click
+import numpy as np
+from numba import njit
+from embedtune.cli.main import interrupts_unwind
+
+@njit(nogil=True)
+def two_arrays(n):
+    return np.zeros(n), np.ones(n)
+
+two_arrays(3)   # compiled before the hook is set
+sent = []
+
+def hook(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "_numba_unpickle" and not sent:
+        sent.append(frame.f_code.co_filename)
+        os.kill(os.getpid(), signal.{sig})
+
+try:
+    with interrupts_unwind():
+        sys.setprofile(hook)
+        zeros, ones = two_arrays(3)
+        sys.setprofile(None)
+        for _ in range(400):
+            time.sleep(0.005)
+        print("not stopped")
+except click.exceptions.Exit as stop:
+    print("sent" if sent else "not sent", flush=True)
+    sys.exit(stop.exit_code)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_kernel_boxes_its_arrays_is_raised_after_it(sig):
+    """A signal that comes while a nogil kernel runs is handled at the first Python code the main thread runs
+    after it: numba's _numba_unpickle, which the kernel's wrapper calls for each array it returns. Raised
+    there, the wrapper put a NULL in the tuple it returned: unpacking it segfaulted (`train`, Ctrl-C in the
+    new words' set-up: exit -11, 2 runs in 122) or raised SystemError ("returned a result with an exception
+    set"). It is taken again once the kernel has returned (cli/main.py ``_in_numba_callback``)."""
+    done = subprocess.run([sys.executable, "-c", NUMBA_BOXING_SIGNAL.format(sig=sig.name)], capture_output=True,
+                          text=True, timeout=WAIT)
+    assert done.returncode == CODES[sig], done.stdout + done.stderr
+    assert done.stdout.strip() == "sent", done.stdout + done.stderr   # the hook found numba's callback
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
