@@ -11,6 +11,7 @@ import sys
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import debug_worker
@@ -109,25 +110,39 @@ def load(path) -> tuple[list[str], np.ndarray]:
     return lines, np.array([[float(x) for x in line.split()[1:]] for line in lines], np.float32)
 
 
-def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_does(tmp_path):
-    """2 workers, each on its share with the single process's compiled step, syncing every 5 steps: both
-    end with the same bits, frozen rows are the input's bytes, every corpus word is done once an epoch,
-    and what the rows learnt points the way one process's does. Resumed from a checkpoint of the middle
-    of the run (written after a sync: every worker's tables alike, each share's position), the workers
-    write the uninterrupted run's output byte for byte (one thread a worker: deterministic)."""
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory) -> SimpleNamespace:
+    """One run on 2 workers for both tests below (each start of a worker pays TensorFlow's import): syncing every
+    5 steps, a checkpoint every 10 (all kept), each worker's tables hashed at its end, and worker 1 stopped 15 s
+    (SIGSTOP) before its step 10, past TensorFlow's heartbeat timeout."""
+    tmp_path = tmp_path_factory.mktemp("averaging")
     vectors, corpus = tmp_path / "vectors.txt", tmp_path / "corpus.txt"
     with open(SAMPLE_VECTORS, encoding="utf-8") as f:
         vectors.write_text("".join(next(f) for _ in range(ROWS)), encoding="utf-8")
     with open(SAMPLE_CORPUS, encoding="utf-8") as f:
         corpus.write_text("".join(next(f) for _ in range(LINES)), encoding="utf-8")
-    hashes, two, one = tmp_path / "hashes", tmp_path / "two.txt", tmp_path / "one.txt"
+    hashes, out, ckpt = tmp_path / "hashes", tmp_path / "two.txt", tmp_path / "ckpt"
     hashes.mkdir()
-    ckpt = tmp_path / "ckpt"
-    two_args = [str(vectors), str(corpus), *ARGS, "--workers", "2", "--checkpoint-dir", str(ckpt),
-                "--checkpoint-every", "10", "--json", "-"]
-    run = subprocess.run([sys.executable, debug_worker.__file__, "train", *two_args, "-o", str(two),
-                          "--keep-checkpoints"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, debug_worker.ENV_TABLE_HASH: str(hashes)})
+    args = [str(vectors), str(corpus), *ARGS, "--workers", "2", "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", "10", "--json", "-"]
+    run = subprocess.run([sys.executable, debug_worker.__file__, "train", *args, "-o", str(out), "--keep-checkpoints"],
+                         capture_output=True, text=True, timeout=180,
+                         env={**os.environ, debug_worker.ENV_TABLE_HASH: str(hashes), debug_worker.ENV_STALL_AT: "1:10:15"})
+    return SimpleNamespace(folder=tmp_path, vectors=vectors, corpus=corpus, hashes=hashes, out=out, ckpt=ckpt, args=args,
+                           run=run)
+
+
+def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_does(two_workers):
+    """2 workers, each on its share with the single process's compiled step, syncing every 5 steps: both
+    end with the same bits, frozen rows are the input's bytes, every corpus word is done once an epoch,
+    and what the rows learnt points the way one process's does. Resumed from a checkpoint of the middle
+    of the run (written after a sync: every worker's tables alike, each share's position), the workers
+    write the uninterrupted run's output byte for byte (one thread a worker: deterministic; worker 1's
+    stop in the run changes no bit)."""
+    vectors, corpus, hashes, two, ckpt = (two_workers.vectors, two_workers.corpus, two_workers.hashes, two_workers.out,
+                                          two_workers.ckpt)
+    one = two_workers.folder / "one.txt"
+    run = two_workers.run
     assert run.returncode == 0, run.stderr
     s2 = json.loads(run.stdout)
     result = CliRunner().invoke(cli, ["train", str(vectors), str(corpus), *ARGS, "-o", str(one), "--json", "-"],
@@ -155,8 +170,8 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
     assert len(saved) == 3 and 0 < int(saved[0][5:]) < s2["steps"] and int(saved[0][5:]) % 5 == 0, saved
     for name in saved[1:]:
         shutil.rmtree(ckpt / name)
-    resumed = tmp_path / "resumed.txt"
-    run = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", *two_args, "-o", str(resumed),
+    resumed = two_workers.folder / "resumed.txt"
+    run = subprocess.run([sys.executable, "-m", "embedtune.cli.main", "train", *two_workers.args, "-o", str(resumed),
                           "--resume"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     s3 = json.loads(run.stdout)
@@ -164,21 +179,15 @@ def test_averaging_workers_end_with_the_same_tables_and_train_as_one_process_doe
     assert resumed.read_bytes() == two.read_bytes()
 
 
-def test_a_worker_stalled_past_tensorflows_heartbeat_timeout_is_waited_for(tmp_path):
+def test_a_worker_stalled_past_tensorflows_heartbeat_timeout_is_waited_for(two_workers):
     """A worker that stops 15 s (SIGSTOP, as a process starved on a loaded machine) and goes on: TensorFlow's
     coordination service declared it dead after 10 s without a heartbeat and aborted the chief's collective,
     and the run ended "Error: worker 0 exited (lost its peers)" (a CI run of the suite, at this file's
-    resume). The launcher ends the run itself when a worker exits; a stalled one is waited for."""
-    vectors, corpus, out = tmp_path / "vectors.txt", tmp_path / "corpus.txt", tmp_path / "out.txt"
-    with open(SAMPLE_VECTORS, encoding="utf-8") as f:
-        vectors.write_text("".join(next(f) for _ in range(ROWS)), encoding="utf-8")
-    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
-        corpus.write_text("".join(next(f) for _ in range(LINES)), encoding="utf-8")
-    run = subprocess.run([sys.executable, debug_worker.__file__, "train", str(vectors), str(corpus), *ARGS,
-                          "--workers", "2", "-o", str(out), "--json", "-"], capture_output=True, text=True,
-                         timeout=180, env={**os.environ, debug_worker.ENV_STALL_AT: "1:10:15"})
+    resume). The launcher ends the run itself when a worker exits; a stalled one is waited for. (The run is
+    the module's: worker 1 stops before its step 10.)"""
+    run = two_workers.run
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["steps"] > 10 and out.exists()
+    assert json.loads(run.stdout)["steps"] > 10 and two_workers.out.exists()
 
 
 def test_steps_without_pairs_add_no_loss_figure():
