@@ -204,6 +204,30 @@ def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query
     return candidates[np.lexsort((candidates, -exact))][:top].tolist()
 
 
+def _ranked_all(matrix: np.ndarray, norms: np.ndarray, rows: np.ndarray, counts: np.ndarray, queries: np.ndarray,
+                top: int) -> np.ndarray:
+    """_ranked for many questions at once: int64 [len(counts), top], each question's best rows (-1 past its
+    count). rows : every question's candidates one after the other in ascending order, counts[j] of question j.
+
+    The rows are gathered once and ranked by one sort (the question first): what is left per question is
+    the product with its query, one sgemv on its own candidates' rows as _ranked's, so the same bits
+    (tests/test_compare.py). Called under np.errstate(divide="ignore", invalid="ignore"), as _ranked."""
+    m = len(counts)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    gathered = matrix[rows]
+    exact = np.concatenate([gathered[a:b] @ q for q, a, b in zip(queries, starts.tolist(), ends.tolist())]
+                           + [np.empty(0, matrix.dtype)])
+    exact /= norms[rows]
+    question = np.repeat(np.arange(m), counts)
+    order = np.lexsort((rows, -exact, question))   # by question, then as _ranked
+    ranked = np.full((m, top), -1, np.int64)
+    place = np.arange(len(rows)) - np.repeat(starts, counts)   # each sorted row's place in its question
+    kept = place < top
+    ranked[question[kept], place[kept]] = rows[order][kept]
+    return ranked
+
+
 class _Share:
     """One thread's questions as the screen takes them: their (a, b) pairs and words c, each once, as rows of the
     products, each question's pair and c as indices into those, and the thread's own room for the groups' bounds."""
@@ -283,16 +307,23 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
                 done = m * (start + width) // restrict
                 progress(done - reported)
                 reported = done
-    answers = []
-    every_row = np.arange(restrict)
     # Each question's candidates in row order, sorted all at once: the unused slots sort last.
     slot_row[np.arange(SLOTS) >= count[:, None]] = restrict
     slot_row.sort(axis=1)
+    screened = np.flatnonzero(~overflow)
+    ranked = np.full((m, top), -1, np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):   # once, not once a question: see _ranked
-        for j, own in enumerate(abc.tolist()):
-            if no_answer[j]:
-                answers.append([])
-                continue
-            candidates = every_row if overflow[j] else slot_row[j, :count[j]]
-            answers.append([i for i in _ranked(matrix, norms, candidates, queries[j], top) if i not in own][:5])
-    return answers
+        counts = count[screened]
+        ranked[screened] = _ranked_all(matrix, norms, slot_row[screened][np.arange(SLOTS) < counts[:, None]], counts,
+                                       queries[screened], top)
+        every_row = np.arange(restrict)
+        for j in np.flatnonzero(overflow & ~no_answer).tolist():
+            best = _ranked(matrix, norms, every_row, queries[j], top)
+            ranked[j, :len(best)] = best
+    # gensim's most_similar leaves out the question's own words and keeps the first 5 of the rest: the rows
+    # kept moved to the front in their order (a stable sort of "left out" flags), then cut at 5 or fewer.
+    left_out = (ranked[:, :, None] == abc[:, None, :]).any(axis=2) | (ranked < 0)
+    ranked = np.take_along_axis(ranked, np.argsort(left_out, axis=1, kind="stable"), axis=1)
+    kept = np.minimum(top - left_out.sum(axis=1), 5)
+    kept[no_answer] = 0
+    return [row[:k] for row, k in zip(ranked.tolist(), kept.tolist())]
