@@ -597,3 +597,12 @@ def test_the_rescoring_of_all_questions_at_once_is_each_questions_own():
     assert [[r for r in row if r >= 0] for row in got.tolist()] == want
     assert (got[counts < 8] < 0).any() and (got[counts >= 8] >= 0).all()
 
+
+def test_analogy_lines_upper_cased_whole_give_their_words_upper_cases(tmp_path):
+    """_read_analogies upper-cases a line before it splits it: the same words as each word upper-cased."""
+    from embedtune.compare.evaluation import _read_analogies
+
+    path = tmp_path / "q.txt"
+    lines = ["straße ﬁsh\tὀδυσσεύς paris", "ʼn\u00a0b c d"]   # a tab and a no-break space between words
+    path.write_text(": one\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert _read_analogies(str(path), True) == [("one", [tuple(w.upper() for w in line.split()) for line in lines])]
