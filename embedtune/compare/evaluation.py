@@ -352,35 +352,39 @@ def evaluate_analogies(
                             case_insensitive, progress)
 
 
-def _asked(sections, rows, restrict: int) -> tuple[list, list]:
-    """The questions asked, those whose four words are all among the first ``restrict`` rows: (their section's
-    number, the expected word, the set of a b c words) and the rows of their a b c words."""
-    asked, abc = [], []
+def _asked(sections, rows, restrict: int) -> tuple[list, list, list]:
+    """The questions asked, those whose four words are all among the first ``restrict`` rows: their sections'
+    numbers, the questions themselves and the rows of their a b c words, three a question (flat lists: no
+    object made a question, which made Python's cycle collector go through every object eval holds)."""
+    numbers, asked, abc = [], [], []
     get = rows.get
     for number, (_, questions) in enumerate(sections):
-        for a, b, c, expected in questions:
+        for question in questions:
+            a, b, c, expected = question
             ra, rb, rc = get(a, restrict), get(b, restrict), get(c, restrict)
             if ra < restrict and rb < restrict and rc < restrict and get(expected, restrict) < restrict:
-                asked.append((number, expected, {a, b, c}))
-                abc.append((ra, rb, rc))
-    return asked, abc
+                numbers.append(number)
+                asked.append(question)
+                abc += ra, rb, rc
+    return numbers, asked, abc
 
 
 def _score_analogies(vectors, path, sections, asked_abc, restrict_vocab, case_insensitive, progress) -> AnalogyScore:
     """asked_abc : _asked(sections, ...), the questions asked and their a b c rows."""
     from embedtune.compare.analogy_search import answer_analogies
 
-    asked, abc = asked_abc
+    numbers, asked, abc = asked_abc
     restrict = min(restrict_vocab, len(vectors.words))
     answers = answer_analogies(vectors.matrix, restrict, np.array(abc, np.int64).reshape(-1, 3), progress)
     correct = [0] * len(sections)
     answered = [0] * len(sections)
-    for (number, expected, ignore), sims in zip(asked, answers):
+    words = vectors.words
+    for number, (a, b, c, expected), sims in zip(numbers, asked, answers):
         predicted = None
         # gensim's choice: the first of the 5 that is not one of the question's words, or else the last.
         for i in sims:
-            predicted = vectors.words[i].upper() if case_insensitive else vectors.words[i]
-            if predicted not in ignore:
+            predicted = words[i].upper() if case_insensitive else words[i]
+            if predicted != a and predicted != b and predicted != c:
                 break
         answered[number] += 1
         correct[number] += predicted == expected
@@ -426,7 +430,7 @@ def evaluate(
     rows = _first_rows(vectors, case_insensitive, wanted)
     restrict = min(restrict_vocab, len(vectors.words))
     asked = [_asked(sections, rows, restrict) for _, sections in read]
-    total = sum(len(abc) for _, abc in asked)
+    total = sum(len(questions) for _, questions, _ in asked)
     step = None if progress is None else (lambda advance: progress(advance, total))
     return Evaluation(
         similarity=[_score_pairs(vectors, p, pairs, rows) for p, pairs in pair_files],
