@@ -47,6 +47,8 @@ BLOCK_BYTES = 64 << 20
 SLOTS = 32
 # gensim's most_similar(topn=5) ranks the 5 + 3 best words, then drops the question's own three.
 TOP = 8
+# Questions whose candidates are re-scored together (_ranked_all): their rows gathered at once.
+RANK_QUESTIONS = 2048
 # The screen's scores and gensim's differ by float32 rounding (~1e-7): a row within this margin of
 # the threshold is kept and re-scored.
 MARGIN = 1e-4
@@ -310,12 +312,17 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     # Each question's candidates in row order, sorted all at once: the unused slots sort last.
     slot_row[np.arange(SLOTS) >= count[:, None]] = restrict
     slot_row.sort(axis=1)
+    del shares   # their products: room for the candidates' rows
     screened = np.flatnonzero(~overflow)
     ranked = np.full((m, top), -1, np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):   # once, not once a question: see _ranked
-        counts = count[screened]
-        ranked[screened] = _ranked_all(matrix, norms, slot_row[screened][np.arange(SLOTS) < counts[:, None]], counts,
-                                       queries[screened], top)
+        # RANK_QUESTIONS at a time: all at once, the candidates' rows (about 10 a question) were a tenth of the
+        # command's peak memory on GloVe 400k
+        for cut in range(0, len(screened), RANK_QUESTIONS):
+            some = screened[cut:cut + RANK_QUESTIONS]
+            counts = count[some]
+            ranked[some] = _ranked_all(matrix, norms, slot_row[some][np.arange(SLOTS) < counts[:, None]], counts,
+                                       queries[some], top)
         every_row = np.arange(restrict)
         for j in np.flatnonzero(overflow & ~no_answer).tolist():
             best = _ranked(matrix, norms, every_row, queries[j], top)
