@@ -309,10 +309,17 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
         screen(shares[0], progress)
         for other in others:
             other.result()
+    del shares   # their products: room for the candidates' rows
+    return _answers(matrix, norms, queries, abc, restrict, top, slot_row, count, overflow, no_answer)
+
+
+def _answers(matrix, norms, queries, abc, restrict, top, slot_row, count, overflow, no_answer) -> list[list[int]]:
+    """answer_analogies's answers from the screen's candidates (slot_row, count) by gensim's own score: each question's
+    candidates, or every row for a question that ``overflow``-ed its slots, none for ``no_answer``."""
+    m = len(abc)
     # Each question's candidates in row order, sorted all at once: the unused slots sort last.
     slot_row[np.arange(SLOTS) >= count[:, None]] = restrict
     slot_row.sort(axis=1)
-    del shares   # their products: room for the candidates' rows
     screened = np.flatnonzero(~overflow)
     ranked = np.full((m, top), -1, np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):   # once, not once a question: see _ranked
