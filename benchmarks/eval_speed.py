@@ -18,8 +18,9 @@ gensim answers one question at a time, minutes for the whole set. The load avera
 each run and at the end: the machine is shared, and the ratio survives load better than the seconds.
 
 --steps  one process doing what ``embedtune eval FILE`` does with its default sets, a step at a time: wall and
-         CPU seconds (this process and its children: the reader forks) of the reading, the imports, the word
-         lookup, the word pairs and the analogies, the load average before and after.
+         CPU seconds (this process and its children: the reader forks) of the imports, numba's first call, the
+         reading (by the compiled parse, as the command's), the word lookup, the word pairs and the analogies,
+         the load average before and after. Set OPENBLAS_NUM_THREADS=1 as the command does.
 --ab     ``PYTHONPATH=TREE embedtune -q eval FILE --json`` for each of two source trees (a checkout, or
          ``git archive COMMIT | tar -x -C DIR``), before then after in each of --repeat rounds, whole process:
          wall, user + system CPU and peak memory (GNU time) of each run, the load average at its start, the
@@ -93,7 +94,12 @@ def steps(vectors_path: str) -> None:
     print(f"load average {os.getloadavg()}")
     from embedtune.formats.reading import Reading, load_training_vectors
     lap("import the reader")
-    vectors = load_training_vectors(vectors_path, None, Reading())
+    import numba  # noqa: F401
+    lap("import numba")
+    from embedtune.formats.text.parse import load_parser_ahead
+    load_parser_ahead(vectors_path)   # what the command's read does first (kernels=True): numba's first call
+    lap("numba's first call (the parse)")
+    vectors = load_training_vectors(vectors_path, None, Reading(), kernels=True)
     lap("read the vectors")
     from embedtune.compare import evaluation
     lap("import embedtune.compare")
@@ -106,11 +112,14 @@ def steps(vectors_path: str) -> None:
                          *(evaluation._pair_words(pairs) for _, pairs in pair_files))
     rows = evaluation._first_rows(vectors, True, wanted)
     lap("word lookup (_first_rows)")
+    restrict = min(evaluation.RESTRICT_VOCAB, len(vectors.words))
+    asked = [evaluation._asked(sections, rows, restrict) for _, sections in read]
+    lap("questions asked (_asked)")
     for path, pairs in pair_files:
         evaluation._score_pairs(vectors, path, pairs, rows)
     lap("word pairs (both sets)")
-    for path, sections in read:
-        evaluation._score_analogies(vectors, path, sections, evaluation.RESTRICT_VOCAB, True, rows, None)
+    for (path, sections), asked_abc in zip(read, asked):
+        evaluation._score_analogies(vectors, path, sections, asked_abc, evaluation.RESTRICT_VOCAB, True, None)
     lap("analogies")
     print(f"load average {os.getloadavg()}; scipy.stats imported: {'scipy.stats' in sys.modules}")
 

@@ -556,3 +556,53 @@ def test_the_benchmark_word_index_lets_other_threads_run_while_it_builds():
     assert rows == dict(zip(reversed(words), range(len(words) - 1, -1, -1)))
     assert list(rows) == list(dict(zip(reversed(words), range(len(words) - 1, -1, -1))))
     assert rows["w0"] == 0 and rows["w1499999"] == 1_499_999
+
+
+def test_the_screens_bound_is_lowered_below_threshold_over_scale():
+    """The screen tests a group by its largest sum against threshold / scale, where the exact test multiplies:
+    a row whose score x * f (float32) just reaches the threshold can have threshold / f round above x. Without
+    lowering that quotient a little, the screen passed over the row's group and lost a candidate the exact test
+    keeps (here: the second of two equal rows, the first setting the threshold, with no margin)."""
+    x = np.uint32(1054348639).view(np.float32)   # 0.42203805
+    f = np.uint32(1077015683).view(np.float32)   # 2.7805488
+    threshold = x * f
+    assert threshold / f > x   # the case itself: the quotient rounds up past the row's own sum
+    products = np.array([[0, 0], [x, x], [0, 0]], np.float32)   # the words a, b, c against two rows
+    one = np.array([0]), np.array([1]), np.array([2])
+    score, row = np.full((1, 4), -np.inf, np.float32), np.zeros((1, 4), np.int64)
+    count, overflow = np.zeros(1, np.int64), np.zeros(1, bool)
+    analogy_search._screen(products, 0, 1, 1, *one, np.array([0]), np.array([0]), np.array([f]), score, row, count,
+                           overflow, np.float32(0), 1, np.empty((1, 1), np.float32), np.empty((1, 1), np.float32),
+                           np.empty(1, np.float32))
+    assert not overflow[0] and count[0] == 2
+    assert row[0, :2].tolist() == [0, 1] and score[0, :2].tolist() == [threshold, threshold]
+
+
+def test_the_rescoring_of_all_questions_at_once_is_each_questions_own():
+    """_ranked_all ranks every question's candidates with one gather and one sort: the same rows in the same
+    order as _ranked gives each question alone (its sgemv on its own rows: the same bits), with equal rows (ties
+    in row order), a zero row (a NaN score, last), a question without candidates and ones with fewer than top."""
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((300, 6)).astype(np.float32)
+    matrix[10:20] = matrix[5]   # ties
+    matrix[30] = 0.0
+    norms = np.linalg.norm(matrix, axis=1)
+    candidates = [np.sort(rng.choice(300, size, replace=False)) for size in (9, 0, 3, 12, 8, 1)]
+    candidates.append(np.array(sorted({*range(5, 13), 30, *rng.choice(300, 10).tolist()})))   # ties, the zero row
+    counts = np.array([len(c) for c in candidates])
+    queries = analogy_search._queries(matrix, norms, rng.integers(0, 300, (len(counts), 3)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = analogy_search._ranked_all(matrix, norms, np.concatenate(candidates), counts, queries, 8)
+        want = [analogy_search._ranked(matrix, norms, c, queries[j], 8) for j, c in enumerate(candidates)]
+    assert [[r for r in row if r >= 0] for row in got.tolist()] == want
+    assert (got[counts < 8] < 0).any() and (got[counts >= 8] >= 0).all()
+
+
+def test_analogy_lines_upper_cased_whole_give_their_words_upper_cases(tmp_path):
+    """_read_analogies upper-cases a line before it splits it: the same words as each word upper-cased."""
+    from embedtune.compare.evaluation import _read_analogies
+
+    path = tmp_path / "q.txt"
+    lines = ["straße ﬁsh\tὀδυσσεύς paris", "ʼn\u00a0b c d"]   # a tab and a no-break space between words
+    path.write_text(": one\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    assert _read_analogies(str(path), True) == [("one", [tuple(w.upper() for w in line.split()) for line in lines])]

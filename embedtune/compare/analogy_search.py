@@ -47,6 +47,8 @@ BLOCK_BYTES = 64 << 20
 SLOTS = 32
 # gensim's most_similar(topn=5) ranks the 5 + 3 best words, then drops the question's own three.
 TOP = 8
+# Questions whose candidates are re-scored together (_ranked_all): their rows gathered at once.
+RANK_QUESTIONS = 2048
 # The screen's scores and gensim's differ by float32 rounding (~1e-7): a row within this margin of
 # the threshold is kept and re-scored.
 MARGIN = 1e-4
@@ -204,19 +206,49 @@ def _ranked(matrix: np.ndarray, norms: np.ndarray, candidates: np.ndarray, query
     return candidates[np.lexsort((candidates, -exact))][:top].tolist()
 
 
-class _Share:
-    """One thread's questions as the screen takes them: their (a, b) pairs and words c, each once, as rows of the
-    products, each question's pair and c as indices into those, and the thread's own room for the groups' bounds."""
+def _ranked_all(matrix: np.ndarray, norms: np.ndarray, rows: np.ndarray, counts: np.ndarray, queries: np.ndarray,
+                top: int) -> np.ndarray:
+    """_ranked for many questions at once: int64 [len(counts), top], each question's best rows (-1 past its
+    count). rows : every question's candidates one after the other in ascending order, counts[j] of question j.
 
-    def __init__(self, questions: slice, qa: np.ndarray, qb: np.ndarray, qc: np.ndarray):
+    The rows are gathered once and ranked by one sort (the question first): what is left per question is
+    the product with its query, one sgemv on its own candidates' rows as _ranked's, so the same bits
+    (tests/test_compare.py). Called under np.errstate(divide="ignore", invalid="ignore"), as _ranked."""
+    m = len(counts)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    gathered = matrix[rows]
+    exact = np.concatenate([gathered[a:b] @ q for q, a, b in zip(queries, starts.tolist(), ends.tolist())]
+                           + [np.empty(0, matrix.dtype)])
+    exact /= norms[rows]
+    question = np.repeat(np.arange(m), counts)
+    order = np.lexsort((rows, -exact, question))   # by question, then as _ranked
+    ranked = np.full((m, top), -1, np.int64)
+    place = np.arange(len(rows)) - np.repeat(starts, counts)   # each sorted row's place in its question
+    kept = place < top
+    ranked[question[kept], place[kept]] = rows[order][kept]
+    return ranked
+
+
+class _Share:
+    """One thread's questions as the screen takes them: their own words' unit vectors (the rows of the thread's own
+    products), their (a, b) pairs and words c, each once, as rows of those products, each question's pair and c as
+    indices into those, and the thread's own room for the products and the groups' bounds."""
+
+    def __init__(self, questions: slice, abc: np.ndarray, unit_t: np.ndarray, restrict: int):
         self.questions = questions
-        pairs, q_pair = np.unique(np.stack([qa[questions], qb[questions]], axis=1), axis=0, return_inverse=True)
+        words, inverse = np.unique(abc[questions], return_inverse=True)
+        qa, qb, qc = inverse.reshape(-1, 3).T
+        self.word_units = np.ascontiguousarray(unit_t[:, words].T)
+        pairs, q_pair = np.unique(np.stack([qa, qb], axis=1), axis=0, return_inverse=True)
         self.pair_a, self.pair_b = np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
-        self.c_rows, q_c = np.unique(qc[questions], return_inverse=True)
+        self.c_rows, q_c = np.unique(qc, return_inverse=True)
         self.q_pair, self.q_c = q_pair.reshape(-1).astype(np.int64), q_c.reshape(-1).astype(np.int64)
         self.pair_bound = np.empty((len(pairs), GROUPS), np.float32)
         self.c_bound = np.empty((len(self.c_rows), GROUPS), np.float32)
         self.scratch = np.empty(TILE_ROWS, np.float32)
+        self.block_rows = max(TILE_ROWS, min(BLOCK_ROWS, BLOCK_BYTES // (4 * len(words)) // TILE_ROWS * TILE_ROWS))
+        self.products = np.empty(len(words) * min(self.block_rows, restrict), np.float32)
 
 
 def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progress=None,
@@ -240,7 +272,7 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     queries = _queries(matrix, norms, abc)
     unit_t = _unit_rows_transposed(matrix, norms, restrict)
     words, inverse = np.unique(abc, return_inverse=True)
-    qa, qb, qc = (np.ascontiguousarray(inverse.reshape(m, 3)[:, i]) for i in range(3))
+    qa, qb, qc = inverse.reshape(m, 3).T
     word_units = np.ascontiguousarray(unit_t[:, words].T)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         direction = np.linalg.norm(word_units[qb] + word_units[qc] - word_units[qa], axis=1)
@@ -250,49 +282,62 @@ def answer_analogies(matrix: np.ndarray, restrict: int, abc: np.ndarray, progres
     slot_score = np.full((m, SLOTS), -np.inf, np.float32)
     slot_row = np.zeros((m, SLOTS), np.int64)
     count = np.zeros(m, np.int64)
-    block_rows = max(TILE_ROWS, min(BLOCK_ROWS, BLOCK_BYTES // (4 * len(words)) // TILE_ROWS * TILE_ROWS))
-    products = np.empty(len(words) * min(block_rows, restrict), np.float32)
-    # Each thread screens its own share of the questions (their slots are theirs alone, so the answers
-    # do not depend on the split); the main thread takes the first share.
-    shares = [_Share(slice(i * m // threads, (i + 1) * m // threads), qa, qb, qc) for i in range(threads)]
+    # Each thread screens its own share of the questions with the products of its own words (their slots are theirs
+    # alone, so the answers do not depend on the split), never waiting for another thread until all are done: on a
+    # busy machine a thread that waited at each block for the other to be given a core lost its turn meanwhile.
+    # The main thread takes the first share and says the progress.
+    shares = [_Share(slice(i * m // threads, (i + 1) * m // threads), abc, unit_t, restrict) for i in range(threads)]
 
-    def screen(block_products, start, share):
+    def screen(share, progress=None):
         s = share.questions
-        _screen(block_products, start, TILE_ROWS, GROUPS, share.pair_a, share.pair_b, share.c_rows, share.q_pair,
-                share.q_c, scale[s], slot_score[s], slot_row[s], count[s], overflow[s], np.float32(MARGIN), top,
-                share.pair_bound, share.c_bound, share.scratch)
-
-    reported = 0
-    with ThreadPoolExecutor(threads - 1) if threads > 1 else contextlib.nullcontext() as pool:
-        for start in range(0, restrict, block_rows):
-            block = unit_t[:, start:start + block_rows]
+        reported = 0
+        for start in range(0, restrict, share.block_rows):
+            block = unit_t[:, start:start + share.block_rows]
             width = block.shape[1]
-            block_products = products[:len(words) * width].reshape(len(words), width)
-            # The product too is cut between the threads, by words (eval runs OpenBLAS on one thread: cli/).
-            cuts = [len(words) * i // threads for i in range(threads + 1)]
-            parts = [pool.submit(np.matmul, word_units[lo:hi], block, out=block_products[lo:hi])
-                     for lo, hi in zip(cuts[1:-1], cuts[2:])]
-            np.matmul(word_units[:cuts[1]], block, out=block_products[:cuts[1]])
-            for part in parts:
-                part.result()
-            others = [pool.submit(screen, block_products, start, share) for share in shares[1:]]
-            screen(block_products, start, shares[0])
-            for other in others:
-                other.result()
+            products = share.products[:len(share.word_units) * width].reshape(len(share.word_units), width)
+            np.matmul(share.word_units, block, out=products)   # eval runs OpenBLAS on one thread: cli/
+            _screen(products, start, TILE_ROWS, GROUPS, share.pair_a, share.pair_b, share.c_rows, share.q_pair,
+                    share.q_c, scale[s], slot_score[s], slot_row[s], count[s], overflow[s], np.float32(MARGIN), top,
+                    share.pair_bound, share.c_bound, share.scratch)
             if progress is not None:
                 done = m * (start + width) // restrict
                 progress(done - reported)
                 reported = done
-    answers = []
-    every_row = np.arange(restrict)
+
+    with ThreadPoolExecutor(threads - 1) if threads > 1 else contextlib.nullcontext() as pool:
+        others = [pool.submit(screen, share) for share in shares[1:]]
+        screen(shares[0], progress)
+        for other in others:
+            other.result()
+    del shares   # their products: room for the candidates' rows
+    return _answers(matrix, norms, queries, abc, restrict, top, slot_row, count, overflow, no_answer)
+
+
+def _answers(matrix, norms, queries, abc, restrict, top, slot_row, count, overflow, no_answer) -> list[list[int]]:
+    """answer_analogies's answers from the screen's candidates (slot_row, count) by gensim's own score: each question's
+    candidates, or every row for a question that ``overflow``-ed its slots, none for ``no_answer``."""
+    m = len(abc)
     # Each question's candidates in row order, sorted all at once: the unused slots sort last.
     slot_row[np.arange(SLOTS) >= count[:, None]] = restrict
     slot_row.sort(axis=1)
+    screened = np.flatnonzero(~overflow)
+    ranked = np.full((m, top), -1, np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):   # once, not once a question: see _ranked
-        for j, own in enumerate(abc.tolist()):
-            if no_answer[j]:
-                answers.append([])
-                continue
-            candidates = every_row if overflow[j] else slot_row[j, :count[j]]
-            answers.append([i for i in _ranked(matrix, norms, candidates, queries[j], top) if i not in own][:5])
-    return answers
+        # RANK_QUESTIONS at a time: all at once, the candidates' rows (about 10 a question) were a tenth of the
+        # command's peak memory on GloVe 400k
+        for cut in range(0, len(screened), RANK_QUESTIONS):
+            some = screened[cut:cut + RANK_QUESTIONS]
+            counts = count[some]
+            ranked[some] = _ranked_all(matrix, norms, slot_row[some][np.arange(SLOTS) < counts[:, None]], counts,
+                                       queries[some], top)
+        every_row = np.arange(restrict)
+        for j in np.flatnonzero(overflow & ~no_answer).tolist():
+            best = _ranked(matrix, norms, every_row, queries[j], top)
+            ranked[j, :len(best)] = best
+    # gensim's most_similar leaves out the question's own words and keeps the first 5 of the rest: the rows
+    # kept moved to the front in their order (a stable sort of "left out" flags), then cut at 5 or fewer.
+    left_out = (ranked[:, :, None] == abc[:, None, :]).any(axis=2) | (ranked < 0)
+    ranked = np.take_along_axis(ranked, np.argsort(left_out, axis=1, kind="stable"), axis=1)
+    kept = np.minimum(top - left_out.sum(axis=1), 5)
+    kept[no_answer] = 0
+    return [row[:k] for row, k in zip(ranked.tolist(), kept.tolist())]

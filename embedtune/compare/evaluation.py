@@ -314,12 +314,13 @@ def _read_analogies(path: str, case_insensitive: bool) -> list[tuple[str, list[t
         if line.startswith(": "):
             sections.append((line.lstrip(": ").strip(), []))
             continue
-        words = line.split()
+        # str.upper neither makes nor takes away a space (tests/test_compare.py): the line's words upper-cased
+        words = (line.upper() if case_insensitive else line).split()
         if len(words) != 4:
             continue
         if not sections:
             raise EmbedtuneError("analogy question before any ': section' header line", path, line_no)
-        sections[-1][1].append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
+        sections[-1][1].append(tuple(words))
     if not any(questions for _, questions in sections):
         raise EmbedtuneError("no analogy questions found (expected lines 'a b c d' under ': section')", path)
     return sections
@@ -344,31 +345,46 @@ def evaluate_analogies(
     path = str(path)
     if restrict_vocab < 1:
         raise EmbedtuneError(f"restrict_vocab must be at least 1, got {restrict_vocab}")
-    return _score_analogies(vectors, path, _read_analogies(path, case_insensitive), restrict_vocab,
-                            case_insensitive, rows, progress)
-
-
-def _score_analogies(vectors, path, sections, restrict_vocab, case_insensitive, rows, progress) -> AnalogyScore:
+    sections = _read_analogies(path, case_insensitive)
     rows = rows if rows is not None else _first_rows(vectors, case_insensitive, _question_words(sections))
     restrict = min(restrict_vocab, len(vectors.words))
-    asked, abc = [], []  # (section, expected word, a b c words) and a b c rows of the questions asked
+    return _score_analogies(vectors, path, sections, _asked(sections, rows, restrict), restrict_vocab,
+                            case_insensitive, progress)
+
+
+def _asked(sections, rows, restrict: int) -> tuple[list, list, list]:
+    """The questions asked, those whose four words are all among the first ``restrict`` rows: their sections'
+    numbers, the questions themselves and the rows of their a b c words, three a question (flat lists: no
+    object made a question, which made Python's cycle collector go through every object eval holds)."""
+    numbers, asked, abc = [], [], []
+    get = rows.get
     for number, (_, questions) in enumerate(sections):
-        for a, b, c, expected in questions:
-            found = [rows.get(w, restrict) for w in (a, b, c, expected)]
-            if max(found) < restrict:
-                asked.append((number, expected, {a, b, c}))
-                abc.append(found[:3])
+        for question in questions:
+            a, b, c, expected = question
+            ra, rb, rc = get(a, restrict), get(b, restrict), get(c, restrict)
+            if ra < restrict and rb < restrict and rc < restrict and get(expected, restrict) < restrict:
+                numbers.append(number)
+                asked.append(question)
+                abc += ra, rb, rc
+    return numbers, asked, abc
+
+
+def _score_analogies(vectors, path, sections, asked_abc, restrict_vocab, case_insensitive, progress) -> AnalogyScore:
+    """asked_abc : _asked(sections, ...), the questions asked and their a b c rows."""
     from embedtune.compare.analogy_search import answer_analogies
 
+    numbers, asked, abc = asked_abc
+    restrict = min(restrict_vocab, len(vectors.words))
     answers = answer_analogies(vectors.matrix, restrict, np.array(abc, np.int64).reshape(-1, 3), progress)
     correct = [0] * len(sections)
     answered = [0] * len(sections)
-    for (number, expected, ignore), sims in zip(asked, answers):
+    words = vectors.words
+    for number, (a, b, c, expected), sims in zip(numbers, asked, answers):
         predicted = None
         # gensim's choice: the first of the 5 that is not one of the question's words, or else the last.
         for i in sims:
-            predicted = vectors.words[i].upper() if case_insensitive else vectors.words[i]
-            if predicted not in ignore:
+            predicted = words[i].upper() if case_insensitive else words[i]
+            if predicted != a and predicted != b and predicted != c:
                 break
         answered[number] += 1
         correct[number] += predicted == expected
@@ -413,15 +429,13 @@ def evaluate(
                          *(_pair_words(pairs) for _, pairs in pair_files))
     rows = _first_rows(vectors, case_insensitive, wanted)
     restrict = min(restrict_vocab, len(vectors.words))
-    total = sum(
-        all(rows.get(w, restrict) < restrict for w in question)
-        for _, sections in read for _, questions in sections for question in questions
-    )
+    asked = [_asked(sections, rows, restrict) for _, sections in read]
+    total = sum(len(questions) for _, questions, _ in asked)
     step = None if progress is None else (lambda advance: progress(advance, total))
     return Evaluation(
         similarity=[_score_pairs(vectors, p, pairs, rows) for p, pairs in pair_files],
         analogies=[
-            _score_analogies(vectors, p, sections, restrict_vocab, case_insensitive, rows, step)
-            for p, sections in read
+            _score_analogies(vectors, p, sections, asked_abc, restrict_vocab, case_insensitive, step)
+            for (p, sections), asked_abc in zip(read, asked)
         ],
     )
