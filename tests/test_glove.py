@@ -412,10 +412,11 @@ def numpy_new_word_biases(row, col, weight, target, products, scale, bias, new):
     return bias
 
 
-def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
-    """The compiled start of the new words' biases gives numpy's bits: a new word with pretrained partners on
+def test_the_new_words_biases_have_the_bits_of_the_numpy_reference(monkeypatch):
+    """The start of the new words' biases, compiled or in numpy (few pairs), gives numpy's bits: a new word with pretrained partners on
     either side of its pairs, one whose partners are all new (bias 0), pairs of two pretrained or two new words
     (left out), and pretrained words' biases kept."""
+    from embedtune.kernels import cooccur
     from embedtune.kernels.cooccur import new_word_biases
 
     rng = np.random.default_rng(5)
@@ -429,9 +430,17 @@ def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
     target = rng.normal(size=len(rows)).astype(np.float32)
     products = rng.normal(size=len(rows))
     bias = rng.normal(size=n)
-    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
     expected = numpy_new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    compiled = cooccur._new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    assert compiled.tobytes() == expected.tobytes()
+    # fewer pairs than NUMPY_PAIRS: numpy's, no kernel compiled (issue 48.1); more: the kernel's
+    kernel = cooccur._new_word_biases
+    monkeypatch.setattr(cooccur, "_new_word_biases", lambda *args: pytest.fail("compiled for few pairs"))
+    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
     assert got.tobytes() == expected.tobytes()
+    monkeypatch.setattr(cooccur, "_new_word_biases", kernel)
+    monkeypatch.setattr(cooccur, "NUMPY_PAIRS", len(rows))
+    assert new_word_biases(rows, cols, weight, target, products, 0.37, bias, new).tobytes() == expected.tobytes()
     assert got[7] == 0 and got[8] == 0 and (got[~new] == bias[~new]).all()
     assert (got[new] != bias[new]).sum() > 0.9 * (new.sum() - 2)
 
