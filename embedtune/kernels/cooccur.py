@@ -217,8 +217,9 @@ def count_block_serial(ids, line, n_words, window, parts):
 
 # A corpus whose first block has at most this many pairs (positions times the window) is counted in numpy
 # (count_block_numpy): the same counts, bit for bit, and no kernel to compile, where count_block_serial's compile
-# was the largest a cold quickstart paid after the loop's (3 CPU-s, its 600k pairs counted in 0.04 CPU-s by
-# numpy, 0.02 by the kernel; benchmarks/log/first_run.md). The arrays cost ~40 bytes a pair at the peak.
+# was the largest a cold quickstart paid after the loop's, and numpy counts its pairs in a fraction of that
+# (benchmarks/log/first_run.md). The arrays cost ~40 bytes a pair at the peak; numpy's time grows faster with
+# the window than the kernel's, hence a bound on pairs.
 NUMPY_PAIRS = 1 << 21
 
 
@@ -324,8 +325,8 @@ def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
 def new_word_biases(row, col, weight, target, products, scale, bias, new):
     """objectives/glove.py's start of the new words' biases: [n_words] float64, ``bias`` with each new word's
     replaced by its least-squares value against its pretrained partners (0 without one). Compiled
-    (``_new_word_biases``) from NUMPY_PAIRS pairs on; fewer in numpy, the same bits, compiling nothing (0.7
-    CPU-s of a fresh install's quickstart, whose pairs numpy takes in hundredths of a second)."""
+    (``_new_word_biases``) from NUMPY_PAIRS pairs on; fewer in numpy, the same bits, compiling nothing on a fresh
+    install (benchmarks/log/first_run.md)."""
     if len(row) >= NUMPY_PAIRS:
         return _new_word_biases(row, col, weight, target, products, scale, bias, new)
     n = len(bias)

@@ -30,9 +30,9 @@ AHEAD_MAX_BYTES = 1 << 28
 AHEAD_BYTES_PER_VALUE = 12   # ' ' and a sign, point and 9 digits: a trained row's most
 AHEAD_NICE = 10   # the rendering thread's niceness above the run's
 # A table of fewer values is rendered in numpy (shortest.py), not by the compiled writer (render.py), and its
-# input's lines are not copied (verbatim.py, compiled too): the same bytes, and no kernels to compile, which cost a
-# fresh install's quickstart 3.5 CPU-s (its 1M values take 0.25 CPU-s in numpy, 0.13 in the kernels;
-# benchmarks/log/first_run.md). Above it the kernels win back their compile.
+# input's lines are not copied (verbatim.py, compiled too): the same bytes, and no kernels to compile on a fresh
+# install, whose compile the quickstart's table would not win back (numpy takes about twice the kernels' time on
+# it: benchmarks/log/first_run.md). Above it the kernels win back their compile.
 COMPILED_MIN_VALUES = 1 << 21
 
 
