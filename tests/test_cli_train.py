@@ -397,8 +397,8 @@ def test_a_frozen_row_changed_on_its_way_to_the_file_is_an_error(files, tmp_path
 
     render, copied = textwrite._render_lines, textwrite.RenderedAhead.lines
 
-    def wrong_first_value(words, rows, digits_hint=0):
-        data, digits = render(words, rows, digits_hint)
+    def wrong_first_value(words, rows, digits_hint=0, compiled=True):
+        data, digits = render(words, rows, digits_hint, compiled)
         return data.replace(b"the 0.418 ", b"the 0.419 ", 1), digits
 
     def wrong_copied_value(self, *args):

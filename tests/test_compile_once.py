@@ -38,9 +38,13 @@ def test_a_compile_is_said_once_on_standard_error_by_any_command_and_not_with_q(
     import sys
     from pathlib import Path
 
+    from embedtune.formats.text.write import COMPILED_MIN_VALUES
+
     vectors = tmp_path / "v.txt"
     sample = Path(__file__).resolve().parent.parent / "data" / "sample" / "glove.6B.50d.20k.txt"
-    vectors.write_bytes(b"".join(sample.read_bytes().splitlines(True)[:200]))
+    # enough rows for the compiled writer (a smaller table is written in numpy, compiling nothing)
+    values = [line.split(b" ", 1)[1] for line in sample.read_bytes().splitlines(True)[:1000]]
+    vectors.write_bytes(b"".join(b"w%d %s" % (i, values[i % 1000]) for i in range(COMPILED_MIN_VALUES // 50 + 1)))
 
     def stderr_lines(cache: str, *options: str) -> list[str]:
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / cache)}

@@ -81,15 +81,18 @@ def test_float_text_for_embedding_like_values(values):
        st.lists(st.floats(min_value=-1e6, max_value=1e6, width=32), min_size=1, max_size=120),
        st.integers(0, 9))
 def test_compiled_writer_lines_are_the_reference_text(raw, floats, hint):
-    """The vectors' writer (formats/text/render.py, compiled) writes each value as shortest_g does, from any hint."""
+    """The vectors' writer (formats/text/render.py, compiled) writes each value as shortest_g does, from any hint;
+    so does numpy's (shortest.py, a small table's), with or without a NUL in a word."""
+    from embedtune.formats.text import shortest
     from embedtune.formats.text.render import render_lines
 
     for values in (np.array(raw, dtype=np.uint32).view(np.float32), np.array(floats, dtype=np.float32)):
         rows = np.resize(values, (3, len(values)))
-        words = ["a", "ü b", "c\0d"]
-        text, _ = render_lines([w.encode() for w in words], rows, hint)
         line = " ".join(shortest_g(v) for v in values)
-        assert text == "".join(f"{w} {line}\n" for w in words).encode()
+        for words in (["a", "ü b", "c\0d"], ["a", "ü b", "long-word-of-many-bytes"]):
+            expected = "".join(f"{w} {line}\n" for w in words).encode()
+            assert render_lines([w.encode() for w in words], rows, hint)[0] == expected
+            assert shortest.render_lines([w.encode() for w in words], rows, hint)[0] == expected
 
 
 def test_compiled_writer_on_glove_like_rows():
@@ -102,6 +105,46 @@ def test_compiled_writer_on_glove_like_rows():
     text, digits = render_lines([b"w%d" % i for i in range(len(rows))], rows)
     assert text == b"".join(b"w%d" % i + format_values(row) + b"\n" for i, row in enumerate(rows))
     assert digits in (5, 8, 9)
+
+
+def test_a_small_table_is_written_in_numpy_a_large_one_by_the_compiled_writer(tmp_path, monkeypatch):
+    """A table under COMPILED_MIN_VALUES values is written by numpy's writer and its lines are not copied from the
+    input (no kernel compiled on a fresh install, issue 48.1); a larger one by the compiled writer: the same
+    bytes either way."""
+    import contextlib
+    import io
+
+    from embedtune.formats.text import render, shortest, write
+    from embedtune.vectors import Vectors
+
+    rng = np.random.default_rng(1)
+    rows = np.vstack([np.array([float("%.5g" % x) for x in rng.standard_normal(2000)], np.float32).reshape(40, 50),
+                      rng.standard_normal((40, 50)).astype(np.float32)])
+    vectors = Vectors([f"w{i}" for i in range(len(rows))], rows)
+    calls = {"compiled": 0, "numpy": 0}
+
+    def counted(name, render_lines):
+        def lines(*args):
+            calls[name] += 1
+            return render_lines(*args)
+        return lines
+
+    monkeypatch.setattr(render, "render_lines", counted("compiled", render.render_lines))
+    monkeypatch.setattr(shortest, "render_lines", counted("numpy", shortest.render_lines))
+    texts = []
+    for least in (write.COMPILED_MIN_VALUES, rows.size):
+        monkeypatch.setattr(write, "COMPILED_MIN_VALUES", least)
+        calls.update(compiled=0, numpy=0)
+        out = io.BytesIO()
+        write.write_text(vectors, out, header=False, name="out.txt")
+        texts.append(out.getvalue())
+        assert write.render_lines(vectors.words, rows) == texts[-1]
+        assert calls == ({"compiled": 0, "numpy": 2} if least > rows.size else {"compiled": 2, "numpy": 0})
+        source = contextlib.nullcontext()   # the input's lines: not copied when small
+        ahead = write.RenderedAhead(vectors.words, rows, source=source)
+        ahead.stop()
+        assert ahead.source is (None if least > rows.size else source)
+    assert texts[0] == texts[1] == b"".join(b"w%d" % i + format_values(row) + b"\n" for i, row in enumerate(rows))
 
 
 def test_float_text_matches_printf_style():

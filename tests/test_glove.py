@@ -339,9 +339,10 @@ def test_a_bucketed_pair_packs_its_partner_and_distance_in_int32_or_int64_with_t
     assert all(got[key] == pytest.approx(value, rel=1e-12) for key, value in expected.items())
 
 
-def test_a_small_corpus_is_counted_by_the_serial_twin_with_the_same_bits(monkeypatch):
-    """A corpus of one small block, or a count on one thread, is counted by count_block's serial twin (so that a
-    cold run compiles only that, issue 48.1), with the parallel kernel's bits; a larger one by count_block."""
+def test_a_small_corpus_is_counted_by_numpy_or_the_serial_twin_with_the_same_bits(monkeypatch):
+    """A corpus of few pairs is counted in numpy (no kernel compiled, issue 48.1); one of one small block, or a
+    count on one thread, by count_block's serial twin (so that a cold run compiles only that); both with the
+    parallel kernel's bits; a larger one by count_block."""
     from embedtune.kernels import cooccur
     from embedtune.kernels.common import kernel_threads
 
@@ -352,16 +353,47 @@ def test_a_small_corpus_is_counted_by_the_serial_twin_with_the_same_bits(monkeyp
     line = np.repeat(np.arange(3000, dtype=np.int32), 10)
     parallel = cooccur.count_block(ids, line, n_words, 5, 8)
     assert len(np.unique(parallel[2])) > 20   # sums not all alike: an order changed would show in the bits
-    called = []
-    monkeypatch.setattr(cooccur, "count_block", lambda *args: called.append(args) or parallel)
+    called = {"count_block": [], "count_block_serial": []}
+    serial = cooccur.count_block_serial
+    for name in called:
+        monkeypatch.setattr(cooccur, name, lambda *args, name=name: called[name].append(args) or parallel)
+    assert len(ids) * 5 <= cooccur.NUMPY_PAIRS
     for threads in (1, 2):
         small = cooccur.count([(ids, line)], n_words, 5, threads)
-        assert not called
+        assert not called["count_block"] and not called["count_block_serial"]
+        for x, y in zip(small, parallel):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    monkeypatch.setattr(cooccur, "NUMPY_PAIRS", len(ids) * 5 - 1)
+    monkeypatch.setattr(cooccur, "count_block_serial", serial)
+    for threads in (1, 2):
+        small = cooccur.count([(ids, line)], n_words, 5, threads)
+        assert not called["count_block"]
         for x, y in zip(small, parallel):
             assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
     monkeypatch.setattr(cooccur, "SERIAL_POSITIONS", len(ids))
     cooccur.count([(ids, line)], n_words, 5, 2)
-    assert len(called) == (1 if kernel_threads(2) > 1 else 0)
+    assert len(called["count_block"]) == (1 if kernel_threads(2) > 1 else 0)
+
+
+@pytest.mark.parametrize("window", [1, 2, 10, 100])
+def test_the_numpy_count_is_count_blocks_bit_for_bit(window):
+    """count_block_numpy (a small corpus's count) gives count_block's CSR, bit for bit: the same cells, each
+    summed in corpus order; lines of one word, an empty block and a block of one word included."""
+    from embedtune.kernels import cooccur
+
+    rng = np.random.default_rng(window)
+    n_words = 700
+    p = 1.0 / np.arange(1, n_words + 1)
+    ids = rng.choice(n_words, 20_000, p=p / p.sum()).astype(np.int32)
+    line = np.sort(rng.integers(0, 900, len(ids))).astype(np.int32)   # lines of 0 to ~60 words
+    cases = [(ids, line), (ids[:0], line[:0]), (ids[:1], line[:1]), (ids[:3], np.arange(3, dtype=np.int32))]
+    for case_ids, case_line in cases:
+        expected = cooccur.count_block(case_ids, case_line, n_words, window, 4)
+        got = cooccur.count_block_numpy(case_ids, case_line, n_words, window)
+        for x, y in zip(got, expected):
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+    full = cooccur.count_block_numpy(ids, line, n_words, window)
+    assert len(np.unique(full[2])) > (2 if window == 1 else 20)   # sums not all alike: an order would show
 
 
 def numpy_new_word_biases(row, col, weight, target, products, scale, bias, new):
@@ -380,10 +412,11 @@ def numpy_new_word_biases(row, col, weight, target, products, scale, bias, new):
     return bias
 
 
-def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
-    """The compiled start of the new words' biases gives numpy's bits: a new word with pretrained partners on
+def test_the_new_words_biases_have_the_bits_of_the_numpy_reference(monkeypatch):
+    """The start of the new words' biases, compiled or in numpy (few pairs), gives numpy's bits: a new word with pretrained partners on
     either side of its pairs, one whose partners are all new (bias 0), pairs of two pretrained or two new words
     (left out), and pretrained words' biases kept."""
+    from embedtune.kernels import cooccur
     from embedtune.kernels.cooccur import new_word_biases
 
     rng = np.random.default_rng(5)
@@ -397,9 +430,17 @@ def test_the_new_words_biases_have_the_bits_of_the_numpy_reference():
     target = rng.normal(size=len(rows)).astype(np.float32)
     products = rng.normal(size=len(rows))
     bias = rng.normal(size=n)
-    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
     expected = numpy_new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    compiled = cooccur._new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
+    assert compiled.tobytes() == expected.tobytes()
+    # fewer pairs than NUMPY_PAIRS: numpy's, no kernel compiled (issue 48.1); more: the kernel's
+    kernel = cooccur._new_word_biases
+    monkeypatch.setattr(cooccur, "_new_word_biases", lambda *args: pytest.fail("compiled for few pairs"))
+    got = new_word_biases(rows, cols, weight, target, products, 0.37, bias, new)
     assert got.tobytes() == expected.tobytes()
+    monkeypatch.setattr(cooccur, "_new_word_biases", kernel)
+    monkeypatch.setattr(cooccur, "NUMPY_PAIRS", len(rows))
+    assert new_word_biases(rows, cols, weight, target, products, 0.37, bias, new).tobytes() == expected.tobytes()
     assert got[7] == 0 and got[8] == 0 and (got[~new] == bias[~new]).all()
     assert (got[new] != bias[new]).sum() > 0.9 * (new.sum() - 2)
 

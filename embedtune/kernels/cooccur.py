@@ -200,8 +200,9 @@ def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1):
 
 
 # A corpus whose first block of kept ids is shorter than this, or a count on one thread, is counted by
-# count_block's serial twin: the same counts, bit for bit, for less than half count_block's compile on a cold
-# run (a parallel count of so few pairs gains a fraction of a second at most; benchmarks/log/first_run.md).
+# count_block's serial twin (one of fewer pairs in numpy: NUMPY_PAIRS): the same counts, bit for bit, for less
+# than half count_block's compile on a cold run (a parallel count of so few pairs gains a fraction of a second at
+# most; benchmarks/log/first_run.md).
 # objectives/glove.py fills each block to BLOCK_PAIRS pairs but the last, so a corpus whose first block is
 # this small is one block.
 SERIAL_POSITIONS = 1 << 18
@@ -214,6 +215,37 @@ def count_block_serial(ids, line, n_words, window, parts):
     return _count_block_serial(ids, line, n_words, window, parts, packed_like(n_words))
 
 
+# A corpus whose first block has at most this many pairs (positions times the window) is counted in numpy
+# (count_block_numpy): the same counts, bit for bit, and no kernel to compile, where count_block_serial's compile
+# was the largest a cold quickstart paid after the loop's, and numpy counts its pairs in a fraction of that
+# (benchmarks/log/first_run.md). The arrays cost ~40 bytes a pair at the peak; numpy's time grows faster with
+# the window than the kernel's, hence a bound on pairs.
+NUMPY_PAIRS = 1 << 21
+
+
+def count_block_numpy(ids, line, n_words, window, parts=1):
+    """count_block in numpy, the same CSR bit for bit (``parts`` unused): each pair of positions at most
+    ``window`` apart on one line becomes its cell's number (smaller id * n_words + larger id), listed in corpus
+    order (by first position, then distance); np.bincount adds each cell's weights 1/distance in that order,
+    one at a time from 0, as the kernel does."""
+    n = len(ids)
+    cells = np.full((n, window), -1, np.int64)   # [position, distance - 1]: raveled, corpus order
+    wide = ids.astype(np.int64)
+    for d in range(1, min(window, n - 1) + 1):
+        a, b = wide[:-d], wide[d:]
+        cells[:n - d, d - 1] = np.where(line[d:] == line[:-d], np.minimum(a, b) * n_words + np.maximum(a, b), -1)
+    cells = cells.ravel()
+    kept = cells >= 0
+    weights = np.broadcast_to(1.0 / np.arange(1, window + 1), (n, window)).ravel()[kept]
+    cells, order = np.unique(cells[kept], return_inverse=True)
+    values = np.bincount(order.ravel(), weights=weights, minlength=len(cells))
+    values = values.astype(np.float64, copy=False)   # (an empty one is int64)
+    rows = cells // n_words
+    indptr = np.zeros(n_words + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_words), out=indptr[1:])
+    return indptr, (cells - rows * n_words).astype(np.int32), values
+
+
 def count(blocks, n_words: int, window: int, threads: int):
     """CSR counts (indptr, cols, values) of ``blocks``: (ids, line) arrays, each a block of whole lines."""
     set_num_threads(kernel_threads(threads))
@@ -223,6 +255,8 @@ def count(blocks, n_words: int, window: int, threads: int):
         if kernel is None:   # one kernel for every block, so that a run compiles one
             small = kernel_threads(threads) == 1 or len(ids) < SERIAL_POSITIONS
             kernel = count_block_serial if small else count_block
+            if len(ids) * window <= NUMPY_PAIRS:
+                kernel = count_block_numpy
         part = kernel(ids, line, n_words, window, parts)
         total = part if total is None else merge_rows(*total, *part, parts)
     if total is None:
@@ -288,12 +322,31 @@ def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
     return a, b
 
 
-@njit(nogil=True, cache=True)
 def new_word_biases(row, col, weight, target, products, scale, bias, new):
-    """objectives/glove.py's start of the new words' biases, compiled: [n_words] float64, ``bias`` with each
-    new word's replaced by its least-squares value against its pretrained partners (0 without one). One
-    pass in pair order, one sum each side, added up as numpy's bincounts of the pairs on each side were
-    (row side first), so the bits are theirs; numpy made a dozen whole-array temporaries of the pairs."""
+    """objectives/glove.py's start of the new words' biases: [n_words] float64, ``bias`` with each new word's
+    replaced by its least-squares value against its pretrained partners (0 without one). Compiled
+    (``_new_word_biases``) from NUMPY_PAIRS pairs on; fewer in numpy, the same bits, compiling nothing on a fresh
+    install (benchmarks/log/first_run.md)."""
+    if len(row) >= NUMPY_PAIRS:
+        return _new_word_biases(row, col, weight, target, products, scale, bias, new)
+    n = len(bias)
+    bias = bias.copy()
+    rest = weight * (target - scale * products)
+    total = np.zeros(n)
+    mass = np.zeros(n)
+    for one, other in ((row, col), (col, row)):
+        solo = new[one] & ~new[other]
+        total += np.bincount(one[solo], rest[solo] - weight[solo] * bias[other[solo]], n)
+        mass += np.bincount(one[solo], weight[solo], n)
+    bias[new] = np.divide(total, mass, out=np.zeros(n), where=mass > 0)[new]
+    return bias
+
+
+@njit(nogil=True, cache=True)
+def _new_word_biases(row, col, weight, target, products, scale, bias, new):
+    """new_word_biases compiled: one pass in pair order, one sum each side, added up as numpy's bincounts of the
+    pairs on each side (row side first), so the bits are numpy's; numpy made a dozen whole-array temporaries
+    of the pairs (the main job's)."""
     n = len(bias)
     by_row = np.zeros(n)
     by_col = np.zeros(n)

@@ -9,7 +9,8 @@ lines.py     a big file's lines of a word and plain decimals by a compiled kerne
 write.py     write_text: blocks rendered as lines on threads and read back as written; RenderedAhead
 render.py    the lines rendered by a compiled kernel (numba): shortest.py's text, one pass per line
 verbatim.py  the input file's own lines where they are the writer's text of their rows (RenderedAhead copies them)
-shortest.py  the shortest ``%g`` text that reads back to the same float32 (the one-value reference, and numpy's)
+shortest.py  the shortest ``%g`` text that reads back to the same float32 (the one-value reference, and numpy's
+             whole-array writer: a small table's lines)
 
 Nothing is imported here: formats/__init__.py and binary.py take what they need from the modules themselves.
 """

@@ -226,3 +226,25 @@ def format_values(values: np.ndarray) -> bytes:
         stop = start + step
         hint = format_slots(x[start:stop], lo[start:stop], hi[start:stop], hint)
     return np.stack([lo, hi], axis=1).tobytes().translate(None, b"\0")
+
+
+def render_lines(encoded: list[bytes], rows: np.ndarray, digits_hint: int = 0) -> tuple[bytes, int]:
+    """Lines for words (UTF-8 bytes) [k] and float32 rows [k, dim] -> (bytes, most common digit count): the bytes
+    of render.py's compiled writer, in numpy (a small table's: write.py ``COMPILED_MIN_VALUES``)."""
+    k, dim = rows.shape
+    values = np.ascontiguousarray(rows, dtype=np.float32).ravel()
+    lo = np.empty(values.size, np.uint64)
+    hi = np.empty(values.size, np.uint64)
+    digits = format_slots(values, lo, hi, digits_hint) if values.size else digits_hint
+    joined = b"".join(encoded)
+    if not k or b"\0" in joined:  # the padding is squeezed out as NULs, so such words go line by line
+        slots = np.stack([lo, hi], axis=1).reshape(k, dim * 2)
+        return b"".join(w + s.tobytes().translate(None, b"\0") + b"\n" for w, s in zip(encoded, slots)), digits
+    # one row of uint64 per line: the word (NUL padded), 2 per value, then the line feed
+    width = (max(map(len, encoded)) + 7) // 8
+    lines = np.zeros((k, width + 2 * dim + 1), np.uint64)
+    lines[:, :width] = np.array(encoded, dtype=f"S{8 * width}").view(np.uint64).reshape(k, width)
+    lines[:, width:width + 2 * dim:2] = lo.reshape(k, dim)
+    lines[:, width + 1:width + 2 * dim:2] = hi.reshape(k, dim)
+    lines[:, -1] = ord("\n")
+    return lines.tobytes().translate(None, b"\0"), digits

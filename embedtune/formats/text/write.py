@@ -29,6 +29,16 @@ WRITE_AHEAD = 2   # blocks a thread renders ahead of the writer: bounds the text
 AHEAD_MAX_BYTES = 1 << 28
 AHEAD_BYTES_PER_VALUE = 12   # ' ' and a sign, point and 9 digits: a trained row's most
 AHEAD_NICE = 10   # the rendering thread's niceness above the run's
+# A table of fewer values is rendered in numpy (shortest.py), not by the compiled writer (render.py), and its
+# input's lines are not copied (verbatim.py, compiled too): the same bytes, and no kernels to compile on a fresh
+# install, whose compile the quickstart's table would not win back (numpy takes about twice the kernels' time on
+# it: benchmarks/log/first_run.md). Above it the kernels win back their compile.
+COMPILED_MIN_VALUES = 1 << 21
+
+
+def renders_compiled(n: int, dim: int) -> bool:
+    """Whether a table of n rows of dim values is rendered by the compiled writer (else by numpy's)."""
+    return n * dim >= COMPILED_MIN_VALUES
 
 
 def rows_per_block(dim: int) -> int:
@@ -45,11 +55,13 @@ class RenderedAhead:
     rendered so far are kept); a block it did not reach is rendered by the write as any other.
 
     source : the text file the rows were read from, as an InputLines (verbatim.py): its lines that are the
-        rendering of their rows are copied, not rendered (GloVe's, but for a few); None: every line rendered.
+        rendering of their rows are copied, not rendered (GloVe's, but for a few); None, or a table rendered in
+        numpy (``renders_compiled``): every line rendered.
     """
 
     def __init__(self, words, matrix: np.ndarray, source: InputLines | None = None):
-        self.words, self.matrix, self.source = words, matrix, source
+        self.compiled = renders_compiled(*matrix.shape)
+        self.words, self.matrix, self.source = words, matrix, source if self.compiled else None
         self.rows_per_block = rows_per_block(matrix.shape[1])
         self.blocks: dict[int, bytes] = {}   # a block's first row -> its lines
         self._stopping = threading.Event()
@@ -89,12 +101,12 @@ class RenderedAhead:
         """A block's lines: the source's where they are the rendering of their rows, the others rendered."""
         copied = self.source.take(words, rows) if self.source is not None else None
         if copied is None:
-            return _render_lines(words, rows, digits)
+            return _render_lines(words, rows, digits, self.compiled)
         lines, same = copied
         redo = np.flatnonzero(~same)
         if not len(redo):
             return lines, digits
-        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits)
+        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits, self.compiled)
         return _splice(lines, len(words), redo, text), digits
 
     def stop(self) -> None:
@@ -121,7 +133,7 @@ class RenderedAhead:
             return base, digits
         # the changed lines, then the rows past the table's end (appended: new words)
         redo = np.concatenate([changed, np.arange(n_base, len(rows))]).astype(np.int64)
-        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits)
+        text, digits = _render_lines([words[i] for i in redo], rows[redo], digits, self.compiled)
         return _splice(base, n_base, redo, text), digits
 
 
@@ -180,6 +192,7 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None, on_writt
         out.write(b"%d %d\n" % (n, dim))
     per_block = rows_per_block(dim)
     blocks = [(start, min(n, start + per_block)) for start in range(0, n, per_block)]
+    compiled = renders_compiled(n, dim)
     if ahead is not None:
         ahead.stop()
         if ahead.rows_per_block != per_block:
@@ -189,7 +202,7 @@ def write_text(vectors, out, *, header: bool, name: str, progress=None, on_writt
         start, stop = block
         block_words, rows = words[start:stop], vectors.block(start, stop)
         made = ahead.lines(block_words, rows, start, digits) if ahead is not None else None
-        text, digits = made if made is not None else _render_lines(block_words, rows, digits)
+        text, digits = made if made is not None else _render_lines(block_words, rows, digits, compiled)
         wanted = on_written is not None and (check_rows is None or bool(np.any(check_rows[start:stop])))
         return text, _read_back(text, dim, stop - start) if wanted else None, digits
 
@@ -251,16 +264,22 @@ def render_lines(words, rows) -> bytes:
     """Text lines ``word v1 ... vdim`` for words [k] and rows [k, dim], as the vectors are written
     (float32, the shortest %g text that reads back to the same bits), a block at a time."""
     block = rows_per_block(rows.shape[1])
+    compiled = renders_compiled(*rows.shape)
     parts, digits = [], 0   # most values need the same number of digits: each block tells the next
     for start in range(0, len(words), block):
-        text, digits = _render_lines(words[start:start + block], rows[start:start + block], digits)
+        text, digits = _render_lines(words[start:start + block], rows[start:start + block], digits, compiled)
         parts.append(text)
     return b"".join(parts)
 
 
-def _render_lines(words, rows, digits_hint=0):
+def _render_lines(words, rows, digits_hint=0, compiled=True):
     """Lines for words [k] and float32 rows [k, dim] -> (bytes, most common digit count): the compiled
-    writer (render.py), the bytes of shortest.py's shortest %g a value."""
+    writer (render.py), the bytes of shortest.py's shortest %g a value; ``compiled`` False: shortest.py's numpy
+    writer, the same bytes (a small table's: ``renders_compiled``)."""
+    if not compiled:
+        from embedtune.formats.text.shortest import render_lines as numpy_lines
+
+        return numpy_lines([w.encode("utf-8") for w in words], rows, digits_hint)
     from embedtune.formats.text.render import render_lines as compiled_lines   # numba: imported when writing
 
     return compiled_lines([w.encode("utf-8") for w in words], rows, digits_hint)
