@@ -12,10 +12,10 @@ left as it is.
 
 `train`'s BLAS products (the new words' fit: embedtune/newwords/) are few and small, between single-threaded
 steps and compiled passes. After each, OpenBLAS's idle threads spin for the next one for 2**28 TSC cycles
-(its THREAD_TIMEOUT, about a tenth of a second) before they sleep: blas_thread_server and inner_thread took 3.2%
-of the samples of a `perf record` of the 2m sgns job (benchmarks/end_to_end.py), 0.01% with the shortest
-spin OpenBLAS takes (2**4 cycles; 2**20 still left 1.6%). Only when the threads sleep changes, not how many
-there are or how a product is cut, so the results keep their bits (benchmarks/log/train_speed.md).
+(its THREAD_TIMEOUT, about a tenth of a second) before they sleep: that spin, blas_thread_server, took 2.3% of
+the samples of a `perf record` of the 2m sgns job (benchmarks/end_to_end.py), none with the shortest spin
+OpenBLAS takes (2**4 cycles). Only when an idle thread sleeps changes, not how many there are or how a
+product is cut, so the results keep their bits (benchmarks/log/train_speed.md).
 """
 
 from __future__ import annotations
