@@ -1,4 +1,4 @@
-"""One OpenBLAS thread for `embedtune eval`, chosen before numpy loads.
+"""One OpenBLAS thread for `embedtune eval`, and a short idle spin for `train`, chosen before numpy loads.
 
 eval's analogy search alternates one matrix product with a single-threaded screen of its result
 (embedtune/compare/analogy_search.py). With numpy's default of one OpenBLAS thread a core, the second
@@ -9,6 +9,13 @@ from the environment; so cli/main.py calls this before anything imports numpy (`
 loads none). The variable stays set for the process: scipy's OpenBLAS, loaded later for the word
 pairs' norms, reads it too. A thread count the user set, in any of the variables OpenBLAS reads, is
 left as it is.
+
+`train`'s BLAS products (the new words' fit: embedtune/newwords/) are few and small, between single-threaded
+steps and compiled passes. After each, OpenBLAS's idle threads spin for the next one for 2**28 TSC cycles
+(its THREAD_TIMEOUT, about a tenth of a second) before they sleep: that spin, blas_thread_server, took 2.3% of
+the samples of a `perf record` of the 2m sgns job (benchmarks/end_to_end.py), none with the shortest spin
+OpenBLAS takes (2**4 cycles). Only when an idle thread sleeps changes, not how many there are or how a
+product is cut, so the results keep their bits (benchmarks/log/train_speed.md).
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ import sys
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 # The commands that run best on one BLAS thread (see above).
 ONE_THREAD_COMMANDS = {"eval"}
+# The commands whose idle OpenBLAS threads sleep at once (see above), and what OpenBLAS reads for it
+# (2**n cycles; OpenBLAS takes 4 to 30).
+SHORT_SPIN_COMMANDS = {"train"}
+SPIN_VARIABLE, SHORT_SPIN = "OPENBLAS_THREAD_TIMEOUT", "4"
 
 
 def command_of(args: list[str]) -> str | None:
@@ -36,3 +47,11 @@ def one_blas_thread_for(args: list[str]) -> None:
     if any(name in os.environ for name in THREAD_VARIABLES):
         return
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+def short_blas_spin_for(args: list[str]) -> None:
+    """OPENBLAS_THREAD_TIMEOUT=4 when ``args`` run a command of SHORT_SPIN_COMMANDS, numpy is not loaded yet
+    and the user set no timeout of their own."""
+    if "numpy" in sys.modules or command_of(args) not in SHORT_SPIN_COMMANDS or SPIN_VARIABLE in os.environ:
+        return
+    os.environ[SPIN_VARIABLE] = SHORT_SPIN

@@ -19,9 +19,10 @@ from importlib.machinery import ExtensionFileLoader
 
 import click
 
-from embedtune.cli.blas_threads import one_blas_thread_for
+from embedtune.cli.blas_threads import one_blas_thread_for, short_blas_spin_for
 
 one_blas_thread_for(sys.argv[1:])   # before numpy loads (cli.common imports it): see there
+short_blas_spin_for(sys.argv[1:])
 
 from embedtune import __version__  # noqa: E402
 from embedtune._adapters.python_private import import_lock_held, run_exit_handlers  # noqa: E402

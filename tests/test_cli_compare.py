@@ -431,6 +431,22 @@ def test_eval_starts_numpy_with_one_blas_thread_unless_the_user_chose(args, user
     assert json.loads(done.stdout) == want
 
 
+@pytest.mark.parametrize("args, user, want", [
+    (["-q", "train", "v.txt", "c.txt"], {}, "4"),
+    (["train", "v.txt", "c.txt"], {"OPENBLAS_THREAD_TIMEOUT": "28"}, "28"),   # the user's stays
+    (["-q", "eval", "v.txt"], {}, None),                                   # one BLAS thread: nothing spins
+])
+def test_train_starts_numpy_with_a_short_blas_spin_unless_the_user_chose(args, user, want):
+    """train's few small BLAS products left OpenBLAS's idle threads spinning for about a tenth of a second
+    after each (cli/blas_threads.py), so train's entry asks for the shortest spin before numpy loads."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    code = BLAS_THREADS_AT_ENTRY.replace('[os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS")]',
+                                         'os.environ.get("OPENBLAS_THREAD_TIMEOUT")')
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env={**env, **user})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == want
+
+
 def test_import_embedtune_loads_no_numpy():
     """What lets eval's entry choose the BLAS threads: `import embedtune` and the entry's own first imports
     load no numpy (embedtune/__init__.py imports its names on first use)."""
