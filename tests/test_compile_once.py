@@ -91,7 +91,7 @@ def test_the_kernels_own_sort_and_search_give_numpys_answers():
                 assert _search_sorted(floats, float(x), True) == np.searchsorted(floats, float(x), side="right")
 
 
-def test_every_parallel_compile_keeps_loop_fusion_off():
+def test_every_parallel_compile_keeps_loop_fusion_off(tmp_path, monkeypatch):
     """kernels/common.PARALLEL turns numba's loop fusion off (a gradient pass must end before its update pass
     starts): for each kernel and each signature compiled in a process, and for a twin made from a kernel's
     options, not only the first compile (numba empties a dict given as ``parallel=`` when it reads it)."""
@@ -108,6 +108,11 @@ def test_every_parallel_compile_keeps_loop_fusion_off():
     first, second = njit(parallel=common.PARALLEL)(two_passes), njit(parallel=common.PARALLEL)(two_passes)
     for kernel, dtype in ((first, np.float64), (second, np.float64), (second, np.float32)):
         kernel(np.zeros(4, dtype), np.zeros(4, dtype))
+    # the twin is cached (cache=True): compiled into an empty folder, or a second run would load it from the
+    # last run's cache, with no compile (and no diagnostics) to check
+    import numba
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
     twin = common.strict(second)
     twin(np.zeros(4), np.zeros(4))
     compiled = [(kernel, result) for kernel in (first, second, twin) for result in kernel.overloads.values()]
