@@ -43,6 +43,10 @@ class StopRequests:
 
     def _handler(self, signum, frame):
         if self.requested and signum == signal.SIGINT:
+            from embedtune.cli.main import _not_now, _send_again   # loaded: every command runs under it
+            if _not_now(frame):   # where raising would not unwind (inside a kernel's boxing, llvmlite): later
+                _send_again(signum)
+                return
             click.echo("\nStopped at once; a --resume starts from the last checkpoint written, if any.", err=True)
             raise SystemExit(130)
         if self.requested:

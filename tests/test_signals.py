@@ -449,3 +449,32 @@ def test_a_signal_while_a_kernel_boxes_its_arrays_is_raised_after_it(sig):
     assert done.returncode == CODES[sig], done.stdout + done.stderr
     assert done.stdout.strip() == "sent", done.stdout + done.stderr   # the hook found numba's callback
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
+# The training loop's second Ctrl-C ("stop at once") at the same moment: StopRequests' handler raises too.
+LOOP_BOXING_SIGNAL = NUMBA_BOXING_SIGNAL.split("try:")[0] + """
+from embedtune.cli.train_cmd import StopRequests
+stop = StopRequests()
+try:
+    with stop:
+        stop.requested = True   # the first Ctrl-C came: the next one stops at once
+        sys.setprofile(hook)
+        zeros, ones = two_arrays(3)
+        sys.setprofile(None)
+        for _ in range(400):
+            time.sleep(0.005)
+        print("not stopped")
+except SystemExit as stopped:
+    print("sent" if sent else "not sent", flush=True)
+    sys.exit(stopped.code)
+"""
+
+
+def test_a_second_ctrl_c_in_the_loop_while_a_kernel_boxes_its_arrays_is_raised_after_it():
+    """The loop's own handler (cli/train_cmd.py StopRequests), which raises SystemExit(130) at a second
+    Ctrl-C, takes it again later there too."""
+    done = subprocess.run([sys.executable, "-c", LOOP_BOXING_SIGNAL.format(sig="SIGINT")], capture_output=True,
+                          text=True, timeout=WAIT)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert done.stdout.strip() == "sent", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
