@@ -157,6 +157,11 @@ class Objective:
         ``total_tokens``: the corpus tokens of the local words (a phase's total)."""
         return None
 
+    @classmethod
+    def reads_ahead(cls) -> bool:
+        """Whether ``read_ahead`` gives work: what it holds is held beside the new words' pass (the dry run)."""
+        return cls.read_ahead.__func__ is not Objective.read_ahead.__func__
+
     # --- what the run decides from the class, before any training --------------------------------
     @classmethod
     def init_window(cls, train) -> int:
