@@ -189,8 +189,12 @@ class GloVe(Objective):
 
     @classmethod
     def read_ahead(cls, local_index: dict, train: TrainConfig, corpus, total_tokens: int):
-        """The pair count: it needs the local ids only, not the new words' starts."""
-        return functools.partial(count_pairs, corpus, local_index, len(local_index), train.window, train.threads,
+        """The pair count: it needs the local ids only, not the new words' starts. On half the run's cores (one
+        of two: the count's serial twin; the bits do not depend on it): the pass beside it runs on every core, and
+        the spelling fit on one more, so a count on every core too added threads that waited on each other's
+        cores and took more CPU (benchmarks/log/glove_job.md)."""
+        threads = max(1, (train.threads or local_cores()) // 2)
+        return functools.partial(count_pairs, corpus, local_index, len(local_index), train.window, threads,
                                  total_tokens)
 
     def __init__(self, rows: LocalRows, train: TrainConfig, corpus, ahead=None):
