@@ -263,6 +263,91 @@ def test_glove_set_up_reports_its_phases_to_the_progress_callback():
     assert reports.index(phases[-1]) < last_progress < reports.index(checks[0]) and reports[-1] is checks[1]
 
 
+def test_the_pair_count_runs_beside_the_new_words_pass_with_the_same_result(monkeypatch):
+    # glove's count needs only the plan's local ids, so the loop starts it on a thread of its own as the new
+    # words' context pass starts on the caller's (training/loop.py): the count must begin before the pass
+    # ends, off the caller's thread, and the run must come out bit for bit as with the count after the pass
+    # (a strategy that reads nothing beside, as a multi-worker one).
+    import threading
+
+    from embedtune.newwords import form_context
+    from embedtune.objectives import glove as glove_module
+    from embedtune.training.strategy import OneProcess
+
+    events = []
+    count_pairs, context_sums = glove_module.count_pairs, form_context.context_sums
+
+    def counting(*args, **kwargs):
+        events.append(("count starts", threading.current_thread() is threading.main_thread()))
+        return count_pairs(*args, **kwargs)
+
+    def summing(*args, **kwargs):
+        try:
+            return context_sums(*args, **kwargs)
+        finally:
+            events.append(("pass ends", threading.current_thread() is threading.main_thread()))
+
+    monkeypatch.setattr(glove_module, "count_pairs", counting)
+    monkeypatch.setattr(form_context, "context_sums", summing)
+    config = glove_config({"freeze_top": 5000}, epochs=1, deterministic=True)
+    beside = train(glove(20000, drop=HIDDEN), Corpus(sample_lines(400)), config)
+    assert events == [("count starts", False), ("pass ends", True)]
+    assert beside.stats["new"] > 0
+
+    class InTurn(OneProcess):
+        reads_beside = False
+
+    events.clear()
+    in_turn = train(glove(20000, drop=HIDDEN), Corpus(sample_lines(400)), config, strategy=InTurn())
+    assert events == [("pass ends", True), ("count starts", True)]
+    np.testing.assert_array_equal(bits(beside.vectors.matrix), bits(in_turn.vectors.matrix))
+
+
+def test_work_beside_reports_its_phases_on_the_caller_s_thread_and_stops_when_given_up():
+    # phases.Beside: the work's phases are held while it runs and reported, in order, by ``result`` to the
+    # caller's callback; its error is raised there; ``cancel`` stops it at its next phase report.
+    import threading
+    import time
+
+    from embedtune.phases import Beside, phase, reporting
+
+    def work(n):
+        with phase("counting", n) as advance:
+            for _ in range(n):
+                advance(1)
+        return n * 10
+
+    seen = []
+    with reporting(lambda p: seen.append((p.done, p.finished, threading.current_thread() is threading.main_thread()))):
+        ahead = Beside(lambda: work(3))
+        assert ahead.result() == 30
+    assert seen == [(0, False, True), (1, False, True), (2, False, True), (3, False, True), (3, True, True)]
+
+    def failing():
+        raise EmbedtuneError("damaged", "corpus.txt", 7)
+
+    with pytest.raises(EmbedtuneError, match="damaged"):
+        Beside(failing).result()
+
+    stopped = []
+
+    def endless():   # reports a step each millisecond for a minute, unless given up
+        try:
+            with phase("endless", 60_000) as advance:
+                for _ in range(60_000):
+                    time.sleep(0.001)
+                    advance(1)
+        finally:
+            stopped.append(time.perf_counter())
+
+    ahead = Beside(endless)
+    began = time.perf_counter()
+    ahead.cancel()
+    assert stopped and stopped[0] - began < 30
+    with pytest.raises(Exception):
+        ahead.result()
+
+
 def test_the_count_s_bits_do_not_depend_on_how_its_work_is_split():
     """The pair count cut into 4 or 32 parts (1 or 8 runs of positions bucketed at once) and merged in 1 or 8
     parts gives the same bits: each row is still summed in corpus order. The parts are cut at equal work, not
