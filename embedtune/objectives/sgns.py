@@ -42,9 +42,9 @@ NEGATIVES = ("shared", "per-pair")
 # The corpus as ids is kept after the first epoch, for the next ones, up to this many tokens
 # (8 bytes each: ids and line numbers); a larger corpus is read and encoded again each epoch.
 CACHE_TOKENS = 1 << 26
-# Host bytes per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
-# then an int64 order and the permuted copies (the dry run's estimate).
-BYTES_PER_PAIR = 32
+# Host bytes per pair of a chunk: int32 centers and contexts, shuffled in place (units), and those of the chunk
+# before, which its last batches still read while the next one's are made (the dry run's estimate).
+BYTES_PER_PAIR = 16
 SHARED_GROUP = 16   # pairs sharing one draw of negatives (see benchmarks/README.md, train_speed)
 
 
