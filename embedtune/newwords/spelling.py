@@ -271,7 +271,7 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     hashed = time.perf_counter() - began
     m, used, slot = _used_columns(full, buckets)
     del full
-    mt = m.T.tocsr()
+    mt = m.T   # CSC, M's own arrays (no 20 MB copy at 1M x 300); each bucket summed in row order: the same bits
     diag = np.bincount(m.indices, weights=np.square(m.data, dtype=np.float64), minlength=len(used)) + ridge
     inv = (1.0 / diag).astype(np.float32)[:, None]
     del diag
