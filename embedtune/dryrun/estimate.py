@@ -36,13 +36,13 @@ LAUNCHER_BYTES = 55 * 2**20
 # dimensions, a batch of 4,096 (benchmarks/log/memory_sizes.md, the estimates).
 STEP_BATCH_ROWS = 130
 # spelling.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
-# pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
-# piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
+# pieces (23 a word; while CG runs, the CSR matrix holds 8 bytes a piece: its transpose's products read the
+# same arrays) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
 # most spelling.block_width columns (their targets read a block at a time); what it keeps is the new words'
 # and the probes' form vectors, each block of columns made as it is solved (no table of their buckets). Freed
 # before training; counted in the sum all the same, so the estimate errs high for it.
 FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
-FORM_PIECE_BYTES = 20
+FORM_PIECE_BYTES = 8
 
 
 
