@@ -131,6 +131,32 @@ def test_a_fit_for_some_words_keeps_only_their_buckets_and_predicts_them_bit_for
     assert part.stats["form_relative_residual"] == whole.stats["form_relative_residual"]
 
 
+def test_a_fit_for_given_words_keeps_their_vectors_not_their_buckets_table():
+    # The 1M x 300 job's start held the asked words' buckets' table (67 MB) beside the fit's work arrays: a fit for
+    # given words turns each block of columns into the words' vectors as it is solved, so its peak stays below a
+    # fit of every bucket by more than half that table (here the same buckets: every fitting word asked).
+    import tracemalloc
+
+    words, matrix = morphology(n_stems=60, dim=512)
+    vectors = Vectors(words, matrix)
+    fit_form(vectors, fit_words=50, buckets=2 ** 10, iterations=1, words=words[:3])   # compiled before it counts
+    peaks = []
+    for asked in (None, words):
+        tracemalloc.start()
+        model = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=3, words=asked)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        if asked is None:
+            whole = model
+    assert model.table is None and len(model.used) == len(whole.used)
+    assert bits(model.vectors).tobytes() == bits(whole.predict(words)).tobytes()
+    assert bits(model.predict(words[5:1:-1])).tobytes() == bits(whole.predict(words[5:1:-1])).tobytes()
+    table_bytes = whole.table.nbytes
+    assert peaks[1] + table_bytes // 2 < peaks[0], (peaks, table_bytes)
+    with pytest.raises(ValueError, match="other words"):
+        model.predict(["unasked"])
+
+
 def test_the_fit_gives_the_same_bits_whatever_the_column_blocks(monkeypatch):
     # fit_form solves its columns a block at a time, the targets read from the rows a block at a time (no copy
     # of the fitting rows' vectors): each column's bits must not depend on the block it was solved in.
@@ -148,7 +174,9 @@ def test_the_fit_gives_the_same_bits_whatever_the_column_blocks(monkeypatch):
             assert [c.stop - c.start == 1 for c in blocks] == [False] * (len(blocks) - 1) + [dim == 33]
             model = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=3, words=asked,
                              exclude=np.arange(0, 400, 7))
-            outputs.append((model.table.tobytes(), model.predict(asked).tobytes()))
+            whole = fit_form(vectors, fit_words=0, buckets=2 ** 16, iterations=3, exclude=np.arange(0, 400, 7))
+            outputs.append((whole.table.tobytes(), whole.predict(asked).tobytes(), model.predict(asked).tobytes()))
+            assert outputs[-1][1] == outputs[-1][2]
         assert all(out == outputs[0] for out in outputs[1:])
 
 

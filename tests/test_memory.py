@@ -449,3 +449,67 @@ def test_the_longest_row_of_a_table_takes_a_small_share_of_it():
     assert result.returncode == 0, result.stderr
     # blocks widened to float64 a few thousand rows at a time; before, two blocks of 65,536 rows (105 MB here)
     assert int(result.stdout) < 0.3 * 80_000_000
+
+
+def test_a_chunks_pairs_are_shuffled_in_place_as_the_permutation_did():
+    # sgns's pairs of a chunk (3.6M for a 1M-token chunk) were shuffled by an int64 permutation and two gathered
+    # copies beside them: 24 bytes a pair on the batch thread at each chunk, under the training loop's level.
+    import tracemalloc
+
+    import numpy as np
+
+    from embedtune.config import Config, VocabConfig, resolve, train_config
+    from embedtune.corpus import Corpus
+    from embedtune.kernels.sgns import window_pairs
+    from embedtune.plan.rules import make_plan
+    from embedtune.training.trainer import Trainer
+    from train_fixtures import glove
+
+    vectors = glove(20000)
+    config = resolve(Config(vocab=VocabConfig(), train=train_config(objective="sgns", optimizer="adam", seed=3,
+                                                                    deterministic=True)))
+    corpus = Corpus(str(SAMPLE_CORPUS))
+    counts, _, _ = corpus.count()
+    trainer = Trainer(vectors.matrix, make_plan(vectors, [], config.vocab), counts, config, corpus=corpus)
+    objective = trainer.objective
+    chunk = next(iter(objective.chunks(corpus, trainer.local_index)))
+    # the reference: the pairs as they were made, by the same draws
+    rng = np.random.default_rng(11)
+    kept = rng.random(len(chunk.ids)) < objective.keep[chunk.ids]
+    ids, line = chunk.ids[kept], chunk.line[kept]
+    reach = rng.integers(1, objective.window + 1, size=len(ids), dtype=np.int32)
+    centers, contexts = window_pairs(ids, line, reach, objective.window)
+    seed = int(rng.integers(1 << 63))
+    order = rng.permutation(len(centers))
+    after = rng.bit_generator.state
+    rng = np.random.default_rng(11)
+    objective.units(chunk, rng)   # compiled before it counts
+    rng = np.random.default_rng(11)
+    tracemalloc.start()
+    made = objective.units(chunk, rng)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert made[0].tobytes() == centers[order].tobytes() and made[1].tobytes() == contexts[order].tobytes()
+    assert made[2] == seed and rng.bit_generator.state == after
+    assert len(centers) > 100_000
+    # the pairs themselves (8 bytes a pair) and the draws over the chunk's tokens, not 24 bytes a pair
+    assert peak < 8 * len(centers) + 20 * len(chunk.ids), (peak, len(centers), len(chunk.ids))
+
+
+def test_every_run_hands_large_blocks_back_before_its_new_words_start(monkeypatch, tmp_path):
+    # The compiled step's runs too (a plain sgns Adam run, the 1M x 300 job's): the spelling fit's work arrays and
+    # the chunks' pairs, left in the heap, had raised the start's and the loop's peaks.
+    from embedtune.training import loop, train
+    from train_fixtures import glove, make_config, sample_lines
+
+    calls = []
+    monkeypatch.setattr(loop, "map_large_blocks", lambda: calls.append("map"))
+    decide_rows = loop.decide_rows
+    monkeypatch.setattr(loop, "decide_rows", lambda *a, **k: calls.append("starts") or decide_rows(*a, **k))
+    (tmp_path / "c.txt").write_text("\n".join(sample_lines(80)) + "\n", encoding="utf-8")
+    from embedtune.corpus import Corpus
+
+    trained = train(glove(3000), Corpus(str(tmp_path / "c.txt"), lowercase=True),
+                    make_config({"min_count": 3}, objective="sgns", optimizer="adam", max_steps=1, seed=1))
+    assert trained.stats["steps"] == 1 and trained.init is not None
+    assert calls == ["map", "starts"]

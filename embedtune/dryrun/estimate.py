@@ -36,19 +36,19 @@ LAUNCHER_BYTES = 55 * 2**20
 # dimensions, a batch of 4,096 (benchmarks/log/memory_sizes.md, the estimates).
 STEP_BATCH_ROWS = 130
 # spelling.fit_form (the form-context start), per fitting word: GloVe 6B 50d's first 100k words make 2.3M
-# pieces (23 a word; while CG runs, the CSR matrix, its transpose and the column numbers hold 20 bytes a
-# piece) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
-# most spelling.block_width columns (their targets read a block at a time); the result is kept only for
-# the buckets of the new words. Freed before training; counted in the sum all the same, so the estimate
-# errs high for it.
+# pieces (23 a word; while CG runs, the CSR matrix holds 8 bytes a piece: its transpose's products read the
+# same arrays) and use 482,592 buckets (4.8 a word), each with a float32 preconditioner and four work rows of at
+# most spelling.block_width columns (their targets read a block at a time); what it keeps is the new words'
+# and the probes' form vectors, each block of columns made as it is solved (no table of their buckets). Freed
+# before training; counted in the sum all the same, so the estimate errs high for it.
 FORM_PIECES_PER_WORD, FORM_BUCKETS_PER_WORD = 23, 4.8
-FORM_PIECE_BYTES = 20
+FORM_PIECE_BYTES = 8
 
 
 
 def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     """What fitting the spelling model holds at its peak, when new words start by form-context."""
-    from embedtune.newwords.spelling import DEFAULT_BUCKETS, DEFAULT_FIT_WORDS, block_width
+    from embedtune.newwords.spelling import DEFAULT_FIT_WORDS, block_width
     from embedtune.newwords.fitted import DEFAULT_PROBES, DEFAULT_SLOTS
 
     if run.init != "form-context" or not run.new_words:
@@ -58,13 +58,12 @@ def form_fit_bytes(run: RunPlan, vectors: Vectors) -> int:
     fit = min(DEFAULT_FIT_WORDS, run.plan.n_pretrained)
     buckets = fit * FORM_BUCKETS_PER_WORD
     block = min(vectors.dim, block_width(int(buckets)))
-    # the new words' buckets and the probe words' (embedtune.newwords.fitted), whose context sums are held too
-    kept = min(buckets, (len(run.new_words) + DEFAULT_PROBES) * FORM_PIECES_PER_WORD)
+    # the new words and the probe words (embedtune.newwords.fitted), whose context sums are held too
+    asked = len(run.new_words) + DEFAULT_PROBES
     probe_sums = DEFAULT_PROBES * len(DEFAULT_SLOTS) * 2 * (vectors.dim + 2) * 8
     return int(fit * FORM_PIECES_PER_WORD * FORM_PIECE_BYTES + buckets * 4 * (4 * block + 1)
                + fit * 2 * 4 * block              # a block of the targets and M times the direction
-               + kept * vectors.dim * 4           # the result
-               + DEFAULT_BUCKETS * 8              # bucket -> column
+               + asked * vectors.dim * 4          # the result: the asked words' form vectors
                + probe_sums)
 
 

@@ -98,28 +98,47 @@ def _fnv(codes: np.ndarray, at: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 @dataclass
 class FormModel:
-    """Bucket vectors fitted to pretrained vectors.
+    """Bucket vectors fitted to pretrained vectors, or, where fitted for given words, those words' form vectors.
 
-    used : int64 array of shape = [n_used], sorted; the buckets stored (some fitting word uses each)
-    table : float32 array of shape = [n_used, dim]; their vectors (every other bucket is zero)
+    used : int64 array of shape = [n_used], sorted; the buckets solved for and kept (some fitting word uses
+        each; fitted for given words, those of the words)
+    table : float32 array of shape = [n_used, dim]; their vectors (every other bucket is zero); None where
+        fitted for given words
+    asked : the words it was fitted for, each with its row of ``vectors`` (None: any word can be asked)
+    vectors : float32 array of shape = [len(asked), dim]; their form vectors, made a block of columns at a
+        time as the fit solves them, so that the table of their buckets is never held whole beside the fit's
+        work arrays (1M x 300: 67 MB; benchmarks/log/memory_sizes.md)
     """
 
     buckets: int
     used: np.ndarray
-    table: np.ndarray
+    table: np.ndarray | None
     stats: dict = field(default_factory=dict)
+    asked: dict[str, int] | None = None
+    vectors: np.ndarray | None = None
 
     def predict(self, words: list[str]) -> np.ndarray:
-        """[len(words), dim] float32 form vectors (zero for a word none of whose pieces was seen)."""
+        """[len(words), dim] float32 form vectors (zero for a word none of whose pieces was seen); a model
+        fitted for given words predicts those only (a row's bits depend on its word alone)."""
+        if self.asked is not None:
+            missing = [w for w in words if w not in self.asked]
+            if missing:
+                raise ValueError(f"the form model was fitted for other words than {missing[:3]}")
+            return self.vectors[[self.asked[w] for w in words]]
         if not len(self.used):   # none of the words' pieces is a pretrained word's
             return np.zeros((len(words), self.table.shape[1]), np.float32)
-        m = piece_matrix(words, self.buckets).tocoo()
-        slot = np.searchsorted(self.used, m.col)
-        slot = np.minimum(slot, len(self.used) - 1)
-        seen = self.used[slot] == m.col
-        local = scipy.sparse.csr_matrix((m.data[seen], (m.row[seen], slot[seen])),
-                                        shape=(len(words), len(self.used)))
-        return np.asarray(local @ self.table, np.float32)
+        return np.asarray(bucket_rows(piece_matrix(words, self.buckets), self.used) @ self.table, np.float32)
+
+
+def bucket_rows(pieces: scipy.sparse.csr_matrix, used: np.ndarray) -> scipy.sparse.csr_matrix:
+    """``pieces`` ([n, buckets], piece_matrix's) with its columns renumbered to rows of the sorted ``used``
+    (non-empty), the pieces of other buckets dropped: [n, len(used)], times a table of the used buckets' vectors
+    the form vectors."""
+    m = pieces.tocoo()
+    slot = np.searchsorted(used, m.col)
+    slot = np.minimum(slot, len(used) - 1)
+    seen = used[slot] == m.col
+    return scipy.sparse.csr_matrix((m.data[seen], (m.row[seen], slot[seen])), shape=(pieces.shape[0], len(used)))
 
 
 COLUMN_BLOCK = 32         # the most columns fit_form's conjugate gradient solves together
@@ -200,14 +219,29 @@ def _numpy_round(m, mt, ridge, p, r, z, x, rz, inv, keep):
     return rz_new
 
 
+def _used_columns(full: scipy.sparse.csr_matrix, buckets: int):
+    """(M, used, slot): ``full`` ([n, buckets], piece_matrix's) with its columns renumbered to the used buckets
+    only, in the order the rows first use them; the used buckets, sorted; each bucket's column (-1: unused).
+    A word's pieces and the frequent words' pieces then sit together in the work arrays, which the sparse
+    products read row by row (faster than bucket order, which scatters them; benchmarks/README.md, recovery)."""
+    first = np.full(buckets, len(full.indices), np.int64)
+    np.minimum.at(first, full.indices, np.arange(len(full.indices)))
+    used = np.flatnonzero(first < len(full.indices))
+    slot = np.full(buckets, -1, np.int64)
+    slot[used[np.argsort(first[used], kind="stable")]] = np.arange(len(used))
+    column = slot[full.indices].astype(np.int32)
+    m = scipy.sparse.csr_matrix((full.data, column, full.indptr), shape=(full.shape[0], len(used)))
+    return m, used, slot
+
+
 def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int = DEFAULT_BUCKETS,
              ridge: float = DEFAULT_RIDGE, iterations: int = DEFAULT_ITERATIONS,
              words: list[str] | None = None, exclude: np.ndarray | None = None) -> FormModel:
     """Fit bucket vectors to the first ``fit_words`` rows of ``vectors`` (all rows when 0).
 
     words : the words the model is for (``predict``); when given, only the buckets they use are
-        kept (the model then predicts exactly for them, and for any word whose pieces they share),
-        so the full [n_used, dim] table is never built (benchmarks/README.md, newwords).
+        solved for, so the full [n_used, dim] table is never built (benchmarks/README.md, newwords), and the
+        model keeps the words' form vectors, not even their buckets' table (``FormModel.vectors``).
     exclude : rows left out of the fit (the probe words of embedtune.newwords.fitted, whose spelling must be
         predicted as a new word's is: from other words)
 
@@ -235,42 +269,50 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     else:
         full = piece_matrix(vectors.words[:n], buckets)
     hashed = time.perf_counter() - began
-    # Columns renumbered to the used buckets only, in the order the rows first use them: a word's
-    # pieces and the frequent words' pieces then sit together in the work arrays, which the
-    # sparse products read row by row (faster than bucket order, which scatters them; benchmarks/README.md,
-    # recovery).
-    first = np.full(buckets, len(full.indices), np.int64)
-    np.minimum.at(first, full.indices, np.arange(len(full.indices)))
-    used = np.flatnonzero(first < len(full.indices))
-    slot = np.full(buckets, -1, np.int64)
-    slot[used[np.argsort(first[used], kind="stable")]] = np.arange(len(used))
-    column = slot[full.indices].astype(np.int32)
-    m = scipy.sparse.csr_matrix((full.data, column, full.indptr), shape=(n, len(used)))
-    del full, first
-    mt = m.T.tocsr()
-    diag = np.bincount(column, weights=np.square(m.data, dtype=np.float64), minlength=len(used)) + ridge
+    m, used, slot = _used_columns(full, buckets)
+    del full
+    mt = m.T   # CSC, M's own arrays (no 20 MB copy at 1M x 300); each bucket summed in row order: the same bits
+    diag = np.bincount(m.indices, weights=np.square(m.data, dtype=np.float64), minlength=len(used)) + ridge
     inv = (1.0 / diag).astype(np.float32)[:, None]
+    del diag
+    asked = local = None
     if words is not None:   # the buckets of ``words`` that some fitting word uses
-        asked = np.unique(piece_matrix(list(words), buckets).indices)
-        used = asked[slot[asked] >= 0]
+        asked = piece_matrix(list(words), buckets)
+        buckets_of_words = np.unique(asked.indices)
+        used = buckets_of_words[slot[buckets_of_words] >= 0]
+        local = bucket_rows(asked, used) if len(used) else None
     keep = slot[used]       # model rows (sorted buckets) -> work array rows
+    del slot                # [buckets] int64 (16 MB at 2**21): not held beside the work arrays
     # CG runs on a block of columns at a time: the columns are independent problems sharing the
     # matrix, and its work arrays would otherwise take 5 x n_used x dim x 4 bytes (benchmarks/README.md,
     # newwords).
-    x = np.empty((len(used), vectors.dim), np.float32)
+    # Fitted for given words, each block of the table is turned into the words' form vectors (predict's
+    # product, a column's bits not depending on the others) and dropped.
+    x = np.empty((len(used), vectors.dim), np.float32) if words is None else None
+    form = None if words is None else np.zeros((asked.shape[0], vectors.dim), np.float32)
     rr = bb = 0.0
     for cols in column_blocks(vectors.dim, block_width(len(inv))):
         # the targets of these columns only: no copy of the fitting rows' whole vectors
         target = np.ascontiguousarray(vectors.matrix[rows, cols], np.float32)
-        x[:, cols], r_sq, b_sq = _conjugate_gradient(m, mt, inv, ridge, target, iterations, keep)
+        solved, r_sq, b_sq = _conjugate_gradient(m, mt, inv, ridge, target, iterations, keep)
         del target
+        if x is not None:
+            x[:, cols] = solved
+        elif local is not None:
+            form[:, cols] = np.asarray(local @ solved, np.float32)
+        del solved
         rr += r_sq
         bb += b_sq
     residual = float(np.sqrt(rr / max(bb, 1e-30)))
     stats = {"form_fit_words": n, "form_buckets": buckets, "form_used_buckets": int(m.shape[1]),
              "form_ridge": ridge, "form_iterations": iterations, "form_relative_residual": round(residual, 6),
              "form_hash_seconds": round(hashed, 3), "form_seconds": round(time.perf_counter() - began, 3)}
-    return FormModel(buckets, used.astype(np.int64), x, stats)
+    if words is None:
+        return FormModel(buckets, used.astype(np.int64), x, stats)
+    order = {}
+    for i, w in enumerate(words):
+        order.setdefault(w, i)
+    return FormModel(buckets, used.astype(np.int64), None, stats, order, form)
 
 
 class SubwordForm:

@@ -42,9 +42,9 @@ NEGATIVES = ("shared", "per-pair")
 # The corpus as ids is kept after the first epoch, for the next ones, up to this many tokens
 # (8 bytes each: ids and line numbers); a larger corpus is read and encoded again each epoch.
 CACHE_TOKENS = 1 << 26
-# Host bytes per pair of a chunk: int32 centers and contexts, built in parts and concatenated (x2),
-# then an int64 order and the permuted copies (the dry run's estimate).
-BYTES_PER_PAIR = 32
+# Host bytes per pair of a chunk: int32 centers and contexts, shuffled in place (units), and those of the chunk
+# before, which its last batches still read while the next one's are made (the dry run's estimate).
+BYTES_PER_PAIR = 16
 SHARED_GROUP = 16   # pairs sharing one draw of negatives (see benchmarks/README.md, train_speed)
 
 
@@ -218,8 +218,14 @@ class SkipGram(Objective):
             # The shuffle was most of the pairs' cost; recovery held without it (benchmarks/README.md,
             # train_speed).
             return centers, contexts, seed
-        order = rng.permutation(len(centers))
-        return centers[order], contexts[order], seed
+        # Shuffled in place, each by the same draws: rng.permutation(n) is rng.shuffle(np.arange(n)), so these are
+        # the pairs centers[order], contexts[order] of before, without the order (int64) and the two copies beside
+        # the chunk's pairs (16 bytes a pair; a 1M-token chunk makes about 3.6M pairs).
+        state = rng.bit_generator.state
+        rng.shuffle(centers)
+        rng.bit_generator.state = state
+        rng.shuffle(contexts)
+        return centers, contexts, seed
 
     def batches(self, centers: np.ndarray, contexts: np.ndarray, seed: int = 0) -> Iterator[dict]:
         """Fixed-size batches (one traced step shape); the last is padded with weight 0. Each carries

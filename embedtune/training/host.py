@@ -38,10 +38,11 @@ def map_large_blocks() -> bool:
     By default glibc raises that threshold to each large block freed (up to 32 MB), after which the
     host's per-batch and per-chunk arrays stay in the heap of whichever thread freed them. On
     TensorFlow's step (with its tensors already pooled: embedtune/_tf.py) handing them back lowers the
-    training loop's resident level and peak at the same speed (benchmarks/README.md, memory). Not set
-    for the compiled sgns kernel: its steps are short enough that the page faults of fresh blocks
-    would show in its speed, and its batches carry no frozen rows. The setting holds for the rest of
-    the process.
+    training loop's resident level and peak at the same speed (benchmarks/README.md, memory). Set for every
+    run, before the new words' starts (training.loop.setup): the spelling fit's work arrays (tens of MB, made
+    and freed each round) and each chunk's pairs otherwise stayed resident in the heap under the start's and
+    the loop's peaks (the 1M x 300 Adam job: benchmarks/log/memory_sizes.md); a compiled step's batches hold
+    no block this large, so its steps take no fresh pages. The setting holds for the rest of the process.
     """
     try:
         return ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1

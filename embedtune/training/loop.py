@@ -139,6 +139,9 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     t = config.train
     strategy = OneProcess() if strategy is None else strategy
     use_threads(t.threads or strategy.threads or local_cores())
+    # Before the new words' starts, whatever the step: their fit's work arrays and the chunks' pairs go back to
+    # the system once freed, not into the heap under the next phase's peak (host.map_large_blocks).
+    map_large_blocks()
     strategy.start(t, note, stop)   # a multi-worker strategy sets up TensorFlow's runtime, before any variable
     if t.deterministic:   # when TensorFlow is imported: a compiled step's run may never import it
         _tf.when_imported("determinism", lambda tf: tf.config.experimental.enable_op_determinism())
@@ -183,8 +186,6 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
         raise
     trainer.objective.check(corpus)
     settings = strategy.settings(settings_for_resume(config))
-    if not trainer.uses_kernel:
-        map_large_blocks()
     checkpoints.bind(trainer, vectors, corpus, total_words, n_lines, settings)
     pos = checkpoints.restore(note) if checkpoints.resuming else Position()
     return Run(config, vectors, corpus, plan, trainer, init, total_words, n_lines, checkpoints, pos,
