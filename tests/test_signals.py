@@ -404,12 +404,15 @@ def test_ctrl_c_is_taken_again_later_where_llvmlite_holds_its_lock():
 
 # A signal sent from numba's _numba_unpickle, which a compiled kernel's wrapper calls (from C) as it boxes
 # each array the kernel returns: a profile hook sends it on that function's call, so the handler runs there.
+# Under the command's handlers (interrupts_unwind), or the training loop's after a first Ctrl-C (StopRequests:
+# the second stops at once).
 NUMBA_BOXING_SIGNAL = """
 import os, signal, sys, time
 import click
 import numpy as np
 from numba import njit
 from embedtune.cli.main import interrupts_unwind
+from embedtune.cli.train_cmd import StopRequests
 
 @njit(nogil=True)
 def two_arrays(n):
@@ -424,57 +427,34 @@ def hook(frame, event, arg):
         os.kill(os.getpid(), signal.{sig})
 
 try:
-    with interrupts_unwind():
+    with {handlers} as handlers:
+        {before}
         sys.setprofile(hook)
         zeros, ones = two_arrays(3)
         sys.setprofile(None)
         for _ in range(400):
             time.sleep(0.005)
         print("not stopped")
-except click.exceptions.Exit as stop:
+except (click.exceptions.Exit, SystemExit) as stop:
     print("sent" if sent else "not sent", flush=True)
-    sys.exit(stop.exit_code)
+    sys.exit(getattr(stop, "exit_code", None) or stop.code)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_a_kernel_boxes_its_arrays_is_raised_after_it(sig):
+@pytest.mark.parametrize("sig, handlers, before", [
+    (signal.SIGINT, "interrupts_unwind()", "pass"),
+    (signal.SIGTERM, "interrupts_unwind()", "pass"),
+    (signal.SIGINT, "StopRequests()", "handlers.requested = True   # the first Ctrl-C came"),
+])
+def test_a_signal_while_a_kernel_boxes_its_arrays_is_raised_after_it(sig, handlers, before):
     """A signal that comes while a nogil kernel runs is handled at the first Python code the main thread runs
     after it: numba's _numba_unpickle, which the kernel's wrapper calls for each array it returns. Raised
     there, the wrapper put a NULL in the tuple it returned: unpacking it segfaulted (`train`, Ctrl-C in the
     new words' set-up: exit -11, 2 runs in 122) or raised SystemError ("returned a result with an exception
-    set"). It is taken again once the kernel has returned (cli/main.py ``_in_numba_callback``)."""
-    done = subprocess.run([sys.executable, "-c", NUMBA_BOXING_SIGNAL.format(sig=sig.name)], capture_output=True,
-                          text=True, timeout=WAIT)
+    set"). It is taken again once the kernel has returned (cli/main.py ``_in_numba_callback``), by the
+    training loop's own handler too (its second Ctrl-C, cli/train_cmd.py StopRequests)."""
+    script = NUMBA_BOXING_SIGNAL.format(sig=sig.name, handlers=handlers, before=before)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == CODES[sig], done.stdout + done.stderr
     assert done.stdout.strip() == "sent", done.stdout + done.stderr   # the hook found numba's callback
-    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
-
-
-# The training loop's second Ctrl-C ("stop at once") at the same moment: StopRequests' handler raises too.
-LOOP_BOXING_SIGNAL = NUMBA_BOXING_SIGNAL.split("try:")[0] + """
-from embedtune.cli.train_cmd import StopRequests
-stop = StopRequests()
-try:
-    with stop:
-        stop.requested = True   # the first Ctrl-C came: the next one stops at once
-        sys.setprofile(hook)
-        zeros, ones = two_arrays(3)
-        sys.setprofile(None)
-        for _ in range(400):
-            time.sleep(0.005)
-        print("not stopped")
-except SystemExit as stopped:
-    print("sent" if sent else "not sent", flush=True)
-    sys.exit(stopped.code)
-"""
-
-
-def test_a_second_ctrl_c_in_the_loop_while_a_kernel_boxes_its_arrays_is_raised_after_it():
-    """The loop's own handler (cli/train_cmd.py StopRequests), which raises SystemExit(130) at a second
-    Ctrl-C, takes it again later there too."""
-    done = subprocess.run([sys.executable, "-c", LOOP_BOXING_SIGNAL.format(sig="SIGINT")], capture_output=True,
-                          text=True, timeout=WAIT)
-    assert done.returncode == 130, done.stdout + done.stderr
-    assert done.stdout.strip() == "sent", done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
