@@ -4,10 +4,7 @@ new words' pass reports from below the training package without importing it."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -68,53 +65,3 @@ def announce(name: str) -> None:
     report = _report.get()
     if report is not None:
         report(Phase(name, 0, 0, "", finished=True, counted=False))
-
-
-class _Cancelled(Exception):
-    """Raised inside a ``Beside``'s work at its next phase report once the caller has given it up."""
-
-
-class Beside:
-    """A set-up phase's work on a thread of its own, beside what the caller's thread goes on with (glove's pair
-    count beside the new words' pass: training/loop.py). The work's phases are held meanwhile, so that the
-    caller's own are reported alone; ``result`` reports them on the caller's thread to its ``reporting``
-    callback (those held, then each as it comes) and returns the work's result, or raises its error. ``cancel``
-    (the caller failed or was interrupted): the work stops at its next phase report, and ``cancel`` waits for it.
-    """
-
-    POLL = 0.1   # seconds between looks at the work's held phases while ``result`` waits for it
-
-    def __init__(self, work: Callable[[], object]):
-        self._held: queue.SimpleQueue = queue.SimpleQueue()
-        self._cancelled = threading.Event()
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="beside")
-        self._future = pool.submit(self._run, work)
-        pool.shutdown(wait=False)   # the thread ends with the work
-
-    def _run(self, work: Callable[[], object]) -> object:
-        def hold(report: Phase) -> None:
-            if self._cancelled.is_set():
-                raise _Cancelled
-            self._held.put(report)
-
-        with reporting(hold):
-            return work()
-
-    def result(self) -> object:
-        report = _report.get()
-        while True:
-            done = self._future.done()   # read before the held phases: the work holds none after it is done
-            while True:
-                try:
-                    held = self._held.get_nowait()
-                except queue.Empty:
-                    break
-                if report is not None:
-                    report(held)
-            if done:
-                return self._future.result()
-            concurrent.futures.wait([self._future], timeout=self.POLL)
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-        concurrent.futures.wait([self._future])

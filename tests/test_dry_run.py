@@ -402,26 +402,6 @@ def test_train_init_and_retrofit_follow_one_lower_case_decision(folder, monkeypa
     assert lowercase is False and len(calls) == 3
 
 
-def test_glove_s_estimate_counts_the_spelling_fit_whole_beside_its_pair_count(folder):
-    # In one process glove's pair count runs beside the new words' pass (training/loop.py), so the spelling
-    # model's fit is held with the count: counted whole. sgns (no read ahead), with the same new words and so
-    # the same fit, counts only what the fit holds beyond the parts made after it; and so do several workers.
-    def parts(*options):
-        result = run(["train", folder / "glove.txt", folder / "corpus.txt", "-o", "-", "--dry-run", "--json",
-                      "--min-count", "1", *options])
-        assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)["memory_parts_bytes"]
-
-    held = {"input_matrix", "corpus_ids", "words_and_counts", "fasttext_model_matrices", "tensorflow_and_python",
-            "python_and_numba", "distribution_runtime", "output_text_ahead", "spelling_model_fit"}
-    glove, sgns = parts("--objective", "glove"), parts("--objective", "sgns")
-    made_after = sum(value for key, value in sgns.items() if key not in held)
-    assert sgns["spelling_model_fit"] > 0
-    assert glove["spelling_model_fit"] == sgns["spelling_model_fit"] + made_after
-    workers = parts("--objective", "glove", "--workers", "2")
-    assert workers["spelling_model_fit"] < glove["spelling_model_fit"]
-
-
 def test_the_memory_estimate_counts_the_compiled_readers_kept_ids(folder):
     from embedtune.config import Config, merge
     from embedtune.run import dry_run

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from itertools import accumulate, repeat
@@ -242,7 +241,6 @@ class FastPass:
         self.table = Table(corpus.lowercase, corpus.tokenizer, corpus.label_prefix)
         self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         self._rows: tuple | None = None   # rows_of's: (index, n_types, (piece_start, piece_rows))
-        self._scanning = threading.Lock()   # blocks' scans of the file, one at a time
 
     def count(self, digest, advance=None) -> tuple[Counter, int, int]:
         """``Corpus.count``'s (counts, total tokens, lines with tokens); ``digest`` takes the bytes the
@@ -283,13 +281,12 @@ class FastPass:
         ``piece_rows[piece_start[t]:piece_start[t + 1]]``. Made once for an index (every epoch passes
         the same one), again only when a pass found new raw tokens (the file changed since the count)."""
         table = self.table
-        made = self._rows   # read once: a pass on another thread may make its own index's meanwhile
-        if made is None or made[0] is not index or made[1] != table.n_types:
+        if self._rows is None or self._rows[0] is not index or self._rows[1] != table.n_types:
             n = len(table.words)
             word_rows = np.fromiter(map(index.get, table.words, repeat(-1, n)), np.int32, n)
             pieces = (np.asarray(table.piece_start, np.int64), word_rows[np.asarray(table.piece_ids, np.int64)])
-            made = self._rows = (index, table.n_types, pieces)
-        return made[2]
+            self._rows = (index, table.n_types, pieces)
+        return self._rows[2]
 
     def held_bytes(self) -> int:
         """Bytes held from the count to the end of the run: the kept ids (4 a token, 12 a line), the
@@ -306,16 +303,8 @@ class FastPass:
         if self.kept is not None:
             yield from self.kept
             return
-        # Two passes may read at once (glove's pair count beside the new words' pass: training/loop.py), and
-        # they share the table: a block's scan and its resolve hold it alone.
-        scan = self._scan(None)
-        while True:
-            with self._scanning:
-                block = next(scan, None)
-                if block is not None:
-                    self.table.resolve()   # nothing new unless the file changed since the count
-            if block is None:
-                return
+        for block in self._scan(None):
+            self.table.resolve()   # nothing new unless the file changed since the count
             yield block
 
     def _scan(self, digest, advance=None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

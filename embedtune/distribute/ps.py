@@ -180,8 +180,6 @@ class ParameterServers(OneProcess):
     """The chief of a parameter-server cluster: the whole corpus read here, the steps run on the workers,
     the tables on the servers."""
 
-    reads_beside = False   # its split (the cluster's checks) stays where it was: after the new words' pass
-
     def __init__(self, cluster: ServerCluster, threads: int | None = None):
         self.cluster = cluster
         self.threads = threads

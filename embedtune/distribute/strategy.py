@@ -98,8 +98,6 @@ class GatheredStep(TensorFlowStep):
 class Worker(OneProcess):
     """One worker's part of a run: the cluster's collectives, its share of the lines, the gathered step."""
 
-    reads_beside = False   # the count and the contexts' sums each combined over the workers, in one order
-
     def __init__(self, cluster: Cluster, threads: int | None = None):
         self.index, self.size = cluster.index, cluster.size
         self.hosts = cluster.hosts

@@ -97,8 +97,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     table sizes, not a measurement.
 
     Checked against peak RSS (benchmarks/README.md, memory and glove_job). The spelling model's fit is
-    freed before the tables and pairs are made, so it counts only for what it holds beyond them (whole where
-    the objective reads ahead beside it).
+    freed before the tables and pairs are made, so it counts only for what it holds beyond them.
     """
     t = run.config.train
     dim, n_pre, n_new = vectors.dim, run.plan.n_pretrained, run.plan.n_new
@@ -151,11 +150,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     held = ("input_matrix", "corpus_ids", "words_and_counts", "fasttext_model_matrices", "tensorflow_and_python",
             "python_and_numba", "distribution_runtime", "output_text_ahead")
     later = sum(value for key, value in parts.items() if key not in held)
-    form = form_fit_bytes(run, vectors)
-    # In one process the objective's read ahead (glove's pair count) runs beside the new words' pass
-    # (training/loop.py), so the fit is held with what the count holds: counted whole (the main job's peak
-    # was 1.06x the estimate that counted only what it held beyond the tables: benchmarks/log/glove_job.md).
-    parts["spelling_model_fit"] = form if workers == 1 and objective.reads_ahead() else max(0, form - later)
+    parts["spelling_model_fit"] = max(0, form_fit_bytes(run, vectors) - later)
     return parts
 
 

@@ -145,22 +145,8 @@ class Objective:
 
     def __init__(self, rows, train, corpus=None):
         """rows : LocalRows of the run; train : the resolved TrainConfig; corpus : the Corpus (read by
-        objectives that count before training). An objective whose ``read_ahead`` gives work takes its
-        result too, as ``ahead`` (an object whose ``result()`` returns it: phases.Beside)."""
+        objectives that count before training)."""
         raise NotImplementedError
-
-    @classmethod
-    def read_ahead(cls, local_index: dict, train, corpus, total_tokens: int) -> Callable[[], object] | None:
-        """What the constructor reads of ``corpus`` that needs only the local ids (glove: its pair count), as
-        work the loop runs on a thread of its own beside the new words' pass (which the local ids do not
-        wait for), its result given to the constructor as ``ahead``; None (here): the constructor reads it all.
-        ``total_tokens``: the corpus tokens of the local words (a phase's total)."""
-        return None
-
-    @classmethod
-    def reads_ahead(cls) -> bool:
-        """Whether ``read_ahead`` gives work: what it holds is held beside the new words' pass (the dry run)."""
-        return cls.read_ahead.__func__ is not Objective.read_ahead.__func__
 
     # --- what the run decides from the class, before any training --------------------------------
     @classmethod

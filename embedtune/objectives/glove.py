@@ -20,7 +20,6 @@ distinct pairs, never the vocabulary squared.
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -187,23 +186,12 @@ class GloVe(Objective):
 
     word_keys = ("row", "col")   # both ends of a pair read the word table
 
-    @classmethod
-    def read_ahead(cls, local_index: dict, train: TrainConfig, corpus, total_tokens: int):
-        """The pair count: it needs the local ids only, not the new words' starts. On half the run's cores (one
-        of two: the count's serial twin; the bits do not depend on it): the pass beside it runs on every core, and
-        the spelling fit on one more, so a count on every core too added threads that waited on each other's
-        cores and took more CPU (benchmarks/log/glove_job.md)."""
-        threads = max(1, (train.threads or local_cores()) // 2)
-        return functools.partial(count_pairs, corpus, local_index, len(local_index), train.window, threads,
-                                 total_tokens)
-
-    def __init__(self, rows: LocalRows, train: TrainConfig, corpus, ahead=None):
-        """``ahead``: ``read_ahead``'s count, run beside the new words' pass (None: counted here)."""
+    def __init__(self, rows: LocalRows, train: TrainConfig, corpus):
         self.batch_size = train.batch_size
         self.anchor = train.anchor
         n, t = rows.n_local, rows.n_trainable
-        counts, self.raw_tokens = ahead.result() if ahead is not None else \
-            count_pairs(corpus, rows.local_index, n, train.window, train.threads, int(rows.counts.sum()))
+        counts, self.raw_tokens = count_pairs(corpus, rows.local_index, n, train.window, train.threads,
+                                              int(rows.counts.sum()))
         j, k = counts.row.astype(np.int32, copy=False), counts.col.astype(np.int32, copy=False)
         # One core would wait through what follows (numpy's element-wise passes and the fit's kernel hold one
         # thread each, and release the GIL): the log and the fit go to a second thread, the weights and the

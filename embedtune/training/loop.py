@@ -20,7 +20,7 @@ from embedtune.corpus import Corpus
 from embedtune.cores import local_cores
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 from embedtune.objectives import Objective, objective_class
-from embedtune.phases import Beside, Phase, phase, reporting
+from embedtune.phases import Phase, phase, reporting
 from embedtune.plan.rows import decide_rows
 from embedtune.plan.rules import Plan
 from embedtune.training.batches import LOSS_EVERY, prefetch
@@ -30,7 +30,7 @@ from embedtune.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
 from embedtune.training.progress import LossLog, Progress, check_rows, longest_row
 from embedtune.training.strategy import OneProcess
-from embedtune.training.trainer import Trainer, local_index, local_rows
+from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
 
 
@@ -153,37 +153,12 @@ def setup(vectors: Vectors, corpus: Corpus, config: Config, checkpoints: Checkpo
     # plain context mean (newwords.common.choose_method), and the summary says so. The window is the
     # objective's (Objective.init_window).
     # A worker reads its share of the lines for the contexts; the sums are added up over the workers.
-    objective = objective_class(t.objective)
-    objective_corpus = strategy.objective_corpus(corpus)
-    ahead: list[Beside] = []
-
-    def planned(plan: Plan) -> None:
-        # What the objective reads given the local ids alone (glove's pair count) starts here, on a thread
-        # of its own, as the new words' pass starts on this one: both are compiled passes that release the
-        # GIL, and on their own each left part of a core idle (the count's serial parts, the pass's end).
-        if on_plan is not None:
-            on_plan(plan)
-        if not strategy.reads_beside:
-            return
-        row_counts = plan.row_counts(counts)
-        rows, _ = local_rows(plan, row_counts)
-        work = objective.read_ahead(local_index(plan, rows), strategy.split(config).train, objective_corpus,
-                                    int(row_counts[rows].sum()))
-        if work is not None:
-            ahead.append(Beside(work))
-
-    try:
-        plan, init = decide_rows(vectors, counts, total_words, config, corpus, objective.init_window(t),
-                                 contexts=strategy.init_corpus(corpus), on_plan=planned,
-                                 progress=lambda _: phase("new words: contexts", total_words))
-        trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
-                          new_start=None if init is None else init.matrix,
-                          corpus=objective_corpus, make_step=strategy.make_step, note=note,
-                          ahead=ahead[0] if ahead else None)
-    except BaseException:   # an error or an interrupt: the work beside stops at its next chunk
-        for work in ahead:
-            work.cancel()
-        raise
+    plan, init = decide_rows(vectors, counts, total_words, config, corpus, objective_class(t.objective).init_window(t),
+                             contexts=strategy.init_corpus(corpus), on_plan=on_plan,
+                             progress=lambda _: phase("new words: contexts", total_words))
+    trainer = Trainer(vectors.matrix, plan, counts, strategy.split(config),
+                      new_start=None if init is None else init.matrix,
+                      corpus=strategy.objective_corpus(corpus), make_step=strategy.make_step, note=note)
     trainer.objective.check(corpus)
     settings = strategy.settings(settings_for_resume(config))
     checkpoints.bind(trainer, vectors, corpus, total_words, n_lines, settings)

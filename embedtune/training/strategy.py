@@ -16,9 +16,6 @@ class OneProcess:
     size = 1        # workers
     chief = True    # writes checkpoints, the TensorBoard log, the summary and the output
     threads: int | None = None   # TensorFlow's threads when --threads is not given (None: every core)
-    # Whether the objective's read ahead (glove's pair count) may run on a thread beside the new words' pass:
-    # not where either combines its figures over the workers, whose collectives each worker calls in one order.
-    reads_beside = True
 
     def start(self, train=None, note: Callable[[str], None] | None = None,
               stop: Callable[[], bool] | None = None) -> None:

@@ -41,32 +41,17 @@ from embedtune.training.step import Step, choose_step
 StepFactory = Callable[["Trainer", np.ndarray, np.ndarray, "Callable[[str], None] | None"], Step]
 
 
-def local_rows(plan: Plan, row_counts: np.ndarray) -> tuple[np.ndarray, int]:
-    """The plan rows of the local ids (the trainable words of the corpus first, then the frozen ones) and
-    how many are trainable; ``row_counts``: ``plan.row_counts`` of the corpus's counts."""
-    in_corpus = row_counts > 0
-    trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
-    return np.concatenate([trainable_rows, np.flatnonzero(in_corpus & plan.frozen)]), len(trainable_rows)
-
-
-def local_index(plan: Plan, rows: np.ndarray) -> dict[str, int]:
-    """word -> local id, for ``local_rows``' rows."""
-    return {plan.words[r]: i for i, r in enumerate(rows)}
-
-
 class Trainer:
     """Holds the split tables, the optimizers and the step for one training run.
 
-    ``corpus`` is read by objectives that count before training (glove); ``ahead``: what the objective's
-    ``read_ahead`` read of it, started earlier (training/loop.py: beside the new words' pass). ``make_step``
-    builds the step (default: ``step.choose_step``, one process); a multi-worker strategy passes its own.
+    ``corpus`` is read by objectives that count before training (glove). ``make_step`` builds the
+    step (default: ``step.choose_step``, one process); a multi-worker strategy passes its own.
     ``config`` is resolved (``config.resolve``: the run resolves once).
     """
 
     def __init__(self, matrix: np.ndarray, plan: Plan, counts: dict, config: Config,
                  new_start: np.ndarray | None = None, corpus: Corpus | None = None,
-                 make_step: StepFactory | None = None, note: Callable[[str], None] | None = None,
-                 ahead=None):
+                 make_step: StepFactory | None = None, note: Callable[[str], None] | None = None):
         t = config.train
         self.config = config
         self.plan = plan
@@ -74,9 +59,13 @@ class Trainer:
 
         n_pre = plan.n_pretrained
         row_counts = plan.row_counts(counts)
-        self.rows, self.n_trainable = local_rows(plan, row_counts)   # local id -> plan row
-        trainable_rows, frozen_rows = self.rows[:self.n_trainable], self.rows[self.n_trainable:]
-        self.local_index = local_index(plan, self.rows)
+        in_corpus = row_counts > 0
+        # Local ids: trainable words of the corpus first, then frozen ones.
+        trainable_rows = np.flatnonzero(in_corpus & ~plan.frozen)
+        frozen_rows = np.flatnonzero(in_corpus & plan.frozen)
+        self.rows = np.concatenate([trainable_rows, frozen_rows])   # local id -> plan row
+        self.n_trainable = len(trainable_rows)
+        self.local_index = {plan.words[r]: i for i, r in enumerate(self.rows)}
 
         dim = matrix.shape[1]
         start = np.empty((self.n_trainable + 1, dim), np.float32)   # + sink row
@@ -115,8 +104,7 @@ class Trainer:
 
         rows = LocalRows(row_counts[self.rows], self.n_trainable, self.rows < n_pre, local_vectors,
                          self.local_index, dim, outside if plan.index is not None else None)
-        objective = objective_class(t.objective)
-        self.objective = objective(rows, t, corpus) if ahead is None else objective(rows, t, corpus, ahead=ahead)
+        self.objective = objective_class(t.objective)(rows, t, corpus)
         # The objective's own table: context vectors (sgns) or biases (glove), one row per local
         # word plus a sink. Rows from side_fixed_from on are read but never updated.
         side = self.objective.side_start()
