@@ -211,7 +211,9 @@ def test_convert_to_a_closed_pipe_exits_141(big_text, n):
     """It exited 0, so `set -o pipefail` saw a cut-short file as a success."""
     code, stderr = read_then_close(start(["convert", big_text, "-", "--to", "word2vec"]), n)
     assert code == 141, stderr   # 128 + SIGPIPE, as `cat` gives
-    assert stderr == "", stderr  # nor "Exception ignored ... BrokenPipeError" at exit
+    # nor "Exception ignored ... BrokenPipeError" at exit; the one line a cold numba cache says (the text
+    # writer's kernels, compiled for a table this size: the test alone in a fresh checkout) is not the pipe's
+    assert stderr.replace("Compiling kernels (first run only) ...\n", "", 1) == "", stderr
 
 
 def test_train_to_a_closed_pipe_exits_141(vectors_2k):
