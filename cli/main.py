@@ -71,17 +71,22 @@ def _send_again(sig) -> None:
     _thread.start_new_thread(_kill_later, (sig,))
 
 
+def _on_stack(frame, match) -> bool:
+    """Whether ``match`` holds for ``frame`` or any frame below it."""
+    while frame is not None:
+        if match(frame):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _in_extension_init(frame) -> bool:
     """Whether a C extension module's init is under way on this stack (a Python import made from C,
     the frames between). Such an init turns any exception into its own: numba's _dispatcher printed the
     KeyboardInterrupt raised in its import of numba._devicearray as a traceback, then failed with
     `ImportError: numba._devicearray failed to import` (exit 1), when Ctrl-C came as numba first loaded."""
-    while frame is not None:
-        if frame.f_code.co_name in ("create_module", "exec_module") and isinstance(frame.f_locals.get("self"),
-                                                                                 ExtensionFileLoader):
-            return True
-        frame = frame.f_back
-    return False
+    return _on_stack(frame, lambda f: f.f_code.co_name in ("create_module", "exec_module")
+                     and isinstance(f.f_locals.get("self"), ExtensionFileLoader))
 
 
 def _in_llvm(frame) -> bool:
@@ -94,12 +99,8 @@ def _in_llvm(frame) -> bool:
     if llvmlite is None:
         return False
     package = os.path.dirname(llvmlite.__file__) + os.sep
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if name.startswith(package) or name.endswith(os.path.join("numba", "core", "compiler_lock.py")):
-            return True
-        frame = frame.f_back
-    return False
+    lock = os.path.join("numba", "core", "compiler_lock.py")
+    return _on_stack(frame, lambda f: f.f_code.co_filename.startswith(package) or f.f_code.co_filename.endswith(lock))
 
 
 def _in_numba_callback(frame) -> bool:
@@ -111,11 +112,7 @@ def _in_numba_callback(frame) -> bool:
     it, or raised a SystemError (exit -11 or 1 instead of 130: tests/test_fault_injection.py)."""
     serialize = sys.modules.get("numba.core.serialize")
     name = getattr(serialize, "__file__", None)
-    while name is not None and frame is not None:
-        if frame.f_code.co_filename == name:
-            return True
-        frame = frame.f_back
-    return False
+    return name is not None and _on_stack(frame, lambda f: f.f_code.co_filename == name)
 
 
 def _not_now(frame) -> bool:

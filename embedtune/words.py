@@ -207,7 +207,8 @@ class WordIndex(Mapping):
     def rows_of_keys(self, counts: Mapping) -> np.ndarray:
         """``rows(list(counts))``, read-only, made once for the same ``counts`` (a corpus's, not changed once
         counted): the plan, the new words' choice and their context pass each look the corpus's words up. The
-        rows follow the keys alone; a mapping that gained or lost keys since is looked up again."""
+        rows follow the keys alone; a mapping whose number of keys changed since is looked up again (one that
+        swapped a key for another is not told apart: a corpus's counts are not changed once counted)."""
         held = self._keys_rows
         if held is None or held[0] is not counts or len(held[1]) != len(counts):
             rows = self.rows(list(counts))
