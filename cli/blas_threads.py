@@ -1,4 +1,4 @@
-"""One OpenBLAS thread for `embedtune eval`, and a short idle spin for `train`, chosen before numpy loads.
+"""One OpenBLAS thread for `embedtune eval`, and a short idle spin for `train` and `init`, chosen before numpy loads.
 
 eval's analogy search alternates one matrix product with a single-threaded screen of its result
 (embedtune/compare/analogy_search.py). With numpy's default of one OpenBLAS thread a core, the second
@@ -15,7 +15,8 @@ steps and compiled passes. After each, OpenBLAS's idle threads spin for the next
 (its THREAD_TIMEOUT, about a tenth of a second) before they sleep: that spin, blas_thread_server, took 2.3% of
 the samples of a `perf record` of the 2m sgns job (benchmarks/end_to_end.py), none with the shortest spin
 OpenBLAS takes (2**4 cycles). Only when an idle thread sleeps changes, not how many there are or how a
-product is cut, so the results keep their bits (benchmarks/log/train_speed.md).
+product is cut, so the results keep their bits (benchmarks/log/train_speed.md). `init` runs the same fit
+(embedtune.newwords.add_new_words) and gets the same spin.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOT
 ONE_THREAD_COMMANDS = {"eval"}
 # The commands whose idle OpenBLAS threads sleep at once (see above), and what OpenBLAS reads for it
 # (2**n cycles; OpenBLAS takes 4 to 30).
-SHORT_SPIN_COMMANDS = {"train"}
+SHORT_SPIN_COMMANDS = {"train", "init"}
 SPIN_VARIABLE, SHORT_SPIN = "OPENBLAS_THREAD_TIMEOUT", "4"
 
 

@@ -46,6 +46,14 @@ FORMAT = click.option(
 )
 
 
+def benchmark_files(similarity_files, analogy_files) -> tuple[list | None, list | None]:
+    """--similarity and --analogy as the library takes them (eval, report): neither given, None for both (the
+    benchmarks shipped with gensim); either given, only the files given, and none of the other kind."""
+    if not similarity_files and not analogy_files:
+        return None, None
+    return list(similarity_files), list(analogy_files)
+
+
 def _echo_json(data) -> None:
     click.echo(json.dumps(data, indent=2, allow_nan=False))
 
@@ -321,10 +329,7 @@ def eval_cmd(
 
     from embedtune.compare import evaluate
 
-    similarity = list(similarity_files) or None
-    analogies = list(analogy_files) or None
-    if similarity is not None or analogies is not None:
-        similarity, analogies = similarity or [], analogies or []
+    similarity, analogies = benchmark_files(similarity_files, analogy_files)
 
     def score(path):
         # the analogy search is compiled (compare/analogy_search.py); word pairs alone need no kernel

@@ -6,7 +6,6 @@ Subcommands are imported only when invoked, so `embedtune --help`, `inspect` and
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import difflib
 import importlib
@@ -14,8 +13,6 @@ import importlib.util   # importlib does not import it itself; a fresh venv has 
 import os
 import signal
 import sys
-import time
-from importlib.machinery import ExtensionFileLoader
 
 import click
 
@@ -25,8 +22,9 @@ one_blas_thread_for(sys.argv[1:])   # before numpy loads (cli.common imports it)
 short_blas_spin_for(sys.argv[1:])
 
 from embedtune import __version__  # noqa: E402
-from embedtune._adapters.python_private import import_lock_held, run_exit_handlers  # noqa: E402
+from embedtune._adapters.python_private import run_exit_handlers  # noqa: E402
 from embedtune.cli.common import Terminated, closed_pipe, failures_in_one_line, quiet_option  # noqa: E402
+from embedtune.cli.signals import not_now, send_again  # noqa: E402
 from embedtune.errors import EmbedtuneError  # noqa: E402
 
 # command name -> "module:attribute", relative to this package
@@ -55,76 +53,9 @@ SHORT_HELP = {
 }
 
 
-RESEND_SECONDS = 0.01
-
-
-def _kill_later(sig) -> None:
-    time.sleep(RESEND_SECONDS)
-    os.kill(os.getpid(), sig)
-
-
-def _send_again(sig) -> None:
-    """``sig`` sent to this process again in a moment, from another thread: a signal sent from here
-    would be handled at once, where it could not be raised either. A bare thread, not a Timer: Timer's
-    start() waits for its thread, and the signal could come in that wait, inside the handler or the
-    unraisable hook, where a raise is lost (once, under load: tests/test_signals.py)."""
-    _thread.start_new_thread(_kill_later, (sig,))
-
-
-def _on_stack(frame, match) -> bool:
-    """Whether ``match`` holds for ``frame`` or any frame below it."""
-    while frame is not None:
-        if match(frame):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _in_extension_init(frame) -> bool:
-    """Whether a C extension module's init is under way on this stack (a Python import made from C,
-    the frames between). Such an init turns any exception into its own: numba's _dispatcher printed the
-    KeyboardInterrupt raised in its import of numba._devicearray as a traceback, then failed with
-    `ImportError: numba._devicearray failed to import` (exit 1), when Ctrl-C came as numba first loaded."""
-    return _on_stack(frame, lambda f: f.f_code.co_name in ("create_module", "exec_module")
-                     and isinstance(f.f_locals.get("self"), ExtensionFileLoader))
-
-
-def _in_llvm(frame) -> bool:
-    """Whether llvmlite's code or numba's compiler lock is on this stack: numba loading or compiling a
-    kernel. There llvmlite takes its lock (and numba's) and hands native objects between owners; raised
-    there, the signal left the lock held (the new words' fit thread, loading its kernel, waited on it
-    while the command waited for that thread: a hang) or an object owned twice (a double free at exit,
-    an abort or a segfault instead of 130: tests/test_fault_injection.py). Each such stretch is short."""
-    llvmlite = sys.modules.get("llvmlite")
-    if llvmlite is None:
-        return False
-    package = os.path.dirname(llvmlite.__file__) + os.sep
-    lock = os.path.join("numba", "core", "compiler_lock.py")
-    return _on_stack(frame, lambda f: f.f_code.co_filename.startswith(package) or f.f_code.co_filename.endswith(lock))
-
-
-def _in_numba_callback(frame) -> bool:
-    """Whether numba's ``_numba_unpickle`` (numba/core/serialize.py) is on this stack: the Python function a
-    compiled kernel's wrapper calls, as it boxes each array the kernel returns, for the array's type. A
-    signal that came while a nogil kernel ran is handled there, at the first Python code the main thread
-    runs after it; raised there, the wrapper did not see the failure and put a NULL in the tuple it
-    returned: `target, level, probe = occurrence_marks(...)` (newwords/contexts.py) segfaulted unpacking
-    it, or raised a SystemError (exit -11 or 1 instead of 130: tests/test_fault_injection.py)."""
-    serialize = sys.modules.get("numba.core.serialize")
-    name = getattr(serialize, "__file__", None)
-    return name is not None and _on_stack(frame, lambda f: f.f_code.co_filename == name)
-
-
-def _not_now(frame) -> bool:
-    """A signal is taken again a moment later (``_send_again``) where raising it would not unwind: inside
-    importlib's lock (see _interrupt), a C extension's init, llvmlite (``_in_llvm``) or a Python function
-    that compiled code calls (``_in_numba_callback``)."""
-    return import_lock_held() or _in_extension_init(frame) or _in_llvm(frame) or _in_numba_callback(frame)
-
-
 def _terminate(signum, frame):
-    if _not_now(frame):   # see _interrupt
-        _send_again(signum)
+    if not_now(frame):   # where raising would not unwind (cli/signals.py): later
+        send_again(signum)
         return
     # A second SIGTERM must not cut short the cleanup the first one started.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -132,13 +63,11 @@ def _terminate(signum, frame):
 
 
 def _interrupt(signum, frame):
-    """Ctrl-C as Python's own handler raises it, but never while the import system's lock is held:
-    raised inside importlib's module-lock bookkeeping (between its acquire and its try) it left that
-    lock held for good, and the thread importing TensorFlow beside the count waited on it forever
-    while the command waited for that import (a hang: tests/test_fault_injection.py). Nor inside a C
-    extension's init (``_in_extension_init``). The signal is taken again a moment later, once out."""
-    if _not_now(frame):
-        _send_again(signum)
+    """Ctrl-C as Python's own handler raises it, but never where raising would not unwind (inside
+    importlib's lock, a C extension's init, llvmlite or numba's boxing callback: cli/signals.py
+    ``not_now``). The signal is taken again a moment later, once out."""
+    if not_now(frame):
+        send_again(signum)
         return
     raise KeyboardInterrupt
 
@@ -153,7 +82,7 @@ def _deliver_again(default_hook):
             return default_hook(unraisable)
         sig = signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT
         signal.signal(sig, _terminate if sig == signal.SIGTERM else _interrupt)
-        _send_again(sig)   # the main thread takes it once the callback has returned
+        send_again(sig)   # the main thread takes it once the callback has returned
     return hook
 
 

@@ -7,7 +7,7 @@ import click
 from embedtune.cli.common import DROP_NAN_HELP, FORMAT_HELP, format_name, load_training_vectors, message, quiet_option, \
     reader_options, reports_errors
 from embedtune.checks import check_inputs_and_outputs
-from embedtune.cli.compare_cmds import CONFIG, config_words, frozen_rules
+from embedtune.cli.compare_cmds import CONFIG, benchmark_files, config_words, frozen_rules
 from embedtune.cli.files import FilesCommand, reads, writes
 from embedtune.errors import EmbedtuneError
 
@@ -64,10 +64,7 @@ def report_cmd(before, after, output, run_file, config_file, frozen_file, words_
     # -o: not an input, and writable, before the files are loaded and scored
     check_inputs_and_outputs(before, None, output, None, other_inputs=(
         after, run_file, config_file, frozen_file, words_file, *similarity_files, *analogy_files))
-    similarity = list(similarity_files) or None
-    analogies = list(analogy_files) or None
-    if similarity is not None or analogies is not None:
-        similarity, analogies = similarity or [], analogies or []
+    similarity, analogies = benchmark_files(similarity_files, analogy_files)
     run = from_summary(run_file) if run_file else None
     words = [w for _, w in read_word_list(words_file)] if words_file else None
     vectors = []

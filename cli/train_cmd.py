@@ -13,6 +13,7 @@ from embedtune.cli.common import (DROP_NAN_HELP, FORMAT_HELP, Redrawn, Terminate
                                   reader_options, reports_errors, show_progress, write_json)
 from embedtune.cli.files import ConfigFile, reads, writes
 from embedtune.cli.options import IO, RUNS, SectionedCommand, key_options, option
+from embedtune.cli.signals import not_now, send_again
 from embedtune.config import Config, load_config, merge
 from embedtune.errors import EmbedtuneError, TrainingInterrupted, counted
 from embedtune.formats import OUTLINE_SAMPLE_ROWS
@@ -43,9 +44,8 @@ class StopRequests:
 
     def _handler(self, signum, frame):
         if self.requested and signum == signal.SIGINT:
-            from embedtune.cli.main import _not_now, _send_again   # loaded: every command runs under it
-            if _not_now(frame):   # where raising would not unwind (inside a kernel's boxing, llvmlite): later
-                _send_again(signum)
+            if not_now(frame):   # where raising would not unwind (inside a kernel's boxing, llvmlite): later
+                send_again(signum)
                 return
             click.echo("\nStopped at once; a --resume starts from the last checkpoint written, if any.", err=True)
             raise SystemExit(130)

@@ -434,11 +434,14 @@ def test_eval_starts_numpy_with_one_blas_thread_unless_the_user_chose(args, user
 @pytest.mark.parametrize("args, user, want", [
     (["-q", "train", "v.txt", "c.txt"], {}, "4"),
     (["train", "v.txt", "c.txt"], {"OPENBLAS_THREAD_TIMEOUT": "28"}, "28"),   # the user's stays
+    (["-q", "init", "v.txt", "c.txt", "-o", "out.txt"], {}, "4"),          # the same spelling fit as train's
+    (["init", "v.txt", "c.txt", "-o", "-"], {"OPENBLAS_THREAD_TIMEOUT": "28"}, "28"),
     (["-q", "eval", "v.txt"], {}, None),                                   # one BLAS thread: nothing spins
 ])
-def test_train_starts_numpy_with_a_short_blas_spin_unless_the_user_chose(args, user, want):
-    """train's few small BLAS products left OpenBLAS's idle threads spinning for about a tenth of a second
-    after each (cli/blas_threads.py), so train's entry asks for the shortest spin before numpy loads."""
+def test_train_and_init_start_numpy_with_a_short_blas_spin_unless_the_user_chose(args, user, want):
+    """train's few small BLAS products (the new words' fit, which init runs too) left OpenBLAS's idle threads
+    spinning for about a tenth of a second after each (cli/blas_threads.py), so both entries ask for the
+    shortest spin before numpy loads."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     code = BLAS_THREADS_AT_ENTRY.replace('[os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS")]',
                                          'os.environ.get("OPENBLAS_THREAD_TIMEOUT")')

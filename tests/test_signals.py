@@ -267,10 +267,10 @@ def test_a_signal_inside_a_callback_whose_errors_python_ignores_still_stops_the_
     script = textwrap.dedent(f"""
         import os, signal, sys, time, weakref
         import click
-        from embedtune.cli import main
+        from embedtune.cli import signals
         from embedtune.cli.main import interrupts_unwind
         if {resend!r} != None:
-            main.RESEND_SECONDS = {resend!r}
+            signals.RESEND_SECONDS = {resend!r}
 
         class Thing:
             pass
@@ -379,13 +379,13 @@ def test_a_signal_inside_a_c_extensions_import_is_raised_after_it(sig):
 
 def test_ctrl_c_is_taken_again_later_where_llvmlite_holds_its_lock():
     """Inside llvmlite (numba loading or compiling a kernel) a Ctrl-C is sent again a moment later instead of
-    raised (cli/main.py ``_in_llvm``): raised there it left llvmlite's lock held, so the new words' fit thread,
+    raised (cli/signals.py ``in_llvm``): raised there it left llvmlite's lock held, so the new words' fit thread,
     loading its own kernel, waited on it for good while the command waited for that thread, or an object owned
     twice was freed twice at exit (tests/test_fault_injection.py saw both). Outside llvmlite it is raised."""
     from llvmlite import binding as llvm
     from llvmlite.binding import ffi
 
-    from embedtune.cli import main as cli_main
+    from embedtune.cli import signals
 
     held = []
 
@@ -400,8 +400,8 @@ def test_ctrl_c_is_taken_again_later_where_llvmlite_holds_its_lock():
         llvm.get_default_triple()
     finally:
         ffi.unregister_lock_callback(acquired, released)
-    assert held and cli_main._not_now(held[0])
-    assert not cli_main._in_llvm(sys._getframe())
+    assert held and signals.not_now(held[0])
+    assert not signals.in_llvm(sys._getframe())
 
 
 # A signal sent from numba's _numba_unpickle, which a compiled kernel's wrapper calls (from C) as it boxes
@@ -453,7 +453,7 @@ def test_a_signal_while_a_kernel_boxes_its_arrays_is_raised_after_it(sig, handle
     after it: numba's _numba_unpickle, which the kernel's wrapper calls for each array it returns. Raised
     there, the wrapper put a NULL in the tuple it returned: unpacking it segfaulted (`train`, Ctrl-C in the
     new words' set-up: exit -11, 2 runs in 122) or raised SystemError ("returned a result with an exception
-    set"). It is taken again once the kernel has returned (cli/main.py ``_in_numba_callback``), by the
+    set"). It is taken again once the kernel has returned (cli/signals.py ``in_numba_callback``), by the
     training loop's own handler too (its second Ctrl-C, cli/train_cmd.py StopRequests)."""
     script = NUMBA_BOXING_SIGNAL.format(sig=sig.name, handlers=handlers, before=before)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)

@@ -18,6 +18,6 @@ def run_exit_handlers() -> None:
 def import_lock_held() -> bool:
     """Whether the import system's global lock is held now: importlib takes it around its module-lock
     bookkeeping (``_get_module_lock``), where an exception raised by a signal handler leaves it held
-    for good (cli/main.py ``_interrupt``). ``_imp.lock_held``: CPython's own (``imp.lock_held``, its
+    for good (cli/signals.py ``not_now``). ``_imp.lock_held``: CPython's own (``imp.lock_held``, its
     public name, is gone since Python 3.12). Called from signal handlers: it imports nothing then."""
     return _imp.lock_held()
