@@ -33,12 +33,12 @@ listen()   # a compile said (kernels/compiling.py)
 # let through, and groups a tile is cut into: group g holds the tile's rows g, g + GROUPS, g + 2 * GROUPS, ...
 # (8 rows), so that its largest values come from halving the tile elementwise, which vectorises. Smaller groups
 # let fewer rows through but cost each question more bounds to test. With the products made a tile at a time
-# (BLOCK_ROWS), tiles of 2,048 rows in groups of 8 took the least CPU of 512 to 4,096 rows in groups of 8 and 16
+# (BLOCK_ROWS), tiles of 2,048 rows in groups of 8 took the least CPU of 512 to 4,096 rows in groups of 4 to 16
 # (benchmarks/log/eval_speed.md).
 TILE_ROWS = 2048
 GROUPS = 256
-# Rows whose products are computed by one matrix product (fewer when the questions have so many words that the
-# products would take more than BLOCK_BYTES): one tile. The screen reads each tile's products several times
+# Rows whose products are computed by one matrix product: one tile (a block of several, as the tests set, is cut
+# to what BLOCK_BYTES holds, never below a tile). The screen reads each tile's products several times
 # over (the groups' bounds, then the rows of the groups let through); a tile's products for the Google set's
 # 904 words (7 MB) stay in the processor's last-level cache where a block of 8 tiles did not. Large blocks were
 # once chosen for OpenBLAS's threads, which waited for each other on a busy machine; eval runs it on one
