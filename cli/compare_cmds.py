@@ -6,6 +6,8 @@ The work is done by embedtune.compare; this layer loads files, prints tables (or
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import sys
 
@@ -21,6 +23,24 @@ INPUT = reads(exists=True, dir_okay=False, allow_dash=True)  # "-": standard inp
 # The config's keys that diff and report read: its word lists (diff's OLD and NEW defaults are inputs too,
 # but neither command writes a file those could be)
 CONFIG = ConfigFile(keys=("freeze_list", "train_list"), exists=True)
+# Container objects allocated between two passes of Python's cycle collector over the youngest objects, for eval
+# (CPython's default: 700). numba's import and first call make a few hundred thousand objects that live as long
+# as the process; at the default the collector went through them in about 30 passes over the younger ones and
+# two full passes, about a twentieth of eval's CPU (gc.callbacks), finding next to nothing to collect
+# (benchmarks/log/eval_speed.md). The cycles eval does make are still collected, a pass every this many objects.
+EVAL_GC_YOUNGEST = 50_000
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    """The cycle collector's first threshold EVAL_GC_YOUNGEST while eval runs (as a decorator), put back after it:
+    a caller's own process (click's CliRunner, a Python caller of main) keeps its own settings."""
+    saved = gc.get_threshold()
+    gc.set_threshold(max(saved[0], EVAL_GC_YOUNGEST), *saved[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
 
 
 def _load(path, format=None, limit=None, drop_nan=False, kernels=False, **reading):
@@ -308,6 +328,7 @@ def _change_lines(rows, before_path, after_path) -> list[str]:
 @reader_options(DROP_NAN_HELP)
 @quiet_option
 @reports_errors
+@_fewer_collections()
 def eval_cmd(
     vectors, vectors2, similarity_files, analogy_files, restrict_vocab, limit, case_sensitive, format_, as_json,
     **reading

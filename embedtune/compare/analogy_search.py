@@ -32,15 +32,18 @@ listen()   # a compile said (kernels/compiling.py)
 # Rows of the vocabulary screened at a time, each question reading its groups' bounds and the few groups they
 # let through, and groups a tile is cut into: group g holds the tile's rows g, g + GROUPS, g + 2 * GROUPS, ...
 # (8 rows), so that its largest values come from halving the tile elementwise, which vectorises. Smaller groups
-# let fewer rows through but cost each question more bounds to test; of tiles of 256 to 2,048 rows in groups of
-# 4 to 16, 1,024 in groups of 8 took the least CPU (benchmarks/log/eval_speed.md).
-TILE_ROWS = 1024
-GROUPS = 128
-# Rows whose products are computed by one matrix product: a few dozen large products rather than
-# hundreds of small ones, whose BLAS threads spent more time waiting for each other than computing
-# on a busy machine (benchmarks/README.md, eval_speed); fewer when the questions have so many words
-# that the products would take more than BLOCK_BYTES.
-BLOCK_ROWS = 8 * TILE_ROWS
+# let fewer rows through but cost each question more bounds to test. With the products made a tile at a time
+# (BLOCK_ROWS), tiles of 2,048 rows in groups of 8 took the least CPU of 512 to 4,096 rows in groups of 4 to 16
+# (benchmarks/log/eval_speed.md).
+TILE_ROWS = 2048
+GROUPS = 256
+# Rows whose products are computed by one matrix product: one tile (a block of several, as the tests set, is cut
+# to what BLOCK_BYTES holds, never below a tile). The screen reads each tile's products several times
+# over (the groups' bounds, then the rows of the groups let through); a tile's products for the Google set's
+# 904 words (7 MB) stay in the processor's last-level cache where a block of 8 tiles did not. Large blocks were
+# once chosen for OpenBLAS's threads, which waited for each other on a busy machine; eval runs it on one
+# thread (cli/blas_threads.py), so a small product costs nothing more.
+BLOCK_ROWS = TILE_ROWS
 BLOCK_BYTES = 64 << 20
 # Candidates kept per question: its 8 best and any within MARGIN of the 8th. More than that (rows
 # of equal vectors, say) sends the question to the plain product with every row.

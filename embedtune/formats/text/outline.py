@@ -23,8 +23,7 @@ class TextOutline(TextReader):
         data, line, count, _ = self._start()
         first_line = line
         words, parsed, blank_line = [], [], None
-        for block in self._blocks(data, line):
-            n_block = block.count(b"\n")
+        for block, n_block in self._blocks(data, line):
             body, n_body, blank_line = self._without_blank_end(block, n_block, line, blank_line)
             take = min(n_body, max(0, sample - len(words)))
             if take:

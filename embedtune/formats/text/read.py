@@ -179,8 +179,7 @@ class TextReader:
         exact_count = count is not None and (self.limit is None or self.limit >= count)
         rows = 0
         blank_line = None  # a blank line is fine only if nothing but blank lines follows it
-        for block in self._blocks(data, line):
-            n_block = block.count(b"\n")
+        for block, n_block in self._blocks(data, line):
             body, n_body, blank_line = self._without_blank_end(block, n_block, line, blank_line)
             if wanted is not None and rows + n_body > wanted:
                 body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
@@ -358,15 +357,16 @@ class TextReader:
         raise EmbedtuneError(f"more than {most:,} values on one line ({what})", self.name, line)
 
     def _blocks(self, data: bytes, line: int):
-        """Blocks of whole lines, each ending in a newline (one is added at the end if missing).
-        ``line``: the number of data's first line. A line that grows past dim values without its
-        newline is an error then (it is held whole until its newline)."""
+        """(block, its newlines: counted once, a pass over the bytes) for blocks of whole lines, each ending in a
+        newline (one is added at the end if missing). ``line``: the number of data's first line. A line that
+        grows past dim values without its newline is an error then (it is held whole until its newline)."""
         rest = data
         while True:
             more = self.source.read(BLOCK_BYTES)
             if not more:
                 if rest:
-                    yield rest if rest.endswith(b"\n") else rest + b"\n"
+                    block = rest if rest.endswith(b"\n") else rest + b"\n"
+                    yield block, block.count(b"\n")
                 return
             cut = more.rfind(b"\n")
             if cut < 0:
@@ -380,8 +380,9 @@ class TextReader:
             rest = more[cut + 1:]
             if self.progress is not None:
                 self.progress(self.source.consumed(), self.source.size)
-            line += block.count(b"\n")
-            yield block
+            n_block = block.count(b"\n")
+            line += n_block
+            yield block, n_block
 
     # -- a block of lines ----------------------------------------------------------------------
 
