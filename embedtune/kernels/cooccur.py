@@ -292,33 +292,48 @@ def pair_dots(table, rows, cols):
 def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
     """objectives/glove.py's fit_scale_and_biases, compiled: (a, b [n_words]) over the pairs where ``pick`` is
     True (the pretrained words' pairs of all those counted: read in place, as copies they were 156 MB on the
-    main job). One thread, the pairs in order, so the bits depend on nothing else."""
-    b = np.zeros(n_words)
+    main job). One thread, the pairs in order, so the bits depend on nothing else.
+
+    A round needs one pass over the pairs, not two: what does not change between rounds is summed once per
+    word (w p and w t over the pairs it is in, on either side), so the numerator of ``a``,
+    sum w p (t - b[row] - b[col]) = sum w p t - sum_x b[x] wp[x], takes a pass over the words, and a word's
+    sum w (t - a p - b[other end]) = wt[x] - a wp[x] - nb[x], where only nb[x] (w b[other end] summed) reads the
+    pairs. The same rounds as the two passes made, summed in another order (the biases agree to about 1e-13).
+    """
     mass = np.zeros(n_words)
+    wp = np.zeros(n_words)
+    wt = np.zeros(n_words)
     denominator = 0.0
+    wpt = 0.0
     for i in range(len(rows)):
         if pick[i]:
-            mass[rows[i]] += weight[i]
-            mass[cols[i]] += weight[i]
-            denominator += weight[i] * products[i] * products[i]
+            r, c, w = rows[i], cols[i], weight[i]
+            mass[r] += w
+            mass[c] += w
+            x = w * products[i]
+            denominator += x * products[i]
+            wpt += x * target[i]
+            wp[r] += x
+            wp[c] += x
+            y = w * target[i]
+            wt[r] += y
+            wt[c] += y
+    b = np.zeros(n_words)
+    nb = np.empty(n_words)
     a = 0.0
-    by_row = np.empty(n_words)
-    by_col = np.empty(n_words)
     for _ in range(rounds):
-        numerator = 0.0
-        for i in range(len(rows)):
-            if pick[i]:
-                numerator += weight[i] * products[i] * (target[i] - b[rows[i]] - b[cols[i]])
-        a = numerator / denominator if denominator else 0.0
-        by_row[:] = 0
-        by_col[:] = 0
-        for i in range(len(rows)):
-            if pick[i]:
-                rest = target[i] - a * products[i]
-                by_row[rows[i]] += weight[i] * (rest - b[cols[i]])
-                by_col[cols[i]] += weight[i] * (rest - b[rows[i]])
+        numerator = wpt
         for r in range(n_words):
-            b[r] = 0.5 * b[r] + 0.5 * ((by_row[r] + by_col[r]) / mass[r] if mass[r] > 0 else 0.0)
+            numerator -= b[r] * wp[r]
+        a = numerator / denominator if denominator else 0.0
+        nb[:] = 0
+        for i in range(len(rows)):
+            if pick[i]:
+                r, c, w = rows[i], cols[i], weight[i]
+                nb[r] += w * b[c]
+                nb[c] += w * b[r]
+        for r in range(n_words):
+            b[r] = 0.5 * b[r] + 0.5 * ((wt[r] - a * wp[r] - nb[r]) / mass[r] if mass[r] > 0 else 0.0)
     return a, b
 
 

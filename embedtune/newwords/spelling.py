@@ -227,11 +227,31 @@ def _used_columns(full: scipy.sparse.csr_matrix, buckets: int):
     first = np.full(buckets, len(full.indices), np.int64)
     np.minimum.at(first, full.indices, np.arange(len(full.indices)))
     used = np.flatnonzero(first < len(full.indices))
+    # The buckets in the order of their first uses: each first use is its own place in full.indices, so marking
+    # them and reading the buckets there in order gives that order without sorting the places.
+    is_first = np.zeros(len(full.indices), np.bool_)
+    is_first[first[used]] = True
     slot = np.full(buckets, -1, np.int64)
-    slot[used[np.argsort(first[used], kind="stable")]] = np.arange(len(used))
+    slot[full.indices[np.flatnonzero(is_first)]] = np.arange(len(used))
     column = slot[full.indices].astype(np.int32)
     m = scipy.sparse.csr_matrix((full.data, column, full.indptr), shape=(full.shape[0], len(used)))
     return m, used, slot
+
+
+def _rows_without(n: int, exclude) -> np.ndarray:
+    """``np.setdiff1d(np.arange(n), exclude)`` (int64, sorted; rows of ``exclude`` outside [0, n) ignored), by a
+    mask: no sort of either side."""
+    kept = np.ones(n, np.bool_)
+    exclude = np.asarray(exclude)
+    kept[exclude[(exclude >= 0) & (exclude < n)]] = False
+    return np.flatnonzero(kept)
+
+
+def _distinct(values: np.ndarray, size: int) -> np.ndarray:
+    """``np.unique(values)`` of non-negative ints below ``size``, by a mask: no sort."""
+    seen = np.zeros(size, np.bool_)
+    seen[values] = True
+    return np.flatnonzero(seen)
 
 
 def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int = DEFAULT_BUCKETS,
@@ -263,7 +283,7 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     n = len(vectors) if not fit_words else min(fit_words, len(vectors))
     rows = slice(0, n)   # the fitting rows; their vectors are read a block of columns at a time (targets)
     if exclude is not None and len(exclude):
-        rows = np.setdiff1d(np.arange(n), exclude)
+        rows = _rows_without(n, exclude)
         full = piece_matrix([vectors.words[i] for i in rows.tolist()], buckets)
         n = len(rows)
     else:
@@ -278,7 +298,7 @@ def fit_form(vectors: Vectors, fit_words: int = DEFAULT_FIT_WORDS, buckets: int 
     asked = local = None
     if words is not None:   # the buckets of ``words`` that some fitting word uses
         asked = piece_matrix(list(words), buckets)
-        buckets_of_words = np.unique(asked.indices)
+        buckets_of_words = _distinct(asked.indices, buckets)
         used = buckets_of_words[slot[buckets_of_words] >= 0]
         local = bucket_rows(asked, used) if len(used) else None
     keep = slot[used]       # model rows (sorted buckets) -> work array rows
