@@ -1,4 +1,5 @@
-"""One OpenBLAS thread for `embedtune eval`, and a short idle spin for `train` and `init`, chosen before numpy loads.
+"""One OpenBLAS thread for `embedtune eval` and `train`, and a short idle spin for `train` and `init`, chosen before
+numpy loads.
 
 eval's analogy search alternates one matrix product with a single-threaded screen of its result
 (embedtune/compare/analogy_search.py). With numpy's default of one OpenBLAS thread a core, the second
@@ -16,7 +17,11 @@ steps and compiled passes. After each, OpenBLAS's idle threads spin for the next
 the samples of a `perf record` of the 2m sgns job (benchmarks/end_to_end.py), none with the shortest spin
 OpenBLAS takes (2**4 cycles). Only when an idle thread sleeps changes, not how many there are or how a
 product is cut, so the results keep their bits (benchmarks/log/train_speed.md). `init` runs the same fit
-(embedtune.newwords.add_new_words) and gets the same spin.
+(embedtune.newwords.add_new_words) and gets the same spin. What was left, OpenBLAS's
+``inner_thread``, is the two threads of one product waiting for each other while the other is descheduled
+(8% of the samples of a loaded run): on one thread the new words' start took less CPU and less time at 20k x
+50 and at 1M x 300, with the same bits (benchmarks/log/train_speed.md, issue 48 item 3, sixth round). The short
+spin stays for a thread count the user sets.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import sys
 # What OpenBLAS reads for its thread count (OpenBLAS's README and openblas_env.c).
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 # The commands that run best on one BLAS thread (see above).
-ONE_THREAD_COMMANDS = {"eval"}
+ONE_THREAD_COMMANDS = {"eval", "train"}
 # The commands whose idle OpenBLAS threads sleep at once (see above), and what OpenBLAS reads for it
 # (2**n cycles; OpenBLAS takes 4 to 30).
 SHORT_SPIN_COMMANDS = {"train", "init"}

@@ -298,10 +298,10 @@ def summarize(out: RunResult, out_format: str, seconds: dict, looped: bool) -> N
 
 def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, compiled: bool = False,
                           advance=None) -> float:
-    """Count the corpus (Corpus.count keeps its figures for train) while the trainer imports on a
-    thread, with TensorFlow (``tensorflow``: the run will use it) and numba's compiler started from its
-    cache (``compiled``: the run steps through a compiled step; training.step.runs_on says both): the
-    import needs nothing from the corpus, and train() counts first. Both are
+    """Count the corpus (Corpus.count keeps its figures for train) while the trainer and the new words'
+    starts import on a thread, with TensorFlow (``tensorflow``: the run will use it) and numba's compiler
+    started from its cache (``compiled``: the run steps through a compiled step; training.step.runs_on says
+    both): the import needs nothing from the corpus, and train() counts first. Both are
     mostly Python and share the GIL, still together they take less time than in series
     (benchmarks/README.md, classify); a plain compiled run imports no TensorFlow at all. Nothing is printed
     until the import is done (TensorFlow's import points fd 2 at a sink: embedtune._tf), and an
@@ -326,6 +326,9 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
             importlib.import_module("embedtune.training.loop")
             if compiled:
                 importlib.import_module("embedtune.kernels.common").warm_up()
+            # The new words' starts (their spelling fit brings scipy.sparse), imported here beside the count
+            # rather than on the main thread between the count and their corpus pass.
+            importlib.import_module("embedtune.newwords.add")
             if tensorflow and not worker:
                 importlib.import_module("embedtune._tf").tf
         except BaseException:   # imported again, and raised there, by the caller

@@ -417,12 +417,15 @@ print(json.dumps([os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NU
     (["eval", "v.txt", "--json"], {}, ["1", None]),
     (["-q", "eval", "v.txt"], {"OMP_NUM_THREADS": "3"}, [None, "3"]),    # the user's count stays
     (["eval", "v.txt"], {"OPENBLAS_NUM_THREADS": "2"}, ["2", None]),
-    (["-q", "train", "v.txt", "c.txt"], {}, [None, None]),              # other commands: numpy's default
+    (["-q", "train", "v.txt", "c.txt"], {}, ["1", None]),
+    (["train", "v.txt", "c.txt"], {"OPENBLAS_NUM_THREADS": "2"}, ["2", None]),
+    (["-q", "diff", "v.txt", "w.txt"], {}, [None, None]),              # other commands: numpy's default
     (["--help"], {}, [None, None]),
 ])
-def test_eval_starts_numpy_with_one_blas_thread_unless_the_user_chose(args, user, want):
+def test_eval_and_train_start_numpy_with_one_blas_thread_unless_the_user_chose(args, user, want):
     """eval's analogy screen runs between matrix products on one thread; a second OpenBLAS thread spun
-    beside it (cli/blas_threads.py), so eval's entry asks for one before numpy loads."""
+    beside it; train's new words' products are small, and their two threads waited on each other
+    (cli/blas_threads.py): so their entry asks for one before numpy loads."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_NUM_THREADS", "OPENBLAS_DEFAULT_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
     done = subprocess.run([sys.executable, "-c", BLAS_THREADS_AT_ENTRY, *args], capture_output=True, text=True,

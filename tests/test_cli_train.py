@@ -290,6 +290,23 @@ def test_help_does_not_import_tensorflow(args):
     assert result.stderr.strip().splitlines()[-1] == "False"
 
 
+def test_scipy_sparse_is_imported_beside_the_count_not_with_the_command():
+    """scipy.sparse (the new words' spelling fit; glove's pair counts, retrofit) is not among the command's
+    modules, imported one after another before anything runs: the run imports it on its import thread while
+    the corpus is counted (embedtune.run.count_while_importing)."""
+    code = ("import sys\nfrom embedtune.cli.main import cli\n"
+            "try:\n    cli(['train', '--help'], prog_name='embedtune')\n"
+            "except SystemExit as exit:\n    assert exit.code == 0\n"
+            "print('scipy.sparse' in sys.modules, file=sys.stderr)\n"
+            "from embedtune.corpus import Corpus\nfrom embedtune.run import count_while_importing\n"
+            f"with Corpus({str(SAMPLE_CORPUS)!r}) as corpus:\n"
+            "    count_while_importing(corpus, freeze=False, tensorflow=False)\n"
+            "print('scipy.sparse' in sys.modules, file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-2:] == ["False", "True"]
+
+
 # ---------------------------------------------------------------------------------------------
 # the README's first command
 

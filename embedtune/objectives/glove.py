@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse
 
 from embedtune._tf import lazy as tf
 from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
@@ -52,6 +51,8 @@ def cooccurrence(chunks: Iterable[IdChunk], n_words: int, window: int, threads: 
     advance : called with each chunk's kept tokens as it is read (progress)
     Returns (X as COO with rows <= cols, sorted by row then col, no duplicates; raw tokens read).
     """
+    import scipy.sparse
+
     from embedtune.kernels import cooccur
 
     raw = 0
@@ -96,6 +97,8 @@ def cells_bytes(counts: scipy.sparse.coo_matrix, raw: int) -> bytes:
 
 def sum_pairs(parts: list[bytes], n_words: int) -> tuple[scipy.sparse.coo_matrix, int]:
     """The sum of several shares' ``cells_bytes``: counts as ``cooccurrence`` returns them, raw tokens."""
+    import scipy.sparse
+
     total, raw = scipy.sparse.csr_matrix((n_words, n_words), dtype=np.float64), 0
     for data in parts:
         nnz, tokens = (int(x) for x in np.frombuffer(data, "<i8", 2))

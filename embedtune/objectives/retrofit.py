@@ -46,7 +46,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse
 
 from embedtune.config.keys import FLOAT32_MAX, OwnKeys, Range, key
 from embedtune.config.schema import Config
@@ -160,6 +159,8 @@ def read_lexicon(path: str, index: dict[str, int], lowercase: bool = False) -> L
 def adjacency(lexicon: Lexicon, n: int) -> scipy.sparse.csr_matrix:
     """[n, n] 0/1, symmetric: a pair listed either way (or twice) is one edge both ways, so a
     frozen word pulls its neighbours even when their lines do not name it."""
+    import scipy.sparse
+
     a = scipy.sparse.coo_matrix((np.ones(len(lexicon.rows)), (lexicon.rows, lexicon.cols)), shape=(n, n)).tocsr()
     a = a + a.T
     a.data[:] = 1.0
@@ -177,6 +178,8 @@ benchmarks/README.md, retrofit). Without frozen rows it changes nothing."""
 def _pull(graph: scipy.sparse.csr_matrix, moving: np.ndarray, frozen: np.ndarray, total: float,
           to_local: np.ndarray, n_local: int) -> scipy.sparse.csr_matrix:
     """[moving, local]: each moving row's neighbours weighted 1 (FROZEN_PULL if frozen), scaled to ``total``."""
+    import scipy.sparse
+
     rows = graph[moving]
     weights = np.where(frozen[rows.indices], FROZEN_PULL, 1.0)
     row_of = np.repeat(np.arange(len(moving)), np.diff(rows.indptr))
@@ -229,6 +232,8 @@ def retrofit(matrix: np.ndarray, synonyms: scipy.sparse.csr_matrix, antonyms: sc
     frozen : bool [n]
     Returns (moving row ids [m], their new rows float32 [m, dim], largest change per round).
     """
+    import scipy.sparse
+
     n = len(matrix)
     frozen = frozen[:n]
     has_s = np.diff(synonyms.indptr) > 0
