@@ -10,6 +10,11 @@ $SUITE_CPU_OUT; then, run as a script, a table per file and the costliest tests:
 "child" counts only children the test waited for (subprocess.run, Popen.wait), with their own waited
 children: a process left to init is not counted. Compare CPU, not wall, on a shared machine.
 
+With SUITE_CPU_IDLE=SECONDS (0.1 will do) a thread looks every SECONDS whether any thread of the test's process or
+of a process below it runs or waits for a core (or a disk), and "idle" counts the looks when none did, times
+SECONDS: the wall a test spends in sleeps, timeouts and polls, holding its xdist process without using a core.
+Unlike wall, that does not grow with the machine's load (a starved process still waits for a core).
+
 What the suite's cold kernel compiles cost (a fresh clone's numba cache is empty), and that the sgns and classify
 kernels' warm loops did not pay for a cheaper compile:
 
@@ -39,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -49,32 +55,95 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
+def _tree_runs(root: int, sampler: int) -> bool:
+    """Whether a thread of ``root`` or of a process below it is running or waits for a core (state R) or for a
+    disk (D): the sampler's own thread aside. /proc's children files list each thread's children."""
+    todo, seen = [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                    state = f.read().rpartition(b")")[2][1:2]
+                if state in (b"R", b"D") and int(tid) != sampler:
+                    return True
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                continue
+    return False
+
+
+class IdleSampler:
+    """Seconds of a test's wall during which nothing of its process tree ran or waited for a core: sleeps,
+    timeouts and polls (a test that holds its xdist process idle), told apart from a loaded machine's slowness,
+    which leaves threads runnable. One look every ``every`` seconds, from a thread of its own."""
+
+    def __init__(self, every: float):
+        self.every, self.idle, self.looks = every, 0, 0
+        self._stop, self._tid = threading.Event(), None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        self._tid, root = threading.get_native_id(), os.getpid()
+        while not self._stop.wait(self.every):
+            self.looks += 1
+            self.idle += not _tree_runs(root, self._tid)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.idle * self.every
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    every = float(os.environ.get("SUITE_CPU_IDLE") or 0)   # seconds between looks; unset: no sampler
+    sampler = IdleSampler(every) if every > 0 else None
     before, began = _cpu(), time.monotonic()
     yield
-    after = _cpu()
+    after, wall = _cpu(), time.monotonic() - began
+    row = {"id": item.nodeid, "self": after[0] - before[0], "child": after[1] - before[1], "wall": wall,
+           "pid": os.getpid()}
+    if sampler is not None:
+        row["idle"] = sampler.stop()
     with open(os.environ.get("SUITE_CPU_OUT", "suite_cpu.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"id": item.nodeid, "self": after[0] - before[0], "child": after[1] - before[1],
-                            "wall": time.monotonic() - began, "pid": os.getpid()}) + "\n")
+        f.write(json.dumps(row) + "\n")
 
 
 def report(path: str, top: int = 30) -> None:
     rows = [json.loads(line) for line in open(path, encoding="utf-8")]
-    files = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    files = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0])
     for r in rows:
         f = files[r["id"].split("::", 1)[0]]
         f[0] += r["self"]
         f[1] += r["child"]
-        f[2] += 1
+        f[2] += r["wall"]
+        f[3] += r.get("idle", 0.0)
+        f[4] += 1
     own, children = sum(r["self"] for r in rows), sum(r["child"] for r in rows)
+    wall, idle = sum(r["wall"] for r in rows), sum(r.get("idle", 0.0) for r in rows)
     print(f"{len(rows)} tests: {own + children:.1f} CPU-s ({own:.1f} in the test processes, {children:.1f} in "
-          f"processes they started)\n\n  CPU-s    own  child  tests  file")
-    for name, (o, c, n) in sorted(files.items(), key=lambda kv: -(kv[1][0] + kv[1][1])):
-        print(f"{o + c:7.1f} {o:6.1f} {c:6.1f} {n:6d}  {name}")
-    print("\n  CPU-s    own  child  test")
+          f"processes they started); {wall:.1f} s of wall, {idle:.1f} of it idle (SUITE_CPU_IDLE)\n\n"
+          "  CPU-s    own  child   wall   idle  tests  file")
+    for name, (o, c, w, i, n) in sorted(files.items(), key=lambda kv: -(kv[1][0] + kv[1][1])):
+        print(f"{o + c:7.1f} {o:6.1f} {c:6.1f} {w:6.1f} {i:6.1f} {n:6d}  {name}")
+    print("\n  CPU-s    own  child   wall   idle  test")
     for r in sorted(rows, key=lambda r: -(r["self"] + r["child"]))[:top]:
-        print(f"{r['self'] + r['child']:7.1f} {r['self']:6.1f} {r['child']:6.1f}  {r['id']}")
+        print(f"{r['self'] + r['child']:7.1f} {r['self']:6.1f} {r['child']:6.1f} {r['wall']:6.1f} "
+              f"{r.get('idle', 0.0):6.1f}  {r['id']}")
+    if any("idle" in r for r in rows):
+        print("\n   idle   wall  CPU-s  test (the most idle: nothing of its process tree ran)")
+        for r in sorted(rows, key=lambda r: -r.get("idle", 0.0))[:top]:
+            print(f"{r.get('idle', 0.0):7.1f} {r['wall']:6.1f} {r['self'] + r['child']:6.1f}  {r['id']}")
 
 
 TIMER = r'''
