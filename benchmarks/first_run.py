@@ -1,7 +1,7 @@
 """The first run after an install against the next one (issue 48.1): the README's two jobs in a fresh copy of
 this checkout, numba's cache empty, then again in the same copy with the cache it left.
 
-    python benchmarks/first_run.py [--repeat 3] [--jobs quickstart,main]
+    python benchmarks/first_run.py [--repeat 3] [--jobs quickstart,main] [--baseline DIR]
 
 A round copies the checkout's tracked files (as they are in the working tree, so uncommitted changes count)
 into a new temporary folder: no ``__pycache__`` anywhere, so numba's cache beside the kernels' sources is
@@ -15,7 +15,9 @@ Per job: the whole process's wall and CPU (user + sys, from wait4), cold and war
 cold - warm is what the first run pays (numba compiling, mostly; a child process's CPU counts in its parent's).
 Then the kernels the cold run compiled (the cache index files it left) and the CPU seconds numba spent on each,
 from one cold run in this process's own interpreter with numba's compile events (``--compiles``, its own process
-only; ``--repeat 0``: these alone). Load: the 1-minute average before and after.
+only; ``--repeat 0``: these alone). Load: the 1-minute average before and after. ``--baseline DIR``: another tree
+(a checkout, or a folder of its files, ``__pycache__`` left out) measured the same way in turns with this one,
+each round the baseline's job then this checkout's, and a table for each.
 """
 
 from __future__ import annotations
@@ -40,12 +42,25 @@ JOBS = {
 }
 
 
-def fresh_copy(folder: str) -> str:
-    """The checkout's tracked files (working-tree contents, links kept as links) under ``folder``."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+def _files(root: str) -> list[str]:
+    """A checkout's tracked files; a folder outside git: its files, numba's and Python's caches left out."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
+    if listed.returncode == 0 and os.path.exists(os.path.join(root, ".git")):
+        return list(filter(None, listed.stdout.decode().split("\0")))
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git") and not os.path.islink(os.path.join(folder, d))]
+        found += [os.path.relpath(os.path.join(folder, f), root) for f in files]
+        found += [os.path.relpath(os.path.join(folder, d), root) for d in os.listdir(folder)
+                  if os.path.islink(os.path.join(folder, d)) and os.path.isdir(os.path.join(folder, d))]
+    return found
+
+
+def fresh_copy(folder: str, root: str = ROOT) -> str:
+    """``root``'s tracked files (working-tree contents, links kept as links) under ``folder``."""
     copy = os.path.join(folder, "embedtune-copy")
-    for name in filter(None, listed.decode().split("\0")):
-        src, dst = os.path.join(ROOT, name), os.path.join(copy, name)
+    for name in _files(root):
+        src, dst = os.path.join(root, name), os.path.join(copy, name)
         if not os.path.lexists(src):   # deleted in the working tree, not yet committed
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -114,32 +129,37 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="quickstart,main")
     parser.add_argument("--compiles", action="store_true", help="also each kernel's compile CPU seconds")
+    parser.add_argument("--baseline", help="another tree, measured in turns with this checkout")
     args = parser.parse_args()
     jobs = args.jobs.split(",")
     if "main" in jobs:
         glove_job.make_inputs()
     print(f"load before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}", flush=True)
-    rounds: dict = {job: [] for job in jobs}
+    trees = {"baseline": args.baseline, "this": ROOT} if args.baseline else {"this": ROOT}
+    rounds: dict = {(tree, job): [] for tree in trees for job in jobs}
     for r in range(args.repeat):
         for job in jobs:
-            with tempfile.TemporaryDirectory() as folder:
-                copy = fresh_copy(folder)
-                env = environment(copy)
-                out = os.path.join(folder, "out")
-                cold = glove_job.timed(job_command(copy, job, out), copy, env)
-                made = cache_files(copy)
-                warm = glove_job.timed(job_command(copy, job, out), copy, env)
-                rounds[job].append((cold, warm, len(made)))
-                print(f"round {r + 1} {job}: cold {cold[0]:.1f} s ({cold[1]:.1f} CPU-s), warm {warm[0]:.1f} s "
-                      f"({warm[1]:.1f} CPU-s); {len(made)} kernels cached; load {os.getloadavg()[0]:.2f}", flush=True)
+            for tree, root in trees.items():
+                with tempfile.TemporaryDirectory() as folder:
+                    copy = fresh_copy(folder, root)
+                    env = environment(copy)
+                    out = os.path.join(folder, "out")
+                    cold = glove_job.timed(job_command(copy, job, out), copy, env)
+                    made = cache_files(copy)
+                    warm = glove_job.timed(job_command(copy, job, out), copy, env)
+                    rounds[tree, job].append((cold, warm, len(made)))
+                    print(f"round {r + 1} {tree} {job}: cold {cold[0]:.1f} s ({cold[1]:.1f} CPU-s), warm {warm[0]:.1f} s "
+                          f"({warm[1]:.1f} CPU-s); {len(made)} kernels cached; load {os.getloadavg()[0]:.2f}", flush=True)
     print()
-    print("job          cold wall  warm wall  first run pays   cold CPU  warm CPU  paid CPU  (medians)")
-    for job in (jobs if args.repeat else []):   # --repeat 0: the compiles alone
-        cw = statistics.median(c[0] for c, _, _ in rounds[job])
-        ww = statistics.median(w[0] for _, w, _ in rounds[job])
-        cc = statistics.median(c[1] for c, _, _ in rounds[job])
-        wc = statistics.median(w[1] for _, w, _ in rounds[job])
-        print(f"{job:12s} {cw:8.1f} s {ww:8.1f} s {cw - ww:12.1f} s {cc:8.1f} s {wc:7.1f} s {cc - wc:7.1f} s")
+    print("tree      job          cold wall  warm wall  first run pays   cold CPU  warm CPU  paid CPU  (medians)")
+    for tree in trees:
+        for job in (jobs if args.repeat else []):   # --repeat 0: the compiles alone
+            cw = statistics.median(c[0] for c, _, _ in rounds[tree, job])
+            ww = statistics.median(w[0] for _, w, _ in rounds[tree, job])
+            cc = statistics.median(c[1] for c, _, _ in rounds[tree, job])
+            wc = statistics.median(w[1] for _, w, _ in rounds[tree, job])
+            print(f"{tree:9s} {job:12s} {cw:8.1f} s {ww:8.1f} s {cw - ww:12.1f} s {cc:8.1f} s {wc:7.1f} s "
+                  f"{cc - wc:7.1f} s")
     if args.compiles:
         for job in jobs:
             print(f"\n{job}, cold: compile CPU-s, specialisations, kernel")
