@@ -188,7 +188,7 @@ def kernels_for(config, corpus_file: bool) -> list[Kernel]:
     (corpus/fast.py). Only glove's compiled run is listed (the README's jobs; another objective compiles as
     it goes), and only what its files' sizes say surely."""
     t = config.train
-    if t.objective != "glove" or not corpus_file or t.checkpoint_dir or t.logdir:
+    if t.objective != "glove" or not corpus_file:
         return []
     from embedtune import kernels
 
@@ -231,9 +231,12 @@ class Ahead:
             self._labels[(id(dispatcher), kernel.argtypes)] = kernel.label
         listed = pickle.dumps(kernels)
         for n in range(children):
-            child = subprocess.Popen([sys.executable, "-m", "embedtune.kernels.ahead", self.folder, str(n)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     close_fds=True)
+            try:
+                child = subprocess.Popen([sys.executable, "-m", "embedtune.kernels.ahead", self.folder, str(n)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         close_fds=True)
+            except OSError:   # no process to be had (a limit, no memory): the run compiles what is left
+                break
             self.children.append(child)
             try:
                 child.stdin.write(len(listed).to_bytes(8, "little") + listed)
@@ -318,7 +321,11 @@ def start(kernels: list[Kernel], children: int | None = None) -> Ahead | None:
     n = children
     if not missing or n < 1:
         return None
-    return Ahead(missing, min(n, len(missing)))
+    started = Ahead(missing, min(n, len(missing)))
+    if not started.children:
+        started.close()
+        return None
+    return started
 
 
 def compile_now(kernels: list[Kernel], folder: str | None = None, owner: str = "", out=None) -> None:
