@@ -230,11 +230,14 @@ class Ahead:
                 self._waiting.append(dispatcher)
             self._labels[(id(dispatcher), kernel.argtypes)] = kernel.label
         listed = pickle.dumps(kernels)
+        # This embedtune, wherever the run found it (a library caller's sys.path, not only PYTHONPATH's).
+        package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")]))}
         for n in range(children):
             try:
                 child = subprocess.Popen([sys.executable, "-m", "embedtune.kernels.ahead", self.folder, str(n)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         close_fds=True)
+                                         close_fds=True, env=env)
             except OSError:   # no process to be had (a limit, no memory): the run compiles what is left
                 break
             self.children.append(child)
