@@ -19,7 +19,8 @@ compiles for its own (tests/test_compile_ahead.py checks that a run given the li
 A warm run (its cache holds every kernel listed) starts nothing. The children are the run's to end: ``Ahead.close``
 (the run's exit, an error, Ctrl-C) kills and reaps them; they ignore Ctrl-C (the terminal sends it to the whole
 job; the run ends them), write nothing to the terminal, and exit when the run's end of their input closes (the
-run killed at once). One child per core beyond the run's own, at most ``MOST_CHILDREN``; one core: none.
+run killed at once). One child per core beyond the two a run keeps busy itself (``RUN_CORES``), at most
+``MOST_CHILDREN``; two cores or fewer: none.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from dataclasses import dataclass
 # EMBEDTUNE_COMPILE_AHEAD=N: N children whatever the cores (0: none), read at each run's start (the tests and
 # benchmarks/first_run.py compare runs with and without).
 ENVIRONMENT = "EMBEDTUNE_COMPILE_AHEAD"
+# The cores a cold run keeps busy itself while it reads and counts (the text reader's second process, the output
+# rendered ahead on a thread, the parallel kernels): on 2 cores a child found none free, and cost ~2 CPU-s more
+# for no shorter wall, at load 2.3-4.7 as at 8-16 (benchmarks/log/first_run.md, 2026-12-07).
+RUN_CORES = 2
 # Each child imports numba and the kernels' modules (about a CPU-second) before it compiles: more than a few
 # would share the list's largest kernels with nothing left for the rest.
 MOST_CHILDREN = 3
@@ -304,10 +309,13 @@ class Ahead:
 
 
 def start(kernels: list[Kernel], children: int | None = None) -> Ahead | None:
-    """Children compiling those of ``kernels`` numba's cache lacks (one per core beyond this one's, at most
-    MOST_CHILDREN; ``children``, else EMBEDTUNE_COMPILE_AHEAD: that many); None where the cache has them all, or where there is no core to
-    spare or nothing the cache can be asked about (the run compiles as it goes)."""
-    if not kernels:
+    """Children compiling those of ``kernels`` numba's cache lacks: ``children``, else EMBEDTUNE_COMPILE_AHEAD's
+    number, else one per core beyond RUN_CORES, at most MOST_CHILDREN. None where none is to start, the cache has
+    them all, or it cannot be asked (the run compiles as it goes)."""
+    if children is None:
+        given = os.environ.get(ENVIRONMENT, "")
+        children = int(given) if given.isdigit() else min(_cores() - RUN_CORES, MOST_CHILDREN)
+    if not kernels or children < 1:
         return None
     from embedtune._adapters.numba_private import in_cache
 
@@ -318,13 +326,9 @@ def start(kernels: list[Kernel], children: int | None = None) -> Ahead | None:
             return None
         if not cached:
             missing.append(kernel)
-    if children is None:
-        given = os.environ.get(ENVIRONMENT, "")
-        children = int(given) if given.isdigit() else min(_cores() - 1, MOST_CHILDREN)
-    n = children
-    if not missing or n < 1:
+    if not missing:
         return None
-    started = Ahead(missing, min(n, len(missing)))
+    started = Ahead(missing, min(children, len(missing)))
     if not started.children:
         started.close()
         return None
