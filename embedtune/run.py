@@ -175,15 +175,53 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
 
     check_corpus_start(config)   # binary data shows in the first bytes: before the vectors load
     read = vectors is None
-    loaded = _load(config, vectors, reading, on_load, note, on_phase, kernels=_counts_compiled(config, sentences))
-    config, vectors = loaded.config, loaded.vectors
-    objective = objective_class(config.train.objective)
     with contextlib.ExitStack() as rendering:
+        compiling = _compile_ahead(config, sentences) if read else None
+        if compiling is not None:
+            rendering.callback(compiling.close)   # its children ended with the run, however it ends
+        loaded = _load(config, vectors, reading, on_load, note, on_phase, kernels=_counts_compiled(config, sentences))
+        config, vectors = loaded.config, loaded.vectors
+        objective = objective_class(config.train.objective)
         ahead = _render_ahead(config, vectors, loaded.out_format, read)
         if ahead is not None:
             rendering.callback(ahead.stop)   # at the write, or at an error before it
         return _run(config, loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
                     own_process, on_plan, progress, note, stop, on_phase, ahead)
+
+
+def _compile_ahead(config: Config, sentences):
+    """A fresh install's kernels compiled in processes beside the run while it reads and counts
+    (kernels/ahead.py); None where there is nothing to compile (a warm cache: no process started) or it cannot
+    be told beforehand (then each kernel compiles as the run first calls it)."""
+    listed = ahead_kernels(config, sentences)
+    if not listed:
+        return None
+    from embedtune.kernels import ahead
+
+    return ahead.start(listed)
+
+
+def ahead_kernels(config: Config, sentences=None) -> list:
+    """The kernels (kernels/ahead.Kernel) a run of ``config`` will call, known from its config and its vectors
+    file's first bytes, in the order it calls them; [] where that cannot be told (standard input, several
+    workers, a config error: left to the run, to raise in its order)."""
+    if not _counts_compiled(config, sentences) or not isinstance(config.vectors, str) or config.vectors == "-":
+        return []
+    from embedtune.distribute.cluster import distributed
+    from embedtune.errors import EmbedtuneError
+
+    if distributed():
+        return []
+    try:
+        from embedtune import formats
+
+        in_format = config.format or formats.detect_format(config.vectors)
+        resolved = resolve(dataclasses.replace(config, format=in_format))
+    except (EmbedtuneError, OSError):
+        return []
+    from embedtune.kernels import ahead
+
+    return ahead.kernels_for(resolved, corpus_file=True)
 
 
 def _counts_compiled(config: Config, sentences) -> bool:

@@ -34,3 +34,57 @@ def parallel_options(**options):
     from numba.core.cpu import ParallelOptions
 
     return ParallelOptions(dict(options))
+
+
+def in_cache(kernel, argtypes: tuple) -> bool | None:
+    """Whether numba's cache holds ``kernel`` (a ``cache=True`` dispatcher) compiled for ``argtypes`` (a tuple of
+    numba types, as a call's arguments type), for this CPU and this source; compiles and loads nothing. None where
+    numba's cache is not laid out as read here (``Dispatcher._cache._index_key`` and its file's ``_load_index``,
+    numba 0.5x-0.6x). numba has no public way to ask before a call."""
+    cache = getattr(kernel, "_cache", None)
+    index_key = getattr(cache, "_index_key", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    codegen = getattr(getattr(kernel, "targetctx", None), "codegen", None)
+    if index_key is None or not hasattr(cache_file, "_load_index") or codegen is None:
+        return None
+    try:
+        return index_key(tuple(argtypes), codegen()) in cache_file._load_index()
+    except Exception:   # an unreadable index: numba itself would compile
+        return None
+
+
+class _WaitingCache:
+    """A dispatcher's cache (numba's ``Dispatcher._cache``) that, on a miss, asks ``wait(kernel, argtypes)``
+    whether to look again (the kernel was being compiled elsewhere and is there now) before numba compiles it.
+    Everything else is the cache's own."""
+
+    def __init__(self, kernel, inner, wait):
+        self._kernel, self.inner, self._wait = kernel, inner, wait
+
+    def load_overload(self, sig, target_context):
+        found = self.inner.load_overload(sig, target_context)
+        if found is None and self._wait(self._kernel, tuple(sig)):
+            found = self.inner.load_overload(sig, target_context)
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def wait_before_compiling(kernel, wait) -> bool:
+    """``kernel``'s cache misses ask ``wait(kernel, argtypes)`` -> bool first (``_WaitingCache``): numba's
+    dispatcher looks in its cache (``Dispatcher._cache.load_overload``) under its compiler lock right before it
+    compiles, and has no public hook there (its compile event fires after the miss). False where the dispatcher
+    is not laid out so (nothing changed)."""
+    inner = getattr(kernel, "_cache", None)
+    if not hasattr(inner, "load_overload") or isinstance(inner, _WaitingCache):
+        return False
+    kernel._cache = _WaitingCache(kernel, inner, wait)
+    return True
+
+
+def stop_waiting(kernel) -> None:
+    """``kernel``'s own cache back (``wait_before_compiling`` undone)."""
+    cache = getattr(kernel, "_cache", None)
+    if isinstance(cache, _WaitingCache):
+        kernel._cache = cache.inner

@@ -1,0 +1,181 @@
+"""A fresh install's kernels compiled ahead by child processes while the run reads and counts (kernels/ahead.py,
+issue 48.1): the list names exactly the kernels and argument types the run calls (given them, the run compiles
+nothing), a warm run starts no child, the output's bytes are a run's without it, and a child that dies or is
+killed changes nothing but time; the children end with the run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAID = "Compiling kernels (first run only) ..."
+# The quickstart, deterministic: one thread steps the pairs in order (the lock-free kernel's bits otherwise
+# follow the thread timing).
+QUICKSTART = ["train", "--config", "configs/quickstart.toml", "--threads", "1"]
+
+
+def cli(args, cache: Path, ahead: str | None = None, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("EMBEDTUNE_COMPILE_AHEAD", None)
+    if ahead is not None:
+        env["EMBEDTUNE_COMPILE_AHEAD"] = ahead
+    return subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kwargs)
+
+
+def finished(process: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _, stderr = process.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("hung")
+    return process.returncode, stderr.decode()
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except OSError:
+            pass
+    return found
+
+
+def in_group(pgid: int) -> list[int]:
+    left = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[2] == str(pgid) and stat[0] != "Z":
+            left.append(int(p))
+    return left
+
+
+LISTED = """
+import sys
+from embedtune.config import load_config
+from embedtune.kernels import ahead
+from embedtune.run import ahead_kernels
+kernels = ahead_kernels(load_config("configs/quickstart.toml"))
+assert kernels, "the quickstart lists no kernel"
+ahead.compile_now(kernels)
+assert ahead.start(kernels, children=1) is None, "a child started though the cache holds every kernel"
+print(len(kernels))
+"""
+
+
+def test_the_quickstart_given_its_listed_kernels_compiles_nothing_and_starts_no_child(tmp_path):
+    """The list is what the run calls, argument types and all (numba's cache keys by them): once the list is
+    compiled, the run says no compile (said at its first) and starts no child."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    listed = subprocess.run([sys.executable, "-c", LISTED], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert listed.returncode == 0, listed.stderr
+    run = cli([*QUICKSTART, "-o", tmp_path / "out.txt"], tmp_path / "cache", ahead="1")
+    seen = []
+    while run.poll() is None:
+        seen += children(run.pid)
+        time.sleep(0.01)
+    code, stderr = finished(run)
+    assert code == 0, stderr
+    assert SAID not in stderr
+    assert not seen, f"processes {seen} started by a warm run"
+
+
+def test_a_cold_run_with_a_child_writes_the_bytes_of_a_run_without(tmp_path):
+    """Kernels a child compiled into the cache are the run's own: the same output bytes as a cold run that
+    compiles every kernel itself; the child is reaped (none left in the run's process group)."""
+    with_child = cli([*QUICKSTART, "-o", tmp_path / "with.txt"], tmp_path / "one", ahead="1")
+    seen = []
+    while with_child.poll() is None:
+        seen += children(with_child.pid)
+        time.sleep(0.01)
+    code, stderr = finished(with_child)
+    assert code == 0, stderr
+    assert stderr.count(SAID) == 1
+    assert seen, "no child compiled ahead on a cold cache"
+    assert not in_group(with_child.pid)
+    without = cli([*QUICKSTART, "-o", tmp_path / "without.txt"], tmp_path / "two", ahead="0")
+    code, stderr = finished(without)
+    assert code == 0, stderr
+    assert (tmp_path / "with.txt").read_bytes() == (tmp_path / "without.txt").read_bytes()
+
+
+KILLED = """
+import os, sys, time
+import numpy as np
+from embedtune.kernels import ahead
+from embedtune.kernels.tokens import rehash, units_with_pieces, expand
+kernels = [k for k in ahead._reader() if k.name in ("rehash", "units_with_pieces", "expand")]
+started = ahead.start(kernels, children=1)
+assert started is not None
+while not os.listdir(started.folder):   # the child has claimed the list's last
+    time.sleep(0.01)
+started.children[0].{how}
+# each kernel called: the child's claim is waited for, its end seen, and the kernel compiled here
+thash = np.zeros(8, np.uint64)
+rehash(thash, 0, np.zeros(8, np.int32))
+units_with_pieces(np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int32))
+expand(np.zeros(0, np.int32), np.zeros(2, np.int32), np.zeros(3, np.int64), np.zeros(0, np.int32))
+pid = started.children[0].pid
+started.close()
+assert not os.path.exists(started.folder)
+print(pid)
+"""
+
+
+@pytest.mark.parametrize("how", ["kill()", "send_signal(15)"])
+def test_a_child_killed_while_it_compiles_leaves_the_run_to_compile_as_before(tmp_path, how):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    ran = subprocess.run([sys.executable, "-c", KILLED.replace("{how}", how)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    assert not os.path.exists(f"/proc/{ran.stdout.strip()}")
+
+
+def test_ctrl_c_while_a_child_compiles_stops_the_run_and_the_child(tmp_path):
+    """Ctrl-C at a terminal reaches the whole job: the child ignores it (its output would be a traceback), the run
+    exits 130 and kills and reaps it."""
+    run = cli([*QUICKSTART, "-o", tmp_path / "out.txt"], tmp_path / "cache", ahead="1")
+    deadline = time.monotonic() + 120
+    while not children(run.pid) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert run.poll() is None, "the run ended before a child started"
+    time.sleep(0.5)
+    os.killpg(run.pid, signal.SIGINT)
+    code, stderr = finished(run)
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    deadline = time.monotonic() + 5
+    while in_group(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not in_group(run.pid)
+
+
+def test_a_run_killed_at_once_leaves_no_child_behind(tmp_path):
+    """kill -9 gives the run no time to end its children: each ends when the run's end of its input closes."""
+    run = cli([*QUICKSTART, "-o", tmp_path / "out.txt"], tmp_path / "cache", ahead="1")
+    deadline = time.monotonic() + 120
+    while not (found := children(run.pid)) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert found, "no child started"
+    os.kill(run.pid, signal.SIGKILL)
+    run.communicate()
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{p}") and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3]
+              for p in found) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in found if os.path.exists(f"/proc/{p}")
+                and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3]]
