@@ -19,8 +19,8 @@ compiles for its own (tests/test_compile_ahead.py checks that a run given the li
 A warm run (its cache holds every kernel listed) starts nothing. The children are the run's to end: ``Ahead.close``
 (the run's exit, an error, Ctrl-C) kills and reaps them; they ignore Ctrl-C (the terminal sends it to the whole
 job; the run ends them), write nothing to the terminal, and exit when the run's end of their input closes (the
-run killed at once). One child per core beyond the two a run keeps busy itself (``RUN_CORES``), at most
-``MOST_CHILDREN``; two cores or fewer: none.
+run killed at once). One child per core beyond the run's own (``RUN_CORES``), at most ``MOST_CHILDREN``; one
+core: none.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 # EMBEDTUNE_COMPILE_AHEAD=N: N children whatever the cores (0: none), read at each run's start (the tests and
 # benchmarks/first_run.py compare runs with and without).
 ENVIRONMENT = "EMBEDTUNE_COMPILE_AHEAD"
-# The cores a cold run keeps busy itself while it reads and counts (the text reader's second process, the output
-# rendered ahead on a thread, the parallel kernels): on 2 cores a child found none free, and cost ~2 CPU-s more
-# for no shorter wall, at load 2.3-4.7 as at 8-16 (benchmarks/log/first_run.md, 2026-12-07).
-RUN_CORES = 2
+# The cores left to the run itself. On 2 quiet cores one child shortened the cold quickstart (its compiles
+# mostly on the run's one busy thread); where other work took the second core it did not, and a child costs
+# about 2 CPU-s of its own start either way (benchmarks/log/first_run.md, 2026-12-07).
+RUN_CORES = 1
 # Each child imports numba and the kernels' modules (about a CPU-second) before it compiles: more than a few
 # would share the list's largest kernels with nothing left for the rest.
 MOST_CHILDREN = 3
