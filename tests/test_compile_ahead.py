@@ -63,6 +63,15 @@ def in_group(pgid: int) -> list[int]:
     return left
 
 
+def children_until_it_ends(process) -> list[int]:
+    """The child processes seen under ``process`` (looked for every 10 ms) until it ends."""
+    seen = []
+    while process.poll() is None:
+        seen += children(process.pid)
+        time.sleep(0.01)
+    return seen
+
+
 LISTED = """
 import sys
 from embedtune.config import load_config
@@ -84,10 +93,7 @@ def test_the_quickstart_given_its_listed_kernels_compiles_nothing_and_starts_no_
                             timeout=600)
     assert listed.returncode == 0, listed.stderr
     run = cli([*QUICKSTART, "-o", tmp_path / "out.txt"], tmp_path / "cache", ahead="1")
-    seen = []
-    while run.poll() is None:
-        seen += children(run.pid)
-        time.sleep(0.01)
+    seen = children_until_it_ends(run)
     code, stderr = finished(run)
     assert code == 0, stderr
     assert SAID not in stderr
@@ -98,10 +104,7 @@ def test_a_cold_run_with_a_child_writes_the_bytes_of_a_run_without(tmp_path):
     """Kernels a child compiled into the cache are the run's own: the same output bytes as a cold run that
     compiles every kernel itself; the child is reaped (none left in the run's process group)."""
     with_child = cli([*QUICKSTART, "-o", tmp_path / "with.txt"], tmp_path / "one", ahead="1")
-    seen = []
-    while with_child.poll() is None:
-        seen += children(with_child.pid)
-        time.sleep(0.01)
+    seen = children_until_it_ends(with_child)
     code, stderr = finished(with_child)
     assert code == 0, stderr
     assert stderr.count(SAID) == 1
