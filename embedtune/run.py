@@ -354,9 +354,21 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     import importlib
     import threading
 
-    from embedtune.distribute import cluster_from_env
+    # Python's cyclic collector is off while both run, and what they made is frozen after (gc.freeze:
+    # kept for the run, never scanned again). Its full collections re-scanned the growing heap
+    # (TensorFlow's modules, the corpus's lines) with the GIL held and found nothing to free
+    # (benchmarks/README.md, classify). Off from here: the import below is the first of the run's (a fresh
+    # process collected once in it).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        from embedtune.distribute import cluster_from_env
 
-    worker = cluster_from_env() is not None
+        worker = cluster_from_env() is not None
+    except BaseException:   # a TF_CONFIG that does not parse: the caller's error, the collector as it was
+        if collecting:
+            gc.enable()
+        raise
     done = threading.Event()
 
     def load():
@@ -375,12 +387,6 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
             done.set()   # after the import restored fd 2
 
     began = time.perf_counter()
-    # Python's cyclic collector is off while both run, and what they made is frozen after (gc.freeze:
-    # kept for the run, never scanned again). Its full collections re-scanned the growing heap
-    # (TensorFlow's modules, the corpus's lines) with the GIL held and found nothing to free
-    # (benchmarks/README.md, classify).
-    collecting = gc.isenabled()
-    gc.disable()
     thread = threading.Thread(target=load, name="embedtune-import", daemon=True)
     thread.start()
     pending = None
