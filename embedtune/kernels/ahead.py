@@ -210,13 +210,6 @@ def kernels_for(config, corpus_file: bool) -> list[Kernel]:
     return found
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class Ahead:
     """The children compiling ``kernels`` ahead (``start``), and the run's side of their claims."""
 
@@ -313,8 +306,10 @@ def start(kernels: list[Kernel], children: int | None = None) -> Ahead | None:
     number, else one per core beyond RUN_CORES, at most MOST_CHILDREN. None where none is to start, the cache has
     them all, or it cannot be asked (the run compiles as it goes)."""
     if children is None:
+        from embedtune.cores import local_cores
+
         given = os.environ.get(ENVIRONMENT, "")
-        children = int(given) if given.isdigit() else min(_cores() - RUN_CORES, MOST_CHILDREN)
+        children = int(given) if given.isdigit() else min(local_cores() - RUN_CORES, MOST_CHILDREN)
     if not kernels or children < 1:
         return None
     from embedtune._adapters.numba_private import in_cache
