@@ -184,7 +184,10 @@ class TextReader:
             if wanted is not None and rows + n_body > wanted:
                 body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
             if n_body:
-                yield self._parse_lines(body, line, n_body)
+                parsed = self._parse_lines(body, line, n_body)
+                del block, body   # not held while the caller looks at the rows and the next block is read
+                yield parsed
+                del parsed
                 rows += n_body
             line += n_block
             if wanted is not None and rows >= wanted and not exact_count:
@@ -378,6 +381,7 @@ class TextReader:
                 continue
             block = b"".join((rest, memoryview(more)[:cut + 1])) if rest else more[:cut + 1]
             rest = more[cut + 1:]
+            del more   # not held beside its copy while the block is parsed
             if self.progress is not None:
                 self.progress(self.source.consumed(), self.source.size)
             n_block = block.count(b"\n")
