@@ -35,13 +35,11 @@ from embedtune.formats.io import MAX_DIM, UTF8_BOM, check_header_fits, new_matri
 from embedtune.formats.text.ranges import (_cuts, _end_children, _parts, _Range, _receive_rows, _replies, _send_raw,
                                            _shared_counts)
 from embedtune.formats.text.parse import (NUMBER, NotFast, count_fields, load_parser, nth_newline, parse_fast,
-                                          takes_compiled)
-from embedtune.formats.text.parse import parse_header
+                                          parse_header, takes_compiled)
 
 BLOCK_BYTES = 8 << 20  # bytes read at a time; a few MB keeps numpy's per-call costs small
 SLOW_LINES = 64  # below this many lines a failing block goes straight to the per-line reader
-# Below this many bytes per process a fork and the transfer cost more than they save.
-PARALLEL_MIN_BYTES = 16 << 20
+PARALLEL_MIN_BYTES = 16 << 20  # below this many bytes per process a fork and the transfer cost more than they save
 MAX_PROCESSES = 8
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 def _shorten(data: bytes, limit: int = 40) -> str:
@@ -185,9 +183,8 @@ class TextReader:
                 body, n_body = self._cut_at(body, wanted - rows, line, count, exact_count)
             if n_body:
                 parsed = self._parse_lines(body, line, n_body)
-                del block, body   # not held while the caller looks at the rows and the next block is read
+                del block, body   # not held beside the rows the caller has or the next block's bytes
                 yield parsed
-                del parsed
                 rows += n_body
             line += n_block
             if wanted is not None and rows >= wanted and not exact_count:
@@ -380,8 +377,7 @@ class TextReader:
                         self._too_many_values(line + rest.count(b"\n", 0, start), self.dim)
                 continue
             block = b"".join((rest, memoryview(more)[:cut + 1])) if rest else more[:cut + 1]
-            rest = more[cut + 1:]
-            del more   # not held beside its copy while the block is parsed
+            rest, more = more[cut + 1:], None   # not held beside its copy while the block is parsed
             if self.progress is not None:
                 self.progress(self.source.consumed(), self.source.size)
             n_block = block.count(b"\n")
