@@ -11,9 +11,9 @@ words) and the distinct pairs, never the vocabulary squared.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, set_num_threads
+from numba import get_num_threads, njit, prange, set_num_threads
 
-from embedtune.kernels.common import PARALLEL, _search_sorted, _sort, kernel_threads, serial
+from embedtune.kernels.common import PARALLEL, _sort, kernel_threads, serial
 
 # Pairs (positions at most window apart) of one block; the bucket costs 4 bytes a pair (8 past 2^24 words).
 # Smaller blocks cost more merges; each block is also a step of the count's progress bar.
@@ -28,49 +28,74 @@ DISTANCE_BITS = 7
 DISTANCE_MASK = (1 << DISTANCE_BITS) - 1
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
-def _buckets(ids, line, n_words, window, runs, like):
+@njit(nogil=True, cache=True)
+def _bucket_sizes(ids, line, window, lo, hi, mine):
+    """_buckets' first pass over positions [lo, hi): each row's pairs counted into ``mine`` [n_words]."""
+    n = len(ids)
+    for i in range(lo, hi):
+        a = ids[i]
+        for d in range(1, window + 1):
+            if i + d >= n or line[i + d] != line[i]:
+                break
+            mine[min(a, ids[i + d])] += 1
+
+
+@njit(nogil=True, cache=True)
+def _bucket_fill(ids, line, window, lo, hi, fill, partners):
+    """_buckets' second pass over positions [lo, hi): each pair packed into its row's next slot (``fill``)."""
+    n = len(ids)
+    for i in range(lo, hi):
+        a = ids[i]
+        for d in range(1, window + 1):
+            if i + d >= n or line[i + d] != line[i]:
+                break
+            b = ids[i + d]
+            r = min(a, b)
+            partners[fill[r]] = (max(a, b) << DISTANCE_BITS) | d
+            fill[r] += 1
+
+
+def _buckets(ids, line, n_words, window, runs, like, threads=1):
     """(starts [n_words + 1], partners): the partners of row r (the pairs whose smaller id is r) are
     partners[starts[r]:starts[r + 1]], in corpus order, each packed as (its id << DISTANCE_BITS) | distance in
     an array of ``like``'s type (``packed_like``).
 
-    A counting sort over ``runs`` runs of positions at once (a thread each: a row count each, as large as
-    count_block's per-thread sums): each run counts its pairs per row, then fills its own slots of each row,
+    A counting sort over ``runs`` runs of positions at once (on ``threads`` threads: a row count each, as large
+    as count_block's per-thread sums): each run counts its pairs per row, then fills its own slots of each row,
     after the earlier runs' (a pair belongs to its first position's run), so every row's partners are in
     corpus order whatever ``runs`` is. One run had a core do this while the others waited
     (benchmarks/log/glove_job.md). Id and distance in one number: one scattered write a pair, not two (the
     fill's writes land all over the block's buckets: benchmarks/log/glove_job.md)."""
     n = len(ids)
+    cuts = [p * n // runs for p in range(runs + 1)]
     per_run = np.zeros((runs, n_words), np.int64)
-    for p in prange(runs):
-        mine = per_run[p]
-        for i in range(p * n // runs, (p + 1) * n // runs):
-            a = ids[i]
-            for d in range(1, window + 1):
-                if i + d >= n or line[i + d] != line[i]:
-                    break
-                mine[min(a, ids[i + d])] += 1
-    starts = np.zeros(n_words + 1, np.int64)
-    for r in range(n_words):   # each run's first slot of each row: the row's start, then the earlier runs'
-        at = starts[r]
-        for p in range(runs):
-            size = per_run[p, r]
-            per_run[p, r] = at
-            at += size
-        starts[r + 1] = at
+    _each(_bucket_sizes, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p]) for p in range(runs)], threads)
+    # Each run's first slot of each row: the row's start, then the earlier runs' (row-major over (row, run)).
+    slots = np.zeros(n_words * runs + 1, np.int64)
+    np.cumsum(per_run.T.ravel(), out=slots[1:])
+    starts = slots[::runs].copy()
+    per_run[:] = slots[:-1].reshape(n_words, runs).T
+    del slots
     partners = np.empty(starts[n_words], like.dtype)
-    for p in prange(runs):
-        fill = per_run[p]
-        for i in range(p * n // runs, (p + 1) * n // runs):
-            a = ids[i]
-            for d in range(1, window + 1):
-                if i + d >= n or line[i + d] != line[i]:
-                    break
-                b = ids[i + d]
-                r = min(a, b)
-                partners[fill[r]] = (max(a, b) << DISTANCE_BITS) | d
-                fill[r] += 1
+    _each(_bucket_fill, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners) for p in range(runs)],
+          threads)
     return starts, partners
+
+
+def _each(kernel, calls: list, threads: int) -> None:
+    """``kernel(*args)`` for each args of ``calls``, on up to ``threads`` threads (the kernels are ``nogil``).
+    A serial kernel called on threads in place of numba's ``parallel`` loops: those loops' passes were most of a
+    cold run's compile (a parallel count compiled for 6.3 CPU-s, its serial twin 2.9: benchmarks/log/first_run.md),
+    and one set of kernels now serves both the serial and the threaded count."""
+    if threads <= 1 or len(calls) <= 1:
+        for args in calls:
+            kernel(*args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(calls))) as pool:
+        for done in [pool.submit(kernel, *args) for args in calls]:
+            done.result()
 
 
 def packed_like(n_words: int) -> np.ndarray:
@@ -79,140 +104,155 @@ def packed_like(n_words: int) -> np.ndarray:
     return np.zeros(0, np.int32 if n_words << DISTANCE_BITS <= 2**31 else np.int64)
 
 
-def count_block(ids, line, n_words, window, parts):
+def count_block(ids, line, n_words, window, parts, threads=None):
     """The counts of one block of kept ids as CSR (indptr [n_words + 1] int64, cols int32 sorted within each
     row, values float64): X[j, k] (j <= k) sums 1/distance over the pairs of positions on one line at most
-    ``window`` apart with ids {j, k}. ``line``: equal values, the same line. The bits do not depend on
-    ``parts`` (each row is summed in corpus order)."""
-    return _count_block(ids, line, n_words, window, parts, packed_like(n_words))
+    ``window`` apart with ids {j, k}. ``line``: equal values, the same line. The rows are summed in ``parts`` runs
+    of about equal work on ``threads`` threads (None: numba's count, as set_num_threads left it); the bits depend
+    on neither (each row is summed in corpus order)."""
+    return _count_block(ids, line, n_words, window, parts, get_num_threads() if threads is None else threads)
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
-def _count_block(ids, line, n_words, window, parts, like):
-    """count_block's kernel (``like``: _buckets')."""
-    starts, partners = _buckets(ids, line, n_words, window, max(1, parts // 4), like)
+def _count_block(ids, line, n_words, window, parts, threads):
+    starts, partners = _buckets(ids, line, n_words, window, max(1, parts // 4), packed_like(n_words), threads)
     bounds = _even_parts(starts, parts)
     sizes = np.zeros(n_words, np.int64)
-    for p in prange(parts):
-        # The last row each partner was seen in: one pass a row, with nothing to clear after it.
-        seen = np.full(n_words, -1, np.int32)
-        for r in range(bounds[p], bounds[p + 1]):
-            m = 0
-            for e in range(starts[r], starts[r + 1]):
-                c = partners[e] >> DISTANCE_BITS
-                if seen[c] != r:
-                    seen[c] = r
-                    m += 1
-            sizes[r] = m
+    _each(_row_sizes, [(starts, partners, n_words, bounds[p], bounds[p + 1], sizes) for p in range(parts)], threads)
     indptr = np.zeros(n_words + 1, np.int64)
-    for r in range(n_words):
-        indptr[r + 1] = indptr[r] + sizes[r]
+    np.cumsum(sizes, out=indptr[1:])
     cols = np.empty(indptr[n_words], np.int32)
     values = np.empty(indptr[n_words], np.float64)
-    for p in prange(parts):
-        acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
-        for r in range(bounds[p], bounds[p + 1]):
-            o, m, top = indptr[r], 0, r   # a row's partners are r or larger
-            for e in range(starts[r], starts[r + 1]):
-                c = partners[e] >> DISTANCE_BITS
-                if acc[c] == 0:
-                    cols[o + m] = c
-                    m += 1
-                    top = max(top, c)
-                acc[c] += 1.0 / (partners[e] & DISTANCE_MASK)
-            if top - r < SCAN_SPAN * m:   # a dense row: its sums read off in column order, no sort needed
-                q = 0
-                for c in range(r, top + 1):
-                    if acc[c] != 0:
-                        cols[o + q] = c
-                        values[o + q] = acc[c]
-                        acc[c] = 0
-                        q += 1
-            else:
-                row_cols = cols[o:o + m]
-                _sort(row_cols)
-                for q in range(m):
-                    c = row_cols[q]
-                    values[o + q] = acc[c]
-                    acc[c] = 0
+    _each(_row_sums, [(starts, partners, n_words, bounds[p], bounds[p + 1], indptr, cols, values)
+                      for p in range(parts)], threads)
     return indptr, cols, values
 
 
-@njit(inline="always")
+@njit(nogil=True, cache=True)
+def _row_sizes(starts, partners, n_words, lo, hi, sizes):
+    """count_block's first pass over rows [lo, hi): each row's distinct partners, into ``sizes``."""
+    seen = np.full(n_words, -1, np.int32)   # the last row each partner was seen in: nothing to clear after a row
+    for r in range(lo, hi):
+        m = 0
+        for e in range(starts[r], starts[r + 1]):
+            c = partners[e] >> DISTANCE_BITS
+            if seen[c] != r:
+                seen[c] = r
+                m += 1
+        sizes[r] = m
+
+
+@njit(nogil=True, cache=True)
+def _row_sums(starts, partners, n_words, lo, hi, indptr, cols, values):
+    """count_block's second pass over rows [lo, hi): each row's partners summed in corpus order, its columns
+    sorted, into its slots of ``cols`` and ``values``."""
+    acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
+    for r in range(lo, hi):
+        o, m, top = indptr[r], 0, r   # a row's partners are r or larger
+        for e in range(starts[r], starts[r + 1]):
+            c = partners[e] >> DISTANCE_BITS
+            if acc[c] == 0:
+                cols[o + m] = c
+                m += 1
+                top = max(top, c)
+            acc[c] += 1.0 / (partners[e] & DISTANCE_MASK)
+        if top - r < SCAN_SPAN * m:   # a dense row: its sums read off in column order, no sort needed
+            q = 0
+            for c in range(r, top + 1):
+                if acc[c] != 0:
+                    cols[o + q] = c
+                    values[o + q] = acc[c]
+                    acc[c] = 0
+                    q += 1
+        else:
+            row_cols = cols[o:o + m]
+            _sort(row_cols)
+            for q in range(m):
+                c = row_cols[q]
+                values[o + q] = acc[c]
+                acc[c] = 0
+
+
 def _even_parts(starts, parts):
     """[parts + 1] row bounds cutting rows 0..n (``starts``: [n + 1] cumulative work, such as partners) into
     ``parts`` runs of about equal work. Rows cut at equal counts gave the first of 8 parts about three quarters
     of the main job's pairs (the frequent words have the small ids, and a pair sits in its smaller id's row):
     one thread did most of the count while the others waited (benchmarks/log/glove_job.md)."""
     n = len(starts) - 1
+    first, total = int(starts[0]), int(starts[n] - starts[0])
     bounds = np.empty(parts + 1, np.int64)
-    bounds[0] = 0
-    total = starts[n] - starts[0]
+    bounds[0], bounds[parts] = 0, n
     for p in range(1, parts):
-        r = _search_sorted(starts, starts[0] + total * p // parts, False)
+        r = int(np.searchsorted(starts, first + total * p // parts, side="left"))
         bounds[p] = min(max(r, bounds[p - 1]), n)
-    bounds[parts] = n
     return bounds
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True)
-def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1):
+def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1, threads=None):
     """The sum of two CSR counts (cols sorted within rows), as CSR (a's value first in each sum). Rows are
-    merged in ``parts`` runs of about equal cells at once; the bits do not depend on ``parts``."""
+    merged in ``parts`` runs of about equal cells on ``threads`` threads (None: numba's count); the bits depend
+    on neither."""
+    threads = get_num_threads() if threads is None else threads
     n = len(a_ptr) - 1
-    work = a_ptr + b_ptr
-    bounds = _even_parts(work, parts)
+    bounds = _even_parts(a_ptr + b_ptr, parts)
     sizes = np.zeros(n, np.int64)
-    for p in prange(parts):
-        for r in range(bounds[p], bounds[p + 1]):
-            i, j, m = a_ptr[r], b_ptr[r], 0
-            while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
-                if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
-                    i += 1
-                elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
-                    j += 1
-                else:
-                    i += 1
-                    j += 1
-                m += 1
-            sizes[r] = m
+    _each(_merged_sizes, [(a_ptr, a_cols, b_ptr, b_cols, bounds[p], bounds[p + 1], sizes) for p in range(parts)],
+          threads)
     indptr = np.zeros(n + 1, np.int64)
-    for r in range(n):
-        indptr[r + 1] = indptr[r] + sizes[r]
+    np.cumsum(sizes, out=indptr[1:])
     cols = np.empty(indptr[n], np.int32)
     values = np.empty(indptr[n], np.float64)
-    for p in prange(parts):
-        for r in range(bounds[p], bounds[p + 1]):
-            i, j, o = a_ptr[r], b_ptr[r], indptr[r]
-            while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
-                if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
-                    cols[o], values[o] = a_cols[i], a_values[i]
-                    i += 1
-                elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
-                    cols[o], values[o] = b_cols[j], b_values[j]
-                    j += 1
-                else:
-                    cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
-                    i += 1
-                    j += 1
-                o += 1
+    _each(_merge_fill, [(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, bounds[p], bounds[p + 1], indptr, cols,
+                         values) for p in range(parts)], threads)
     return indptr, cols, values
 
 
-# A corpus whose first block of kept ids is shorter than this, or a count on one thread, is counted by
-# count_block's serial twin (one of fewer pairs in numpy: NUMPY_PAIRS): the same counts, bit for bit, for less
-# than half count_block's compile on a cold run (a parallel count of so few pairs gains a fraction of a second at
-# most; benchmarks/log/first_run.md).
+@njit(nogil=True, cache=True)
+def _merged_sizes(a_ptr, a_cols, b_ptr, b_cols, lo, hi, sizes):
+    """merge_rows' first pass over rows [lo, hi): each merged row's cells, into ``sizes``."""
+    for r in range(lo, hi):
+        i, j, m = a_ptr[r], b_ptr[r], 0
+        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                i += 1
+            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                j += 1
+            else:
+                i += 1
+                j += 1
+            m += 1
+        sizes[r] = m
+
+
+@njit(nogil=True, cache=True)
+def _merge_fill(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, lo, hi, indptr, cols, values):
+    """merge_rows' second pass over rows [lo, hi): the merged rows into their slots of ``cols`` and ``values``."""
+    for r in range(lo, hi):
+        i, j, o = a_ptr[r], b_ptr[r], indptr[r]
+        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
+            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                cols[o], values[o] = a_cols[i], a_values[i]
+                i += 1
+            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                cols[o], values[o] = b_cols[j], b_values[j]
+                j += 1
+            else:
+                cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
+                i += 1
+                j += 1
+            o += 1
+
+
+# A corpus whose first block of kept ids is shorter than this, or a count on one thread, is counted on one
+# thread (one of fewer pairs in numpy: NUMPY_PAIRS): the same kernels and counts, bit for bit; threads would
+# gain a few hundredths of a second at most.
 # objectives/glove.py fills each block to BLOCK_PAIRS pairs but the last, so a corpus whose first block is
 # this small is one block.
 SERIAL_POSITIONS = 1 << 18
 
-_count_block_serial = serial(_count_block, _buckets=serial(_buckets))
-
 
 def count_block_serial(ids, line, n_words, window, parts):
-    """count_block compiled without ``parallel``: the same counts, bit for bit."""
-    return _count_block_serial(ids, line, n_words, window, parts, packed_like(n_words))
+    """count_block on this thread alone: the same counts, bit for bit."""
+    return _count_block(ids, line, n_words, window, parts, 1)
 
 
 # A corpus whose first block has at most this many pairs (positions times the window) is counted in numpy
@@ -258,7 +298,7 @@ def count(blocks, n_words: int, window: int, threads: int):
             if len(ids) * window <= NUMPY_PAIRS:
                 kernel = count_block_numpy
         part = kernel(ids, line, n_words, window, parts)
-        total = part if total is None else merge_rows(*total, *part, parts)
+        total = part if total is None else merge_rows(*total, *part, parts, threads=kernel_threads(threads))
     if total is None:
         return np.zeros(n_words + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)
     return total
