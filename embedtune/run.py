@@ -219,9 +219,10 @@ def ahead_kernels(config: Config, sentences=None) -> list:
         resolved = resolve(dataclasses.replace(config, format=in_format))
     except (EmbedtuneError, OSError):
         return []
+    from embedtune.corpus import fast
     from embedtune.kernels import ahead
 
-    return ahead.kernels_for(resolved, corpus_file=True)
+    return ahead.kernels_for(resolved, corpus_file=True, reader=not fast.small_file(config.corpus))
 
 
 def _counts_compiled(config: Config, sentences) -> bool:
@@ -269,7 +270,8 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
             from embedtune.phases import announce, phase, reporting
 
             with reporting(on_phase):
-                if (compiled or corpus.reads_compiled) and cache_is_cold():   # else seconds without a word
+                reader = corpus.reads_compiled
+                if (compiled or reader) and cache_is_cold(reader):   # else seconds without a word
                     announce("compiling kernels (first run only)")
                     tell_when_compiling(None)   # said before TensorFlow's import can point fd 2 elsewhere
                 with phase("counting the corpus", 0, "B") as advance:

@@ -11,6 +11,16 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(local_cores(), 4))
 
 
+@pytest.fixture(autouse=True)
+def compiled_reader_for_small_files(monkeypatch):
+    """In this process a corpus file of any size takes the compiled reader, as the tests of it were written for
+    small files; a command's process keeps the default (a file under corpus/fast.SMALL_FILE: the reference's
+    passes), and tests/test_corpus.py checks that rule with the real bound."""
+    from embedtune.corpus import fast
+
+    monkeypatch.setattr(fast, "SMALL_FILE", 0)
+
+
 # Module-scoped fixtures that run training (real processes or a whole command). Under xdist, a module's
 # fixture is built again in every test process that runs one of its tests, and again whenever that
 # process's tests of the module are not consecutive; so the tests using one of these go together to one

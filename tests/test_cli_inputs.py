@@ -336,7 +336,8 @@ def test_a_cold_kernel_cache_is_said_in_one_line_and_only_then(small, tmp_path):
     stretch over 2 s): with an empty cache (NUMBA_CACHE_DIR), one line says so before the count; the next run,
     which loads them, says nothing of it. The corpus's bad last line ends each run once the count has run."""
     corpus = tmp_path / "c.txt"
-    corpus.write_bytes(b"the cat sat on the mat\n" * 20000 + b"\xff bad\n")   # past the first bytes' check
+    # past the first bytes' check, and large enough for the compiled reader (corpus/fast.SMALL_FILE)
+    corpus.write_bytes(b"the cat sat on the mat\n" * 50000 + b"\xff bad\n")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
 
     def stderr_lines() -> list[str]:
@@ -345,7 +346,7 @@ def test_a_cold_kernel_cache_is_said_in_one_line_and_only_then(small, tmp_path):
         assert ran.returncode == 1 and ran.stdout == "", ran.stderr
         return ran.stderr.splitlines()
 
-    error = f"Error: {corpus} line 20001: not valid UTF-8 text"
+    error = f"Error: {corpus} line 50001: not valid UTF-8 text"
     first = stderr_lines()
     assert first[1:2] == ["Compiling kernels (first run only) ..."] and first[2].startswith(error), first
     second = stderr_lines()

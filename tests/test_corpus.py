@@ -219,6 +219,27 @@ BYTES = st.binary(max_size=40) | st.lists(st.sampled_from(
     max_size=20).map(b"".join)
 
 
+def test_a_file_under_the_small_bound_takes_the_references_passes_with_the_same_result(tmp_path, monkeypatch):
+    """A plain corpus file of fewer than fast.SMALL_FILE bytes is read by the reference (its kernels not compiled
+    on a fresh install: issue 48.1), one of that many or more by the compiled reader; labelled files keep
+    theirs. Both give the same counts and ids."""
+    from embedtune.corpus.labelled import LabelledCorpus
+
+    text = "the cat sat\n\non the mat, the end\n"
+    monkeypatch.setattr(fast, "SMALL_FILE", len(text.encode()) + 1)
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    small = Corpus(str(path))
+    assert not small.reads_compiled and LabelledCorpus(str(path)).reads_compiled
+    monkeypatch.setattr(fast, "SMALL_FILE", len(text.encode()))
+    large = Corpus(str(path))
+    assert large.reads_compiled
+    counts = [corpus.count() for corpus in (small, large)]
+    assert counts[0] == counts[1] and small.fast is None and large.fast is not None
+    index = {w: i for i, w in enumerate(counts[0][0])}
+    assert [c.ids.tolist() for c in id_chunks(small, index)] == [c.ids.tolist() for c in id_chunks(large, index)]
+
+
 def read_all(path, compiled: bool, lowercase: bool, tokenize: str, vocabulary=FAST_VOCABULARY):
     """Everything a run takes from the corpus: counts in order, totals, digest, numbered id chunks; or
     the error's text."""

@@ -90,6 +90,8 @@ class Corpus(HeldLines):
         else:
             self.path = "<corpus>"
             self.sentences = source
+        if type(self)._numbered_lines is Corpus._numbered_lines and fast.small_file(self.read_path):
+            self.compiled = False   # a sample-sized file: the reference's passes (corpus/fast.SMALL_FILE)
 
     @contextlib.contextmanager
     def _spooling(self, mode: str, **options):

@@ -14,14 +14,14 @@ from embedtune._adapters.numba_private import cache_index
 KERNEL = os.environ.get("EMBEDTUNE_KERNEL", "1") == "1"
 
 
-def cache_is_cold() -> bool:
-    """Whether numba's cache lacks the kernels every compiled run calls first (the corpus reader's scan,
-    the compiler's warm-up): a fresh install, a new numba or Python, another NUMBA_CACHE_DIR. Such a run
-    compiles each kernel as it reaches it, for seconds; a later run loads them. Looks for two index files
+def cache_is_cold(reader: bool = True) -> bool:
+    """Whether numba's cache lacks the kernels every compiled run calls first (the compiler's warm-up, and with
+    ``reader`` the corpus reader's scan): a fresh install, a new numba or Python, another NUMBA_CACHE_DIR. Such a
+    run compiles each kernel as it reaches it, for seconds; a later run loads them. Looks for the index files
     where numba keeps them; compiles nothing (numba's layout unknown: False, nothing said)."""
     from embedtune.kernels import common, tokens
 
-    for kernel in (tokens.scan, common._started):
+    for kernel in (tokens.scan, common._started) if reader else (common._started,):
         index = cache_index(kernel)
         if index is not None and not os.path.exists(index):
             return True

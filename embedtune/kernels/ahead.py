@@ -81,14 +81,15 @@ def _array(dtype: str, ndim: int, readonly: bool = False):
     return types.Array(from_dtype(np.dtype(dtype)), ndim, "C", readonly=readonly)
 
 
-def _reader() -> list[Kernel]:
-    """The corpus file's compiled reader (corpus/fast.py) and the compiler's warm-up (common.warm_up)."""
+def _reader(compiled: bool) -> list[Kernel]:
+    """The compiler's warm-up (common.warm_up) and, where it reads the corpus (``compiled``: not a small file,
+    corpus/fast.SMALL_FILE), the compiled reader (corpus/fast.py)."""
     from numba import types
 
     i64, a = types.int64, _array
     tokens = "embedtune.kernels.tokens"
-    return [
-        Kernel("embedtune.kernels.common", "_started", None, (a("float64", 1),)),
+    warm_up = [Kernel("embedtune.kernels.common", "_started", None, (a("float64", 1),))]
+    return warm_up if not compiled else warm_up + [
         Kernel(tokens, "scan", None, (a("uint8", 1, True), i64, i64, i64, i64, a("uint8", 1), a("uint8", 1), i64,
                                       a("int64", 1), a("int64", 1), a("uint64", 1), a("int64", 1), a("uint8", 1), i64,
                                       a("int32", 1), a("int32", 1), i64, a("int32", 1), a("int64", 1), i64)),
@@ -191,11 +192,11 @@ def _size(path) -> int | None:
         return None
 
 
-def kernels_for(config, corpus_file: bool) -> list[Kernel]:
+def kernels_for(config, corpus_file: bool, reader: bool = True) -> list[Kernel]:
     """The kernels, with their argument types, that a run of ``config`` (resolved: its objective and optimizer
-    decided) calls, in the order it first calls them; ``corpus_file``: the compiled reader counts its corpus
-    (corpus/fast.py). Only glove's compiled run is listed (the README's jobs; another objective compiles as
-    it goes), and only what its files' sizes say surely."""
+    decided) calls, in the order it first calls them; ``corpus_file``: its corpus is a file; ``reader``: the
+    compiled reader counts it (corpus/fast.py; not a small file's). Only glove's compiled run is listed (the
+    README's jobs; another objective compiles as it goes), and only what its files' sizes say surely."""
     t = config.train
     if t.objective != "glove" or not corpus_file:
         return []
@@ -208,7 +209,7 @@ def kernels_for(config, corpus_file: bool) -> list[Kernel]:
     if (config.output is not None and config.format == "glove" and config.to in (None, "glove") and vectors_bytes is not None
             and vectors_bytes >= LARGE_TEXT_VECTORS):
         found += _text_writer()
-    found += _reader()
+    found += _reader(reader)
     found += _new_words(config.vocab.init)
     found += _glove(t.optimizer, bool(t.deterministic), _size(config.corpus))
     return found
