@@ -182,7 +182,10 @@ def run(config: Config, *, vectors: Vectors | None = None, sentences: Iterable |
         loaded = _load(config, vectors, reading, on_load, note, on_phase, kernels=_counts_compiled(config, sentences))
         config, vectors = loaded.config, loaded.vectors
         objective = objective_class(config.train.objective)
-        ahead = _render_ahead(config, vectors, loaded.out_format, read)
+        # A child compiling the writer's kernels: the lines wait for the count (the render thread would compile them
+        # itself, niced, holding numba's compiler lock while the count waits for its own).
+        ahead = _render_ahead(config, vectors, loaded.out_format, read,
+                              held=compiling is not None and compiling.compiles("embedtune.formats.text."))
         if ahead is not None:
             rendering.callback(ahead.stop)   # at the write, or at an error before it
         return _run(config, loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
@@ -234,10 +237,11 @@ def _counts_compiled(config: Config, sentences) -> bool:
     return sentences is None and config.corpus is not None and fast.ENABLED
 
 
-def _render_ahead(config: Config, vectors: Vectors, out_format: str | None, read: bool):
+def _render_ahead(config: Config, vectors: Vectors, out_format: str | None, read: bool, held: bool = False):
     """The output's lines rendered while the run sets up and trains, on a core its set-up leaves free
     (formats.render_ahead): a text output, written here (not a worker of several other than the chief).
-    ``read``: the vectors were read from config.vectors, whose lines are copied where they are the same text."""
+    ``read``: the vectors were read from config.vectors, whose lines are copied where they are the same text;
+    ``held``: the rendering waits for its ``go()`` (_run's, once the corpus is counted)."""
     from embedtune.distribute import is_chief
 
     if config.output is None or out_format is None or not is_chief():
@@ -245,8 +249,8 @@ def _render_ahead(config: Config, vectors: Vectors, out_format: str | None, read
     from embedtune import formats
 
     if read:
-        return formats.render_ahead(vectors, out_format, config.vectors, config.format)
-    return formats.render_ahead(vectors, out_format)
+        return formats.render_ahead(vectors, out_format, config.vectors, config.format, held=held)
+    return formats.render_ahead(vectors, out_format, held=held)
 
 
 def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrite_checkpoints, keep_checkpoints,
@@ -277,6 +281,8 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
                 with phase("counting the corpus", 0, "B") as advance:
                     seconds["count_and_import"] = count_while_importing(
                         corpus, freeze=own_process, tensorflow=tensorflow, compiled=compiled, advance=advance)
+        if ahead is not None:
+            ahead.go()   # held until the count (run's held=): a child has compiled the writer's kernels meanwhile
         from embedtune.distribute import strategy_from_env
         from embedtune.training import train   # imported by now, when counted (count_while_importing)
 

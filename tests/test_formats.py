@@ -671,6 +671,32 @@ def test_lines_rendered_ahead_write_the_same_bytes(tmp_path, wait):
     assert render_ahead(base, "word2vec-binary") is None
 
 
+def test_held_lines_render_nothing_until_go_and_stop_ends_them_either_way(tmp_path):
+    """render_ahead(held=True) (a cold run's: kernels/ahead.py) renders no block before ``go()``, then every one;
+    stopped without ``go()`` it ends at once, rendering nothing, and the write renders every line itself."""
+    import time
+
+    from embedtune.formats import render_ahead
+
+    base = load_vectors(SAMPLE, limit=3000)
+    held = render_ahead(base, "glove", held=True)
+    time.sleep(0.3)
+    assert held.blocks == {}
+    held.go()
+    for _ in range(3000):   # up to 30 s
+        if len(held.blocks) == -(-len(base) // held.rows_per_block):
+            break
+        time.sleep(0.01)
+    assert len(held.blocks) == -(-len(base) // held.rows_per_block)
+    held.stop()
+    never = render_ahead(base, "glove", held=True)
+    never.stop()   # returns: the thread was let go and saw the stop first
+    assert never.blocks == {} and not never._thread.is_alive()
+    save_vectors(base, tmp_path / "ahead", "glove", ahead=never)
+    save_vectors(base, tmp_path / "plain", "glove")
+    assert (tmp_path / "ahead").read_bytes() == (tmp_path / "plain").read_bytes()
+
+
 def _verbatim(lines: list[bytes], words: list[str], rows: np.ndarray) -> np.ndarray:
     """verbatim.py's kernel over ``lines`` (each ended by a line feed) for ``words`` and ``rows``."""
     from embedtune.formats.text.verbatim import verbatim_lines

@@ -448,12 +448,13 @@ def find_duplicates(words) -> list:
 # -- saving ------------------------------------------------------------------------------------
 
 def render_ahead(vectors: Vectors, format: str, source: str | None = None,
-                 source_format: str | None = None) -> RenderedAhead | None:
+                 source_format: str | None = None, held: bool = False) -> RenderedAhead | None:
     """The lines of ``vectors`` as ``format`` writes them, rendered from now on a thread of their own, for a
     later save_vectors(ahead=...) of the same rows (or of them changed in part: those lines are rendered
     again); None when the format is not text, or its text is too big to hold (text/write.py AHEAD_MAX_BYTES).
     ``source``: the file ``vectors`` were read from, in ``source_format``: when that is a text format, its
-    lines that are the very text the writer would render are copied instead (text/verbatim.py)."""
+    lines that are the very text the writer would render are copied instead (text/verbatim.py). ``held``: the
+    rendering waits for the returned object's ``go()``."""
     matrix = vectors.matrix
     if not rendered_ahead_bytes(*matrix.shape, format) or matrix.dtype != np.float32 or not matrix.flags.c_contiguous:
         return None
@@ -463,7 +464,7 @@ def render_ahead(vectors: Vectors, format: str, source: str | None = None,
         from embedtune.formats.text.verbatim import InputLines
 
         lines = InputLines(source, header=source_format != "glove")
-    return RenderedAhead(vectors.words, matrix, lines)
+    return RenderedAhead(vectors.words, matrix, lines, held)
 
 
 def rendered_ahead_bytes(n: int, dim: int, format: str) -> int:

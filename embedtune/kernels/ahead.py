@@ -194,9 +194,10 @@ def _size(path) -> int | None:
 
 def kernels_for(config, corpus_file: bool, reader: bool = True) -> list[Kernel]:
     """The kernels, with their argument types, that a run of ``config`` (resolved: its objective and optimizer
-    decided) calls, in the order it first calls them; ``corpus_file``: its corpus is a file; ``reader``: the
-    compiled reader counts it (corpus/fast.py; not a small file's). Only glove's compiled run is listed (the
-    README's jobs; another objective compiles as it goes), and only what its files' sizes say surely."""
+    decided) calls, in the order it first calls them (the text writer's put last: a child's first);
+    ``corpus_file``: its corpus is a file; ``reader``: the compiled reader counts it (corpus/fast.py; not a small
+    file's). Only glove's compiled run is listed (the README's jobs; another objective compiles as it goes), and
+    only what its files' sizes say surely."""
     t = config.train
     if t.objective != "glove" or not corpus_file:
         return []
@@ -204,14 +205,14 @@ def kernels_for(config, corpus_file: bool, reader: bool = True) -> list[Kernel]:
 
     if not kernels.KERNEL:
         return []
-    found = []
+    found = _reader(reader) + _new_words(config.vocab.init) + _glove(t.optimizer, bool(t.deterministic),
+                                                                     _size(config.corpus))
     vectors_bytes = _size(config.vectors)
     if (config.output is not None and config.format == "glove" and config.to in (None, "glove") and vectors_bytes is not None
             and vectors_bytes >= LARGE_TEXT_VECTORS):
+        # Last, so that a child compiles it first: the run's lines rendered ahead wait for the count (run.py, held)
+        # rather than compile them on a niced thread that holds numba's lock while the run's own waits.
         found += _text_writer()
-    found += _reader(reader)
-    found += _new_words(config.vocab.init)
-    found += _glove(t.optimizer, bool(t.deterministic), _size(config.corpus))
     return found
 
 
@@ -249,6 +250,10 @@ class Ahead:
                 child.stdin.flush()   # kept open: its end tells the child the run is gone
             except OSError:   # died at once: the run compiles its share
                 pass
+
+    def compiles(self, module_prefix: str) -> bool:
+        """Whether a kernel of a module whose name starts with ``module_prefix`` is among those compiled ahead."""
+        return any(kernel.module.startswith(module_prefix) for kernel in self.kernels)
 
     def _claim(self, label: str, owner: str) -> bool:
         try:

@@ -57,14 +57,19 @@ class RenderedAhead:
     source : the text file the rows were read from, as an InputLines (verbatim.py): its lines that are the
         rendering of their rows are copied, not rendered (GloVe's, but for a few); None, or a table rendered in
         numpy (``renders_compiled``): every line rendered.
+    held : the thread waits for ``go`` before its first block (a cold run: its compiles would hold numba's
+        compiler lock, from a niced thread, while the run's own thread waits to compile; kernels/ahead.py).
     """
 
-    def __init__(self, words, matrix: np.ndarray, source: InputLines | None = None):
+    def __init__(self, words, matrix: np.ndarray, source: InputLines | None = None, held: bool = False):
         self.compiled = renders_compiled(*matrix.shape)
         self.words, self.matrix, self.source = words, matrix, source if self.compiled else None
         self.rows_per_block = rows_per_block(matrix.shape[1])
         self.blocks: dict[int, bytes] = {}   # a block's first row -> its lines
         self._stopping = threading.Event()
+        self._going = threading.Event()
+        if not held:
+            self._going.set()
         self._thread = threading.Thread(target=self._render, name="embedtune-render-ahead", daemon=True)
         self._thread.start()
 
@@ -87,6 +92,7 @@ class RenderedAhead:
                            min(19, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + AHEAD_NICE))
         except (AttributeError, OSError):
             pass
+        self._going.wait()
         try:
             with self.source or contextlib.nullcontext():
                 for start in range(0, n, self.rows_per_block):
@@ -109,9 +115,14 @@ class RenderedAhead:
         text, digits = _render_lines([words[i] for i in redo], rows[redo], digits, self.compiled)
         return _splice(lines, len(words), redo, text), digits
 
+    def go(self) -> None:
+        """Let a held rendering start."""
+        self._going.set()
+
     def stop(self) -> None:
         """End the rendering (at the end of its current block) and wait for it."""
         self._stopping.set()
+        self._going.set()
         self._thread.join()
 
     def lines(self, words, rows: np.ndarray, start: int, digits: int) -> tuple[bytes, int] | None:
