@@ -141,8 +141,7 @@ def _glove(optimizer: str, deterministic: bool, corpus_bytes: int | None) -> lis
     found = []
     if large:
         ids, counts, csr = (a("int32", 1), a("int32", 1)), a("int64", 1), (a("int64", 1), a("int32", 1), a("float64", 1))
-        found += [Kernel(cooccur, "_bucket_sizes", None, (*ids, i64, i64, i64, counts)),
-                  Kernel(cooccur, "_bucket_fill", None, (*ids, i64, i64, i64, counts, a("int32", 1))),
+        found += [Kernel(cooccur, "_bucket_pass", None, (*ids, i64, i64, i64, counts, a("int32", 1))),
                   Kernel(cooccur, "_row_sizes", None, (counts, a("int32", 1), i64, i64, i64, counts)),
                   Kernel(cooccur, "_row_sums", None, (counts, a("int32", 1), i64, i64, i64, *csr)),
                   Kernel(cooccur, "_merged_sizes", None, (*csr[:2], *csr[:2], i64, i64, counts)),

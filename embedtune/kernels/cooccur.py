@@ -29,21 +29,12 @@ DISTANCE_MASK = (1 << DISTANCE_BITS) - 1
 
 
 @njit(nogil=True, cache=True)
-def _bucket_sizes(ids, line, window, lo, hi, mine):
-    """_buckets' first pass over positions [lo, hi): each row's pairs counted into ``mine`` [n_words]."""
+def _bucket_pass(ids, line, window, lo, hi, slots, partners):
+    """_buckets' pass over positions [lo, hi): with ``partners`` empty, each row's pairs counted into ``slots``
+    [n_words]; else each pair packed into its row's next slot, ``slots`` (the run's next slot of each row)
+    moved on. One kernel for both passes: one compile."""
     n = len(ids)
-    for i in range(lo, hi):
-        a = ids[i]
-        for d in range(1, window + 1):
-            if i + d >= n or line[i + d] != line[i]:
-                break
-            mine[min(a, ids[i + d])] += 1
-
-
-@njit(nogil=True, cache=True)
-def _bucket_fill(ids, line, window, lo, hi, fill, partners):
-    """_buckets' second pass over positions [lo, hi): each pair packed into its row's next slot (``fill``)."""
-    n = len(ids)
+    fill = len(partners) > 0
     for i in range(lo, hi):
         a = ids[i]
         for d in range(1, window + 1):
@@ -51,8 +42,9 @@ def _bucket_fill(ids, line, window, lo, hi, fill, partners):
                 break
             b = ids[i + d]
             r = min(a, b)
-            partners[fill[r]] = (max(a, b) << DISTANCE_BITS) | d
-            fill[r] += 1
+            if fill:
+                partners[slots[r]] = (max(a, b) << DISTANCE_BITS) | d
+            slots[r] += 1
 
 
 def _buckets(ids, line, n_words, window, runs, like, threads=1):
@@ -69,7 +61,9 @@ def _buckets(ids, line, n_words, window, runs, like, threads=1):
     n = len(ids)
     cuts = [p * n // runs for p in range(runs + 1)]
     per_run = np.zeros((runs, n_words), np.int64)
-    _each(_bucket_sizes, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p]) for p in range(runs)], threads)
+    counting = np.empty(0, like.dtype)
+    _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], counting) for p in range(runs)],
+          threads)
     # Each run's first slot of each row: the row's start, then the earlier runs' (row-major over (row, run)).
     slots = np.zeros(n_words * runs + 1, np.int64)
     np.cumsum(per_run.T.ravel(), out=slots[1:])
@@ -77,7 +71,7 @@ def _buckets(ids, line, n_words, window, runs, like, threads=1):
     per_run[:] = slots[:-1].reshape(n_words, runs).T
     del slots
     partners = np.empty(starts[n_words], like.dtype)
-    _each(_bucket_fill, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners) for p in range(runs)],
+    _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners) for p in range(runs)],
           threads)
     return starts, partners
 
