@@ -64,12 +64,13 @@ def _buckets(ids, line, n_words, window, runs, like, threads=1):
     counting = np.empty(0, like.dtype)
     _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], counting) for p in range(runs)],
           threads)
-    # Each run's first slot of each row: the row's start, then the earlier runs' (row-major over (row, run)).
-    slots = np.zeros(n_words * runs + 1, np.int64)
-    np.cumsum(per_run.T.ravel(), out=slots[1:])
-    starts = slots[::runs].copy()
-    per_run[:] = slots[:-1].reshape(n_words, runs).T
-    del slots
+    starts = np.zeros(n_words + 1, np.int64)
+    np.cumsum(per_run.sum(axis=0), out=starts[1:])
+    at = starts[:-1].copy()   # each run's first slot of each row: the row's start, then the earlier runs'
+    for p in range(runs):     # (a row's worth of memory at a time, not another runs x n_words)
+        size = per_run[p].copy()
+        per_run[p] = at
+        at += size
     partners = np.empty(starts[n_words], like.dtype)
     _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners) for p in range(runs)],
           threads)
