@@ -229,9 +229,10 @@ def ahead_kernels(config: Config, sentences=None) -> list:
 
 
 def _counts_compiled(config: Config, sentences) -> bool:
-    """Whether the run's corpus is a file the compiled reader counts (corpus/fast.py; numba loaded then,
-    before the steps, whichever they are): known before the vectors are read, unlike the step's choice,
-    which waits for the objective that the vectors' format resolves."""
+    """Whether the run's corpus is a file the compiled reader may count (corpus/fast.py: not a file under
+    fast.SMALL_FILE, which ahead_kernels asks apart; numba loaded then, before the steps, whichever they are):
+    known before the vectors are read, unlike the step's choice, which waits for the objective that the vectors'
+    format resolves."""
     from embedtune.corpus import fast
 
     return sentences is None and config.corpus is not None and fast.ENABLED

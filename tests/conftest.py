@@ -15,7 +15,7 @@ def pytest_xdist_auto_num_workers(config):
 def compiled_reader_for_small_files(monkeypatch):
     """In this process a corpus file of any size takes the compiled reader, as the tests of it were written for
     small files; a command's process keeps the default (a file under corpus/fast.SMALL_FILE: the reference's
-    passes), and tests/test_corpus.py checks that rule with the real bound."""
+    passes), and tests/test_corpus.py checks that rule with a bound of its own."""
     from embedtune.corpus import fast
 
     monkeypatch.setattr(fast, "SMALL_FILE", 0)

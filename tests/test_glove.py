@@ -341,8 +341,8 @@ def test_a_bucketed_pair_packs_its_partner_and_distance_in_int32_or_int64_with_t
 
 def test_a_small_corpus_is_counted_by_numpy_or_the_serial_twin_with_the_same_bits(monkeypatch):
     """A corpus of few pairs is counted in numpy (no kernel compiled, issue 48.1); one of one small block, or a
-    count on one thread, by count_block's serial twin (so that a cold run compiles only that); both with the
-    parallel kernel's bits; a larger one by count_block."""
+    count on one thread, by count_block_serial (count_block's kernels on one thread); both with count_block's
+    bits; a larger one by count_block."""
     from embedtune.kernels import cooccur
     from embedtune.kernels.common import kernel_threads
 

@@ -43,9 +43,10 @@ RUN_CORES = 1
 # Each child imports numba and the kernels' modules (about a CPU-second) before it compiles: more than a few
 # would share the list's largest kernels with nothing left for the rest.
 MOST_CHILDREN = 3
-# A corpus file this large or larger counts its pairs and takes their dot products with the kernels' parallel
-# forms (and the new words' biases with theirs: kernels/cooccur.py); one this small or smaller with numpy and the
-# dot products' serial twin. Between the two, neither is guessed: the run compiles what it takes.
+# A corpus file this large or larger counts its pairs with the count's kernels, merges its blocks, and takes their
+# dot products with _pair_dots' parallel form (and the new words' biases compiled: kernels/cooccur.py); one this
+# small or smaller with numpy and the dot products' serial twin. Between the two, neither is guessed: the run
+# compiles what it takes.
 LARGE_CORPUS = 16 << 20
 SMALL_CORPUS = 2 << 20
 # A text vectors file this large holds more values than formats/text/write.COMPILED_MIN_VALUES (its lines are
