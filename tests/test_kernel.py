@@ -10,6 +10,8 @@ reference), on two frozen rows untouched and the loss falling.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from embedtune import kernels
 from embedtune.config import resolve
 from embedtune.corpus import Corpus
 from embedtune.plan.rules import make_plan
+from embedtune.training.checkpoints import state
 from embedtune.training.step import TensorFlowStep
 from embedtune.training.trainer import Trainer
 
@@ -28,14 +31,14 @@ FREEZE_TOP = 200   # GloVe's 200 most frequent words frozen, FROZEN among them
 
 
 def make_trainer(kernel: bool, negatives: str, monkeypatch, threads: int = 2, drop=("police",),
-                 deterministic: bool = True) -> tuple:
+                 deterministic: bool = True, **changes) -> tuple:
     """A trainer over the sample (``drop`` left out of GloVe: new rows), FROZEN frozen. Deterministic
     unless asked: the batch-synchronous kernel, the TF step's arithmetic (otherwise per-pair
     negatives take the lock-free kernel)."""
     monkeypatch.setattr(kernels, "KERNEL", kernel)
     vectors = glove(20000, drop=drop)
     config = resolve(make_config({"freeze_top": FREEZE_TOP}, batch_size=512, sample=0.0, lr=0.05, negatives=negatives, seed=3,
-                                 context_init="word", threads=threads, deterministic=deterministic))
+                                 context_init="word", threads=threads, deterministic=deterministic, **changes))
     corpus = Corpus(LINES)
     counts, _, _ = corpus.count()
     trainer = Trainer(vectors.matrix, make_plan(vectors, list(drop), config.vocab), counts, config, corpus=corpus)
@@ -323,3 +326,38 @@ def test_the_compiled_window_pairs_are_the_masks_pairs_in_their_order(window):
             assert got.dtype == np.int32
             np.testing.assert_array_equal(got, want)
         assert n < 100 or len(made[0]) > n   # a real chunk's pairs, not an edge case
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_checkpoint_of_either_step_restores_into_the_other_every_table_and_state(optimizer, monkeypatch, tmp_path):
+    """A compiled step's checkpoint is its own arrays (tables.npz: no TensorFlow), TensorFlow's step's a
+    tf.train.Checkpoint (tables.index, tables.data-*); each step restores the other's form (EMBEDTUNE_KERNEL=0
+    switches the step, not the settings), every table and optimizer state bit for bit, and a compiled step's
+    variables, read after its archive was restored, hold what it restored."""
+    fp = {"rows": "r", "corpus": {}, "settings": {}}
+    compiled, corpus, _ = make_trainer(True, "per-pair", monkeypatch, optimizer=optimizer)
+    run_steps(compiled, batches_of(compiled, corpus, 2), [0.05, 0.05])
+    os.mkdir(tmp_path / "arrays")
+    state.write(str(tmp_path / "arrays"), compiled, state.Position(steps=2), fp)
+    assert sorted(os.listdir(tmp_path / "arrays")) == ["state.json", "tables.npz"]
+    saved = {name: value.copy() for name, value in compiled.checkpoint_arrays().items()}
+    assert set(saved) == {"trainable", "side"} | ({"word_m", "word_v", "word_iterations", "side_m", "side_v",
+                                                   "side_iterations"} if optimizer == "adam" else set())
+
+    stepped, _, _ = make_trainer(False, "per-pair", monkeypatch, optimizer=optimizer)
+    assert state.load(str(tmp_path / "arrays"), stepped, fp).steps == 2
+    for name, var in stepped._variables().items():
+        np.testing.assert_array_equal(bits(var.numpy()), bits(saved[name]), err_msg=name)
+    run_steps(stepped, batches_of(stepped, corpus, 2), [0.05, 0.05])
+    os.mkdir(tmp_path / "tensorflow")
+    state.write(str(tmp_path / "tensorflow"), stepped, state.Position(steps=4), fp)
+    assert "tables.index" in os.listdir(tmp_path / "tensorflow")
+    after = {name: var.numpy() for name, var in stepped._variables().items()}
+
+    again, _, _ = make_trainer(True, "per-pair", monkeypatch, optimizer=optimizer)
+    assert state.load(str(tmp_path / "tensorflow"), again, fp).steps == 4
+    for name, value in again.checkpoint_arrays().items():
+        np.testing.assert_array_equal(bits(value), bits(after[name]), err_msg=name)
+    assert state.load(str(tmp_path / "arrays"), again, fp).steps == 2
+    for name, var in again._variables().items():   # synced from the restored arrays when read
+        np.testing.assert_array_equal(bits(var.numpy()), bits(saved[name]), err_msg=name)

@@ -293,7 +293,7 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before_and_said(vectors, un
     checkpoints = copy_of(uninterrupted["checkpoints"], tmp_path / "checkpoints")
     oldest, middle, newest = checkpoint_steps(checkpoints)
     (checkpoints / f"ckpt-{newest}" / "state.json").write_text('{"position": {"epoch": 1, "ste')
-    data = checkpoints / f"ckpt-{middle}" / "tables.data-00000-of-00001"
+    data = checkpoints / f"ckpt-{middle}" / "tables.npz"   # the compiled step's arrays, cut short
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     output = tmp_path / "tuned.txt"
     code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--resume", "--keep-checkpoints")
@@ -302,20 +302,22 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before_and_said(vectors, un
     notes = [line for line in stderr.splitlines() if line.startswith("Note: skipped 2 damaged checkpoints")]
     assert len(notes) == 1, stderr
     assert f"ckpt-{newest}{os.sep}state.json: damaged, not JSON" in notes[0]
-    assert f"ckpt-{middle}{os.sep}tables.data-00000-of-00001: damaged" in notes[0]
+    assert f"ckpt-{middle}{os.sep}tables.npz: damaged" in notes[0]
     assert notes[0].endswith(f"resuming from the one before, ckpt-{oldest}")
     assert output.read_bytes() == uninterrupted["a"]
 
 
 def test_a_folder_of_damaged_checkpoints_is_a_one_line_error_naming_the_newest(vectors, uninterrupted, tmp_path):
     checkpoints = copy_of(uninterrupted["checkpoints"], tmp_path / "checkpoints")
-    for step in checkpoint_steps(checkpoints):
-        (checkpoints / f"ckpt-{step}" / "tables.index").write_bytes(b"not an index")
+    for step in checkpoint_steps(checkpoints):   # a byte of each array flipped: zip's CRC tells
+        arrays = bytearray((checkpoints / f"ckpt-{step}" / "tables.npz").read_bytes())
+        arrays[len(arrays) // 3] ^= 0x10
+        (checkpoints / f"ckpt-{step}" / "tables.npz").write_bytes(bytes(arrays))
     output = tmp_path / "tuned.txt"
     code, stderr = run_here(vectors, output, "--checkpoint-dir", checkpoints, "--resume")
     assert code == 1
     newest = checkpoint_steps(checkpoints)[-1]
-    assert_one_error_line(stderr, f"Error: {checkpoints / f'ckpt-{newest}' / 'tables.index'}: damaged (",
+    assert_one_error_line(stderr, f"Error: {checkpoints / f'ckpt-{newest}' / 'tables.npz'}: damaged (",
                           "no earlier checkpoint in the folder can be read either")
     assert not output.exists()
 
@@ -354,27 +356,40 @@ def test_resume_refuses_vectors_with_other_values_for_the_same_words(vectors, un
 def test_pruning_follows_the_order_this_run_wrote_in_not_step_numbers(tmp_path):
     # A resume that falls back past a damaged ckpt-20 to ckpt-10 writes 11, 12, 13: those are the
     # newest three, and the damaged ckpt-20, out of this run's line, goes first.
-    from embedtune._tf import tf
+    import numpy as np
+
     from embedtune.training.checkpoints.folder import Folder
     from embedtune.training.checkpoints.state import Position
     from embedtune.errors import EmbedtuneError
 
-    table = tf.Variable(tf.zeros([4, 2]))
-    tables = tf.train.Checkpoint(table=table)
+    class Tables:
+        """What a folder saves and restores of a trainer (a compiled step's form): one table."""
+        table = np.zeros((4, 2), np.float32)
+
+        def checkpoint_arrays(self):
+            return {"table": self.table}
+
+        def checkpoint_shapes(self):
+            return {"table": (self.table.shape, self.table.dtype)}
+
+        def restored(self, arrays):
+            self.table[...] = arrays["table"]
+
+    tables = Tables()
     fp = {"rows": "r", "corpus": {}, "settings": {}}
     with Folder(str(tmp_path)) as folder:
         folder.open(resume=False)
         with pytest.raises(EmbedtuneError, match="another run .* is writing checkpoints to this folder"):
             Folder(str(tmp_path)).open(resume=True)
         for step in (10, 20):
-            table.assign(tf.fill([4, 2], float(step)))
+            tables.table[...] = step
             folder.save(tables, Position(steps=step), fp)
     (tmp_path / "ckpt-20" / "state.json").write_text("{")
     notes = []
     with Folder(str(tmp_path)) as folder:
         folder.open(resume=True)
         path, position = folder.resume(tables, fp, notes.append)
-        assert (path, position.steps, float(table[0, 0])) == (str(tmp_path / "ckpt-10"), 10, 10.0)
+        assert (path, position.steps, float(tables.table[0, 0])) == (str(tmp_path / "ckpt-10"), 10, 10.0)
         assert len(notes) == 1 and notes[0].endswith("resuming from the one before, ckpt-10")
         for step in (11, 12, 13):
             folder.save(tables, Position(steps=step), fp)

@@ -216,8 +216,11 @@ class AveragedStep(Step):
     def sync(self):
         self.inner.sync()
 
-    def restored(self):
-        self.inner.restored()
+    def arrays(self):
+        return self.inner.arrays()
+
+    def restored(self, arrays=None):
+        self.inner.restored(arrays)
         self.averaging.snapshot()   # a checkpoint is written after a sync: every worker's tables alike
 
     def trained_matrix(self):

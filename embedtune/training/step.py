@@ -47,8 +47,9 @@ class Step:
     def sync(self) -> None:
         """Bring the trainer's variables up to every step taken (read: checkpoints, TensorBoard, the result)."""
 
-    def restored(self) -> None:
-        """The trainer's variables were restored from a checkpoint: step from their values."""
+    def restored(self, arrays: dict[str, np.ndarray] | None = None) -> None:
+        """The trainer's variables were restored from a checkpoint: step from their values (a compiled step:
+        from ``arrays``, by ``arrays``' names, where it was restored from its own archive)."""
 
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
@@ -77,10 +78,11 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     its tables are built, for what run.count_while_importing imports ahead while the corpus is
     counted. A plain compiled run uses none of it, whatever its optimizer (the compiled step's state
     starts in numpy: optimizers.Update) and whatever its objective reports (from the step's numpy
-    tables: ``Step.side_matrix``); only checkpoints, TensorBoard and several workers (TensorFlow's
-    gathered step) need it there. Only a hint: what a run uses is imported when first used either way."""
+    tables: ``Step.side_matrix``), checkpoints included (the step's own arrays: training/checkpoints/state.py);
+    only TensorBoard and several workers (TensorFlow's gathered step) need it there. Only a hint: what
+    a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
-    plain = compiled and not train.checkpoint_dir and not train.logdir
+    plain = compiled and not train.logdir
     return compiled, not plain
 
 
@@ -119,13 +121,27 @@ class CompiledStep(Step):
                 if name in state:
                     yield var, state[name]
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The kernel's tables and optimizer state themselves, by their checkpoint names (Trainer.tf_checkpoint's:
+        the variables' names), for a checkpoint without TensorFlow (Trainer.checkpoint_arrays)."""
+        kernel = self.kernel
+        found = {"trainable": kernel.words, "side": kernel.side}
+        for table, state in (("word", kernel.word_state), ("side", kernel.side_state)):
+            found.update((f"{table}_{name}", value) for name, value in state.items())
+        return found
+
     def sync(self):
         if self.stale:
             self.stale = False
             for var, value in self._state():
                 var.assign(value)
 
-    def restored(self):
+    def restored(self, arrays=None):
+        if arrays is not None:   # its own archive: any variable made before is behind
+            for name, value in self.arrays().items():
+                value[...] = arrays[name]
+            self.stale = True
+            return
         for var, value in self._state():
             value[...] = var.numpy()
         self.stale = False

@@ -229,17 +229,41 @@ class Trainer:
         """Steps over prepared batches ``tensors`` at learning rates ``lrs``, in order; their losses."""
         return self.step.run(tensors, lrs)
 
-    def restored(self) -> None:
-        """The variables were restored from a checkpoint: the step takes their values."""
-        self.step.restored()
+    def restored(self, arrays: dict[str, np.ndarray] | None = None) -> None:
+        """The run's state was restored from a checkpoint: into the variables (TensorFlow's form), or read as
+        ``arrays`` by name (a compiled step's archive: ``checkpoint_arrays``' names); the step takes it."""
+        if arrays is not None and not self.step.compiled:   # TensorFlow's step from a compiled step's archive
+            for name, var in self._variables().items():
+                var.assign(arrays[name])
+            arrays = None
+        self.step.restored(arrays)
 
-    def tf_checkpoint(self) -> tf.train.Checkpoint:
-        """Everything that changes during training, for checkpoints."""
-        state = {"trainable": self.trainable, "side": self.side, "rng": self.tf_rng}
+    def _variables(self) -> dict:
+        """The variables of everything that changes during training by their checkpoint names (the
+        random generator aside): the tables, then each one's optimizer state."""
+        state = {"trainable": self.trainable, "side": self.side}
         for side, opt in (("word", self.word_opt), ("side", self.side_opt)):
             for name, var in opt.variables().items():
                 state[f"{side}_{name}"] = var
-        return tf.train.Checkpoint(**state)
+        return state
+
+    def tf_checkpoint(self) -> tf.train.Checkpoint:
+        """Everything that changes during training, for TensorFlow's checkpoints."""
+        return tf.train.Checkpoint(**self._variables(), rng=self.tf_rng)
+
+    def checkpoint_arrays(self) -> dict[str, np.ndarray] | None:
+        """A compiled step's tables and optimizer state by their checkpoint names (``tf_checkpoint``'s), its own
+        arrays, for a checkpoint without TensorFlow; None where TensorFlow's variables hold them. The step's
+        random draws are not the generator's: it stays at its seed, as a compiled run's checkpoint held it."""
+        return self.step.arrays() if self.step.compiled else None
+
+    def checkpoint_shapes(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """(shape, dtype) of each of ``checkpoint_arrays``' names, what a checkpoint's archive must hold."""
+        arrays = self.checkpoint_arrays()
+        if arrays is None:
+            return {name: (tuple(var.shape), np.dtype(var.dtype.as_numpy_dtype))
+                    for name, var in self._variables().items()}
+        return {name: (value.shape, value.dtype) for name, value in arrays.items()}
 
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""

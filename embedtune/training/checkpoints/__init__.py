@@ -59,8 +59,7 @@ class Checkpoints:
 
     def restore(self, note: Callable[[str], None] | None) -> Position:
         """The trainer's state from the newest usable checkpoint; the position to continue from."""
-        found, pos = self.folder.resume(self.trainer.tf_checkpoint(), self.fingerprint, note)
-        self.trainer.restored()
+        found, pos = self.folder.resume(self.trainer, self.fingerprint, note)
         if note is not None:
             note(f"resuming from {found} (step {pos.steps:,}, epoch {pos.epoch})")
         self.last_saved = time.monotonic()
@@ -79,4 +78,4 @@ class Checkpoints:
         self.last_saved = time.monotonic()
         if self.folder is None or not self.writes:
             return None
-        return self.folder.save(self.trainer.tf_checkpoint(), pos, self.fingerprint)
+        return self.folder.save(self.trainer, pos, self.fingerprint)

@@ -40,12 +40,13 @@ import os
 import re
 import shutil
 import stat
+import sys
 from collections.abc import Callable
 
 from embedtune.errors import EmbedtuneError
 from embedtune.plainfile import plain_file
 from embedtune.training.checkpoints import state
-from embedtune.training.checkpoints.state import STATE_FILE, TABLES, DamagedCheckpoint, Position
+from embedtune.training.checkpoints.state import ARRAYS, STATE_FILE, TABLES, DamagedCheckpoint, Position
 
 PREFIX = "ckpt-"
 PARTIAL = ".partial"
@@ -55,9 +56,9 @@ KEEP = 3
 # The first key of the lock file's one JSON line: what makes a .lock embedtune's. Runs before it wrote
 # the process id alone, which is taken as embedtune's too (a folder they left resumes).
 LOCK_MARK = "embedtune checkpoint lock"
-# What a checkpoint folder holds (state.write): the state and tf.train.Checkpoint's index and data files;
-# a partial one may hold TensorFlow's temporary files and folder of a write cut short too.
-CHECKPOINT_FILES = (STATE_FILE, f"{TABLES}.index", f"{TABLES}.data-*")
+# What a checkpoint folder holds (state.write): the state and a compiled step's archive, or tf.train.Checkpoint's
+# index and data files; a partial one may hold TensorFlow's temporary files and folder of a write cut short too.
+CHECKPOINT_FILES = (STATE_FILE, ARRAYS, f"{TABLES}.index", f"{TABLES}.data-*")
 PARTIAL_FILES = (STATE_FILE, f"{TABLES}*")
 PARTIAL_FOLDERS = (f"{TABLES}_temp*",)
 REFUSED = (f"the names {LOCK_FILE} and {PREFIX}N are embedtune's in a checkpoint folder: "
@@ -101,6 +102,12 @@ def own_checkpoint(path: str, partial: bool = False) -> bool:
                   and plain_file(inner)):
             return False
     return partial or STATE_FILE in names
+
+
+def _tensorflow_error(err: BaseException) -> bool:
+    """``err`` is TensorFlow's OpError (only a run that imported it can raise one)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(err, tf.errors.OpError)
 
 
 def _not_ours(path: str) -> str:
@@ -342,8 +349,8 @@ class Folder:
         os.close(self._lock)   # releases the flock
         self._lock = None
 
-    def resume(self, tf_checkpoint, fp: dict, note: Callable[[str], None] | None = None) -> tuple[str, Position]:
-        """Restore the newest usable checkpoint: (its folder, its position). A damaged one is
+    def resume(self, trainer, fp: dict, note: Callable[[str], None] | None = None) -> tuple[str, Position]:
+        """Restore the newest usable checkpoint into ``trainer``: (its folder, its position). A damaged one is
         skipped for the one before it, and ``note`` is told; a fingerprint that differs is an error."""
         names = checkpoint_names(self.directory)
         if not names:
@@ -352,7 +359,7 @@ class Folder:
         for name in reversed(names):
             path = os.path.join(self.directory, name)
             try:
-                position = state.load(path, tf_checkpoint, fp)
+                position = state.load(path, trainer, fp)
             except DamagedCheckpoint as err:
                 damaged.append(err)
                 continue
@@ -368,13 +375,11 @@ class Folder:
         raise EmbedtuneError(f"{first.message}; no earlier checkpoint in the folder can be read either",
                              first.path)
 
-    def save(self, tf_checkpoint, position: Position, fp: dict) -> str:
-        """Write a checkpoint atomically; remove all but the ``keep`` this run wrote last."""
+    def save(self, trainer, position: Position, fp: dict) -> str:
+        """Write a checkpoint of ``trainer`` atomically; remove all but the ``keep`` this run wrote last."""
         name = f"{PREFIX}{position.steps}"
         final = os.path.join(self.directory, name)
         partial = _partial_name(self.directory, name)
-        from embedtune._tf import tf
-
         if os.path.lexists(final) and not own_checkpoint(final):   # made by someone meanwhile
             raise EmbedtuneError(f"--checkpoint-dir: {_not_ours(final)}; {REFUSED}", final)
         made = False
@@ -383,11 +388,13 @@ class Folder:
                 _delete(final)
             os.mkdir(partial)
             made = True
-            state.write(partial, tf_checkpoint, position, fp)
+            state.write(partial, trainer, position, fp)
             os.rename(partial, final)
         except OSError as err:
             raise EmbedtuneError(f"cannot write a checkpoint: {err.strerror or err}", self.directory) from None
-        except tf.errors.OpError as err:   # TensorFlow's writer: a full disk is a ResourceExhaustedError
+        except Exception as err:   # TensorFlow's writer: a full disk is a ResourceExhaustedError
+            if not _tensorflow_error(err):
+                raise
             raise EmbedtuneError(f"cannot write a checkpoint: {os_reason(err)}", self.directory) from None
         finally:
             # However the save ends (an error, a second Ctrl-C), no half-written checkpoint stays.

@@ -1,11 +1,15 @@
 """What one checkpoint holds, and its reading and writing: everything a run needs to continue exactly
 where it stopped.
 
-A checkpoint is a folder ``ckpt-<step>`` (its place, lock and pruning: ``folder.py``) holding a
-``tf.train.Checkpoint`` of the trainable table, the context table, the optimizer state and the step's
-random generator, plus ``state.json``: the position in the corpus (``Position``), the numpy random
-state of the current chunk, the loss so far and a fingerprint of the vectors, corpus and settings
-(``fingerprint``), which a resume must match (``load``).
+A checkpoint is a folder ``ckpt-<step>`` (its place, lock and pruning: ``folder.py``) holding the tables: the
+trainable table, the context table and the optimizer state (a compiled step's: ``tables.npz``, numpy's archive of
+its own arrays, so that a run that checkpoints imports no TensorFlow; TensorFlow's step's: a
+``tf.train.Checkpoint`` of them and of its random generator, ``tables.index`` and ``tables.data-*``); plus
+``state.json``: the position in the corpus (``Position``), the numpy random state of the current chunk, the loss
+so far and a fingerprint of the vectors, corpus and settings (``fingerprint``), which a resume must match
+(``load``). Either step resumes from either form (``EMBEDTUNE_KERNEL=0`` switches the step, not the settings; a
+folder from before the archive holds TensorFlow's form): a compiled step's random draws are not the generator's,
+which stays at its seed, as a compiled run's checkpoint held it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -20,7 +25,8 @@ import numpy as np
 from embedtune.errors import EmbedtuneError
 
 STATE_FILE = "state.json"
-TABLES = "tables"          # prefix of the tf.train.Checkpoint files in a checkpoint folder
+TABLES = "tables"          # the tables' files in a checkpoint folder: tf.train.Checkpoint's prefix,
+ARRAYS = TABLES + ".npz"   # or a compiled step's archive
 
 
 @dataclass
@@ -68,9 +74,16 @@ def fingerprint(words: list[str], frozen_bytes: bytes, corpus_words: int, corpus
     }
 
 
-def write(path: str, tf_checkpoint, position: Position, fp: dict) -> None:
-    """A checkpoint's content into the folder ``path``: the tables, then the state, on disk."""
-    tf_checkpoint.write(os.path.join(path, TABLES))
+def write(path: str, trainer, position: Position, fp: dict) -> None:
+    """A checkpoint's content into the folder ``path``: the ``trainer``'s tables, then the state, on disk."""
+    arrays = trainer.checkpoint_arrays()
+    if arrays is None:
+        trainer.tf_checkpoint().write(os.path.join(path, TABLES))
+    else:
+        with open(os.path.join(path, ARRAYS), "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
     with open(os.path.join(path, STATE_FILE), "w") as f:
         json.dump({"position": asdict(position), "fingerprint": fp}, f)
         f.flush()
@@ -99,8 +112,8 @@ def _settings_diff(then: dict, now: dict) -> str:
     return "; ".join(f"{k}: {_shown(then.get(k))} then, {_shown(now.get(k))} now" for k in keys)
 
 
-def load(path: str, tf_checkpoint, fp: dict) -> Position:
-    """Restore tables and state from a checkpoint folder; the fingerprint must match.
+def load(path: str, trainer, fp: dict) -> Position:
+    """Restore the ``trainer``'s tables and the state from a checkpoint folder; the fingerprint must match.
 
     Raises DamagedCheckpoint when its state or tables cannot be read, EmbedtuneError when it
     belongs to other vectors, another corpus or other settings (then nothing was restored).
@@ -137,10 +150,13 @@ def load(path: str, tf_checkpoint, fp: dict) -> Position:
                               f"{now['words']} in {now['lines']} now)")
             verb = "differs" if key == "corpus" else "differ"
             raise EmbedtuneError(f"cannot resume: the {what} {verb} from the checkpoint's{detail}", path)
+    if os.path.lexists(os.path.join(path, ARRAYS)):
+        trainer.restored(_read_arrays(os.path.join(path, ARRAYS), trainer.checkpoint_shapes()))
+        return position
     from embedtune._tf import tf
 
     try:
-        tf_checkpoint.read(os.path.join(path, TABLES)).assert_consumed()
+        trainer.tf_checkpoint().read(os.path.join(path, TABLES)).assert_consumed()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
         reason = (getattr(err, "message", None) or str(err) or type(err).__name__).strip().splitlines()[0]
         # TensorFlow's words for a damaged index (measured: flipped, cut and missing index and data
@@ -149,4 +165,27 @@ def load(path: str, tf_checkpoint, fp: dict) -> Position:
         data = sorted(n for n in os.listdir(path) if n.startswith(TABLES + ".data")) if os.path.isdir(path) else []
         damaged = TABLES + ".index" if in_index else (data[0] if data else TABLES + ".data-00000-of-00001")
         raise DamagedCheckpoint(f"damaged ({reason[:160]})", os.path.join(path, damaged)) from None
+    trainer.restored()
     return position
+
+
+def _read_arrays(path: str, shapes: dict) -> dict[str, np.ndarray]:
+    """Every array of a compiled step's archive, each of the name, shape and type ``shapes`` says (name: (shape,
+    dtype)), read whole before any is used: a cut or flipped file (zip's CRC of each array) is damaged, and
+    nothing is restored from it."""
+    try:
+        if not zipfile.is_zipfile(path):   # np.load would read another file as a pickle, and refuse it as one
+            raise ValueError("not a numpy archive")
+        with np.load(path, allow_pickle=False) as archive:
+            if sorted(archive.files) != sorted(shapes):
+                raise ValueError(f"holds {', '.join(sorted(archive.files)) or 'no array'}, "
+                                 f"not {', '.join(sorted(shapes))}")
+            arrays = {name: archive[name] for name in shapes}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        reason = (getattr(err, "strerror", None) or str(err) or type(err).__name__).strip().splitlines()[0]
+        raise DamagedCheckpoint(f"damaged ({reason[:160]})", path) from None
+    for name, (shape, dtype) in shapes.items():
+        if arrays[name].shape != tuple(shape) or arrays[name].dtype != dtype:
+            raise DamagedCheckpoint(f"damaged ({name}: {arrays[name].dtype} {list(arrays[name].shape)}, not "
+                                    f"{np.dtype(dtype)} {list(shape)})", path)
+    return arrays
