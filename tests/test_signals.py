@@ -176,7 +176,9 @@ def test_a_signal_to_the_launcher_stops_every_worker_at_once_with_a_checkpoint(v
     for a preemption notice), so the workers trained on; the launcher exits as the chief does."""
     out, checkpoints = tmp_path / "out" / "tuned.txt", tmp_path / "ckpt"
     out.parent.mkdir()
-    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", out, *TRAIN, "--workers", "2",
+    # 40 epochs, not TRAIN's 1: the signal must come while the workers train, and an epoch of theirs is a
+    # fraction of a second once its first checkpoint is written (the compiled step's own arrays, no TensorFlow).
+    process = start(["train", vectors_2k, SAMPLE_CORPUS, "-o", out, *TRAIN, "--epochs", "40", "--workers", "2",
                      "--checkpoint-dir", checkpoints, "--checkpoint-every", EVERY])
     wait_for(process, lambda: checkpoints.is_dir() and any(n.startswith("ckpt-") and "." not in n
                                                             for n in os.listdir(checkpoints)), "checkpoint")
