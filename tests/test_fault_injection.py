@@ -32,8 +32,9 @@ from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS, run
 
 SEED = int(os.environ.get("EMBEDTUNE_FAULT_SEED", "24"))
 # 20,000 rows, so that writing the output takes long enough to be caught (0.1-0.2 s), on the first 80
-# lines of the corpus: about 5 s a run, half of it TensorFlow's import.
-TRAIN = ["--epochs", "1", "--batch-size", "256", "--deterministic", "--seed", "3", "--checkpoint-every", "10"]
+# lines of the corpus; 5 epochs, so that a signal drawn into the loop lands there: one process's loop is
+# about 1.3 s, two workers' 0.5 s (their checkpoints, the compiled step's own arrays, take milliseconds).
+TRAIN = ["--epochs", "5", "--batch-size", "256", "--deterministic", "--seed", "3", "--checkpoint-every", "10"]
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +59,9 @@ class Moment:
 def moments() -> list[Moment]:
     draw = random.Random(SEED)
     plan = [("train", "load", 0, 0.05), ("train", "count", 0.2, 1.5), ("train", "setup", 0, 0.4),
-            ("train", "loop", 0, 0.6), ("train", "checkpoint", 0, 0), ("train", "write", 0, 0.05),
+            ("train", "loop", 0, 0.3), ("train", "checkpoint", 0, 0), ("train", "write", 0, 0.05),
             ("convert", "read", 0, 0.2), ("convert", "write", 0, 0.2),
-            ("train --workers 2", "setup", 0, 1.0), ("train --workers 2", "loop", 0, 0.6)]
+            ("train --workers 2", "setup", 0, 1.0), ("train --workers 2", "loop", 0, 0.3)]
     return [Moment(command, phase, draw.choice([signal.SIGINT, signal.SIGTERM]), draw.uniform(low, high))
             for command, phase, low, high in plan]
 
