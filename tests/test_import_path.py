@@ -86,7 +86,7 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     assert saved and all(sorted(os.listdir(c)) == ["state.json", "tables.npz"] for c in saved), saved
     synced = _classify(str(tmp_path), "synced", checkpoint_dir=str(tmp_path / "checkpoints"), checkpoint_every=3)
     assert synced == plain
-    assert plain[-1] > 3   # checkpoints were saved (the variables synced) before the end
+    assert plain[-1] > 3   # checkpoints were saved (the tables and adam's state as they were) before the end
 
 
 @pytest.mark.parametrize("objective, settings, expected", [

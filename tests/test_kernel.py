@@ -11,6 +11,7 @@ reference), on two frozen rows untouched and the loss falling.
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -333,7 +334,8 @@ def test_a_checkpoint_of_either_step_restores_into_the_other_every_table_and_sta
     """A compiled step's checkpoint is its own arrays (tables.npz: no TensorFlow), TensorFlow's step's a
     tf.train.Checkpoint (tables.index, tables.data-*); each step restores the other's form (EMBEDTUNE_KERNEL=0
     switches the step, not the settings), every table and optimizer state bit for bit, and a compiled step's
-    variables, read after its archive was restored, hold what it restored."""
+    variables, read after its archive was restored, hold what it restored. TensorFlow's form cut or its index
+    spoilt is damaged, naming the file (the command's runs: tests/test_resume.py, on the archive)."""
     fp = {"rows": "r", "corpus": {}, "settings": {}}
     compiled, corpus, _ = make_trainer(True, "per-pair", monkeypatch, optimizer=optimizer)
     run_steps(compiled, batches_of(compiled, corpus, 2), [0.05, 0.05])
@@ -353,6 +355,13 @@ def test_a_checkpoint_of_either_step_restores_into_the_other_every_table_and_sta
     state.write(str(tmp_path / "tensorflow"), stepped, state.Position(steps=4), fp)
     assert "tables.index" in os.listdir(tmp_path / "tensorflow")
     after = {name: var.numpy() for name, var in stepped._variables().items()}
+    for spoilt, damage in (("tables.data-00000-of-00001", lambda b: b[: len(b) // 2]), ("tables.index", lambda b: b"x")):
+        folder = tmp_path / f"spoilt-{spoilt}"
+        shutil.copytree(tmp_path / "tensorflow", folder)
+        (folder / spoilt).write_bytes(damage((folder / spoilt).read_bytes()))
+        with pytest.raises(state.DamagedCheckpoint) as found:
+            state.load(str(folder), make_trainer(True, "per-pair", monkeypatch, optimizer=optimizer)[0], fp)
+        assert found.value.path == str(folder / spoilt) and found.value.message.startswith("damaged ("), found.value
 
     again, _, _ = make_trainer(True, "per-pair", monkeypatch, optimizer=optimizer)
     assert state.load(str(tmp_path / "tensorflow"), again, fp).steps == 4
