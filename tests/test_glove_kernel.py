@@ -10,8 +10,6 @@ and the loss over all pairs falling.
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 
@@ -178,21 +176,12 @@ def test_the_lockfree_kernel_on_two_threads_keeps_frozen_rows_and_lowers_the_los
 
 
 
-class InTurn:
-    """A stand-in for the lock-free run's thread pool: a submitted call runs when its result is asked, so the
-    calling thread's block runs first, then the others' in order."""
-
-    def __init__(self, workers: int):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def submit(self, function, *args):
-        return types.SimpleNamespace(result=lambda: function(*args))
+def in_turn(kernel, calls, threads):
+    """A stand-in for the lock-free run's threads (kernels.common.on_threads): one call a thread, run one after
+    another, thread 0's block first."""
+    assert len(calls) == threads and [args[-1] for args in calls] == list(range(threads))
+    for args in calls:
+        kernel(*args)
 
 
 def test_the_lockfree_kernel_is_one_call_a_thread_whose_blocks_in_turn_are_the_one_thread_loop(monkeypatch):
@@ -206,7 +195,7 @@ def test_the_lockfree_kernel_is_one_call_a_thread_whose_blocks_in_turn_are_the_o
     for threads in (1, 2):
         trainer = make_trainer(True, monkeypatch, threads=threads, deterministic=False, clip_norm=0.05)
         assert trainer.kernel.lockfree and trainer.kernel.threads == threads
-        monkeypatch.setattr(glove_kernels, "ThreadPoolExecutor", InTurn)
+        monkeypatch.setattr(glove_kernels, "on_threads", in_turn)
         losses = run_steps(trainer, batches_of(trainer, None, len(LRS)), LRS)
         results.append((losses, bits(trainer.trained_matrix()), bits(trainer.side_matrix())))
     (one_losses, one_words, one_side), (two_losses, two_words, two_side) = results

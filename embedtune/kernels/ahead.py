@@ -145,8 +145,7 @@ def _glove(optimizer: str, deterministic: bool, corpus_bytes: int | None) -> lis
         found += [Kernel(cooccur, "_bucket_pass", None, (*ids, i64, i64, i64, counts, a("int32", 1))),
                   Kernel(cooccur, "_row_sizes", None, (counts, a("int32", 1), i64, i64, i64, counts)),
                   Kernel(cooccur, "_row_sums", None, (counts, a("int32", 1), i64, i64, i64, *csr)),
-                  Kernel(cooccur, "_merged_sizes", None, (*csr[:2], *csr[:2], i64, i64, counts)),
-                  Kernel(cooccur, "_merge_fill", None, (*csr, *csr, i64, i64, *csr)),
+                  Kernel(cooccur, "_merge_pass", None, (*csr, *csr, i64, i64, *csr)),
                   Kernel(cooccur, "_pair_dots", None, dots)]
     if small:
         found.append(Kernel(cooccur, "_pair_dots_serial", None, dots))

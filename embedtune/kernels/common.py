@@ -277,3 +277,20 @@ def kernel_threads(threads: int) -> int:
     """The threads a kernel runs on: at most what numba was started with (NUMBA_NUM_THREADS)."""
     return max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
 
+
+
+def on_threads(kernel, calls: list, threads: int) -> None:
+    """``kernel(*args)`` for each args of ``calls``, on up to ``threads`` threads (the kernels are ``nogil``): a
+    serial kernel called on Python threads in place of numba's ``parallel`` loops, whose passes were most of a
+    cold run's compile (a parallel count compiled for 6.3 CPU-s, its serial twin 2.9: benchmarks/log/first_run.md);
+    one kernel then serves a run on one thread and on several. The calls end before this returns; the first
+    error of one is raised here."""
+    if threads <= 1 or len(calls) <= 1:
+        for args in calls:
+            kernel(*args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(calls))) as pool:
+        for done in [pool.submit(kernel, *args) for args in calls]:
+            done.result()

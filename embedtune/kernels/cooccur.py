@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange, set_num_threads
 
-from embedtune.kernels.common import PARALLEL, _sort, kernel_threads, serial
+from embedtune.kernels.common import PARALLEL, _sort, kernel_threads, on_threads, serial
 
 # Pairs (positions at most window apart) of one block; the bucket costs 4 bytes a pair (8 past 2^24 words).
 # Smaller blocks cost more merges; each block is also a step of the count's progress bar.
@@ -62,8 +62,8 @@ def _buckets(ids, line, n_words, window, runs, like, threads=1):
     cuts = [p * n // runs for p in range(runs + 1)]
     per_run = np.zeros((runs, n_words), np.int64)
     counting = np.empty(0, like.dtype)
-    _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], counting) for p in range(runs)],
-          threads)
+    on_threads(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], counting)
+                              for p in range(runs)], threads)
     starts = np.zeros(n_words + 1, np.int64)
     np.cumsum(per_run.sum(axis=0), out=starts[1:])
     at = starts[:-1].copy()   # each run's first slot of each row: the row's start, then the earlier runs'
@@ -72,25 +72,9 @@ def _buckets(ids, line, n_words, window, runs, like, threads=1):
         per_run[p] = at
         at += size
     partners = np.empty(starts[n_words], like.dtype)
-    _each(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners) for p in range(runs)],
-          threads)
+    on_threads(_bucket_pass, [(ids, line, window, cuts[p], cuts[p + 1], per_run[p], partners)
+                              for p in range(runs)], threads)
     return starts, partners
-
-
-def _each(kernel, calls: list, threads: int) -> None:
-    """``kernel(*args)`` for each args of ``calls``, on up to ``threads`` threads (the kernels are ``nogil``).
-    A serial kernel called on threads in place of numba's ``parallel`` loops: those loops' passes were most of a
-    cold run's compile (a parallel count compiled for 6.3 CPU-s, its serial twin 2.9: benchmarks/log/first_run.md),
-    and one set of kernels now serves both the serial and the threaded count."""
-    if threads <= 1 or len(calls) <= 1:
-        for args in calls:
-            kernel(*args)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(min(threads, len(calls))) as pool:
-        for done in [pool.submit(kernel, *args) for args in calls]:
-            done.result()
 
 
 def packed_like(n_words: int) -> np.ndarray:
@@ -112,13 +96,14 @@ def _count_block(ids, line, n_words, window, parts, threads):
     starts, partners = _buckets(ids, line, n_words, window, max(1, parts // 4), packed_like(n_words), threads)
     bounds = _even_parts(starts, parts)
     sizes = np.zeros(n_words, np.int64)
-    _each(_row_sizes, [(starts, partners, n_words, bounds[p], bounds[p + 1], sizes) for p in range(parts)], threads)
+    on_threads(_row_sizes, [(starts, partners, n_words, bounds[p], bounds[p + 1], sizes) for p in range(parts)],
+               threads)
     indptr = np.zeros(n_words + 1, np.int64)
     np.cumsum(sizes, out=indptr[1:])
     cols = np.empty(indptr[n_words], np.int32)
     values = np.empty(indptr[n_words], np.float64)
-    _each(_row_sums, [(starts, partners, n_words, bounds[p], bounds[p + 1], indptr, cols, values)
-                      for p in range(parts)], threads)
+    on_threads(_row_sums, [(starts, partners, n_words, bounds[p], bounds[p + 1], indptr, cols, values)
+                           for p in range(parts)], threads)
     return indptr, cols, values
 
 
@@ -190,51 +175,44 @@ def merge_rows(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, parts=1, thread
     n = len(a_ptr) - 1
     bounds = _even_parts(a_ptr + b_ptr, parts)
     sizes = np.zeros(n, np.int64)
-    _each(_merged_sizes, [(a_ptr, a_cols, b_ptr, b_cols, bounds[p], bounds[p + 1], sizes) for p in range(parts)],
-          threads)
+    counting = (np.empty(0, np.int32), np.empty(0, np.float64))   # no cells: the pass counts them
+    on_threads(_merge_pass, [(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, bounds[p], bounds[p + 1], sizes,
+                              *counting) for p in range(parts)], threads)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=indptr[1:])
     cols = np.empty(indptr[n], np.int32)
     values = np.empty(indptr[n], np.float64)
-    _each(_merge_fill, [(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, bounds[p], bounds[p + 1], indptr, cols,
-                         values) for p in range(parts)], threads)
+    on_threads(_merge_pass, [(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, bounds[p], bounds[p + 1], indptr,
+                              cols, values) for p in range(parts)], threads)
     return indptr, cols, values
 
 
 @njit(nogil=True, cache=True)
-def _merged_sizes(a_ptr, a_cols, b_ptr, b_cols, lo, hi, sizes):
-    """merge_rows' first pass over rows [lo, hi): each merged row's cells, into ``sizes``."""
+def _merge_pass(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, lo, hi, at, cols, values):
+    """merge_rows' pass over rows [lo, hi): with ``cols`` empty, each merged row's cells counted into ``at``
+    [n]; else the merged rows written from their first slots ``at`` (indptr) into ``cols`` and ``values``. One
+    kernel for both passes (the same walk of the two rows): one compile, as _bucket_pass."""
+    fill = len(cols) > 0
     for r in range(lo, hi):
         i, j, m = a_ptr[r], b_ptr[r], 0
+        o = at[r] if fill else 0
         while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
             if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
+                if fill:
+                    cols[o + m], values[o + m] = a_cols[i], a_values[i]
                 i += 1
             elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
+                if fill:
+                    cols[o + m], values[o + m] = b_cols[j], b_values[j]
                 j += 1
             else:
+                if fill:
+                    cols[o + m], values[o + m] = a_cols[i], a_values[i] + b_values[j]
                 i += 1
                 j += 1
             m += 1
-        sizes[r] = m
-
-
-@njit(nogil=True, cache=True)
-def _merge_fill(a_ptr, a_cols, a_values, b_ptr, b_cols, b_values, lo, hi, indptr, cols, values):
-    """merge_rows' second pass over rows [lo, hi): the merged rows into their slots of ``cols`` and ``values``."""
-    for r in range(lo, hi):
-        i, j, o = a_ptr[r], b_ptr[r], indptr[r]
-        while i < a_ptr[r + 1] or j < b_ptr[r + 1]:
-            if j == b_ptr[r + 1] or (i < a_ptr[r + 1] and a_cols[i] < b_cols[j]):
-                cols[o], values[o] = a_cols[i], a_values[i]
-                i += 1
-            elif i == a_ptr[r + 1] or b_cols[j] < a_cols[i]:
-                cols[o], values[o] = b_cols[j], b_values[j]
-                j += 1
-            else:
-                cols[o], values[o] = a_cols[i], a_values[i] + b_values[j]
-                i += 1
-                j += 1
-            o += 1
+        if not fill:
+            at[r] = m
 
 
 # A corpus whose first block of kept ids is shorter than this, or a count on one thread, is counted on one

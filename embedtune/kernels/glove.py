@@ -21,8 +21,6 @@ biases (the side table's rows from ``n_trainable`` on are fixed: GloVe.side_fixe
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit, prange, set_num_threads
 from numba.extending import intrinsic
@@ -30,7 +28,8 @@ from numba.extending import intrinsic
 from embedtune._adapters.numba_private import without_reference_count
 # Inlines common._update, revision 2 (common.py: numba's cache), and numba_private.without_reference_count.
 from embedtune.kernels.common import (ADAGRAD, ADAM, EPSILON, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _dot,
-                                      _row, _sum_in_order, _update, adam_rate, frozen_source, kernel_threads)
+                                      _row, _sum_in_order, _update, adam_rate, frozen_source, kernel_threads,
+                                      on_threads)
 
 
 @njit(inline="always")
@@ -268,15 +267,7 @@ class GloveKernel:
         losses = np.empty((self.threads, len(batches)), np.float64)
         args = (*self._tables(), *arrays, lrs, np.asarray(rates[0], np.float32), np.asarray(rates[1], np.float32),
                 len(batches[0]["row"]), self.clip_norm, *self._anchor(), losses)
-        kernel = GLOVE_HOGWILD[self.optimizer]
-        if self.threads == 1:
-            kernel(*args, 0)
-        else:   # the other threads' blocks beside this thread's; the kernel holds no GIL
-            with ThreadPoolExecutor(self.threads - 1) as pool:
-                others = [pool.submit(kernel, *args, t) for t in range(1, self.threads)]
-                kernel(*args, 0)
-                for other in others:
-                    other.result()
+        on_threads(GLOVE_HOGWILD[self.optimizer], [(*args, t) for t in range(self.threads)], self.threads)
         return [np.float32(loss) for loss in losses.sum(axis=0)]
 
     def step(self, batch: dict, lr: np.float32) -> np.float32:
