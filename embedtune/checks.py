@@ -26,7 +26,7 @@ class Named:
     inside: tuple[str, ...] = ()
 
 
-# What a run writes into its folders (embedtune/training/checkpoints/, tf.summary and embedtune/report/projector.py):
+# What a run writes into its folders (embedtune/training/checkpoints/, training/eventfile.py and report/projector.py):
 # an input there would be deleted or overwritten. Literal here, so a check imports none of them.
 FOLDER_FILES = {
     "checkpoint_dir": ("ckpt-*", ".lock", ".ckpt-*.partial", ".lock.*.tmp"),

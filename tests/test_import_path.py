@@ -45,8 +45,8 @@ def _classify(tmp: str, name: str, **options) -> list:
 
 
 def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it_does(tmp_path):
-    """In a fresh interpreter: the default sgns and glove runs (the compiled steps, lock-free; glove writing
-    checkpoints, the step's own arrays) and a classify run with adam (its state, the classifier's report and
+    """In a fresh interpreter: the default sgns and glove runs (the compiled steps, lock-free; sgns writing
+    TensorBoard's scalars, glove checkpoints, the step's own arrays) and a classify run with adam (its state, the classifier's report and
     --valid scores, --save-classifier) train and write without TensorFlow in sys.modules; the thread pools
     it asked for wait for TensorFlow's import (applied here to a stand-in, so that the test does not pay for
     the import). Then, here, classify again with checkpoints (its tables and adam's state written as
@@ -64,7 +64,7 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
         from test_import_path import _classify
         tmp = {str(tmp_path)!r}
         out = fine_tune(tmp + "/glove.txt", tmp + "/corpus.txt", objective="sgns",
-                        freeze_top=1000, epochs=1, threads=1, seed=1)
+                        freeze_top=1000, epochs=1, threads=1, seed=1, logdir=tmp + "/logs")
         fine_tune(tmp + "/glove.txt", tmp + "/corpus.txt", objective="glove", freeze_top=1000, epochs=1, threads=1,
                   seed=1, checkpoint_dir=tmp + "/glove-checkpoints", checkpoint_every=2)
         plain = _classify(tmp, "plain")
@@ -82,6 +82,8 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     plain = result.pop("classify")
     assert result == {"tensorflow": False, "rows": result["rows"], "pending": ["threads"], "threads": [1, 1]}
     assert result["rows"] > 3000
+    events = sorted((tmp_path / "logs").glob("events.out.tfevents.*"))
+    assert len(events) == 1 and events[0].stat().st_size > 500, events   # a point's five scalars, a record each
     saved = sorted((tmp_path / "glove-checkpoints").glob("ckpt-*"))
     assert saved and all(sorted(os.listdir(c)) == ["state.json", "tables.npz"] for c in saved), saved
     synced = _classify(str(tmp_path), "synced", checkpoint_dir=str(tmp_path / "checkpoints"), checkpoint_every=3)
@@ -95,7 +97,7 @@ def test_a_plain_compiled_run_imports_no_tensorflow_and_sets_its_threads_when_it
     ("sgns", {"optimizer": "adam"}, (True, False)),                # the lazy kernel, adam's state in numpy
     ("sgns", {"anchor": 0.5}, (False, True)),                      # TensorFlow's step
     ("sgns", {"checkpoint_dir": "ckpt"}, (True, False)),           # the step's own arrays (tables.npz)
-    ("sgns", {"logdir": "logs"}, (True, True)),                    # TensorBoard
+    ("sgns", {"logdir": "logs"}, (True, False)),                   # TensorBoard's scalars (training/eventfile.py)
     ("glove", {}, (True, False)),                                  # the lock-free kernel, adagrad's state in numpy
     ("glove", {"deterministic": True, "optimizer": "adam"}, (True, False)),
     ("classify", {}, (True, False)),                               # adam's state in numpy, the report too

@@ -195,26 +195,23 @@ def test_a_users_tensorboard_config_in_the_logdir_is_refused_before_training(inp
 
 @pytest.mark.parametrize("where", ["create", "flush"])
 def test_a_full_disk_under_the_logdir_is_one_error_line(inputs, tmp_path, monkeypatch, where):
-    """It was TensorFlow's ResourceExhaustedError with a traceback (a real 64 kB tmpfs: at
-    CreateSummaryFileWriter when nothing was left, else at a flush)."""
-    from embedtune._tf import tf
-    from embedtune.training import tblog
-
-    def full(*args, **kwargs):
-        raise tf.errors.ResourceExhaustedError(
-            None, None, "{{function_node __wrapped__CreateSummaryFileWriter}} /x/events.out.tfevents.1.v2; "
-                        "No space left on device\n\tCould not initialize events writer. [Op:CreateSummaryFileWriter]")
+    """A disk full when the event file is begun, or at a later point's flush: one line, no output, and no event
+    file left that holds nothing (a real full device, Linux's /dev/full, stands in for the file's writes)."""
+    from embedtune.training import eventfile
 
     if where == "create":
-        monkeypatch.setattr(tblog.tf.summary, "create_file_writer", full)
+        def full_open(path, mode):
+            open(path, mode).close()   # the file is made, and its first record cannot be written
+            return open("/dev/full", "wb")
+        monkeypatch.setattr(eventfile, "open", full_open, raising=False)
     else:
-        real = tblog.tf.summary.create_file_writer
+        begin = eventfile.EventFile.__init__
 
-        def writer(logdir):
-            made = real(logdir)
-            made.flush = full
-            return made
-        monkeypatch.setattr(tblog.tf.summary, "create_file_writer", writer)
+        def begun(self, logdir):
+            begin(self, logdir)
+            self.file.close()
+            self.file = open("/dev/full", "wb")   # the next points' flushes fail
+        monkeypatch.setattr(eventfile.EventFile, "__init__", begun)
     logdir = tmp_path / "logs"
     out = tmp_path / "out" / "tuned.txt"
     out.parent.mkdir()
@@ -223,6 +220,8 @@ def test_a_full_disk_under_the_logdir_is_one_error_line(inputs, tmp_path, monkey
     assert one_error_line(stderr) == (f"Error: {logdir}: --logdir: cannot write TensorBoard's scalars: "
                                       "No space left on device")
     assert os.listdir(out.parent) == []
+    events = [name for name in os.listdir(logdir) if name.startswith("events.out.tfevents.")]
+    assert len(events) == (0 if where == "create" else 1), events
 
 
 def test_the_checkpoint_folder_never_writes_through_a_lock_it_did_not_make(tmp_path):

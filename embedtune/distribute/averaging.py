@@ -226,6 +226,9 @@ class AveragedStep(Step):
     def trained_matrix(self):
         return self.inner.trained_matrix()
 
+    def trainable_rows(self, ids):
+        return self.inner.trainable_rows(ids)
+
     def summary(self) -> dict:
         a = self.averaging
         return {"syncs": a.syncs, "sync_bytes_sent": a.bytes_sent, "sync_rows_sent": a.rows_sent,

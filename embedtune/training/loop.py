@@ -30,6 +30,7 @@ from embedtune.frozen import FrozenRowsCheck, max_frozen_change
 from embedtune.training.host import map_large_blocks, use_threads
 from embedtune.training.progress import LossLog, Progress, check_rows, longest_row
 from embedtune.training.strategy import OneProcess
+from embedtune.training.tblog import ScalarLog
 from embedtune.training.trainer import Trainer
 from embedtune.vectors import PatchedVectors, Vectors
 
@@ -177,8 +178,6 @@ def run_epochs(run: Run, progress: Callable[[Progress], None] | None = None,
     writes = run.strategy.chief   # only a multi-worker run's chief writes logs
     tblog = None
     if t.logdir and writes:
-        from embedtune.training.tblog import ScalarLog   # imports TensorFlow
-
         tblog = ScalarLog(t.logdir, trainer, pos.words_done, t.seed)
     losses = LossLog(pos, lr0, words_total, progress, tblog)
     began, cpu_began = time.perf_counter(), time.process_time()

@@ -55,6 +55,10 @@ class Step:
         """[T, dim] the trainable rows now."""
         return self.trainer.trainable.numpy()[: self.trainer.n_trainable]
 
+    def trainable_rows(self, ids: np.ndarray) -> np.ndarray:
+        """[len(ids), dim] the trainable rows ``ids`` (local ids) now, without reading the whole table."""
+        return tf.gather(self.trainer.trainable, ids).numpy()
+
     def side_matrix(self) -> np.ndarray:
         """The objective's own table now, its sink last."""
         return self.trainer.side.numpy()
@@ -76,14 +80,13 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     """(compiled, tensorflow): whether a run of this objective and resolved [train] config will step
     through the objective's compiled (numba) step, and whether it will use TensorFlow, said before
     its tables are built, for what run.count_while_importing imports ahead while the corpus is
-    counted. A plain compiled run uses none of it, whatever its optimizer (the compiled step's state
-    starts in numpy: optimizers.Update) and whatever its objective reports (from the step's numpy
-    tables: ``Step.side_matrix``), checkpoints included (the step's own arrays: training/checkpoints/state.py);
-    only TensorBoard and several workers (TensorFlow's gathered step) need it there. Only a hint: what
+    counted. A compiled run uses none of it, whatever its optimizer (the compiled step's state starts in
+    numpy: optimizers.Update) and whatever its objective reports (from the step's numpy tables:
+    ``Step.side_matrix``), checkpoints (the step's own arrays: training/checkpoints/state.py) and TensorBoard's
+    scalars (training/eventfile.py) included; several workers (their collectives) need it. Only a hint: what
     a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
-    plain = compiled and not train.logdir
-    return compiled, not plain
+    return compiled, not compiled
 
 
 class CompiledStep(Step):
@@ -148,6 +151,9 @@ class CompiledStep(Step):
 
     def trained_matrix(self):
         return self.kernel.words[: self.trainer.n_trainable]
+
+    def trainable_rows(self, ids):
+        return self.kernel.words[ids]
 
     def side_matrix(self):
         return self.kernel.side

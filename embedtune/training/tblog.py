@@ -1,4 +1,5 @@
-"""TensorBoard scalars of a run (``--logdir``), written with tf.summary where the loop reads its loss.
+"""TensorBoard scalars of a run (``--logdir``), written where the loop reads its loss, without
+TensorFlow (training/eventfile.py: the files are those tf.summary writes).
 
 Tags (step = the training step):
 
@@ -19,49 +20,29 @@ before), so none are written.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 
 import numpy as np
 
-from embedtune._tf import tf
 from embedtune.errors import EmbedtuneError
-from embedtune.training.checkpoints.folder import os_reason
-from tensorflow.core.framework import summary_pb2
+from embedtune.training.eventfile import EventFile
 
 ROW_SAMPLE = 10_000
-# tf.summary.scalar is TensorBoard's, and TensorFlow 2.21 installs without it (TBNotInstalledError);
-# tf.summary.write with the metadata TensorBoard's scalar puts on its values (plugin "scalars",
-# empty content: ScalarPluginData version 0) writes the same event without needing it.
-SCALAR = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-                                     data_class=summary_pb2.DATA_CLASS_SCALAR)
-
-
-def scalar(tag: str, value: float) -> None:
-    """One scalar at the default writer's step (TensorBoard shows it as tf.summary.scalar's)."""
-    tf.summary.write(tag, tf.constant(value, tf.float32), metadata=SCALAR)
 
 
 class ScalarLog:
     """Scalars of one run; ``write`` at each loss point, ``close`` at the end.
 
-    trainer : an embedtune.training.trainer.Trainer (its ``trainable`` variable, ``rows`` and ``plan``)
+    trainer : an embedtune.training.trainer.Trainer (its ``rows``, ``plan`` and ``trainable_rows``)
     """
 
     def __init__(self, logdir: str, trainer, words_done: int = 0, seed: int = 1):
         self.logdir = logdir
-        before = set(os.listdir(logdir)) if os.path.isdir(logdir) else set()
         try:
-            self.writer = tf.summary.create_file_writer(logdir)
-        except tf.errors.OpError as err:   # a full disk: TensorFlow's ResourceExhaustedError
-            # The events file TensorFlow made before its first write failed is this run's: it goes.
-            for name in set(os.listdir(logdir)) - before if os.path.isdir(logdir) else ():
-                if name.startswith("events.out.tfevents.") and f".{os.getpid()}." in name:
-                    with contextlib.suppress(OSError):
-                        os.unlink(os.path.join(logdir, name))
+            self.file = EventFile(logdir)
+        except OSError as err:   # a full disk, a file in the folder's place
             raise self._error(err) from None
-        self.trainer = trainer   # its ``trainable`` read each time: the kernel's steps reach the variable when read
+        self.trainer = trainer   # its rows read each time: the step's tables as they are then
         rng = np.random.default_rng(seed)
         is_new = trainer.rows[: trainer.n_trainable] >= trainer.plan.n_pretrained
         self.groups = {}
@@ -69,37 +50,36 @@ class ScalarLog:
             if len(ids) > ROW_SAMPLE:
                 ids = np.sort(rng.choice(ids, ROW_SAMPLE, replace=False))
             if len(ids):
-                ids = tf.constant(ids, tf.int32)
-                self.groups[name] = (ids, tf.gather(trainer.trainable, ids))   # the start (a copy)
+                self.groups[name] = (ids, trainer.trainable_rows(ids).astype(np.float32, copy=True))   # the start
         self.last = (time.perf_counter(), words_done)
 
     def _mean_changes(self) -> dict[str, float]:
-        return {name: float(tf.reduce_mean(tf.norm(tf.gather(self.trainer.trainable, ids) - start, axis=1)))
+        return {name: float(np.mean(np.linalg.norm(self.trainer.trainable_rows(ids) - start, axis=1)))
                 for name, (ids, start) in self.groups.items()}
 
     def write(self, step: int, words_done: int, loss: float, lr: float) -> None:
         now = time.perf_counter()
         seconds, words = now - self.last[0], words_done - self.last[1]
         self.last = (now, words_done)
+        scalars = {"train/loss": loss}
+        if seconds > 0:
+            scalars["train/words_per_second"] = words / seconds
+        scalars["train/learning_rate"] = lr
+        scalars.update((f"rows/mean_change_{name}", value) for name, value in self._mean_changes().items())
         try:
-            with self.writer.as_default(step=step):
-                scalar("train/loss", loss)
-                if seconds > 0:
-                    scalar("train/words_per_second", words / seconds)
-                scalar("train/learning_rate", lr)
-                for name, value in self._mean_changes().items():
-                    scalar(f"rows/mean_change_{name}", value)
+            for tag, value in scalars.items():
+                self.file.scalar(tag, value, step)
             # A point's scalars reach the file now, so an interrupted or killed run keeps them (a few
             # hundred bytes every LOSS_EVERY steps).
-            self.writer.flush()
-        except tf.errors.OpError as err:   # a full disk: TensorFlow's ResourceExhaustedError
+            self.file.flush()
+        except OSError as err:   # a full disk
             raise self._error(err) from None
 
     def close(self) -> None:
         try:
-            self.writer.close()
-        except tf.errors.OpError as err:
+            self.file.close()
+        except OSError as err:
             raise self._error(err) from None
 
     def _error(self, err) -> EmbedtuneError:
-        return EmbedtuneError(f"--logdir: cannot write TensorBoard's scalars: {os_reason(err)}", self.logdir)
+        return EmbedtuneError(f"--logdir: cannot write TensorBoard's scalars: {err.strerror or err}", self.logdir)

@@ -14,8 +14,8 @@ state exists only for trainable rows. ``trainable`` has one extra row, the sink,
 the slices of frozen words and padding go before they are dropped.
 
 The TensorFlow side (the variables, the optimizers, the random generator) is made when first asked
-for: TensorFlow's step asks at once, a compiled step only when its tables are read as variables
-(checkpoints, TensorBoard), so a plain compiled run never imports TensorFlow.
+for: TensorFlow's step asks at once, a compiled step only when its tables are read as variables (a
+multi-worker strategy's), so a one-process compiled run never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -268,6 +268,10 @@ class Trainer:
     def trained_matrix(self) -> np.ndarray:
         """[T, dim] the trainable rows now."""
         return self.step.trained_matrix()
+
+    def trainable_rows(self, ids: np.ndarray) -> np.ndarray:
+        """[len(ids), dim] the trainable rows ``ids`` (local ids) now (TensorBoard's sample of them)."""
+        return self.step.trainable_rows(ids)
 
     def side_matrix(self) -> np.ndarray:
         """The objective's own table now, its sink last (a compiled step's own: no variable made for it)."""
