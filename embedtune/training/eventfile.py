@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import socket
 import struct
@@ -93,12 +94,20 @@ def _event(wall_time: float, step: int | None = None, *, file_version: bytes | N
     return out
 
 
+def _float32(value: float) -> bytes:
+    """``value`` as a float32's 4 bytes, rounded as TensorFlow's cast rounds it (past float32's range: infinite)."""
+    try:
+        return struct.pack("<f", value)
+    except OverflowError:
+        return struct.pack("<f", math.copysign(math.inf, value))
+
+
 def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
     """A serialized Event holding one float32 scalar as ``tf.summary.write`` writes it with TensorBoard's scalar
     metadata (the value rounded to float32, as TensorFlow's tensor holds it)."""
     tensor = (_varint(1 << 3) + _varint(_DT_FLOAT)           # 1: dtype
               + _field(2, b"")                               # 2: tensor_shape, no dimensions
-              + _field(4, struct.pack("<f", value)))         # 4: tensor_content
+              + _field(4, _float32(value)))                  # 4: tensor_content
     metadata = (_field(1, _field(1, b"scalars"))             # 1: plugin_data {1: plugin_name}
                 + _varint(4 << 3) + _varint(_DATA_CLASS_SCALAR))   # 4: data_class
     summary_value = _field(1, tag.encode()) + _field(8, tensor) + _field(9, metadata)   # tag, tensor, metadata
