@@ -10,6 +10,8 @@ job runs cold, then warm. Jobs:
   quickstart  ``embedtune train --config configs/quickstart.toml`` (the README's first command)
   main        the README's main job as benchmarks/glove_job.py runs it: GloVe 6B 50d (400k x 50), 12.6M tokens,
               the top 10,000 words frozen (its inputs: ``python benchmarks/glove_job.py`` says how to make them)
+  classify    the README's ``--objective classify`` command on the shipped glosses (--valid, --save-classifier)
+  retrofit    the README's ``--objective retrofit`` command on the shipped WordNet synonyms and antonyms
 
 Per job: the whole process's wall and CPU (user + sys, from wait4), cold and warm, the medians of the rounds;
 cold - warm is what the first run pays (numba compiling, mostly; a child process's CPU counts in its parent's).
@@ -39,6 +41,13 @@ import glove_job  # noqa: E402  (the main job's inputs)
 JOBS = {
     "quickstart": ["train", "--config", "configs/quickstart.toml", "-o", "{out}"],
     "main": ["train", glove_job.GLOVE, glove_job.CORPUS, "--freeze-list", glove_job.TOP, "-o", "{out}"],
+    # The README's other training commands on the shipped samples (its "Other objectives" block).
+    "classify": ["train", "data/sample/glove.6B.50d.20k.txt", "data/sample/wordnet-glosses.train.txt", "--objective",
+                 "classify", "--valid", "data/sample/wordnet-glosses.valid.txt", "--freeze-top", "5000",
+                 "--save-classifier", "{out}.clf", "-o", "{out}"],
+    "retrofit": ["train", "data/sample/glove.6B.50d.20k.txt", "--objective", "retrofit", "--lexicon",
+                 "data/sample/wordnet-synonyms.10k.txt", "--antonyms", "data/sample/wordnet-antonyms.10k.txt",
+                 "--freeze-top", "5000", "-o", "{out}"],
 }
 
 

@@ -153,10 +153,18 @@ def test_one_vs_all_steps_as_tensorflow(tmp_path, monkeypatch):
     assert_adam_steps_as_tensorflow(k_trainer, tf_trainer, batches, [0.01] * 3)
 
 
-def test_the_kernels_bits_do_not_depend_on_its_threads(monkeypatch):
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_the_kernels_bits_do_not_depend_on_its_threads_nor_on_its_form(monkeypatch, deterministic):
+    """The parallel form (a large run's) on 1, 2 and 3 threads, and the serial twin a small run takes
+    (kernels/classify.py, SERIAL_LINE_EPOCHS): the same losses, tables and state, bit for bit."""
+    import embedtune.kernels.classify as kernel
+
     results = []
-    for threads in (1, 2, 3):
-        trainer, _ = make_trainer(True, monkeypatch, threads=threads, optimizer="adam", lr=0.01, word_ngrams=2)
+    for threads, serial in ((1, False), (2, False), (3, False), (2, True)):
+        monkeypatch.setattr(kernel, "SERIAL_LINE_EPOCHS", 10 ** 12 if serial else 0)
+        trainer, _ = make_trainer(True, monkeypatch, threads=threads, optimizer="adam", lr=0.01, word_ngrams=2,
+                                  deterministic=deterministic)
+        assert ("_serial" in trainer.kernel.step_fn.py_func.__name__) == serial
         losses = run_steps(trainer, some_batches(trainer, 4), [0.01] * 4)
         results.append((losses, {name: bits(value) for name, value in state(trainer).items()}))
     for losses, tables in results[1:]:
@@ -216,7 +224,9 @@ def test_the_classifier_fits_loss_and_gradient_are_the_cross_entropys(one_vs_all
     threads (the same bits), and a fit by two shares against the fit of all the lines."""
     import numba
 
-    from embedtune.kernels.classify import fit_loss_grad
+    from embedtune.kernels.classify import (SERIAL_LINES, classifier_scores, classifier_scores_serial, fit_kernel,
+                                            fit_loss_grad, fit_loss_grad_serial, fit_loss_grad_serial_strict,
+                                            fit_loss_grad_strict)
     from embedtune.objectives.classify.model import fit_classifier, fit_classifier_by_shares
 
     rng = np.random.default_rng(0)
@@ -241,6 +251,12 @@ def test_the_classifier_fits_loss_and_gradient_are_the_cross_entropys(one_vs_all
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         got.append(fit_loss_grad(X, Y, W, b, one_vs_all))
     assert got[0][0] == got[1][0] and np.array_equal(got[0][1], got[1][1])
+    # A small fit's serial twins (kernels/classify.py, SERIAL_LINES): the parallel forms' bits.
+    for parallel, twin in ((fit_loss_grad, fit_loss_grad_serial), (fit_loss_grad_strict, fit_loss_grad_serial_strict)):
+        a, c = parallel(X, Y, W, b, one_vs_all), twin(X, Y, W, b, one_vs_all)
+        assert a[0] == c[0] and np.array_equal(a[1], c[1])
+    assert fit_kernel(n, True) is fit_loss_grad_serial_strict and fit_kernel(SERIAL_LINES, False) is fit_loss_grad
+    assert np.array_equal(classifier_scores(X, W, b), classifier_scores_serial(X, W, b))
     assert got[0][0] == pytest.approx(loss, rel=1e-5)
     np.testing.assert_allclose(got[0][1], np.concatenate([dz.T @ X, dz.sum(0)[:, None]], axis=1), rtol=1e-4, atol=1e-4)
     whole = fit_classifier(X, Y, one_vs_all, iterations=20)

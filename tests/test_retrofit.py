@@ -121,6 +121,23 @@ def test_nearest_rows_are_the_highest_cosines_in_the_pool_without_the_row_itself
     assert nearest_rows(x, rows, 50, 6).shape == (5, 5)   # at most pool - 1 neighbours
 
 
+def test_the_top_k_kernel_gives_each_row_its_k_best_whatever_the_threads():
+    from embedtune.kernels.nearest import top_k_columns
+
+    scores = np.random.default_rng(5).integers(0, 30, size=(37, 200)).astype(np.float32)   # many ties
+    scores[3, :150] = -np.inf   # as a row's own column is: never kept
+    for threads in (1, 2, 3, 64):
+        out = np.full((37, 6), -1, np.int64)
+        top_k_columns(scores, 6, out, threads)
+        for t in range(37):
+            kept = scores[t, out[t]]
+            assert len(set(out[t])) == 6 and kept.min() >= np.sort(scores[t])[-6], (threads, t)
+        assert out[3].min() >= 150
+        # ties keep the first columns: the same columns on every thread count
+        assert threads == 1 or np.array_equal(np.sort(out, axis=1), first)
+        first = np.sort(out, axis=1)
+
+
 @pytest.mark.parametrize("keep,repel,rounds", [(1.0, 1.0, 5), (0.5, 0.0, 8)])
 def test_keep_matches_a_brute_force_loop(keep, repel, rounds):
     """keep adds (keep / k) sum_N |(q_i - q_j) - (q̂_i - q̂_j)|^2: the numerator gains keep (q̂_i - mean_N q̂_j)

@@ -9,8 +9,8 @@ import numpy as np
 from numba import njit, prange, set_num_threads
 
 # Inlines common._update, revision 2 (common.py: numba's cache).
-from embedtune.kernels.common import (ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row, _sum_in_order,
-                                      _update, adam_rate, frozen_source, kernel_threads, strict)
+from embedtune.kernels.common import (ADAGRAD, ADAM, FASTMATH, KERNEL_OPTIMIZERS, PARALLEL, SGD, _row,
+                                      _sum_in_order, _update, adam_rate, frozen_source, kernel_threads, serial, strict)
 
 
 @njit(nogil=True)
@@ -164,85 +164,98 @@ def _label_gradient(g, k, dz, means):
             g[dim] += c
 
 
-@njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
-def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word, weight, slot, segment,
-                  gram, gram_weight, gram_slot, gram_segment, targets, one_vs_all, optimizer, lr, word_lr,
-                  side_lr, clip_norm, word_m, word_v, side_m, side_v, parts):
-    """One step of fastText's supervised model, as TensorFlow's step takes it (training/step.py) (the same
-    batch, the same loss, its gradients from the tables as they were at the batch's start, each
-    distinct row updated once by the lazy optimizer); returns the batch's summed loss.
+def _for_optimizer(optimizer: int):
+    """``classify_step`` for one optimizer (SGD, ADAGRAD, ADAM), a constant of the kernel: numba prunes the
+    other optimizers' branches of the inlined ``_update`` before it compiles, so a run compiles only its own
+    optimizer's code (as glove's ``_lock_free``); numba's cache keeps each apart."""
+    @njit(parallel=PARALLEL, nogil=True, cache=True, fastmath=FASTMATH)
+    def classify_step(words, side, frozen, frozen_rows, n_trainable, n_labels, word, weight, slot, segment,
+                      gram, gram_weight, gram_slot, gram_segment, targets, one_vs_all, lr, word_lr,
+                      side_lr, clip_norm, word_m, word_v, side_m, side_v, parts):
+        """One step of fastText's supervised model, as TensorFlow's step takes it (training/step.py) (the same
+        batch, the same loss, its gradients from the tables as they were at the batch's start, each
+        distinct row updated once by the lazy optimizer); returns the batch's summed loss.
 
-    words : [T + 1, dim] trainable rows (the last: the sink, never written); frozen local id T + i is
-    read from frozen[frozen_rows[i]]. side : [L + G + 1, dim + 1] the classifier (weights, bias), then
-    the n-gram rows (their last column unused), then the sink. The batch: classify's ("word", "weight",
-    "slot", "segment", "targets"; "gram", "gram_weight", "gram_slot", "gram_segment" with n-grams, else
-    empty). word_m, word_v, side_m, side_v: the optimizer's state (adagrad: m the accumulator; a state
-    the optimizer has not: a one-row stand-in, never touched); word_lr, side_lr: adam's bias-corrected rates for each table's step. parts: how many
-    parts the lines and rows are split into, each with its scratch (any number gives the same bits).
+        words : [T + 1, dim] trainable rows (the last: the sink, never written); frozen local id T + i is
+        read from frozen[frozen_rows[i]]. side : [L + G + 1, dim + 1] the classifier (weights, bias), then
+        the n-gram rows (their last column unused), then the sink. The batch: classify's ("word", "weight",
+        "slot", "segment", "targets"; "gram", "gram_weight", "gram_slot", "gram_segment" with n-grams, else
+        empty). word_m, word_v, side_m, side_v: the optimizer's state (adagrad: m the accumulator; a state
+        the optimizer has not: a one-row stand-in, never touched); word_lr, side_lr: adam's bias-corrected rates for each table's step. parts: how many
+        parts the lines and rows are split into, each with its scratch (any number gives the same bits).
 
-    The lines' means and scores run a line per thread; the classifier's gradient a label per thread;
-    the word and n-gram rows' gradients a row per thread, each the sum over its tokens in batch order:
-    the bits do not depend on the thread count. Three parallel loops a step: the rows gathered, the
-    lines, the updates.
-    """
-    B, L, dim = targets.shape[0], n_labels, words.shape[1]
-    W, G = len(word) - 1, len(gram) - 1
-    has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)   # else: a one-row stand-in, never touched
-    sink = side.shape[0] - 1
-    line_tokens, line_starts = _by_key(segment, B)
-    line_grams, gram_line_starts = _by_key(gram_segment, B)
-    word_tokens, word_starts = _by_key(slot, W)
-    gram_tokens, gram_starts = _by_key(gram_slot, G)
-    # Each line's rows, zeroed by the line's own iteration (_line).
-    means = np.empty((B, dim), np.float32)
-    dz = np.empty((B, L), np.float32)
-    dsum = np.empty((B, dim), np.float32)   # d loss / d (a token's row): d loss / d mean over the line's count
-    losses = np.empty(B, np.float64)
-    # The batch's rows, gathered once in id order (the ids are sorted: the reads walk the tables
-    # forward), weighted: the lines then read them from a block that stays in cache.
-    rows = np.empty((W + G, dim), np.float32)
-    for p in prange(parts):
-        for s in range(p * (W + G) // parts, (p + 1) * (W + G) // parts):
-            _gather(rows[s], s, W, words, frozen, frozen_rows, n_trainable, word, weight, side, gram, gram_weight)
-    for p in prange(parts):
-        total = np.empty(dim, np.float32)
-        z = np.empty(L, np.float32)
-        e = np.empty(L, np.float64)
-        for b in range(p * B // parts, (p + 1) * B // parts):
-            _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_weight, line_grams,
-                  gram_line_starts, side, targets, one_vs_all, total, z, e, means, dz, dsum, losses)
-    # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
-    # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
-    # trainable words of the batch (frozen ones and padding are not written), then n-gram rows, through one
-    # update site: the optimizer's code inlined once, not once a kind of row (a third of the compile).
-    for p in prange(parts):
-        g = np.empty(dim + 1, np.float32)
-        for u in range(p * (L + W + G) // parts, (p + 1) * (L + W + G) // parts):
-            if u < L:
-                _label_gradient(g, u, dz, means)
-                row, m, v, rate, width = side[u], side_m[u * has_m], side_v[u * has_v], side_lr, dim + 1
-            else:
-                if u < L + W:
-                    s = u - L
-                    c, wt = word[s], weight[s]
-                    if wt == 0 or c >= n_trainable:
-                        continue
-                    tokens, line_of, width = word_tokens[word_starts[s]:word_starts[s + 1]], segment, dim
-                    row, m, v, rate = words[c], word_m[c * has_m], word_v[c * has_v], word_lr
+        The lines' means and scores run a line per thread; the classifier's gradient a label per thread;
+        the word and n-gram rows' gradients a row per thread, each the sum over its tokens in batch order:
+        the bits do not depend on the thread count. Three parallel loops a step: the rows gathered, the
+        lines, the updates.
+        """
+        B, L, dim = targets.shape[0], n_labels, words.shape[1]
+        W, G = len(word) - 1, len(gram) - 1
+        has_m, has_v = int(optimizer != SGD), int(optimizer == ADAM)   # else: a one-row stand-in, never touched
+        sink = side.shape[0] - 1
+        line_tokens, line_starts = _by_key(segment, B)
+        line_grams, gram_line_starts = _by_key(gram_segment, B)
+        word_tokens, word_starts = _by_key(slot, W)
+        gram_tokens, gram_starts = _by_key(gram_slot, G)
+        # Each line's rows, zeroed by the line's own iteration (_line).
+        means = np.empty((B, dim), np.float32)
+        dz = np.empty((B, L), np.float32)
+        dsum = np.empty((B, dim), np.float32)   # d loss / d (a token's row): d loss / d mean over the line's count
+        losses = np.empty(B, np.float64)
+        # The batch's rows, gathered once in id order (the ids are sorted: the reads walk the tables
+        # forward), weighted: the lines then read them from a block that stays in cache.
+        rows = np.empty((W + G, dim), np.float32)
+        for p in prange(parts):
+            for s in range(p * (W + G) // parts, (p + 1) * (W + G) // parts):
+                _gather(rows[s], s, W, words, frozen, frozen_rows, n_trainable, word, weight, side, gram, gram_weight)
+        for p in prange(parts):
+            total = np.empty(dim, np.float32)
+            z = np.empty(L, np.float32)
+            e = np.empty(L, np.float64)
+            for b in range(p * B // parts, (p + 1) * B // parts):
+                _line(b, rows, W, slot, weight, line_tokens, line_starts, gram_slot, gram_weight, line_grams,
+                      gram_line_starts, side, targets, one_vs_all, total, z, e, means, dz, dsum, losses)
+        # Every gradient is taken: now the updates, in one parallel loop (each thread waking costs most on a
+        # busy machine), of rows that no update reads: a part takes labels (each its whole gradient), then
+        # trainable words of the batch (frozen ones and padding are not written), then n-gram rows, through one
+        # update site: the optimizer's code inlined once, not once a kind of row (a third of the compile).
+        for p in prange(parts):
+            g = np.empty(dim + 1, np.float32)
+            for u in range(p * (L + W + G) // parts, (p + 1) * (L + W + G) // parts):
+                if u < L:
+                    _label_gradient(g, u, dz, means)
+                    row, m, v, rate, width = side[u], side_m[u * has_m], side_v[u * has_v], side_lr, dim + 1
                 else:
-                    s = u - L - W
-                    r, wt = gram[s], gram_weight[s]
-                    if wt == 0 or r >= sink:
-                        continue
-                    tokens, line_of, width = gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dim + 1
-                    row, m, v, rate = side[r], side_m[r * has_m], side_v[r * has_v], side_lr
-                _row_gradient(g[:width], tokens, line_of, dsum, wt)
-            _update(row, g[:width], m, v, optimizer, lr, rate, clip_norm)
-    return _sum_in_order(losses)
+                    if u < L + W:
+                        s = u - L
+                        c, wt = word[s], weight[s]
+                        if wt == 0 or c >= n_trainable:
+                            continue
+                        tokens, line_of, width = word_tokens[word_starts[s]:word_starts[s + 1]], segment, dim
+                        row, m, v, rate = words[c], word_m[c * has_m], word_v[c * has_v], word_lr
+                    else:
+                        s = u - L - W
+                        r, wt = gram[s], gram_weight[s]
+                        if wt == 0 or r >= sink:
+                            continue
+                        tokens, line_of, width = gram_tokens[gram_starts[s]:gram_starts[s + 1]], gram_segment, dim + 1
+                        row, m, v, rate = side[r], side_m[r * has_m], side_v[r * has_v], side_lr
+                    _row_gradient(g[:width], tokens, line_of, dsum, wt)
+                _update(row, g[:width], m, v, optimizer, lr, rate, clip_norm)
+        return _sum_in_order(losses)
+    return classify_step
 
 
-# --deterministic runs take it: the same bits on every CPU (common.FASTMATH).
-classify_step_strict = strict(classify_step)
+# Each optimizer's step by (serial, optimizer): the parallel form (False) and its serial twin (True), whose loops
+# are the parallel form's prange loops run in order, the same arithmetic (the same bits: tests/test_classify_kernel.py);
+# and (--deterministic) the strict twin of each: the same bits on every CPU (common.FASTMATH).
+CLASSIFY_STEP = {(False, optimizer): _for_optimizer(optimizer) for optimizer in (SGD, ADAGRAD, ADAM)}
+CLASSIFY_STEP.update({(True, optimizer): serial(CLASSIFY_STEP[False, optimizer]) for optimizer in (SGD, ADAGRAD, ADAM)})
+CLASSIFY_STEP_STRICT = {key: strict(step) for key, step in CLASSIFY_STEP.items()}
+# A run that trains fewer lines than this (lines times epochs) steps through the serial twin: numba's parallel
+# passes were over half the step's compile (7.8 CPU-s, of a fresh install's 15.6 s first run of the README's
+# classify command: benchmarks/log/first_run.md), which so few steps' second thread does not win back.
+SERIAL_LINE_EPOCHS = 100_000
 
 
 class ClassifyKernel:
@@ -251,16 +264,17 @@ class ClassifyKernel:
     read, training.step.CompiledStep.sync).
 
     update : training.optimizers.Update, the optimizer (sgd, adagrad, adam), its state and the cap.
-    deterministic: the step without fastmath (``classify_step_strict``), the same bits on every CPU."""
+    deterministic: the step without fastmath (``CLASSIFY_STEP_STRICT``), the same bits on every CPU. small: the
+    serial twin (a run of fewer than SERIAL_LINE_EPOCHS lines)."""
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                  n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int,
-                 deterministic: bool = False):
+                 deterministic: bool = False, small: bool = False):
         self.words, self.side = words, side
-        self.step_fn = classify_step_strict if deterministic else classify_step
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
         self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)
+        self.step_fn = (CLASSIFY_STEP_STRICT if deterministic else CLASSIFY_STEP)[small, self.optimizer]
         # The optimizer's state, by the names of its variables (CompiledStep.sync assigns them back).
         self.word_state, self.side_state = update.state("word"), update.state("side")
         self._rows = {}
@@ -282,7 +296,7 @@ class ClassifyKernel:
         return np.float32(self.step_fn(
             self.words, self.side, self.frozen, self.frozen_rows, self.n_trainable, self.n_labels, batch["word"],
             batch["weight"], batch["slot"], batch["segment"], *grams, batch["targets"], self.one_vs_all,
-            self.optimizer, lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
+            lr, word_lr, side_lr, self.clip_norm, *self._rows["word"], *self._rows["side"],
             4 * self.threads))
 
 
@@ -355,3 +369,23 @@ def classifier_scores(means, W, b):
                 acc += w[j] * x[j]
             out[i, k] = acc + b[k]
     return out
+
+
+# Fewer lines than this are fitted and scored by the kernels' serial twins (the same arithmetic, in order; strict:
+# the same bits): their parallel passes' compile (2.6 and 0.7 CPU-s) is most of what a small run would spend.
+SERIAL_LINES = 20_000
+fit_loss_grad_serial = serial(fit_loss_grad)
+fit_loss_grad_serial_strict = strict(fit_loss_grad_serial)
+classifier_scores_serial = serial(classifier_scores)
+
+
+def fit_kernel(lines: int, strict_bits: bool):
+    """The classifier-alone fit's kernel for ``lines`` lines (``strict_bits``: without fastmath)."""
+    if lines < SERIAL_LINES:
+        return fit_loss_grad_serial_strict if strict_bits else fit_loss_grad_serial
+    return fit_loss_grad_strict if strict_bits else fit_loss_grad
+
+
+def scores_kernel(lines: int):
+    """``classifier_scores`` or, for fewer than SERIAL_LINES lines, its serial twin."""
+    return classifier_scores_serial if lines < SERIAL_LINES else classifier_scores

@@ -201,7 +201,10 @@ NEAREST_BLOCK = 512   # moving rows scored against the pool at once: one float32
 def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.ndarray:
     """int64 [len(rows), k']: each row's k' = min(k, pool - 1) nearest rows by cosine among
     matrix[:pool], itself left out."""
+    from embedtune.cores import local_cores
     from embedtune.kernels.nearest import top_k_columns
+
+    threads = local_cores()
 
     def unit(part):
         norms = np.sqrt(np.einsum("ij,ij->i", part, part))
@@ -220,7 +223,7 @@ def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.
         scores = np.matmul(unit(matrix[block]), candidates, out=buffer[:len(block)])
         inside = block < pool
         scores[np.flatnonzero(inside), block[inside]] = -np.inf
-        top_k_columns(scores, k, out[start:start + len(block)])
+        top_k_columns(scores, k, out[start:start + len(block)], threads)
     return out
 
 

@@ -175,6 +175,7 @@ class Classify(Objective):
         self.rows = rows
         self.corpus_path = source.path
         self.lines_per_batch = train.batch_size
+        self.epochs = train.epochs
         index = rows.local_index
         own = train.keys_of(ClassifyKeys)
         self.word_ngrams, self.ngram_min_count = own.word_ngrams, own.ngram_min_count
@@ -403,10 +404,10 @@ class Classify(Objective):
     def compiled_step(self, words, side, matrix, frozen_rows, n_trainable, threads, deterministic=True, update=None):
         """The numba step (embedtune/kernels/classify.py): the TensorFlow step's arithmetic and
         lazy optimizers (sgd, adagrad, adam, with the cap), deterministic whatever the thread count."""
-        from embedtune.kernels.classify import ClassifyKernel
+        from embedtune.kernels.classify import SERIAL_LINE_EPOCHS, ClassifyKernel
 
         return ClassifyKernel(words, side, matrix, frozen_rows, n_trainable, len(self.labels), self.one_vs_all,
-                              update, threads, deterministic)
+                              update, threads, deterministic, small=self.train_lines * self.epochs < SERIAL_LINE_EPOCHS)
 
     # --- device side: inside the step ------------------------------------------------------------
     def side_ids(self, batch, rng: tf.random.Generator, real: tf.Tensor, sink: int) -> tf.Tensor:

@@ -54,9 +54,9 @@ class Classifier:
 
     def scores(self, means: np.ndarray) -> np.ndarray:
         """[n, L] logits of mean vectors [n, dim]."""
-        from embedtune.kernels.classify import classifier_scores
+        from embedtune.kernels.classify import scores_kernel
 
-        return classifier_scores(np.ascontiguousarray(means, np.float32), np.ascontiguousarray(self.weights, np.float32),
+        return scores_kernel(len(means))(np.ascontiguousarray(means, np.float32), np.ascontiguousarray(self.weights, np.float32),
                                  np.ascontiguousarray(self.bias, np.float32))
 
 
@@ -130,11 +130,11 @@ def _summed_loss_and_grad(X: np.ndarray, Y: np.ndarray, params: np.ndarray, one_
     as params are laid out: weights row by row, then the biases), float64; computed in float32 at
     params rounded to float32 (embedtune/kernels/classify.py, ``fit_loss_grad``; ``strict``: its twin without
     fastmath, the same bits on every CPU)."""
-    from embedtune.kernels.classify import fit_loss_grad, fit_loss_grad_strict
+    from embedtune.kernels.classify import fit_kernel
 
     L, dim = Y.shape[1], X.shape[1]
     p32 = params.astype(np.float32)
-    loss, grad = (fit_loss_grad_strict if strict else fit_loss_grad)(X, Y, p32[: L * dim].reshape(L, dim), p32[L * dim:], one_vs_all)
+    loss, grad = fit_kernel(len(X), strict)(X, Y, p32[: L * dim].reshape(L, dim), p32[L * dim:], one_vs_all)
     return loss, np.concatenate([grad[:, :dim].ravel(), grad[:, dim]])
 
 
