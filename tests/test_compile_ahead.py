@@ -100,6 +100,56 @@ def test_the_quickstart_given_its_listed_kernels_compiles_nothing_and_starts_no_
     assert not seen, f"processes {seen} started by a warm run"
 
 
+CLASSIFY_LISTED = """
+import dataclasses, sys
+import numba.core.event as ev
+from embedtune.cli.main import cli
+from embedtune.config import from_options
+from embedtune.kernels import ahead
+from embedtune.run import ahead_kernels
+
+deterministic = sys.argv[1] == "strict"
+config = from_options(dict(objective="classify", valid="data/sample/wordnet-glosses.valid.txt", freeze_top=5000,
+                           deterministic=deterministic))
+config = dataclasses.replace(config, vectors="data/sample/glove.6B.50d.20k.txt", output=sys.argv[2],
+                             corpus="data/sample/wordnet-glosses.train.txt")
+kernels = ahead_kernels(config)
+names = [k.name for k in kernels]
+suffix = "_strict" if deterministic else ""
+assert names == ["_started", "fit_loss_grad_serial" + suffix, "CLASSIFY_STEP_SERIAL" + suffix.upper()], names
+ahead.compile_now(kernels)
+listed = {id(k.dispatcher()) for k in kernels}
+compiled = []
+
+class Seen(ev.Listener):
+    def on_start(self, event):
+        compiled.append(event.data["dispatcher"])
+    def on_end(self, event):
+        pass
+
+ev.register("numba:compile", Seen())
+args = ["train", config.vectors, config.corpus, "--objective", "classify", "--valid", "data/sample/wordnet-glosses.valid.txt", "--freeze-top",
+        "5000", "-o", sys.argv[2], "-q"] + (["--deterministic"] if deterministic else [])
+try:
+    cli(args, prog_name="embedtune", standalone_mode=False)
+except SystemExit as done:
+    assert not done.code, done.code
+assert compiled, "no compile at all: the reader's kernels are not listed, so this cache was warm"
+assert not [d for d in compiled if id(d) in listed], [d.py_func.__name__ for d in compiled if id(d) in listed]
+print(len(compiled))
+"""
+
+
+@pytest.mark.parametrize("bits", ["fastmath", "strict"])
+def test_the_readmes_classify_run_compiles_none_of_its_listed_kernels(tmp_path, bits):
+    """classify's list (its serial fit and step: a small corpus, counted by its lines) holds the argument types the
+    run calls them with: once the list is compiled, the run compiles none of it (only what is not listed)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "EMBEDTUNE_COMPILE_AHEAD": "0"}
+    done = subprocess.run([sys.executable, "-c", CLASSIFY_LISTED, bits, str(tmp_path / "out.txt")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_a_cold_run_with_a_child_writes_the_bytes_of_a_run_without(tmp_path):
     """Kernels a child compiled into the cache are the run's own: the same output bytes as a cold run that
     compiles every kernel itself; the child is reaped (none left in the run's process group)."""

@@ -164,6 +164,50 @@ def _glove(optimizer: str, deterministic: bool, corpus_bytes: int | None) -> lis
     return found
 
 
+# A labelled corpus this large or smaller has its lines counted (its newlines: a bound on its training lines) to
+# tell whether the run takes classify's serial kernels (kernels/classify.py); a larger one is left to the run.
+COUNTED_LINES_BYTES = 64 << 20
+
+
+def _lines_at_most(path) -> int | None:
+    """A bound on a plain file's lines (its newlines, and one unended), or None (not one, too large, unreadable)."""
+    size = _size(path)
+    if size is None or size > COUNTED_LINES_BYTES:
+        return None
+    try:
+        with open(path, "rb") as f:
+            newlines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+    return newlines + 1
+
+
+def _classify(optimizer: str, deterministic: bool, epochs: int, lines: int | None, step: bool = True) -> list[Kernel]:
+    """classify's classifier-alone fit and its step, where the corpus's lines say surely that the run takes their
+    serial twins (fewer lines than classify.SERIAL_LINES, lines times epochs fewer than SERIAL_LINE_EPOCHS: most
+    of a small run's compiling, benchmarks/log/first_run.md); nothing else is told from a file's size."""
+    if lines is None:
+        return []
+    from numba import types
+
+    from embedtune.kernels import classify
+    from embedtune.kernels.common import KERNEL_OPTIMIZERS
+
+    i64, f32, a = types.int64, types.float32, _array
+    module, strict = "embedtune.kernels.classify", "_strict" if deterministic else ""
+    found = []
+    if lines < classify.SERIAL_LINES:
+        found.append(Kernel(module, "fit_loss_grad_serial" + strict, None, (a("float32", 2), a("float32", 2),
+                                                                           a("float32", 2), a("float32", 1),
+                                                                           types.boolean)))
+    if step and lines * epochs < classify.SERIAL_LINE_EPOCHS:
+        i32s, f32s, f32m = a("int32", 1), a("float32", 1), a("float32", 2)
+        found.append(Kernel(module, "CLASSIFY_STEP_SERIAL" + strict.upper(), KERNEL_OPTIMIZERS[optimizer], (
+            f32m, f32m, f32m, a("int64", 1), i64, i64, i32s, f32s, i32s, i32s, i32s, f32s, i32s, i32s, f32m,
+            types.boolean, f32, f32, f32, f32, f32m, f32m, f32m, f32m, i64)))
+    return found
+
+
 def _text_writer() -> list[Kernel]:
     """A large text table's output lines (formats/text/verbatim.py, render.py), rendered while the run trains."""
     from numba import types
@@ -195,15 +239,18 @@ def kernels_for(config, corpus_file: bool, reader: bool = True) -> list[Kernel]:
     """The kernels, with their argument types, that a run of ``config`` (resolved: its objective and optimizer
     decided) calls, in the order it first calls them (the text writer's put last: a child's first);
     ``corpus_file``: its corpus is a file; ``reader``: the compiled reader counts it (corpus/fast.py; not a small
-    file's). Only glove's compiled run is listed (the README's jobs; another objective compiles as it goes), and
-    only what its files' sizes say surely."""
+    file's). Only glove's and classify's compiled runs are listed (the README's jobs; another objective compiles as
+    it goes), and only what their files' sizes (classify: its lines) say surely."""
     t = config.train
-    if t.objective != "glove" or not corpus_file:
+    if t.objective not in ("glove", "classify") or not corpus_file:
         return []
     from embedtune import kernels
 
     if not kernels.KERNEL:
         return []
+    if t.objective == "classify":   # its step compiled unless anchored (objectives/classify: ``compiles``)
+        return _reader(False) + _classify(t.optimizer, bool(t.deterministic), t.epochs, _lines_at_most(config.corpus),
+                                          step=not t.anchor)
     found = _reader(reader) + _new_words(config.vocab.init) + _glove(t.optimizer, bool(t.deterministic),
                                                                      _size(config.corpus))
     vectors_bytes = _size(config.vectors)

@@ -246,12 +246,14 @@ def _for_optimizer(optimizer: int):
     return classify_step
 
 
-# Each optimizer's step by (serial, optimizer): the parallel form (False) and its serial twin (True), whose loops
-# are the parallel form's prange loops run in order, the same arithmetic (the same bits: tests/test_classify_kernel.py);
-# and (--deterministic) the strict twin of each: the same bits on every CPU (common.FASTMATH).
-CLASSIFY_STEP = {(False, optimizer): _for_optimizer(optimizer) for optimizer in (SGD, ADAGRAD, ADAM)}
-CLASSIFY_STEP.update({(True, optimizer): serial(CLASSIFY_STEP[False, optimizer]) for optimizer in (SGD, ADAGRAD, ADAM)})
-CLASSIFY_STEP_STRICT = {key: strict(step) for key, step in CLASSIFY_STEP.items()}
+# Each optimizer's step: its parallel form, its serial twin (the parallel form's prange loops run in order, the
+# same arithmetic: the same bits, tests/test_classify_kernel.py), and (--deterministic) the strict twin of each, the
+# same bits on every CPU (common.FASTMATH).
+OPTIMIZERS = (SGD, ADAGRAD, ADAM)
+CLASSIFY_STEP = {optimizer: _for_optimizer(optimizer) for optimizer in OPTIMIZERS}
+CLASSIFY_STEP_SERIAL = {optimizer: serial(CLASSIFY_STEP[optimizer]) for optimizer in OPTIMIZERS}
+CLASSIFY_STEP_STRICT = {optimizer: strict(CLASSIFY_STEP[optimizer]) for optimizer in OPTIMIZERS}
+CLASSIFY_STEP_SERIAL_STRICT = {optimizer: strict(CLASSIFY_STEP_SERIAL[optimizer]) for optimizer in OPTIMIZERS}
 # A run that trains fewer lines than this (lines times epochs) steps through the serial twin: numba's parallel
 # passes were over half the step's compile (7.8 CPU-s, of a fresh install's 15.6 s first run of the README's
 # classify command: benchmarks/log/first_run.md), which so few steps' second thread does not win back.
@@ -264,8 +266,8 @@ class ClassifyKernel:
     read, training.step.CompiledStep.sync).
 
     update : training.optimizers.Update, the optimizer (sgd, adagrad, adam), its state and the cap.
-    deterministic: the step without fastmath (``CLASSIFY_STEP_STRICT``), the same bits on every CPU. small: the
-    serial twin (a run of fewer than SERIAL_LINE_EPOCHS lines)."""
+    deterministic: the step without fastmath (a ``_STRICT`` twin), the same bits on every CPU. small: the serial
+    twin (a run of fewer than SERIAL_LINE_EPOCHS lines)."""
 
     def __init__(self, words: np.ndarray, side: np.ndarray, matrix: np.ndarray, frozen_rows: np.ndarray,
                  n_trainable: int, n_labels: int, one_vs_all: bool, update, threads: int,
@@ -274,7 +276,9 @@ class ClassifyKernel:
         self.frozen, self.frozen_rows = frozen_source(matrix, frozen_rows)
         self.n_trainable, self.n_labels, self.one_vs_all = n_trainable, n_labels, one_vs_all
         self.optimizer, self.clip_norm = KERNEL_OPTIMIZERS[update.optimizer], np.float32(update.clip_norm)
-        self.step_fn = (CLASSIFY_STEP_STRICT if deterministic else CLASSIFY_STEP)[small, self.optimizer]
+        steps = ((CLASSIFY_STEP_SERIAL_STRICT if deterministic else CLASSIFY_STEP_SERIAL) if small
+                 else (CLASSIFY_STEP_STRICT if deterministic else CLASSIFY_STEP))
+        self.step_fn = steps[self.optimizer]
         # The optimizer's state, by the names of its variables (CompiledStep.sync assigns them back).
         self.word_state, self.side_state = update.state("word"), update.state("side")
         self._rows = {}
