@@ -201,10 +201,11 @@ NEAREST_BLOCK = 512   # moving rows scored against the pool at once: one float32
 def nearest_rows(matrix: np.ndarray, rows: np.ndarray, k: int, pool: int) -> np.ndarray:
     """int64 [len(rows), k']: each row's k' = min(k, pool - 1) nearest rows by cosine among
     matrix[:pool], itself left out."""
-    from embedtune.cores import local_cores
+    from numba import get_num_threads
+
     from embedtune.kernels.nearest import top_k_columns
 
-    threads = local_cores()
+    threads = get_num_threads()   # the threads numba's parallel loop took here (NUMBA_NUM_THREADS, or as set)
 
     def unit(part):
         norms = np.sqrt(np.einsum("ij,ij->i", part, part))
