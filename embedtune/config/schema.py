@@ -144,7 +144,7 @@ class TrainConfig(_HoldsOwn):
     # TensorFlow's pools; more is a typo
     threads: int = key(0, range=Range(0, 1024, zero="all cores"), section=TRAINING, shown_default="0 = all cores",
                        help="CPU threads of TensorFlow's thread pools and of the compiled steps (plain sgd, as "
-                            "gensim's workers).")
+                            "gensim's workers), at most: a small run's step may take fewer.")
     checkpoint_dir: str | None = key(path="folder", section=RUNS, help="Write checkpoints to this folder.")
     checkpoint_every: int = key(0, range=Range(0, INT64_MAX, zero="every 5 minutes"), section=RUNS,
                                 help="Steps between checkpoints.", shown_default="every 5 minutes")
