@@ -348,13 +348,13 @@ def test_a_checkpoint_of_either_step_restores_into_the_other_every_table_and_sta
 
     stepped, _, _ = make_trainer(False, "per-pair", monkeypatch, optimizer=optimizer)
     assert state.load(str(tmp_path / "arrays"), stepped, fp).steps == 2
-    for name, var in stepped._variables().items():
+    for name, var in stepped.checkpoint_variables().items():
         np.testing.assert_array_equal(bits(var.numpy()), bits(saved[name]), err_msg=name)
     run_steps(stepped, batches_of(stepped, corpus, 2), [0.05, 0.05])
     os.mkdir(tmp_path / "tensorflow")
     state.write(str(tmp_path / "tensorflow"), stepped, state.Position(steps=4), fp)
     assert "tables.index" in os.listdir(tmp_path / "tensorflow")
-    after = {name: var.numpy() for name, var in stepped._variables().items()}
+    after = {name: var.numpy() for name, var in stepped.checkpoint_variables().items()}
     for spoilt, damage in (("tables.data-00000-of-00001", lambda b: b[: len(b) // 2]), ("tables.index", lambda b: b"x")):
         folder = tmp_path / f"spoilt-{spoilt}"
         shutil.copytree(tmp_path / "tensorflow", folder)
@@ -368,5 +368,5 @@ def test_a_checkpoint_of_either_step_restores_into_the_other_every_table_and_sta
     for name, value in again.checkpoint_arrays().items():
         np.testing.assert_array_equal(bits(value), bits(after[name]), err_msg=name)
     assert state.load(str(tmp_path / "arrays"), again, fp).steps == 2
-    for name, var in again._variables().items():   # synced from the restored arrays when read
+    for name, var in again.checkpoint_variables().items():   # synced from the restored arrays when read
         np.testing.assert_array_equal(bits(var.numpy()), bits(saved[name]), err_msg=name)

@@ -278,7 +278,6 @@ def kernel_threads(threads: int) -> int:
     return max(1, min(threads, numba_config.NUMBA_NUM_THREADS))
 
 
-
 def on_threads(kernel, calls: list, threads: int) -> None:
     """``kernel(*args)`` for each args of ``calls``, on up to ``threads`` threads (the kernels are ``nogil``): a
     serial kernel called on Python threads in place of numba's ``parallel`` loops, whose passes were most of a

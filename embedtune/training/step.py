@@ -116,17 +116,12 @@ class CompiledStep(Step):
 
     def _state(self):
         """(variable, the kernel's numpy copy) of each table and each of its optimizer's variables."""
-        trainer, kernel = self.trainer, self.kernel
-        yield trainer.trainable_variable, kernel.words
-        yield trainer.side_variable, kernel.side
-        for opt, state in ((trainer.word_opt, kernel.word_state), (trainer.side_opt, kernel.side_state)):
-            for name, var in opt.variables().items():
-                if name in state:
-                    yield var, state[name]
+        variables = self.trainer.checkpoint_variables(synced=False)
+        return [(variables[name], value) for name, value in self.arrays().items()]
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The kernel's tables and optimizer state themselves, by their checkpoint names (Trainer.tf_checkpoint's:
-        the variables' names), for a checkpoint without TensorFlow (Trainer.checkpoint_arrays)."""
+        """The kernel's tables and optimizer state themselves, by their checkpoint names (the variables' names:
+        Trainer.checkpoint_variables), for a checkpoint without TensorFlow (Trainer.checkpoint_arrays)."""
         kernel = self.kernel
         found = {"trainable": kernel.words, "side": kernel.side}
         for table, state in (("word", kernel.word_state), ("side", kernel.side_state)):

@@ -233,15 +233,18 @@ class Trainer:
         """The run's state was restored from a checkpoint: into the variables (TensorFlow's form), or read as
         ``arrays`` by name (a compiled step's archive: ``checkpoint_arrays``' names); the step takes it."""
         if arrays is not None and not self.step.compiled:   # TensorFlow's step from a compiled step's archive
-            for name, var in self._variables().items():
+            for name, var in self.checkpoint_variables().items():
                 var.assign(arrays[name])
             arrays = None
         self.step.restored(arrays)
 
-    def _variables(self) -> dict:
+    def checkpoint_variables(self, synced: bool = True) -> dict:
         """The variables of everything that changes during training by their checkpoint names (the
-        random generator aside): the tables, then each one's optimizer state."""
-        state = {"trainable": self.trainable, "side": self.side}
+        random generator aside): the tables, then each one's optimizer state; with every step taken (``synced``
+        False: as they are, for CompiledStep, which pairs them with its own arrays by these names)."""
+        if synced:
+            self.step.sync()
+        state = {"trainable": self.trainable_variable, "side": self.side_variable}
         for side, opt in (("word", self.word_opt), ("side", self.side_opt)):
             for name, var in opt.variables().items():
                 state[f"{side}_{name}"] = var
@@ -249,7 +252,7 @@ class Trainer:
 
     def tf_checkpoint(self) -> tf.train.Checkpoint:
         """Everything that changes during training, for TensorFlow's checkpoints."""
-        return tf.train.Checkpoint(**self._variables(), rng=self.tf_rng)
+        return tf.train.Checkpoint(**self.checkpoint_variables(), rng=self.tf_rng)
 
     def checkpoint_arrays(self) -> dict[str, np.ndarray] | None:
         """A compiled step's tables and optimizer state by their checkpoint names (``tf_checkpoint``'s), its own
@@ -262,7 +265,7 @@ class Trainer:
         arrays = self.checkpoint_arrays()
         if arrays is None:
             return {name: (tuple(var.shape), np.dtype(var.dtype.as_numpy_dtype))
-                    for name, var in self._variables().items()}
+                    for name, var in self.checkpoint_variables().items()}
         return {name: (value.shape, value.dtype) for name, value in arrays.items()}
 
     def trained_matrix(self) -> np.ndarray:
