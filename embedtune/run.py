@@ -266,10 +266,11 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
                                                               tokenize=config.vocab.tokenize,
                                                               vocabulary=vectors.index))
             # Counted before the stop requests are taken over (for the loop alone): a Ctrl-C here interrupts at once.
-            from embedtune.distribute import distributed
+            from embedtune.distribute import steps_as_one_process
             from embedtune.training.step import runs_on
 
-            compiled, tensorflow = runs_on(objective, config.train, one_process=not distributed())
+            compiled, tensorflow = runs_on(objective, config.train,
+                                           one_process=steps_as_one_process(config.train.sync_every))
             from embedtune.kernels import cache_is_cold
             from embedtune.kernels.compiling import tell_when_compiling
             from embedtune.phases import announce, phase, reporting

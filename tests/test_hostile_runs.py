@@ -222,12 +222,13 @@ TELLS_TENSORFLOW = ("import sys\nimport embedtune.distribute.peers as peers\nwai
 
 
 def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting for worker 1", tells=False,
-               reply_within=None):
+               reply_within=None, script=None):
     """`train` as worker ``index`` of a two-worker TF_CONFIG (``hosts``, by default two free ports where
     nothing listens); ``sig`` sent once stderr says ``said``; ``tells``: stderr says whether TensorFlow
     was imported when the wait began (TELLS_TENSORFLOW); ``reply_within``: the seconds a connection may stay
-    silent (peers.REPLY_WITHIN, set before the command runs). -> (exit code, stderr, hosts, seconds from
-    the signal, or from the first line when no signal is sent)."""
+    silent (peers.REPLY_WITHIN, set before the command runs); ``script``: Python run in the command's place
+    (``-c``), the command line its arguments. -> (exit code, stderr, hosts, seconds from the signal, or from
+    the first line when no signal is sent)."""
     import os
     import subprocess
     import sys
@@ -248,6 +249,8 @@ def _peer_wait(tmp_path, *extra, sig=None, hosts=None, index=0, said="waiting fo
     if reply_within is not None:
         command = ["-c", f"import embedtune.distribute.peers as peers\npeers.REPLY_WITHIN = {reply_within!r}\n"
                          "from embedtune.cli.main import main\nmain()\n"]
+    if script is not None:
+        command = ["-c", script]
     process = subprocess.Popen([sys.executable, *command, "train", str(vectors), str(SAMPLE_CORPUS),
                                 "-o", str(tmp_path / f"out{index}.txt"), *extra], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -411,7 +414,8 @@ def _listening(port: int) -> set[str]:
 
 def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
     """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
-    as worker 1): worker 0 waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
+    as worker 1): worker 0 of the gathered step (--sync-every 0; averaging workers start no TensorFlow:
+    tests/test_mesh.py) waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
     there. Now it ends the process at once (by the signal: a shell reports 130)."""
     import os
     import signal
@@ -435,7 +439,7 @@ def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
                                      '"task": {"type": "worker", "index": 0}}')
     with open(tmp_path / "stderr", "wb") as stderr:
         process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors),
-                                    str(SAMPLE_CORPUS), "-o", str(tmp_path / "out.txt")], env=env,
+                                    str(SAMPLE_CORPUS), "--sync-every", "0", "-o", str(tmp_path / "out.txt")], env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                                    start_new_session=True)
     try:

@@ -1,16 +1,18 @@
-"""Data-parallel training on several workers: tf.distribute.MultiWorkerMirroredStrategy under TF_CONFIG.
+"""Data-parallel training on several workers under TF_CONFIG.
 
 ``cluster.py``: the cluster TF_CONFIG describes (worker 0, the chief, alone writes checkpoints, logs,
 the summary and the output). ``launch.py``: `embedtune train ... --workers N` starts N such processes on
 loopback ports. ``shares.py``: each worker's share of the lines and of each global batch.
-``collectives.py``: the all-gathers and sums the set-up needs. ``strategy.py``: the strategy the training
+``mesh.py``: the averaging workers' all-gathers and sums, over TCP; ``collectives.py``: the gathered step's,
+through tf.distribute.MultiWorkerMirroredStrategy. ``strategy.py``: the strategy the training
 loop is given (``strategy_from_env``), with the step that gathers every worker's gradients (--sync-every 0).
 ``averaging.py``: the default, each worker on the single process's step, the rows averaged every K steps.
 ``ps.py`` and ``serve.py``: a cluster with "ps" tasks, the tables sharded over parameter servers.
 
 Nothing here names an objective: what a worker needs of one (how its batch splits, its padding, whether
 its chunks come from the lines) the Objective base class declares. Importing this package imports no
-TensorFlow, nor does ``strategy_from_env``: a worker imports it once its peers are met (``Worker.start``).
+TensorFlow, nor does ``strategy_from_env``: a worker of the gathered step imports it once its peers are met
+(``Worker.start``); an averaging worker only where its step is TensorFlow's.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import os
 from embedtune.cores import local_cores
 from embedtune.distribute.cluster import (ENV_THREADS, Cluster, PeerLost, ServerCluster, cluster_from_env,
                                           distributed, is_chief, launched, server_cluster_from_env,
-                                          tell_launcher)
+                                          steps_as_one_process, tell_launcher)
 from embedtune.distribute.launch import PEER_LOST, Launch, free_ports, launch, worker_command, worker_threads
 from embedtune.distribute.shares import CorpusShare, WorkerShare, batch_part, check_split, share_batches
 
 __all__ = ["PEER_LOST", "Cluster", "CorpusShare", "Launch", "PeerLost", "ServerCluster", "WorkerShare", "batch_part",
            "check_split", "cluster_from_env", "distributed", "free_ports", "is_chief", "launch", "launched",
-           "local_cores", "server_cluster_from_env", "share_batches", "strategy_from_env", "tell_launcher",
-           "worker_command", "worker_threads"]
+           "local_cores", "server_cluster_from_env", "share_batches", "steps_as_one_process", "strategy_from_env",
+           "tell_launcher", "worker_command", "worker_threads"]
 
 
 def strategy_from_env():

@@ -178,6 +178,13 @@ def is_chief() -> bool:
     return cluster is None or cluster.chief
 
 
+def steps_as_one_process(sync_every: int) -> bool:
+    """Whether this process steps as one process does, without TensorFlow's strategy: no cluster, or an
+    averaging worker (``sync_every`` > 0: its collectives are mesh.py's) of one. The gathered step and a
+    parameter-server cluster step through TensorFlow's."""
+    return server_cluster_from_env() is None and (cluster_from_env() is None or sync_every > 0)
+
+
 def distributed() -> bool:
     """TF_CONFIG describes a cluster this process is one task of (workers, or parameter servers)."""
     return cluster_from_env() is not None or server_cluster_from_env() is not None

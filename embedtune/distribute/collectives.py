@@ -1,4 +1,5 @@
-"""The collectives a run's set-up needs beyond the step's own gather: every worker's bytes (counts,
+"""The gathered step's workers' collectives (--sync-every 0; averaging workers use mesh.py's, the same
+calls over TCP), those a run's set-up needs beyond the step's own gather: every worker's bytes (counts,
 co-occurrence cells, the classifier's figures) and float64 sums (the new words' context sums, the
 classifier's fit), each a collective call that every worker makes in the same order."""
 

@@ -52,7 +52,8 @@ def greeting(hosts: tuple[str, ...], index: int) -> bytes:
     return f"{PROTOCOL} {digest(hosts)} {index}\n".encode()
 
 
-def _listen(address: str) -> socket.socket:
+def listen(address: str) -> socket.socket:
+    """A non-blocking socket listening at ``address``'s port (every interface), or an error naming it."""
     host, port = split_address(address)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -95,7 +96,7 @@ class _Meeting:
         self.hosts, self.index = hosts, index
         self.hello = greeting(hosts, index)
         self.selector = selectors.DefaultSelector()
-        self.listener = _listen(hosts[index])
+        self.listener = listen(hosts[index])
         self.selector.register(self.listener, selectors.EVENT_READ, ("accept", None))
         self.met: set[int] = set()       # peers whose listener answered as themselves
         self.greeted: set[int] = set()   # peers that greeted this worker's listener
@@ -227,12 +228,12 @@ class _Meeting:
             shown = said[:40].decode("ascii", "replace").strip()
             raise self._stranger(k, f"it answered {shown!r}")
         if words[2] != mine[2]:
-            raise EmbedtuneError(f"TF_CONFIG: {_named(self.hosts, [k])} is a worker of another cluster (its "
+            raise EmbedtuneError(f"TF_CONFIG: {named(self.hosts, [k])} is a worker of another cluster (its "
                                  "TF_CONFIG lists other workers than this one's)")
         other = int(words[3])
         if other != k:
             who = "this worker itself" if other == self.index else f"worker {other}"
-            raise EmbedtuneError(f"TF_CONFIG: {_named(self.hosts, [k])} answers as {who} (two workers at one "
+            raise EmbedtuneError(f"TF_CONFIG: {named(self.hosts, [k])} answers as {who} (two workers at one "
                                  "address, or two given one task index)")
         self.met.add(k)
 
@@ -267,10 +268,10 @@ def wait_for_peers(hosts: tuple[str, ...], index: int, seconds: float,
             missing = meeting.missing() or [k for k in range(len(hosts))
                                             if k != index and k not in meeting.greeted]
             if waited > seconds:
-                raise EmbedtuneError(f"TF_CONFIG: {_named(hosts, missing)} did not start within {seconds:g} s "
+                raise EmbedtuneError(f"TF_CONFIG: {named(hosts, missing)} did not start within {seconds:g} s "
                                      "(start every worker of TF_CONFIG; --peer-timeout sets the wait)")
             if not said and waited >= SAY_AFTER and note is not None:
-                note(f"waiting for {_named(hosts, missing)} (TF_CONFIG), up to {seconds:g} s")
+                note(f"waiting for {named(hosts, missing)} (TF_CONFIG), up to {seconds:g} s")
                 said = True
     finally:
         meeting.close()
@@ -294,6 +295,6 @@ def ctrl_c_ends_the_process():
             signal.signal(signal.SIGINT, previous)
 
 
-def _named(hosts, missing: list[int]) -> str:
+def named(hosts, missing: list[int]) -> str:
     shown = ", ".join(f"worker {k} at {hosts[k]}" for k in missing[:3])
     return shown + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

@@ -1,5 +1,6 @@
-"""Several workers as a strategy of the training loop (training/strategy.py's OneProcess, overridden):
-tf.distribute.MultiWorkerMirroredStrategy under TF_CONFIG, each worker on its share of the lines.
+"""Several workers as a strategy of the training loop (training/strategy.py's OneProcess, overridden) under
+TF_CONFIG, each worker on its share of the lines, exchanging through the mesh's TCP connections (mesh.py:
+averaging) or tf.distribute.MultiWorkerMirroredStrategy's collectives (the gathered step).
 
 The counting pass before training is split the same way as the lines: each worker counts its share and
 the counts are all-gathered (``Worker.count``), so every worker has the whole corpus's counts, the same
@@ -45,6 +46,7 @@ from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
+from embedtune.distribute.mesh import Mesh
 from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process, wait_for_peers
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
                                          share_batches)
@@ -103,7 +105,7 @@ class Worker(OneProcess):
         self.hosts = cluster.hosts
         self.chief = cluster.chief
         self.threads = threads   # None: every core (one worker per machine)
-        self.collectives = Collectives(self.index, self.size)
+        self.collectives: Collectives | Mesh = Collectives(self.index, self.size)   # a mesh for averaging (start)
         self.step: GatheredStep | None = None
         self.current: Batch | None = None   # the step's Batch, made global after the step (GatheredStep.one)
         self.epoch_number = self.total_words = 0
@@ -113,10 +115,17 @@ class Worker(OneProcess):
 
     def start(self, train=None, note=None, stop=None):
         """Join the cluster, once every peer is up (peers.wait_for_peers: bounded, and stopped by
-        ``stop``). Before any TensorFlow variable exists: the strategy sets up the runtime."""
+        ``stop``): averaging workers (``train``'s --sync-every K > 0) through the mesh's connections, the
+        gathered step through TensorFlow's strategy, before any TensorFlow variable exists (the strategy
+        sets up the runtime)."""
+        seconds = train.peer_timeout if train is not None else PEER_TIMEOUT
         if self.hosts:
-            wait_for_peers(self.hosts, self.index, train.peer_timeout if train is not None else PEER_TIMEOUT,
-                           note, stop)
+            wait_for_peers(self.hosts, self.index, seconds, note, stop)
+        if self.hosts and train is not None and train.sync_every:
+            # Averaging: each worker steps as one process and the workers only exchange bytes (mesh.py).
+            self.collectives = Mesh(self.hosts, self.index)
+            self.collectives.start(seconds, stop)
+            return
         # TensorFlow only now (this module reads it lazily, and run.count_while_importing leaves it to a
         # worker): a worker whose peers never come, or that is stopped while it waits, never pays its
         # import. Imported before the strategy's start below, so that Ctrl-C during the import unwinds as

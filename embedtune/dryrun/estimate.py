@@ -25,9 +25,10 @@ RUNTIME_BYTES = 700 * 2**20
 # numba and its compiled steps. Calibrated against glove's peak RSS on the sample less the parts below
 # (benchmarks/README.md, glove_job).
 COMPILED_RUNTIME_BYTES = 185 * 2**20
-# --workers N: each worker is a whole process (its own runtime, input and tables) that also holds
-# tf.distribute's (gRPC, collectives); the launcher holds Python and click. Calibrated against the
-# quickstart's peak per process, one process against 2 workers (benchmarks/README.md, memory).
+# --workers N: each worker is a whole process (its own runtime, input and tables); with the gathered step
+# (--sync-every 0) it also holds tf.distribute's (gRPC, collectives); the launcher holds Python and click.
+# Calibrated against the quickstart's peak per process, one process against 2 workers (benchmarks/README.md,
+# memory). An averaging worker's sockets hold no more than its syncs' payloads (averaging_last_sync).
 WORKER_RUNTIME_BYTES = 140 * 2**20
 LAUNCHER_BYTES = 55 * 2**20
 # TensorFlow's step (not a compiled one) holds, in the pool its allocator keeps (embedtune/_tf.py), a batch's
@@ -106,7 +107,10 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     objective = objective_class(t.objective)
     side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines, run.set_up_units)
     compiled = kernels.KERNEL and objective.compiles(t)
-    steps_compiled, tensorflow = runs_on(objective, t, one_process=workers == 1)
+    # Averaging workers step as one process does and exchange bytes over plain sockets (distribute/mesh.py);
+    # the gathered step's (--sync-every 0) go through TensorFlow's strategy.
+    gathered = workers > 1 and not t.sync_every
+    steps_compiled, tensorflow = runs_on(objective, t, one_process=not gathered)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts
              + sum(sys.getsizeof(w) for w in run.counts if w not in vectors.index))
@@ -138,7 +142,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
         "fasttext_model_matrices": fasttext_bytes(vectors)[0],
         "tensorflow_and_python": RUNTIME_BYTES if tensorflow else 0,
         "python_and_numba": 0 if tensorflow else COMPILED_RUNTIME_BYTES,
-        "distribution_runtime": WORKER_RUNTIME_BYTES if workers > 1 else 0,
+        "distribution_runtime": WORKER_RUNTIME_BYTES if gathered else 0,
         # Averaging (--sync-every K > 0, distribute/averaging.py): each worker keeps every table it trains
         # (the rows, the side table, their optimizer state) as it was at the last sync, and per table row
         # an int64 id and an int32 count for the sync. A sync's payloads come and go between syncs.
