@@ -140,6 +140,11 @@ class Worker(OneProcess):
         except (ValueError, TypeError):   # not the main thread; or a handler not set from Python
             pass
 
+    def close(self) -> None:
+        """The mesh's connections closed, however the run ended (a library caller's process goes on)."""
+        if isinstance(self.collectives, Mesh):
+            self.collectives.close()
+
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         return self.collectives.all_gather_bytes(data)
 

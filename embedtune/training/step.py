@@ -83,8 +83,9 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     counted. A compiled run uses none of it, whatever its optimizer (the compiled step's state starts in
     numpy: optimizers.Update) and whatever its objective reports (from the step's numpy tables:
     ``Step.side_matrix``), checkpoints (the step's own arrays: training/checkpoints/state.py) and TensorBoard's
-    scalars (training/eventfile.py) included; several workers (their collectives) need it. Only a hint: what
-    a run uses is imported when first used either way."""
+    scalars (training/eventfile.py) included. ``one_process``: False for a worker of the gathered step or of
+    parameter servers (they step through TensorFlow's strategy); an averaging worker steps as one process
+    (distribute.steps_as_one_process). Only a hint: what a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
     return compiled, not compiled
 
