@@ -198,7 +198,7 @@ class _CountedPass:
 
 
 def debug_worker(cluster, threads):
-    """A Worker with the debug hooks the environment asks for (imports TensorFlow)."""
+    """A Worker with the debug hooks the environment asks for (the gathered step's import TensorFlow)."""
     from embedtune.distribute.strategy import GatheredStep, Worker
 
     class DyingStep(GatheredStep):
@@ -263,12 +263,17 @@ def debug_worker(cluster, threads):
             if not folder:
                 return
             digest = hashlib.sha256()
-            tables = {"trainable": trainer.trainable, "side": trainer.side, "rng": trainer.tf_rng.state}
-            for side, opt in (("word", trainer.word_opt), ("side", trainer.side_opt)):
-                tables.update({f"{side}_{name}": var for name, var in opt.variables().items()})
+            if self.step is not None and self.step.compiled:
+                # The compiled step's own tables and optimizer state: reading the variables would import
+                # TensorFlow, which an averaging worker otherwise never does (distribute/mesh.py).
+                tables = dict(self.step.arrays())
+            else:
+                tables = {"trainable": trainer.trainable, "side": trainer.side, "rng": trainer.tf_rng.state}
+                for side, opt in (("word", trainer.word_opt), ("side", trainer.side_opt)):
+                    tables.update({f"{side}_{name}": var for name, var in opt.variables().items()})
             for name, var in sorted(tables.items()):
                 digest.update(name.encode())
-                digest.update(np.ascontiguousarray(var.numpy()).tobytes())
+                digest.update(np.ascontiguousarray(var if isinstance(var, np.ndarray) else var.numpy()).tobytes())
             with open(os.path.join(folder, f"worker-{self.index}.json"), "w") as f:
                 json.dump({"worker": self.index, "steps": self.steps, "sha256": digest.hexdigest(),
                            "counts": counts_digest(*self.counted), "own_tokens": self.own_tokens,
