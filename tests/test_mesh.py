@@ -169,7 +169,7 @@ TELLS = ("import sys\nfrom embedtune.distribute.mesh import Mesh\nstart = Mesh.s
          "from embedtune.cli.main import main\nmain()\n")
 
 
-@pytest.mark.parametrize("sig, code", [(None, 1), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [(None, 1), (signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_worker_whose_peer_never_joins_the_mesh_says_so_or_stops_at_a_signal(tmp_path, sig, code):
     """Worker 1 (this test) answers the handshake and never connects: worker 0, an averaging worker (the
     default), waits at its mesh's listener without TensorFlow, until --peer-timeout or a signal."""
