@@ -167,8 +167,8 @@ def fit_classifier_by_shares(parts: list[tuple[np.ndarray, np.ndarray]], one_vs_
 
     parts : (means [n_k, dim], targets [n_k, L]) of each share held here; n_lines : the lines of all
     shares. At each L-BFGS iteration each share's summed cross-entropy and its gradient are computed
-    apart and ``sum_arrays`` adds them up over all shares (float64; across workers a ring all-reduce,
-    whose sums every worker receives bit for bit), then the mean and the L2 term are taken: every worker
+    apart and ``sum_arrays`` adds them up over all shares (float64; across workers the same sums on every
+    worker, bit for bit: distribute.Worker.sum_array), then the mean and the L2 term are taken: every worker
     sees the same figures, takes the same steps and ends with the same classifier, without any worker
     holding every line (what crosses is L * (dim + 1) + 1 float64 an iteration, after the inputs' sum,
     dim float64, once: the fit's centre). Equal to
