@@ -198,7 +198,7 @@ class _CountedPass:
 
 
 def debug_worker(cluster, threads):
-    """A Worker with the debug hooks the environment asks for (the gathered step's import TensorFlow)."""
+    """A Worker with the debug hooks the environment asks for (a worker of the gathered step imports TensorFlow)."""
     from embedtune.distribute.strategy import GatheredStep, Worker
 
     class DyingStep(GatheredStep):

@@ -21,7 +21,8 @@ ENV_TIMEOUT = "EMBEDTUNE_COLLECTIVE_TIMEOUT"
 # and aborts every worker's collectives (TensorFlow's own: 10 s). A worker silent that long may be alive and
 # only starved (a CI machine running the suite beside it ended a run "worker 0 exited (lost its peers)";
 # a worker stopped 15 s did the same when averaging workers still exchanged here). Launched workers have a
-# watchdog already: the launcher ends the run as soon as one exits. --peer-timeout's default: the same patience as at the start.
+# watchdog already: the launcher ends the run as soon as one exits. --peer-timeout's default: the same
+# patience as at the start.
 LAUNCHED_HEARTBEAT = 120.0
 # Bytes a worker sends in one all-gather of its corpus counts (Collectives.all_gather_bytes): a large
 # vocabulary's counts go in several pieces, each well under gRPC's message limits.
