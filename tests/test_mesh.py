@@ -24,13 +24,17 @@ def _hosts(n: int) -> tuple[str, ...]:
 
 def _on_threads(hosts, work, seconds: float = 20.0, delays=None):
     """``work(mesh)`` on a thread per worker, each after its mesh started (worker k ``delays[k]`` seconds
-    late): each one's result, or the exception it raised."""
+    late, or once the event ``delays[k]`` is set): each one's result, or the exception it raised."""
     out: list = [None] * len(hosts)
 
     def worker(k):
         mesh = Mesh(hosts, k)
         try:
-            time.sleep((delays or {}).get(k, 0))
+            delay = (delays or {}).get(k, 0)
+            if isinstance(delay, threading.Event):
+                delay.wait(30)
+            else:
+                time.sleep(delay)
             mesh.start(seconds)
             out[k] = work(mesh)
         except BaseException as err:   # noqa: BLE001 (the test reads it)
@@ -103,12 +107,12 @@ def test_a_dial_that_meets_the_handshakes_listener_is_tried_again():
     hosts = _hosts(2)
     port = int(hosts[0].rsplit(":", 1)[1])
     handshake = socket.create_server(("", port))
-    answered = []
+    answered, closed = [], threading.Event()
 
-    def answer():
+    def answer():   # until worker 1 has dialled here twice (once answered, it dials again a poll later)
         handshake.settimeout(0.1)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
+        end = time.monotonic() + 20
+        while len(answered) < 2 and time.monotonic() < end:
             try:
                 conn, _ = handshake.accept()
             except socket.timeout:
@@ -116,12 +120,13 @@ def test_a_dial_that_meets_the_handshakes_listener_is_tried_again():
             conn.sendall(greeting(hosts, 0))
             answered.append(conn)
         handshake.close()
+        closed.set()   # worker 0's mesh listens there from now on
 
     thread = threading.Thread(target=answer, daemon=True)
     thread.start()
-    got = _on_threads(hosts, lambda mesh: mesh.all_gather_bytes(b"%d" % mesh.index), delays={0: 1.3})
+    got = _on_threads(hosts, lambda mesh: mesh.all_gather_bytes(b"%d" % mesh.index), delays={0: closed})
     thread.join()
-    assert answered, "worker 1 never dialled the handshake's listener"
+    assert len(answered) == 2, "worker 1 did not dial the handshake's listener again after its answer"
     assert got == [[b"0", b"1"], [b"0", b"1"]]
     for conn in answered:
         conn.close()
