@@ -19,7 +19,7 @@ order, so each connection carries them one after another. A sum is every worker'
 in worker order on each: every worker has the same bits.
 
 A peer that dies has its connections closed by its kernel: the read ends and PeerLost is raised at once. A
-peer whose machine is gone is found by TCP keepalive (KEEPALIVE); one that is stopped or starved still
+peer whose machine is gone is left to TCP keepalive (KEEPALIVE); one that is stopped or starved still
 answers those from its kernel and is waited for, as TensorFlow's launched workers' long heartbeat timeout
 allowed (collectives.LAUNCHED_HEARTBEAT). EMBEDTUNE_COLLECTIVE_TIMEOUT, when set, bounds each wait.
 """
@@ -41,8 +41,9 @@ from embedtune.errors import EmbedtuneError, TrainingInterrupted
 
 PROTOCOL = "embedtune-mesh 1"
 LINE = 200   # bytes of an opening line, at most
-# Seconds idle before the first probe, between probes, and probes unanswered: a peer's machine gone is found in
-# about 90 s (a live peer's kernel answers them, however busy or stopped the process is).
+# Seconds idle before the first probe, between probes, and probes unanswered: set so that a peer's machine gone
+# fails the wait after about 90 s (the system's arithmetic; not tried here, with one machine), while a live peer's
+# kernel answers them however busy or stopped the process is.
 KEEPALIVE = (30, 10, 6)
 
 

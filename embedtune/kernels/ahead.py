@@ -182,30 +182,35 @@ def _lines_at_most(path) -> int | None:
     return newlines + 1
 
 
-def _classify(optimizer: str, deterministic: bool, epochs: int, lines: int | None, step: bool = True) -> list[Kernel]:
+def _classify(optimizer: str, deterministic: bool, epochs: int, corpus, step: bool = True) -> list[Kernel]:
     """classify's classifier-alone fit and its step, where the corpus's lines say surely that the run takes their
     serial twins (fewer lines than classify.SERIAL_LINES, lines times epochs fewer than SERIAL_LINE_EPOCHS: most
-    of a small run's compiling, benchmarks/log/first_run.md); nothing else is told from a file's size."""
-    if lines is None:
-        return []
+    of a small run's compiling, benchmarks/log/first_run.md); nothing else is told from a file's size. Where the
+    cache holds both twins already (every run after the first) they are listed without reading the corpus: the
+    list then starts no child whatever the run takes."""
     from numba import types
 
-    from embedtune.kernels import classify
+    from embedtune._adapters.numba_private import in_cache
     from embedtune.kernels.common import KERNEL_OPTIMIZERS
 
     i64, f32, a = types.int64, types.float32, _array
     module, strict = "embedtune.kernels.classify", "_strict" if deterministic else ""
-    found = []
-    if lines < classify.SERIAL_LINES:
-        found.append(Kernel(module, "fit_loss_grad_serial" + strict, None, (a("float32", 2), a("float32", 2),
-                                                                           a("float32", 2), a("float32", 1),
-                                                                           types.boolean)))
-    if step and lines * epochs < classify.SERIAL_LINE_EPOCHS:
-        i32s, f32s, f32m = a("int32", 1), a("float32", 1), a("float32", 2)
-        found.append(Kernel(module, "CLASSIFY_STEP_SERIAL" + strict.upper(), KERNEL_OPTIMIZERS[optimizer], (
-            f32m, f32m, f32m, a("int64", 1), i64, i64, i32s, f32s, i32s, i32s, i32s, f32s, i32s, i32s, f32m,
-            types.boolean, f32, f32, f32, f32, f32m, f32m, f32m, f32m, i64)))
-    return found
+    fit = Kernel(module, "fit_loss_grad_serial" + strict, None, (a("float32", 2), a("float32", 2), a("float32", 2),
+                                                                 a("float32", 1), types.boolean))
+    i32s, f32s, f32m = a("int32", 1), a("float32", 1), a("float32", 2)
+    stepped = Kernel(module, "CLASSIFY_STEP_SERIAL" + strict.upper(), KERNEL_OPTIMIZERS[optimizer], (
+        f32m, f32m, f32m, a("int64", 1), i64, i64, i32s, f32s, i32s, i32s, i32s, f32s, i32s, i32s, f32m,
+        types.boolean, f32, f32, f32, f32, f32m, f32m, f32m, f32m, i64))
+    candidates = [fit, stepped] if step else [fit]
+    if all(in_cache(k.dispatcher(), k.argtypes) for k in candidates):
+        return candidates
+    lines = _lines_at_most(corpus)
+    if lines is None:
+        return []
+    from embedtune.kernels import classify
+
+    return [k for k in candidates if (k is fit and lines < classify.SERIAL_LINES)
+            or (k is stepped and lines * epochs < classify.SERIAL_LINE_EPOCHS)]
 
 
 def _text_writer() -> list[Kernel]:
@@ -249,7 +254,7 @@ def kernels_for(config, corpus_file: bool, reader: bool = True) -> list[Kernel]:
     if not kernels.KERNEL:
         return []
     if t.objective == "classify":   # its step compiled unless anchored (objectives/classify: ``compiles``)
-        return _reader(False) + _classify(t.optimizer, bool(t.deterministic), t.epochs, _lines_at_most(config.corpus),
+        return _reader(False) + _classify(t.optimizer, bool(t.deterministic), t.epochs, config.corpus,
                                           step=not t.anchor)
     found = _reader(reader) + _new_words(config.vocab.init) + _glove(t.optimizer, bool(t.deterministic),
                                                                      _size(config.corpus))
