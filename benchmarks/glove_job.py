@@ -149,7 +149,8 @@ def part_job(args) -> dict:
         a, b = figures["this"], figures["baseline"]
         print(f"  this / baseline: wall {a['wall'] / b['wall']:.2f}x, cpu {a['cpu'] / b['cpu']:.2f}x, peak "
               f"{a['peak'] / b['peak']:.2f}x, setup {a['setup'] / b['setup']:.2f}x, loop {a['loop'] / b['loop']:.2f}x")
-    print("  goals (2 cores, quiet): whole job <= 35 s, loop <= 18 s, set-up <= 8 s, peak not above main's")
+    # Issue 48, item 2 (the script's first goals, 35 s whole and 8 s set-up, came before it).
+    print("  goals (2 cores, quiet): whole job <= 20 s, set-up <= 5 s, peak not above main's")
     figures["load"] = [min(loads), max(loads)]
     return figures
 
