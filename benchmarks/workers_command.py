@@ -18,7 +18,6 @@ import argparse
 import filecmp
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -35,22 +34,12 @@ JOBS = {"glove": ["--config", "configs/quickstart.toml", "--objective", "glove"]
 
 
 def run(root: str, job: str, workers: int, out: str) -> tuple[float, float, float]:
-    """The command in a fresh child of a helper process, so that its rusage is its own (RUSAGE_CHILDREN of
-    the helper: the command and the workers it waited for)."""
-    script = ("import os, resource, subprocess, sys, time\n"
-              "began = time.perf_counter()\n"
-              "code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-              "wall = time.perf_counter() - began\n"
-              "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-              "print(code, wall, r.ru_utime + r.ru_stime, r.ru_maxrss / 1024)\n")
+    """(wall s, CPU s, peak RSS MiB) of the command in ``root``'s tree (glove_job.timed: wait4's figures, those of
+    the workers the launcher waited for included)."""
     command = [sys.executable, "-m", "embedtune.cli.main", "-q", "train", *JOBS[job], "--workers", str(workers),
                "-o", out]
-    done = subprocess.run([sys.executable, "-c", script, *command], cwd=root, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=root))
-    code, wall, cpu, rss = done.stdout.split()
-    if code != "0":
-        raise SystemExit(f"{' '.join(command)} (in {root}) exited {code}")
-    return float(wall), float(cpu), float(rss)
+    wall, cpu, peak = glove_job.timed(command, cwd=root, env=dict(os.environ, PYTHONPATH=root))
+    return wall, cpu, peak / 2**20
 
 
 def main() -> None:

@@ -36,19 +36,14 @@ import numpy as np
 
 from embedtune.distribute.cluster import PeerLost, split_address
 from embedtune.distribute.collectives import ENV_TIMEOUT
-from embedtune.distribute.peers import POLL, REPLY_WITHIN, digest, listen, named
+from embedtune.distribute.peers import LINE, POLL, REPLY_WITHIN, greeting, listen, named
 from embedtune.errors import EmbedtuneError, TrainingInterrupted
 
 PROTOCOL = "embedtune-mesh 1"
-LINE = 200   # bytes of an opening line, at most
 # Seconds idle before the first probe, between probes, and probes unanswered: set so that a peer's machine gone
 # fails the wait after about 90 s (the system's arithmetic; not tried here, with one machine), while a live peer's
 # kernel answers them however busy or stopped the process is.
 KEEPALIVE = (30, 10, 6)
-
-
-def opening(hosts: tuple[str, ...], index: int) -> bytes:
-    return f"{PROTOCOL} {digest(hosts)} {index}\n".encode()
 
 
 class Mesh:
@@ -97,7 +92,7 @@ class Mesh:
         for on the same connection (within the deadline): a peer still dialling the workers below it answers
         once it accepts, and a connection given up meanwhile would be the one it keeps."""
         host, port = split_address(self.hosts[k])
-        hello, expected = opening(self.hosts, self.index), opening(self.hosts, k).rstrip(b"\n")
+        hello, expected = greeting(self.hosts, self.index, PROTOCOL), greeting(self.hosts, k, PROTOCOL).rstrip(b"\n")
         while True:
             self._waited(k, deadline, stop)
             try:
@@ -135,10 +130,10 @@ class Mesh:
 
         try:
             words = (_line(sock, waiting) or b"").decode("ascii", "replace").split(" ")
-            mine = opening(self.hosts, self.index).decode().split(" ")
+            mine = greeting(self.hosts, self.index, PROTOCOL).decode().split(" ")
             k = int(words[3]) if len(words) == 4 and words[:3] == mine[:3] and words[3].isdecimal() else -1
             if self.index < k < self.size and k not in self.peers:
-                sock.sendall(opening(self.hosts, self.index))
+                sock.sendall(greeting(self.hosts, self.index, PROTOCOL))
                 self.peers[k] = sock
                 return
         except OSError:
@@ -161,11 +156,10 @@ class Mesh:
 
     def sum_array(self, x: np.ndarray) -> np.ndarray:
         """The sum of every worker's ``x`` (float64, of one shape on all), added in worker order on each."""
-        mine = np.ascontiguousarray(x, np.float64)
-        parts = self._exchange(memoryview(mine).cast("B"))
-        total = np.frombuffer(parts[0], np.float64).copy() if self.index else mine.reshape(-1).copy()
-        for k in range(1, self.size):
-            total += mine.reshape(-1) if k == self.index else np.frombuffer(parts[k], np.float64)
+        parts = self._exchange(memoryview(np.ascontiguousarray(x, np.float64)).cast("B"))
+        total = np.frombuffer(parts[0], np.float64).copy()
+        for part in parts[1:]:
+            total += np.frombuffer(part, np.float64)
         return total.reshape(np.shape(x))
 
     def _exchange(self, data: memoryview) -> list:

@@ -48,8 +48,9 @@ def digest(hosts: tuple[str, ...]) -> str:
     return hashlib.sha256(json.dumps(list(hosts)).encode()).hexdigest()[:16]
 
 
-def greeting(hosts: tuple[str, ...], index: int) -> bytes:
-    return f"{PROTOCOL} {digest(hosts)} {index}\n".encode()
+def greeting(hosts: tuple[str, ...], index: int, protocol: str = PROTOCOL) -> bytes:
+    """Worker ``index``'s opening line: the handshake's, or another protocol's over the same cluster (mesh.py)."""
+    return f"{protocol} {digest(hosts)} {index}\n".encode()
 
 
 def listen(address: str) -> socket.socket:
