@@ -1,11 +1,11 @@
 """The whole `embedtune train --workers 2` command against one process, as a user times it.
 
-    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main]] [--baseline DIR]
+    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main]] [--baseline DIR] [--sync-every K]
 
 The jobs: ``glove`` and ``sgns``, the quickstart (configs/quickstart.toml: the GloVe 20k sample continued on
 data/sample's corpus) with that --objective; ``main``, the README's main job as benchmarks/glove_job.py runs it
 (GloVe 6B 50d, 12.6M tokens, a top-10k freeze list). Each as one process and as --workers 2 (averaging, the
-default --sync-every), each a process of its own from start to exit: wall, CPU seconds (user + sys of the process and every process it waited for:
+default --sync-every; --sync-every 0: the gathered step), each a process of its own from start to exit: wall, CPU seconds (user + sys of the process and every process it waited for:
 the launcher's workers), the largest peak RSS among them. With --baseline (another checkout's folder, its
 package put first on PYTHONPATH) both trees take turns, round by round, and each round says whether their
 two-worker outputs are the same bytes. Medians of --repeat rounds. Load is the
@@ -33,11 +33,11 @@ JOBS = {"glove": ["--config", "configs/quickstart.toml", "--objective", "glove"]
         "main": [glove_job.GLOVE, glove_job.CORPUS, "--freeze-list", glove_job.TOP]}
 
 
-def run(root: str, job: str, workers: int, out: str) -> tuple[float, float, float]:
+def run(root: str, job: str, workers: int, out: str, extra: list[str]) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MiB) of the command in ``root``'s tree (glove_job.timed: wait4's figures, those of
     the workers the launcher waited for included)."""
     command = [sys.executable, "-m", "embedtune.cli.main", "-q", "train", *JOBS[job], "--workers", str(workers),
-               "-o", out]
+               *extra, "-o", out]
     wall, cpu, peak = glove_job.timed(command, cwd=root, env=dict(os.environ, PYTHONPATH=root))
     return wall, cpu, peak / 2**20
 
@@ -47,7 +47,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="glove,sgns")
     parser.add_argument("--baseline", help="another checkout's folder, measured in turns with this one")
+    parser.add_argument("--sync-every", help="the two-worker runs' --sync-every (default: the command's)")
     args = parser.parse_args()
+    extra = ["--sync-every", args.sync_every] if args.sync_every is not None else []
     if "main" in args.jobs.split(","):
         glove_job.make_inputs()
     trees = {"baseline": os.path.abspath(args.baseline), "this": ROOT} if args.baseline else {"this": ROOT}
@@ -60,7 +62,7 @@ def main() -> None:
                     outs = {}
                     for tree, root in trees.items():
                         outs[tree] = os.path.join(folder, f"{tree}-{job}-{workers}.txt")
-                        wall, cpu, rss = run(root, job, workers, outs[tree])
+                        wall, cpu, rss = run(root, job, workers, outs[tree], extra if workers > 1 else [])
                         figures.setdefault((tree, job, workers), []).append((wall, cpu, rss))
                         print(f"round {r + 1} {tree:8s} {job:5s} workers {workers}: {wall:5.2f} s, "
                               f"{cpu:5.2f} CPU-s, peak {rss:5.0f} MiB; load {os.getloadavg()[0]:.2f}", flush=True)

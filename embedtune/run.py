@@ -270,7 +270,7 @@ def _run(config: Config, loaded: _Loaded, objective, sentences, resume, overwrit
             from embedtune.training.step import runs_on
 
             compiled, tensorflow = runs_on(objective, config.train,
-                                           one_process=steps_as_one_process(config.train.sync_every))
+                                           one_process=steps_as_one_process(config.train))
             from embedtune.kernels import cache_is_cold
             from embedtune.kernels.compiling import tell_when_compiling
             from embedtune.phases import announce, phase, reporting
@@ -357,9 +357,9 @@ def count_while_importing(corpus, freeze: bool = True, tensorflow: bool = True, 
     import; a failed import is raised again by the caller's own. Returns the seconds until both were done.
     One worker of several (TF_CONFIG) only imports the loop here: it counts its share of the lines in train
     (distribute.Worker.count; a plain-text file by one compiled pass over the whole file, whose ids it
-    keeps: distribute/compiled_share.py); a worker of the gathered step imports TensorFlow once its peers are
-    met (Worker.start: a worker whose peers never come does not pay for it), an averaging worker only where
-    its step is TensorFlow's. ``freeze`` False: the
+    keeps: distribute/compiled_share.py); a worker of the gathered step through TensorFlow imports it once its
+    peers are met (Worker.start: a worker whose peers never come does not pay for it), any other worker only
+    where its step is TensorFlow's. ``freeze`` False: the
     collector is only off while both run (a library caller's process lives on). ``advance``: Corpus.count's
     (the bytes read, for progress)."""
     import importlib

@@ -21,12 +21,13 @@ from collections.abc import Iterator
 import numpy as np
 
 from embedtune import distribute
+from embedtune.distribute import gathered
 from embedtune.corpus import HeldLines, ShareCount, merge_counts
 from embedtune.distribute.shares import MORE, CorpusShare, WorkerShare, batch_part, global_words, share_batches
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.classify import Classify
 from embedtune.training.batches import Batch, step_groups
-from embedtune.training.step import TensorFlowStep, choose_step
+from embedtune.training.step import CompiledStep, TensorFlowStep, choose_step
 from embedtune.training.strategy import OneProcess
 
 ENV_SHARES = "EMBEDTUNE_DEBUG_SHARES"   # "N": one process trains N workers' shares (Shares)
@@ -61,15 +62,14 @@ class HeldShares(HeldLines):
 
 def share_part(objective, k: int, size: int):
     """Share k of ``size``'s own objective where one process trains every share's batches: its part of the
-    batch and its own cache of chunks (sgns and glove: 1 / size of its batch_size; classify: share k's own
+    batch (an objective whose batches join: the workers' own, gathered.share_part; classify: share k's own
     lines, at a part's lines a batch)."""
-    part = copy.copy(objective)
-    if isinstance(objective, Classify):
-        part.share_index, part.lines_per_batch = k, objective.part_lines
-    elif objective.name in ("sgns", "glove"):
-        part.batch_size = objective.batch_size // size
-    else:
+    if objective.joins_batches:
+        return gathered.share_part(objective, k, size)
+    if not isinstance(objective, Classify):
         raise EmbedtuneError(f"the {objective.name} objective's batches cannot be split into shares in one process")
+    part = copy.copy(objective)
+    part.share_index, part.lines_per_batch = k, objective.part_lines
     return part
 
 
@@ -78,9 +78,7 @@ def concatenated(objective, raws: list[dict]) -> dict:
     classify's as one batch of its lines_per_batch: the words one after another, each part's slots and line
     segments moved past the parts before it (a padding token's segment to the last, padding one)."""
     if not isinstance(objective, Classify):
-        batch = {key: np.concatenate([raw[key] for raw in raws]) for key in raws[0] if key != "pairs"}
-        batch["pairs"] = sum(raw["pairs"] for raw in raws)
-        return batch
+        return gathered.joined(raws)   # as the workers of the gathered step join them
     lines, width, B = len(raws[0]["targets"]), len(raws[0]["word"]), objective.lines_per_batch
     batch = {key: np.concatenate([raw[key] for raw in raws]) for key in ("word", "weight", "targets")}
     batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
@@ -134,6 +132,8 @@ class Shares(OneProcess):
         # step that updates each of a batch's rows once (an objective whose batches are distinct) cannot take them.
         if objective.distinct_ids:
             return TensorFlowStep(trainer, distinct=False)
+        if gathered.joins_batches(trainer.config.train):   # the workers' step (Worker.make_step)
+            return CompiledStep.build(trainer, words, side, deterministic=True)
         return choose_step(trainer, words, side, note)
 
     def epoch(self, trainer, corpus, pos, total_words: int) -> Iterator:
@@ -198,7 +198,8 @@ class _CountedPass:
 
 
 def debug_worker(cluster, threads):
-    """A Worker with the debug hooks the environment asks for (a worker of the gathered step imports TensorFlow)."""
+    """A Worker with the debug hooks the environment asks for (a worker of the gathered step through TensorFlow
+    imports it)."""
     from embedtune.distribute.strategy import GatheredStep, Worker
 
     class DyingStep(GatheredStep):
@@ -245,7 +246,7 @@ def debug_worker(cluster, threads):
 
         def make_step(self, trainer, words, side, note):
             step = super().make_step(trainer, words, side, note)
-            if self.sync_every:   # averaging: a round a call of the step
+            if self.sync_every or self.joins:   # averaging: a round a call of the step; joined batches: a step
                 run = step.run
 
                 def dying_run(batches, lrs):
@@ -281,7 +282,8 @@ def debug_worker(cluster, threads):
                            # every pass begun over the corpus's lines, by share ("None": the whole corpus)
                            "reads": ({str(share): n for share, n in self.share.corpus.reads.items()}
                                      if self.share else None),
-                           "objective_tokens": self.share and self.share.tokens_read}, f)
+                           "objective_tokens": self.share and self.share.tokens_read,
+                           "tensorflow": "tensorflow" in sys.modules}, f)
 
     return DebugWorker(cluster, threads)
 

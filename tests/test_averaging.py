@@ -183,7 +183,7 @@ def test_a_stalled_worker_is_waited_for(two_workers):
     launcher ends the run itself when a worker exits. When averaging workers exchanged through TensorFlow, its
     coordination service declared one dead after 10 s without a heartbeat and aborted the chief's collective
     ("Error: worker 0 exited (lost its peers)", a CI run of the suite); their connections (distribute/mesh.py)
-    have no heartbeat, and the gathered step's workers, which keep TensorFlow's, are given 120 s
+    have no heartbeat, and the workers of the gathered step through TensorFlow, which keep it, are given 120 s
     (collectives.LAUNCHED_HEARTBEAT; tests/test_adapters.py). (The run is the module's: worker 1 stops 2 s
     before its step 10.)"""
     run = two_workers.run

@@ -3,8 +3,9 @@ loopback ports, each worker reading its own share of the lines, against one proc
 global batches (EMBEDTUNE_DEBUG_SHARES=2). Parameter servers: tests/test_ps.py.
 
 The runs are small (3,000 GloVe rows, 20 lines of the Lee corpus, two epochs, a few seconds of training
-each); each worker runs TensorFlow on one thread. Most of the file's time is TensorFlow's start in each
-of its processes (launchers, workers, servers).
+each). sgns's and glove's workers exchange their parts of each batch and step the joined batch through the
+compiled step, with no TensorFlow (distribute/gathered.py); classify's gather gradients through TensorFlow,
+whose start is most of those runs' time.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from embedtune.corpus import Corpus
 from train_fixtures import SAMPLE_CORPUS, SAMPLE_VECTORS
 
 ROWS, FROZEN, LINES = 3000, 1000, 20
-# Two epochs of ~35 steps each; the batch splits into 2 x 128 pairs. Gathered gradients (--sync-every 0):
+# Two epochs of ~35 steps each; the batch splits into 2 x 128 pairs. The gathered step (--sync-every 0):
 # every step's update is every worker's, which one process can make too (the emulation of the shares).
 ARGS = ["--objective", "sgns", "--deterministic", "--epochs", "2", "--batch-size", "256",
         "--freeze-top", str(FROZEN), "--init", "context-mean", "--min-count", "3", "-q", "--sync-every", "0"]
@@ -104,8 +105,8 @@ def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_
     words, _, single = load_text(one)
     words2, _, split = load_text(two_workers.output)
     assert words == words2
-    # The merged update is the single-process one up to the order of float32 sums.
-    np.testing.assert_allclose(split, single, rtol=0, atol=1e-6)
+    # Every worker steps the joined global batch through the compiled step the emulation takes: the same bits.
+    np.testing.assert_array_equal(split, single)
     assert not np.array_equal(split[FROZEN:ROWS], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
     s, one_summary = two_workers.summary, json.loads((inputs.folder / "one.json").read_text())
     assert s["workers"] == 2 and s["epochs"] == 2 and s["steps"] > 50 and s["max_frozen_change"] == 0.0
@@ -154,7 +155,7 @@ def test_a_worker_whose_share_ends_first_trains_padding_until_the_others_end(inp
     assert run.returncode == 0, run.stderr
     s2 = json.loads(run.stdout)
     assert s2["resumed"] is True
-    np.testing.assert_allclose(load_text(out)[2], load_text(emulated)[2], rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(load_text(out)[2], load_text(emulated)[2])
     assert s2["steps"] == s1["steps"] and s2["pairs"] == s1["pairs"] and s2["words_done"] == s1["words_done"]
     # Worker 0's pairs alone fill each step's 128-pair half (the last of each epoch partly): worker 1
     # brought only padding, and the epoch lasted as long as worker 0's share.
@@ -169,6 +170,8 @@ def test_frozen_rows_bit_identical_and_workers_tables_identical(inputs, two_work
     reports = [json.loads((two_workers.hashes / f"worker-{k}.json").read_text()) for k in range(2)]
     assert reports[0]["steps"] == reports[1]["steps"] == two_workers.summary["steps"]
     assert reports[0]["sha256"] == reports[1]["sha256"]
+    # The parts of each batch were exchanged over the mesh and stepped by the compiled step (gathered.py).
+    assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is False
     # Each counted its share of the lines; the gathered counts are the whole corpus's, in its order.
     words = load_text(inputs.vectors)[0]
     corpus = Corpus(inputs.corpus, lowercase=True, tokenize="auto", vocabulary=set(words))   # as train reads it
@@ -398,13 +401,14 @@ def test_glove_two_workers_count_their_shares_and_equal_one_process(inputs):
         assert run.returncode == 0, run.stderr
         outputs.append((load_text(out)[2], json.loads(run.stdout)))
     (two, s2), (one, s1) = outputs
-    np.testing.assert_allclose(two, one, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(two, one)
     assert not np.array_equal(two[FROZEN:], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
     for key in ("steps", "pairs", "words_done", "corpus_words", "glove_scale", "glove_fit_pairs"):
         assert s2[key] == s1[key], key
     # Each worker read only its own lines for the co-occurrences (and for the counts).
     reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
     assert reports[0]["sha256"] == reports[1]["sha256"]
+    assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is False
     for key in ("objective_tokens", "own_tokens"):
         assert reports[0][key] + reports[1][key] == s2["corpus_words"] and 0 < reports[1][key] < s2["corpus_words"]
     # The new words' starts: each worker sums the contexts over its own lines, the sums added up over the
@@ -492,6 +496,7 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
     assert written[:FROZEN] == given[:FROZEN]   # byte for byte
     assert not np.array_equal(split[FROZEN:ROWS], start[FROZEN:]), "nothing trained"
     assert reports[0]["sha256"] == reports[1]["sha256"]   # tables, classifier and optimizer state alike
+    assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is True   # its gradients gathered through it
     for key in ("steps", "pairs", "words_done", "labels", "loss_kind", "train_lines", "train_lines_no_known_word",
                 "lines_per_batch", "corpus_words", "corpus_lines"):
         assert s2[key] == s1[key], key

@@ -300,13 +300,18 @@ def test_the_memory_estimate_counts_every_worker_process(folder):
     # distribute/compiled_share.py); the launcher waits beside them. Averaging workers (the default) step
     # as one process does, the compiled step included, and exchange bytes without TensorFlow
     # (distribute/mesh.py): only averaging's copy of the tables is more. The gathered step's workers step
-    # through TensorFlow's strategy.
+    # the joined batches as one process does (distribute/gathered.py), unless the objective's step is
+    # TensorFlow's (--anchor): then through TensorFlow's strategy.
     per_worker = two["memory_per_worker_bytes"]
     assert per_worker == sum(two["memory_parts_bytes"].values())
     extra = two["memory_parts_bytes"]["averaging_last_sync"]
     assert one["memory_parts_bytes"]["step_working_set"] == 0 == two["memory_parts_bytes"]["step_working_set"]
     assert two["memory_parts_bytes"]["tensorflow_and_python"] == 0 == two["memory_parts_bytes"]["distribution_runtime"]
-    gathered = plan(2, "--sync-every", "0")["memory_parts_bytes"]
+    joined = plan(2, "--sync-every", "0")["memory_parts_bytes"]
+    apart = ("averaging_last_sync", "spelling_model_fit")   # the fit's figure: what it adds over the rest
+    assert joined["averaging_last_sync"] == 0 and {k: v for k, v in joined.items() if k not in apart} == {
+        k: v for k, v in two["memory_parts_bytes"].items() if k not in apart}
+    gathered = plan(2, "--sync-every", "0", "--anchor", "1")["memory_parts_bytes"]
     assert gathered["tensorflow_and_python"] == RUNTIME_BYTES and gathered["distribution_runtime"] > 0
     assert gathered["step_working_set"] > 0 and gathered["python_and_numba"] == 0
 

@@ -414,7 +414,8 @@ def _listening(port: int) -> set[str]:
 
 def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
     """A peer that answered the handshake and then never started TensorFlow's server (here: this test,
-    as worker 1): worker 0 of the gathered step (--sync-every 0; averaging workers start no TensorFlow:
+    as worker 1): worker 0 of the gathered step through TensorFlow (--sync-every 0 with sgns's --anchor,
+    which has no compiled step; averaging workers and the joined batches' start no TensorFlow:
     tests/test_mesh.py) waits inside TensorFlow, which holds the interpreter, and Ctrl-C did nothing
     there. Now it ends the process at once (by the signal: a shell reports 130)."""
     import os
@@ -439,7 +440,8 @@ def test_ctrl_c_ends_tensorflows_own_wait_for_a_peer(tmp_path):
                                      '"task": {"type": "worker", "index": 0}}')
     with open(tmp_path / "stderr", "wb") as stderr:
         process = subprocess.Popen([sys.executable, "-m", "embedtune.cli.main", "train", str(vectors),
-                                    str(SAMPLE_CORPUS), "--sync-every", "0", "-o", str(tmp_path / "out.txt")], env=env,
+                                    str(SAMPLE_CORPUS), "--sync-every", "0", "--objective", "sgns", "--anchor", "1",
+                                    "-o", str(tmp_path / "out.txt")], env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                                    start_new_session=True)
     try:

@@ -152,11 +152,11 @@ class TrainConfig(_HoldsOwn):
                          help="Stop after N steps and write the output as a finished run does (0 = no limit); for CI.")
     max_words: int = key(0, range=Range(0, INT64_MAX, zero="no limit"), metavar="N", section=RUNS,
                          help="Stop after N corpus words (all epochs counted) and write the output (0 = no limit).")
-    sync_every: int = key(100, range=Range(0, INT64_MAX, zero="gather every step's gradients"), metavar="STEPS",
-                          section=RUNS,
+    sync_every: int = key(100, range=Range(0, INT64_MAX, zero="every step one global batch of all workers'"),
+                          metavar="STEPS", section=RUNS,
                           help="--workers: steps each worker trains on its own lines between two exchanges of the "
-                               "rows it changed, summed on every worker (docs/workers.md); 0 = every step's "
-                               "gradients gathered (slower).")
+                               "rows it changed, summed on every worker (docs/workers.md); 0 = every step one "
+                               "global batch of every worker's part, stepped alike by all (slower).")
     peer_timeout: float = key(120.0, range=Range(0, FLOAT32_MAX, low_open=True), metavar="SECONDS", section=RUNS,
                               help="--workers or TF_CONFIG: seconds each worker waits for the others to start (and a "
                                    "parameter-server task for its chief, the chief for its servers) before an error "

@@ -3,16 +3,17 @@
 ``cluster.py``: the cluster TF_CONFIG describes (worker 0, the chief, alone writes checkpoints, logs,
 the summary and the output). ``launch.py``: `embedtune train ... --workers N` starts N such processes on
 loopback ports. ``shares.py``: each worker's share of the lines and of each global batch.
-``mesh.py``: the averaging workers' all-gathers and sums, over TCP; ``collectives.py``: the gathered step's,
+``mesh.py``: the workers' all-gathers and sums, over TCP; ``collectives.py``: those of the gathered step
 through tf.distribute.MultiWorkerMirroredStrategy. ``strategy.py``: the strategy the training
-loop is given (``strategy_from_env``), with the step that gathers every worker's gradients (--sync-every 0).
+loop is given (``strategy_from_env``), with the gathered step (--sync-every 0): every worker's batches joined
+and stepped by each (``gathered.py``: sgns, glove), or every worker's gradients gathered through TensorFlow.
 ``averaging.py``: the default, each worker on the single process's step, the rows averaged every K steps.
 ``ps.py`` and ``serve.py``: a cluster with "ps" tasks, the tables sharded over parameter servers.
 
 Nothing here names an objective: what a worker needs of one (how its batch splits, its padding, whether
 its chunks come from the lines) the Objective base class declares. Importing this package imports no
-TensorFlow, nor does ``strategy_from_env``: a worker of the gathered step imports it once its peers are met
-(``Worker.start``); an averaging worker only where its step is TensorFlow's.
+TensorFlow, nor does ``strategy_from_env``: a worker of the gathered step through TensorFlow imports it once
+its peers are met (``Worker.start``); any other worker only where its step is TensorFlow's.
 """
 
 from __future__ import annotations

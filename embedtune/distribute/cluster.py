@@ -178,11 +178,16 @@ def is_chief() -> bool:
     return cluster is None or cluster.chief
 
 
-def steps_as_one_process(sync_every: int) -> bool:
-    """Whether this process steps as one process does, without TensorFlow's strategy: no cluster, or an
-    averaging worker (``sync_every`` > 0: its collectives are mesh.py's) of one. The gathered step and a
-    parameter-server cluster step through TensorFlow's."""
-    return server_cluster_from_env() is None and (cluster_from_env() is None or sync_every > 0)
+def steps_as_one_process(train) -> bool:
+    """Whether this process steps as one process does, without TensorFlow's strategy, under resolved [train]
+    config ``train``: no cluster, or a worker of one that averages (--sync-every K > 0) or steps joined
+    batches (gathered.joins_batches); both exchange over mesh.py's connections. Any other gathered step and
+    a parameter-server cluster step through TensorFlow's."""
+    from embedtune.distribute.gathered import joins_batches
+
+    if server_cluster_from_env() is not None:
+        return False
+    return cluster_from_env() is None or train.sync_every > 0 or joins_batches(train)
 
 
 def distributed() -> bool:

@@ -1,6 +1,7 @@
 """Several workers as a strategy of the training loop (training/strategy.py's OneProcess, overridden) under
 TF_CONFIG, each worker on its share of the lines, exchanging through the mesh's TCP connections (mesh.py:
-averaging) or tf.distribute.MultiWorkerMirroredStrategy's collectives (the gathered step).
+averaging, and the gathered step of joined batches) or tf.distribute.MultiWorkerMirroredStrategy's
+collectives (any other gathered step).
 
 The counting pass before training is split the same way as the lines: each worker counts its share and
 the counts are all-gathered (``Worker.count``), so every worker has the whole corpus's counts, the same
@@ -12,9 +13,13 @@ and all-reduces the sums (``Worker.init_corpus``).
 
 Two ways to combine the workers' training (``--sync-every K``). K > 0, the default: averaging
 (averaging.py), each worker training its share with the single process's step and the rows each changed
-averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step, below.
+averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step. An objective whose batches
+join and which has a compiled step (sgns, glove) exchanges its batches over the mesh and steps the global
+batch through that step on every worker (gathered.py: ``Worker.joined_steps``); any other (classify; sgns
+with --anchor) gathers gradients through TensorFlow, below.
 
-The gathered step (``GatheredStep``). Global step s is every worker's s-th batch. Each worker computes the loss and
+The gathered step through TensorFlow (``GatheredStep``). Global step s is every worker's s-th batch. Each
+worker computes the loss and
 the sparse gradients of its batch; the slices of all workers are gathered (all-gather of the
 IndexedSlices' ids and values: static shapes, so no padding is needed), with each worker's position and
 pairs (5 int64), and every worker merges, drops frozen rows, caps and applies the same update with the
@@ -44,6 +49,7 @@ from embedtune.corpus import ShareCount, merge_counts
 from embedtune.distribute import compiled_share
 from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
+from embedtune.distribute.gathered import joined, joins_batches, pack, share_part, unpack
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
 from embedtune.distribute.mesh import Mesh
@@ -51,7 +57,7 @@ from embedtune.distribute.peers import PEER_TIMEOUT, ctrl_c_ends_the_process, wa
 from embedtune.distribute.shares import (MORE, PAIRS, WorkerShare, batch_part, check_split, global_words,
                                          share_batches)
 from embedtune.training.batches import Batch
-from embedtune.training.step import TensorFlowStep, choose_step
+from embedtune.training.step import CompiledStep, TensorFlowStep, choose_step
 from embedtune.training.strategy import OneProcess
 
 
@@ -110,19 +116,21 @@ class Worker(OneProcess):
         self.current: Batch | None = None   # the step's Batch, made global after the step (GatheredStep.one)
         self.epoch_number = self.total_words = 0
         self.sync_every = 0   # --sync-every (split): 0, the gathered step; else averaging every K steps
+        self.joins = False    # the gathered step of joined batches, without TensorFlow (split; gathered.py)
+        self.part = self.padding = None   # then: this worker's objective for its part of each batch, its padding
         self.round: list[Batch] = []   # averaging: the round the loop runs now, and this share's position after it
         self.mine: list[int] = []
 
     def start(self, train=None, note=None, stop=None):
         """Join the cluster, once every peer is up (peers.wait_for_peers: bounded, and stopped by
-        ``stop``): averaging workers (``train``'s --sync-every K > 0) through the mesh's connections, the
-        gathered step through TensorFlow's strategy, before any TensorFlow variable exists (the strategy
-        sets up the runtime)."""
+        ``stop``): averaging workers (``train``'s --sync-every K > 0) and those of the gathered step of
+        joined batches through the mesh's connections, any other gathered step through TensorFlow's
+        strategy, before any TensorFlow variable exists (the strategy sets up the runtime)."""
         seconds = train.peer_timeout if train is not None else PEER_TIMEOUT
         if self.hosts:
             wait_for_peers(self.hosts, self.index, seconds, note, stop)
-        if self.hosts and train is not None and train.sync_every:
-            # Averaging: each worker steps as one process and the workers only exchange bytes (mesh.py).
+        if self.hosts and train is not None and (train.sync_every or joins_batches(train)):
+            # Each worker steps as one process and the workers only exchange bytes (mesh.py).
             self.collectives = Mesh(self.hosts, self.index)
             self.collectives.start(seconds, stop)
             return
@@ -180,12 +188,14 @@ class Worker(OneProcess):
         return WorkerShare(corpus, self) if corpus.shares_lines else corpus
 
     def split(self, config):
-        """The config each worker's trainer runs with. Averaging (--sync-every K > 0): the one process's,
-        on this worker's threads; gathered gradients: a host batch of B / N pairs."""
+        """The config each worker's trainer runs with. Averaging (--sync-every K > 0) and the gathered step of
+        joined batches (its trainer steps the global batch; its part's batches come from ``part``): the one
+        process's, on this worker's threads; gathered gradients: a host batch of B / N pairs."""
         t = config.train
         check_split(t, self.size)
         self.sync_every = t.sync_every
-        if self.sync_every:
+        self.joins = not t.sync_every and isinstance(self.collectives, Mesh)
+        if self.sync_every or self.joins:
             return dataclasses.replace(config, train=dataclasses.replace(t, threads=t.threads or self.threads or 0))
         return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=batch_part(t, self.size)))
 
@@ -200,6 +210,11 @@ class Worker(OneProcess):
         if self.sync_every:
             self.step = AveragedStep(trainer, choose_step(trainer, words, side, note), self)
             return self.step
+        if self.joins:   # the same bits on every worker, on any CPU: the strict batch-synchronous kernel
+            self.part = share_part(objective, self.index, self.size)
+            self.padding = self.part.padding_batch()
+            self.step = CompiledStep.build(trainer, words, side, deterministic=True)
+            return self.step
         if kernels.KERNEL and objective.compiles(t) and note is not None:
             note(f"--workers {self.size}: {objective.name} steps through TensorFlow's step (the workers' "
                  "gradients are gathered), not its compiled one")
@@ -211,6 +226,9 @@ class Worker(OneProcess):
         to the batch thread)."""
         self.epoch_number, self.total_words = pos.epoch, total_words
         start = pos.shares[self.index] if pos.shares else None
+        if self.joins:   # its part of each global batch, raw: the step prepares the joined batch
+            return share_batches(self.part, corpus, trainer.local_index, trainer.config.train.seed, pos.epoch,
+                                 self.index, self.size, start, lambda raw: raw)
         return share_batches(trainer.objective, corpus, trainer.local_index, trainer.config.train.seed, pos.epoch,
                              self.index, self.size, start, trainer.prepare)
 
@@ -222,28 +240,52 @@ class Worker(OneProcess):
         if self.sync_every:
             yield from rounds(self, batches, pos, train)
             return
-        if pos.shares and not any(s[MORE] for s in pos.shares):
-            return   # resumed after the epoch's last step
-        mine = pos.shares[self.index] if pos.shares else [0, 0, 0, 1]
-        step = 0
-        current = next(batches, None)
-        while True:
-            following = next(batches, None) if current is not None else None
-            if current is not None:
-                mine = [current.chunk, current.batch, current.words_done, int(following is not None)]
-            else:
-                mine = [*mine[:MORE], 0]
-            step += 1
+        if self.joins:
+            yield from self.joined_steps(batches, pos)
+            return
+        for step, (current, mine) in enumerate(own_steps(self.index, batches, pos), 1):
             tensors = dict(current.tensors if current is not None else self.step.padding,
                            share=tf.constant([*mine, current.pairs if current is not None else 0], tf.int64))
             self.current = Batch(tensors, 0, 0, step, None, 0)
             yield [self.current]
             if not any(s[MORE] for s in self.current.shares):
                 return
-            current = following
+
+    def joined_steps(self, batches: Iterator, pos) -> Iterator[list]:
+        """The gathered step of joined batches (gathered.py), a step a call: this worker's part of each global
+        batch (padding once its share has ended) and its position, all-gathered; every worker steps the parts
+        joined in worker order (the step's Batch: every worker's position, the pairs of all)."""
+        for step, (current, mine) in enumerate(own_steps(self.index, batches, pos), 1):
+            parts = [unpack(data) for data in self.all_gather_bytes(
+                pack(current.tensors if current is not None else self.padding, mine))]
+            batch = joined([part for part, _ in parts])
+            shares = [position for _, position in parts]
+            yield [Batch(self.step.prepare(batch), batch["pairs"], 0, step, None,
+                         global_words(self.epoch_number, self.total_words, shares), shares)]
+            if not any(s[MORE] for s in shares):
+                return
 
     def summary(self) -> dict:
         """The run's figures of the workers: the averaging's syncs and what this worker sent."""
         if not isinstance(self.step, AveragedStep):
             return {}
         return {"sync_every": self.sync_every, **self.step.summary()}
+
+
+def own_steps(index: int, batches: Iterator, pos) -> Iterator[tuple]:
+    """(batch, position) for each global step of the epoch from worker ``index``'s position in ``pos`` on: its
+    own batches, then None (padding) while the others may have batches left; its position after the step
+    ([chunk, batch, words, more]: ``more`` whether it has a batch after this one). The caller ends the epoch
+    once the gathered positions say that no worker has one; none at all when resumed after its last step."""
+    if pos.shares and not any(s[MORE] for s in pos.shares):
+        return
+    mine = pos.shares[index] if pos.shares else [0, 0, 0, 1]
+    current = next(batches, None)
+    while True:
+        following = next(batches, None) if current is not None else None
+        if current is not None:
+            mine = [current.chunk, current.batch, current.words_done, int(following is not None)]
+        else:
+            mine = [*mine[:MORE], 0]
+        yield current, mine
+        current = following

@@ -26,7 +26,8 @@ RUNTIME_BYTES = 700 * 2**20
 # (benchmarks/README.md, glove_job).
 COMPILED_RUNTIME_BYTES = 185 * 2**20
 # --workers N: each worker is a whole process (its own runtime, input and tables); with the gathered step
-# (--sync-every 0) it also holds tf.distribute's (gRPC, collectives); the launcher holds Python and click.
+# through TensorFlow (--sync-every 0, classify) it also holds tf.distribute's (gRPC, collectives); the launcher
+# holds Python and click.
 # Calibrated against the quickstart's peak per process, one process against 2 workers (benchmarks/README.md,
 # memory). An averaging worker's sockets hold no more than its syncs' payloads (averaging_last_sync).
 WORKER_RUNTIME_BYTES = 140 * 2**20
@@ -107,9 +108,12 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     objective = objective_class(t.objective)
     side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines, run.set_up_units)
     compiled = kernels.KERNEL and objective.compiles(t)
-    # Averaging workers step as one process does and exchange bytes over plain sockets (distribute/mesh.py);
-    # the gathered step's (--sync-every 0) go through TensorFlow's strategy.
-    gathered = workers > 1 and not t.sync_every
+    # Averaging workers and the gathered step's of joined batches (--sync-every 0, sgns and glove) step as one
+    # process does and exchange bytes over plain sockets (distribute/mesh.py); any other gathered step's go
+    # through TensorFlow's strategy.
+    from embedtune.distribute.gathered import joins_batches
+
+    gathered = workers > 1 and not t.sync_every and not joins_batches(t)
     steps_compiled, tensorflow = runs_on(objective, t, one_process=not gathered)
     words = (sys.getsizeof(vectors.words) + sum(map(sys.getsizeof, vectors.words)) + sys.getsizeof(vectors.index)
              + 3 * sys.getsizeof(run.counts)   # the counts, the local index and the row counts

@@ -110,6 +110,9 @@ class Objective:
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
         gradient and skips merging (classify, whose batches list each distinct word once)
+    joins_batches : a global batch of several workers' batches is their entries concatenated, the
+        pairs summed, and the compiled step takes it (sgns, glove): the gathered step's workers then
+        exchange batches, not gradients, and import no TensorFlow (embedtune/distribute/gathered.py)
 
     Instance attributes, set by ``__init__``:
 
@@ -136,6 +139,7 @@ class Objective:
     # worker, and a worker takes its share of each chunk's units
     reads_lines: ClassVar[bool] = False
     distinct_ids: ClassVar[bool] = False
+    joins_batches: ClassVar[bool] = False
 
     side_fixed_from: int | None = None
     slices: np.ndarray

@@ -169,6 +169,7 @@ class GloVe(Objective):
     # (benchmarks/README.md, recovery).
     learning_rates = {"adagrad": 0.1}
     settings = ("window", "x_max")
+    joins_batches = True
 
     @classmethod
     def memory(cls, train, dim, n_local, corpus_words, corpus_lines, units=None):

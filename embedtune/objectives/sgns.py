@@ -96,6 +96,7 @@ class SkipGram(Objective):
     settings = ("window", "negative", "sample", "context_init")
     word_keys = ("center",)   # the batch entries holding word-table ids
     reads_lines = True
+    joins_batches = True
 
     @classmethod
     def memory(cls, train: TrainConfig, dim, n_local, corpus_words, corpus_lines, units=None):

@@ -5,8 +5,8 @@ built (``choose_step``), never switched later.
 frozen rows, merge repeated ids, cap each row, apply the lazy optimizer (training/optimizers.py).
 ``CompiledStep``: an objective's numba step (``Objective.compiled_step``, embedtune/kernels/) over numpy
 copies of the tables, with the same arithmetic; the variables catch up whenever they are read.
-A multi-worker strategy builds its own TensorFlowStep, with the gradients gathered from every worker
-(embedtune/distribute/strategy.py). TensorFlow is imported by TensorFlowStep (or when a compiled step's
+The gathered step through TensorFlow (classify's on several workers) builds its own TensorFlowStep, with
+the gradients gathered from every worker (embedtune/distribute/strategy.py). TensorFlow is imported by TensorFlowStep (or when a compiled step's
 tables are read as variables), not by this module: ``runs_on`` says ahead which runs will.
 """
 
@@ -83,9 +83,9 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     counted. A compiled run uses none of it, whatever its optimizer (the compiled step's state starts in
     numpy: optimizers.Update) and whatever its objective reports (from the step's numpy tables:
     ``Step.side_matrix``), checkpoints (the step's own arrays: training/checkpoints/state.py) and TensorBoard's
-    scalars (training/eventfile.py) included. ``one_process``: False for a worker of the gathered step or of
-    parameter servers (they step through TensorFlow's strategy); an averaging worker steps as one process
-    (distribute.steps_as_one_process). Only a hint: what a run uses is imported when first used either way."""
+    scalars (training/eventfile.py) included. ``one_process``: False for a worker that steps through TensorFlow's
+    strategy (parameter servers; the gathered step of an objective whose batches do not join); an averaging
+    worker, or one of joined batches, steps as one process (distribute.steps_as_one_process). Only a hint: what a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
     return compiled, not compiled
 
@@ -103,12 +103,14 @@ class CompiledStep(Step):
         self.stale = False   # the kernel's tables hold steps the variables do not
 
     @classmethod
-    def build(cls, trainer, words: np.ndarray, side: np.ndarray) -> CompiledStep:
+    def build(cls, trainer, words: np.ndarray, side: np.ndarray, deterministic: bool | None = None) -> CompiledStep:
+        """``deterministic``: the strict batch-synchronous kernel whatever the config says (None: as it says)."""
         t = trainer.config.train
         update = Update(t.optimizer, trainer.clip_norm, {"word": words.shape, "side": side.shape})
         kernel = trainer.objective.compiled_step(words, side, trainer.matrix, trainer.frozen_rows,
                                                  trainer.n_trainable, t.threads or local_cores(),
-                                                 deterministic=t.deterministic, update=update)
+                                                 deterministic=t.deterministic if deterministic is None else deterministic,
+                                                 update=update)
         return cls(trainer, kernel)
 
     def run(self, batches, lrs):
