@@ -226,7 +226,8 @@ def test_a_workers_threads_do_not_grow_with_its_steps(two_workers):
     (EMBEDTUNE_COLLECTIVE_TIMEOUT=1800), each step left threads behind (this run then grew from 631 threads
     a worker at step 20 to 3,184 at its end; without, 125 to 126) until a worker could start no more and aborted
     (SIGABRT, "Resource temporarily unavailable") minutes into a long run. Read off the run the other
-    tests check (the gathered step: collectives every step)."""
+    tests check: the gathered step, an exchange every step (now over the mesh, a sender thread a peer each
+    time, joined before the step goes on)."""
     early, most = two_workers.threads_early, two_workers.threads_most
     assert early and two_workers.summary["steps"] >= 60, (early, two_workers.summary["steps"])
     grown = {pid: most[pid] - early[pid] for pid in early}

@@ -204,13 +204,17 @@ class Worker(OneProcess):
         return {**settings, "workers": self.size}
 
     def make_step(self, trainer, words, side, note):
-        """Averaging: the single process's step, synced every K steps (AveragedStep). Else the gathered
-        step (TensorFlow's); ``note`` is told when one process would have taken the objective's compiled step."""
+        """Averaging: the single process's step, synced every K steps (AveragedStep). Else the gathered step: of
+        joined batches, the objective's strict compiled step (``note`` told so unless --deterministic asked for
+        it); else TensorFlow's (``note`` told when one process would have taken the objective's compiled step)."""
         objective, t = trainer.objective, trainer.config.train
         if self.sync_every:
             self.step = AveragedStep(trainer, choose_step(trainer, words, side, note), self)
             return self.step
         if self.joins:   # the same bits on every worker, on any CPU: the strict batch-synchronous kernel
+            if not t.deterministic and note is not None:
+                note(f"--workers {self.size} --sync-every 0: {objective.name} steps each global batch through its "
+                     "--deterministic step on every worker (the same bits on all)")
             self.part = share_part(objective, self.index, self.size)
             self.padding = self.part.padding_batch()
             self.step = CompiledStep.build(trainer, words, side, deterministic=True)
