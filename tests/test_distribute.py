@@ -68,31 +68,52 @@ def inputs(tmp_path_factory):
     return SimpleNamespace(folder=folder, vectors=str(vectors), corpus=str(corpus))
 
 
+def polled_workers(args: list, env: dict, ckpt, early_at: int) -> SimpleNamespace:
+    """``train args --workers 2`` (through tests/debug_worker.py), a checkpoint in ``ckpt`` every ``early_at``
+    steps; its exit code, output and each worker's number of threads at the first checkpoint (``early``: the
+    runtime's own threads have started) and at most, polled through /proc while it runs."""
+    streams = {name: ckpt.parent / f"{ckpt.name}.{name}" for name in ("stdout", "stderr")}
+    with open(streams["stdout"], "w") as stdout, open(streams["stderr"], "w") as stderr:
+        run = subprocess.Popen([sys.executable, debug_worker.__file__, "train", *args, "--workers", "2",
+                                "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(early_at),
+                                "--keep-checkpoints"], stdout=stdout, stderr=stderr, env={**os.environ, **env})
+        early, most = None, {}
+        try:
+            while run.poll() is None:
+                counts = thread_counts(run.pid)
+                most.update({pid: max(n, most.get(pid, 0)) for pid, n in counts.items()})
+                if early is None and (ckpt / f"ckpt-{early_at}").exists():
+                    early = counts
+                time.sleep(0.05)
+        finally:
+            run.kill()
+        code = run.wait()
+    return SimpleNamespace(returncode=code, stdout=streams["stdout"].read_text(), stderr=streams["stderr"].read_text(),
+                           threads_early=early, threads_most=most)
+
+
+def assert_threads_flat(run, steps: int) -> None:
+    """TensorFlow times a collective with a thread that sleeps the whole timeout: with a timeout set
+    (EMBEDTUNE_COLLECTIVE_TIMEOUT=1800), each step of the gathered step through TensorFlow left threads behind
+    (a run grew from 631 threads a worker at step 20 to 3,184 at its end; without, 125 to 126) until a worker
+    could start no more and aborted (SIGABRT, "Resource temporarily unavailable") minutes into a long run."""
+    early, most = run.threads_early, run.threads_most
+    assert early and steps >= 20, (early, steps)
+    grown = {pid: most[pid] - early[pid] for pid in early}
+    assert max(grown.values()) < 100, (early, most)
+
+
 @pytest.fixture(scope="module")
 def two_workers(inputs):
-    """The run on 2 workers, each writing a hash of its tables at the end; each worker's number of
-    threads 20 steps in (its first checkpoint) and at most, polled through /proc while it runs."""
-    out, hashes, ckpt = inputs.folder / "two.txt", inputs.folder / "hashes", inputs.folder / "two-ckpt"
+    """The run on 2 workers, each writing a hash of its tables at the end, and its workers' threads."""
+    out, hashes = inputs.folder / "two.txt", inputs.folder / "hashes"
     hashes.mkdir()
-    run = subprocess.Popen([sys.executable, debug_worker.__file__, "train", inputs.vectors, inputs.corpus, *ARGS,
-                            "--workers", "2", "-o", str(out), "--json", str(inputs.folder / "two.json"),
-                            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "20", "--keep-checkpoints"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, debug_worker.ENV_TABLE_HASH: str(hashes)})
-    early, most = None, {}
-    try:
-        while run.poll() is None:
-            counts = thread_counts(run.pid)
-            most.update({pid: max(n, most.get(pid, 0)) for pid, n in counts.items()})
-            if early is None and (ckpt / "ckpt-20").exists():
-                early = counts   # 20 steps in: the runtime's own threads have started
-            time.sleep(0.05)
-    finally:
-        run.kill()
-    stderr = run.stderr.read()
-    assert run.wait() == 0, stderr
+    run = polled_workers([inputs.vectors, inputs.corpus, *ARGS, "-o", str(out), "--json",
+                          str(inputs.folder / "two.json")], {debug_worker.ENV_TABLE_HASH: str(hashes)},
+                         inputs.folder / "two-ckpt", 20)
+    assert run.returncode == 0, run.stderr
     return SimpleNamespace(output=out, hashes=hashes, summary=json.loads((inputs.folder / "two.json").read_text()),
-                           stderr=stderr, threads_early=early, threads_most=most)
+                           stderr=run.stderr, threads=run)
 
 
 def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_workers):
@@ -222,16 +243,11 @@ def thread_counts(parent: int) -> dict[int, int]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
 def test_a_workers_threads_do_not_grow_with_its_steps(two_workers):
-    """TensorFlow times a collective with a thread that sleeps the whole timeout: with a timeout set
-    (EMBEDTUNE_COLLECTIVE_TIMEOUT=1800), each step left threads behind (this run then grew from 631 threads
-    a worker at step 20 to 3,184 at its end; without, 125 to 126) until a worker could start no more and aborted
-    (SIGABRT, "Resource temporarily unavailable") minutes into a long run. Read off the run the other
-    tests check: the gathered step, an exchange every step (now over the mesh, a sender thread a peer each
-    time, joined before the step goes on)."""
-    early, most = two_workers.threads_early, two_workers.threads_most
-    assert early and two_workers.summary["steps"] >= 60, (early, two_workers.summary["steps"])
-    grown = {pid: most[pid] - early[pid] for pid in early}
-    assert max(grown.values()) < 100, (early, most)
+    """Read off the run the other tests check: the gathered step of joined batches, an exchange every step
+    over the mesh (a sender thread a peer each time, joined before the step goes on). The gathered step
+    through TensorFlow's collectives: classify's run below (assert_threads_flat)."""
+    assert two_workers.summary["steps"] >= 60
+    assert_threads_flat(two_workers.threads, two_workers.summary["steps"])
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -466,21 +482,26 @@ def glosses(inputs):
     return SimpleNamespace(train=str(train), valid=str(valid))
 
 
-def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list, list]:
-    """classify on 2 workers and its one-process emulation: (outputs, summaries), and the workers' reports."""
+def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list, list, SimpleNamespace]:
+    """classify on 2 workers and its one-process emulation: (outputs, summaries), the workers' reports, and
+    the two-worker run's threads (polled_workers)."""
     args = [inputs.vectors, glosses.train, "--objective", "classify", "--deterministic", "--epochs", "2",
             "--batch-size", "16", "--freeze-top", str(FROZEN), "--init", init, "--min-count", "2", "-q",
             "--valid", glosses.valid, "--sync-every", "0"]
     hashes = inputs.folder / f"{name}-hashes"
     hashes.mkdir()
     outputs = []
-    for run_name, extra, env in ((f"{name}-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
-                                 (f"{name}-one", [], {debug_worker.ENV_SHARES: "2"})):
+    for run_name in (f"{name}-two", f"{name}-one"):
         out = inputs.folder / f"{run_name}.txt"
-        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
+        if run_name.endswith("-two"):   # its workers' threads polled: TensorFlow's collectives every step
+            run = polled_workers([*args, "-o", str(out), "--json", "-"], {debug_worker.ENV_TABLE_HASH: str(hashes)},
+                                 inputs.folder / f"{run_name}-ckpt", 20)   # where the loss is read anyway
+            threads = run
+        else:
+            run = embedtune(*args, "-o", str(out), "--json", "-", env={debug_worker.ENV_SHARES: "2"})
         assert run.returncode == 0, run.stderr
         outputs.append((out, json.loads(run.stdout)))
-    return outputs, [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    return outputs, [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)], threads
 
 
 def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, glosses):
@@ -489,7 +510,7 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
     gradient at each iteration: the run equals one process training the same global batches."""
     from embedtune.corpus.labelled import LabelledCorpus
 
-    ((two, s2), (one, s1)), reports = classify_on_two_workers(inputs, glosses, "classify", "random")
+    ((two, s2), (one, s1)), reports, threads = classify_on_two_workers(inputs, glosses, "classify", "random")
     words, written, split = load_text(two)
     _, given, start = load_text(inputs.vectors)
     assert words == load_text(one)[0]
@@ -498,6 +519,8 @@ def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, gl
     assert not np.array_equal(split[FROZEN:ROWS], start[FROZEN:]), "nothing trained"
     assert reports[0]["sha256"] == reports[1]["sha256"]   # tables, classifier and optimizer state alike
     assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is True   # its gradients gathered through it
+    if os.path.isdir("/proc/self/task"):   # (counted through /proc)
+        assert_threads_flat(threads, s2["steps"])
     for key in ("steps", "pairs", "words_done", "labels", "loss_kind", "train_lines", "train_lines_no_known_word",
                 "lines_per_batch", "corpus_words", "corpus_lines"):
         assert s2[key] == s1[key], key
