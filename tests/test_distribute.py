@@ -131,6 +131,9 @@ def test_two_workers_equal_one_process_over_the_same_global_batches(inputs, two_
     assert not np.array_equal(split[FROZEN:ROWS], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
     s, one_summary = two_workers.summary, json.loads((inputs.folder / "one.json").read_text())
     assert s["workers"] == 2 and s["epochs"] == 2 and s["steps"] > 50 and s["max_frozen_change"] == 0.0
+    # Each step the chief sent its part of the batch (128 pairs: ids, negatives, weights, and a header) once.
+    assert s["sync_every"] == 0 and 128 * (4 + 4 + 5 * 4 + 4) * s["steps"] <= s["exchange_bytes_sent"]
+    assert s["exchange_bytes_sent"] < 2 * 128 * (4 + 4 + 5 * 4 + 4) * s["steps"] and s["exchange_seconds"] > 0
     for key in ("steps", "pairs", "words_done", "loss_history"):
         assert s[key] == pytest.approx(one_summary[key], rel=1e-6), key
     # Not the whole corpus in order: a plain one-process run makes other batches.

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import signal
+import time
 from collections.abc import Iterator
 
 from embedtune._tf import lazy as tf
@@ -118,6 +119,7 @@ class Worker(OneProcess):
         self.sync_every = 0   # --sync-every (split): 0, the gathered step; else averaging every K steps
         self.joins = False    # the gathered step of joined batches, without TensorFlow (split; gathered.py)
         self.part = self.padding = None   # then: this worker's objective for its part of each batch, its padding
+        self.exchange_bytes, self.exchange_seconds = 0, 0.0   # and what it sent, and its time in the exchanges
         self.round: list[Batch] = []   # averaging: the round the loop runs now, and this share's position after it
         self.mine: list[int] = []
 
@@ -260,8 +262,11 @@ class Worker(OneProcess):
         batch (padding once its share has ended) and its position, all-gathered; every worker steps the parts
         joined in worker order (the step's Batch: every worker's position, the pairs of all)."""
         for step, (current, mine) in enumerate(own_steps(self.index, batches, pos), 1):
-            parts = [unpack(data) for data in self.all_gather_bytes(
-                pack(current.tensors if current is not None else self.padding, mine))]
+            began = time.perf_counter()
+            data = pack(current.tensors if current is not None else self.padding, mine)
+            parts = [unpack(part) for part in self.all_gather_bytes(data)]
+            self.exchange_bytes += len(data) * (self.size - 1)
+            self.exchange_seconds += time.perf_counter() - began
             batch = joined([part for part, _ in parts])
             shares = [position for _, position in parts]
             yield [Batch(self.step.prepare(batch), batch["pairs"], 0, step, None,
@@ -270,7 +275,12 @@ class Worker(OneProcess):
                 return
 
     def summary(self) -> dict:
-        """The run's figures of the workers: the averaging's syncs and what this worker sent."""
+        """The run's figures of the workers: the averaging's syncs, or the gathered step's exchanges of joined
+        batches (its parts packed and gathered, the wait for the slowest worker included), and what this worker
+        sent."""
+        if self.joins:
+            return {"sync_every": 0, "exchange_bytes_sent": self.exchange_bytes,
+                    "exchange_seconds": round(self.exchange_seconds, 3)}
         if not isinstance(self.step, AveragedStep):
             return {}
         return {"sync_every": self.sync_every, **self.step.summary()}
