@@ -1,6 +1,7 @@
 """The whole `embedtune train --workers 2` command against one process, as a user times it.
 
-    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main]] [--baseline DIR] [--sync-every K]
+    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main]] [--baseline DIR]
+                                         [--sync-every K]
 
 The jobs: ``glove`` and ``sgns``, the quickstart (configs/quickstart.toml: the GloVe 20k sample continued on
 data/sample's corpus) with that --objective; ``main``, the README's main job as benchmarks/glove_job.py runs it

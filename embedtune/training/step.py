@@ -6,8 +6,9 @@ frozen rows, merge repeated ids, cap each row, apply the lazy optimizer (trainin
 ``CompiledStep``: an objective's numba step (``Objective.compiled_step``, embedtune/kernels/) over numpy
 copies of the tables, with the same arithmetic; the variables catch up whenever they are read.
 The gathered step through TensorFlow (classify's on several workers) builds its own TensorFlowStep, with
-the gradients gathered from every worker (embedtune/distribute/strategy.py). TensorFlow is imported by TensorFlowStep (or when a compiled step's
-tables are read as variables), not by this module: ``runs_on`` says ahead which runs will.
+the gradients gathered from every worker (embedtune/distribute/strategy.py). TensorFlow is imported by
+TensorFlowStep (or when a compiled step's tables are read as variables), not by this module: ``runs_on``
+says ahead which runs will.
 """
 
 from __future__ import annotations
@@ -83,9 +84,10 @@ def runs_on(objective, train, one_process: bool = True) -> tuple[bool, bool]:
     counted. A compiled run uses none of it, whatever its optimizer (the compiled step's state starts in
     numpy: optimizers.Update) and whatever its objective reports (from the step's numpy tables:
     ``Step.side_matrix``), checkpoints (the step's own arrays: training/checkpoints/state.py) and TensorBoard's
-    scalars (training/eventfile.py) included. ``one_process``: False for a worker that steps through TensorFlow's
-    strategy (parameter servers; the gathered step of an objective whose batches do not join); an averaging
-    worker, or one of joined batches, steps as one process (distribute.steps_as_one_process). Only a hint: what a run uses is imported when first used either way."""
+    scalars (training/eventfile.py) included. ``one_process``: False for a worker that steps through
+    TensorFlow's strategy (parameter servers; the gathered step of an objective whose batches do not join); an
+    averaging worker, or one of joined batches, steps as one process (distribute.steps_as_one_process). Only a
+    hint: what a run uses is imported when first used either way."""
     compiled = one_process and kernels.KERNEL and objective.compiles(train)
     return compiled, not compiled
 
@@ -107,10 +109,10 @@ class CompiledStep(Step):
         """``deterministic``: the strict batch-synchronous kernel whatever the config says (None: as it says)."""
         t = trainer.config.train
         update = Update(t.optimizer, trainer.clip_norm, {"word": words.shape, "side": side.shape})
+        strict = t.deterministic if deterministic is None else deterministic
         kernel = trainer.objective.compiled_step(words, side, trainer.matrix, trainer.frozen_rows,
                                                  trainer.n_trainable, t.threads or local_cores(),
-                                                 deterministic=t.deterministic if deterministic is None else deterministic,
-                                                 update=update)
+                                                 deterministic=strict, update=update)
         return cls(trainer, kernel)
 
     def run(self, batches, lrs):
