@@ -1,16 +1,17 @@
 """The whole `embedtune train --workers 2` command against one process, as a user times it.
 
-    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main]] [--baseline DIR]
+    python benchmarks/workers_command.py [--repeat 3] [--jobs glove,sgns[,main,classify]] [--baseline DIR]
                                          [--sync-every K]
 
 The jobs: ``glove`` and ``sgns``, the quickstart (configs/quickstart.toml: the GloVe 20k sample continued on
 data/sample's corpus) with that --objective; ``main``, the README's main job as benchmarks/glove_job.py runs it
-(GloVe 6B 50d, 12.6M tokens, a top-10k freeze list). Each as one process and as --workers 2 (averaging, the
-default --sync-every; --sync-every 0: the gathered step), each a process of its own from start to exit: wall, CPU seconds (user + sys of the process and every process it waited for:
-the launcher's workers), the largest peak RSS among them. With --baseline (another checkout's folder, its
-package put first on PYTHONPATH) both trees take turns, round by round, and each round says whether their
-two-worker outputs are the same bytes. Medians of --repeat rounds. Load is the
-1-minute average before and after.
+(GloVe 6B 50d, 12.6M tokens, a top-10k freeze list); ``classify``, the README's classify command. Each as one
+process and as --workers 2 (averaging, the default --sync-every; --sync-every 0: the gathered step), each a
+process of its own from start to exit: wall, CPU seconds (user + sys of the process and every process it
+waited for: the launcher's workers), the largest peak RSS among them. With --baseline (another checkout's
+folder, its package put first on PYTHONPATH) both trees take turns, round by round, and each round says whether
+their two-worker outputs are the same bytes. Medians of --repeat rounds. Load is the 1-minute average before and
+after.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ import glove_job  # noqa: E402  (the main job's inputs)
 
 JOBS = {"glove": ["--config", "configs/quickstart.toml", "--objective", "glove"],
         "sgns": ["--config", "configs/quickstart.toml", "--objective", "sgns"],
-        "main": [glove_job.GLOVE, glove_job.CORPUS, "--freeze-list", glove_job.TOP]}
+        "main": [glove_job.GLOVE, glove_job.CORPUS, "--freeze-list", glove_job.TOP],
+        # The README's classify command on the shipped glosses (its classifier file left out).
+        "classify": ["data/sample/glove.6B.50d.20k.txt", "data/sample/wordnet-glosses.train.txt", "--objective",
+                     "classify", "--valid", "data/sample/wordnet-glosses.valid.txt", "--freeze-top", "5000"]}
 
 
 def run(root: str, job: str, workers: int, out: str, extra: list[str]) -> tuple[float, float, float]:

@@ -8,7 +8,6 @@ Run as the command (``python tests/debug_worker.py train ...``): it gives `embed
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -24,8 +23,6 @@ from embedtune import distribute
 from embedtune.distribute import gathered
 from embedtune.corpus import HeldLines, ShareCount, merge_counts
 from embedtune.distribute.shares import MORE, CorpusShare, WorkerShare, batch_part, global_words, share_batches
-from embedtune.errors import EmbedtuneError
-from embedtune.objectives.classify import Classify
 from embedtune.training.batches import Batch, step_groups
 from embedtune.training.step import CompiledStep, TensorFlowStep, choose_step
 from embedtune.training.strategy import OneProcess
@@ -60,46 +57,12 @@ class HeldShares(HeldLines):
         return self.corpus.numbered_lines()
 
 
-def share_part(objective, k: int, size: int):
-    """Share k of ``size``'s own objective where one process trains every share's batches: its part of the
-    batch (an objective whose batches join: the workers' own, gathered.share_part; classify: share k's own
-    lines, at a part's lines a batch)."""
-    if objective.joins_batches:
-        return gathered.share_part(objective, k, size)
-    if not isinstance(objective, Classify):
-        raise EmbedtuneError(f"the {objective.name} objective's batches cannot be split into shares in one process")
-    part = copy.copy(objective)
-    part.share_index, part.lines_per_batch = k, objective.part_lines
-    return part
-
-
-def concatenated(objective, raws: list[dict]) -> dict:
-    """The shares' batches (``share_part``'s) as one global batch: each entry concatenated, the pairs summed.
-    classify's as one batch of its lines_per_batch: the words one after another, each part's slots and line
-    segments moved past the parts before it (a padding token's segment to the last, padding one)."""
-    if not isinstance(objective, Classify):
-        return gathered.joined(raws)   # as the workers of the gathered step join them
-    lines, width, B = len(raws[0]["targets"]), len(raws[0]["word"]), objective.lines_per_batch
-    batch = {key: np.concatenate([raw[key] for raw in raws]) for key in ("word", "weight", "targets")}
-    batch["slot"] = np.concatenate([raw["slot"] + k * width for k, raw in enumerate(raws)]).astype(np.int32)
-    batch["segment"] = np.concatenate([np.where(raw["segment"] == lines, B, raw["segment"] + k * lines)
-                                       for k, raw in enumerate(raws)]).astype(np.int32)
-    if "gram" in raws[0]:   # the feature rows (the line end's, n-grams), likewise
-        gram_width = len(raws[0]["gram"])
-        batch.update({key: np.concatenate([raw[key] for raw in raws]) for key in ("gram", "gram_weight")})
-        batch["gram_slot"] = np.concatenate([raw["gram_slot"] + k * gram_width
-                                             for k, raw in enumerate(raws)]).astype(np.int32)
-        batch["gram_segment"] = np.concatenate([np.where(raw["gram_segment"] == lines, B, raw["gram_segment"] + k * lines)
-                                                for k, raw in enumerate(raws)]).astype(np.int32)
-    batch["pairs"] = sum(raw["pairs"] for raw in raws)
-    return batch
-
-
 class Shares(OneProcess):
     """N workers' shares trained in one process: each step's global batch is the N shares' batches
-    (B / N units each, padding for a share that has ended) concatenated (share_part, concatenated),
-    the step the single process's over B units; the multi-worker run gathers the same slices, so the
-    two agree up to the order of float32 sums. Steps, learning rates and positions follow Worker's rules."""
+    (B / N units each, padding for a share that has ended) joined (Objective.worker_part, Objective.join),
+    stepped as the workers step it: an objective whose batches join through the strict compiled step, so
+    the workers' run gives the same bits; any other through TensorFlow's step, which the workers' gathered
+    slices match up to the order of float32 sums. Steps, learning rates and positions follow Worker's rules."""
 
     def __init__(self, size: int):
         self.size = size
@@ -126,14 +89,13 @@ class Shares(OneProcess):
 
     def make_step(self, trainer, words, side, note):
         objective = trainer.objective
-        self.parts = [share_part(objective, k, self.size) for k in range(self.size)]
+        self.parts = [objective.worker_part(k, self.size) for k in range(self.size)]
         self.padding = self.parts[0].padding_batch()
-        # The shares' batches can hold the same row, as the workers' gathered slices: merged. A compiled
-        # step that updates each of a batch's rows once (an objective whose batches are distinct) cannot take them.
-        if objective.distinct_ids:
-            return TensorFlowStep(trainer, distinct=False)
         if gathered.joins_batches(trainer.config.train):   # the workers' step (Worker.make_step)
             return CompiledStep.build(trainer, words, side, deterministic=True)
+        # Else the workers' gathered slices can hold the same row: merged, as TensorFlow's step does.
+        if objective.distinct_ids:
+            return TensorFlowStep(trainer, distinct=False)
         return choose_step(trainer, words, side, note)
 
     def epoch(self, trainer, corpus, pos, total_words: int) -> Iterator:
@@ -151,7 +113,7 @@ class Shares(OneProcess):
             for k, (b, after) in enumerate(zip(current, following)):
                 shares[k] = [b.chunk, b.batch, b.words_done, int(after is not None)] if b is not None else [
                     *shares[k][:MORE], 0]
-            batch = concatenated(trainer.objective, [b.tensors if b is not None else self.padding for b in current])
+            batch = trainer.objective.join([b.tensors if b is not None else self.padding for b in current])
             step += 1
             positions = [list(s) for s in shares]
             yield Batch(trainer.prepare(batch), batch["pairs"], 0, step, None,

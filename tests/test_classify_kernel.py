@@ -195,13 +195,35 @@ def test_a_worker_steps_through_tensorflow(monkeypatch):
     assert not isinstance(trainer.prepare(some_batches(trainer, 2)[0])["word"], np.ndarray)
 
 
-def test_batches_that_can_repeat_a_row_step_through_tensorflow(monkeypatch):
-    """The emulation of several workers (tests/debug_worker.py) concatenates their batches, which can repeat a
-    row: the kernel, which updates each of a batch's rows once, is not chosen; TensorFlow's merging step is."""
+def test_workers_batches_join_into_one_of_distinct_rows_that_the_kernel_steps(monkeypatch):
+    """Several workers' batches (the gathered step, and its emulation in tests/debug_worker.py) can hold the same
+    word: joined (Classify.join), each word is one row of the batch and every token keeps its word and its
+    line, so the kernel, which updates each of a batch's rows once, takes the joined batch. A part that is
+    padding (a worker whose share has ended) adds no counted token and no line to the loss."""
     from debug_worker import Shares
 
-    trainer, _ = make_trainer(True, monkeypatch, compiled=False, strategy=Shares(2))
-    assert not trainer.uses_kernel and not trainer.step.distinct
+    trainer, _ = make_trainer(True, monkeypatch, strategy=Shares(2))
+    objective = trainer.objective
+    parts = [objective.worker_part(k, 2) for k in range(2)]
+    raws = [next(iter(part.batches(part.units(None, np.random.default_rng(k))[0]))) for k, part in enumerate(parts)]
+    shared = set(raws[0]["word"][raws[0]["weight"] > 0]) & set(raws[1]["word"][raws[1]["weight"] > 0])
+    assert len(shared) > 10   # the same words in both parts ("the", "of"): merged
+    for batches in (raws, [raws[0], parts[1].padding_batch()]):
+        joined = objective.join(batches)
+        real = joined["word"][joined["weight"] > 0]
+        assert (np.diff(real) > 0).all() and joined["weight"][-1] == 0   # distinct, sorted; padding last
+        lines = len(batches[0]["targets"])
+        assert joined["pairs"] == sum(b["pairs"] for b in batches) and len(joined["targets"]) == 2 * lines
+        for k, batch in enumerate(batches):
+            tokens = slice(k * len(batch["slot"]), (k + 1) * len(batch["slot"]))
+            counted = batch["weight"][batch["slot"]] > 0
+            np.testing.assert_array_equal(joined["word"][joined["slot"][tokens]][counted],
+                                          batch["word"][batch["slot"]][counted])
+            assert (joined["slot"][tokens][~counted] == len(joined["word"]) - 1).all()
+            np.testing.assert_array_equal(joined["segment"][tokens][counted], batch["segment"][counted] + k * lines)
+        assert len(real) == len(set(batches[0]["word"][batches[0]["weight"] > 0]) |
+                                set(batches[1]["word"][batches[1]["weight"] > 0]))
+        assert np.isfinite(trainer.run([trainer.prepare(joined)], [0.01])[0])
 
 
 def test_the_dry_runs_memory_estimate_counts_the_kernels_copies():

@@ -248,9 +248,30 @@ def thread_counts(parent: int) -> dict[int, int]:
 def test_a_workers_threads_do_not_grow_with_its_steps(two_workers):
     """Read off the run the other tests check: the gathered step of joined batches, an exchange every step
     over the mesh (a sender thread a peer each time, joined before the step goes on). The gathered step
-    through TensorFlow's collectives: classify's run below (assert_threads_flat)."""
+    through TensorFlow's collectives: the --anchor run's test (assert_threads_flat)."""
     assert two_workers.summary["steps"] >= 60
     assert_threads_flat(two_workers.threads, two_workers.summary["steps"])
+
+
+def test_the_gathered_step_through_tensorflow_equals_one_process_and_keeps_its_threads(inputs):
+    """With --anchor (no compiled step) the workers gather their gradient slices through TensorFlow's
+    collectives and each applies the merged update with TensorFlow's step: one process training the same
+    global batches, up to the order of float32 sums; the tables alike on both; the threads flat."""
+    args = [inputs.vectors, inputs.corpus, *ARGS, "--anchor", "1", "--json", "-"]
+    hashes = inputs.folder / "anchor-hashes"
+    hashes.mkdir()
+    two = polled_workers([*args, "-o", str(inputs.folder / "anchor-two.txt")],
+                         {debug_worker.ENV_TABLE_HASH: str(hashes)}, inputs.folder / "anchor-ckpt", 20)
+    assert two.returncode == 0, two.stderr
+    one = embedtune(*args, "-o", str(inputs.folder / "anchor-one.txt"), env={debug_worker.ENV_SHARES: "2"})
+    assert one.returncode == 0, one.stderr
+    split, single = (load_text(inputs.folder / f"anchor-{n}.txt")[2] for n in ("two", "one"))
+    np.testing.assert_allclose(split, single, rtol=0, atol=1e-6)
+    assert not np.array_equal(split[FROZEN:ROWS], load_text(inputs.vectors)[2][FROZEN:]), "nothing trained"
+    reports = [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
+    assert reports[0]["sha256"] == reports[1]["sha256"] and reports[0]["tensorflow"] is True
+    if os.path.isdir("/proc/self/task"):   # (counted through /proc)
+        assert_threads_flat(two, json.loads(two.stdout)["steps"])
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -485,50 +506,44 @@ def glosses(inputs):
     return SimpleNamespace(train=str(train), valid=str(valid))
 
 
-def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list, list, SimpleNamespace]:
-    """classify on 2 workers and its one-process emulation: (outputs, summaries), the workers' reports, and
-    the two-worker run's threads (polled_workers)."""
+def classify_on_two_workers(inputs, glosses, name: str, init: str) -> tuple[list, list]:
+    """classify on 2 workers and its one-process emulation: (outputs, summaries), and the workers' reports."""
     args = [inputs.vectors, glosses.train, "--objective", "classify", "--deterministic", "--epochs", "2",
             "--batch-size", "16", "--freeze-top", str(FROZEN), "--init", init, "--min-count", "2", "-q",
             "--valid", glosses.valid, "--sync-every", "0"]
     hashes = inputs.folder / f"{name}-hashes"
     hashes.mkdir()
     outputs = []
-    for run_name in (f"{name}-two", f"{name}-one"):
+    for run_name, extra, env in ((f"{name}-two", ["--workers", "2"], {debug_worker.ENV_TABLE_HASH: str(hashes)}),
+                                 (f"{name}-one", [], {debug_worker.ENV_SHARES: "2"})):
         out = inputs.folder / f"{run_name}.txt"
-        if run_name.endswith("-two"):   # its workers' threads polled: TensorFlow's collectives every step
-            run = polled_workers([*args, "-o", str(out), "--json", "-"], {debug_worker.ENV_TABLE_HASH: str(hashes)},
-                                 inputs.folder / f"{run_name}-ckpt", 20)   # where the loss is read anyway
-            threads = run
-        else:
-            run = embedtune(*args, "-o", str(out), "--json", "-", env={debug_worker.ENV_SHARES: "2"})
+        run = embedtune(*args, *extra, "-o", str(out), "--json", "-", env=env)
         assert run.returncode == 0, run.stderr
         outputs.append((out, json.loads(run.stdout)))
-    return outputs, [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)], threads
+    return outputs, [json.loads((hashes / f"worker-{k}.json").read_text()) for k in range(2)]
 
 
 def test_classify_two_workers_read_their_shares_and_equal_one_process(inputs, glosses):
     """Each classify worker reads, counts and holds only its own labelled lines; the label index, the
     lines and the batch budgets are gathered, the classifier-alone fit sums every share's loss and
-    gradient at each iteration: the run equals one process training the same global batches."""
+    gradient at each iteration; each step's parts are joined, their words merged (Classify.join), and stepped
+    by every worker: the run is, bit for bit, one process training the same global batches."""
     from embedtune.corpus.labelled import LabelledCorpus
 
-    ((two, s2), (one, s1)), reports, threads = classify_on_two_workers(inputs, glosses, "classify", "random")
+    ((two, s2), (one, s1)), reports = classify_on_two_workers(inputs, glosses, "classify", "random")
     words, written, split = load_text(two)
     _, given, start = load_text(inputs.vectors)
     assert words == load_text(one)[0]
-    np.testing.assert_allclose(split, load_text(one)[2], rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(split, load_text(one)[2])
     assert written[:FROZEN] == given[:FROZEN]   # byte for byte
     assert not np.array_equal(split[FROZEN:ROWS], start[FROZEN:]), "nothing trained"
     assert reports[0]["sha256"] == reports[1]["sha256"]   # tables, classifier and optimizer state alike
-    assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is True   # its gradients gathered through it
-    if os.path.isdir("/proc/self/task"):   # (counted through /proc)
-        assert_threads_flat(threads, s2["steps"])
+    assert reports[0]["tensorflow"] is reports[1]["tensorflow"] is False
     for key in ("steps", "pairs", "words_done", "labels", "loss_kind", "train_lines", "train_lines_no_known_word",
                 "lines_per_batch", "corpus_words", "corpus_lines"):
         assert s2[key] == s1[key], key
     assert s2["labels"] == 24 and s2["train_lines"] + s2["train_lines_no_known_word"] == 200 and s2["steps"] > 20
-    assert s2["loss_history"] == pytest.approx(s1["loss_history"], rel=1e-5)
+    assert s2["loss_history"] == s1["loss_history"]
     # The fitted classifier is the same (the "before" figure, on the chief), and so is what training made of it.
     assert s2["valid"]["before"] == s1["valid"]["before"] and s2["valid"]["after"] == s1["valid"]["after"]
     # The shares' counts (labels removed) merged are the whole corpus's count, in its order.

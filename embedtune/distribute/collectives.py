@@ -1,5 +1,5 @@
-"""The collectives of the gathered step through TensorFlow (--sync-every 0 with classify, or without a
-compiled step; averaging workers and the gathered step of joined batches use mesh.py's, the same calls over
+"""The collectives of the gathered step through TensorFlow (--sync-every 0 without a compiled step: with
+--anchor; averaging workers and the gathered step of joined batches use mesh.py's, the same calls over
 TCP), those a run's set-up needs beyond the step's own gather: every worker's bytes (counts,
 co-occurrence cells, the classifier's figures) and float64 sums (the new words' context sums, the
 classifier's fit), each a collective call that every worker makes in the same order."""

@@ -5,7 +5,7 @@ Averaging workers step as one process does and only exchange bytes: each share's
 context sums, the classifier's figures, and at each sync the rows each worker changed (averaging.py); the
 gathered step's exchange each step's batches. TensorFlow's MultiWorkerMirroredStrategy carried those through
 gRPC, after an import and a runtime's start that cost each worker seconds of CPU and hundreds of MB
-(benchmarks/log/distribute_speed.md); the gathered step of classify (and of a run without a compiled step)
+(benchmarks/log/distribute_speed.md); the gathered step of a run without a compiled step (--anchor)
 still needs it (its all-gathers run inside TensorFlow's step: collectives.py).
 
 The mesh. Each two workers hold one TCP connection. Once the handshake is over (peers.py), worker i listens

@@ -99,6 +99,7 @@ class WorkerShare(CorpusShare):
         super().__init__(corpus, worker.index, worker.size)
         self.worker = worker
         self.held, self.size, self.chief = [worker.index], worker.size, worker.chief
+        self.joined = worker.joins   # its batches are parts of a joined global batch (the config's whole one)
 
     def gather_bytes(self, items: list[bytes]) -> list[bytes]:
         """Every share's item, in share order, from this worker's own (``items``, one)."""

@@ -14,9 +14,9 @@ and all-reduces the sums (``Worker.init_corpus``).
 Two ways to combine the workers' training (``--sync-every K``). K > 0, the default: averaging
 (averaging.py), each worker training its share with the single process's step and the rows each changed
 averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step. An objective whose batches
-join and which has a compiled step (sgns, glove) exchanges its batches over the mesh and steps the global
-batch through that step on every worker (gathered.py: ``Worker.joined_steps``); any other (classify; sgns
-with --anchor) gathers gradients through TensorFlow, below.
+join and which has a compiled step (sgns, glove, classify) exchanges its batches over the mesh and steps the global
+batch through that step on every worker (gathered.py: ``Worker.joined_steps``); any other (--anchor)
+gathers gradients through TensorFlow, below.
 
 The gathered step through TensorFlow (``GatheredStep``). Global step s is every worker's s-th batch. Each
 worker computes the loss and
@@ -50,7 +50,7 @@ from embedtune.corpus import ShareCount, merge_counts
 from embedtune.distribute import compiled_share
 from embedtune.distribute.cluster import Cluster
 from embedtune.distribute.compiled_share import reads_compiled
-from embedtune.distribute.gathered import joined, joins_batches, pack, share_part, unpack
+from embedtune.distribute.gathered import joins_batches, pack, unpack
 from embedtune.distribute.averaging import AveragedStep, rounds
 from embedtune.distribute.collectives import Collectives, collective
 from embedtune.distribute.mesh import Mesh
@@ -117,7 +117,7 @@ class Worker(OneProcess):
         self.current: Batch | None = None   # the step's Batch, made global after the step (GatheredStep.one)
         self.epoch_number = self.total_words = 0
         self.sync_every = 0   # --sync-every (split): 0, the gathered step; else averaging every K steps
-        self.joins = False    # the gathered step of joined batches, without TensorFlow (split; gathered.py)
+        self.joins = False    # the gathered step of joined batches, without TensorFlow (start; gathered.py)
         self.part = self.padding = None   # then: this worker's objective for its part of each batch, its padding
         self.exchange_bytes, self.exchange_seconds = 0, 0.0   # and what it sent, and its time in the exchanges
         self.round: list[Batch] = []   # averaging: the round the loop runs now, and this share's position after it
@@ -133,6 +133,7 @@ class Worker(OneProcess):
             wait_for_peers(self.hosts, self.index, seconds, note, stop)
         if self.hosts and train is not None and (train.sync_every or joins_batches(train)):
             # Each worker steps as one process and the workers only exchange bytes (mesh.py).
+            self.joins = not train.sync_every
             self.collectives = Mesh(self.hosts, self.index)
             self.collectives.start(seconds, stop)
             return
@@ -196,7 +197,6 @@ class Worker(OneProcess):
         t = config.train
         check_split(t, self.size)
         self.sync_every = t.sync_every
-        self.joins = not t.sync_every and isinstance(self.collectives, Mesh)
         if self.sync_every or self.joins:
             return dataclasses.replace(config, train=dataclasses.replace(t, threads=t.threads or self.threads or 0))
         return dataclasses.replace(config, train=dataclasses.replace(t, batch_size=batch_part(t, self.size)))
@@ -217,7 +217,7 @@ class Worker(OneProcess):
             if not t.deterministic and note is not None:
                 note(f"--workers {self.size} --sync-every 0: {objective.name} steps each global batch through its "
                      "--deterministic step on every worker (the same bits on all)")
-            self.part = share_part(objective, self.index, self.size)
+            self.part = objective.worker_part(self.index, self.size)
             self.padding = self.part.padding_batch()
             self.step = CompiledStep.build(trainer, words, side, deterministic=True)
             return self.step
@@ -267,7 +267,7 @@ class Worker(OneProcess):
             parts = [unpack(part) for part in self.all_gather_bytes(data)]
             self.exchange_bytes += len(data) * (self.size - 1)
             self.exchange_seconds += time.perf_counter() - began
-            batch = joined([part for part, _ in parts])
+            batch = self.part.join([part for part, _ in parts])
             shares = [position for _, position in parts]
             yield [Batch(self.step.prepare(batch), batch["pairs"], 0, step, None,
                          global_words(self.epoch_number, self.total_words, shares), shares)]

@@ -26,7 +26,7 @@ RUNTIME_BYTES = 700 * 2**20
 # (benchmarks/README.md, glove_job).
 COMPILED_RUNTIME_BYTES = 185 * 2**20
 # --workers N: each worker is a whole process (its own runtime, input and tables); with the gathered step
-# through TensorFlow (--sync-every 0, classify) it also holds tf.distribute's (gRPC, collectives); the launcher
+# through TensorFlow (--sync-every 0 with --anchor) it also holds tf.distribute's (gRPC, collectives); the launcher
 # holds Python and click.
 # Calibrated against the quickstart's peak per process, one process against 2 workers (benchmarks/README.md,
 # memory). An averaging worker's sockets hold no more than its syncs' payloads (averaging_last_sync).
@@ -108,7 +108,7 @@ def estimate_memory(run: RunPlan, vectors: Vectors, workers: int = 1) -> dict[st
     objective = objective_class(t.objective)
     side, batches = objective.memory(t, dim, n_local, run.corpus_words, run.corpus_lines, run.set_up_units)
     compiled = kernels.KERNEL and objective.compiles(t)
-    # Averaging workers and the gathered step's of joined batches (--sync-every 0, sgns and glove) step as one
+    # Averaging workers and the gathered step's of joined batches (--sync-every 0: sgns, glove, classify) step as one
     # process does and exchange bytes over plain sockets (distribute/mesh.py); any other gathered step's go
     # through TensorFlow's strategy.
     from embedtune.distribute.gathered import joins_batches

@@ -50,6 +50,7 @@ row per local word plus a sink row; rows from ``side_fixed_from`` on are read bu
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -110,9 +111,9 @@ class Objective:
     distinct_ids : a batch's word ids (over all word keys) are distinct, and so are its side ids,
         apart from padding, frozen and fixed rows: the trainer takes each slice as a row's whole
         gradient and skips merging (classify, whose batches list each distinct word once)
-    joins_batches : a global batch of several workers' batches is their entries concatenated, the
-        pairs summed, and the compiled step takes it (sgns, glove): the gathered step's workers then
-        exchange batches, not gradients, and import no TensorFlow (embedtune/distribute/gathered.py)
+    joins_batches : several workers' batches make one global batch (``join``) that the compiled step
+        takes (sgns, glove, classify): the gathered step's workers then exchange batches, not gradients,
+        and import no TensorFlow (embedtune/distribute/gathered.py)
 
     Instance attributes, set by ``__init__``:
 
@@ -294,6 +295,21 @@ class Objective:
         for each array ``units`` gives."""
         raise EmbedtuneError(f"--workers: the {self.name} objective runs in one process (it does not say "
                              "what a worker trains while others finish an epoch: Objective.padding_batch)")
+
+    def worker_part(self, k: int, size: int) -> Objective:
+        """The objective worker k of ``size`` makes its part of each global batch with (``joins_batches``; also
+        the one-process emulation's parts, tests/debug_worker.py): a copy at 1 / size of the batch, its chunks
+        and their cache shared with this one."""
+        part = copy.copy(self)
+        part.batch_size = self.batch_size // size
+        return part
+
+    def join(self, parts: list[dict]) -> dict:
+        """The workers' parts of a global batch (``worker_part``'s batches, in worker order) as one batch that the
+        compiled step takes: each entry concatenated, the pairs summed."""
+        batch = {key: np.concatenate([part[key] for part in parts]) for key in parts[0] if key != "pairs"}
+        batch["pairs"] = sum(int(part["pairs"]) for part in parts)
+        return batch
 
     @staticmethod
     def emptied(batches: Iterable[dict]) -> dict:

@@ -53,6 +53,7 @@ but 4 GB for a million lines and a thousand labels; a sparse form would be neede
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections import Counter
@@ -71,7 +72,8 @@ from embedtune.cores import local_cores
 from embedtune.corpus.labelled import LABEL_PREFIX, LabelledCorpus
 from embedtune.errors import EmbedtuneError
 from embedtune.objectives.base import Objective
-from embedtune.objectives.classify.batches import GramLines, budget_figures, gram_budgets, line_batches, word_budgets
+from embedtune.objectives.classify.batches import (GramLines, SeenWords, budget_figures, gram_budgets, joined_lines,
+                                                   line_batches, line_targets, word_budgets)
 from embedtune.objectives.classify.describe import ClassifyDescribe
 from embedtune.objectives.classify.model import (Classifier, fit_classifier, fit_classifier_by_shares, line_means,
                                                  save_classifier)
@@ -137,6 +139,7 @@ class Classify(Objective):
     settings = ("label_prefix", "word_ngrams", "ngram_min_count")
     word_keys = ("word",)   # the batch entry holding word-table ids
     distinct_ids = True     # a batch lists each of its words once ("word"); the side ids are the labels
+    joins_batches = True    # several workers' batches: their words merged (batches.joined_lines)
     describe = _Describe
 
     @classmethod
@@ -174,7 +177,6 @@ class Classify(Objective):
                                  "(embedtune.corpus.labelled.LabelledCorpus)")
         self.rows = rows
         self.corpus_path = source.path
-        self.lines_per_batch = train.batch_size
         self.epochs = train.epochs
         index = rows.local_index
         own = train.keys_of(ClassifyKeys)
@@ -183,9 +185,13 @@ class Classify(Objective):
             # The n-gram rows' list would have to be gathered across workers as the labels are (not built).
             raise EmbedtuneError("--word-ngrams runs in one process: several workers do not share n-gram rows yet")
         held = [None] if shares is None else [(k, shares.size) for k in shares.held]
-        # A worker's config already holds its part of the batch; the emulation's (all shares held) the whole.
-        self.part_lines = train.batch_size // shares.size if shares is not None and len(held) > 1 else train.batch_size
-        self.share_index = shares.held[0] if shares is not None and len(held) == 1 else None
+        # A worker's config holds its part of the batch, or the whole where its batches are joined (gathered.py);
+        # the emulation's (all shares held) the whole. A worker makes its part's batches.
+        one = shares is not None and len(held) == 1
+        self.part_lines = train.batch_size // shares.size if shares is not None and (not one or shares.joined) \
+            else train.batch_size
+        self.lines_per_batch = self.part_lines if one else train.batch_size
+        self.share_index = shares.held[0] if one else None
         line_labels, line_tokens, figures = self._read_lines(source, held, index)
         for figure, share in zip(figures, held):   # what the batch budgets need, at a part's lines a batch
             figure["budget"] = budget_figures(self.ids, self.starts, *self.line_range[share and share[0]],
@@ -205,7 +211,8 @@ class Classify(Objective):
         self.labels = sorted(label_counts, key=lambda label: (-label_counts[label], label))
         self.label_index = {label: i for i, label in enumerate(self.labels)}
         self.one_vs_all = any(f["several"] for f in figures)
-        self.targets = self._targets([[self.label_index[l] for l in labels] for labels in line_labels])
+        self.targets = line_targets([[self.label_index[l] for l in labels] for labels in line_labels],
+                                    len(self.labels), self.one_vs_all)
         self.tokens_per_batch, self.words_per_batch = word_budgets([f["budget"] for f in figures], self.part_lines)
         self.side_fixed_from = None   # every label row and n-gram row trains
         self._shares = shares
@@ -236,7 +243,7 @@ class Classify(Objective):
             return line_labels, [], [figure]
         ids, starts, line_labels, line_tokens = [], [0], [], []
         figures = []
-        local_id = _SeenWords(index).__getitem__
+        local_id = SeenWords(index).__getitem__
         self.line_range = {}   # share -> its lines' [first, end) among those held
         for share in held:
             label_counts: Counter = Counter()
@@ -328,13 +335,16 @@ class Classify(Objective):
                 slices += batches * (1 - missed)
         return slices
 
-    def _targets(self, gold: list[list[int]]) -> np.ndarray:
-        targets = np.zeros((len(gold), len(self.labels)), np.float32)
-        for row, labels in enumerate(gold):
-            targets[row, labels] = 1.0
-        if not self.one_vs_all:   # one label a line (a repeated one counts once)
-            targets /= targets.sum(axis=1, keepdims=True)
-        return targets
+    def worker_part(self, k: int, size: int) -> Classify:
+        """Share k's own lines at a part's lines a batch (a worker's objective is its share's already)."""
+        if self.share_index == k:
+            return self
+        part = copy.copy(self)
+        part.share_index, part.lines_per_batch = k, self.part_lines
+        return part
+
+    def join(self, parts: list[dict]) -> dict:
+        return joined_lines(parts)
 
     def report(self, words, side) -> tuple[dict, Classifier]:
         """The summary's figures and the trained classifier, given the local rows [n_local, dim] and
@@ -469,20 +479,6 @@ class Classify(Objective):
         if path:
             save_classifier(result.model, path)
 
-
-
-class _SeenWords(dict):
-    """word -> its id in ``index`` (None: not there), for the words seen so far: the lines' tokens looked up
-    here, among the corpus's few distinct words, not in the vocabulary's large index (its entries out of
-    the CPU's cache: about three times as long for the glosses' lines, benchmarks/log/classify.md)."""
-
-    def __init__(self, index: dict):
-        super().__init__()
-        self.index = index
-
-    def __missing__(self, word: str):
-        self[word] = found = self.index.get(word)
-        return found
 
 
 def _gather_dense_gradient(params: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:

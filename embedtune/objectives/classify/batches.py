@@ -1,5 +1,6 @@
-"""classify's batch layout: lines cut into fixed-size batches of distinct words (and n-gram rows), and the
-budgets those sizes come from (token slots, distinct-word slots, measured on the lines)."""
+"""classify's batch layout: lines cut into fixed-size batches of distinct words (and n-gram rows), the
+budgets those sizes come from (token slots, distinct-word slots, measured on the lines), several workers'
+batches joined into one, and the lines' tokens looked up (``SeenWords``)."""
 
 from __future__ import annotations
 
@@ -169,3 +170,54 @@ def gram_budgets(gram_ids: np.ndarray, gram_starts: np.ndarray, lines: int) -> t
     per_batch = int(max(lengths.max(), np.ceil(TOKEN_SLACK * lengths.mean() * lines)))
     most = most_distinct(gram_ids, gram_starts, 0, len(lengths), lines)
     return per_batch, min(per_batch, int(max(lengths.max(), np.ceil(WORD_SLACK * most))))
+
+
+def line_targets(gold: list[list[int]], n_labels: int, one_vs_all: bool) -> np.ndarray:
+    """[lines, n_labels] each line's target: 1 a label (one-vs-all), else its labels sharing 1 (a repeated
+    one counts once)."""
+    targets = np.zeros((len(gold), n_labels), np.float32)
+    for row, labels in enumerate(gold):
+        targets[row, labels] = 1.0
+    if not one_vs_all:
+        targets /= targets.sum(axis=1, keepdims=True)
+    return targets
+
+
+def joined_lines(parts: list[dict]) -> dict:
+    """Several workers' batches (``line_batches``', in worker order) as one batch of distinct rows, as the
+    compiled step takes it: the parts' real words merged into one sorted list of distinct ids and a padding
+    slot after them ("word", "weight"), each token's slot moved to its word's place there, its line segment
+    past the parts before it (padding: the last, extra line slot); a token of a row of weight 0 (padding, or
+every row of a part that is padding: Objective.emptied) takes the padding slot. The n-gram rows likewise."""
+    lines = len(parts[0]["targets"])
+    batch = {"targets": np.concatenate([part["targets"] for part in parts]),
+             "pairs": sum(int(part["pairs"]) for part in parts)}
+    keys = [("word", "weight", "slot", "segment")]
+    if "gram" in parts[0]:
+        keys.append(("gram", "gram_weight", "gram_slot", "gram_segment"))
+    for rows, weights, slots, segments in keys:
+        real = np.unique(np.concatenate([part[rows][part[weights] > 0] for part in parts]))
+        batch[rows] = np.append(real, parts[0][rows][-1]).astype(parts[0][rows].dtype)   # the padding slot last
+        batch[weights] = np.append(np.ones(len(real), np.float32), np.float32(0))
+        moved_slots, moved_segments = [], []
+        for k, part in enumerate(parts):
+            padding = part[weights][part[slots]] == 0   # the padding slot's, and a padding part's (emptied)
+            moved_slots.append(np.where(padding, len(real), np.searchsorted(real, part[rows][part[slots]])))
+            moved_segments.append(np.where(part[segments] == lines, lines * len(parts), part[segments] + k * lines))
+        batch[slots] = np.concatenate(moved_slots).astype(np.int32)
+        batch[segments] = np.concatenate(moved_segments).astype(np.int32)
+    return batch
+
+
+class SeenWords(dict):
+    """word -> its id in ``index`` (None: not there), for the words seen so far: the lines' tokens looked up
+    here, among the corpus's few distinct words, not in the vocabulary's large index (its entries out of
+    the CPU's cache: about three times as long for the glosses' lines, benchmarks/log/classify.md)."""
+
+    def __init__(self, index: dict):
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, word: str):
+        self[word] = found = self.index.get(word)
+        return found
