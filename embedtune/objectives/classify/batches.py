@@ -188,7 +188,7 @@ def joined_lines(parts: list[dict]) -> dict:
     compiled step takes it: the parts' real words merged into one sorted list of distinct ids and a padding
     slot after them ("word", "weight"), each token's slot moved to its word's place there, its line segment
     past the parts before it (padding: the last, extra line slot); a token of a row of weight 0 (padding, or
-every row of a part that is padding: Objective.emptied) takes the padding slot. The n-gram rows likewise."""
+    every row of a part that is padding: Objective.emptied) takes the padding slot. The n-gram rows likewise."""
     lines = len(parts[0]["targets"])
     batch = {"targets": np.concatenate([part["targets"] for part in parts]),
              "pairs": sum(int(part["pairs"]) for part in parts)}
