@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ ROWS, FROZEN, LINES = 3000, 1000, 20
 # every step's update is every worker's, which one process can make too (the emulation of the shares).
 ARGS = ["--objective", "sgns", "--deterministic", "--epochs", "2", "--batch-size", "256",
         "--freeze-top", str(FROZEN), "--init", "context-mean", "--min-count", "3", "-q", "--sync-every", "0"]
+CHECKPOINT = re.compile(r"ckpt-\d+")   # a complete checkpoint's folder (ckpt-N.partial: one being written)
 
 
 def embedtune(*args: str, env: dict | None = None, timeout: float = 120):
@@ -70,8 +72,10 @@ def inputs(tmp_path_factory):
 
 def polled_workers(args: list, env: dict, ckpt, early_at: int) -> SimpleNamespace:
     """``train args --workers 2`` (through tests/debug_worker.py), a checkpoint in ``ckpt`` every ``early_at``
-    steps; its exit code, output and each worker's number of threads at the first checkpoint (``early``: the
-    runtime's own threads have started) and at most, polled through /proc while it runs."""
+    steps; its exit code, output and each worker's number of threads at the first poll that finds a complete
+    checkpoint (``early``: the runtime's own threads have started) and at most, polled through /proc while it runs.
+    Any complete checkpoint, not ckpt-{early_at} alone: only the newest three are kept, and a run that steps
+    fast (the gathered step without TensorFlow) deleted that one between two polls on a busy machine."""
     streams = {name: ckpt.parent / f"{ckpt.name}.{name}" for name in ("stdout", "stderr")}
     with open(streams["stdout"], "w") as stdout, open(streams["stderr"], "w") as stderr:
         run = subprocess.Popen([sys.executable, debug_worker.__file__, "train", *args, "--workers", "2",
@@ -82,9 +86,9 @@ def polled_workers(args: list, env: dict, ckpt, early_at: int) -> SimpleNamespac
             while run.poll() is None:
                 counts = thread_counts(run.pid)
                 most.update({pid: max(n, most.get(pid, 0)) for pid, n in counts.items()})
-                if early is None and (ckpt / f"ckpt-{early_at}").exists():
+                if early is None and ckpt.is_dir() and any(CHECKPOINT.fullmatch(n) for n in os.listdir(ckpt)):
                     early = counts
-                time.sleep(0.05)
+                time.sleep(0.01)   # from the first checkpoint to the end: about 0.2 s on a quiet machine
         finally:
             run.kill()
         code = run.wait()
