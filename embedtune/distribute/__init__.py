@@ -6,7 +6,7 @@ loopback ports. ``shares.py``: each worker's share of the lines and of each glob
 ``mesh.py``: the workers' all-gathers and sums, over TCP; ``collectives.py``: those of the gathered step
 through tf.distribute.MultiWorkerMirroredStrategy. ``strategy.py``: the strategy the training
 loop is given (``strategy_from_env``), with the gathered step (--sync-every 0): every worker's batches joined
-and stepped by each (``gathered.py``: sgns, glove), or every worker's gradients gathered through TensorFlow.
+and stepped by each (``gathered.py``: sgns, glove, classify), or every worker's gradients gathered through TensorFlow.
 ``averaging.py``: the default, each worker on the single process's step, the rows averaged every K steps.
 ``ps.py`` and ``serve.py``: a cluster with "ps" tasks, the tables sharded over parameter servers.
 

@@ -1,12 +1,12 @@
 """The collectives of averaging workers (--sync-every K > 0, the default) and of the gathered step of joined
-batches (--sync-every 0, sgns and glove: gathered.py) over plain TCP: no TensorFlow.
+batches (--sync-every 0; sgns, glove, classify: gathered.py) over plain TCP: no TensorFlow.
 
 Averaging workers step as one process does and only exchange bytes: each share's counts, the new words'
 context sums, the classifier's figures, and at each sync the rows each worker changed (averaging.py); the
 gathered step's exchange each step's batches. TensorFlow's MultiWorkerMirroredStrategy carried those through
 gRPC, after an import and a runtime's start that cost each worker seconds of CPU and hundreds of MB
-(benchmarks/log/distribute_speed.md); the gathered step of a run without a compiled step (--anchor)
-still needs it (its all-gathers run inside TensorFlow's step: collectives.py).
+(benchmarks/log/distribute_speed.md); the gathered step of a run without a compiled step (--anchor, a plugin's
+objective) still needs it (its all-gathers run inside TensorFlow's step: collectives.py).
 
 The mesh. Each two workers hold one TCP connection. Once the handshake is over (peers.py), worker i listens
 again at its TF_CONFIG address, dials each worker below it and is dialled by each above it; a connection

@@ -15,7 +15,7 @@ Two ways to combine the workers' training (``--sync-every K``). K > 0, the defau
 (averaging.py), each worker training its share with the single process's step and the rows each changed
 averaged every K steps (``AveragedStep``, ``rounds``). K = 0: the gathered step. An objective whose batches
 join and which has a compiled step (sgns, glove, classify) exchanges its batches over the mesh and steps the global
-batch through that step on every worker (gathered.py: ``Worker.joined_steps``); any other (--anchor)
+batch through that step on every worker (gathered.py: ``Worker.joined_steps``); any other (--anchor, a plugin's)
 gathers gradients through TensorFlow, below.
 
 The gathered step through TensorFlow (``GatheredStep``). Global step s is every worker's s-th batch. Each

@@ -26,8 +26,8 @@ RUNTIME_BYTES = 700 * 2**20
 # (benchmarks/README.md, glove_job).
 COMPILED_RUNTIME_BYTES = 185 * 2**20
 # --workers N: each worker is a whole process (its own runtime, input and tables); with the gathered step
-# through TensorFlow (--sync-every 0 with --anchor) it also holds tf.distribute's (gRPC, collectives); the launcher
-# holds Python and click.
+# through TensorFlow (--sync-every 0 with --anchor, or a plugin's objective) it also holds tf.distribute's (gRPC,
+# collectives); the launcher holds Python and click.
 # Calibrated against the quickstart's peak per process, one process against 2 workers (benchmarks/README.md,
 # memory). An averaging worker's sockets hold no more than its syncs' payloads (averaging_last_sync).
 WORKER_RUNTIME_BYTES = 140 * 2**20

@@ -5,10 +5,10 @@ built (``choose_step``), never switched later.
 frozen rows, merge repeated ids, cap each row, apply the lazy optimizer (training/optimizers.py).
 ``CompiledStep``: an objective's numba step (``Objective.compiled_step``, embedtune/kernels/) over numpy
 copies of the tables, with the same arithmetic; the variables catch up whenever they are read.
-The gathered step through TensorFlow (several workers' with --anchor) builds its own TensorFlowStep, with
-the gradients gathered from every worker (embedtune/distribute/strategy.py). TensorFlow is imported by
-TensorFlowStep (or when a compiled step's tables are read as variables), not by this module: ``runs_on``
-says ahead which runs will.
+The gathered step through TensorFlow (several workers' with --anchor, or a plugin's objective) builds its own
+TensorFlowStep, with the gradients gathered from every worker (embedtune/distribute/strategy.py). TensorFlow is
+imported by TensorFlowStep (or when a compiled step's tables are read as variables), not by this module:
+``runs_on`` says ahead which runs will.
 """
 
 from __future__ import annotations
