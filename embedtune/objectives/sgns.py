@@ -33,7 +33,6 @@ from embedtune._tf import lazy as tf
 from embedtune.config.keys import OwnKeys, Range, key
 from embedtune.config.schema import TrainConfig
 from embedtune.corpus import CHUNK_TOKENS, IdChunk, id_chunks
-from embedtune.kernels.sgns import seed_mix, window_pairs
 from embedtune.objectives.base import Modes, Objective
 from embedtune.objectives.rows import LocalRows
 
@@ -212,6 +211,8 @@ class SkipGram(Objective):
         if len(ids):
             kept = rng.random(len(ids)) < self.keep[ids]
             ids, line = ids[kept], line[kept]
+        from embedtune.kernels.sgns import window_pairs
+
         reach = rng.integers(1, self.window + 1, size=len(ids), dtype=np.int32)
         centers, contexts = window_pairs(ids, line, reach, self.window)
         seed = int(rng.integers(1 << 63))
@@ -233,6 +234,8 @@ class SkipGram(Objective):
         its negatives (per pair [B, negative], shared [B / group, negative]), drawn per batch so
         that their memory follows the batch, not the chunk; for the lock-free kernel, which draws them
         itself (kernels.sgns.sgns_hogwild: less CPU than drawing them here), the seed of its draws instead."""
+        from embedtune.kernels.sgns import seed_mix
+
         size = self.batch_size
         draws = size // self.group if self.shared else size
         rng = np.random.default_rng(seed)
