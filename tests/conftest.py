@@ -1,5 +1,8 @@
 """pytest's settings for the whole suite: how many test processes, and how tests are handed to them."""
 
+import pathlib
+import sys
+
 import pytest
 
 
@@ -106,23 +109,44 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)
 
 
+def warm_stamp() -> tuple[pathlib.Path, str]:
+    """(the warm-up's stamp file, what it must hold): beside numba's cache of the kernels (NUMBA_CACHE_DIR when set),
+    the numba and Python versions and every source file's size and time of change, numba's own test of a cached
+    kernel (a source changed since the warm-up: some kernel may be stale)."""
+    import hashlib
+    import importlib.metadata
+    import os
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    folder = pathlib.Path(cache) if cache else root / "embedtune" / "kernels" / "__pycache__"
+    digest = hashlib.sha256(f"{importlib.metadata.version('numba')} {sys.version}".encode())
+    for path in sorted([*(root / "embedtune").rglob("*.py"), root / "tests" / "warm_kernels.py"]):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(root)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return folder / "embedtune-warm-kernels.stamp", digest.hexdigest()
+
+
 def pytest_sessionstart(session):
-    """On a checkout whose numba cache is empty (a fresh clone, as CI's), compile the common kernels once,
-    in two processes, before the test processes start (tests/warm_kernels.py); a warm cache: nothing."""
-    import pathlib
+    """Compile the common kernels once, in two processes, before the test processes start (tests/warm_kernels.py),
+    unless the last warm-up ran on these very sources (its stamp). A fresh clone warms up even where the README's
+    quickstart ran first and left some kernels in numba's cache (as .ci/run does): without it every test process,
+    and every run it starts, that meets a kernel no process has cached yet compiles it, several at once."""
     import subprocess
-    import sys
 
     if hasattr(session.config, "workerinput"):   # an xdist test process: the controller has done it
         return
-    kernels = pathlib.Path(__file__).resolve().parent.parent / "embedtune" / "kernels" / "__pycache__"
-    if any(kernels.glob("*.nbi")):
+    stamp, key = warm_stamp()
+    if stamp.is_file() and stamp.read_text() == key:
         return
     script = pathlib.Path(__file__).resolve().parent / "warm_kernels.py"
     parts = [subprocess.Popen([sys.executable, str(script), part], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for part in ("glove", "other")]
     for part in parts:   # a failure here is not the suite's to report: the tests meet the same code
         part.communicate()
+    if all(part.returncode == 0 for part in parts):
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(key)
 
 
 # No test skips on a full `.[test]` install (issue 45): the skips allowed are those of a machine that cannot
