@@ -134,12 +134,14 @@ def pytest_sessionstart(session):
     and every run it starts, that meets a kernel no process has cached yet compiles it, several at once."""
     import subprocess
 
-    if hasattr(session.config, "workerinput"):   # an xdist test process: the controller has done it
+    script = pathlib.Path(__file__).resolve().parent / "warm_kernels.py"
+    # An xdist test process: the controller has done it. No script beside this file: a copy of it run on a
+    # suite of its own (tests/test_first_contact.py's session test), which has no kernels to warm.
+    if hasattr(session.config, "workerinput") or not script.is_file():
         return
     stamp, key = warm_stamp()
     if stamp.is_file() and stamp.read_text() == key:
         return
-    script = pathlib.Path(__file__).resolve().parent / "warm_kernels.py"
     parts = [subprocess.Popen([sys.executable, str(script), part], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for part in ("glove", "other")]
     for part in parts:   # a failure here is not the suite's to report: the tests meet the same code
