@@ -111,8 +111,8 @@ def pytest_collection_modifyitems(config, items):
 
 def warm_stamp() -> tuple[pathlib.Path, str]:
     """(the warm-up's stamp file, what it must hold): beside numba's cache of the kernels (NUMBA_CACHE_DIR when set),
-    the numba and Python versions and every source file's size and time of change, numba's own test of a cached
-    kernel (a source changed since the warm-up: some kernel may be stale)."""
+    the numba and Python versions and the size and time of change of every source file that defines cached kernels,
+    numba's own test of a cached kernel (such a file changed since the warm-up: some of its kernels may be stale)."""
     import hashlib
     import importlib.metadata
     import os
@@ -122,6 +122,8 @@ def warm_stamp() -> tuple[pathlib.Path, str]:
     folder = pathlib.Path(cache) if cache else root / "embedtune" / "kernels" / "__pycache__"
     digest = hashlib.sha256(f"{importlib.metadata.version('numba')} {sys.version}".encode())
     for path in sorted([*(root / "embedtune").rglob("*.py"), root / "tests" / "warm_kernels.py"]):
+        if path.name != "warm_kernels.py" and "cache=True" not in path.read_text(encoding="utf-8"):
+            continue
         stat = path.stat()
         digest.update(f"{path.relative_to(root)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
     return folder / "embedtune-warm-kernels.stamp", digest.hexdigest()
