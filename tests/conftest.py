@@ -149,8 +149,11 @@ def pytest_sessionstart(session):
     for part in parts:   # a failure here is not the suite's to report: the tests meet the same code
         part.communicate()
     if all(part.returncode == 0 for part in parts):
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(key)
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(key)
+        except OSError:   # a folder this user cannot write: the next session warms up again
+            pass
 
 
 # No test skips on a full `.[test]` install (issue 45): the skips allowed are those of a machine that cannot
