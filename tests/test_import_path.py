@@ -172,3 +172,35 @@ def test_keras_loads_only_with_embedtune_keras():
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"light": [], "keras": True,
                                                                  "layer": "embedtune.keras.layer"}
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(["train", "--help"], id="train-help"),
+    pytest.param(["train", str(SAMPLE_VECTORS), "no-such-corpus.txt", "-o", "out.txt", "--freeze-top", "10"],
+                 id="train-missing-corpus"),
+    pytest.param(["init", str(SAMPLE_VECTORS), "no-such-corpus.txt", "-o", "out.txt"], id="init-missing-corpus"),
+    pytest.param(["convert", "no-such-vectors.txt", "out.bin"], id="convert-missing-input"),
+    pytest.param(["inspect", "no-such-vectors.txt"], id="inspect-missing-input"),
+    pytest.param(["diff", str(SAMPLE_VECTORS), "no-such-vectors.txt"], id="diff-missing-input"),
+    pytest.param(["eval", "no-such-vectors.txt"], id="eval-missing-input"),
+    pytest.param(["neighbors", "no-such-vectors.txt", "king"], id="neighbors-missing-input"),
+])
+def test_help_and_early_errors_load_no_compiler(args, tmp_path):
+    """A command's help and its errors before any work (a missing file) answer without numba or TensorFlow:
+    importing those (numba brings llvmlite and scipy.linalg) would be most of the answer's time (fa91047's message).
+    Every command's options read embedtune.objectives, so a kernel module imported at its top level, or at any
+    other module the options or the config read, would undo this silently."""
+    code = textwrap.dedent(f"""
+        import atexit, json, sys
+        atexit.register(lambda: sys.stderr.write("\\nLOADED " + json.dumps(
+            [m for m in ("numba", "llvmlite", "tensorflow") if m in sys.modules]) + "\\n"))
+        sys.argv = ["embedtune", *{args!r}]
+        from embedtune.cli.main import main
+        main()
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == (0 if "--help" in args else 1), done.stderr[-2000:]
+    if "--help" not in args:
+        assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr, done.stderr[-2000:]
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
+    assert loaded and json.loads(loaded[-1][len("LOADED "):]) == [], done.stderr[-2000:]
