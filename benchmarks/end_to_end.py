@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)   # timed processes cache bytecode as a user's do (benchmarks/README.md)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GLOVE_20K = os.path.join(ROOT, "data", "sample", "glove.6B.50d.20k.txt")

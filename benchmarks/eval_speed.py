@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)   # timed processes cache bytecode as a user's do (benchmarks/README.md)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 GENSIM = """

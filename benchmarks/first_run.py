@@ -86,7 +86,8 @@ def job_command(copy: str, job: str, out: str, extra: tuple = ()) -> list[str]:
 
 
 def environment(copy: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    # PYTHONDONTWRITEBYTECODE too: a user's first run writes the modules' bytecode, the next reads it.
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPATH"] = copy   # the copy's package, whatever is installed
     return env
 

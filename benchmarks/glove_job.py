@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)   # timed processes cache bytecode as a user's do (benchmarks/README.md)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "_data")
 GLOVE = os.path.join(DATA, "glove.6B.50d.txt")
