@@ -220,9 +220,9 @@ BYTES = st.binary(max_size=40) | st.lists(st.sampled_from(
 
 
 def test_a_file_under_the_small_bound_takes_the_references_passes_with_the_same_result(tmp_path, monkeypatch):
-    """A plain corpus file of fewer than fast.SMALL_FILE bytes is read by the reference (its kernels not compiled
-    on a fresh install: issue 48.1), one of that many or more by the compiled reader; labelled files keep
-    theirs. Both give the same counts and ids."""
+    """A corpus file of fewer than fast.SMALL_FILE bytes, plain or labelled (classify's), is read by the reference
+    (its kernels not compiled on a fresh install: issue 48.1), one of that many or more by the compiled reader.
+    Both give the same counts, ids, examples and the labelled lines' digest."""
     from embedtune.corpus.labelled import LabelledCorpus
 
     text = "the cat sat\n\non the mat, the end\n"
@@ -230,7 +230,7 @@ def test_a_file_under_the_small_bound_takes_the_references_passes_with_the_same_
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")
     small = Corpus(str(path))
-    assert not small.reads_compiled and LabelledCorpus(str(path)).reads_compiled
+    assert not small.reads_compiled
     monkeypatch.setattr(fast, "SMALL_FILE", len(text.encode()))
     large = Corpus(str(path))
     assert large.reads_compiled
@@ -238,6 +238,21 @@ def test_a_file_under_the_small_bound_takes_the_references_passes_with_the_same_
     assert counts[0] == counts[1] and small.fast is None and large.fast is not None
     index = {w: i for i, w in enumerate(counts[0][0])}
     assert [c.ids.tolist() for c in id_chunks(small, index)] == [c.ids.tolist() for c in id_chunks(large, index)]
+
+    labelled = "__label__a the Cat sat\n\n__label__b on the mat __label__c\n"
+    path = tmp_path / "labelled.txt"
+    path.write_text(labelled, encoding="utf-8")
+    monkeypatch.setattr(fast, "SMALL_FILE", len(labelled.encode()) + 1)
+    small = LabelledCorpus(str(path), lowercase=True)
+    monkeypatch.setattr(fast, "SMALL_FILE", len(labelled.encode()))
+    large = LabelledCorpus(str(path), lowercase=True)
+    assert not small.reads_compiled and large.reads_compiled
+    counts = [corpus.count() for corpus in (small, large)]
+    assert counts[0] == counts[1] and small.fast is None and large.fast is not None
+    assert small.line_ids({w: i for i, w in enumerate(counts[0][0])}) is None
+    assert [(e.line, e.labels, e.tokens) for e in small.examples()] == [(e.line, e.labels, e.tokens)
+                                                                       for e in large.examples()]
+    assert small.digest == large.digest is not None
 
 
 def read_all(path, compiled: bool, lowercase: bool, tokenize: str, vocabulary=FAST_VOCABULARY):

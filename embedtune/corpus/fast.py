@@ -27,10 +27,11 @@ BLOCK_BYTES = 1 << 20   # read at a time; a block ends at its last line feed (it
 # by each pass instead, so memory stays bounded whatever the corpus.
 KEEP_TOKENS = 1 << 27
 # EMBEDTUNE_COMPILED_READER=0: the reference reader for every pass (the A/B benchmark, the tests); =1: this
-# reader for every plain file, a small one too (the tests of a command's process that count with it).
+# reader for every file, a small one too (the tests of a command's process that count with it).
 _CHOICE = os.environ.get("EMBEDTUNE_COMPILED_READER", "")
 ENABLED = _CHOICE != "0"
-# A plain corpus file smaller than this is read by the reference reader (corpus/text.py): the same tokens, and
+# A corpus file smaller than this, plain or labelled (classify's), is read by the reference reader (corpus/text.py,
+# corpus/labelled.py): the same tokens, and
 # none of this reader's kernels to compile on a fresh install (~3 CPU-s, the largest part of a cold quickstart's),
 # where the reference's passes over a sample-sized corpus cost ~0.1-0.2 s a run more (benchmarks/log/first_run.md).
 SMALL_FILE = 0 if _CHOICE == "1" else 1 << 20

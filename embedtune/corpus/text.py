@@ -90,7 +90,7 @@ class Corpus(HeldLines):
         else:
             self.path = "<corpus>"
             self.sentences = source
-        if type(self)._numbered_lines is Corpus._numbered_lines and fast.small_file(self.read_path):
+        if fast.small_file(self.read_path):   # classify's labelled lines too: its reference reads them
             self.compiled = False   # a sample-sized file: the reference's passes (corpus/fast.SMALL_FILE)
 
     @contextlib.contextmanager
