@@ -2,7 +2,8 @@
 (training.step.runs_on), the trainer's TensorFlow side is made only when asked for, the compiled step's
 optimizer state starts in numpy as TensorFlow's variables start, classify's report reads the step's numpy
 tables, the loss is summed as tf.add_n sums it without it, and the plan's rows get their corpus counts in
-time that follows the corpus, not the vectors."""
+time that follows the corpus, not the vectors. A command's help and its early errors import neither numba nor
+TensorFlow."""
 
 from __future__ import annotations
 

@@ -31,9 +31,9 @@ KEEP_TOKENS = 1 << 27
 _CHOICE = os.environ.get("EMBEDTUNE_COMPILED_READER", "")
 ENABLED = _CHOICE != "0"
 # A corpus file smaller than this, plain or labelled (classify's), is read by the reference reader (corpus/text.py,
-# corpus/labelled.py): the same tokens, and
-# none of this reader's kernels to compile on a fresh install (~3 CPU-s, the largest part of a cold quickstart's),
-# where the reference's passes over a sample-sized corpus cost ~0.1-0.2 s a run more (benchmarks/log/first_run.md).
+# corpus/labelled.py): the same tokens, and none of this reader's kernels to compile on a fresh install (~3 CPU-s,
+# the largest part of a cold quickstart's), where the reference's passes over a sample-sized corpus cost ~0.1-0.2 s
+# a run more (benchmarks/log/first_run.md).
 SMALL_FILE = 0 if _CHOICE == "1" else 1 << 20
 
 
