@@ -28,6 +28,11 @@ RUNS = {"glove": [dict(objective="glove", min_count=2), dict(objective="glove", 
 
 
 def main(part: str) -> None:
+    from embedtune.corpus import fast
+
+    # The compiled reader for these small files too, as in the test processes (conftest.py's
+    # compiled_reader_for_small_files): its kernels are what they meet first.
+    fast.SMALL_FILE = 0
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         vectors = folder / "v.txt"
