@@ -191,6 +191,24 @@ def test_the_readme_is_short_and_its_headline_cells_link_docs_speed():
         assert re.search(r"\]\(docs/speed\.md#[\w-]+\)", row[1]), f"the figure links no row of docs/speed.md: {row}"
 
 
+def test_each_headline_figure_is_the_one_its_docs_speed_row_gives():
+    """A headline quotes its row: each number of the link's text is one that row's figure cell gives, and a
+    goal the row says is not met is not met in the headline either (the README once showed six figures of
+    rows measured again since, classify's wall among them at 2.00x "not met" where its row said 0.99x)."""
+    speed = {m.group(1): line.strip().strip("|").split(" | ")
+             for line in (ROOT / "docs" / "speed.md").read_text(encoding="utf-8").splitlines()
+             if (m := re.search(r'<a id="([\w-]+)"></a>', line))}
+    number = re.compile(r"(?<![\w.])[+-]?\d+(?:\.\d+)?(?![\d])")
+    for what, figure, goal in table_rows(section(ROOT / "README.md", "## Headline figures")):
+        shown, anchor = re.search(r"\[([^\]]*)\]\(docs/speed\.md#([\w-]+)\)", figure).groups()
+        assert anchor in speed, f"{what}: docs/speed.md has no row '{anchor}'"
+        given = set(number.findall(speed[anchor][0].replace("**", "")))
+        stale = [n for n in number.findall(shown) if n not in given]
+        assert not stale, f"{what}: {stale} of '{shown}' are not in docs/speed.md#{anchor}'s figure: quote the row"
+        assert ("not met" in goal) == ("not met" in speed[anchor][1]), \
+            f"{what}: the goal cell '{goal}' and docs/speed.md#{anchor}'s '{speed[anchor][1]}' disagree on 'not met'"
+
+
 def architecture_paths() -> list[tuple[int, str]]:
     """(line, path) for each file or folder docs/architecture.md names: `embedtune/...` and `cli/...`, and a
     bare `name.py` beside them on its line, read inside the last folder named before it there."""
