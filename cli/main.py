@@ -17,9 +17,11 @@ import sys
 import click
 
 from embedtune.cli.blas_threads import one_blas_thread_for, short_blas_spin_for
+from embedtune.cli.deferred_numpy import defer_unused_numpy_packages
 
 one_blas_thread_for(sys.argv[1:])   # before numpy loads (cli.common imports it): see there
 short_blas_spin_for(sys.argv[1:])
+defer_unused_numpy_packages()   # loads numpy: after the two above
 
 from embedtune import __version__  # noqa: E402
 from embedtune._adapters.python_private import run_exit_handlers  # noqa: E402

@@ -205,3 +205,29 @@ def test_help_and_early_errors_load_no_compiler(args, tmp_path):
         assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr, done.stderr[-2000:]
     loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
     assert loaded and json.loads(loaded[-1][len("LOADED "):]) == [], done.stderr[-2000:]
+
+
+def test_a_kernel_command_loads_numpys_f2py_and_testing_only_when_read():
+    """`embedtune eval` runs compiled kernels, so numba loads scipy.linalg, whose copy of numpy's namespace reads
+    numpy.f2py and numpy.testing (cli/deferred_numpy.py): their code must not run, and must run whole when read."""
+    code = textwrap.dedent(f"""
+        import atexit, json, sys
+
+        def after():
+            before = [m for m in ("scipy.linalg", "numpy.f2py.f2py2e", "numpy.testing._private.utils") if m in sys.modules]
+            import numpy
+            numpy.testing.assert_array_equal(numpy.zeros(2), numpy.zeros(2))
+            from numpy.f2py import run_main
+            sys.stderr.write("\\nLOADED " + json.dumps([before, [m for m in ("numpy.f2py.f2py2e",
+                             "numpy.testing._private.utils") if m in sys.modules]]) + "\\n")
+
+        atexit.register(after)
+        sys.argv = ["embedtune", "eval", {str(SAMPLE_VECTORS)!r}]
+        from embedtune.cli.main import main
+        main()
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
+    assert loaded and json.loads(loaded[-1][len("LOADED "):]) == [
+        ["scipy.linalg"], ["numpy.f2py.f2py2e", "numpy.testing._private.utils"]], done.stderr[-2000:]
