@@ -4,8 +4,8 @@ Every command that runs a compiled kernel loads numba's array functions, which c
 scipy.linalg; scipy (1.17) then makes its array-API copy of numpy's namespace by reading every name numpy
 lists (scipy/_lib/array_api_compat's ``clone_module``), and numpy loads a submodule the first time its name is
 read. So each such process imported numpy.f2py (its Fortran parser compiles about a hundred regular expressions
-and brings charset_normalizer) and numpy.testing, neither of which any command uses: a tenth of a second of the
-first kernel call's third, on the 2m sgns job and on every `train`, `init` and `eval` (benchmarks/log/train_speed.md).
+and brings charset_normalizer) and numpy.testing, which no command uses: close to a third of a kernel command's
+first kernel call, in every `train`, `init` and `eval` (measured: benchmarks/log/train_speed.md).
 
 Here the two are put in place as modules that load on their first attribute read (the standard library's
 importlib.util.LazyLoader): the names exist, their code runs only if something reads from them (a plugin that

@@ -214,12 +214,13 @@ def test_a_kernel_command_loads_numpys_f2py_and_testing_only_when_read():
         import atexit, json, sys
 
         def after():
-            before = [m for m in ("scipy.linalg", "numpy.f2py.f2py2e", "numpy.testing._private.utils") if m in sys.modules]
+            watched = ("scipy.linalg", "numpy.f2py.f2py2e", "numpy.testing._private.utils")
+            before = [m for m in watched if m in sys.modules]
             import numpy
             numpy.testing.assert_array_equal(numpy.zeros(2), numpy.zeros(2))
             from numpy.f2py import run_main
-            sys.stderr.write("\\nLOADED " + json.dumps([before, [m for m in ("numpy.f2py.f2py2e",
-                             "numpy.testing._private.utils") if m in sys.modules]]) + "\\n")
+            after = [m for m in watched[1:] if m in sys.modules]
+            sys.stderr.write("\\nLOADED " + json.dumps([before, after]) + "\\n")
 
         atexit.register(after)
         sys.argv = ["embedtune", "eval", {str(SAMPLE_VECTORS)!r}]
