@@ -138,23 +138,25 @@ def _glove(optimizer: str, deterministic: bool, corpus_bytes: int | None) -> lis
     cooccur = "embedtune.kernels.cooccur"
     large = corpus_bytes is not None and corpus_bytes >= LARGE_CORPUS
     small = corpus_bytes is not None and corpus_bytes <= SMALL_CORPUS
-    dots = (a("float32", 2), a("int32", 1), a("int32", 1))
+    dots = (a("float32", 2), a("int32", 1), a("int32", 1), a("float64", 1))
     found = []
     if large:
         ids, counts, csr = (a("int32", 1), a("int32", 1)), a("int64", 1), (a("int64", 1), a("int32", 1), a("float64", 1))
         found += [Kernel(cooccur, "_bucket_pass", None, (*ids, i64, i64, i64, counts, a("int32", 1))),
-                  Kernel(cooccur, "_row_sizes", None, (counts, a("int32", 1), i64, i64, i64, counts)),
-                  Kernel(cooccur, "_row_sums", None, (counts, a("int32", 1), i64, i64, i64, *csr)),
+                  Kernel(cooccur, "_row_sizes", None, (counts, a("int32", 1), i64, i64, i64, counts, a("int32", 1))),
+                  Kernel(cooccur, "_row_sums", None, (counts, a("int32", 1), i64, i64, i64, *csr, a("float64", 1))),
                   Kernel(cooccur, "_merge_pass", None, (*csr, *csr, i64, i64, *csr)),
                   Kernel(cooccur, "_pair_dots", None, dots)]
     if small:
         found.append(Kernel(cooccur, "_pair_dots_serial", None, dots))
     found.append(Kernel(cooccur, "fit_rounds", None, (a("int32", 1), a("int32", 1), a("float64", 1), a("float64", 1),
-                                                      a("float64", 1), a("bool", 1), i64, i64)))
+                                                      a("float64", 1), a("bool", 1), i64, i64, a("float64", 1),
+                                                      a("float64", 2))))
     if large:
         found.append(Kernel(cooccur, "_new_word_biases", None, (a("int32", 1), a("int32", 1), a("float32", 1),
                                                                 a("float32", 1), a("float64", 1), types.float64,
-                                                                a("float64", 1), a("bool", 1))))
+                                                                a("float64", 1), a("bool", 1), a("float64", 1),
+                                                                a("float64", 2))))
     if not deterministic:
         found.append(Kernel("embedtune.kernels.glove", "GLOVE_HOGWILD", KERNEL_OPTIMIZERS[optimizer], (
             a("float32", 2), a("float32", 2), a("float32", 2), a("int64", 1), i64, f32, a("int32", 1), a("int32", 1),
@@ -223,10 +225,10 @@ def _text_writer() -> list[Kernel]:
         Kernel("embedtune.formats.text.verbatim", "verbatim_lines", None, (a("uint8", 1, True), i64, a("uint8", 1, True),
                                                                            a("float32", 2), a("bool", 1))),
         Kernel(render, "_digits", None, (a("float32", 1), i64, a("float64", 1), a("float64", 1), a("int64", 1),
-                                         a("int64", 1), a("int64", 1), a("bool", 1))),
+                                         a("int64", 1), a("int64", 1), a("bool", 1), a("int64", 1))),
         Kernel(render, "_lines", None, (a("uint8", 1, True), a("int64", 1), a("float32", 1), i64, a("int64", 1),
                                         a("int64", 1), a("int64", 1), a("bool", 1), a("uint8", 1, True), a("int64", 1),
-                                        a("uint8", 1))),
+                                        a("uint8", 1), a("uint8", 1))),
     ]
 
 

@@ -96,21 +96,24 @@ def _count_block(ids, line, n_words, window, parts, threads):
     starts, partners = _buckets(ids, line, n_words, window, max(1, parts // 4), packed_like(n_words), threads)
     bounds = _even_parts(starts, parts)
     sizes = np.zeros(n_words, np.int64)
-    on_threads(_row_sizes, [(starts, partners, n_words, bounds[p], bounds[p + 1], sizes) for p in range(parts)],
-               threads)
+    # Each part's scratch made by numpy on its thread (_row_sizes, _row_sums: an allocation inside a kernel compiles
+    # numba's implementation of it in every cold process: benchmarks/log/first_run.md).
+    on_threads(lambda *args: _row_sizes(*args, np.full(n_words, -1, np.int32)),
+               [(starts, partners, n_words, bounds[p], bounds[p + 1], sizes) for p in range(parts)], threads)
     indptr = np.zeros(n_words + 1, np.int64)
     np.cumsum(sizes, out=indptr[1:])
     cols = np.empty(indptr[n_words], np.int32)
     values = np.empty(indptr[n_words], np.float64)
-    on_threads(_row_sums, [(starts, partners, n_words, bounds[p], bounds[p + 1], indptr, cols, values)
-                           for p in range(parts)], threads)
+    on_threads(lambda *args: _row_sums(*args, np.zeros(n_words, np.float64)),
+               [(starts, partners, n_words, bounds[p], bounds[p + 1], indptr, cols, values) for p in range(parts)],
+               threads)
     return indptr, cols, values
 
 
 @njit(nogil=True, cache=True)
-def _row_sizes(starts, partners, n_words, lo, hi, sizes):
-    """count_block's first pass over rows [lo, hi): each row's distinct partners, into ``sizes``."""
-    seen = np.full(n_words, -1, np.int32)   # the last row each partner was seen in: nothing to clear after a row
+def _row_sizes(starts, partners, n_words, lo, hi, sizes, seen):
+    """count_block's first pass over rows [lo, hi): each row's distinct partners, into ``sizes``. seen: [n_words]
+    int32 -1s, scratch: the last row each partner was seen in (nothing to clear after a row)."""
     for r in range(lo, hi):
         m = 0
         for e in range(starts[r], starts[r + 1]):
@@ -122,10 +125,10 @@ def _row_sizes(starts, partners, n_words, lo, hi, sizes):
 
 
 @njit(nogil=True, cache=True)
-def _row_sums(starts, partners, n_words, lo, hi, indptr, cols, values):
+def _row_sums(starts, partners, n_words, lo, hi, indptr, cols, values, acc):
     """count_block's second pass over rows [lo, hi): each row's partners summed in corpus order, its columns
-    sorted, into its slots of ``cols`` and ``values``."""
-    acc = np.zeros(n_words, np.float64)   # a partner seen: its weight so far (> 0)
+    sorted, into its slots of ``cols`` and ``values``. acc: [n_words] float64 zeros, scratch: a partner seen, its
+    weight so far (> 0)."""
     for r in range(lo, hi):
         o, m, top = indptr[r], 0, r   # a row's partners are r or larger
         for e in range(starts[r], starts[r + 1]):
@@ -278,15 +281,13 @@ def count(blocks, n_words: int, window: int, threads: int):
 
 
 @njit(parallel=PARALLEL, nogil=True, cache=True)
-def _pair_dots(table, rows, cols):
-    out = np.empty(len(rows), np.float64)
+def _pair_dots(table, rows, cols, out):
     for i in prange(len(rows)):
         a, b = table[rows[i]], table[cols[i]]
         x = 0.0
         for d in range(len(a)):
             x += float(a[d]) * float(b[d])
         out[i] = x
-    return out
 
 
 # Fewer pairs than this take _pair_dots's serial twin: the same sums, bit for bit, for about a third of its compile
@@ -298,12 +299,16 @@ _pair_dots_serial = serial(_pair_dots)
 
 def pair_dots(table, rows, cols):
     """[n] float64: table[rows[i]] . table[cols[i]] (float32 rows, summed in float64, each in order)."""
-    return (_pair_dots_serial if len(rows) < SERIAL_PAIRS else _pair_dots)(table, rows, cols)
+    out = np.empty(len(rows), np.float64)
+    (_pair_dots_serial if len(rows) < SERIAL_PAIRS else _pair_dots)(table, rows, cols, out)
+    return out
 
 
 @njit(nogil=True, cache=True)
-def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
-    """objectives/glove.py's fit_scale_and_biases, compiled: (a, b [n_words]) over the pairs where ``pick`` is
+def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds, b, scratch):
+    """objectives/glove.py's fit_scale_and_biases, compiled: ``a`` returned, ``b`` filled (given as [n_words]
+    float64 zeros; ``scratch``: [4, n_words] float64 zeros, made by numpy as ``b``: an allocation inside a kernel
+    compiles numba's implementation of it in every cold process), over the pairs where ``pick`` is
     True (the pretrained words' pairs of all those counted: read in place, as copies they were 156 MB on the
     main job). One thread, the pairs in order, so the bits depend on nothing else.
 
@@ -313,9 +318,7 @@ def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
     sum w (t - a p - b[other end]) = wt[x] - a wp[x] - nb[x], where only nb[x] (w b[other end] summed) reads the
     pairs. The same rounds as the two passes made, summed in another order (the biases agree to about 1e-13).
     """
-    mass = np.zeros(n_words)
-    wp = np.zeros(n_words)
-    wt = np.zeros(n_words)
+    mass, wp, wt, nb = scratch[0], scratch[1], scratch[2], scratch[3]
     denominator = 0.0
     wpt = 0.0
     for i in range(len(rows)):
@@ -331,8 +334,6 @@ def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
             y = w * target[i]
             wt[r] += y
             wt[c] += y
-    b = np.zeros(n_words)
-    nb = np.empty(n_words)
     a = 0.0
     for _ in range(rounds):
         numerator = wpt
@@ -347,7 +348,7 @@ def fit_rounds(rows, cols, target, weight, products, pick, n_words, rounds):
                 nb[c] += w * b[r]
         for r in range(n_words):
             b[r] = 0.5 * b[r] + 0.5 * ((wt[r] - a * wp[r] - nb[r]) / mass[r] if mass[r] > 0 else 0.0)
-    return a, b
+    return a
 
 
 def new_word_biases(row, col, weight, target, products, scale, bias, new):
@@ -356,7 +357,9 @@ def new_word_biases(row, col, weight, target, products, scale, bias, new):
     (``_new_word_biases``) from NUMPY_PAIRS pairs on; fewer in numpy, the same bits, compiling nothing on a fresh
     install (benchmarks/log/first_run.md)."""
     if len(row) >= NUMPY_PAIRS:
-        return _new_word_biases(row, col, weight, target, products, scale, bias, new)
+        out = np.array(bias, np.float64)   # the kernel's output and scratch made here (see _new_word_biases)
+        _new_word_biases(row, col, weight, target, products, scale, bias, new, out, np.zeros((4, len(bias))))
+        return out
     n = len(bias)
     bias = bias.copy()
     rest = weight * (target - scale * products)
@@ -371,15 +374,14 @@ def new_word_biases(row, col, weight, target, products, scale, bias, new):
 
 
 @njit(nogil=True, cache=True)
-def _new_word_biases(row, col, weight, target, products, scale, bias, new):
+def _new_word_biases(row, col, weight, target, products, scale, bias, new, out, scratch):
     """new_word_biases compiled: one pass in pair order, one sum each side, added up as numpy's bincounts of the
     pairs on each side (row side first), so the bits are numpy's; numpy made a dozen whole-array temporaries
-    of the pairs (the main job's)."""
+    of the pairs (the main job's). ``out``: a copy of ``bias``, its new words' written here; ``scratch``: [4, n]
+    float64 zeros (both made by the caller: an allocation inside a kernel compiles numba's implementation of it
+    in every cold process)."""
     n = len(bias)
-    by_row = np.zeros(n)
-    by_col = np.zeros(n)
-    mass_row = np.zeros(n)
-    mass_col = np.zeros(n)
+    by_row, by_col, mass_row, mass_col = scratch[0], scratch[1], scratch[2], scratch[3]
     for i in range(len(row)):
         r, c = row[i], col[i]
         if new[r] == new[c]:
@@ -392,10 +394,8 @@ def _new_word_biases(row, col, weight, target, products, scale, bias, new):
         else:
             by_col[c] += rest - w * bias[r]
             mass_col[c] += w
-    out = bias.copy()
     for r in range(n):
         if new[r]:
             total = (0.0 + by_row[r]) + by_col[r]
             mass = (0.0 + mass_row[r]) + mass_col[r]
             out[r] = total / mass if mass > 0 else 0.0
-    return out

@@ -133,8 +133,10 @@ def fit_scale_and_biases(rows, cols, target, weight, products, n_words, rounds=F
     from embedtune.kernels.cooccur import fit_rounds
 
     pick = np.ones(len(rows), np.bool_) if pick is None else np.asarray(pick, np.bool_)
-    return fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
-                      np.asarray(products, np.float64), pick, n_words, rounds)
+    b = np.zeros(n_words)
+    a = fit_rounds(np.asarray(rows), np.asarray(cols), np.asarray(target, np.float64), np.asarray(weight, np.float64),
+                   np.asarray(products, np.float64), pick, n_words, rounds, b, np.zeros((4, n_words)))
+    return a, b
 
 
 @dataclass

@@ -55,11 +55,11 @@ def _round_to(j, m9, residual, e10, a32, pow10, inv10):
 
 
 @njit(cache=True, nogil=True)
-def _digits(values, hint, pow10, inv10, q_out, e_out, p_out, slow):
+def _digits(values, hint, pow10, inv10, q_out, e_out, p_out, slow, counts):
     """For each float32 value: its shortest digits q (p_out of them), decimal exponent e, or slow[i]
     True where shortest_g writes it (out of range, nan, or scientific notation). Returns the most common
-    digit count."""
-    counts = np.zeros(10, np.int64)
+    digit count. counts: [10] int64 zeros, scratch (each digit count's values; numpy allocates it: an
+    allocation inside a kernel compiles numba's implementation of it in every cold process)."""
     for i in range(values.size):
         x = values[i]
         a32 = abs(x)
@@ -120,12 +120,11 @@ def _digits(values, hint, pow10, inv10, q_out, e_out, p_out, slow):
 
 
 @njit(cache=True, nogil=True)
-def _lines(word_bytes, word_ends, values, dim, q, e, p, slow, slow_bytes, slow_ends, out):
-    """Write ``word v1 ... vdim\\n`` a row into out; returns the bytes written."""
+def _lines(word_bytes, word_ends, values, dim, q, e, p, slow, slow_bytes, slow_ends, out, digits):
+    """Write ``word v1 ... vdim\\n`` a row into out; returns the bytes written. digits: [10] uint8, scratch."""
     at = 0
     w0 = 0
     s = 0   # the next slow value's text
-    digits = np.empty(10, np.uint8)
     for row in range(word_ends.size):
         for b in range(w0, word_ends[row]):
             out[at] = word_bytes[b]
@@ -183,7 +182,8 @@ def render_lines(encoded: list[bytes], rows: np.ndarray, digits_hint: int = 0) -
     e = np.empty(values.size, np.int64)
     p = np.empty(values.size, np.int64)
     slow = np.zeros(values.size, np.bool_)
-    digits = int(_digits(values, digits_hint, _POW10, _INV10, q, e, p, slow)) if values.size else digits_hint
+    digits = (int(_digits(values, digits_hint, _POW10, _INV10, q, e, p, slow, np.zeros(10, np.int64))) if values.size
+              else digits_hint)
     slow_text = [shortest_g(v).encode("ascii") for v in values[slow].tolist()]
     # Read-only (np.frombuffer) whether empty or not: numba compiles a kernel once per argument type, and a
     # writable empty array beside read-only full ones made a fresh install compile _lines twice.
@@ -192,5 +192,5 @@ def render_lines(encoded: list[bytes], rows: np.ndarray, digits_hint: int = 0) -
     word_bytes = np.frombuffer(b"".join(encoded), np.uint8)
     word_ends = np.cumsum([len(w) for w in encoded], dtype=np.int64) if k else np.zeros(0, np.int64)
     out = np.empty(word_bytes.size + values.size * SLOT_BYTES + k, np.uint8)
-    n = _lines(word_bytes, word_ends, values, dim, q, e, p, slow, slow_bytes, slow_ends, out)
+    n = _lines(word_bytes, word_ends, values, dim, q, e, p, slow, slow_bytes, slow_ends, out, np.empty(10, np.uint8))
     return out[:n].tobytes(), digits
