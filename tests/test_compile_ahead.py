@@ -178,7 +178,7 @@ import os, sys, time
 import numpy as np
 from embedtune.kernels import ahead
 from embedtune.kernels.tokens import rehash, units_with_pieces, expand
-kernels = [k for k in ahead._reader(True) if k.name in ("rehash", "units_with_pieces", "expand")]
+kernels = [k for k in ahead._reader(True) if k.name in ("rehash", "units_with_pieces", "_expand")]
 started = ahead.start(kernels, children=1)
 assert started is not None
 while not os.listdir(started.folder):   # the child has claimed the list's last

@@ -96,7 +96,8 @@ def _reader(compiled: bool) -> list[Kernel]:
                                       a("int32", 1), a("int32", 1), i64, a("int32", 1), a("int64", 1), i64)),
         Kernel(tokens, "rehash", None, (a("uint64", 1), i64, a("int32", 1))),
         Kernel(tokens, "units_with_pieces", None, (a("int32", 1), a("int32", 1), a("int32", 1))),
-        Kernel(tokens, "expand", None, (a("int32", 1), a("int32", 1), a("int64", 1), a("int32", 1))),
+        Kernel(tokens, "_expand", None, (a("int32", 1), a("int32", 1), a("int64", 1), a("int32", 1), a("int32", 1),
+                                          a("int64", 1), a("int64", 1))),
     ]
 
 
@@ -111,11 +112,12 @@ def _new_words(init: str) -> list[Kernel]:
         found += [
             Kernel(contexts, "occurrence_marks", None, (a("int32", 1), a("int32", 1), a("int64", 1), a("int32", 1),
                                                         a("int32", 1), a("float64", 1), a("float64", 1), a("float64", 1),
-                                                        types.uint64, types.uint64, types.boolean, types.boolean)),
+                                                        types.uint64, types.uint64, types.boolean, types.boolean,
+                                                        a("int32", 1), a("int32", 1), a("int32", 1))),
             Kernel(contexts, "context_pass", None, (a("int32", 1), a("int32", 1), a("int32", 1), a("int32", 1),
                                                     a("int32", 1), i64, i64, a("float32", 1), a("float32", 2),
                                                     a("float64", 2), a("float64", 2), a("float64", 3), a("float64", 3),
-                                                    a("int32", 1), i64)),
+                                                    a("int32", 1), a("float64", 2), i64)),
         ]
     if init == "form-context":
         spelling = "embedtune.kernels.spelling"

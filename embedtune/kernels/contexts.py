@@ -18,7 +18,7 @@ from embedtune.kernels.common import _search_sorted, njit
 
 @njit(nogil=True, cache=True)
 def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix,
-                 near, whole, probe_near, probe_whole, repeats, line_cap=0):
+                 near, whole, probe_near, probe_whole, repeats, scratch, line_cap=0):
     """Add one chunk's contexts in place.
 
     ids : [n] int32 token ids (pretrained words < n_pre); line : [n] int32 line of each token (sorted)
@@ -29,15 +29,15 @@ def context_pass(ids, line, target, level, probe, n_pre, window, weights, matrix
         occurrences with context (a pretrained word other than itself), within ``window`` and in the line
     probe_near, probe_whole : [n_probes, n_buckets, dim + 2] float64, the same per bucket
     repeats : [n_ids] int32 zeros, scratch: each id's count in the line at hand (left zero on return)
+    scratch : [3, dim] float64, overwritten: the line's sum and an occurrence's two sums (made by the caller's
+        numpy: an allocation inside a kernel compiles numba's implementation of it in every cold process)
     line_cap : a line of more tokens than this (> 0) gives its occurrences their window as their line's
         context: a sentence-sized line is all about its word, an article-sized one is not (0: every line whole)
     A word's own occurrences are never its context (a probe word stands for one with no vector).
     """
     n = len(ids)
     dim = matrix.shape[1]
-    line_sum = np.zeros(dim, np.float64)
-    acc_near = np.zeros(dim, np.float64)
-    acc_whole = np.zeros(dim, np.float64)
+    line_sum, acc_near, acc_whole = scratch[0], scratch[1], scratch[2]
     n_buckets = probe_near.shape[1]
     start = 0
     while start < n:
@@ -128,7 +128,7 @@ def _add(table, row, acc, mass):
 
 @njit(nogil=True, cache=True)
 def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep, slots, seed_mix, probe_seed_mix,
-                     sampled, probed):
+                     sampled, probed, target, level, probe):
     """context_pass's ``target``, ``level`` and ``probe`` of one chunk's tokens, in one pass over them: what
     numpy made in a dozen whole-chunk arrays (tests/test_newwords.py's reference, equal bit for bit).
 
@@ -137,11 +137,9 @@ def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep,
     probe_count : [n_ids] float64 each probe id's corpus count; keep : [n_targets] float64 the chance an
     occurrence of each target is kept (read when ``sampled``); slots : [n_buckets] float64 sorted;
     seed_mix, probe_seed_mix : uint64, each kind of draw's seed times splitmix64's constant
-    (newwords.contexts._seed_mix): the targets' draws and the probes' are apart."""
+    (newwords.contexts._seed_mix): the targets' draws and the probes' are apart. target, level, probe: [n] int32,
+    written (made by the caller's numpy, as context_pass's scratch)."""
     n = len(ids)
-    target = np.empty(n, np.int32)
-    level = np.empty(n, np.int32)
-    probe = np.empty(n, np.int32)
     first = 0
     n_slots = len(slots)
     for i in range(n):
@@ -160,7 +158,6 @@ def occurrence_marks(ids, line, numbers, target_of, probe_of, probe_count, keep,
         level[i] = b
         target[i] = t
         probe[i] = p
-    return target, level, probe
 
 
 @njit(inline="always")

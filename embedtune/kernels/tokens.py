@@ -182,18 +182,35 @@ def units_with_pieces(ids, unit_tokens, n_pieces):
     return kept
 
 
-@njit(cache=True, nogil=True)
 def expand(ids, unit_tokens, piece_start, piece_rows):
     """The units' raw-token ids as row ids: each raw token becomes its pieces
     (``piece_rows[piece_start[t]:piece_start[t + 1]]``), those without a row (-1) dropped. Returns
-    (rows, kept per unit, pieces per unit: the tokens the unit holds, kept or not)."""
+    (rows, kept per unit, pieces per unit: the tokens the unit holds, kept or not). The arrays are made here, by
+    numpy, and filled by ``_expand``: an allocation inside a kernel compiles numba's implementation of it in
+    every cold process (benchmarks/log/first_run.md)."""
+    units = len(unit_tokens)
+    kept, pieces = np.empty(units, np.int64), np.empty(units, np.int64)
+    rows = np.empty(len(ids) + (len(ids) >> 2) + 16, np.int32)   # room for most; else made again at its size
+    n = _expand(ids, unit_tokens, piece_start, piece_rows, rows, kept, pieces)
+    if n < 0:
+        rows = np.empty(-n, np.int32)
+        n = _expand(ids, unit_tokens, piece_start, piece_rows, rows, kept, pieces)
+    return rows[:n], kept, pieces
+
+
+@njit(cache=True, nogil=True)
+def _expand(ids, unit_tokens, piece_start, piece_rows, rows, kept, pieces):
+    """expand's pass: the rows into ``rows`` and each unit's counts into ``kept`` and ``pieces``; returns the rows
+    written, or minus the units' pieces where ``rows`` has less room than that (nothing written then)."""
     total = 0
     for j in range(len(ids)):
         t = ids[j]
         total += piece_start[t + 1] - piece_start[t]
-    rows = np.empty(total, np.int32)
-    kept = np.zeros(len(unit_tokens), np.int64)
-    pieces = np.zeros(len(unit_tokens), np.int64)
+    if total > len(rows):
+        return -total
+    for u in range(len(unit_tokens)):
+        kept[u] = 0
+        pieces[u] = 0
     n = 0
     at = 0
     for u in range(len(unit_tokens)):
@@ -208,4 +225,4 @@ def expand(ids, unit_tokens, piece_start, piece_rows):
                     n += 1
                     kept[u] += 1
         at = stop
-    return rows[:n], kept, pieces
+    return n

@@ -122,11 +122,12 @@ def context_sums(vectors: Vectors, corpus: Corpus, targets: list[str], window: i
     matrix = np.ascontiguousarray(vectors.matrix, np.float32)
     numbered = keep is not None or bool(probes)
     repeats = np.zeros(n_ids, np.int32)
+    scratch = np.zeros((3, dim), np.float64)
     for chunk in id_chunks(corpus, index, chunk_tokens, numbered=numbered):
         target, level, probe = _marks(chunk, target_of, probe_of, probe_count, keep, slots, seed, bool(probes))
         if len(chunk.ids):
             context_pass(chunk.ids, chunk.line, target, level, probe, n_pre, window, weights, matrix, near,
-                         line_table, probe_near, probe_line, repeats, line_cap)
+                         line_table, probe_near, probe_line, repeats, scratch, line_cap)
         if progress is not None:
             progress(chunk.raw_tokens)
     # A worker's share of a multi-worker run's lines (distribute.WorkerShare): every share's table added
@@ -181,10 +182,12 @@ def _marks(chunk, target_of: np.ndarray, probe_of: np.ndarray, probe_count: np.n
 
     sampled = keep is not None
     numbers = chunk.numbers if sampled or probed else None   # the chunk is numbered (context_sums)
-    return occurrence_marks(chunk.ids, chunk.line, np.zeros(0, np.int64) if numbers is None else numbers,
-                            target_of, probe_of, probe_count,
-                            np.asarray(keep, np.float64) if sampled else np.zeros(0, np.float64),
-                            slots, _seed_mix(seed), _seed_mix(seed + 7919), sampled, probed)
+    marks = tuple(np.empty(len(chunk.ids), np.int32) for _ in range(3))
+    occurrence_marks(chunk.ids, chunk.line, np.zeros(0, np.int64) if numbers is None else numbers,
+                     target_of, probe_of, probe_count,
+                     np.asarray(keep, np.float64) if sampled else np.zeros(0, np.float64),
+                     slots, _seed_mix(seed), _seed_mix(seed + 7919), sampled, probed, *marks)
+    return marks
 
 
 def _seed_mix(seed: int) -> np.uint64:
