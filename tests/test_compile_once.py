@@ -1,6 +1,7 @@
 """A fresh install's first run compiles each kernel it reaches (issue 48.1: numba's cache is empty): each must
 compile once, not once per flag of its arguments (numba makes a specialisation for each array type, read-only or
-not included)."""
+not included); the kernels of the README's jobs allocate no arrays themselves (each allocation's type compiles
+numba's implementation of it in every cold process)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,32 @@ def test_every_parallel_compile_keeps_loop_fusion_off(tmp_path, monkeypatch):
     compiled = [(kernel, result) for kernel in (first, second, twin) for result in kernel.overloads.values()]
     assert len(compiled) == 4
     assert [result.metadata["parfor_diagnostics"].fusion_enabled for _, result in compiled] == [False] * 4
+
+
+# The kernels a README job's first run compiles whose arrays their callers make: an np.empty, np.zeros or np.full
+# inside one compiles numba's implementation of it for that type signature, again in every cold process
+# (benchmarks/log/first_run.md).
+TAKE_THEIR_ARRAYS = {"embedtune/kernels/cooccur.py": ("_row_sizes", "_row_sums", "_pair_dots", "fit_rounds",
+                                                      "_new_word_biases"),
+                     "embedtune/kernels/contexts.py": ("context_pass", "occurrence_marks"),
+                     "embedtune/kernels/tokens.py": ("_expand",),
+                     "embedtune/formats/text/render.py": ("_digits", "_lines")}
+
+
+def test_the_first_runs_kernels_allocate_no_arrays_themselves():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path, names in TAKE_THEIR_ARRAYS.items():
+        kernels = {node.name: node for node in ast.walk(ast.parse((root / path).read_text(encoding="utf-8")))
+                   if isinstance(node, ast.FunctionDef) and node.name in names}
+        assert sorted(kernels) == sorted(names), (path, sorted(kernels))
+        for name, node in kernels.items():
+            assert any("njit" in ast.unparse(d) for d in node.decorator_list), (path, name, "not a kernel")
+            found += [f"{path}: {name} line {call.lineno}: np.{call.func.attr}" for call in ast.walk(node)
+                      if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                      and isinstance(call.func.value, ast.Name) and call.func.value.id == "np"
+                      and call.func.attr in ("empty", "zeros", "full", "ones", "empty_like", "zeros_like", "full_like")]
+    assert not found, found
