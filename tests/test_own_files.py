@@ -299,3 +299,37 @@ def test_a_checkpoint_cut_short_by_kill_9_is_removed_and_odd_names_are_left(tmp_
         opened.open(resume=False)
     assert not left.exists()
     assert all(path.read_bytes() == b"mine\n" for path in odd)
+
+
+@pytest.mark.parametrize("where", ["rename", "rmtree"])
+def test_an_interrupt_while_a_checkpoint_is_deleted_leaves_no_partial(tmp_path, monkeypatch, where):
+    """A Ctrl-C or SIGTERM raised while a finished run deletes its checkpoints (after its output is written:
+    run.py) took the delete with it midway and left a ``.ckpt-N.<hex>.partial`` (the fault injection's seed 24,
+    SIGTERM 0.036 s into the write). Raised just after the rename, or inside the first removal: the checkpoint
+    is gone all the same, and the interrupt still reaches the caller."""
+    import shutil
+
+    from embedtune.training.checkpoints import folder as checkpoints
+
+    checkpoint = tmp_path / "ckpt-10"
+    (checkpoint / "tables").mkdir(parents=True)
+    (checkpoint / "tables" / "data").write_bytes(b"\0" * 100)
+    rename, rmtree, calls = os.rename, shutil.rmtree, []
+
+    def renamed_then_interrupted(src, dst):
+        rename(src, dst)
+        raise KeyboardInterrupt
+
+    def interrupted_once(target, *args, **kwargs):
+        calls.append(target)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return rmtree(target, *args, **kwargs)
+
+    if where == "rename":
+        monkeypatch.setattr(checkpoints.os, "rename", renamed_then_interrupted)
+    else:
+        monkeypatch.setattr(checkpoints.shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints._delete(str(checkpoint))
+    assert list(tmp_path.iterdir()) == []

@@ -410,15 +410,22 @@ class Folder:
 
 def _delete(path: str) -> None:
     """Delete a checkpoint of the tool's so that a kill midway leaves a ``.partial`` (which the next run
-    removes), never a ``ckpt-N`` holding part of its files, which would not be told from a user's."""
+    removes), never a ``ckpt-N`` holding part of its files, which would not be told from a user's. An
+    interrupt's exception raised in the middle (a Ctrl-C or a SIGTERM: the command raises them where it is, as a
+    finished run deletes its checkpoints after its output is written) leaves the rest of the delete to the
+    ``finally``: only a kill leaves a ``.partial``."""
     doomed = path
-    if not _is_partial(os.path.basename(path)):
-        doomed = _partial_name(os.path.dirname(path), os.path.basename(path))
-        try:
-            os.rename(path, doomed)
-        except OSError:
-            doomed = path
-    shutil.rmtree(doomed, ignore_errors=True)
+    try:
+        if not _is_partial(os.path.basename(path)):
+            doomed = _partial_name(os.path.dirname(path), os.path.basename(path))
+            try:
+                os.rename(path, doomed)
+            except OSError:
+                doomed = path
+        shutil.rmtree(doomed, ignore_errors=True)
+    finally:
+        if doomed != path and os.path.lexists(doomed):
+            shutil.rmtree(doomed, ignore_errors=True)
 
 
 def os_reason(err) -> str:
