@@ -17,7 +17,7 @@ import sys
 import click
 
 from embedtune.cli.blas_threads import one_blas_thread_for, short_blas_spin_for
-from embedtune.cli.deferred_numpy import defer_unused_numpy_packages
+from embedtune.kernels.lean_start import defer_unused_numpy_packages
 
 one_blas_thread_for(sys.argv[1:])   # before numpy loads (cli.common imports it): see there
 short_blas_spin_for(sys.argv[1:])

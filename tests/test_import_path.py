@@ -209,7 +209,7 @@ def test_help_and_early_errors_load_no_compiler(args, tmp_path):
 
 def test_a_kernel_command_loads_numpys_f2py_and_testing_only_when_read():
     """`embedtune eval` runs compiled kernels, so numba loads scipy.linalg, whose copy of numpy's namespace reads
-    numpy.f2py and numpy.testing (cli/deferred_numpy.py): their code must not run, and must run whole when read."""
+    numpy.f2py and numpy.testing (kernels/lean_start.py): their code must not run, and must run whole when read."""
     code = textwrap.dedent(f"""
         import atexit, json, sys
 

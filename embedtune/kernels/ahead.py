@@ -432,6 +432,9 @@ def _compile_listed(folder: str, owner: str, out) -> None:
 def main(argv: list[str]) -> None:
     import signal
 
+    from embedtune.kernels.lean_start import defer_unused_numpy_packages
+
+    defer_unused_numpy_packages()   # before the compiles load scipy.linalg (lean_start.py)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the run ends its children
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)   # nothing else reaches the run's pipe

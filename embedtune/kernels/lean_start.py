@@ -1,4 +1,5 @@
-"""numpy's f2py and testing packages, loaded in a command's process only if something uses them.
+"""numpy's f2py and testing packages, loaded in a command's process (and a compile-ahead child's) only if something
+uses them.
 
 Every command that runs a compiled kernel loads numba's array functions, which check for BLAS by importing
 scipy.linalg; scipy (1.17) then makes its array-API copy of numpy's namespace by reading every name numpy
@@ -9,9 +10,10 @@ first kernel call, in every `train`, `init` and `eval` (measured: benchmarks/log
 
 Here the two are put in place as modules that load on their first attribute read (the standard library's
 importlib.util.LazyLoader): the names exist, their code runs only if something reads from them (a plugin that
-uses numpy.testing still gets it whole). Done after cli/blas_threads.py's settings, since this imports numpy;
-nothing is changed for a package already loaded (a test runner's process), nor outside the command line:
-``import embedtune`` leaves the user's numpy as it is.
+uses numpy.testing still gets it whole). Called by cli/main.py, after cli/blas_threads.py's settings since this
+imports numpy, and by the compile-ahead child (kernels/ahead.py, whose compiles load scipy.linalg too): processes
+of embedtune's own. Nothing is changed for a package already loaded (a test runner's process), nor for a library
+user: ``import embedtune`` leaves the user's numpy as it is.
 """
 
 from __future__ import annotations
